@@ -1,0 +1,181 @@
+"""`kwiki check`: schema, unique ids, references, links, artifact paths, generated regions.
+
+Reads only; never writes a file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .catalog import Wiki, load_wiki
+from .errors import Problem
+from .evidence import EvidenceLevel
+from .pages import Page
+
+_LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+_EXTERNAL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+
+@dataclass
+class Report:
+    pages: int
+    problems: list[Problem]
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def as_json(self) -> dict:
+        from . import SCHEMA_VERSION
+
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "ok": self.ok,
+            "pages": self.pages,
+            "problems": [p.as_json() for p in self.problems],
+        }
+
+
+def check(root: Path, strict: bool = False) -> Report:
+    wiki = load_wiki(root, strict)
+    problems: list[Problem] = []
+    for page in wiki.pages:
+        problems.extend(page.problems)
+    problems.extend(check_ids(wiki))
+    ids = set(wiki.by_id)
+    for page in wiki.pages:
+        if page.meta is None:
+            continue
+        problems.extend(check_references(page, ids))
+        problems.extend(check_artifacts(page, root))
+        problems.extend(check_evidence(page))
+        problems.extend(check_regions(page))
+        problems.extend(check_links(page, root))
+    if strict:
+        problems = [Problem(p.path, p.line, p.field, p.message, "error") for p in problems]
+    return Report(pages=len(wiki.pages), problems=sorted(set(problems)))
+
+
+def check_ids(wiki: Wiki) -> list[Problem]:
+    first: dict[str, Page] = {}
+    out = []
+    for page in wiki.pages:
+        if not page.id:
+            continue
+        if page.id in first:
+            out.append(
+                Problem(page.path, page.line_of("id"), "id", f"id {page.id!r} is already used by {first[page.id].path}")
+            )
+        else:
+            first[page.id] = page
+    return out
+
+
+def check_references(page: Page, ids: set[str]) -> list[Problem]:
+    assert page.meta is not None
+    return [
+        Problem(page.path, page.line_of(name, i), f"{name}[{i}]", f"no page has id {ref!r}")
+        for name, i, ref in page.meta.references()
+        if ref not in ids
+    ]
+
+
+def inside(root: Path, rel: str) -> str | None:
+    """Why repository path `rel` is unacceptable, or None when it names a file or folder inside `root`."""
+    if os.path.isabs(rel) or rel.startswith("~"):
+        return f"{rel!r} is an absolute path; artifact paths are relative to the repository root"
+    if ".." in Path(rel).parts:
+        return f"{rel!r} leaves the repository ('..')"
+    target = root / rel
+    if not os.path.lexists(target):
+        return f"{rel!r} does not exist"
+    try:
+        target.resolve().relative_to(root.resolve())
+    except ValueError:
+        return f"{rel!r} is a link that leads out of the repository"
+    except (OSError, RuntimeError):
+        return f"{rel!r} is a broken or looping link"
+    if not target.exists():
+        return f"{rel!r} is a broken link"
+    return None
+
+
+def check_artifacts(page: Page, root: Path) -> list[Problem]:
+    assert page.meta is not None
+    out = []
+    for name, rel in sorted(page.meta.artifacts.items()):
+        why = inside(root, rel)
+        if why:
+            out.append(Problem(page.path, page.line_of("artifacts", name), f"artifacts.{name}", why))
+    if page.meta.artifact_dir:
+        why = inside(root, page.meta.artifact_dir)
+        if why:
+            out.append(Problem(page.path, page.line_of("artifact_dir"), "artifact_dir", why))
+    return out
+
+
+def check_evidence(page: Page) -> list[Problem]:
+    meta = page.meta
+    assert meta is not None
+    if meta.evidence_level == EvidenceLevel.verified and meta.measurements is None:
+        return [Problem(page.path, page.line_of("evidence_level"), "evidence_level",
+                        "'verified' is set only by kwiki verify (no measurements block on this page)")]
+    if meta.evidence_level == EvidenceLevel.measured and meta.measurements is None:
+        return [Problem(page.path, page.line_of("evidence_level"), "evidence_level",
+                        "'measured' is written by kwiki verify; this page has no kwiki measurements",
+                        "warning")]
+    if meta.measurements is not None and not any(r.name == "measurements" for r in page.yaml_regions):
+        return [Problem(page.path, page.line_of("measurements"), "measurements",
+                        "measurements block outside its '# kwiki:measurements' markers (written by hand?)")]
+    return []
+
+
+def check_regions(page: Page) -> list[Problem]:
+    return [
+        Problem(page.path, r.open_line, f"kwiki:{r.name}",
+                "generated region was edited by hand (checksum mismatch); rerun kwiki verify")
+        for r in [*page.yaml_regions, *page.regions]
+        if r.edited
+    ]
+
+
+def _links(body: str, first_line: int):
+    in_fence = False
+    for i, line in enumerate(body.split("\n")):
+        if line.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        for m in _LINK.finditer(_INLINE_CODE.sub("", line)):
+            yield first_line + i, m.group(1)
+
+
+def check_links(page: Page, root: Path) -> list[Problem]:
+    assert page.fm is not None
+    out = []
+    wiki_dir = (root / "wiki").resolve()
+    for line, target in _links(page.fm.body, page.fm.body_line):
+        if _EXTERNAL.match(target) or target.startswith("#"):
+            continue
+        path = target.split("#", 1)[0].split("?", 1)[0]
+        if not path:
+            continue
+        if path.startswith("/"):
+            out.append(Problem(page.path, line, "link", f"link {target!r} is absolute; link pages by relative path"))
+            continue
+        resolved = (page.file.parent / path).resolve()
+        if not resolved.exists():
+            out.append(Problem(page.path, line, "link", f"link {target!r} leads to a file that does not exist"))
+        elif not str(resolved).startswith(str(wiki_dir) + os.sep):
+            out.append(Problem(page.path, line, "link",
+                               f"link {target!r} leaves wiki/; the site cannot serve it (link to the source on the web or embed it)"))
+    return out

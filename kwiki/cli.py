@@ -1,0 +1,163 @@
+"""The `kwiki` command line: parse arguments, call the library, map errors to exit codes.
+
+Exit codes: 0 ok, 1 problems found (a failed check, a claim not reproduced), 2 usage or
+environment error. Handlers live in the library modules and are imported only when their
+command runs, so `kwiki query` does not pay for what `kwiki verify` imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import KwikiError
+
+# command -> "module:function(args) -> int"
+HANDLERS = {
+    "check": "kwiki.cli:cmd_check",
+    "schema": "kwiki.cli:cmd_schema",
+    "verify": "kwiki.verify:main",
+    "show": "kwiki.show:main",
+    "query": "kwiki.query:main",
+    "tags": "kwiki.query:tags_main",
+    "mcp": "kwiki.mcp_server:main",
+    "build": "kwiki.site:build_main",
+    "serve": "kwiki.site:serve_main",
+}
+
+
+def _root_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", metavar="DIR", help="project root holding wiki/ (default: nearest from here)")
+
+
+def _json_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kwiki", description="KernelWiki: GPU kernel techniques with re-measured numbers.")
+    parser.add_argument("--version", action="version", version=f"kwiki {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("check", help="validate pages: schema, ids, references, links, artifact paths")
+    _root_arg(p)
+    _json_arg(p)
+    p.add_argument("--strict", action="store_true", help="treat warnings (unknown fields, ...) as errors")
+
+    p = sub.add_parser("schema", help="write the JSON Schema files generated from the models")
+    _root_arg(p)
+    p.add_argument("--check", action="store_true", help="exit 1 if schema/ is stale, write nothing")
+
+    p = sub.add_parser("verify", help="build, run, check and time artifacts; write measured numbers back")
+    p.add_argument("pages", nargs="*", metavar="PAGE_ID", help="pages to verify (default: all)")
+    p.add_argument("--tag", action="append", default=[], help="only pages with this tag (repeatable)")
+    p.add_argument("--arch", help="only pages for this architecture")
+    p.add_argument("--compile-only", action="store_true", help="build everything, run nothing")
+    p.add_argument("--no-write", action="store_true", help="do not write pages or the results store")
+    p.add_argument("--jobs", type=int, default=0, help="parallel builds (default: CPU count)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    _json_arg(p)
+    _root_arg(p)
+
+    p = sub.add_parser("show", help="one page with its claims and latest measurements")
+    p.add_argument("id", metavar="ID")
+    _json_arg(p)
+    _root_arg(p)
+
+    p = sub.add_parser("query", help="find pages by tag, architecture, type, evidence, text")
+    p.add_argument("--tag", action="append", default=[], help="pages with this tag (repeatable; all must match)")
+    p.add_argument("--any", action="store_true", help="any of the tags matches")
+    p.add_argument("--arch", help="pages whose code runs on this architecture")
+    p.add_argument("--type", help="page type (technique, kernel, ...)")
+    p.add_argument("--evidence", help="at least this evidence level")
+    p.add_argument("--op", help="operation the page applies to (gemm, gemv, ...)")
+    p.add_argument("--text", help="full-text search over titles and bodies")
+    p.add_argument("--verified-on", metavar="GPU", help="pages verified on this GPU")
+    p.add_argument("--limit", type=int, default=50)
+    _json_arg(p)
+    _root_arg(p)
+
+    p = sub.add_parser("tags", help="tags with their page counts")
+    _json_arg(p)
+    _root_arg(p)
+
+    p = sub.add_parser("mcp", help="serve the wiki to coding agents over MCP (stdio)")
+    _root_arg(p)
+
+    p = sub.add_parser("build", help="build the static site (strict)")
+    _root_arg(p)
+    p.add_argument("--site-dir", default="site", help="output directory (default: site/)")
+
+    p = sub.add_parser("serve", help="serve the site with live reload")
+    _root_arg(p)
+    p.add_argument("--dev-addr", default="127.0.0.1:8000")
+    return parser
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .catalog import find_root
+    from .check import check
+
+    root = find_root(args.root)
+    report = check(root, strict=args.strict)
+    if args.json:
+        print(json.dumps(report.as_json(), indent=2, sort_keys=True))
+    else:
+        for problem in report.problems:
+            print(problem.format())
+        errors, warnings = len(report.errors), len(report.problems) - len(report.errors)
+        state = "ok" if report.ok else "FAILED"
+        print(f"kwiki check: {state}: {report.pages} pages, {errors} errors, {warnings} warnings")
+    return 0 if report.ok else 1
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from .catalog import find_root
+    from .schema import stale, write
+
+    directory = Path(find_root(args.root)) / "schema"
+    if args.check:
+        old = stale(directory)
+        for name in old:
+            print(f"schema/{name}: stale; run 'kwiki schema'")
+        return 1 if old else 0
+    for name in write(directory):
+        print(f"wrote schema/{name}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    module, func = HANDLERS[args.command].split(":")
+    try:
+        handler = getattr(importlib.import_module(module), func)
+        return int(handler(args) or 0)
+    except KwikiError as exc:
+        print(f"kwiki {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except ModuleNotFoundError as exc:
+        missing = exc.name or "a module"
+        print(f"kwiki {args.command}: needs {missing!r}, which is not installed", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"kwiki {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # the last line of defence: one line, never a traceback
+        if os.environ.get("KWIKI_DEBUG"):
+            raise
+        print(f"kwiki {args.command}: internal error: {type(exc).__name__}: {exc} "
+              "(set KWIKI_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

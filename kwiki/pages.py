@@ -1,0 +1,126 @@
+"""Read one page file into a validated `Page`, turning every failure into located problems."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import FrontMatterError, MarkerError, Problem
+from .frontmatter import FrontMatter, parse_page
+from .markers import Region, scan
+from .model import PageMeta
+
+
+@dataclass
+class Page:
+    """A page as read from disk: its relative path, parsed parts, and what is wrong with it."""
+
+    path: str  # relative to the project root, with '/' separators
+    file: Path
+    fm: FrontMatter | None = None
+    meta: PageMeta | None = None
+    regions: list[Region] = field(default_factory=list)
+    yaml_regions: list[Region] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def id(self) -> str | None:
+        return self.meta.id if self.meta else None
+
+    def problem(self, line: int, field_: str, message: str, severity: str = "error") -> None:
+        self.problems.append(Problem(self.path, line, field_, message, severity))  # type: ignore[arg-type]
+
+    def line_of(self, *path: str | int) -> int:
+        return self.fm.line_of(tuple(path)) if self.fm else 1
+
+
+def field_name(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Keep the parts of a pydantic error location that walk the data (drop union/type labels)."""
+    out: list[Any] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and isinstance(part, str) and part in node:
+            node = node[part]
+            out.append(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+            out.append(part)
+        elif isinstance(node, dict) and isinstance(part, str) and not out:
+            out.append(part)  # a missing top-level field
+            break
+    return tuple(out)
+
+
+def _message(err: dict) -> str:
+    msg = err["msg"]
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    if err["type"] == "missing":
+        return "required field is missing"
+    if err["type"] == "extra_forbidden":
+        return "unknown field"
+    if err["type"] == "string_pattern_mismatch" and "a-z0-9" in str(err.get("ctx", {}).get("pattern", "")):
+        return f"{err.get('input')!r} is not a slug (lower-case letters, digits and '-')"
+    return msg
+
+
+def validate(page: Page, strict: bool = False) -> None:
+    assert page.fm is not None
+    data = page.fm.data
+    try:
+        page.meta = PageMeta.model_validate(data)
+    except ValidationError as exc:
+        seen: set[tuple] = set()
+        for err in exc.errors(include_url=False):
+            path = _data_path(data, tuple(err["loc"]))
+            key = (path, _message(err))
+            if key in seen:
+                continue
+            seen.add(key)
+            page.problem(page.fm.line_of(path), field_name(path), _message(err))
+        return
+    severity = "error" if strict else "warning"
+    for name in page.meta.unknown_fields:
+        page.problem(page.fm.line_of((name,)), name, "unknown field", severity)
+
+
+def load_page(file: Path, root: Path, strict: bool = False) -> Page:
+    """Parse and validate one page; never raises for bad content."""
+    try:
+        rel = file.relative_to(root).as_posix()
+    except ValueError:
+        rel = file.as_posix()
+    page = Page(path=rel, file=file)
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        page.problem(0, "", f"cannot read file: {exc.strerror or exc}")
+        return page
+    try:
+        page.fm = parse_page(raw)
+    except FrontMatterError as exc:
+        page.problem(exc.line, exc.field, exc.message)
+        return page
+    validate(page, strict)
+    try:
+        page.regions = scan(page.fm.body, first_line=page.fm.body_line)
+        page.yaml_regions = scan(_front_matter_text(page.fm), yaml=True, first_line=2)
+    except MarkerError as exc:
+        page.problem(exc.line, "kwiki-marker", exc.message)
+    return page
+
+
+def _front_matter_text(fm: FrontMatter) -> str:
+    lines = fm.text.split("\n")
+    return "\n".join(lines[fm.start_line : fm.end_line - 1])
