@@ -1,0 +1,102 @@
+"""The results store: every measured figure, appended to `results/<gpu-model>.jsonl` (committed).
+
+One line per record of a run (`kind: "record"`) and one per claim verdict (`kind: "claim"`).
+`kwiki verify` compares each new figure with the last run on the same GPU model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import Problem
+
+RESULTS_DIR = "results"
+STORE_VERSION = 1
+Scalar = Union[bool, int, float, str]
+
+
+class Row(BaseModel):
+    """Fields shared by every line of the store."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    store_version: int = STORE_VERSION
+    kind: Literal["record", "claim"]
+    run_id: str  # one verify run: '<date>T<time>Z-<short commit>'
+    date: str  # ISO 8601, UTC
+    gpu: str
+    gpu_uuid: str | None = None
+    arch: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    nvcc: str | None = None
+    commit: str | None = None
+    dirty: bool | None = None
+    kwiki: str | None = None
+    artifact: str
+    artifact_hash: str | None = None
+
+
+class RecordRow(Row):
+    kind: Literal["record"] = "record"
+    target: str
+    variant: str
+    params: dict[str, Scalar] = Field(default_factory=dict)
+    figures: dict[str, float] = Field(default_factory=dict)
+    spread: float | None = None
+    samples: int | None = None
+    passed: bool
+    registers: int | None = None
+    spill_bytes: int | None = None
+
+
+class ClaimRow(Row):
+    kind: Literal["claim"] = "claim"
+    page: str
+    claim: str
+    value: float | None = None
+    unit: str | None = None
+    spread: float | None = None
+    verdict: str
+    change: str | None = None
+
+
+def gpu_slug(gpu: str) -> str:
+    """'NVIDIA H200' -> 'nvidia-h200': the store file of that GPU model."""
+    return re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") or "unknown-gpu"
+
+
+def store_path(root: Path, gpu: str) -> Path:
+    return root / RESULTS_DIR / f"{gpu_slug(gpu)}.jsonl"
+
+
+def read_store(path: Path) -> tuple[list[RecordRow | ClaimRow], list[Problem]]:
+    """All valid rows of one store file, and a problem for each line that is not one."""
+    rows: list[RecordRow | ClaimRow] = []
+    problems: list[Problem] = []
+    if not path.exists():
+        return rows, problems
+    for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            model = ClaimRow if data.get("kind") == "claim" else RecordRow
+            rows.append(model.model_validate(data))
+        except (ValueError, AttributeError, ValidationError) as exc:
+            problems.append(Problem(str(path), lineno, "results", f"unreadable result row: {str(exc)[:100]}"))
+    return rows, problems
+
+
+def read_all(root: Path) -> list[RecordRow | ClaimRow]:
+    rows: list[RecordRow | ClaimRow] = []
+    directory = root / RESULTS_DIR
+    if directory.is_dir():
+        for path in sorted(directory.glob("*.jsonl")):
+            rows.extend(read_store(path)[0])
+    return rows
