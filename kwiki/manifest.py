@@ -57,7 +57,14 @@ class Build(Strict):
 
 
 class Run(Strict):
+    """How to run a build. The binary gets `args`, then `--variants a,b,c` (the variants to run).
+
+    `command`, when given, replaces the binary: '{binary}' in it becomes the built binary's path
+    and '{python}' the Python running kwiki (for drivers that load the build, or torch baselines).
+    """
+
     args: list[str] = Field(default_factory=list)
+    command: list[str] = Field(default_factory=list)
     timeout_s: float = Field(default=300, gt=0, le=3600)
     max_output_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
 
@@ -66,6 +73,8 @@ class Variant(Strict):
     name: Name
     description: str = ""
     targets: list[Target] = Field(default_factory=list, description="default: every target of the artifact")
+    isolated: bool = Field(default=False, description="run alone in its own process (for variants meant to hang or crash)")
+    timeout_s: float | None = Field(default=None, gt=0, le=3600, description="run timeout of an isolated variant")
 
 
 class Manifest(Strict):
