@@ -100,3 +100,51 @@ def read_all(root: Path) -> list[RecordRow | ClaimRow]:
         for path in sorted(directory.glob("*.jsonl")):
             rows.extend(read_store(path)[0])
     return rows
+
+
+def append_rows(path: Path, rows: list[Row]) -> None:
+    """Append rows to a store file atomically (the file is rewritten whole, then renamed)."""
+    from .writefile import write_atomic
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.read_bytes() if path.exists() else b""
+    if old and not old.endswith(b"\n"):
+        old += b"\n"
+    new = "".join(json.dumps(r.model_dump(mode="json", exclude_none=True), sort_keys=True) + "\n" for r in rows)
+    write_atomic(path, old + new.encode("utf-8"))
+
+
+def last_claims(rows: list[RecordRow | ClaimRow]) -> dict[tuple[str, str], ClaimRow]:
+    """The latest measured row of each (page, claim)."""
+    out: dict[tuple[str, str], ClaimRow] = {}
+    for row in rows:
+        if isinstance(row, ClaimRow) and row.value is not None:
+            out[(row.page, row.claim)] = row
+    return out
+
+
+def last_records(rows: list[RecordRow | ClaimRow]) -> dict[tuple[str, str, str], RecordRow]:
+    """The latest passing row of each (artifact, variant, params)."""
+    out: dict[tuple[str, str, str], RecordRow] = {}
+    for row in rows:
+        if isinstance(row, RecordRow) and row.passed and "time_us" in row.figures:
+            out[(row.artifact, row.variant, json.dumps(row.params, sort_keys=True))] = row
+    return out
+
+
+def change(new: float, new_spread: float | None, old: float, old_spread: float | None, direction: str) -> str:
+    """same, faster, slower or ambiguous, judged against both runs' own spread.
+
+    `direction` says which way is an improvement ('higher' or 'lower'); 'faster' means the figure
+    moved that way by more than the noise.
+    """
+    if old == 0:
+        return "ambiguous"
+    rel = (new - old) / abs(old)
+    noise = max(((new_spread or 0.0) ** 2 + (old_spread or 0.0) ** 2) ** 0.5, 0.005)
+    if abs(rel) <= noise:
+        return "same"
+    if abs(rel) <= 2 * noise:
+        return "ambiguous"
+    improved = rel > 0 if direction == "higher" else rel < 0
+    return "faster" if improved else "slower"

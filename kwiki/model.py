@@ -178,6 +178,8 @@ class Claim(Strict):
     at_least: float | None = None
     at_most: float | None = None
     expect: Outcome | None = None
+    better: Literal["higher", "lower"] | None = Field(
+        default=None, description="which direction is an improvement (default: lower for time, higher otherwise)")
     conditions: Conditions = Field(default_factory=Conditions)
     evidence: Literal["source-reported", "spec", "goal"] = "goal"
     source: str | None = None
@@ -216,6 +218,14 @@ class Claim(Strict):
         want = FIGURE_UNITS.get(m.of.figure)
         if want is not None and want != self.unit:
             raise ValueError(f"figure {m.of.figure!r} is in {want}, but the claim's unit is {self.unit!r}")
+
+    @property
+    def direction(self) -> str:
+        if self.better:
+            return self.better
+        if self.at_most is not None and self.at_least is None:
+            return "lower"
+        return "lower" if self.metric in (Metric.time, Metric.count) else "higher"
 
     @property
     def tolerance_or_default(self) -> float:

@@ -1,0 +1,135 @@
+"""Markdown tables kwiki writes into pages (claims, ladder) and the terminal report of a run."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from .claims import ClaimResult
+from .model import Provenance
+from .plan import PlannedArtifact
+from .record import Record
+from .run import RunOutcome
+
+
+def fmt(value: float | None, digits: int = 4) -> str:
+    """A number with `digits` significant digits, no exponent for everyday magnitudes."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    if value == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(value)))
+    decimals = max(0, digits - 1 - mag)
+    return f"{value:.{decimals}f}" if -4 <= mag < 9 else f"{value:.{digits - 1}e}"
+
+
+def fmt_spread(spread: float | None) -> str:
+    return "" if spread is None else f" ±{spread * 100:.1f}%"
+
+
+def provenance_line(p: Provenance) -> str:
+    parts = [p.gpu]
+    if p.arch:
+        parts.append(p.arch)
+    if p.driver:
+        parts.append(f"driver {p.driver}")
+    if p.cuda:
+        parts.append(f"CUDA {p.cuda}")
+    if p.nvcc:
+        parts.append(f"nvcc {p.nvcc}")
+    commit = f"commit {p.commit}{' (dirty)' if p.dirty else ''}" if p.commit else "no commit"
+    return (f"*Measured by `kwiki verify` on {', '.join(parts)} on {p.date}; {commit}; "
+            f"artifact {p.artifact_hash or '?'}; ± is the run's half inter-quartile range.*\n")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def claims_table(results: list[ClaimResult], provenance: Provenance, statements: dict[str, str]) -> str:
+    rows = ["| claim | statement | claimed | measured | verdict | change |",
+            "| --- | --- | --- | ---: | --- | --- |"]
+    for r in results:
+        measured = f"{fmt(r.value)} {r.unit}{fmt_spread(r.spread)}" if r.value is not None else "—"
+        verdict = r.verdict.value + (f" ({r.detail})" if r.detail and r.value is None else "")
+        rows.append("| " + " | ".join(_cell(c) for c in (
+            f"`{r.claim}`", statements.get(r.claim, ""), r.claimed, measured, verdict, r.change or "")) + " |")
+    return "\n".join(rows) + "\n\n" + provenance_line(provenance)
+
+
+def _params(record: Record) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(record.params.items()))
+
+
+def _figure(record: Record) -> str:
+    figs = record.figures()
+    if "tflop_per_s" in figs:
+        return f"{fmt(figs['tflop_per_s'])} TFLOP/s"
+    if "tb_per_s" in figs:
+        return f"{fmt(figs['tb_per_s'])} TB/s"
+    return "—"
+
+
+def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome]) -> str:
+    """Every variant of one artifact run: time, throughput, ratio to the baseline, what changed."""
+    assert planned.manifest is not None
+    m = planned.manifest
+    records = [r for o in outcomes for r in o.records]
+    base: dict[str, float] = {}
+    for r in records:
+        if r.variant == m.baseline and r.timing is not None:
+            base[_params(r)] = r.timing.median_us
+    head = f"**{m.title}** (`{planned.path}`, target {planned.run_target}"
+    head += f"; baseline `{m.baseline}`)\n\n" if m.baseline else ")\n\n"
+    rows = ["| variant | what changed | params | time (us) | throughput | vs baseline | registers |",
+            "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    order = {v.name: i for i, v in enumerate(m.variants)}
+    for r in sorted(records, key=lambda r: (_params(r), order.get(r.variant, 99))):
+        desc = (m.variant(r.variant).description if m.variant(r.variant) else "")
+        if r.timing is None:
+            rows.append(f"| `{r.variant}` | {_cell(desc)} | {_cell(_params(r))} | check failed | — | — | — |")
+            continue
+        ratio = base.get(_params(r))
+        vs = f"{fmt(ratio / r.timing.median_us, 3)}x" if ratio else "—"
+        regs = r.extra.get("registers", "—")
+        rows.append("| " + " | ".join(_cell(str(c)) for c in (
+            f"`{r.variant}`", desc, _params(r), fmt(r.timing.median_us) + fmt_spread(r.timing.spread),
+            _figure(r), vs, regs)) + " |")
+    failed = [o for o in outcomes if o.status != "ok"]
+    for o in failed:
+        rows.append(f"| `{','.join(o.variants)}` | run {o.status} | | — | — | — | — |")
+    for name in planned.not_applicable:
+        v = m.variant(name)
+        rows.append(f"| `{name}` | {_cell(v.description if v else '')} | not applicable on "
+                    f"{planned.run_target} (targets {', '.join(v.targets) if v else '?'}) | — | — | — | — |")
+    return head + "\n".join(rows) + "\n"
+
+
+def terminal_table(results: list[ClaimResult]) -> str:
+    header = ("page", "artifact", "claim", "measured", "claimed", "verdict")
+    rows = [header]
+    for r in results:
+        measured = f"{fmt(r.value)} {r.unit}{fmt_spread(r.spread)}" if r.value is not None else "—"
+        verdict = r.verdict.value + (f" [{r.change}]" if r.change and r.change not in ("new", "same") else "")
+        art = (r.artifact or "—").removeprefix("artifacts/")
+        rows.append((r.page, art, r.claim, measured, r.claimed, verdict))
+    widths = [min(40, max(len(row[i]) for row in rows)) for i in range(len(header))]
+    out = []
+    for n, row in enumerate(rows):
+        out.append("  ".join(cell[:40].ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def details(results: list[ClaimResult]) -> str:
+    """One line per claim that did not pass, with why."""
+    lines = []
+    for r in results:
+        if r.detail and r.verdict.value not in ("reproduced", "better", "not-testable"):
+            lines.append(f"{r.page}: {r.claim}: {r.verdict.value}: {r.detail}")
+    return "\n".join(lines)
+
+
+def dumps(data: dict) -> str:
+    return json.dumps(data, indent=2, sort_keys=True)
