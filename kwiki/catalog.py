@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import EnvironmentProblem
-from .pages import Page, load_page
+
+if TYPE_CHECKING:  # pages imports pydantic; `kwiki query` needs find_root only
+    from .pages import Page
 
 WIKI_DIR = "wiki"
 ARTIFACTS_DIR = "artifacts"
@@ -54,4 +57,6 @@ class Wiki:
 
 
 def load_wiki(root: Path, strict: bool = False) -> Wiki:
+    from .pages import load_page
+
     return Wiki(root=root, pages=[load_page(f, root, strict) for f in page_files(root)])
