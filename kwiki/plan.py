@@ -9,7 +9,7 @@ from .arch import compatible, parse_arch
 from .build import BuildJob, artifact_hash
 from .catalog import Wiki
 from .env import Environment, Gpu
-from .errors import ManifestError, UsageError
+from .errors import ManifestError, Problem, UsageError
 from .manifest import HOST, MANIFEST, Manifest, load_manifest
 from .pages import Page
 
@@ -20,6 +20,7 @@ class PlannedArtifact:
     directory: Path
     manifest: Manifest | None
     error: str | None = None
+    problem: Problem | None = None
     hash: str | None = None
     pages: list[str] = field(default_factory=list)
     run_target: str | None = None
@@ -115,7 +116,8 @@ def _plan_artifact(rel: str, root: Path, env: Environment, gpu: Gpu | None, comp
     try:
         manifest = load_manifest(directory, root)
     except ManifestError as exc:
-        return PlannedArtifact(rel, directory, None, error=str(exc), why_not_run="invalid manifest")
+        return PlannedArtifact(rel, directory, None, error=str(exc), problem=exc.problem(),
+                               why_not_run="invalid manifest")
     planned = PlannedArtifact(rel, directory, manifest, hash=artifact_hash(directory, root))
     target = choose_target(manifest, gpu)
     if compile_only:

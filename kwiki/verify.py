@@ -100,8 +100,8 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
     for note in notes:
         progress(note)
     for a in the_plan.artifacts.values():
-        if a.error:
-            problems.append(Problem(a.path, 0, "artifact.yaml", a.error))
+        if a.problem:
+            problems.append(a.problem)
 
     t_build = time.monotonic()
     total = len(the_plan.builds)
@@ -254,14 +254,15 @@ def _write_back(report: Report, root: Path, progress: Progress) -> None:
                     provenance=_provenance(report, hashes.get(c.artifact))) for c in results},
             )
             statements = {c.id: c.statement for c in meta.claims}
-            regions = {"claims": tables.claims_table(results, _provenance(report, None), statements)}
+            page_prov = _provenance(report, ", ".join(sorted({h for h in hashes.values() if h})) or None)
+            regions = {"claims": tables.claims_table(results, page_prov, statements)}
             ladders = []
             for key in sorted(meta.artifacts):
                 planned = report.plan.artifact_for(page, key)
                 if planned and planned.path in report.outcomes:
                     ladders.append(tables.ladder_table(planned, report.outcomes[planned.path]))
             if ladders:
-                regions["ladder"] = "\n".join(ladders) + "\n" + tables.provenance_line(_provenance(report, None))
+                regions["ladder"] = "\n".join(ladders) + "\n" + tables.provenance_line(page_prov)
             try:
                 original = page.file.read_bytes() if page.fm else b""
                 if write_page(page.file, page.path, _expected(page, original), measurements_yaml(m), regions):

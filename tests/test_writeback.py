@@ -1,0 +1,100 @@
+"""Write-back: only kwiki's places change, byte-exactly, atomically, even under SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kwiki.errors import WriteBackError
+from kwiki.frontmatter import parse_page
+from kwiki.markers import scan
+from kwiki.writeback import apply, write_page
+
+PAGE = (b"---\nid: p\ntitle: P\ntype: technique\n---\n# P\n\nAuthor text.\n\n"
+        b"<!-- kwiki:claims -->\n<!-- /kwiki:claims -->\n\nMore author text.\n")
+
+
+def test_apply_inserts_then_replaces_only_kwiki_places():
+    once = apply(PAGE, "measurements:\n  evidence_level: measured\n  date: '2026-01-01'\n", {"claims": "T1\n"})
+    assert once.startswith(b"---\nid: p\ntitle: P\ntype: technique\n# kwiki:measurements sha256=")
+    assert b"# P\n\nAuthor text.\n\n<!-- kwiki:claims sha256=" in once
+    assert once.endswith(b"<!-- /kwiki:claims -->\n\nMore author text.\n")
+    twice = apply(once, "measurements:\n  evidence_level: verified\n  date: '2026-01-02'\n", {"claims": "T2\n"})
+    assert twice.replace(b"T2", b"T1").replace(b"verified", b"measured").replace(b"01-02", b"01-01").split(
+        b"sha256=")[0] == once.split(b"sha256=")[0]
+    fm = parse_page(twice)
+    assert fm.data["measurements"]["evidence_level"] == "verified"
+    assert [r.name for r in scan(fm.body)] == ["claims"] and not scan(fm.body)[0].edited
+
+
+def test_apply_appends_missing_region_at_the_end():
+    out = apply(PAGE, None, {"ladder": "L\n"})
+    assert out.startswith(PAGE)
+    assert out[len(PAGE):].startswith(b"\n<!-- kwiki:ladder sha256=")
+
+
+def test_apply_refuses_mixed_newlines_and_hand_written_measurements():
+    with pytest.raises(WriteBackError, match="mixes line endings"):
+        apply(PAGE.replace(b"Author text.\n", b"Author text.\r\n"), None, {"claims": "x\n"})
+    with pytest.raises(WriteBackError, match="outside kwiki's markers"):
+        apply(PAGE.replace(b"type: technique\n", b"type: technique\nmeasurements: {}\n"), "measurements: {}\n", {})
+
+
+def test_apply_refuses_broken_markers():
+    broken = PAGE.replace(b"<!-- /kwiki:claims -->\n", b"")
+    with pytest.raises(WriteBackError, match="never closed"):
+        apply(broken, None, {"claims": "x\n"})
+
+
+def test_write_page_refuses_a_page_changed_during_the_run(tmp_path: Path):
+    page = tmp_path / "p.md"
+    page.write_bytes(PAGE)
+    with pytest.raises(WriteBackError, match="changed on disk"):
+        write_page(page, "p.md", PAGE + b"old", None, {"claims": "x\n"})
+    assert page.read_bytes() == PAGE
+
+
+WRITER = r"""
+import sys
+from pathlib import Path
+from kwiki.writeback import write_page
+page = Path(sys.argv[1])
+i = 0
+while True:
+    cur = page.read_bytes()
+    content = "A\n" * 2000 if b"\nA\n" not in cur else "B\n" * 3000
+    write_page(page, "p.md", cur, "measurements:\n  evidence_level: measured\n  date: '2026-01-01'\n",
+               {"claims": content})
+    i += 1
+"""
+
+
+def test_sigkill_at_any_moment_leaves_old_or_new_page(tmp_path: Path):
+    page = tmp_path / "p.md"
+    page.write_bytes(PAGE)
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    rng = random.Random(7)
+    for _ in range(30):
+        proc = subprocess.Popen([sys.executable, str(script), str(page)], env=env)
+        time.sleep(rng.uniform(0.15, 0.6))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        raw = page.read_bytes()
+        fm = parse_page(raw)  # always a whole, valid page
+        regions = {r.name: r for r in scan(fm.body)}
+        assert not regions["claims"].edited
+        assert regions["claims"].content in ("", "A\n" * 2000, "B\n" * 3000)
+        assert raw.startswith(b"---\nid: p\ntitle: P\ntype: technique\n")
+        assert b"# P\n\nAuthor text.\n\n" in raw and raw.endswith(b"\n\nMore author text.\n")
+    # a killed write can leave its temporary file; it is hidden and never read as a page
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".p.md.")]
+    assert all(name.endswith(".tmp") for name in leftovers)
