@@ -1,0 +1,73 @@
+"""Claim verdicts, ratio spreads, target choice and history changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from kwiki.claims import judge
+from kwiki.env import Gpu
+from kwiki.history import change
+from kwiki.manifest import Manifest
+from kwiki.model import Claim, Verdict
+from kwiki.plan import choose_target
+
+
+def claim(**kw) -> Claim:
+    base = {"id": "c", "statement": "s", "metric": "bandwidth", "unit": "TB/s"}
+    return Claim.model_validate({**base, **kw})
+
+
+@pytest.mark.parametrize("kw, value, spread, verdict", [
+    ({"at_least": 4.45}, 4.50, 0.002, Verdict.reproduced),
+    ({"at_least": 4.45}, 4.20, 0.002, Verdict.worse),
+    ({"at_least": 4.45}, 4.44, 0.01, Verdict.ambiguous),  # 0.2% short, spread 1%
+    ({"at_most": 1.5, "unit": "x", "metric": "ratio"}, 1.3, 0.01, Verdict.reproduced),
+    ({"at_most": 1.5, "unit": "x", "metric": "ratio"}, 1.8, 0.01, Verdict.worse),
+    ({"value": 100, "tolerance": 0.05, "metric": "time", "unit": "us"}, 103, 0.001, Verdict.reproduced),
+    ({"value": 100, "tolerance": 0.05, "metric": "time", "unit": "us"}, 80, 0.001, Verdict.better),
+    ({"value": 100, "tolerance": 0.05, "metric": "time", "unit": "us"}, 120, 0.001, Verdict.worse),
+    ({"value": 100, "tolerance": 0.05, "metric": "time", "unit": "us"}, 106, 0.02, Verdict.ambiguous),
+    ({"value": 4.0, "tolerance": 0.05}, 4.5, 0.001, Verdict.better),
+    ({"value": 4.0, "tolerance": 0.05, "better": "lower"}, 4.5, 0.001, Verdict.worse),
+])
+def test_judge(kw, value, spread, verdict):
+    assert judge(claim(**kw), value, spread) == verdict
+
+
+def test_claim_shape_errors():
+    with pytest.raises(ValueError, match="either 'value'"):
+        claim()
+    with pytest.raises(ValueError, match="not both"):
+        claim(value=1, at_least=1)
+    with pytest.raises(ValueError, match="needs its 'source'"):
+        claim(value=1, evidence="source-reported")
+    with pytest.raises(ValueError, match="is in TB/s"):
+        claim(at_least=1, unit="GB/s", measure={"artifact": "a", "of": {"variant": "v", "figure": "tb_per_s"}})
+
+
+def manifest(targets):
+    return Manifest.model_validate({"name": "a", "title": "t", "targets": targets,
+                                    "build": {"sources": ["a.cu"]}, "variants": [{"name": "v"}]})
+
+
+def gpu(cc: int) -> Gpu:
+    return Gpu(index=0, name="NVIDIA H200" if cc == 90 else "GPU", uuid=None, cc=cc)
+
+
+def test_choose_target_prefers_the_arch_specific_build():
+    assert choose_target(manifest(["sm_80", "sm_90a", "sm_100a"]), gpu(90)) == "sm_90a"
+    assert choose_target(manifest(["sm_80", "sm_100a"]), gpu(90)) == "sm_80"
+    assert choose_target(manifest(["sm_100a"]), gpu(90)) is None
+    assert choose_target(manifest(["sm_90a"]), None) is None
+    assert choose_target(manifest(["host"]), None) == "host"
+
+
+@pytest.mark.parametrize("new, new_s, old, old_s, direction, expected", [
+    (100.0, 0.002, 100.4, 0.002, "lower", "same"),
+    (90.0, 0.002, 100.0, 0.002, "lower", "faster"),
+    (110.0, 0.002, 100.0, 0.002, "lower", "slower"),
+    (4.6, 0.002, 4.4, 0.002, "higher", "faster"),
+    (101.0, 0.006, 100.0, 0.002, "lower", "ambiguous"),
+])
+def test_history_change(new, new_s, old, old_s, direction, expected):
+    assert change(new, new_s, old, old_s, direction) == expected
