@@ -298,8 +298,9 @@ def main(args: argparse.Namespace) -> int:
 def _print_human(report: Report) -> None:
     for p in report.problems:
         print(p.format())
-    if report.claims:
-        print(tables.terminal_table(report.claims))
+    measurable = [c for c in report.claims if c.verdict != Verdict.not_testable]
+    if measurable:
+        print(tables.terminal_table(measurable))
     why = tables.details(report.claims)
     if why:
         print("\n" + why)
