@@ -10,7 +10,7 @@ from .build import BuildResult
 from .env import Gpu
 from .model import Claim, Metric, Outcome, Selector, Verdict
 from .pages import Page
-from .plan import Plan, PlannedArtifact
+from .plan import Plan
 from .record import Record
 from .run import RunOutcome
 
@@ -32,12 +32,14 @@ class ClaimResult:
     claimed: str = ""
     change: str | None = None
     direction: str = "higher"
+    figure: str = ""  # what was measured: 'variant.figure', or 'a.figure / b.figure' for ratios
 
     def as_json(self) -> dict:
         return {
             "page": self.page, "claim": self.claim, "verdict": self.verdict.value, "value": self.value,
             "unit": self.unit, "spread": self.spread, "detail": self.detail, "artifact": self.artifact,
             "matches_hardware": self.matches_hardware, "claimed": self.claimed, "change": self.change,
+            "figure": self.figure,
         }
 
 
@@ -127,6 +129,7 @@ def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str,
     if m is None:
         res.detail = (f"{claim.evidence}: {claim.source}" if claim.source else claim.evidence) + "; no artifact measures it"
         return res
+    res.figure = _describe(m.of) + (f" / {_describe(m.per)}" if m.per else "")
     planned = plan.artifact_for(page, m.artifact)
     if planned is None:
         res.verdict, res.detail = Verdict.error, f"artifact {m.artifact!r} is not an artifact directory with {'artifact.yaml'}"
@@ -169,6 +172,11 @@ def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str,
     if not res.matches_hardware:
         res.detail = f"measured on {gpu.name if gpu else '?'}; the claim is stated for {claim.conditions.gpu}"
     return res
+
+
+def _describe(sel: Selector) -> str:
+    params = ",".join(f"{k}={v}" for k, v in sorted(sel.params.items()))
+    return f"{sel.variant}" + (f"[{params}]" if params else "") + f".{sel.figure}"
 
 
 def _judge_outcome(res: ClaimResult, claim: Claim, runs: list[RunOutcome]) -> ClaimResult:

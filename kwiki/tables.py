@@ -106,20 +106,24 @@ def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome]) -> str:
 
 
 def terminal_table(results: list[ClaimResult]) -> str:
-    header = ("page", "artifact", "claim", "measured", "claimed", "verdict")
+    header = ("page", "artifact", "claim", "variant.figure", "measured", "claimed", "verdict")
     rows = [header]
     for r in results:
         measured = f"{fmt(r.value)} {r.unit}{fmt_spread(r.spread)}" if r.value is not None else "—"
         verdict = r.verdict.value + (f" [{r.change}]" if r.change and r.change not in ("new", "same") else "")
         art = (r.artifact or "—").removeprefix("artifacts/")
-        rows.append((r.page, art, r.claim, measured, r.claimed, verdict))
-    widths = [min(40, max(len(row[i]) for row in rows)) for i in range(len(header))]
+        rows.append((r.page, art, r.claim, r.figure, measured, r.claimed, verdict))
+    widths = [min(44, max(len(row[i]) for row in rows)) for i in range(len(header))]
     out = []
     for n, row in enumerate(rows):
-        out.append("  ".join(cell[:40].ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        out.append("  ".join(_clip(cell, 44).ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
         if n == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def details(results: list[ClaimResult]) -> str:
