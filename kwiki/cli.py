@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--op", help="operation the page applies to (gemm, gemv, ...)")
     p.add_argument("--text", help="full-text search over titles and bodies")
     p.add_argument("--verified-on", metavar="GPU", help="pages verified on this GPU")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N results (default 50; 0: all)")
     _json_arg(p)
     _root_arg(p)
 

@@ -13,6 +13,9 @@ SCHEMAS: dict[str, str] = {
     "page.schema.json": "kwiki.model:PageMeta",
     "artifact.schema.json": "kwiki.manifest:Manifest",
     "record.schema.json": "kwiki.record:Record",
+    "query.schema.json": "kwiki.views:QueryOutput",
+    "show.schema.json": "kwiki.views:ShowOutput",
+    "tags.schema.json": "kwiki.views:TagsOutput",
 }
 
 

@@ -1,0 +1,153 @@
+"""`kwiki mcp`: the read-only tools, called over stdio with the MCP SDK's own client.
+
+Each test starts `python -m kwiki.cli mcp --root <copy of tests/fixtures/query>` as a
+subprocess, as a coding agent would, and talks to it with `mcp.ClientSession`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+anyio = pytest.importorskip("anyio")
+
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"
+TOOLS = {"find_techniques", "get_measurements", "get_page", "list_tags", "search_pages"}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    target = tmp_path / "wiki-root"
+    shutil.copytree(FIXTURE, target)
+    return target
+
+
+def session_run(root: Path, steps) -> Any:
+    """Start the server on `root`, run `await steps(session)`, return its result."""
+
+    async def go():
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "kwiki.cli", "mcp", "--root", str(root)],
+            env={"PYTHONPATH": str(REPO), **({"KWIKI_DEBUG": os.environ["KWIKI_DEBUG"]} if "KWIKI_DEBUG" in os.environ else {})},
+            cwd=str(REPO),
+        )
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await steps(session)
+
+    return anyio.run(go)
+
+
+def dump(result: Any) -> dict[str, Any]:
+    """A result as plain JSON with the protocol's field names (the same in SDK 1.x and 2.x)."""
+    return result.model_dump(by_alias=True, mode="json")
+
+
+async def call(session, name: str, **arguments) -> dict[str, Any]:
+    return dump(await session.call_tool(name, arguments))
+
+
+def test_tools_are_read_only_typed_and_described(root):
+    async def steps(session):
+        return dump(await session.list_tools())["tools"]
+
+    tools = {t["name"]: t for t in session_run(root, steps)}
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert len(tool["description"]) > 40
+        assert tool["annotations"]["readOnlyHint"] is True
+        assert tool["inputSchema"]["type"] == "object"
+        assert tool["outputSchema"]["type"] == "object"
+        for name, prop in tool["inputSchema"].get("properties", {}).items():
+            assert prop.get("description"), f"{tool['name']}.{name} has no description"
+    assert tools["find_techniques"]["inputSchema"]["required"] == ["arch"]
+    assert set(tools["get_page"]["inputSchema"]["required"]) == {"id"}
+
+
+def test_find_techniques_best_evidence_first(root):
+    async def steps(session):
+        return await call(session, "find_techniques", arch="sm_90", tags=["gemm"], op="gemm")
+
+    result = session_run(root, steps)
+    assert result["isError"] is False
+    found = result["structuredContent"]["results"]
+    assert [(r["id"], r["evidence_level"]) for r in found] == [
+        ("technique-tma-multicast", "verified"),
+        ("technique-wgmma-pipeline", "measured"),
+        ("pattern-split-k", "source-reported"),
+    ]
+
+
+def test_search_pages_text_and_filters(root):
+    async def steps(session):
+        ranked = await call(session, "search_pages", text="coalescing")
+        filtered = await call(session, "search_pages", tags=["tma", "split-k"], match_any_tag=True, evidence="source-reported")
+        return ranked, filtered
+
+    ranked, filtered = session_run(root, steps)
+    assert [r["id"] for r in ranked["structuredContent"]["results"]] == ["concept-memory-coalescing", "technique-vectorized-loads"]
+    assert [r["id"] for r in filtered["structuredContent"]["results"]] == ["pattern-split-k", "technique-tma-multicast"]
+
+
+def test_get_page_and_get_measurements(root):
+    async def steps(session):
+        return (await call(session, "get_page", id="technique-tma-multicast"),
+                await call(session, "get_page", id="technique-tma-multicast", include_body=False),
+                await call(session, "get_measurements", id="technique-wgmma-pipeline"))
+
+    page, no_body, numbers = session_run(root, steps)
+    doc = page["structuredContent"]
+    claim = {c["id"]: c for c in doc["claims"]}["multicast-speedup"]
+    assert (claim["measured"]["value"], claim["measured"]["unit"], claim["verdict"]) == (1.31, "x", "reproduced")
+    assert doc["body"].lstrip().startswith("# TMA multicast")
+    assert no_body["structuredContent"].get("body") is None
+    numbers = numbers["structuredContent"]
+    assert numbers["evidence_level"] == "measured" and numbers["verified_on"] == "NVIDIA H200"
+    assert numbers["claims"][0]["verdict"] == "worse" and numbers["claims"][0]["measured"]["value"] == 612.5
+
+
+def test_list_tags(root):
+    async def steps(session):
+        return await call(session, "list_tags")
+
+    tags = session_run(root, steps)["structuredContent"]["tags"]
+    assert {"tag": "gemm", "pages": 3} in tags and tags[0]["pages"] >= tags[-1]["pages"]
+
+
+def test_mistakes_come_back_as_tool_errors_with_the_reason(root):
+    async def steps(session):
+        return (await call(session, "get_page", id="no-such-page"),
+                await call(session, "find_techniques", arch="sm_42"),
+                await call(session, "search_pages", evidence="proven"))
+
+    missing, bad_arch, bad_level = session_run(root, steps)
+    assert missing["isError"] and "no page with id 'no-such-page'" in missing["content"][0]["text"]
+    assert bad_arch["isError"] and "not a known architecture" in bad_arch["content"][0]["text"]
+    assert bad_level["isError"] and "not an evidence level" in bad_level["content"][0]["text"]
+
+
+def test_an_edit_between_calls_is_seen(root):
+    page = root / "wiki" / "nvidia" / "kernels" / "nvfp4-gemv.md"
+
+    async def steps(session):
+        before = await call(session, "search_pages", text="ocelot")
+        page.write_text(page.read_text(encoding="utf-8") + "\nAn ocelot wrote this line.\n", encoding="utf-8")
+        after = await call(session, "search_pages", text="ocelot")
+        return before, after
+
+    before, after = session_run(root, steps)
+    assert before["structuredContent"]["total"] == 0
+    assert [r["id"] for r in after["structuredContent"]["results"]] == ["kernel-nvfp4-gemv"]

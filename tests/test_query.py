@@ -1,0 +1,344 @@
+"""`kwiki query` and `kwiki tags`: each filter, their combinations, ranking, and the JSON shape.
+
+The fixture wiki (tests/fixtures/query) has seven valid pages, two of them with measurements
+blocks sealed as `kwiki verify` writes them, and one page with an error, which every query
+leaves out. Each test copies it, so the index is built in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kwiki import SCHEMA_VERSION
+from kwiki.arch import compatible
+from kwiki.cli import main
+from kwiki.errors import UsageError
+from kwiki.query import Query, fts_query, normalize_tag, search
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"
+VALID = {
+    "concept-memory-coalescing",
+    "kernel-nvfp4-gemv",
+    "pattern-split-k",
+    "technique-cluster-launch-control",
+    "technique-tma-multicast",
+    "technique-vectorized-loads",
+    "technique-wgmma-pipeline",
+}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    target = tmp_path / "wiki-root"
+    shutil.copytree(FIXTURE, target)
+    return target
+
+
+def ids(root: Path, **kw) -> list[str]:
+    return [r["id"] for r in search(root, Query(limit=0, **kw))["results"]]
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+# ---------------------------------------------------------------- filters
+
+
+def test_no_filter_lists_every_valid_page_by_id(root):
+    assert ids(root) == sorted(VALID)
+
+
+def test_tags_must_all_match_by_default(root):
+    assert ids(root, tags=["gemm", "tma"]) == ["technique-tma-multicast"]
+
+
+def test_any_matches_pages_with_one_of_the_tags(root):
+    assert ids(root, tags=["tma", "split-k"], any_tag=True) == ["pattern-split-k", "technique-tma-multicast"]
+
+
+def test_tags_are_normalised_like_the_page_model(root):
+    assert ids(root, tags=["Memory_Bound"]) == ["concept-memory-coalescing", "kernel-nvfp4-gemv", "technique-vectorized-loads"]
+
+
+def test_normalize_tag_agrees_with_the_model():
+    from kwiki.model import _tag
+
+    for text in ("GEMM", "warp specialization", "Memory_Bound", "  tma  ", "cute-dsl"):
+        assert normalize_tag(text) == _tag(text)
+
+
+def test_type_filter(root):
+    assert ids(root, type="kernel") == ["kernel-nvfp4-gemv"]
+
+
+def test_evidence_is_at_least_the_level_given(root):
+    assert ids(root, evidence="verified") == ["technique-tma-multicast"]
+    assert ids(root, evidence="measured") == ["technique-tma-multicast", "technique-wgmma-pipeline"]
+    # the measurements block wins over the author's level: both measured pages were source-reported
+    assert set(ids(root, evidence="source-reported")) == {
+        "pattern-split-k", "technique-tma-multicast", "technique-vectorized-loads", "technique-wgmma-pipeline",
+    }
+
+
+def test_unknown_evidence_level_is_a_usage_error(root):
+    with pytest.raises(UsageError, match="not an evidence level"):
+        search(root, Query(evidence="proven"))
+
+
+def test_op_is_case_insensitive(root):
+    assert ids(root, op="gemv") == ["kernel-nvfp4-gemv", "technique-vectorized-loads"]  # one page writes 'GEMV'
+
+
+def test_verified_on_matches_part_of_the_gpu_name(root):
+    assert ids(root, verified_on="h200") == ["technique-tma-multicast", "technique-wgmma-pipeline"]
+    assert ids(root, verified_on="B200") == []
+
+
+def test_filters_combine_with_and(root):
+    assert ids(root, tags=["gemm"], arch="sm_90", evidence="measured", op="gemm") == [
+        "technique-tma-multicast", "technique-wgmma-pipeline",
+    ]
+    assert ids(root, tags=["gemm"], arch="sm_90", type="pattern") == ["pattern-split-k"]
+    assert ids(root, tags=["gemm"], arch="sm_100") == ["pattern-split-k"]
+
+
+# ---------------------------------------------------------------- architectures
+
+
+@pytest.mark.parametrize(
+    "query_arch, expected",
+    [
+        # sm_90a code runs on sm_90 hardware; sm_80 code runs on every later GPU
+        ("sm_90", {"technique-tma-multicast", "technique-wgmma-pipeline", "technique-vectorized-loads", "pattern-split-k"}),
+        ("sm_90a", {"technique-tma-multicast", "technique-wgmma-pipeline", "technique-vectorized-loads", "pattern-split-k"}),
+        ("sm90", {"technique-tma-multicast", "technique-wgmma-pipeline", "technique-vectorized-loads", "pattern-split-k"}),
+        # sm_90a pages do not run on sm_100; sm_100a and the sm_100f family do
+        ("sm_100", {"kernel-nvfp4-gemv", "technique-cluster-launch-control", "technique-vectorized-loads", "pattern-split-k"}),
+        # sm_100a is exactly sm_100; sm_100f covers sm_103
+        ("sm_103", {"technique-cluster-launch-control", "technique-vectorized-loads", "pattern-split-k"}),
+        ("sm_120", {"technique-vectorized-loads", "pattern-split-k"}),
+        ("sm_80", {"technique-vectorized-loads", "pattern-split-k"}),
+        ("sm_75", set()),
+    ],
+)
+def test_arch_matches_pages_whose_code_runs_on_that_hardware(root, query_arch, expected):
+    assert set(ids(root, arch=query_arch)) == expected
+
+
+def test_arch_filter_follows_kwiki_arch_compatible(root):
+    pages = search(root, Query(limit=0))["results"]
+    for query_arch in ("sm_80", "sm_86", "sm_90", "sm_100", "sm_103", "sm_120"):
+        expected = {p["id"] for p in pages if any(compatible(a, query_arch) for a in p["architectures"])}
+        assert set(ids(root, arch=query_arch)) == expected
+
+
+def test_a_page_without_architectures_is_not_matched_by_arch(root):
+    assert "concept-memory-coalescing" not in ids(root, arch="sm_90")
+
+
+def test_unknown_arch_is_a_usage_error(root, capsys):
+    rc, out, err = run_cli(capsys, "query", "--root", str(root), "--arch", "sm_42", "--json")
+    assert rc == 2 and out == ""
+    assert "not a known architecture" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- text and ranking
+
+
+def test_text_ranks_a_title_match_above_a_body_match(root):
+    assert ids(root, text="coalescing") == ["concept-memory-coalescing", "technique-vectorized-loads"]
+
+
+def test_text_needs_every_word(root):
+    assert ids(root, text="tensor cores") == ["technique-wgmma-pipeline"]
+    assert ids(root, text="tensor nonsenseword") == []
+
+
+def test_text_stems_words(root):
+    assert "technique-tma-multicast" in ids(root, text="loading tiles")
+
+
+def test_text_is_never_an_fts_syntax_error(root):
+    assert ids(root, text='AND OR NOT "unbalanced (* ^col:') == []
+    assert fts_query('a"b') == '"a" "b"'
+
+
+def test_text_without_words_is_a_usage_error(root):
+    with pytest.raises(UsageError):
+        search(root, Query(text="  ...  "))
+
+
+def test_text_combines_with_filters(root):
+    assert ids(root, text="decode", arch="sm_100") == ["kernel-nvfp4-gemv"]
+    assert ids(root, text="decode", arch="sm_90") == []
+
+
+# ---------------------------------------------------------------- output
+
+
+def test_limit_cuts_results_and_total_counts_all(root):
+    doc = search(root, Query(limit=2))
+    assert [r["id"] for r in doc["results"]] == sorted(VALID)[:2]
+    assert doc["total"] == len(VALID)
+
+
+def test_negative_limit_is_a_usage_error(root):
+    with pytest.raises(UsageError):
+        search(root, Query(limit=-1))
+
+
+def test_json_matches_the_schema_and_carries_measurements(root, capsys):
+    jsonschema = pytest.importorskip("jsonschema")
+    rc, out, _ = run_cli(capsys, "query", "--root", str(root), "--tag", "tma", "--json")
+    doc = json.loads(out)
+    schema = json.loads((REPO / "schema" / "query.schema.json").read_text(encoding="utf-8"))
+    jsonschema.validate(doc, schema)
+    assert rc == 0 and doc["schema_version"] == SCHEMA_VERSION and doc["total"] == 1
+    page = doc["results"][0]
+    assert page["path"] == "wiki/nvidia/techniques/tma-multicast.md"
+    assert page["evidence_level"] == "verified"
+    assert page["artifacts"] == {"bench": "artifacts/tma_multicast_sm90a"}
+    claim = {c["id"]: c for c in page["claims"]}["multicast-speedup"]
+    assert claim["verdict"] == "reproduced"
+    assert claim["measured"]["value"] == 1.31 and claim["measured"]["unit"] == "x"
+    assert claim["gpu"] == "NVIDIA H200" and claim["date"].startswith("2026-01-15")
+    assert claim["claimed"]["at_least"] == 1.2 and claim["claimed"]["text"] == ">= 1.2 x"
+
+
+def test_an_unmeasured_claim_has_null_measurement(root):
+    page = search(root, Query(tags=["vectorized-loads"]))["results"][0]
+    assert page["claims"][0]["measured"] is None and page["claims"][0]["verdict"] is None
+
+
+@pytest.mark.parametrize("kw", [{}, {"tags": ["tma"]}, {"tags": ["none-such"]}, {"limit": 2}])
+def test_stored_json_is_pasted_exactly_as_json_dumps_would_print_it(root, kw):
+    from kwiki.index import with_index
+    from kwiki.query import render_json, search_conn
+
+    raw = with_index(root, lambda conn: search_conn(conn, Query(**kw), raw=True))
+    assert render_json(raw) == json.dumps(search(root, Query(**kw)), indent=2, sort_keys=True)
+
+
+def test_json_is_the_default_when_stdout_is_not_a_terminal(root, capsys):
+    rc, out, _ = run_cli(capsys, "query", "--root", str(root), "--type", "kernel")
+    assert rc == 0 and [r["id"] for r in json.loads(out)["results"]] == ["kernel-nvfp4-gemv"]
+
+
+def test_json_output_is_deterministic(root, capsys):
+    first = run_cli(capsys, "query", "--root", str(root), "--json")[1]
+    assert run_cli(capsys, "query", "--root", str(root), "--json")[1] == first
+
+
+def test_table_on_a_terminal_and_errors_noted(root, capsys, monkeypatch):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    rc = main(["query", "--root", str(root), "--tag", "gemm", "--limit", "2"])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["ID", "TYPE", "EVIDENCE", "ARCH", "TITLE"]
+    assert lines[1].startswith("pattern-split-k")
+    assert lines[-1] == "2 of 3 pages"
+    assert "1 page with errors left out" in err
+
+
+def test_the_page_with_errors_is_left_out_and_never_crashes(root):
+    assert "pattern-bad-type" not in ids(root)
+    assert ids(root, tags=["gemm"]) == ["pattern-split-k", "technique-tma-multicast", "technique-wgmma-pipeline"]
+
+
+def test_every_bad_fixture_page_is_left_out_or_indexed_never_a_crash(root):
+    bad = Path(__file__).resolve().parent / "fixtures" / "bad"
+    if not bad.is_dir():
+        pytest.skip("no tests/fixtures/bad")
+    shutil.copytree(bad, root / "wiki" / "bad")
+    doc = search(root, Query(limit=0))
+    assert VALID <= {r["id"] for r in doc["results"]}
+
+
+# ---------------------------------------------------------------- tags
+
+
+def test_tags_counts_valid_pages_most_used_first(root, capsys):
+    rc, out, _ = run_cli(capsys, "tags", "--root", str(root), "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["schema_version"] == SCHEMA_VERSION
+    counts = {t["tag"]: t["pages"] for t in doc["tags"]}
+    assert counts["gemm"] == 3  # not 4: the page with errors is left out
+    assert counts["memory-bound"] == 3 and counts["tma"] == 1
+    order = [(-t["pages"], t["tag"]) for t in doc["tags"]]
+    assert order == sorted(order)
+
+
+def test_tags_json_matches_the_schema(root, capsys):
+    jsonschema = pytest.importorskip("jsonschema")
+    _, out, _ = run_cli(capsys, "tags", "--root", str(root), "--json")
+    jsonschema.validate(json.loads(out), json.loads((REPO / "schema" / "tags.schema.json").read_text(encoding="utf-8")))
+
+
+def test_tags_table(root, capsys, monkeypatch):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    assert main(["tags", "--root", str(root)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["TAG", "PAGES"]
+    assert lines[1].split()[1] == "3"
+
+
+def test_schema_files_are_current():
+    from kwiki.schema import render
+
+    for name in ("query.schema.json", "show.schema.json", "tags.schema.json"):
+        assert (REPO / "schema" / name).read_text(encoding="utf-8") == render(name), f"run 'kwiki schema' ({name})"
+
+
+# ---------------------------------------------------------------- start-up cost
+
+
+ENTRY = (
+    "import sys\n"
+    "from kwiki.cli import main\n"
+    "rc = main(sys.argv[1:])\n"
+    "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml')"
+    " or m in ('kwiki.model', 'kwiki.pages', 'kwiki.views', 'kwiki.frontmatter'))\n"
+    "sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')\n"
+    "sys.exit(rc)\n"
+)
+
+
+def run_entry(*argv: str) -> subprocess.CompletedProcess:
+    """Run the CLI the way the console script does, in a fresh interpreter."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-c", ENTRY, *argv], capture_output=True, text=True, env=env, timeout=120)
+
+
+def heavy_modules(proc: subprocess.CompletedProcess) -> str:
+    return [line for line in proc.stderr.splitlines() if line.startswith("HEAVY=")][0][len("HEAVY="):]
+
+
+def test_a_warm_query_imports_neither_pydantic_nor_yaml(root):
+    first = run_entry("query", "--root", str(root), "--tag", "gemm", "--json")
+    assert first.returncode == 0 and "pydantic" in heavy_modules(first)  # the first run builds the index
+    warm = run_entry("query", "--root", str(root), "--tag", "gemm", "--json", "--arch", "sm_90", "--evidence", "measured")
+    assert warm.returncode == 0, warm.stderr
+    assert heavy_modules(warm) == ""
+    assert len(json.loads(warm.stdout)["results"]) == 2
+    for command in (["tags", "--json"], ["show", "technique-tma-multicast", "--json"], ["query", "--text", "tma", "--json"]):
+        proc = run_entry(command[0], "--root", str(root), *command[1:])
+        assert proc.returncode == 0 and heavy_modules(proc) == "", command
+
+
+def test_the_entry_point_modules_are_light():
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    code = "import sys, kwiki.cli, kwiki.query; print(','.join(sorted(m for m in sys.modules if m.startswith(('pydantic', 'yaml')))))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == ""

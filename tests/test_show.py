@@ -1,0 +1,103 @@
+"""`kwiki show ID`: front matter, claims with their latest measurement and verdict, body."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from kwiki import SCHEMA_VERSION
+from kwiki.cli import main
+from kwiki.index import PageNotFound
+from kwiki.show import show
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    target = tmp_path / "wiki-root"
+    shutil.copytree(FIXTURE, target)
+    return target
+
+
+def show_json(root: Path, page_id: str, capsys) -> tuple[int, dict | None, str]:
+    rc = main(["show", page_id, "--root", str(root), "--json"])
+    out = capsys.readouterr()
+    return rc, (json.loads(out.out) if out.out else None), out.err
+
+
+def test_claims_carry_the_latest_measurement_and_verdict(root, capsys):
+    rc, doc, _ = show_json(root, "technique-tma-multicast", capsys)
+    assert rc == 0 and doc["schema_version"] == SCHEMA_VERSION
+    claims = {c["id"]: c for c in doc["claims"]}
+    assert claims["multicast-speedup"]["measured"]["value"] == 1.31
+    assert claims["multicast-speedup"]["measured"]["unit"] == "x"
+    assert claims["multicast-speedup"]["verdict"] == "reproduced"
+    assert claims["multicast-time"]["verdict"] == "better"
+    assert claims["multicast-time"]["measured"]["provenance"]["driver"] == "570.86.15"
+    assert doc["measurements"] == {"evidence_level": "verified", "verified_on": "NVIDIA H200", "date": "2026-01-15T10:00:00Z"}
+
+
+def test_a_worse_result_shows_its_detail(root, capsys):
+    _, doc, _ = show_json(root, "technique-wgmma-pipeline", capsys)
+    claim = doc["claims"][0]
+    assert claim["verdict"] == "worse" and claim["measured"]["detail"] == "12.5% below the claim"
+    assert doc["evidence_level"] == "measured"  # kwiki's level, not the author's source-reported
+
+
+def test_front_matter_and_body_are_included(root, capsys):
+    _, doc, _ = show_json(root, "technique-tma-multicast", capsys)
+    fm = doc["front_matter"]
+    assert fm["id"] == "technique-tma-multicast" and fm["architectures"] == ["sm_90a"]
+    assert fm["evidence_level"] == "source-reported"  # as the author wrote it
+    assert fm["artifacts"] == {"bench": "artifacts/tma_multicast_sm90a"}
+    assert doc["body"].lstrip().startswith("# TMA multicast")
+    assert doc["path"] == "wiki/nvidia/techniques/tma-multicast.md"
+
+
+def test_an_unmeasured_claim(root, capsys):
+    _, doc, _ = show_json(root, "technique-vectorized-loads", capsys)
+    assert doc["claims"][0]["measured"] is None and doc["claims"][0]["verdict"] is None
+    assert doc["measurements"] is None
+
+
+def test_json_matches_the_schema(root, capsys):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((REPO / "schema" / "show.schema.json").read_text(encoding="utf-8"))
+    for page_id in ("technique-tma-multicast", "technique-wgmma-pipeline", "concept-memory-coalescing"):
+        jsonschema.validate(show_json(root, page_id, capsys)[1], schema)
+
+
+def test_an_unknown_id_exits_1_with_one_line(root, capsys):
+    rc, doc, err = show_json(root, "technique-nope", capsys)
+    assert rc == 1 and doc is None
+    assert err.strip() == "kwiki show: no page with id 'technique-nope'"
+
+
+def test_a_page_with_errors_says_so(root):
+    with pytest.raises(PageNotFound, match=r"bad-type.md\) has errors; run 'kwiki check'"):
+        show(root, "pattern-bad-type")
+
+
+def test_an_edit_shows_at_once(root):
+    page = root / "wiki" / "nvidia" / "concepts" / "memory-coalescing.md"
+    show(root, "concept-memory-coalescing")
+    page.write_text(page.read_text(encoding="utf-8").replace("title: Memory coalescing", "title: Coalesced access"),
+                    encoding="utf-8")
+    assert show(root, "concept-memory-coalescing")["title"] == "Coalesced access"
+
+
+def test_text_on_a_terminal(root, capsys, monkeypatch):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    assert main(["show", "technique-tma-multicast", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("technique-tma-multicast: TMA multicast across a thread-block cluster\n")
+    assert "verified (kwiki verify on NVIDIA H200, 2026-01-15T10:00:00Z)" in out
+    row = next(line for line in out.splitlines() if line.strip().startswith("multicast-speedup"))
+    assert row.split()[1:] == [">=", "1.2", "x", "1.31", "x", "reproduced", "NVIDIA", "H200", "2026-01-15T10:00:00Z"]
+    assert "# TMA multicast" in out
