@@ -22,7 +22,8 @@ from typing import Annotated, Any, Callable
 from pydantic import Field
 
 from .errors import KwikiError
-from .views import MeasurementsOutput, QueryOutput, ShowOutput, TagsOutput, measurements_view
+from .outputs import MeasurementsOutput, QueryOutput, ShowOutput, TagsOutput
+from .views import measurements_view
 
 TECHNIQUE_TYPES = ["technique", "algorithm", "kernel", "pattern"]
 

@@ -42,7 +42,7 @@ from .index import skipped, with_index
 
 # BM25 column weights: title, summary, tags, body (the order of the fts table's columns)
 RANK = "bm25(fts, 10.0, 4.0, 4.0, 1.0)"
-_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD = re.compile(r"[^\W_]+")  # letters and digits, as FTS5's unicode61 tokenizer splits words
 
 
 @dataclass

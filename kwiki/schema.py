@@ -13,9 +13,9 @@ SCHEMAS: dict[str, str] = {
     "page.schema.json": "kwiki.model:PageMeta",
     "artifact.schema.json": "kwiki.manifest:Manifest",
     "record.schema.json": "kwiki.record:Record",
-    "query.schema.json": "kwiki.views:QueryOutput",
-    "show.schema.json": "kwiki.views:ShowOutput",
-    "tags.schema.json": "kwiki.views:TagsOutput",
+    "query.schema.json": "kwiki.outputs:QueryOutput",
+    "show.schema.json": "kwiki.outputs:ShowOutput",
+    "tags.schema.json": "kwiki.outputs:TagsOutput",
 }
 
 

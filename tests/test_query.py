@@ -172,6 +172,7 @@ def test_text_stems_words(root):
 def test_text_is_never_an_fts_syntax_error(root):
     assert ids(root, text='AND OR NOT "unbalanced (* ^col:') == []
     assert fts_query('a"b') == '"a" "b"'
+    assert fts_query("sm_90a warp-specialization") == '"sm" "90a" "warp" "specialization"'
 
 
 def test_text_without_words_is_a_usage_error(root):
