@@ -1,0 +1,131 @@
+"""The built site in headless Chromium: what a reader sees, clicks and searches; nothing leaves the machine.
+
+Uses Debian's `chromium` (driven by Playwright for Python through `executable_path`); skipped
+when it is absent. Screenshots go to test-output/site/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None:
+    pytest.skip("Debian's chromium is not installed (apt-get install chromium; .ci/run installs it)",
+                allow_module_level=True)
+from playwright import sync_api as playwright  # noqa: E402  (after the skip: CI without chromium needs no driver)
+
+from kwiki.site import build_site  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "site"
+SHOTS = REPO / "test-output" / "site"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the base class names it so
+        pass
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("project")
+    for name in ("wiki", "artifacts", "results"):
+        shutil.copytree(FIXTURE / name, root / name)
+    build_site(root, root / "site")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root / "site")))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, site):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    pg.requests, pg.dialogs, pg.errors = [], [], []
+    pg.on("request", lambda r: pg.requests.append(r.url))
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    yield pg
+    offsite = [u for u in pg.requests if not u.startswith(site) and not u.startswith(("data:", "blob:"))]
+    context.close()
+    assert offsite == [], "requests left the machine"
+    assert pg.dialogs == [] and pg.errors == []
+
+
+def test_home_page_shows_the_state_at_a_glance(page, site):
+    page.goto(site)
+    stats = page.locator(".kw-stat")
+    assert stats.count() == 5 and stats.first.is_visible()
+    assert page.get_by_text("Last verify run:").is_visible()
+    assert page.locator(".kw-home table").get_by_text("verified", exact=True).is_visible()
+    page.screenshot(path=str(SHOTS / "home.png"))
+
+
+def test_technique_page_shows_badges_claims_chart_and_source(page, site):
+    page.goto(site + "techniques/vector-copy/")
+    assert page.locator(".kw-header .kw-ev-verified").is_visible()
+    assert page.locator(".kw-header").get_by_text("verified on NVIDIA H200, 2025-06-08").is_visible()
+    table = page.locator(".kw-claims table")
+    assert table.is_visible() and table.get_by_text("4410 GB/s ±0.4%").is_visible()
+    chart = page.locator("img.kw-chart").first
+    chart.scroll_into_view_if_needed()
+    assert chart.is_visible() and chart.evaluate("img => img.complete && img.naturalWidth > 0")
+    marker = page.locator(".kw-artifacts").get_by_text("KWIKI_FIXTURE_MARKER")
+    assert not marker.is_visible()  # collapsed until opened
+    page.locator(".kw-artifacts summary", has_text="copy_sm90a/copy.cu").click()
+    assert marker.is_visible()
+    page.screenshot(path=str(SHOTS / "technique.png"), full_page=True)
+
+
+def test_tag_index_and_clicking_a_tag(page, site):
+    page.goto(site + "indexes/tags/")
+    assert page.locator('[id="tag:memory-bound"]').is_visible()
+    page.screenshot(path=str(SHOTS / "tags.png"))
+    page.goto(site + "techniques/vector-copy/")
+    page.locator(".md-tag", has_text="vectorized-loads").first.click()
+    page.wait_for_url("**/indexes/tags/#tag:vectorized-loads")
+    assert page.locator("article").get_by_role("link", name="Vector copy with 16-byte loads").first.is_visible()
+
+
+def test_search_finds_a_page_and_follows_it(page, site):
+    page.goto(site)
+    page.locator(".md-search__input").click()
+    page.locator(".md-search__input").press_sequentially("reduction", delay=20)  # Material listens to keys
+    result = page.locator(".md-search-result__item a", has_text="Reduction that was not reproduced").first
+    result.wait_for(state="visible", timeout=15_000)
+    page.screenshot(path=str(SHOTS / "search.png"))
+    result.click()
+    page.wait_for_url("**/kernels/reduce-worse/**")
+    assert page.locator(".kw-header .kw-state-not-reproduced").is_visible()
+
+
+def test_script_in_title_and_tags_renders_as_text(page, site):
+    page.goto(site + "patterns/hostile/")
+    heading = page.locator("article h1").first
+    assert "<script>window.__pwned = 1</script>" in heading.inner_text()
+    assert "<b>bold</b>" in heading.inner_text()
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    page.screenshot(path=str(SHOTS / "hostile.png"))
