@@ -145,9 +145,11 @@ def _read_only(exc: sqlite3.DatabaseError) -> bool:
 
 
 def _connect(target: str) -> sqlite3.Connection:
-    # autocommit mode: transactions are opened explicitly with BEGIN IMMEDIATE
+    # autocommit mode: transactions are opened explicitly with BEGIN IMMEDIATE. No fsync: the
+    # index is a cache, its rollback journal survives a crash of the process, and what a crash
+    # of the machine might leave damaged is rebuilt
     conn = sqlite3.connect(target, timeout=30, isolation_level=None)
-    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA synchronous = OFF")
     return conn
 
 
@@ -265,10 +267,11 @@ def refresh(conn: sqlite3.Connection, root: Path) -> Refreshed:
 
     current = scan(root)
     blob = marshal.dumps(current)
-    row = conn.execute("SELECT value FROM meta WHERE key = 'snapshot'").fetchone()
-    if row is not None and row[0] == blob:  # the common case: nothing changed, in the same order
+    seen = _snapshot_blob(conn)
+    if seen == blob:  # the common case: nothing changed, files listed in the same order
         return Refreshed()
-    if _snapshot(conn) == current:  # the same files, listed in another order
+    stored = _loads(seen)
+    if stored == current:  # the same files, listed in another order
         try:
             conn.execute("UPDATE meta SET value = ? WHERE key = 'snapshot'", (blob,))
         except sqlite3.OperationalError:  # read-only or busy: only the fast path is lost
@@ -277,13 +280,18 @@ def refresh(conn: sqlite3.Connection, root: Path) -> Refreshed:
     started = time.time_ns()
     conn.execute("BEGIN IMMEDIATE")
     try:
-        stored = _snapshot(conn)  # another process may have refreshed while we waited
+        now = _snapshot_blob(conn)
+        if now != seen:  # another process refreshed while we waited for the lock
+            stored = _loads(now)
         done = _apply(conn, Path(root), current, stored)
         # files touched just before or during this refresh are looked at again next time
-        snapshot = {
-            path: (st if st[1] < started - RACY_NS else (st[0], -1)) for path, st in current.items()
-        }
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (marshal.dumps(snapshot),))
+        racy = [path for path, st in current.items() if st[1] >= started - RACY_NS]
+        if racy:
+            marked = dict(current)
+            for path in racy:
+                marked[path] = (current[path][0], -1)
+            blob = marshal.dumps(marked)
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (blob,))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -291,14 +299,18 @@ def refresh(conn: sqlite3.Connection, root: Path) -> Refreshed:
     return done
 
 
-def _snapshot(conn: sqlite3.Connection) -> Snapshot:
+def _snapshot_blob(conn: sqlite3.Connection) -> bytes | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'snapshot'").fetchone()
+    return None if row is None else row[0]
+
+
+def _loads(blob: bytes | None) -> Snapshot:
     import marshal
 
-    row = conn.execute("SELECT value FROM meta WHERE key = 'snapshot'").fetchone()
-    if row is None:
+    if blob is None:
         return {}
     try:
-        value = marshal.loads(row[0])
+        value = marshal.loads(blob)
     except (EOFError, ValueError, TypeError):
         return {}
     return value if isinstance(value, dict) else {}

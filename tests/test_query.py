@@ -343,3 +343,16 @@ def test_the_entry_point_modules_are_light():
     code = "import sys, kwiki.cli, kwiki.query; print(','.join(sorted(m for m in sys.modules if m.startswith(('pydantic', 'yaml')))))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == ""
+
+
+def test_the_benchmark_runs_on_a_small_wiki(capsys):
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import query_bench
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    rc = query_bench.main(["--pages", "30", "--repeat", "1", "--cold", "1", "--trials", "1"])
+    out = capsys.readouterr().out
+    assert rc in (0, 1)
+    for figure in ("warm: query --tag tma --json", "cold: first query, no index", "one body edit", "one front-matter edit"):
+        assert figure in out
