@@ -1,0 +1,392 @@
+// gemv_bf16.cu: y = A x with A bf16 row-major M x K, x bf16, fp32 accumulation, y bf16; against cuBLAS.
+//
+// Build (kwiki does this):
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -Xptxas=-v -o gemv_bf16 gemv_bf16.cu -lcublas
+// Run: ./gemv_bf16 [--shapes=4096x7168,7168x16384,8192x8192,16384x16384] [--variants a,b,c]
+//
+// A GEMV reads every matrix element once and does 2 flops per 2 bytes: it is bound by memory bandwidth,
+// so the ladder is about bytes in flight and load width, and the goal is the read ceiling for the same bytes.
+// Reference: fp64 on the host from the same bf16 inputs; tolerance: bf16 output rounding (rtol 2^-7) plus atol 1e-3.
+//
+// Variants (bytes per record: A + x + y):
+//   naive          one thread per row, 2-byte loads; neighbouring threads read addresses K*2 bytes apart
+//   warp_row       one warp per row, 2-byte loads coalesced across the warp, warp-shuffle reduction
+//   warp_row_v16   one warp per row, 16-byte loads of A and x
+//   warp_r4_v16    one warp per four rows: each x chunk is loaded once for four rows, two chunks per row in
+//                  flight; A loads L1::no_allocate, x loads L1::evict_last (x stays in L1 for the next rows)
+//   block_r2_u4    block-wide split-K: the 8 warps of a block share two rows, each thread keeps 4 chunks per row
+//                  in flight, partial sums meet in shared memory; many small blocks fill the GPU at any M
+//   block_r4_u2    the same with four rows per block, two chunks per row in flight
+//   tuned          the block kernel with rows, chunks in flight and threads per block chosen per shape (table below)
+//   cublas         cublasGemmEx, A transposed (row-major), bf16 in and out, fp32 compute; the baseline
+//   read_ceiling   a 16-byte read stream over as many bytes as the GEMV moves (the measured speed of light)
+// --sweep adds every block configuration of configs() as a variant sweep_<config> (how the tuned table was filled).
+#include "kwiki_bench.cuh"
+#include "kwiki_ceiling.cuh"
+
+#include <cublas_v2.h>
+
+#include <map>
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+// ===================================================================================================
+// Reference: fp64 on the host
+// ===================================================================================================
+
+std::vector<double> reference(const std::vector<bf16>& A, const std::vector<bf16>& x, int M, int K) {
+    std::vector<double> xd(K), y(M);
+    for (int k = 0; k < K; ++k) xd[k] = __bfloat162float(x[k]);
+    kwiki::parallel_for(size_t(M), [&](size_t m0, size_t m1) {
+        for (size_t m = m0; m < m1; ++m) {
+            const bf16* row = A.data() + m * size_t(K);
+            double s = 0;
+            for (int k = 0; k < K; ++k) s += double(__bfloat162float(row[k])) * xd[k];
+            y[m] = s;
+        }
+    });
+    return y;
+}
+
+// ===================================================================================================
+// Kernels
+// ===================================================================================================
+
+enum class Hint { Plain, Stream, Keep };  // Stream: L1::no_allocate (A); Keep: .nc L1::evict_last (x)
+
+template <Hint H>
+__device__ __forceinline__ uint4 ld16(const uint4* p) {
+    uint4 r;
+    if constexpr (H == Hint::Stream)
+        asm("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    else if constexpr (H == Hint::Keep)
+        asm("ld.global.nc.L1::evict_last.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    else
+        r = *p;
+    return r;
+}
+
+// bf16 pair in one 32-bit word to two floats: a bf16 is the high half of a float.
+__device__ __forceinline__ float lo_f(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float hi_f(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+__device__ __forceinline__ float dot8(uint4 a, uint4 x, float acc) {
+    acc = fmaf(lo_f(a.x), lo_f(x.x), acc); acc = fmaf(hi_f(a.x), hi_f(x.x), acc);
+    acc = fmaf(lo_f(a.y), lo_f(x.y), acc); acc = fmaf(hi_f(a.y), hi_f(x.y), acc);
+    acc = fmaf(lo_f(a.z), lo_f(x.z), acc); acc = fmaf(hi_f(a.z), hi_f(x.z), acc);
+    acc = fmaf(lo_f(a.w), lo_f(x.w), acc); acc = fmaf(hi_f(a.w), hi_f(x.w), acc);
+    return acc;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// s[r] += dot(row r of a, x) over this thread's chunks j = first, first + step, ... (16 B each); whole rounds of
+// U chunks per row are loaded before any is used (R * U loads in flight), the last partial round one by one.
+template <int R, int U, int Step>
+__device__ __forceinline__ void rows_dot(const uint4* a, const uint4* xv, int K8, int first, float (&s)[R]) {
+    int j0 = first;
+    for (; j0 + (U - 1) * Step < K8; j0 += U * Step) {
+        uint4 av[R][U], xs[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            xs[u] = ld16<Hint::Keep>(xv + j0 + u * Step);
+#pragma unroll
+            for (int r = 0; r < R; ++r) av[r][u] = ld16<Hint::Stream>(a + size_t(r) * K8 + j0 + u * Step);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int r = 0; r < R; ++r) s[r] = dot8(av[r][u], xs[u], s[r]);
+    }
+    for (; j0 < K8; j0 += Step) {
+        uint4 xs = ld16<Hint::Keep>(xv + j0);
+#pragma unroll
+        for (int r = 0; r < R; ++r) s[r] = dot8(ld16<Hint::Stream>(a + size_t(r) * K8 + j0), xs, s[r]);
+    }
+}
+
+__global__ void naive_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
+    int m = blockIdx.x * blockDim.x + threadIdx.x;
+    if (m >= M) return;
+    float s = 0;
+    for (int k = 0; k < K; ++k) s += __bfloat162float(A[size_t(m) * K + k]) * __bfloat162float(x[k]);
+    y[m] = __float2bfloat16_rn(s);
+}
+
+__global__ void warp_row_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
+    int m = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x & 31;
+    if (m >= M) return;
+    float s = 0;
+    for (int k = lane; k < K; k += 32) s += __bfloat162float(A[size_t(m) * K + k]) * __bfloat162float(x[k]);
+    s = warp_sum(s);
+    if (lane == 0) y[m] = __float2bfloat16_rn(s);
+}
+
+__global__ void warp_row_v16_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
+    int m = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x & 31;
+    if (m >= M) return;
+    const uint4* a = reinterpret_cast<const uint4*>(A + size_t(m) * K);
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+    float s = 0;
+    for (int j = lane; j < K / 8; j += 32) s = dot8(a[j], xv[j], s);
+    s = warp_sum(s);
+    if (lane == 0) y[m] = __float2bfloat16_rn(s);
+}
+
+// One warp, R rows, U chunks of 16 B per row in flight.
+template <int R, int U>
+__global__ void __launch_bounds__(256, 1) warp_rows_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
+    const int row0 = (blockIdx.x * blockDim.x + threadIdx.x) / 32 * R, lane = threadIdx.x & 31;
+    if (row0 >= M) return;
+    const int K8 = K / 8;
+    const uint4* a = reinterpret_cast<const uint4*>(A + size_t(row0) * K);
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+    float s[R] = {};
+    rows_dot<R, U, 32>(a, xv, K8, lane, s);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        float t = warp_sum(s[r]);
+        if (lane == 0 && row0 + r < M) y[row0 + r] = __float2bfloat16_rn(t);
+    }
+}
+
+// Block-wide split-K: T threads share R rows; each thread keeps U chunks per row in flight.
+template <int R, int U, int T>
+__global__ void __launch_bounds__(T, 1) block_rows_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
+    constexpr int W = T / 32;
+    __shared__ float part[W][R];
+    const int row0 = blockIdx.x * R, K8 = K / 8, lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const uint4* a = reinterpret_cast<const uint4*>(A + size_t(row0) * K);
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+    float s[R] = {};
+    rows_dot<R, U, T>(a, xv, K8, threadIdx.x, s);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        float t = warp_sum(s[r]);
+        if (lane == 0) part[warp][r] = t;
+    }
+    __syncthreads();
+    if (threadIdx.x < R) {
+        float t = 0;
+#pragma unroll
+        for (int w = 0; w < W; ++w) t += part[w][threadIdx.x];
+        y[row0 + threadIdx.x] = __float2bfloat16_rn(t);
+    }
+}
+
+// ===================================================================================================
+// Launchers
+// ===================================================================================================
+
+struct Problem {
+    int M, K;
+    bf16 *A, *x, *y;
+    cublasHandle_t blas;
+};
+
+using Kernel = void (*)(const bf16*, const bf16*, bf16*, int, int);
+
+struct Launch {
+    Kernel kernel;
+    int threads;
+    int rows_per_block;
+};
+
+template <int R, int U, int T>
+Launch block_cfg() { return {block_rows_kernel<R, U, T>, T, R}; }
+
+// Block configurations (rows per block, chunks in flight per row, threads) that --sweep times one by one,
+// and that the tuned table picks from.
+struct Config { const char* name; Launch launch; };
+const std::vector<Config>& configs() {
+    static const std::vector<Config> c = {
+        {"r1_u4_t256", block_cfg<1, 4, 256>()}, {"r1_u8_t128", block_cfg<1, 8, 128>()},
+        {"r2_u2_t256", block_cfg<2, 2, 256>()}, {"r2_u4_t256", block_cfg<2, 4, 256>()},
+        {"r2_u4_t128", block_cfg<2, 4, 128>()}, {"r2_u2_t512", block_cfg<2, 2, 512>()},
+        {"r4_u2_t256", block_cfg<4, 2, 256>()}, {"r4_u4_t256", block_cfg<4, 4, 256>()},
+        {"r4_u2_t128", block_cfg<4, 2, 128>()}, {"r8_u1_t256", block_cfg<8, 1, 256>()},
+        {"r8_u2_t256", block_cfg<8, 2, 256>()}, {"r1_u4_t512", block_cfg<1, 4, 512>()},
+        {"r2_u1_t512", block_cfg<2, 1, 512>()}, {"r4_u1_t512", block_cfg<4, 1, 512>()},
+        {"r2_u2_t1024", block_cfg<2, 2, 1024>()}, {"r1_u2_t1024", block_cfg<1, 2, 1024>()},
+        {"r4_u2_t512", block_cfg<4, 2, 512>()},
+    };
+    return c;
+}
+
+Launch config(const char* name) {
+    for (auto& c : configs())
+        if (std::strcmp(c.name, name) == 0) return c.launch;
+    kwiki::fail_env(__FILE__, __LINE__, "config", name);
+}
+
+// The tuned table: per shape, the configuration that measured fastest on the H200 (--sweep).
+Launch tuned_for(int M, int K) {
+    struct Row { int M, K; const char* config; };
+    static const Row table[] = {
+        {4096, 7168, "r4_u2_t256"},
+        {7168, 16384, "r1_u4_t256"},
+        {8192, 8192, "r2_u4_t256"},
+        {16384, 16384, "r1_u4_t256"},
+    };
+    for (auto& r : table)
+        if (r.M == M && r.K == K) return config(r.config);
+    return config("r2_u4_t256");
+}
+
+void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
+    const int rows_per_block = l.rows_per_block;
+    l.kernel<<<(p.M + rows_per_block - 1) / rows_per_block, l.threads, 0, s>>>(p.A, p.x, p.y, p.M, p.K);
+}
+
+void run_cublas(const Problem& p, cudaStream_t s) {
+    const float one = 1.0f, zero = 0.0f;
+    KWIKI_CHECK_STATUS(cublasSetStream(p.blas, s));
+    // Column-major view: A row-major M x K is A^T (K x M, lda K); y = (A^T)^T x.
+    KWIKI_CHECK_STATUS(cublasGemmEx(p.blas, CUBLAS_OP_T, CUBLAS_OP_N, p.M, 1, p.K, &one, p.A, CUDA_R_16BF, p.K, p.x,
+                                    CUDA_R_16BF, p.K, &zero, p.y, CUDA_R_16BF, p.M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// ===================================================================================================
+// The table of variants
+// ===================================================================================================
+
+enum class Kind { Kernel, Tuned, Cublas, Ceiling };
+
+struct Variant {
+    std::string name;
+    Kind kind;
+    Launch launch;
+};
+
+const std::vector<Variant>& variants() {
+    static const std::vector<Variant> v = {
+        {"naive", Kind::Kernel, {naive_kernel, 256, 256}},
+        {"warp_row", Kind::Kernel, {warp_row_kernel, 256, 8}},
+        {"warp_row_v16", Kind::Kernel, {warp_row_v16_kernel, 256, 8}},
+        {"warp_r4_v16", Kind::Kernel, {warp_rows_kernel<4, 2>, 256, 32}},
+        {"block_r2_u4", Kind::Kernel, block_cfg<2, 4, 256>()},
+        {"block_r4_u2", Kind::Kernel, block_cfg<4, 2, 256>()},
+        {"tuned", Kind::Tuned, {}},
+        {"cublas", Kind::Cublas, {}},
+        {"read_ceiling", Kind::Ceiling, {}},
+    };
+    return v;
+}
+
+const char* kDefaultShapes = "4096x7168,7168x16384,8192x8192,16384x16384";
+
+std::vector<std::pair<int, int>> parse_shapes(const std::string& s) {
+    std::vector<std::pair<int, int>> out;
+    size_t start = 0;
+    while (start < s.size()) {
+        size_t comma = s.find(',', start);
+        if (comma == std::string::npos) comma = s.size();
+        int M = 0, K = 0;
+        if (std::sscanf(s.substr(start, comma - start).c_str(), "%dx%d", &M, &K) != 2 || M <= 0 || K <= 0 || K % 256)
+            kwiki::Args::usage("--shapes wants MxK pairs with K a multiple of 256, got '" + s + "'");
+        out.emplace_back(M, K);
+        start = comma + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+// ===================================================================================================
+// main
+// ===================================================================================================
+
+int main(int argc, char** argv) {
+    kwiki::Args args(argc, argv);
+    std::vector<std::string> names;
+    for (auto& v : variants()) names.push_back(v.name);
+    args.require_known(names);
+    const auto shapes = parse_shapes(args.get_str("shapes", kDefaultShapes));
+    const uint64_t seed = args.seed();
+    std::fprintf(stderr, "gemv_bf16: seed %llu, %d SMs, L2 %zu bytes\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes());
+
+    cublasHandle_t blas;
+    KWIKI_CHECK_STATUS(cublasCreate(&blas));
+    kwiki::Bench bench(args.bench_options());
+
+    std::vector<Variant> table = variants();
+    if (args.has("sweep"))  // development: every block configuration, to fill the tuned table
+        for (auto& c : configs()) table.push_back({std::string("sweep_") + c.name, Kind::Kernel, c.launch});
+
+    for (auto [M, K] : shapes) {
+        Problem p{M, K, nullptr, nullptr, nullptr, blas};
+        const size_t a_elems = size_t(M) * K;
+        KWIKI_CHECK(cudaMalloc(&p.A, a_elems * sizeof(bf16)));
+        KWIKI_CHECK(cudaMalloc(&p.x, size_t(K) * sizeof(bf16)));
+        KWIKI_CHECK(cudaMalloc(&p.y, size_t(M) * sizeof(bf16)));
+        const uint64_t shape_seed = seed + uint64_t(M) * 1000003u + K;
+        kwiki::fill_random(p.A, a_elems, shape_seed, -1.0f, 1.0f);
+        kwiki::fill_random(p.x, size_t(K), shape_seed ^ 0x77, -1.0f, 1.0f);
+        std::vector<bf16> hA(a_elems), hx(K);
+        KWIKI_CHECK(cudaMemcpy(hA.data(), p.A, a_elems * sizeof(bf16), cudaMemcpyDeviceToHost));
+        KWIKI_CHECK(cudaMemcpy(hx.data(), p.x, size_t(K) * sizeof(bf16), cudaMemcpyDeviceToHost));
+        const std::vector<double> ref = reference(hA, hx, M, K);
+        const double bytes = double(a_elems + K + M) * sizeof(bf16);
+        kwiki::ReadCeiling ceiling(size_t(bytes), shape_seed ^ 0xce11);
+
+        struct Planned { const Variant* v; Launch launch; kwiki::CheckResult check; };
+        std::vector<Planned> plan;
+        for (auto& v : table) {
+            if (!args.want(v.name) && !(args.has("sweep") && v.name.rfind("sweep_", 0) == 0)) continue;
+            Planned pl{&v, v.kind == Kind::Tuned ? tuned_for(M, K) : v.launch, {}};
+            if (v.kind == Kind::Ceiling) {
+                pl.check = ceiling.check();
+            } else {
+                kwiki::poison(p.y, size_t(M) * sizeof(bf16));
+                if (v.kind == Kind::Cublas) run_cublas(p, 0);
+                else run_kernel(pl.launch, p, 0);
+                KWIKI_CHECK_LAST();
+                KWIKI_CHECK(cudaDeviceSynchronize());
+                std::vector<float> got = kwiki::to_host_float(p.y, size_t(M));
+                pl.check = kwiki::compare(got.data(), ref.data(), size_t(M), {1e-3, 2.0 / 128}, "host fp64 from the same bf16 inputs");
+            }
+            plan.push_back(pl);
+        }
+
+        for (auto& pl : plan) {
+            if (!pl.check.passed) continue;
+            switch (pl.v->kind) {
+                case Kind::Ceiling: bench.add(pl.v->name, [&ceiling](cudaStream_t s) { ceiling.launch(s); }); break;
+                case Kind::Cublas: bench.add(pl.v->name, [&p](cudaStream_t s) { run_cublas(p, s); }); break;
+                default: bench.add(pl.v->name, [&p, l = pl.launch](cudaStream_t s) { run_kernel(l, p, s); });
+            }
+        }
+        std::map<std::string, kwiki::BenchResult> timed;
+        for (auto& r : bench.run()) timed[r.name] = r;
+
+        char shape[32];
+        std::snprintf(shape, sizeof shape, "%dx%d", M, K);
+        for (auto& pl : plan) {
+            kwiki::Record rec;
+            rec.variant = pl.v->name;
+            rec.params = {{"shape", shape}, {"M", M}, {"K", K}, {"dtype", "bf16"}};
+            rec.bytes = pl.v->kind == Kind::Ceiling ? double(ceiling.bytes()) : bytes;
+            rec.flops = pl.v->kind == Kind::Ceiling ? 0.0 : 2.0 * double(M) * K;
+            rec.check = pl.check;
+            if (auto it = timed.find(pl.v->name); it != timed.end()) rec.timing = it->second.timing, rec.clocks = it->second.clocks;
+            if (pl.v->kind == Kind::Kernel || pl.v->kind == Kind::Tuned) {
+                rec.set_regs(kwiki::kernel_regs(reinterpret_cast<const void*>(pl.launch.kernel)));
+                rec.extra.emplace_back("threads", pl.launch.threads);
+                rec.extra.emplace_back("rows_per_block", pl.launch.rows_per_block);
+            } else if (pl.v->kind == Kind::Ceiling) {
+                rec.set_regs(kwiki::kernel_regs(ceiling.kernel()));
+            }
+            kwiki::emit(rec);
+        }
+        KWIKI_CHECK(cudaFree(p.A));
+        KWIKI_CHECK(cudaFree(p.x));
+        KWIKI_CHECK(cudaFree(p.y));
+    }
+    KWIKI_CHECK_STATUS(cublasDestroy(blas));
+    return kwiki::exit_code();
+}

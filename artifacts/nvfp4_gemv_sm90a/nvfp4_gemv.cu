@@ -1,0 +1,516 @@
+// nvfp4_gemv.cu: batched NVFP4 GEMV c[l] = alpha * A[l] b[l] (A: M x K e2m1, b: K e2m1, fp8 e4m3 block scales
+// per 16 values, fp32 global scales, fp16 output), decoded in software on sm_90 and in hardware on sm_100.
+//
+// Build (kwiki does this per target):
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -Xptxas=-v -o nvfp4_gemv nvfp4_gemv.cu
+// Run: ./nvfp4_gemv [--shapes=7168x16384x1,4096x7168x8,7168x2048x4] [--variants a,b,c]
+//
+// Layout (the GPU MODE NVFP4 GEMV problem, K-major): A[l][m][k/2] bytes, two e2m1 values a byte, element 2j in
+// the low nibble; SFA[l][m][k/16] e4m3; b[l][k/2]; SFB[l][k/16]; c[l][m] fp16; alpha = global_a * global_b.
+// Reference: fp64 on the host, every value dequantized exactly; stricter than the contest's torch reference
+// (which compares with rtol 1e-3-ish on a float32 matmul): here the fp16 rounding of c (rtol 2^-9) and an atol
+// of 1e-5 of the largest sum |a_i b_i| (fp32 accumulation over up to 1024 blocks) are all that is allowed.
+//
+// Exactness of the fp16 path: e2m1 values are multiples of 0.5 up to 6; a product of two is a multiple of 0.25
+// up to 36; a sum of 8 of them fits fp16's 11-bit significand. Each half of a half2 accumulator sums 8 products
+// of one 16-value block, so the block sum is exact before it is scaled and added in fp32. The software decoders
+// produce values times a power of two (2^-14 for A, 2^-6 for b), folded back into alpha.
+//
+// Variants (bytes per record: A + SFA + b + SFB + c):
+//   naive          one thread per output, byte by byte, table decode to fp32
+//   warp_bits      one warp per output row, 16-byte loads, e2m1 decoded to fp16 by bit tricks
+//                  (11 integer ops per 8 values), exact half2 block sums, fp32 accumulation
+//   block_bits     block-wide split-K: 4 rows per block share each decoded chunk of b; A and SFA loads
+//                  L1::no_allocate, b and SFB .nc L1::evict_last; two chunks per row in flight
+//   block_fp8cvt   as block_bits, but e2m1 nibbles are remapped to e4m3 bytes and decoded by the fp8 hardware
+//                  convert (cvt.rn.f16x2.e4m3x2, sm_89+)
+//   tuned          block_bits with rows, chunks in flight and threads per block chosen per shape (table below)
+//   hw_e2m1        block kernel with the sm_100 hardware e2m1 convert (cvt.rn.f16x2.e2m1x2); sm_100a only
+//   read_ceiling   a 16-byte read stream over as many bytes as the GEMV moves (the measured speed of light)
+// --sweep adds every block configuration of configs() as a variant sweep_<config> (how the tuned table was filled).
+#include "kwiki_bench.cuh"
+#include "kwiki_ceiling.cuh"
+
+#include <map>
+
+namespace {
+
+// ===================================================================================================
+// Reference: fp64 on the host
+// ===================================================================================================
+
+double e2m1_value(unsigned nib) {
+    static const double mag[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    return (nib & 8) ? -mag[nib & 7] : mag[nib & 7];
+}
+
+double e4m3_value(unsigned byte) {
+    const int e = (byte >> 3) & 15, m = byte & 7;
+    const double v = e ? std::ldexp(1.0 + m / 8.0, e - 7) : std::ldexp(m / 8.0, -6);
+    return (byte & 0x80) ? -v : v;
+}
+
+struct Host {
+    std::vector<uint8_t> A, SFA, B, SFB;
+};
+
+// ref[l*M + m], and the largest sum of |a_i b_i| (for the absolute tolerance).
+std::vector<double> reference(const Host& h, int M, int K, int L, double alpha, double* max_abs_sum) {
+    std::vector<double> ref(size_t(L) * M), abs_sum(size_t(L) * M);
+    kwiki::parallel_for(size_t(L) * M, [&](size_t i0, size_t i1) {
+        std::vector<double> bval(K);
+        int cached_l = -1;
+        for (size_t i = i0; i < i1; ++i) {
+            const int l = int(i / M);
+            if (l != cached_l) {
+                for (int k = 0; k < K; ++k)
+                    bval[k] = e2m1_value((h.B[size_t(l) * K / 2 + k / 2] >> (4 * (k & 1))) & 15) *
+                              e4m3_value(h.SFB[size_t(l) * K / 16 + k / 16]);
+                cached_l = l;
+            }
+            const uint8_t* a = h.A.data() + i * (K / 2);
+            const uint8_t* sa = h.SFA.data() + i * (K / 16);
+            double s = 0, sabs = 0;
+            for (int k = 0; k < K; ++k) {
+                double p = e2m1_value((a[k / 2] >> (4 * (k & 1))) & 15) * e4m3_value(sa[k / 16]) * bval[k];
+                s += p;
+                sabs += std::fabs(p);
+            }
+            ref[i] = alpha * s;
+            abs_sum[i] = std::fabs(alpha) * sabs;
+        }
+    });
+    *max_abs_sum = *std::max_element(abs_sum.begin(), abs_sum.end());
+    return ref;
+}
+
+// ===================================================================================================
+// Decoders: one 32-bit word (8 e2m1 values) to four half2, pairs (n0,n2) (n4,n6) (n1,n3) (n5,n7)
+// ===================================================================================================
+
+enum class Dec { Bits, Fp8, Hw };
+
+// Bit tricks: an e2m1 nibble s|e1 e0|m placed as fp16 bits 15 | 11 10 | 9 is the value times 2^-14 (the
+// exponent bias difference, subnormal 0.5 included). Built as the fp16's high byte, then spread with prmt.
+__device__ __forceinline__ void decode_bits(uint32_t w, uint32_t (&h)[4]) {
+    const uint32_t lo = ((w << 1) & 0x0E0E0E0Eu) | ((w << 4) & 0x80808080u);  // low nibbles n0 n2 n4 n6
+    const uint32_t hi = ((w >> 3) & 0x0E0E0E0Eu) | (w & 0x80808080u);         // high nibbles n1 n3 n5 n7
+    h[0] = __byte_perm(lo, 0, 0x1404);
+    h[1] = __byte_perm(lo, 0, 0x3424);
+    h[2] = __byte_perm(hi, 0, 0x1404);
+    h[3] = __byte_perm(hi, 0, 0x3424);
+}
+
+__device__ __forceinline__ uint32_t cvt_e4m3x2(uint32_t two_bytes) {
+    uint32_t r;
+    asm("{ .reg .b16 t; cvt.u16.u32 t, %1; cvt.rn.f16x2.e4m3x2 %0, t; }" : "=r"(r) : "r"(two_bytes));
+    return r;
+}
+
+// fp8 route: nibble s|e1 e0|m placed as e4m3 bits 7 | 4 3 | 2 is the value times 2^-6; the convert does the rest.
+__device__ __forceinline__ void decode_fp8(uint32_t w, uint32_t (&h)[4]) {
+    const uint32_t lo = ((w << 2) & 0x1C1C1C1Cu) | ((w << 4) & 0x80808080u);
+    const uint32_t hi = ((w >> 2) & 0x1C1C1C1Cu) | (w & 0x80808080u);
+    h[0] = cvt_e4m3x2(lo & 0xffff);
+    h[1] = cvt_e4m3x2(lo >> 16);
+    h[2] = cvt_e4m3x2(hi & 0xffff);
+    h[3] = cvt_e4m3x2(hi >> 16);
+}
+
+// sm_100: the hardware e2m1 convert, exact values (pairs (n0,n1) (n2,n3) ...: the same for A and b).
+__device__ __forceinline__ void decode_hw(uint32_t w, uint32_t (&h)[4]) {
+#if __CUDA_ARCH__ >= 1000
+    asm("{ .reg .b8 b0, b1, b2, b3;\n"
+        "  mov.b32 {b0, b1, b2, b3}, %4;\n"
+        "  cvt.rn.f16x2.e2m1x2 %0, b0;\n  cvt.rn.f16x2.e2m1x2 %1, b1;\n"
+        "  cvt.rn.f16x2.e2m1x2 %2, b2;\n  cvt.rn.f16x2.e2m1x2 %3, b3; }"
+        : "=r"(h[0]), "=r"(h[1]), "=r"(h[2]), "=r"(h[3]) : "r"(w));
+#else
+    h[0] = h[1] = h[2] = h[3] = 0x7e007e00u;  // NaN: never reached, the variant runs on sm_100 only
+#endif
+}
+
+template <Dec D>
+__device__ __forceinline__ void decode(uint32_t w, uint32_t (&h)[4]) {
+    if constexpr (D == Dec::Bits) decode_bits(w, h);
+    else if constexpr (D == Dec::Fp8) decode_fp8(w, h);
+    else decode_hw(w, h);
+}
+
+// Power of two that the decoded A times decoded b carry (undone in alpha).
+template <Dec D> constexpr double product_scale() { return D == Dec::Bits ? 0x1p-20 : D == Dec::Fp8 ? 0x1p-12 : 1.0; }
+
+// b is decoded once per chunk and shared by the block's rows; the bit decoder's 2^-14 becomes 2^-6 for b,
+// so that products (2^-20) stay inside fp16's subnormal range, exactly.
+template <Dec D>
+__device__ __forceinline__ void decode_b(uint4 v, uint32_t (&h)[4][4]) {
+    decode<D>(v.x, h[0]); decode<D>(v.y, h[1]); decode<D>(v.z, h[2]); decode<D>(v.w, h[3]);
+    if constexpr (D == Dec::Bits) {
+        const __half2 up = __float2half2_rn(256.0f);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                __half2 x = __hmul2(*reinterpret_cast<__half2*>(&h[i][j]), up);
+                h[i][j] = *reinterpret_cast<uint32_t*>(&x);
+            }
+    }
+}
+
+__device__ __forceinline__ float2 scales(uint32_t two_bytes) { return __half22float2(__halves2half2(
+    __ushort_as_half(uint16_t(cvt_e4m3x2(two_bytes) & 0xffff)), __ushort_as_half(uint16_t(cvt_e4m3x2(two_bytes) >> 16)))); }
+
+// One chunk: 32 values of a row (16 bytes, 2 scale blocks) against the decoded b chunk; fp32 into s.
+template <Dec D>
+__device__ __forceinline__ float chunk_dot(uint4 a, uint32_t sa2, const uint32_t (&bh)[4][4], float2 sb, float s) {
+    const uint32_t words[4] = {a.x, a.y, a.z, a.w};
+    __half2 acc[2] = {__float2half2_rn(0.0f), __float2half2_rn(0.0f)};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+        uint32_t ah[4];
+        decode<D>(words[w], ah);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            acc[w / 2] = __hfma2(*reinterpret_cast<const __half2*>(&ah[j]), *reinterpret_cast<const __half2*>(&bh[w][j]), acc[w / 2]);
+    }
+    const float2 sa = scales(sa2);
+    const float2 b0 = __half22float2(acc[0]), b1 = __half22float2(acc[1]);
+    s = fmaf(b0.x + b0.y, sa.x * sb.x, s);
+    return fmaf(b1.x + b1.y, sa.y * sb.y, s);
+}
+
+// ===================================================================================================
+// Kernels
+// ===================================================================================================
+
+struct Args4 {
+    const uint8_t *A, *SFA, *B, *SFB;
+    __half* C;
+    int M, K;
+    float alpha;  // global scales times the decoders' power of two
+};
+
+__constant__ float kE2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+
+__device__ float e4m3_to_float(uint8_t b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    const float v = e ? ldexpf(1.0f + m / 8.0f, e - 7) : ldexpf(m / 8.0f, -6);
+    return (b & 0x80) ? -v : v;
+}
+
+__global__ void naive_kernel(Args4 p) {
+    const int m = blockIdx.x * blockDim.x + threadIdx.x, l = blockIdx.y;
+    if (m >= p.M) return;
+    const size_t row = size_t(l) * p.M + m;
+    const uint8_t* a = p.A + row * (p.K / 2);
+    const uint8_t* sa = p.SFA + row * (p.K / 16);
+    const uint8_t* b = p.B + size_t(l) * (p.K / 2);
+    const uint8_t* sb = p.SFB + size_t(l) * (p.K / 16);
+    float s = 0;
+    for (int k = 0; k < p.K; k += 2) {
+        const float sc = e4m3_to_float(sa[k / 16]) * e4m3_to_float(sb[k / 16]);
+        s += sc * (kE2m1[a[k / 2] & 15] * kE2m1[b[k / 2] & 15] + kE2m1[a[k / 2] >> 4] * kE2m1[b[k / 2] >> 4]);
+    }
+    p.C[row] = __float2half_rn(s * p.alpha);
+}
+
+
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+    uint4 r;
+    asm("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ uint4 ld_keep(const uint4* p) {
+    uint4 r;
+    asm("ld.global.nc.L1::evict_last.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ uint32_t ld_stream_u16(const uint16_t* p) {
+    uint16_t r;
+    asm("ld.global.L1::no_allocate.u16 %0, [%1];" : "=h"(r) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ uint32_t ld_keep_u16(const uint16_t* p) {
+    uint16_t r;
+    asm("ld.global.nc.L1::evict_last.u16 %0, [%1];" : "=h"(r) : "l"(p));
+    return r;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// T threads share R rows of batch blockIdx.y; chunk c of a row = 16 bytes of A and 2 scale bytes.
+// Whole rounds of U chunks per row are loaded before any is used; the last partial round one chunk at a time.
+template <Dec D, int R, int U, int T>
+__global__ void __launch_bounds__(T, 1) block_kernel(Args4 p) {
+#if __CUDA_ARCH__ < 1000
+    if constexpr (D == Dec::Hw) return;
+#endif
+    constexpr int W = T / 32;
+    __shared__ float part[W][R];
+    const int l = blockIdx.y, row0 = blockIdx.x * R, chunks = p.K / 32;
+    const size_t row_index = size_t(l) * p.M + row0;
+    const uint4* a = reinterpret_cast<const uint4*>(p.A + row_index * (p.K / 2));
+    const uint16_t* sa = reinterpret_cast<const uint16_t*>(p.SFA + row_index * (p.K / 16));
+    const uint4* b = reinterpret_cast<const uint4*>(p.B + size_t(l) * (p.K / 2));
+    const uint16_t* sb = reinterpret_cast<const uint16_t*>(p.SFB + size_t(l) * (p.K / 16));
+    float s[R] = {};
+    int c0 = threadIdx.x;
+    for (; c0 + (U - 1) * T < chunks; c0 += U * T) {
+        uint4 av[R][U], bv[U];
+        uint32_t sav[R][U], sbv[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int c = c0 + u * T;
+            bv[u] = ld_keep(b + c);
+            sbv[u] = ld_keep_u16(sb + c);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                av[r][u] = ld_stream(a + size_t(r) * chunks + c);
+                sav[r][u] = ld_stream_u16(sa + size_t(r) * chunks + c);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            uint32_t bh[4][4];
+            decode_b<D>(bv[u], bh);
+            const float2 sbf = scales(sbv[u]);
+#pragma unroll
+            for (int r = 0; r < R; ++r) s[r] = chunk_dot<D>(av[r][u], sav[r][u], bh, sbf, s[r]);
+        }
+    }
+    for (; c0 < chunks; c0 += T) {
+        uint32_t bh[4][4];
+        decode_b<D>(ld_keep(b + c0), bh);
+        const float2 sbf = scales(ld_keep_u16(sb + c0));
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            s[r] = chunk_dot<D>(ld_stream(a + size_t(r) * chunks + c0), ld_stream_u16(sa + size_t(r) * chunks + c0), bh, sbf, s[r]);
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const float t = warp_sum(s[r]);
+        if (lane == 0) part[warp][r] = t;
+    }
+    __syncthreads();
+    if (threadIdx.x < R) {
+        float t = 0;
+#pragma unroll
+        for (int w = 0; w < W; ++w) t += part[w][threadIdx.x];
+        p.C[row_index + threadIdx.x] = __float2half_rn(t * p.alpha);
+    }
+}
+
+// ===================================================================================================
+// Launchers and the table of variants
+// ===================================================================================================
+
+using Kernel = void (*)(Args4);
+
+struct Launch {
+    Kernel kernel;
+    int threads, rows_per_block;
+    double product_scale;
+};
+
+template <Dec D, int R, int U, int T>
+Launch block_cfg() { return {block_kernel<D, R, U, T>, T, R, product_scale<D>()}; }
+
+// Bit-decoder block configurations (rows per block, chunks in flight per row, threads) that --sweep times one
+// by one, and that the tuned table picks from.
+struct Config { const char* name; Launch launch; };
+const std::vector<Config>& configs() {
+    static const std::vector<Config> c = {
+        {"r1_u2_t128", block_cfg<Dec::Bits, 1, 2, 128>()}, {"r2_u2_t128", block_cfg<Dec::Bits, 2, 2, 128>()},
+        {"r4_u1_t128", block_cfg<Dec::Bits, 4, 1, 128>()}, {"r4_u2_t128", block_cfg<Dec::Bits, 4, 2, 128>()},
+        {"r8_u1_t128", block_cfg<Dec::Bits, 8, 1, 128>()}, {"r2_u2_t64", block_cfg<Dec::Bits, 2, 2, 64>()},
+        {"r4_u1_t64", block_cfg<Dec::Bits, 4, 1, 64>()}, {"r4_u2_t64", block_cfg<Dec::Bits, 4, 2, 64>()},
+        {"r2_u4_t64", block_cfg<Dec::Bits, 2, 4, 64>()}, {"r1_u4_t256", block_cfg<Dec::Bits, 1, 4, 256>()},
+        {"r2_u2_t256", block_cfg<Dec::Bits, 2, 2, 256>()}, {"r4_u2_t256", block_cfg<Dec::Bits, 4, 2, 256>()},
+        {"r2_u1_t64", block_cfg<Dec::Bits, 2, 1, 64>()}, {"r8_u1_t64", block_cfg<Dec::Bits, 8, 1, 64>()},
+        {"r4_u1_t32", block_cfg<Dec::Bits, 4, 1, 32>()}, {"r4_u2_t32", block_cfg<Dec::Bits, 4, 2, 32>()},
+        {"r8_u1_t32", block_cfg<Dec::Bits, 8, 1, 32>()}, {"r2_u2_t32", block_cfg<Dec::Bits, 2, 2, 32>()},
+    };
+    return c;
+}
+
+Launch config(const char* name) {
+    for (auto& c : configs())
+        if (std::strcmp(c.name, name) == 0) return c.launch;
+    kwiki::fail_env(__FILE__, __LINE__, "config", name);
+}
+
+// The tuned table: per shape (M, K, L), the configuration that measured fastest on the H200 (--sweep).
+Launch tuned_for(int M, int K, int L) {
+    struct Row { int M, K, L; const char* config; };
+    static const Row table[] = {
+        {7168, 16384, 1, "r4_u1_t64"},
+        {4096, 7168, 8, "r4_u2_t32"},
+        {7168, 2048, 4, "r4_u1_t32"},
+    };
+    for (auto& r : table)
+        if (r.M == M && r.K == K && r.L == L) return config(r.config);
+    return config("r4_u2_t128");
+}
+
+enum class Kind { Kernel, Tuned, Ceiling };
+
+struct Variant {
+    std::string name;
+    Kind kind;
+    Launch launch;
+    bool sm100_only;
+};
+
+const std::vector<Variant>& variants() {
+    static const std::vector<Variant> v = {
+        {"naive", Kind::Kernel, {naive_kernel, 128, 128, 1.0}, false},
+        {"warp_bits", Kind::Kernel, block_cfg<Dec::Bits, 1, 2, 32>(), false},
+        {"block_bits", Kind::Kernel, block_cfg<Dec::Bits, 4, 2, 128>(), false},
+        {"block_fp8cvt", Kind::Kernel, block_cfg<Dec::Fp8, 4, 2, 128>(), false},
+        {"tuned", Kind::Tuned, {}, false},
+        {"hw_e2m1", Kind::Kernel, block_cfg<Dec::Hw, 4, 2, 128>(), true},
+        {"read_ceiling", Kind::Ceiling, {}, false},
+    };
+    return v;
+}
+
+void run_kernel(const Launch& l, Args4 p, int L, double global_alpha, cudaStream_t s) {
+    p.alpha = float(global_alpha / l.product_scale);
+    const bool naive = l.kernel == naive_kernel;
+    dim3 grid(naive ? (p.M + l.threads - 1) / l.threads : p.M / l.rows_per_block, L);
+    l.kernel<<<grid, l.threads, 0, s>>>(p);
+}
+
+// Scale bytes: e4m3 in [0.5, 1.875] (exponent 6 or 7, any mantissa), positive.
+__global__ void make_scales(uint8_t* p, size_t n) {
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+        p[i] = uint8_t(0x30 | (p[i] & 0x0F));
+}
+
+struct Shape { int M, K, L; };
+
+std::vector<Shape> parse_shapes(const std::string& s) {
+    std::vector<Shape> out;
+    size_t start = 0;
+    while (start < s.size()) {
+        size_t comma = s.find(',', start);
+        if (comma == std::string::npos) comma = s.size();
+        Shape sh{};
+        if (std::sscanf(s.substr(start, comma - start).c_str(), "%dx%dx%d", &sh.M, &sh.K, &sh.L) != 3 || sh.M <= 0 ||
+            sh.M % 8 || sh.K <= 0 || sh.K % 32 || sh.L <= 0)
+            kwiki::Args::usage("--shapes wants MxKxL triples (M a multiple of 8, K of 32), got '" + s + "'");
+        out.push_back(sh);
+        start = comma + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+// ===================================================================================================
+// main
+// ===================================================================================================
+
+int main(int argc, char** argv) {
+    kwiki::Args args(argc, argv);
+    std::vector<std::string> names;
+    for (auto& v : variants()) names.push_back(v.name);
+    args.require_known(names);
+    const auto shapes = parse_shapes(args.get_str("shapes", "7168x16384x1,4096x7168x8,7168x2048x4"));
+    const uint64_t seed = args.seed();
+    const bool sm100 = kwiki::device_attr(cudaDevAttrComputeCapabilityMajor) >= 10;
+    const double global_a = 0.37, global_b = 0.11;
+    std::fprintf(stderr, "nvfp4_gemv: seed %llu, %d SMs, L2 %zu bytes\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes());
+    kwiki::Bench bench(args.bench_options());
+
+    std::vector<Variant> table = variants();
+    if (args.has("sweep"))  // development: every block configuration, to fill the tuned table
+        for (auto& c : configs()) table.push_back({std::string("sweep_") + c.name, Kind::Kernel, c.launch, false});
+
+    for (const Shape& sh : shapes) {
+        const int M = sh.M, K = sh.K, L = sh.L;
+        const size_t a_bytes = size_t(L) * M * K / 2, sfa_bytes = size_t(L) * M * K / 16;
+        const size_t b_bytes = size_t(L) * K / 2, sfb_bytes = size_t(L) * K / 16, c_elems = size_t(L) * M;
+        Args4 p{};
+        p.M = M;
+        p.K = K;
+        uint8_t *A, *SFA, *B, *SFB;
+        KWIKI_CHECK(cudaMalloc(&A, a_bytes));
+        KWIKI_CHECK(cudaMalloc(&SFA, sfa_bytes));
+        KWIKI_CHECK(cudaMalloc(&B, b_bytes));
+        KWIKI_CHECK(cudaMalloc(&SFB, sfb_bytes));
+        KWIKI_CHECK(cudaMalloc(&p.C, c_elems * sizeof(__half)));
+        p.A = A, p.SFA = SFA, p.B = B, p.SFB = SFB;
+        const uint64_t s0 = seed + uint64_t(M) * 7919u + uint64_t(K) * 31u + L;
+        kwiki::fill_random(A, a_bytes, s0);
+        kwiki::fill_random(B, b_bytes, s0 + 1);
+        kwiki::fill_random(SFA, sfa_bytes, s0 + 2);
+        kwiki::fill_random(SFB, sfb_bytes, s0 + 3);
+        make_scales<<<1024, 256>>>(SFA, sfa_bytes);
+        make_scales<<<64, 256>>>(SFB, sfb_bytes);
+        KWIKI_CHECK_LAST();
+        Host h{std::vector<uint8_t>(a_bytes), std::vector<uint8_t>(sfa_bytes), std::vector<uint8_t>(b_bytes), std::vector<uint8_t>(sfb_bytes)};
+        KWIKI_CHECK(cudaMemcpy(h.A.data(), A, a_bytes, cudaMemcpyDeviceToHost));
+        KWIKI_CHECK(cudaMemcpy(h.SFA.data(), SFA, sfa_bytes, cudaMemcpyDeviceToHost));
+        KWIKI_CHECK(cudaMemcpy(h.B.data(), B, b_bytes, cudaMemcpyDeviceToHost));
+        KWIKI_CHECK(cudaMemcpy(h.SFB.data(), SFB, sfb_bytes, cudaMemcpyDeviceToHost));
+        double max_abs_sum = 0;
+        const std::vector<double> ref = reference(h, M, K, L, global_a * global_b, &max_abs_sum);
+        const kwiki::Tolerance tol{1e-5 * max_abs_sum, kwiki::tolerance_for<__half>().rtol};
+        const double bytes = double(a_bytes + sfa_bytes + b_bytes + sfb_bytes + c_elems * sizeof(__half));
+        kwiki::ReadCeiling ceiling(size_t(bytes), s0 ^ 0xce11);
+
+        struct Planned { const Variant* v; Launch launch; kwiki::CheckResult check; };
+        std::vector<Planned> plan;
+        for (auto& v : table) {
+            const bool swept = args.has("sweep") && v.name.rfind("sweep_", 0) == 0;
+            if ((!args.want(v.name) && !swept) || (v.sm100_only && !sm100)) continue;
+            Planned pl{&v, v.kind == Kind::Tuned ? tuned_for(M, K, L) : v.launch, {}};
+            if (v.kind == Kind::Ceiling) {
+                pl.check = ceiling.check();
+            } else {
+                KWIKI_REQUIRE(M % pl.launch.rows_per_block == 0, "M must be a multiple of the rows per block");
+                kwiki::poison(p.C, c_elems * sizeof(__half));
+                run_kernel(pl.launch, p, L, global_a * global_b, 0);
+                KWIKI_CHECK_LAST();
+                KWIKI_CHECK(cudaDeviceSynchronize());
+                std::vector<float> got = kwiki::to_host_float(p.C, c_elems);
+                pl.check = kwiki::compare(got.data(), ref.data(), c_elems, tol, "host fp64, exact dequantization");
+            }
+            plan.push_back(pl);
+        }
+
+        for (auto& pl : plan) {
+            if (!pl.check.passed) continue;
+            if (pl.v->kind == Kind::Ceiling) bench.add(pl.v->name, [&ceiling](cudaStream_t s) { ceiling.launch(s); });
+            else bench.add(pl.v->name, [=](cudaStream_t s) { run_kernel(pl.launch, p, L, global_a * global_b, s); });
+        }
+        std::map<std::string, kwiki::BenchResult> timed;
+        for (auto& r : bench.run()) timed[r.name] = r;
+
+        char shape[48];
+        std::snprintf(shape, sizeof shape, "%dx%dx%d", M, K, L);
+        for (auto& pl : plan) {
+            kwiki::Record rec;
+            rec.variant = pl.v->name;
+            rec.params = {{"shape", shape}, {"M", M}, {"K", K}, {"L", L}, {"dtype", "nvfp4"}};
+            rec.bytes = pl.v->kind == Kind::Ceiling ? double(ceiling.bytes()) : bytes;
+            rec.flops = pl.v->kind == Kind::Ceiling ? 0.0 : 2.0 * double(L) * M * K;
+            rec.check = pl.check;
+            if (auto it = timed.find(pl.v->name); it != timed.end()) rec.timing = it->second.timing, rec.clocks = it->second.clocks;
+            const void* f = pl.v->kind == Kind::Ceiling ? ceiling.kernel() : reinterpret_cast<const void*>(pl.launch.kernel);
+            rec.set_regs(kwiki::kernel_regs(f));
+            if (pl.v->kind != Kind::Ceiling) {
+                rec.extra.emplace_back("threads", pl.launch.threads);
+                rec.extra.emplace_back("rows_per_block", pl.launch.rows_per_block);
+            }
+            kwiki::emit(rec);
+        }
+        for (void* q : {(void*)A, (void*)SFA, (void*)B, (void*)SFB, (void*)p.C}) KWIKI_CHECK(cudaFree(q));
+    }
+    return kwiki::exit_code();
+}
