@@ -53,7 +53,12 @@ def measured_view(measured: MeasuredClaim | None) -> dict[str, Any] | None:
 
 def claim_view(claim: Claim, block: Measurements | None) -> dict[str, Any]:
     measured = block.claims.get(claim.id) if block is not None else None
-    prov = measured.provenance if measured is not None else None
+    verdict = gpu = date = None
+    if block is not None and measured is not None:
+        prov = measured.provenance
+        verdict = measured.verdict.value
+        gpu = prov.gpu if prov is not None else block.verified_on
+        date = prov.date if prov is not None else block.date
     return {
         "id": claim.id,
         "statement": claim.statement,
@@ -61,9 +66,9 @@ def claim_view(claim: Claim, block: Measurements | None) -> dict[str, Any]:
         "unit": claim.unit,
         "claimed": claimed_view(claim),
         "measured": measured_view(measured),
-        "verdict": measured.verdict.value if measured is not None else None,
-        "gpu": (prov.gpu if prov is not None else block.verified_on) if measured is not None else None,  # type: ignore[union-attr]
-        "date": (prov.date if prov is not None else block.date) if measured is not None else None,  # type: ignore[union-attr]
+        "verdict": verdict,
+        "gpu": gpu,
+        "date": date,
     }
 
 

@@ -101,3 +101,29 @@ def test_text_on_a_terminal(root, capsys, monkeypatch):
     row = next(line for line in out.splitlines() if line.strip().startswith("multicast-speedup"))
     assert row.split()[1:] == [">=", "1.2", "x", "1.31", "x", "reproduced", "NVIDIA", "H200", "2026-01-15T10:00:00Z"]
     assert "# TMA multicast" in out
+
+
+def test_a_measurement_without_provenance_takes_the_blocks_gpu_and_date(root):
+    from kwiki.markers import render
+
+    block = render("measurements", (
+        "measurements:\n"
+        "  evidence_level: measured\n"
+        "  verified_on: NVIDIA H200\n"
+        "  date: '2026-02-01'\n"
+        "  claims:\n"
+        "    c:\n"
+        "      verdict: not-run\n"
+    ), yaml=True)
+    page = root / "wiki" / "bare.md"
+    page.write_text(
+        "---\nid: concept-bare\ntitle: Bare\ntype: concept\nclaims:\n"
+        "  - {id: c, statement: It ends., metric: outcome, unit: run, expect: passed}\n"
+        + block + "---\nBody.\n",
+        encoding="utf-8",
+    )
+    claim = show(root, "concept-bare")["claims"][0]
+    assert (claim["verdict"], claim["gpu"], claim["date"]) == ("not-run", "NVIDIA H200", "2026-02-01")
+    assert claim["measured"]["value"] is None and claim["measured"]["provenance"] is None
+    assert claim["claimed"] == {"text": "ends: passed", "value": None, "tolerance": None,
+                                "at_least": None, "at_most": None, "expect": "passed"}
