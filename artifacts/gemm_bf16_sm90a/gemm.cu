@@ -1,0 +1,650 @@
+// gemm.cu: a warp-specialized Hopper GEMM (TMA + wgmma + mbarriers, no CUTLASS), one rung per variant,
+// checked and timed against cuBLAS on the same random inputs in the same run.
+//
+// C[M,N] = A[M,K] * B[N,K]^T with A and B row-major (K contiguous: both wgmma operands K-major) and C
+// row-major; fp32 accumulation. bf16 variants read bf16 and write bf16; tf32 variants read fp32, multiply
+// in tf32 and write fp32. In cuBLAS's column-major terms this is C^T = B^T(op T) * A(op N), "TN".
+// Requirements: K a multiple of 8 (TMA rows are 16-byte aligned), N even (paired stores). M, N and K
+// need not be multiples of the tile: TMA fills out-of-range elements with zeros, stores are guarded.
+//
+// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o gemm gemm.cu -lcublas
+// Run:   ./gemm [--variants a,b] [--shapes 4096x4096x4096,8192x8192x8192,4000x4000x4040] [--group 16] [--seed N]
+//
+// Variants (the ladder of page algo-warp-specialization):
+//   cublas                     cublasGemmEx bf16 -> bf16, fp32 compute: the baseline
+//   serial                     one warpgroup, 128x128 tile: TMA one 64-deep k-block, wait, wgmma, wait, repeat
+//   ws_plain                   1 producer + 1 consumer warpgroup, 128x128 tile, 6-stage full/empty mbarrier ring
+//   ws_2consumer               128x256 tile, 2 consumer warpgroups of 64x256, setmaxnreg (producer 40, consumers 232), 4 stages
+//   ws_persistent              ws_2consumer on a persistent grid (one CTA per SM), grouped tile order
+//   ws_persistent_lag0         consumers free each stage as soon as its wgmmas finish (wgmma_wait<0>, not <1>)
+//   ws_cluster                 ws_persistent with 2x1 clusters: the B tile both CTAs share is multicast, half by each
+//   ws_cluster_release_cluster ws_cluster whose consumers arrive on the remote empty barriers with .release.cluster
+//   ws_tma_epilogue            ws_persistent_lag0 with 3 stages and the epilogue through shared memory and TMA stores,
+//                              overlapped with the next tile's main loop
+//   ws_cluster_tma_epilogue    ws_tma_epilogue with 2x1 clusters and B multicast
+//   cublas_tf32                cublasGemmEx fp32 -> fp32, CUBLAS_COMPUTE_32F_FAST_TF32: the tf32 baseline
+//   tf32_persistent            ws_persistent on fp32 inputs: 32-deep k-blocks, m64n256k8 tf32 wgmma
+//   tf32_cluster               ws_cluster (LAG 0) on fp32 inputs
+//
+// Checking (before any timing, every variant, every shape): all elements against cuBLAS's output, and
+// 4096 sampled elements against a host fp64 dot product of the same inputs.
+#include <cublas_v2.h>
+
+#include <string>
+#include <vector>
+
+#include "kwiki_bench.cuh"
+#include "sm90.cuh"
+
+using bf16 = __nv_bfloat16;
+
+// ===================================================================================================
+// Reference (host fp64 on sampled elements; cuBLAS in the launchers below)
+// ===================================================================================================
+
+struct Sample {
+    int row, col;
+    double value;
+};
+
+// `count` entries of A * B^T in fp64, at positions drawn from `seed`.
+std::vector<Sample> host_reference(const std::vector<float>& A, const std::vector<float>& B, int M, int N, int K,
+                                   int count, uint64_t seed) {
+    std::vector<Sample> out(count);
+    for (int s = 0; s < count; ++s) {
+        int r = int(kwiki::hash64(seed, 2 * s) % uint64_t(M));
+        int c = int(kwiki::hash64(seed, 2 * s + 1) % uint64_t(N));
+        double acc = 0;
+        for (int k = 0; k < K; ++k) acc += double(A[size_t(r) * K + k]) * double(B[size_t(c) * K + k]);
+        out[s] = {r, c, acc};
+    }
+    return out;
+}
+
+// ===================================================================================================
+// Kernels
+// ===================================================================================================
+
+// One kernel configuration. A k-block is one 128-byte swizzle row deep (64 bf16 or 32 fp32), so every
+// operand tile in shared memory is a stack of 128-byte rows; one wgmma consumes 32 bytes of K.
+// LAG: how many k-blocks a consumer keeps in flight before freeing a stage: 1 = wgmma_wait<1> (issue the
+// next k-block's wgmmas before the previous finish; a consumer holds two stages), 0 = wgmma_wait<0> (free
+// each stage as soon as its wgmmas finish; the other consumer warpgroup keeps the tensor cores busy).
+// SPLIT_B (clusters): each CTA loads 1/CLUSTER of the shared B tile and multicasts it (true), or CTA 0
+// loads and multicasts all of it (false). EPI_TMA: the epilogue writes the tile into shared memory
+// (128B-swizzled 64x64 boxes) and a TMA store copies it out while the warpgroup goes on to its next tile;
+// otherwise each thread stores its accumulators straight to global memory.
+// RELEASE_CLUSTER: the consumers' arrives on the cluster's empty barriers carry .release.cluster (the
+// slow way kept as a variant) instead of the default CTA-scope release.
+template <typename T, int BM_, int BN_, int CONSUMERS_, int STAGES_, int CLUSTER_, int LAG_ = 1, bool SPLIT_B_ = true,
+          bool EPI_TMA_ = false, bool RELEASE_CLUSTER_ = false>
+struct Config {
+    using Elem = T;
+    using Out = T;  // bf16 -> bf16, fp32 (tf32 math) -> fp32
+    static constexpr int BM = BM_, BN = BN_, CONSUMERS = CONSUMERS_, STAGES = STAGES_, CLUSTER = CLUSTER_;
+    static constexpr int LAG = LAG_;
+    static constexpr bool SPLIT_B = SPLIT_B_;
+    static constexpr bool EPI_TMA = EPI_TMA_;
+    static constexpr bool RELEASE_CLUSTER = RELEASE_CLUSTER_;
+    static constexpr int BK = 128 / int(sizeof(T));
+    static constexpr int WK = 32 / int(sizeof(T));
+    static constexpr int WG_M = BM / CONSUMERS;  // rows of the tile one consumer warpgroup owns
+    static constexpr int MI = WG_M / 64;         // m64 wgmma blocks per consumer
+    static constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK;
+    static constexpr int B_SLICE_ROWS = SPLIT_B ? BN / CLUSTER : BN;  // rows of B one TMA load brings
+    static constexpr int STAGE_BYTES = (A_ELEMS + B_ELEMS) * int(sizeof(T));
+    static constexpr int THREADS = 128 * (CONSUMERS + 1);
+    static constexpr int C_TILE_BYTES = EPI_TMA ? BM * BN * int(sizeof(T)) : 0;  // epilogue staging, all consumers
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_TILE_BYTES + 2 * STAGES * 8 + 1024;  // + barriers, alignment slack
+    static_assert(WG_M % 64 == 0 && MI * BN / 2 <= 128, "a consumer holds at most 128 fp32 accumulators");
+    static_assert(B_SLICE_ROWS <= 256 && BM <= 256, "a TMA box side is at most 256");
+    static_assert((B_SLICE_ROWS * 128) % 1024 == 0, "multicast slices must keep the 1024-byte swizzle alignment");
+    static_assert(!EPI_TMA || (sizeof(T) == 2 && MI == 1 && BN % 64 == 0), "the TMA epilogue stores bf16 64-row boxes");
+};
+
+__device__ __forceinline__ uint8_t* align1024(uint8_t* p) {
+    return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 1023) & ~uintptr_t(1023));
+}
+
+// Grouped tile order: units come in bands of `group` unit-rows; inside a band, walk down the rows first,
+// then across the columns. Neighbouring CTAs share A rows and B columns, so L2 keeps them.
+__device__ __forceinline__ void tile_of(int unit, int units_m, int tiles_n, int group, int& um, int& tn) {
+    int per_band = group * tiles_n;
+    int band = unit / per_band;
+    int first = band * group;
+    int rows = min(group, units_m - first);
+    int r = unit - band * per_band;
+    um = first + r % rows;
+    tn = r / rows;
+}
+
+// One k-block of wgmma for one consumer: MI m64 blocks x (BK / WK) k-steps, all into d.
+template <class C>
+__device__ __forceinline__ void mma_kblock(float (&d)[C::MI][C::BN / 2], const typename C::Elem* a, const typename C::Elem* b) {
+#pragma unroll
+    for (int ks = 0; ks < C::BK / C::WK; ++ks)
+#pragma unroll
+        for (int mi = 0; mi < C::MI; ++mi)
+            sm90::WgmmaOp<typename C::Elem, C::BN>::mma(d[mi], sm90::desc_k_major_sw128(a + mi * 64 * C::BK + ks * C::WK),
+                                                         sm90::desc_k_major_sw128(b + ks * C::WK), 1);
+}
+
+template <typename T> __device__ __forceinline__ void store_pair(T* p, float v0, float v1);
+template <> __device__ __forceinline__ void store_pair<bf16>(bf16* p, float v0, float v1) {
+    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v0, v1);
+}
+template <> __device__ __forceinline__ void store_pair<float>(float* p, float v0, float v1) {
+    *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+}
+template <typename T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ bf16 from_float<bf16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+
+// A consumer's accumulators to C (rows from row0, columns from col0), straight from registers, guarded.
+template <class C>
+__device__ __forceinline__ void store_tile(float (&d)[C::MI][C::BN / 2], typename C::Out* out, int M, int N, int row0, int col0) {
+    const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int mi = 0; mi < C::MI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            int r = row0 + mi * 64 + warp * 16 + lane / 4 + 8 * h;
+            if (r >= M) continue;
+            typename C::Out* row = out + size_t(r) * N;
+#pragma unroll
+            for (int j = 0; j < C::BN / 8; ++j) {
+                int c = col0 + 8 * j + 2 * (lane % 4);
+                float v0 = d[mi][4 * j + 2 * h], v1 = d[mi][4 * j + 2 * h + 1];
+                if (c + 1 < N) store_pair(row + c, v0, v1);
+                else if (c < N) row[c] = from_float<typename C::Out>(v0);
+            }
+        }
+}
+
+// The TMA epilogue of one consumer (64 rows): wait until its previous store has read the staging tile,
+// write the accumulators as bf16 into 64x64 boxes laid out as the 128B swizzle expects (16-byte chunk c
+// of row r at chunk c ^ (r % 8): conflict-free), fence so the TMA engine sees them, store the boxes.
+template <class C>
+__device__ __forceinline__ void store_tile_tma(float (&d)[C::MI][C::BN / 2], uint8_t* stage, const CUtensorMap* tmC, int row0, int col0,
+                                               int barrier_id) {
+    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    if (tid == 0) sm90::bulk_wait_read<0>();
+    sm90::named_barrier(barrier_id, 128);
+#pragma unroll
+    for (int j = 0; j < C::BN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = warp * 16 + lane / 4 + 8 * h, c = 8 * j + 2 * (lane % 4);
+            const int off = (c / 64) * 8192 + r * 128 + ((((c % 64) / 8) ^ (r % 8)) << 4) + (c % 8) * 2;
+            *reinterpret_cast<__nv_bfloat162*>(stage + off) = __floats2bfloat162_rn(d[0][4 * j + 2 * h], d[0][4 * j + 2 * h + 1]);
+        }
+    sm90::fence_proxy_async();
+    sm90::named_barrier(barrier_id, 128);
+    if (tid == 0) {
+#pragma unroll
+        for (int b = 0; b < C::BN / 64; ++b) sm90::tma_store_2d(tmC, stage + b * 8192, col0 + b * 64, row0);
+        sm90::bulk_commit();
+    }
+}
+
+template <class C>
+__device__ __forceinline__ void zero(float (&d)[C::MI][C::BN / 2]) {
+#pragma unroll
+    for (int mi = 0; mi < C::MI; ++mi)
+#pragma unroll
+        for (int i = 0; i < C::BN / 2; ++i) d[mi][i] = 0.f, sm90::fence_operand(d[mi][i]);
+}
+
+template <class C>
+__device__ __forceinline__ void settle(float (&d)[C::MI][C::BN / 2]) {
+#pragma unroll
+    for (int mi = 0; mi < C::MI; ++mi)
+#pragma unroll
+        for (int i = 0; i < C::BN / 2; ++i) sm90::fence_operand(d[mi][i]);
+}
+
+// --- serial: one warpgroup loads a k-block, waits for it, multiplies, waits for the multiply, repeats.
+template <class C>
+__global__ void __launch_bounds__(128, 1)
+gemm_serial(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, typename C::Out* out, int M, int N, int K) {
+    using T = typename C::Elem;
+    extern __shared__ uint8_t smem_raw[];
+    T* sA = reinterpret_cast<T*>(align1024(smem_raw));
+    T* sB = sA + C::A_ELEMS;
+    uint64_t* full = reinterpret_cast<uint64_t*>(sB + C::B_ELEMS);
+    if (threadIdx.x == 0) {
+        sm90::mbar_init(full, 1);
+        sm90::fence_barrier_init();
+    }
+    __syncthreads();
+    const int row0 = blockIdx.y * C::BM, col0 = blockIdx.x * C::BN, k_blocks = (K + C::BK - 1) / C::BK;
+    float d[C::MI][C::BN / 2];
+    zero<C>(d);
+    for (int kb = 0; kb < k_blocks; ++kb) {
+        if (threadIdx.x == 0) {
+            sm90::mbar_arrive_expect_tx(full, C::STAGE_BYTES);
+            sm90::tma_load_2d(sA, &tmA, full, kb * C::BK, row0);
+            sm90::tma_load_2d(sB, &tmB, full, kb * C::BK, col0);
+        }
+        sm90::mbar_wait(full, kb & 1);
+        sm90::wgmma_fence();
+        mma_kblock<C>(d, sA, sB);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<0>();
+        settle<C>(d);
+        __syncthreads();  // every thread's wgmma has read the stage before the next load overwrites it
+    }
+    store_tile<C>(d, out, M, N, row0, col0);
+}
+
+// --- warp-specialized: warpgroup 0 produces (one thread issues TMA), warpgroups 1.. consume (wgmma).
+// Ring of STAGES stages; full[s] completes when stage s has landed (1 arrival + bytes), empty[s] when
+// every consumer of the cluster has finished reading it (CONSUMERS * CLUSTER arrivals). Stage index and
+// phase run on across tiles, so a persistent CTA's producer prefetches the next tile during the epilogue.
+// With CLUSTER > 1 the CTAs of a cluster take vertically adjacent tiles that share one B tile: each CTA
+// loads B_SLICE_ROWS rows of it and multicasts them to all, so it expects the whole stage's bytes.
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, 1)
+gemm_ws(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, const __grid_constant__ CUtensorMap tmC,
+        typename C::Out* out, int M, int N, int K, int group) {
+    using T = typename C::Elem;
+    extern __shared__ uint8_t smem_raw[];
+    T* sA = reinterpret_cast<T*>(align1024(smem_raw));
+    T* sB = sA + C::STAGES * C::A_ELEMS;
+    uint8_t* sC = reinterpret_cast<uint8_t*>(sB + C::STAGES * C::B_ELEMS);  // EPI_TMA staging tiles
+    uint64_t* full = reinterpret_cast<uint64_t*>(sC + C::C_TILE_BYTES);
+    uint64_t* empty = full + C::STAGES;
+    const int wg = threadIdx.x / 128;
+    const uint32_t rank = C::CLUSTER > 1 ? sm90::cluster_ctarank() : 0;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < C::STAGES; ++s) {
+            sm90::mbar_init(&full[s], 1);
+            sm90::mbar_init(&empty[s], C::CONSUMERS * C::CLUSTER);
+        }
+        sm90::fence_barrier_init();
+    }
+    if constexpr (C::CLUSTER > 1) sm90::cluster_sync();
+    else __syncthreads();
+
+    const int tiles_m = (M + C::BM - 1) / C::BM, tiles_n = (N + C::BN - 1) / C::BN, k_blocks = (K + C::BK - 1) / C::BK;
+    const int units_m = (tiles_m + C::CLUSTER - 1) / C::CLUSTER, units = units_m * tiles_n;
+    const int first = blockIdx.x / C::CLUSTER, step = gridDim.x / C::CLUSTER;
+
+    if (wg == 0) {
+        if constexpr (C::CONSUMERS > 1) sm90::regs_release<40>();
+        if (threadIdx.x == 0) {
+            int stage = 0;
+            uint32_t phase = 0;
+            for (int u = first; u < units; u += step) {
+                int um, tn;
+                tile_of(u, units_m, tiles_n, group, um, tn);
+                const int row_a = (um * C::CLUSTER + int(rank)) * C::BM, row_b = tn * C::BN;
+                for (int kb = 0; kb < k_blocks; ++kb) {
+                    sm90::mbar_wait(&empty[stage], phase ^ 1);
+                    sm90::mbar_arrive_expect_tx(&full[stage], C::STAGE_BYTES);
+                    sm90::tma_load_2d(sA + stage * C::A_ELEMS, &tmA, &full[stage], kb * C::BK, row_a);
+                    if constexpr (C::CLUSTER == 1)
+                        sm90::tma_load_2d(sB + stage * C::B_ELEMS, &tmB, &full[stage], kb * C::BK, row_b);
+                    else if (C::SPLIT_B || rank == 0)
+                        sm90::tma_load_2d_multicast(sB + stage * C::B_ELEMS + rank * C::B_SLICE_ROWS * C::BK, &tmB, &full[stage],
+                                                    kb * C::BK, row_b + int(rank) * C::B_SLICE_ROWS, uint16_t((1u << C::CLUSTER) - 1));
+                    if (++stage == C::STAGES) stage = 0, phase ^= 1;
+                }
+            }
+        }
+    } else {
+        if constexpr (C::CONSUMERS > 1) sm90::regs_claim<232>();
+        const int cw = wg - 1, tid = threadIdx.x % 128;
+        auto release = [&](int s) {  // thread r of the warpgroup signals CTA r of the cluster
+            if constexpr (C::CLUSTER == 1) {
+                if (tid == 0) sm90::mbar_arrive(&empty[s]);
+            } else if (tid < C::CLUSTER) {
+                if constexpr (C::RELEASE_CLUSTER) sm90::mbar_arrive_cluster_release(&empty[s], uint32_t(tid));
+                else sm90::mbar_arrive_cluster(&empty[s], uint32_t(tid));
+            }
+        };
+        float d[C::MI][C::BN / 2];
+        int stage = 0;
+        uint32_t phase = 0;
+        for (int u = first; u < units; u += step) {
+            int um, tn;
+            tile_of(u, units_m, tiles_n, group, um, tn);
+            const int row0 = (um * C::CLUSTER + int(rank)) * C::BM + cw * C::WG_M, col0 = tn * C::BN;
+            zero<C>(d);
+            int prev = -1;
+            for (int kb = 0; kb < k_blocks; ++kb) {
+                sm90::mbar_wait(&full[stage], phase);
+                sm90::wgmma_fence();
+                mma_kblock<C>(d, sA + stage * C::A_ELEMS + cw * C::WG_M * C::BK, sB + stage * C::B_ELEMS);
+                sm90::wgmma_commit();
+                if constexpr (C::LAG == 1) {
+                    sm90::wgmma_wait<1>();  // the previous k-block's wgmmas are done: free its stage
+                    if (prev >= 0) release(prev);
+                    prev = stage;
+                } else {
+                    sm90::wgmma_wait<0>();  // this k-block's wgmmas are done: free its stage
+                    release(stage);
+                }
+                if (++stage == C::STAGES) stage = 0, phase ^= 1;
+            }
+            sm90::wgmma_wait<0>();
+            settle<C>(d);
+            if (prev >= 0) release(prev);
+            if constexpr (C::EPI_TMA) store_tile_tma<C>(d, sC + cw * (C::C_TILE_BYTES / C::CONSUMERS), &tmC, row0, col0, 2 + cw);
+            else store_tile<C>(d, out, M, N, row0, col0);
+        }
+        if constexpr (C::EPI_TMA)
+            if (tid == 0) sm90::bulk_wait<0>();  // stores finished before the CTA (and its shared memory) goes
+    }
+    if constexpr (C::CLUSTER > 1) sm90::cluster_sync();  // no CTA leaves while its peer may still signal it
+}
+
+// ===================================================================================================
+// Launchers
+// ===================================================================================================
+
+struct Problem {
+    int M, N, K;
+};
+
+template <class C>
+struct Launch {
+    CUtensorMap tmA, tmB, tmC;
+    typename C::Out* out;
+    Problem p;
+    dim3 grid;
+    int group;
+    const void* func;
+};
+
+template <class C>
+Launch<C> prepare_serial(const typename C::Elem* A, const typename C::Elem* B, typename C::Out* out, Problem p) {
+    auto f = gemm_serial<C>;
+    int smem = C::A_ELEMS * int(sizeof(typename C::Elem)) + C::B_ELEMS * int(sizeof(typename C::Elem)) + 8 + 1024;
+    KWIKI_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    Launch<C> l{sm90::tensor_map_2d(A, p.M, p.K, C::BM, C::BK), sm90::tensor_map_2d(B, p.N, p.K, C::BN, C::BK), CUtensorMap{}, out, p,
+                dim3((p.N + C::BN - 1) / C::BN, (p.M + C::BM - 1) / C::BM), 0, reinterpret_cast<const void*>(f)};
+    return l;
+}
+
+template <class C>
+void run_serial(const Launch<C>& l, cudaStream_t s) {
+    int smem = C::A_ELEMS * int(sizeof(typename C::Elem)) + C::B_ELEMS * int(sizeof(typename C::Elem)) + 8 + 1024;
+    gemm_serial<C><<<l.grid, 128, smem, s>>>(l.tmA, l.tmB, l.out, l.p.M, l.p.N, l.p.K);
+}
+
+// persistent: one CTA (or cluster) per SM that the device can co-schedule, else one CTA per tile.
+template <class C>
+Launch<C> prepare_ws(const typename C::Elem* A, const typename C::Elem* B, typename C::Out* out, Problem p, bool persistent,
+                     int group) {
+    auto f = gemm_ws<C>;
+    KWIKI_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
+    int tiles_m = (p.M + C::BM - 1) / C::BM, tiles_n = (p.N + C::BN - 1) / C::BN;
+    int units = (tiles_m + C::CLUSTER - 1) / C::CLUSTER * tiles_n;
+    int slots = units;
+    if (persistent) {
+        if (C::CLUSTER == 1) {
+            slots = kwiki::sm_count();
+        } else {
+            cudaLaunchConfig_t cfg{};
+            cudaLaunchAttribute attr{};
+            attr.id = cudaLaunchAttributeClusterDimension;
+            attr.val.clusterDim.x = C::CLUSTER, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+            cfg.gridDim = dim3(C::CLUSTER * kwiki::sm_count());
+            cfg.blockDim = dim3(C::THREADS);
+            cfg.dynamicSmemBytes = C::SMEM_BYTES;
+            cfg.attrs = &attr, cfg.numAttrs = 1;
+            KWIKI_CHECK(cudaOccupancyMaxActiveClusters(&slots, f, &cfg));
+            KWIKI_REQUIRE(slots > 0, "no cluster of this kernel fits on the device");
+        }
+        slots = std::min(slots, units);
+    }
+    CUtensorMap tmC{};
+    if constexpr (C::EPI_TMA) {
+        KWIKI_REQUIRE(p.N % 8 == 0, "the TMA epilogue needs N a multiple of 8 (16-byte rows)");
+        tmC = sm90::tensor_map_2d(out, p.M, p.N, 64, 64);
+    }
+    Launch<C> l{sm90::tensor_map_2d(A, p.M, p.K, C::BM, C::BK), sm90::tensor_map_2d(B, p.N, p.K, C::B_SLICE_ROWS, C::BK), tmC, out, p,
+                dim3(slots * C::CLUSTER), group, reinterpret_cast<const void*>(f)};
+    return l;
+}
+
+template <class C>
+void run_ws(const Launch<C>& l, cudaStream_t s) {
+    cudaLaunchConfig_t cfg{};
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = C::CLUSTER, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cfg.gridDim = l.grid;
+    cfg.blockDim = dim3(C::THREADS);
+    cfg.dynamicSmemBytes = C::SMEM_BYTES;
+    cfg.stream = s;
+    cfg.attrs = &attr, cfg.numAttrs = C::CLUSTER > 1 ? 1 : 0;
+    KWIKI_CHECK(cudaLaunchKernelEx(&cfg, gemm_ws<C>, l.tmA, l.tmB, l.tmC, l.out, l.p.M, l.p.N, l.p.K, l.group));
+}
+
+// cuBLAS on the same buffers: row-major C = A B^T is column-major C^T = (B, op T) (A, op N).
+void run_cublas(cublasHandle_t h, const void* A, const void* B, void* C, Problem p, bool tf32, cudaStream_t s) {
+    const float alpha = 1.f, beta = 0.f;
+    cudaDataType t = tf32 ? CUDA_R_32F : CUDA_R_16BF;
+    KWIKI_CHECK_STATUS(cublasSetStream(h, s));
+    KWIKI_CHECK_STATUS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, p.N, p.M, p.K, &alpha, B, t, p.K, A, t, p.K, &beta, C, t, p.N,
+                                    tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// ===================================================================================================
+// Variants and shapes
+// ===================================================================================================
+
+// A variant at one shape, ready to run: how to launch it, and what its record reports.
+struct Runner {
+    std::function<void(cudaStream_t)> launch;
+    const void* func = nullptr;  // the kernel, for its register count (null for cuBLAS)
+    int grid = 0;
+    int smem = 0;
+};
+
+struct Buffers {
+    const void *A, *B;
+    void* out;
+    Problem p;
+    int group;
+    cublasHandle_t handle;
+};
+
+template <class C, bool PERSISTENT>
+Runner make_ws(const Buffers& b) {
+    using T = typename C::Elem;
+    auto l = prepare_ws<C>(static_cast<const T*>(b.A), static_cast<const T*>(b.B), static_cast<typename C::Out*>(b.out), b.p, PERSISTENT, b.group);
+    return {[l](cudaStream_t s) { run_ws<C>(l, s); }, l.func, int(l.grid.x), C::SMEM_BYTES};
+}
+
+template <class C>
+Runner make_serial(const Buffers& b) {
+    using T = typename C::Elem;
+    auto l = prepare_serial<C>(static_cast<const T*>(b.A), static_cast<const T*>(b.B), static_cast<typename C::Out*>(b.out), b.p);
+    return {[l](cudaStream_t s) { run_serial<C>(l, s); }, l.func, int(l.grid.x * l.grid.y), C::STAGE_BYTES + 8 + 1024};
+}
+
+template <bool TF32>
+Runner make_cublas(const Buffers& b) {
+    return {[b](cudaStream_t s) { run_cublas(b.handle, b.A, b.B, b.out, b.p, TF32, s); }, nullptr, 0, 0};
+}
+
+// Config<elem, BM, BN, consumer warpgroups, stages, cluster, LAG, SPLIT_B, EPI_TMA, RELEASE_CLUSTER>
+using SerialBf16 = Config<bf16, 128, 128, 1, 1, 1>;
+using PlainBf16 = Config<bf16, 128, 128, 1, 6, 1>;
+using WideBf16 = Config<bf16, 128, 256, 2, 4, 1, 1>;
+using WideBf16Lag0 = Config<bf16, 128, 256, 2, 4, 1, 0>;
+using ClusterBf16 = Config<bf16, 128, 256, 2, 4, 2, 1>;
+using ClusterBf16Slow = Config<bf16, 128, 256, 2, 4, 2, 1, true, false, true>;
+using EpiBf16 = Config<bf16, 128, 256, 2, 3, 1, 0, true, true>;
+using ClusterEpiBf16 = Config<bf16, 128, 256, 2, 3, 2, 0, true, true>;
+using WideTf32 = Config<float, 128, 256, 2, 4, 1, 1>;
+using ClusterTf32 = Config<float, 128, 256, 2, 4, 2, 0>;
+
+struct VariantInfo {
+    const char* name;
+    bool tf32;
+    bool reference;  // cuBLAS: checked against the fp64 samples only
+    const char* tile;
+    int stages;
+    Runner (*make)(const Buffers&);
+};
+
+const VariantInfo kVariants[] = {
+    {"cublas", false, true, "library", 0, make_cublas<false>},
+    {"serial", false, false, "128x128x64", 1, make_serial<SerialBf16>},
+    {"ws_plain", false, false, "128x128x64", PlainBf16::STAGES, make_ws<PlainBf16, false>},
+    {"ws_2consumer", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, false>},
+    {"ws_persistent", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>},
+    {"ws_persistent_lag0", false, false, "128x256x64", WideBf16Lag0::STAGES, make_ws<WideBf16Lag0, true>},
+    {"ws_cluster", false, false, "2x(128x256x64)", ClusterBf16::STAGES, make_ws<ClusterBf16, true>},
+    {"ws_cluster_release_cluster", false, false, "2x(128x256x64)", ClusterBf16Slow::STAGES, make_ws<ClusterBf16Slow, true>},
+    {"ws_tma_epilogue", false, false, "128x256x64", EpiBf16::STAGES, make_ws<EpiBf16, true>},
+    {"ws_cluster_tma_epilogue", false, false, "2x(128x256x64)", ClusterEpiBf16::STAGES, make_ws<ClusterEpiBf16, true>},
+    {"cublas_tf32", true, true, "library", 0, make_cublas<true>},
+    {"tf32_persistent", true, false, "128x256x32", WideTf32::STAGES, make_ws<WideTf32, true>},
+    {"tf32_cluster", true, false, "2x(128x256x32)", ClusterTf32::STAGES, make_ws<ClusterTf32, true>},
+};
+
+const char* kDefaultShapes = "4096x4096x4096,8192x8192x8192,4000x4000x4040";
+
+std::vector<Problem> parse_shapes(const std::string& s) {
+    std::vector<Problem> out;
+    size_t start = 0;
+    while (start < s.size()) {
+        size_t comma = s.find(',', start);
+        if (comma == std::string::npos) comma = s.size();
+        Problem p{};
+        if (std::sscanf(s.substr(start, comma - start).c_str(), "%dx%dx%d", &p.M, &p.N, &p.K) != 3 || p.M <= 0 || p.N <= 0 ||
+            p.K <= 0 || p.K % 8 || p.N % 2)
+            kwiki::Args::usage("--shapes wants MxNxK,... with K a multiple of 8 and N even");
+        out.push_back(p);
+        start = comma + 1;
+    }
+    return out;
+}
+
+// ===================================================================================================
+// main
+// ===================================================================================================
+
+int main(int argc, char** argv) {
+    kwiki::Args args(argc, argv);
+    std::vector<std::string> names;
+    for (auto& v : kVariants) names.push_back(v.name);
+    args.require_known(names);
+    const auto shapes = parse_shapes(args.get_str("shapes", kDefaultShapes));
+    const int group = int(args.get_int("group", 16));
+    const int samples = int(args.get_int("check-samples", 4096));
+    const uint64_t seed = args.seed();
+    std::fprintf(stderr, "gemm: seed %llu, %d SMs, L2 %zu MiB\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes() >> 20);
+
+    cublasHandle_t handle;
+    KWIKI_CHECK_STATUS(cublasCreate(&handle));
+
+    for (const Problem& p : shapes) {
+        const size_t nA = size_t(p.M) * p.K, nB = size_t(p.N) * p.K, nC = size_t(p.M) * p.N;
+        for (bool tf32 : {false, true}) {
+            std::vector<const VariantInfo*> todo;
+            for (auto& v : kVariants)
+                if (v.tf32 == tf32 && args.want(v.name)) todo.push_back(&v);
+            if (todo.empty()) continue;
+            const size_t in_size = tf32 ? 4 : 2, out_size = in_size;
+            void *A, *B, *Cref;
+            KWIKI_CHECK(cudaMalloc(&A, nA * in_size));
+            KWIKI_CHECK(cudaMalloc(&B, nB * in_size));
+            KWIKI_CHECK(cudaMalloc(&Cref, nC * out_size));
+            const uint64_t sa = kwiki::hash64(seed, 1000 + p.M + 7ull * p.N + 13ull * p.K + tf32), sb = kwiki::hash64(sa, 1);
+            if (tf32) kwiki::fill_random(static_cast<float*>(A), nA, sa), kwiki::fill_random(static_cast<float*>(B), nB, sb);
+            else kwiki::fill_random(static_cast<bf16*>(A), nA, sa), kwiki::fill_random(static_cast<bf16*>(B), nB, sb);
+            run_cublas(handle, A, B, Cref, p, tf32, 0);
+            KWIKI_CHECK(cudaDeviceSynchronize());
+
+            // host copies of the inputs (as rounded to their dtype) for the fp64 reference
+            std::vector<float> hA = tf32 ? kwiki::to_host_float(static_cast<float*>(A), nA) : kwiki::to_host_float(static_cast<bf16*>(A), nA);
+            std::vector<float> hB = tf32 ? kwiki::to_host_float(static_cast<float*>(B), nB) : kwiki::to_host_float(static_cast<bf16*>(B), nB);
+            const auto ref = host_reference(hA, hB, p.M, p.N, p.K, samples, kwiki::hash64(sa, 2));
+            std::vector<float> cref = tf32 ? kwiki::to_host_float(static_cast<float*>(Cref), nC) : kwiki::to_host_float(static_cast<bf16*>(Cref), nC);
+            std::vector<double> cref64(cref.begin(), cref.end());
+            cref.clear(), cref.shrink_to_fit();
+            // tolerance: two roundings of the output dtype, plus fp32 accumulation (and tf32 inputs) over K terms
+            const kwiki::Tolerance tol = tf32 ? kwiki::Tolerance{2e-3 * std::sqrt(double(p.K)), 1e-2}
+                                              : kwiki::Tolerance{2e-4 * std::sqrt(double(p.K)), 2.0 / 128};
+
+            std::vector<Runner> runners;
+            std::vector<void*> outs;
+            for (const VariantInfo* v : todo) {
+                void* out;
+                KWIKI_CHECK(cudaMalloc(&out, nC * out_size));
+                outs.push_back(out);
+                runners.push_back(v->make(Buffers{A, B, out, p, group, handle}));
+            }
+
+            // check every variant before timing any
+            std::vector<kwiki::CheckResult> checks;
+            for (size_t i = 0; i < runners.size(); ++i) {
+                Runner& r = runners[i];
+                const VariantInfo* v = todo[i];
+                kwiki::poison(outs[i], nC * out_size);
+                r.launch(0);
+                KWIKI_CHECK_LAST();
+                KWIKI_CHECK(cudaDeviceSynchronize());
+                std::vector<float> got = tf32 ? kwiki::to_host_float(static_cast<float*>(outs[i]), nC)
+                                              : kwiki::to_host_float(static_cast<bf16*>(outs[i]), nC);
+                kwiki::CheckResult c;
+                if (v->reference) {
+                    c.passed = true;
+                    c.detail = "is the reference";
+                } else {
+                    c = kwiki::compare(got.data(), cref64.data(), nC, tol, "");
+                }
+                std::vector<float> g(ref.size());
+                std::vector<double> e(ref.size());
+                for (size_t j = 0; j < ref.size(); ++j) g[j] = got[size_t(ref[j].row) * p.N + ref[j].col], e[j] = ref[j].value;
+                kwiki::CheckResult h = kwiki::compare(g.data(), e.data(), ref.size(), tol, "");
+                kwiki::CheckResult both = c;
+                both.passed = c.passed && h.passed;
+                both.reference = v->reference ? "host fp64 on sampled elements" : "cuBLAS (every element) and host fp64 (sampled elements)";
+                if (v->reference) both.max_abs_err = h.max_abs_err, both.max_rel_err = h.max_rel_err;
+                both.detail = "vs cuBLAS: " + c.detail + "; vs fp64: " + h.detail;
+                checks.push_back(both);
+                std::fprintf(stderr, "check %-20s %5dx%5dx%5d: %s\n", v->name, p.M, p.N, p.K, both.detail.c_str());
+            }
+
+            kwiki::Bench bench(args.bench_options());
+            for (size_t i = 0; i < runners.size(); ++i)
+                if (checks[i].passed) bench.add(todo[i]->name, runners[i].launch);
+            auto results = bench.run();
+
+            for (size_t i = 0; i < runners.size(); ++i) {
+                const Runner& r = runners[i];
+                const VariantInfo* v = todo[i];
+                kwiki::Record rec;
+                rec.variant = v->name;
+                rec.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", tf32 ? "tf32" : "bf16"}};
+                rec.flops = 2.0 * p.M * p.N * double(p.K);
+                rec.bytes = double(nA + nB) * in_size + double(nC) * out_size;
+                rec.check = checks[i];
+                for (auto& b : results)
+                    if (b.name == v->name) rec.timing = b.timing, rec.clocks = b.clocks;
+                rec.extra.emplace_back("tile", v->tile);
+                rec.extra.emplace_back("stages", v->stages);
+                if (r.func) {
+                    rec.set_regs(kwiki::kernel_regs(r.func));
+                    rec.extra.emplace_back("grid", r.grid);
+                    rec.extra.emplace_back("smem_bytes", r.smem);
+                }
+                kwiki::emit(rec);
+            }
+            for (void* o : outs) KWIKI_CHECK(cudaFree(o));
+            KWIKI_CHECK(cudaFree(A));
+            KWIKI_CHECK(cudaFree(B));
+            KWIKI_CHECK(cudaFree(Cref));
+        }
+    }
+    KWIKI_CHECK_STATUS(cublasDestroy(handle));
+    return kwiki::exit_code();
+}
