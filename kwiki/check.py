@@ -9,13 +9,14 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
-from .catalog import Wiki, load_wiki
+from .catalog import WIKI_DIR, Wiki, load_wiki
 from .errors import Problem
 from .evidence import EvidenceLevel
 from .pages import Page
 
-_LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*(?:<([^>\n]+)>|([^)\s<>]+))(?:\s+\"[^\"]*\")?\s*\)")
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _EXTERNAL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
@@ -51,6 +52,7 @@ def check(root: Path, strict: bool = False) -> Report:
         problems.extend(page.problems)
     problems.extend(check_ids(wiki))
     ids = set(wiki.by_id)
+    known = _plain_page_files(wiki)
     for page in wiki.pages:
         if page.meta is None:
             continue
@@ -58,7 +60,7 @@ def check(root: Path, strict: bool = False) -> Report:
         problems.extend(check_artifacts(page, root))
         problems.extend(check_evidence(page))
         problems.extend(check_regions(page))
-        problems.extend(check_links(page, root))
+        problems.extend(check_links(page, root, known))
     if strict:
         problems = [Problem(p.path, p.line, p.field, p.message, "error") for p in problems]
     return Report(pages=len(wiki.pages), problems=sorted(set(problems)))
@@ -132,8 +134,11 @@ def check_evidence(page: Page) -> list[Problem]:
         return [Problem(page.path, page.line_of("evidence_level"), "evidence_level",
                         "'measured' is written by kwiki verify; this page has no kwiki measurements",
                         "warning")]
-    if meta.measurements is not None and not any(r.name == "measurements" for r in page.yaml_regions):
-        return [Problem(page.path, page.line_of("measurements"), "measurements",
+    line = page.line_of("measurements")
+    if meta.measurements is not None and not any(
+        r.name == "measurements" and r.open_line < line < r.close_line for r in page.yaml_regions
+    ):
+        return [Problem(page.path, line, "measurements",
                         "measurements block outside its '# kwiki:measurements' markers (written by hand?)")]
     return []
 
@@ -153,27 +158,51 @@ def _links(body: str, first_line: int):
         if line.lstrip().startswith(("```", "~~~")):
             in_fence = not in_fence
             continue
-        if in_fence:
+        if in_fence or "](" not in line:
             continue
         for m in _LINK.finditer(_INLINE_CODE.sub("", line)):
-            yield first_line + i, m.group(1)
+            yield first_line + i, m.group(1) or m.group(2)
 
 
-def check_links(page: Page, root: Path) -> list[Problem]:
+def _plain_page_files(wiki: Wiki) -> frozenset[str] | None:
+    """Page files reached without any symbolic link, when wiki/ itself is no link; else None.
+
+    A relative link that normalises (lexically) to one of these names that page and nothing
+    else, so `check_links` need not resolve it on disk.
+    """
+    wiki_dir = str(wiki.root / WIKI_DIR)
+    if os.path.realpath(wiki_dir) != wiki_dir:
+        return None
+    return frozenset(str(p.file) for p in wiki.pages if not os.path.islink(p.file))
+
+
+def check_links(page: Page, root: Path, known: frozenset[str] | None = None) -> list[Problem]:
+    """Relative Markdown links must lead to an existing file inside wiki/.
+
+    `known` (from `_plain_page_files`) lets links to pages skip resolving the path on disk.
+    """
     assert page.fm is not None
     out = []
-    wiki_dir = (root / "wiki").resolve()
+    wiki_dir = (root / WIKI_DIR).resolve()
+    base = str(page.file.parent)
     for line, target in _links(page.fm.body, page.fm.body_line):
         if _EXTERNAL.match(target) or target.startswith("#"):
             continue
-        path = target.split("#", 1)[0].split("?", 1)[0]
+        path = unquote(target.split("#", 1)[0].split("?", 1)[0])
         if not path:
             continue
         if path.startswith("/"):
             out.append(Problem(page.path, line, "link", f"link {target!r} is absolute; link pages by relative path"))
             continue
-        resolved = (page.file.parent / path).resolve()
-        if not resolved.exists():
+        if known is not None and os.path.normpath(os.path.join(base, path)) in known:
+            continue
+        try:
+            resolved = (page.file.parent / path).resolve()
+            exists = resolved.exists()
+        except (OSError, RuntimeError, ValueError):  # a looping link, a name too long, a NUL
+            out.append(Problem(page.path, line, "link", f"link {target!r} cannot be resolved to a file"))
+            continue
+        if not exists:
             out.append(Problem(page.path, line, "link", f"link {target!r} leads to a file that does not exist"))
         elif not str(resolved).startswith(str(wiki_dir) + os.sep):
             out.append(Problem(page.path, line, "link",

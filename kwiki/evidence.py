@@ -38,10 +38,26 @@ class EvidenceLevel(str, Enum):
     def rank(self) -> int:
         return LADDER.index(self)
 
+    # ordered by rank, not as the strings they are ('measured' < 'source-reported' as text)
     def __ge__(self, other: object) -> bool:  # type: ignore[override]
         if not isinstance(other, EvidenceLevel):
             return NotImplemented
         return self.rank >= other.rank
+
+    def __gt__(self, other: object) -> bool:  # type: ignore[override]
+        if not isinstance(other, EvidenceLevel):
+            return NotImplemented
+        return self.rank > other.rank
+
+    def __le__(self, other: object) -> bool:  # type: ignore[override]
+        if not isinstance(other, EvidenceLevel):
+            return NotImplemented
+        return self.rank <= other.rank
+
+    def __lt__(self, other: object) -> bool:  # type: ignore[override]
+        if not isinstance(other, EvidenceLevel):
+            return NotImplemented
+        return self.rank < other.rank
 
 
 LADDER = [EvidenceLevel.spec, EvidenceLevel.source_reported, EvidenceLevel.measured, EvidenceLevel.verified]

@@ -2,15 +2,20 @@
 
 Whatever the bytes, `parse_page` returns a `FrontMatter` or raises `FrontMatterError`
 with the line it concerns; it never raises anything else. YAML aliases are refused
-(they are never needed in front matter and make alias bombs impossible), so are
-duplicate keys, non-string keys and tags other than the standard scalar ones.
+(they are never needed in front matter and make alias bombs impossible), so are merge
+keys, duplicate keys, lists or mappings as keys, more than one document, non-finite
+numbers and tags other than the standard ones. Keys are read as the text written
+(``1: x`` has the key ``'1'``). YAML's own line numbers count NEL, LS and PS as line
+breaks; the lines reported here are the page's, counted by '\n' only.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import math
+import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -93,82 +98,202 @@ def split(text: str) -> tuple[str, int, str, int]:
         stripped = lines[i].rstrip()
         if stripped == DELIMITER or stripped == "...":
             body = "\n".join(lines[i + 1 :])
-            return "\n".join(lines[1:i]), i + 1, body, i + 2
+            # each YAML line keeps its newline: a block scalar ending the front matter keeps its last one
+            return "".join(line + "\n" for line in lines[1:i]), i + 1, body, i + 2
     raise FrontMatterError("unterminated front matter: no closing '---' line", line=1)
 
 
 def parse_yaml(source: str, first_line: int = 1) -> tuple[Any, dict[Path_, int]]:
-    """Compose YAML `source` (whose first line is page line `first_line`) into plain data."""
-    offset = first_line - 1
+    """Read YAML `source` (whose first line is page line `first_line`) into plain data.
+
+    Works on the parser's events with an explicit stack, so no nesting depth or alias
+    can make it recurse deeply or grow without bound.
+    """
+    to_line = _line_map(source, first_line)
+    loader = _Loader(source)
     try:
-        node = yaml.compose(source, Loader=_Loader)
+        return _Builder(to_line).run(loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = offset + (mark.line + 1 if mark else 1)
+        line = to_line(mark.line) if mark else first_line
         raise FrontMatterError(f"invalid YAML: {exc.problem or exc.context}", line=line) from None
+    except yaml.reader.ReaderError as exc:
+        raise FrontMatterError(f"invalid YAML: {exc.reason}", line=_reader_line(source, exc.position, to_line)) from None
     except yaml.YAMLError as exc:
         raise FrontMatterError(f"invalid YAML: {exc}", line=first_line) from None
-    except (RecursionError, MemoryError):
-        raise FrontMatterError("invalid YAML: nested too deeply", line=first_line) from None
-    lines: dict[Path_, int] = {}
-    if node is None:
-        return None, lines
-    return _Builder(offset, lines).build(node, (), 0), lines
+    except UnicodeEncodeError as exc:
+        line = to_line(source[: exc.start].count("\n"))
+        raise FrontMatterError("invalid text: a lone surrogate character", line=line) from None
+    except MemoryError:
+        raise FrontMatterError("invalid YAML: too large to read", line=first_line) from None
+    finally:
+        loader.dispose()
+
+
+_BREAKS = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+_YAML_ONLY_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
+def _line_map(source: str, first_line: int) -> Callable[[int], int]:
+    """Page line of a 0-based YAML line: YAML also breaks lines at NEL, LS and PS."""
+    if not any(ch in source for ch in _YAML_ONLY_BREAKS):
+        return lambda line: first_line + line
+    table = [first_line]
+    page_line = first_line
+    for m in _BREAKS.finditer(source):
+        if m.group() not in _YAML_ONLY_BREAKS:
+            page_line += 1
+        table.append(page_line)
+    return lambda line: table[min(max(line, 0), len(table) - 1)]
+
+
+def _reader_line(source: str, position: int, to_line: Callable[[int], int]) -> int:
+    """Line of a reader error; libyaml counts its position in UTF-8 bytes, PyYAML in characters."""
+    if _Loader.__name__.startswith("C"):
+        before = source.encode("utf-8", "replace")[:position].decode("utf-8", "replace")
+    else:
+        before = source[:position]
+    return to_line(len(_BREAKS.findall(before)))
+
+
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_RESOLVER = yaml.resolver.Resolver()
+_PLAIN_TAGS: dict[str, str] = {}  # tag of a plain scalar, by its text (resolution is costly)
+_STR = "tag:yaml.org,2002:str"
+_COLLECTION_TAGS = {yaml.MappingStartEvent: "tag:yaml.org,2002:map", yaml.SequenceStartEvent: "tag:yaml.org,2002:seq"}
+_NO_KEY = object()
+
+
+class _Frame:
+    """An open mapping or sequence: its data, its path, and (mappings) the key awaiting a value."""
+
+    __slots__ = ("data", "path", "key")
+
+    def __init__(self, data: dict | list, path: Path_):
+        self.data = data
+        self.path = path
+        self.key: Any = _NO_KEY
 
 
 class _Builder:
-    def __init__(self, offset: int, lines: dict[Path_, int]):
-        self.offset = offset
-        self.lines = lines
-        self.seen: set[int] = set()
-        self.constructor = yaml.constructor.SafeConstructor()
+    def __init__(self, to_line: Callable[[int], int]):
+        self.to_line = to_line
+        self.lines: dict[Path_, int] = {}
 
-    def line(self, node: yaml.Node) -> int:
-        return self.offset + node.start_mark.line + 1
+    def fail(self, event: yaml.Event, message: str, path: Path_ = ()) -> FrontMatterError:
+        return FrontMatterError(message, line=self.to_line(event.start_mark.line), field=field_name(path))
 
-    def fail(self, node: yaml.Node, message: str) -> FrontMatterError:
-        return FrontMatterError(message, line=self.line(node))
+    def run(self, loader: Any) -> tuple[Any, dict[Path_, int]]:
+        stack: list[_Frame] = []
+        root: Any = None
+        documents = 0
+        get = loader.get_event
+        while True:
+            event = get()
+            kind = type(event)
+            if kind is yaml.ScalarEvent:
+                top = stack[-1] if stack else None
+                if top is not None and top.key is _NO_KEY and type(top.data) is dict:
+                    self.key(top, event)
+                    continue
+                path = self.child(top, event)
+                value = self.scalar(event, path)
+            elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+                top = stack[-1] if stack else None
+                if top is not None and top.key is _NO_KEY and type(top.data) is dict:
+                    raise self.fail(event, "a key must be a plain string, not a list or mapping", top.path)
+                path = self.child(top, event)
+                if event.tag not in (None, "!", _COLLECTION_TAGS[kind]):
+                    raise self.fail(event, f"unsupported YAML tag {event.tag!r}", path)
+                if len(stack) >= MAX_DEPTH:
+                    raise self.fail(event, f"nested more than {MAX_DEPTH} levels deep", path)
+                stack.append(_Frame({} if kind is yaml.MappingStartEvent else [], path))
+                continue
+            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+                value = stack.pop().data
+            elif kind is yaml.AliasEvent:
+                top = stack[-1] if stack else None
+                as_key = top is not None and top.key is _NO_KEY and type(top.data) is dict
+                path = top.path if as_key else self.child(top, event)  # type: ignore[union-attr]
+                raise self.fail(event, "YAML aliases (*name) are not allowed in front matter", path)
+            elif kind is yaml.DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    raise self.fail(event, "more than one YAML document ('--- ...' line) in front matter")
+                continue
+            elif kind is yaml.StreamEndEvent or event is None:
+                return root, self.lines
+            else:  # stream start, document end
+                continue
+            if not stack:
+                root = value
+            else:
+                top = stack[-1]
+                if type(top.data) is list:
+                    top.data.append(value)
+                else:
+                    top.data[top.key] = value
+                    top.key = _NO_KEY
 
-    def build(self, node: yaml.Node, path: Path_, depth: int) -> Any:
-        if depth > MAX_DEPTH:
-            raise self.fail(node, f"nested more than {MAX_DEPTH} levels deep")
-        if id(node) in self.seen:
-            raise self.fail(node, "YAML aliases (*name) are not allowed in front matter")
-        self.seen.add(id(node))
-        self.lines.setdefault(path, self.line(node))
-        if isinstance(node, yaml.MappingNode):
-            return self.mapping(node, path, depth)
-        if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, path + (i,), depth + 1) for i, item in enumerate(node.value)]
-        return self.scalar(node)
+    def child(self, top: _Frame | None, event: yaml.Event) -> Path_:
+        """Path of the value that `event` starts, recording its line."""
+        if top is None:
+            path: Path_ = ()
+        elif type(top.data) is list:
+            path = top.path + (len(top.data),)
+        else:
+            path = top.path + (top.key,)
+        if path not in self.lines:
+            self.lines[path] = self.to_line(event.start_mark.line)
+        return path
 
-    def mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                raise self.fail(key_node, "YAML merge keys (<<) are not allowed in front matter")
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise self.fail(key_node, "a key must be a plain string, not a list or mapping")
-            key = key_node.value
-            if key in out:
-                first = self.lines.get(path + (key,), 0)
-                raise self.fail(key_node, f"duplicate key '{key}' (first defined on line {first})")
-            self.lines[path + (key,)] = self.line(key_node)
-            out[key] = self.build(value_node, path + (key,), depth + 1)
-        return out
+    def key(self, top: _Frame, event: yaml.ScalarEvent) -> None:
+        key = event.value
+        if event.tag is None or event.tag == "!":
+            if key == "<<" and event.implicit[0]:
+                raise self.fail(event, "YAML merge keys (<<) are not allowed in front matter", top.path)
+        elif event.tag not in _STANDARD_TAGS:
+            raise self.fail(event, f"unsupported YAML tag {event.tag!r} on key {key!r}", top.path)
+        path = top.path + (key,)
+        if key in top.data:
+            raise self.fail(event, f"duplicate key '{key}' (first defined on line {self.lines.get(path, 0)})", path)
+        self.lines[path] = self.to_line(event.start_mark.line)
+        top.key = key
 
-    def scalar(self, node: yaml.ScalarNode) -> Any:
-        if node.tag not in _STANDARD_TAGS:
-            raise self.fail(node, f"unsupported YAML tag {node.tag!r}")
+    def scalar(self, event: yaml.ScalarEvent, path: Path_) -> Any:
+        tag = event.tag
+        if tag is None or tag == "!":
+            if not event.implicit[0]:  # quoted, literal or folded: a string
+                return event.value
+            tag = _PLAIN_TAGS.get(event.value)
+            if tag is None:
+                tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False))
+                if len(_PLAIN_TAGS) > 4096:
+                    _PLAIN_TAGS.clear()
+                _PLAIN_TAGS[event.value] = tag
+        if tag == _STR:
+            return event.value
+        if tag not in _STANDARD_TAGS:
+            raise self.fail(event, f"unsupported YAML tag {tag!r}", path)
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
         try:
-            value = _SCALARS[node.tag](self.constructor, node)
-        except (ValueError, TypeError, OverflowError, yaml.YAMLError) as exc:
-            raise self.fail(node, f"cannot read value {node.value!r}: {exc}") from None
+            value = _SCALARS[tag](_CONSTRUCTOR, node)
+        except (ValueError, TypeError, OverflowError, IndexError, KeyError, AttributeError, yaml.YAMLError):
+            # PyYAML's constructors trust the resolver; an explicit tag can hand them anything ('!!int ')
+            raise self.fail(event, f"cannot read {event.value!r} as {tag.rsplit(':', 1)[-1]}", path) from None
         if isinstance(value, (_dt.date, _dt.datetime)):
             return value.isoformat()
-        if isinstance(value, float) and value != value:
-            raise self.fail(node, "NaN is not a valid value")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(event, f"{event.value!r} is not a finite number", path)
         return value
+
+
+def field_name(path: Path_) -> str:
+    """A data path as people write it: `claims[0].measure.artifact`."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
 
 def parse_page(raw: bytes) -> FrontMatter:

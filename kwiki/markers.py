@@ -35,6 +35,7 @@ _BODY_CLOSE = re.compile(r"^\s*<!--\s*/kwiki:([a-z0-9-]+)\s*-->\s*$")
 _YAML_OPEN = re.compile(r"^#\s*kwiki:([a-z0-9-]+)(?:\s+sha256=([0-9a-f]*))?\s*$")
 _YAML_CLOSE = re.compile(r"^#\s*/kwiki:([a-z0-9-]+)\s*$")
 _ANY_BODY = re.compile(r"<!--\s*/?kwiki:")
+_ANY_YAML = re.compile(r"^\s*#\s*/?kwiki:")
 
 
 def checksum(content: str) -> str:
@@ -59,6 +60,8 @@ class Region:
 
 def scan(text: str, *, yaml: bool = False, first_line: int = 1) -> list[Region]:
     """All regions in `text`; raises MarkerError (with a line) for broken markers."""
+    if "kwiki:" not in text:  # no marker of any kind, broken ones included
+        return []
     open_re, close_re = (_YAML_OPEN, _YAML_CLOSE) if yaml else (_BODY_OPEN, _BODY_CLOSE)
     regions: list[Region] = []
     current: tuple[str, int, str | None] | None = None
@@ -90,14 +93,18 @@ def scan(text: str, *, yaml: bool = False, first_line: int = 1) -> list[Region]:
             current = None
         elif current is not None:
             body.append(line)
+        elif yaml and _ANY_YAML.search(line):
+            raise MarkerError("malformed kwiki marker (expected '# kwiki:NAME sha256=...' at the start of a line)",
+                              line=lineno)
         elif not yaml and _ANY_BODY.search(line):
             raise MarkerError("malformed kwiki marker (expected '<!-- kwiki:NAME sha256=... -->')", line=lineno)
     if current is not None:
         raise MarkerError(f"region 'kwiki:{current[0]}' is never closed", line=current[1])
-    names = [r.name for r in regions]
-    for r in regions:
-        if names.count(r.name) > 1:
+    seen: set[str] = set()
+    for r in regions:  # blame the second of two regions with one name
+        if r.name in seen:
             raise MarkerError(f"region 'kwiki:{r.name}' appears more than once", line=r.open_line)
+        seen.add(r.name)
     return regions
 
 

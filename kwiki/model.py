@@ -29,6 +29,18 @@ NonEmpty = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)
 Scalar = Union[bool, int, float, str]
 
 
+class FieldError(ValueError):
+    """A validation error about a field below the model that found it (`loc` is relative to it).
+
+    Pydantic locates a model validator's error at the model itself; `kwiki.pages` appends
+    `loc` so the problem names the field (`claims[1].measure.artifact`) and its line.
+    """
+
+    def __init__(self, message: str, *loc: str | int):
+        super().__init__(message)
+        self.loc = loc
+
+
 def _arch(value: object) -> str:
     try:
         return normalize_arch(value)
@@ -190,22 +202,24 @@ class Claim(Strict):
         bound = self.at_least is not None or self.at_most is not None
         if self.metric == Metric.outcome:
             if self.expect is None:
-                raise ValueError("an outcome claim needs 'expect' (passed, check-failed, timeout, crash)")
+                raise FieldError("an outcome claim needs 'expect' (passed, check-failed, timeout, crash)", "expect")
             if self.value is not None or bound:
-                raise ValueError("an outcome claim takes 'expect', not a value or bound")
+                where = "value" if self.value is not None else ("at_least" if self.at_least is not None else "at_most")
+                raise FieldError("an outcome claim takes 'expect', not a value or bound", where)
             return self
         if self.expect is not None:
-            raise ValueError("'expect' is only for claims whose metric is 'outcome'")
+            raise FieldError("'expect' is only for claims whose metric is 'outcome'", "expect")
         if self.value is None and not bound:
-            raise ValueError("a claim needs either 'value' (with 'tolerance') or a bound ('at_least'/'at_most')")
+            raise FieldError("a claim needs either 'value' (with 'tolerance') or a bound ('at_least'/'at_most')")
         if self.value is not None and bound:
-            raise ValueError("give either 'value' or a bound ('at_least'/'at_most'), not both")
+            where = "at_least" if self.at_least is not None else "at_most"
+            raise FieldError("give either 'value' or a bound ('at_least'/'at_most'), not both", where)
         if self.tolerance is not None and self.value is None:
-            raise ValueError("'tolerance' applies to a point 'value' only")
+            raise FieldError("'tolerance' applies to a point 'value' only", "tolerance")
         if self.at_least is not None and self.at_most is not None and self.at_least > self.at_most:
-            raise ValueError(f"at_least ({self.at_least}) is above at_most ({self.at_most})")
+            raise FieldError(f"at_least ({self.at_least}) is above at_most ({self.at_most})", "at_least")
         if self.evidence == "source-reported" and not self.source:
-            raise ValueError("a source-reported claim needs its 'source'")
+            raise FieldError("a source-reported claim needs its 'source'", "source")
         if self.measure is not None:
             self._check_units(self.measure)
         return self
@@ -213,11 +227,11 @@ class Claim(Strict):
     def _check_units(self, m: Measure) -> None:
         if m.per is not None:
             if self.unit not in RATIO_UNITS:
-                raise ValueError(f"a ratio of two figures has unit 'x' (or 'ratio'), not {self.unit!r}")
+                raise FieldError(f"a ratio of two figures has unit 'x' (or 'ratio'), not {self.unit!r}", "unit")
             return
         want = FIGURE_UNITS.get(m.of.figure)
         if want is not None and want != self.unit:
-            raise ValueError(f"figure {m.of.figure!r} is in {want}, but the claim's unit is {self.unit!r}")
+            raise FieldError(f"figure {m.of.figure!r} is in {want}, but the claim's unit is {self.unit!r}", "unit")
 
     @property
     def direction(self) -> str:
@@ -367,14 +381,15 @@ class PageMeta(BaseModel):
     @model_validator(mode="after")
     def _claim_ids(self) -> "PageMeta":
         seen: set[str] = set()
-        for claim in self.claims:
+        for i, claim in enumerate(self.claims):
             if claim.id in seen:
-                raise ValueError(f"claim id {claim.id!r} appears twice")
+                raise FieldError(f"claim id {claim.id!r} appears twice", "claims", i, "id")
             seen.add(claim.id)
             if claim.measure is not None and claim.measure.artifact not in self.artifacts:
-                raise ValueError(
+                raise FieldError(
                     f"claim {claim.id!r} measures artifact {claim.measure.artifact!r}, "
-                    f"which is not a key of 'artifacts'"
+                    f"which is not a key of 'artifacts'",
+                    "claims", i, "measure", "artifact",
                 )
         return self
 

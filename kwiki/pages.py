@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -9,9 +10,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import FrontMatterError, MarkerError, Problem
-from .frontmatter import FrontMatter, parse_page
+from .frontmatter import MAX_PAGE_BYTES, FrontMatter, field_name, parse_page
 from .markers import Region, scan
-from .model import PageMeta
+from .model import FieldError, PageMeta
 
 
 @dataclass
@@ -37,15 +38,11 @@ class Page:
         return self.fm.line_of(tuple(path)) if self.fm else 1
 
 
-def field_name(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Keep the parts of a pydantic error location that walk the data (drop union/type labels)."""
+def _data_path(data: Any, err: dict) -> tuple[Any, ...]:
+    """The path in the data an error concerns: the parts of its pydantic location that walk the
+    data (union and type labels dropped), then the missing field's name or the sub-location a
+    model validator gave (`FieldError.loc`)."""
+    loc = tuple(err["loc"])
     out: list[Any] = []
     node = data
     for part in loc:
@@ -55,9 +52,11 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             node = node[part]
             out.append(part)
-        elif isinstance(node, dict) and isinstance(part, str) and not out:
-            out.append(part)  # a missing top-level field
-            break
+    if err["type"] == "missing" and loc and isinstance(loc[-1], str) and isinstance(node, dict):
+        out.append(loc[-1])
+    error = (err.get("ctx") or {}).get("error")
+    if isinstance(error, FieldError):
+        out.extend(error.loc)
     return tuple(out)
 
 
@@ -83,7 +82,7 @@ def validate(page: Page, strict: bool = False) -> None:
     except ValidationError as exc:
         seen: set[tuple] = set()
         for err in exc.errors(include_url=False):
-            path = _data_path(data, tuple(err["loc"]))
+            path = _data_path(data, err)
             key = (path, _message(err))
             if key in seen:
                 continue
@@ -103,9 +102,18 @@ def load_page(file: Path, root: Path, strict: bool = False) -> Page:
         rel = file.as_posix()
     page = Page(path=rel, file=file)
     try:
-        raw = file.read_bytes()
+        info = file.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block, /dev/zero would never end
+            page.problem(0, "", "not a regular file")
+            return page
+        with open(file, "rb") as fh:
+            raw = fh.read(MAX_PAGE_BYTES + 1)
     except OSError as exc:
         page.problem(0, "", f"cannot read file: {exc.strerror or exc}")
+        return page
+    if len(raw) > MAX_PAGE_BYTES:
+        size = max(info.st_size, len(raw))
+        page.problem(1, "", f"file is {size} bytes, over the {MAX_PAGE_BYTES} byte limit for a page")
         return page
     try:
         page.fm = parse_page(raw)

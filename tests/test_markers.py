@@ -1,0 +1,137 @@
+"""Generated regions: render, scan and replace round-trip; hand edits and broken markers are caught."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kwiki.errors import MarkerError
+from kwiki.markers import KNOWN_REGIONS, checksum, render, replace, scan
+
+# a failing example makes Hypothesis write a patch with libcst, whose import warns; the warning
+# must not turn the report of the failure into an INTERNALERROR
+pytestmark = pytest.mark.filterwarnings("ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning")
+
+TABLE = "| claim | value |\n| --- | --- |\n| c1 | 22.4 us |\n"
+
+
+def page(*middle: str) -> str:
+    return "\n".join(["# Title", "", "Intro.", "", *middle, "", "Outro."])
+
+
+def test_render_then_scan_is_sealed_and_unedited():
+    text = page(render("claims", TABLE).rstrip("\n"))
+    [region] = scan(text)
+    assert (region.name, region.open_line, region.close_line) == ("claims", 5, 9)
+    assert region.content == TABLE and region.sealed == checksum(TABLE) and not region.edited
+
+
+def test_render_adds_the_final_newline():
+    assert render("status", "x") == render("status", "x\n")
+    assert render("status", "").endswith("<!-- /kwiki:status -->\n")
+    assert not scan(render("status", ""))[0].edited
+
+
+def test_any_edit_inside_a_sealed_region_shows():
+    sealed = render("claims", TABLE)
+    for edited in (sealed.replace("22.4", "12.4"), sealed.replace("| c1", "|  c1"), sealed.replace(TABLE, TABLE + "\n")):
+        assert scan(edited)[0].edited
+
+
+def test_placeholder_pair_is_not_an_edit_unless_filled():
+    assert not scan("<!-- kwiki:chart -->\n<!-- /kwiki:chart -->\n")[0].edited
+    assert not scan("<!-- kwiki:chart -->\n\n<!-- /kwiki:chart -->\n")[0].edited
+    assert scan("<!-- kwiki:chart -->\nhand-written\n<!-- /kwiki:chart -->\n")[0].edited
+
+
+def test_replace_round_trip_changes_only_the_region():
+    text = page(render("claims", TABLE).rstrip("\n"), "", render("status", "old").rstrip("\n"))
+    new = replace(text, "claims", "| claim | value |\n| c1 | 20 us |\n")
+    assert new is not None
+    regions = {r.name: r for r in scan(new)}
+    assert regions["claims"].content == "| claim | value |\n| c1 | 20 us |\n" and not regions["claims"].edited
+    assert regions["status"].content == "old\n"
+    before, after = text.split("<!-- kwiki:claims")[0], text.split("<!-- /kwiki:claims -->")[1]
+    assert new.startswith(before) and new.endswith(after)
+    assert replace(new, "claims", TABLE) == text  # and back
+
+
+def test_replace_fills_a_placeholder_and_returns_none_when_absent():
+    text = page("<!-- kwiki:ladder -->", "<!-- /kwiki:ladder -->")
+    filled = replace(text, "ladder", "rung\n")
+    assert filled == page(render("ladder", "rung").rstrip("\n"))
+    assert replace(text, "chart", "x") is None
+
+
+def test_yaml_regions():
+    block = "measurements:\n  evidence_level: measured\n  date: '2026-01-01'\n"
+    text = "id: p\n" + render("measurements", block, yaml=True) + "title: T\n"
+    [region] = scan(text, yaml=True, first_line=2)
+    assert (region.open_line, region.close_line, region.edited) == (3, 7, False)
+    assert scan(text.replace("measured", "verified"), yaml=True)[0].edited
+    assert replace(text, "measurements", block.replace("measured", "verified"), yaml=True).count("verified") == 1
+
+
+def test_markers_in_code_fences_are_examples_not_regions():
+    text = page("```", "<!-- kwiki:weather -->", "```", "~~~", "<!-- /kwiki:claims -->", "~~~")
+    assert scan(text) == []
+
+
+def test_body_markers_are_ignored_in_yaml_and_yaml_markers_in_the_body():
+    assert scan("# kwiki:claims\n", yaml=False) == []
+    assert scan("<!-- kwiki:claims -->\n", yaml=True) == []
+
+
+@pytest.mark.parametrize("text, line, message", [
+    ("a\n<!-- kwiki:weather -->\n<!-- /kwiki:weather -->", 2, "unknown generated region 'kwiki:weather'"),
+    ("a\n<!-- kwiki:claims -->\nx", 2, "region 'kwiki:claims' is never closed"),
+    ("a\nb\n<!-- /kwiki:claims -->", 3, "closes a region that was never opened"),
+    ("<!-- kwiki:claims -->\n<!-- kwiki:status -->", 2, "opens inside 'kwiki:claims'"),
+    ("<!-- kwiki:claims -->\n<!-- /kwiki:status -->", 2, "'/kwiki:status' closes region 'kwiki:claims'"),
+    ("<!-- kwiki:claims sha256=XYZ -->\n<!-- /kwiki:claims -->", 1, "malformed kwiki marker"),
+    ("text <!-- kwiki:claims --> inline", 1, "malformed kwiki marker"),
+    ("<!--kwiki:Claims-->", 1, "malformed kwiki marker"),
+    ("<!-- kwiki:claims -->\n<!-- /kwiki:claims -->\n<!-- kwiki:claims -->\n<!-- /kwiki:claims -->", 3,
+     "appears more than once"),
+])
+def test_broken_body_markers(text: str, line: int, message: str):
+    with pytest.raises(MarkerError) as exc:
+        scan(text, first_line=1)
+    assert exc.value.line == line and message in exc.value.message
+
+
+@pytest.mark.parametrize("text, line, message", [
+    ("a: 1\n# kwiki:weather\n# /kwiki:weather\n", 12, "unknown generated region"),
+    ("a: 1\n# kwiki:measurements\n", 12, "never closed"),
+    ("a: 1\n  # kwiki:measurements\n", 12, "malformed kwiki marker"),
+    ("a: 1\n# kwiki:measurements sha256=nothex\n# /kwiki:measurements\n", 12, "malformed kwiki marker"),
+])
+def test_broken_yaml_markers(text: str, line: int, message: str):
+    with pytest.raises(MarkerError) as exc:
+        scan(text, yaml=True, first_line=11)
+    assert exc.value.line == line and message in exc.value.message
+
+
+def test_line_offset():
+    [region] = scan(render("history", "h"), first_line=40)
+    assert (region.open_line, region.close_line) == (40, 42)
+
+
+def test_text_without_markers_is_fast_path_and_empty():
+    assert scan("no markers here\n" * 1000) == []
+
+
+_LINE = st.text(st.characters(codec="utf-8", exclude_characters="\n\r"), max_size=30).filter(lambda s: "kwiki:" not in s)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_LINE, max_size=8), st.sampled_from(sorted(KNOWN_REGIONS)), st.lists(_LINE, max_size=4))
+def test_any_content_round_trips(content_lines, name, around):
+    content = "".join(line + "\n" for line in content_lines)
+    text = "\n".join([*around, "<!-- kwiki:" + name + " -->", "<!-- /kwiki:" + name + " -->", *around])
+    if any(line.lstrip().startswith(("```", "~~~")) for line in around):
+        return  # a fence in the surrounding text may hide the markers, as intended
+    new = replace(text, name, content)
+    [region] = scan(new)
+    assert region.content == content and not region.edited
