@@ -87,6 +87,8 @@ class Manifest(Strict):
     run: Run = Field(default_factory=Run)
     variants: list[Variant] = Field(min_length=1)
     baseline: Name | None = Field(default=None, description="variant every other one is compared with")
+    ceiling: Name | None = Field(
+        default=None, description="variant whose bandwidth is the speed of light for records of the same params")
 
     @model_validator(mode="after")
     def _consistent(self) -> "Manifest":
@@ -94,8 +96,9 @@ class Manifest(Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"variant names repeat: {', '.join(dupes)}")
-        if self.baseline is not None and self.baseline not in names:
-            raise ValueError(f"baseline {self.baseline!r} is not one of the variants")
+        for role in ("baseline", "ceiling"):
+            if getattr(self, role) is not None and getattr(self, role) not in names:
+                raise ValueError(f"{role} {getattr(self, role)!r} is not one of the variants")
         for v in self.variants:
             extra = sorted(set(v.targets) - set(self.targets))
             if extra:

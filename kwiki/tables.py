@@ -76,32 +76,37 @@ def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome]) -> str:
     m = planned.manifest
     records = [r for o in outcomes for r in o.records]
     base: dict[str, float] = {}
+    sol: dict[str, float] = {}
     for r in records:
         if r.variant == m.baseline and r.timing is not None:
             base[_params(r)] = r.timing.median_us
+        if r.variant == m.ceiling and r.timing is not None and r.bytes:
+            sol[_params(r)] = r.figures()["gb_per_s"]
     head = f"**{m.title}** (`{planned.path}`, target {planned.run_target}"
     head += f"; baseline `{m.baseline}`)\n\n" if m.baseline else ")\n\n"
-    rows = ["| variant | what changed | params | time (us) | throughput | vs baseline | registers |",
-            "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    rows = ["| variant | what changed | params | time (us) | throughput | vs baseline | of speed of light | registers |",
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     order = {v.name: i for i, v in enumerate(m.variants)}
     for r in sorted(records, key=lambda r: (_params(r), order.get(r.variant, 99))):
         desc = (m.variant(r.variant).description if m.variant(r.variant) else "")
         if r.timing is None:
-            rows.append(f"| `{r.variant}` | {_cell(desc)} | {_cell(_params(r))} | check failed | — | — | — |")
+            rows.append(f"| `{r.variant}` | {_cell(desc)} | {_cell(_params(r))} | check failed | — | — | — | — |")
             continue
         ratio = base.get(_params(r))
         vs = f"{fmt(ratio / r.timing.median_us, 3)}x" if ratio else "—"
+        ceiling = sol.get(_params(r))
+        of_sol = f"{r.figures()['gb_per_s'] / ceiling:.0%}" if ceiling and r.bytes else "—"
         regs = r.extra.get("registers", "—")
         rows.append("| " + " | ".join(_cell(str(c)) for c in (
             f"`{r.variant}`", desc, _params(r), fmt(r.timing.median_us) + fmt_spread(r.timing.spread),
-            _figure(r), vs, regs)) + " |")
+            _figure(r), vs, of_sol, regs)) + " |")
     failed = [o for o in outcomes if o.status != "ok"]
     for o in failed:
-        rows.append(f"| `{','.join(o.variants)}` | run {o.status} | | — | — | — | — |")
+        rows.append(f"| `{','.join(o.variants)}` | run {o.status}: {_cell(o.message[:120])} | | — | — | — | — | — |")
     for name in planned.not_applicable:
         v = m.variant(name)
         rows.append(f"| `{name}` | {_cell(v.description if v else '')} | not applicable on "
-                    f"{planned.run_target} (targets {', '.join(v.targets) if v else '?'}) | — | — | — | — |")
+                    f"{planned.run_target} (targets {', '.join(v.targets) if v else '?'}) | — | — | — | — | — |")
     return head + "\n".join(rows) + "\n"
 
 
