@@ -7,7 +7,7 @@
 // Requirements: K a multiple of 8 (TMA rows are 16-byte aligned), N even (paired stores). M, N and K
 // need not be multiples of the tile: TMA fills out-of-range elements with zeros, stores are guarded.
 //
-// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o gemm gemm.cu -lcublas
+// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o gemm gemm.cu
 // Run:   ./gemm [--variants a,b] [--shapes 4096x4096x4096,8192x8192x8192,4000x4000x4040] [--group 16] [--seed N]
 //
 // Variants (the ladder of page algo-warp-specialization):
@@ -28,12 +28,11 @@
 //
 // Checking (before any timing, every variant, every shape): all elements against cuBLAS's output, and
 // 4096 sampled elements against a host fp64 dot product of the same inputs.
-#include <cublas_v2.h>
-
 #include <string>
 #include <vector>
 
 #include "kwiki_bench.cuh"
+#include "kwiki_cublas.cuh"
 #include "sm90.cuh"
 
 using bf16 = __nv_bfloat16;
@@ -425,12 +424,14 @@ void run_ws(const Launch<C>& l, cudaStream_t s) {
 }
 
 // cuBLAS on the same buffers: row-major C = A B^T is column-major C^T = (B, op T) (A, op N).
-void run_cublas(cublasHandle_t h, const void* A, const void* B, void* C, Problem p, bool tf32, cudaStream_t s) {
+void run_cublas(kwiki::cublasHandle_t h, const void* A, const void* B, void* C, Problem p, bool tf32, cudaStream_t s) {
     const float alpha = 1.f, beta = 0.f;
     cudaDataType t = tf32 ? CUDA_R_32F : CUDA_R_16BF;
-    KWIKI_CHECK_STATUS(cublasSetStream(h, s));
-    KWIKI_CHECK_STATUS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, p.N, p.M, p.K, &alpha, B, t, p.K, A, t, p.K, &beta, C, t, p.N,
-                                    tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    KWIKI_CHECK_STATUS(kwiki::cublas().SetStream(h, s));
+    KWIKI_CHECK_STATUS(kwiki::cublas().GemmEx(h, kwiki::CUBLAS_OP_T, kwiki::CUBLAS_OP_N, p.N, p.M, p.K, &alpha, B, t, p.K, A, t, p.K,
+                                              &beta, C, t, p.N,
+                                              tf32 ? kwiki::CUBLAS_COMPUTE_32F_FAST_TF32 : kwiki::CUBLAS_COMPUTE_32F,
+                                              kwiki::CUBLAS_GEMM_DEFAULT));
 }
 
 // ===================================================================================================
@@ -450,7 +451,7 @@ struct Buffers {
     void* out;
     Problem p;
     int group;
-    cublasHandle_t handle;
+    kwiki::cublasHandle_t handle;
 };
 
 template <class C, bool PERSISTENT>
@@ -542,8 +543,8 @@ int main(int argc, char** argv) {
     const uint64_t seed = args.seed();
     std::fprintf(stderr, "gemm: seed %llu, %d SMs, L2 %zu MiB\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes() >> 20);
 
-    cublasHandle_t handle;
-    KWIKI_CHECK_STATUS(cublasCreate(&handle));
+    kwiki::cublasHandle_t handle;
+    KWIKI_CHECK_STATUS(kwiki::cublas().Create(&handle));
 
     for (const Problem& p : shapes) {
         const size_t nA = size_t(p.M) * p.K, nB = size_t(p.N) * p.K, nC = size_t(p.M) * p.N;
@@ -645,6 +646,6 @@ int main(int argc, char** argv) {
             KWIKI_CHECK(cudaFree(Cref));
         }
     }
-    KWIKI_CHECK_STATUS(cublasDestroy(handle));
+    KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(handle));
     return kwiki::exit_code();
 }

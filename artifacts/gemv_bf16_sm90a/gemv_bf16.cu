@@ -1,7 +1,7 @@
 // gemv_bf16.cu: y = A x with A bf16 row-major M x K, x bf16, fp32 accumulation, y bf16; against cuBLAS.
 //
 // Build (kwiki does this):
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -Xptxas=-v -o gemv_bf16 gemv_bf16.cu -lcublas
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -Xptxas=-v -o gemv_bf16 gemv_bf16.cu
 // Run: ./gemv_bf16 [--shapes=4096x7168,7168x16384,8192x8192,16384x16384] [--variants a,b,c]
 //
 // A GEMV reads every matrix element once and does 2 flops per 2 bytes: it is bound by memory bandwidth,
@@ -23,8 +23,7 @@
 // --sweep adds every block configuration of configs() as a variant sweep_<config> (how the tuned table was filled).
 #include "kwiki_bench.cuh"
 #include "kwiki_ceiling.cuh"
-
-#include <cublas_v2.h>
+#include "kwiki_cublas.cuh"
 
 #include <map>
 
@@ -186,7 +185,7 @@ __global__ void __launch_bounds__(T, 1) block_rows_kernel(const bf16* A, const b
 struct Problem {
     int M, K;
     bf16 *A, *x, *y;
-    cublasHandle_t blas;
+    kwiki::cublasHandle_t blas;
 };
 
 using Kernel = void (*)(const bf16*, const bf16*, bf16*, int, int);
@@ -245,10 +244,11 @@ void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
 
 void run_cublas(const Problem& p, cudaStream_t s) {
     const float one = 1.0f, zero = 0.0f;
-    KWIKI_CHECK_STATUS(cublasSetStream(p.blas, s));
+    KWIKI_CHECK_STATUS(kwiki::cublas().SetStream(p.blas, s));
     // Column-major view: A row-major M x K is A^T (K x M, lda K); y = (A^T)^T x.
-    KWIKI_CHECK_STATUS(cublasGemmEx(p.blas, CUBLAS_OP_T, CUBLAS_OP_N, p.M, 1, p.K, &one, p.A, CUDA_R_16BF, p.K, p.x,
-                                    CUDA_R_16BF, p.K, &zero, p.y, CUDA_R_16BF, p.M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    KWIKI_CHECK_STATUS(kwiki::cublas().GemmEx(p.blas, kwiki::CUBLAS_OP_T, kwiki::CUBLAS_OP_N, p.M, 1, p.K, &one, p.A, CUDA_R_16BF,
+                                              p.K, p.x, CUDA_R_16BF, p.K, &zero, p.y, CUDA_R_16BF, p.M, kwiki::CUBLAS_COMPUTE_32F,
+                                              kwiki::CUBLAS_GEMM_DEFAULT));
 }
 
 // ===================================================================================================
@@ -310,8 +310,8 @@ int main(int argc, char** argv) {
     const uint64_t seed = args.seed();
     std::fprintf(stderr, "gemv_bf16: seed %llu, %d SMs, L2 %zu bytes\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes());
 
-    cublasHandle_t blas;
-    KWIKI_CHECK_STATUS(cublasCreate(&blas));
+    kwiki::cublasHandle_t blas = nullptr;  // cuBLAS is loaded only when its variant runs
+    if (args.want("cublas")) KWIKI_CHECK_STATUS(kwiki::cublas().Create(&blas));
     kwiki::Bench bench(args.bench_options());
 
     std::vector<Variant> table = variants();
@@ -387,6 +387,6 @@ int main(int argc, char** argv) {
         KWIKI_CHECK(cudaFree(p.x));
         KWIKI_CHECK(cudaFree(p.y));
     }
-    KWIKI_CHECK_STATUS(cublasDestroy(blas));
+    if (blas) KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(blas));
     return kwiki::exit_code();
 }

@@ -7,7 +7,7 @@
 // that would hang counts an error instead, the thread stops waiting, the kernel ends and the check fails
 // with that count.
 //
-// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o pitfalls pitfalls.cu -lcublas
+// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o pitfalls pitfalls.cu
 // Run:   ./pitfalls [--variants a,b] [--max-cycles 200000000] [--seed N]
 //
 // Variants:
@@ -21,12 +21,11 @@
 //   tma_store_fenced      epilogue through shared memory and a TMA store, fence.proxy.async before it
 //   tma_store_no_fence    the same without the proxy fence (the TMA engine may read shared memory before
 //                         the threads' ordinary stores are visible to it), launched --repeats times
-#include <cublas_v2.h>
-
 #include <string>
 #include <vector>
 
 #include "kwiki_bench.cuh"
+#include "kwiki_cublas.cuh"
 #include "sm90.cuh"
 
 using bf16 = __nv_bfloat16;
@@ -35,11 +34,12 @@ using bf16 = __nv_bfloat16;
 // Reference: cuBLAS on the same inputs (every element)
 // ===================================================================================================
 
-void run_cublas(cublasHandle_t h, const bf16* A, const bf16* B, bf16* C, int M, int N, int K, cudaStream_t s) {
+void run_cublas(kwiki::cublasHandle_t h, const bf16* A, const bf16* B, bf16* C, int M, int N, int K, cudaStream_t s) {
     const float alpha = 1.f, beta = 0.f;
-    KWIKI_CHECK_STATUS(cublasSetStream(h, s));
-    KWIKI_CHECK_STATUS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16BF, K, A, CUDA_R_16BF, K, &beta, C,
-                                    CUDA_R_16BF, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    KWIKI_CHECK_STATUS(kwiki::cublas().SetStream(h, s));
+    KWIKI_CHECK_STATUS(kwiki::cublas().GemmEx(h, kwiki::CUBLAS_OP_T, kwiki::CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16BF, K, A,
+                                              CUDA_R_16BF, K, &beta, C, CUDA_R_16BF, N, kwiki::CUBLAS_COMPUTE_32F,
+                                              kwiki::CUBLAS_GEMM_DEFAULT));
 }
 
 // ===================================================================================================
@@ -253,8 +253,8 @@ int main(int argc, char** argv) {
     const uint64_t seed = args.seed();
     std::fprintf(stderr, "pitfalls: seed %llu, wait bound %lld cycles\n", (unsigned long long)seed, max_cycles);
 
-    cublasHandle_t handle;
-    KWIKI_CHECK_STATUS(cublasCreate(&handle));
+    kwiki::cublasHandle_t handle;
+    KWIKI_CHECK_STATUS(kwiki::cublas().Create(&handle));
     int* errors;
     KWIKI_CHECK(cudaMalloc(&errors, sizeof(int)));
 
@@ -355,6 +355,6 @@ int main(int argc, char** argv) {
     }
     for (auto& in : inputs) KWIKI_CHECK(cudaFree(in.A)), KWIKI_CHECK(cudaFree(in.B)), KWIKI_CHECK(cudaFree(in.Cref));
     KWIKI_CHECK(cudaFree(errors));
-    KWIKI_CHECK_STATUS(cublasDestroy(handle));
+    KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(handle));
     return kwiki::exit_code();
 }
