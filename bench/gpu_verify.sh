@@ -5,7 +5,7 @@
 #
 # Needs: $OUT (the device tool's output folder), .whl/ carried along (../shared/device/wheels.sh).
 # Writes to $OUT: verify-<n>.json (the --json report of each run), verify-<n>.log (progress),
-# compile.txt (cold and cached --compile-only wall times), written.tgz (wiki/ and results/ as the runs left them).
+# compile.txt (exit codes, run-to-run comparison; with COMPILE_BENCH=1 also cold and cached --compile-only times), written.tgz (wiki/ and results/ as the runs left them).
 set -uo pipefail
 runs=${1:-1}; shift || true
 out=${OUT:-/tmp/kwiki-out}; mkdir -p "$out"
@@ -19,9 +19,11 @@ fi
 export PYTHONUNBUFFERED=1
 kw() { python3 -m kwiki.cli "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$out/gpu.txt" 2>&1
-rm -rf .kwiki/build
-TIMEFORMAT="cold compile-only: %R s"; { time kw verify --compile-only --quiet >/dev/null 2>&1; } 2>> "$out/compile.txt"
-TIMEFORMAT="cached compile-only: %R s"; { time kw verify --compile-only --quiet >/dev/null 2>&1; } 2>> "$out/compile.txt"
+if [ -n "${COMPILE_BENCH:-}" ]; then  # cold and cached --compile-only wall times on this machine
+  rm -rf .kwiki/build
+  TIMEFORMAT="cold compile-only: %R s"; { time kw verify --compile-only --quiet >/dev/null 2>&1; } 2>> "$out/compile.txt"
+  TIMEFORMAT="cached compile-only: %R s"; { time kw verify --compile-only --quiet >/dev/null 2>&1; } 2>> "$out/compile.txt"
+fi
 for n in $(seq 1 "$runs"); do
   kw verify --json "$@" > "$out/verify-$n.json" 2> "$out/verify-$n.log"
   echo "verify run $n: exit $?" | tee -a "$out/compile.txt"
