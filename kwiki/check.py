@@ -183,8 +183,7 @@ def check_links(page: Page, root: Path, known: frozenset[str] | None = None) -> 
     """
     assert page.fm is not None
     out = []
-    wiki_dir = (root / WIKI_DIR).resolve()
-    base = str(page.file.parent)
+    base = os.path.dirname(page.file)
     for line, target in _links(page.fm.body, page.fm.body_line):
         if _EXTERNAL.match(target) or target.startswith("#"):
             continue
@@ -204,7 +203,7 @@ def check_links(page: Page, root: Path, known: frozenset[str] | None = None) -> 
             continue
         if not exists:
             out.append(Problem(page.path, line, "link", f"link {target!r} leads to a file that does not exist"))
-        elif not str(resolved).startswith(str(wiki_dir) + os.sep):
+        elif not str(resolved).startswith(str((root / WIKI_DIR).resolve()) + os.sep):
             out.append(Problem(page.path, line, "link",
                                f"link {target!r} leaves wiki/; the site cannot serve it (link to the source on the web or embed it)"))
     return out

@@ -11,15 +11,21 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kwiki import SCHEMA_VERSION
 from kwiki.check import _links, check, check_links, inside
 from kwiki.cli import main
 from kwiki.frontmatter import MAX_PAGE_BYTES
 from kwiki.pages import load_page
+
+# a failing example makes Hypothesis write a patch with libcst, whose import warns
+pytestmark = pytest.mark.filterwarnings("ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning")
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 BAD = FIXTURES / "bad"
@@ -477,3 +483,35 @@ def test_measured_by_hand_is_a_warning_and_strict_makes_it_an_error(tmp_path: Pa
         "---\nid: m\ntitle: M\ntype: concept\nevidence_level: measured\n---\n", encoding="utf-8")
     assert [(p.line, p.severity) for p in check(tmp_path).problems] == [(5, "warning")]
     assert [(p.line, p.severity) for p in check(tmp_path, strict=True).problems] == [(5, "error")]
+
+
+# ---------------------------------------------------------------- fuzzing real pages
+
+_REFERENCE_PAGES = sorted(p.read_bytes() for p in REFERENCE.rglob("*.md"))
+_EDIT = st.tuples(st.sampled_from(["insert", "delete", "replace"]), st.floats(0, 1),
+                  st.sampled_from([b"", b"\n", b"\r\n", b":", b"- ", b"  ", b"[", b"{", b"&a ", b"*a", b"<<: ",
+                                   b"!!python/tuple ", b"\xff", b"\x00", b"\xef\xbb\xbf", b"---\n", b"<!-- kwiki:claims -->",
+                                   b"](../x.md)", b"sm_42", b"'", b'"', b"#", b"\t", b"\xe2\x80\xa8"]))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(range(len(_REFERENCE_PAGES))), st.lists(_EDIT, min_size=1, max_size=6))
+def test_mangled_reference_pages_give_located_problems_never_exceptions(which: int, edits):
+    raw = bytearray(_REFERENCE_PAGES[which])
+    for op, where, chunk in edits:
+        at = int(where * len(raw))
+        if op == "insert":
+            raw[at:at] = chunk
+        elif op == "delete":
+            del raw[at:at + max(1, len(chunk))]
+        else:
+            raw[at:at + len(chunk)] = chunk
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "wiki").mkdir()
+        (root / "wiki" / "page.md").write_bytes(bytes(raw))
+        report = check(root)
+        assert (root / "wiki" / "page.md").read_bytes() == bytes(raw)
+    lines = bytes(raw).replace(b"\r\n", b"\n").replace(b"\r", b"\n").count(b"\n") + 1
+    for p in report.problems:
+        assert p.path == "wiki/page.md" and 0 <= p.line <= lines, p
