@@ -65,6 +65,15 @@ class Run(Strict):
 
     args: list[str] = Field(default_factory=list)
     command: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _options(self) -> "Run":
+        for i, arg in enumerate(self.args):
+            if not arg.startswith("--"):
+                hint = (" (a YAML flow list splits at commas: quote the whole option)"
+                        if i and "," not in self.args[i - 1] and "=" in self.args[i - 1] else "")
+                raise ValueError(f"args[{i}] {arg!r} is not an option of the form --name=value{hint}")
+        return self
     timeout_s: float = Field(default=300, gt=0, le=3600)
     max_output_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
 

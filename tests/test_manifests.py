@@ -39,3 +39,12 @@ def test_invalid_manifest_is_located_in_the_manifest(project, capsys):
     out = capsys.readouterr().out
     assert "artifacts/host_ok/artifact.yaml:3: targets.0:" in out and "sm_42" in out
     assert "Traceback" not in out
+
+
+def test_unquoted_comma_list_in_args_is_caught(project, capsys):
+    manifest = project / "artifacts" / "host_ok" / "artifact.yaml"
+    manifest.write_text(manifest.read_text() + "run:\n  args: [--shapes=1x2,3x4]\n")
+    assert main(["check", "--root", str(project)]) == 1
+    out = capsys.readouterr().out
+    assert "artifacts/host_ok/artifact.yaml:" in out
+    assert "args[1] '3x4' is not an option" in out and "quote the whole option" in out

@@ -489,7 +489,11 @@ class Args {
     Args(int argc, char** argv) {
         for (int i = 1; i < argc; ++i) {
             std::string a = argv[i];
-            if (a.rfind("--", 0) != 0) { positional_.push_back(a); continue; }
+            if (a.rfind("--", 0) != 0) {  // e.g. a YAML flow list that split "--shapes=a,b" at its commas
+                std::fprintf(stderr, "unexpected argument '%s': options are --name=value (quote values with commas)\n",
+                             a.c_str());
+                std::exit(2);
+            }
             a = a.substr(2);
             std::string key = a, value;
             size_t eq = a.find('=');
@@ -566,7 +570,6 @@ class Args {
         return uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^ 0x5eedull;
     }
 
-    const std::vector<std::string>& positional() const { return positional_; }
 
     [[noreturn]] static void usage(const std::string& msg) {
         std::fprintf(stderr, "usage error: %s\n", msg.c_str());
@@ -575,7 +578,7 @@ class Args {
 
   private:
     std::vector<std::pair<std::string, std::string>> kv_;
-    std::vector<std::string> variants_, positional_;
+    std::vector<std::string> variants_;
     bool has_variants_ = false;
 };
 
