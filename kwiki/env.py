@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -124,6 +125,10 @@ def nvcc_version(nvcc: str | None) -> str | None:
 
 
 def git_state(root: Path) -> tuple[str | None, bool | None]:
+    """(short commit, dirty) of the checkout; KWIKI_COMMIT / KWIKI_DIRTY=0|1 stand in where there is
+    no .git (a copy of the tree sent to a GPU machine, a source tarball)."""
+    if os.environ.get("KWIKI_COMMIT"):
+        return os.environ["KWIKI_COMMIT"], os.environ.get("KWIKI_DIRTY", "0") == "1"
     git = shutil.which("git")
     if not git:
         return None, None

@@ -71,3 +71,13 @@ def test_choose_target_prefers_the_arch_specific_build():
 ])
 def test_history_change(new, new_s, old, old_s, direction, expected):
     assert change(new, new_s, old, old_s, direction) == expected
+
+
+def test_commit_can_be_passed_where_there_is_no_git(tmp_path, monkeypatch):
+    from kwiki.env import git_state
+
+    monkeypatch.setenv("KWIKI_COMMIT", "abc123def456")
+    monkeypatch.setenv("KWIKI_DIRTY", "1")
+    assert git_state(tmp_path) == ("abc123def456", True)
+    monkeypatch.delenv("KWIKI_COMMIT")
+    assert git_state(tmp_path) == (None, None)  # not a git checkout
