@@ -55,7 +55,8 @@ for dirpath, dirnames, filenames in os.walk(os.path.join(sys.argv[1], "wiki")):
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO)}
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
 
 
 CPU: list[tuple[list[str], float]] = []  # (command, user + sys seconds) of every run, for `cpu_median`
