@@ -4,22 +4,18 @@ A chart is first a `spec` (plain JSON-able data: title, unit, bars or series), t
 here directly: rectangles, lines and text in the reader's own sans-serif font, no script, no link,
 nothing fetched, coordinates rounded so the same spec always gives the same bytes. (matplotlib
 took a quarter to half a second a chart, which a wiki of a thousand pages cannot afford; these
-take a millisecond.) Drawn SVGs are also cached by the hash of their spec.
+take a millisecond, so nothing is cached.)
 """
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import math
-from pathlib import Path
 
 from .history import ClaimRow, RecordRow
 from .model import FIGURE_UNITS, Claim
-from .writefile import write_atomic
 
-CHART_VERSION = 1
 MAX_BARS = 32
 PREFERRED_FIGURES = ("time_us", "time_ms", "tflop_per_s", "tb_per_s", "gb_per_s", "gflop_per_s")
 LOWER_IS_BETTER = frozenset({"time_us", "time_ms", "registers", "spill_bytes"})
@@ -222,14 +218,6 @@ def draw_history(spec: dict) -> bytes:
     return _svg(WIDTH, height, title, body)
 
 
-def draw(spec: dict, cache: Path | None = None) -> bytes:
-    """The SVG of a spec, from `cache` (a directory) when it was drawn before."""
-    key = hashlib.sha256(json.dumps([CHART_VERSION, spec], sort_keys=True).encode()).hexdigest()[:24]
-    cached = cache / f"{key}.svg" if cache else None
-    if cached is not None and cached.is_file():
-        return cached.read_bytes()
-    svg = (draw_ladder if spec["kind"] == "ladder" else draw_history)(spec)
-    if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(cached, svg)
-    return svg
+def draw(spec: dict) -> bytes:
+    """The SVG of a chart spec."""
+    return (draw_ladder if spec["kind"] == "ladder" else draw_history)(spec)

@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 
 STAGE_DIR = ".kwiki/site"
 SERVE_DIR = ".kwiki/serve"
-CHART_CACHE = ".kwiki/cache/charts"
 ASSETS = "assets/kwiki"
 CSS = f"{ASSETS}/kwiki.css"
 BASE_CONFIG = "mkdocs.yml"
@@ -52,7 +51,8 @@ _SCRIPT = re.compile(r"<(/?)(script|iframe|object|embed)\b", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*(```|~~~)")
 RESOURCE_TAGS = frozenset({"script", "img", "iframe", "audio", "video", "source", "embed", "object", "link", "track",
                            "input", "image", "use"})
-_URL_ATTR = re.compile(r"""\b(?:src|href|data|srcset|poster)\s*=\s*["']?\s*((?:https?:)?//[^"'\s>]+)""", re.I)
+_URL_VALUE = re.compile(r"""=\s*["']?\s*((?:[hH][tT][tT][pP][sS]?:)?//[^"'\s>]+)""")  # fast: no leading \b, no re.I
+_URL_ATTR = re.compile(r"""\b(?:src|href|data|srcset|poster)\s*$""", re.I)
 _TAG_NAME = re.compile(r"<\s*([a-zA-Z][a-zA-Z0-9]*)")
 _PASSIVE_LINK = re.compile(r"""\brel\s*=\s*["']?(canonical|alternate)""", re.I)
 _EXTERNAL_CSS = re.compile(r"""(?:url\(\s*["']?|@import\s+["'])\s*((?:https?:)?//[^"')\s]+)""", re.I)
@@ -84,7 +84,6 @@ class _Context:
     claim_rows: dict[str, list[ClaimRow]]
     manifests: dict[str, tuple[str, list[str]]] = field(default_factory=dict)  # rel -> (name, variants)
     files: dict[str, bytes] = field(default_factory=dict)  # staged path -> content
-    specs: int = 0
 
 
 # ---------------------------------------------------------------- staging
@@ -109,8 +108,7 @@ def _artifact(ctx: _Context, rel: str) -> tuple[str, list[str]]:
 
 def _add_chart(ctx: _Context, sp: SitePage, name: str, spec: dict, alt: str) -> str:
     path = f"{ASSETS}/charts/{sp.meta.id}/{name}.svg"  # type: ignore[union-attr]
-    ctx.files[path] = charts.draw(spec, ctx.root / CHART_CACHE)
-    ctx.specs += 1
+    ctx.files[path] = charts.draw(spec)
     return chart(path, sp.rel, alt)
 
 
@@ -355,7 +353,9 @@ def run_mkdocs(overrides: dict, config_file: Path) -> list[str]:
 
 def _remote_in_html(text: str) -> list[str]:
     out = []
-    for m in _URL_ATTR.finditer(text):
+    for m in _URL_VALUE.finditer(text):
+        if not _URL_ATTR.search(text, max(0, m.start() - 24), m.start()):
+            continue
         start = text.rfind("<", 0, m.start())
         tag = text[start : text.find(">", m.end()) + 1]
         name = _TAG_NAME.match(tag)
@@ -364,7 +364,13 @@ def _remote_in_html(text: str) -> list[str]:
         if name.group(1).lower() == "link" and _PASSIVE_LINK.search(tag):
             continue
         out.append(m.group(1))
-    return out + [m.group(1) for m in _EXTERNAL_CSS.finditer(text)]
+    return out + _remote_in_css(text)
+
+
+def _remote_in_css(text: str) -> list[str]:
+    if "url(" not in text and "@import" not in text:  # the common case, found at memchr speed
+        return []
+    return [m.group(1) for m in _EXTERNAL_CSS.finditer(text)]
 
 
 def remote_resources(site_dir: Path) -> list[str]:
@@ -375,7 +381,7 @@ def remote_resources(site_dir: Path) -> list[str]:
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         rel = path.relative_to(site_dir).as_posix()
-        found = _EXTERNAL_CSS.findall(text) if path.suffix == ".css" else _remote_in_html(text)
+        found = _remote_in_css(text) if path.suffix == ".css" else _remote_in_html(text)
         out += [f"{rel}: {url}" for url in found]
     return out
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 
 from .history import ClaimRow, RecordRow
 from .model import PASSING, MeasuredClaim, PageMeta, Verdict
@@ -65,24 +64,6 @@ class Standing:
         if self.moved:
             extra += f", {len(self.moved)} drifted"
         return f"{self.state.label} {where}, {(self.date or '')[:10]}: {counts}{extra}"
-
-
-def artifact_names(meta: PageMeta, root: Path) -> list[str]:
-    """Names the results store knows the page's artifacts by (manifest name, else the path's last part)."""
-    from .manifest import MANIFEST, load_manifest
-    from .errors import ManifestError
-
-    names = []
-    for rel in meta.artifacts.values():
-        directory = root / rel
-        name = Path(rel.rstrip("/")).name
-        if (directory / MANIFEST).is_file():
-            try:
-                name = load_manifest(directory, root).name
-            except ManifestError:
-                pass  # kwiki check reports it; the site still lists the folder
-        names.append(name)
-    return sorted(set(names))
 
 
 def _drifted(meta: PageMeta, history: list[ClaimRow]) -> list[str]:
