@@ -159,6 +159,8 @@ def _reader_line(source: str, position: int, to_line: Callable[[int], int]) -> i
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _RESOLVER = yaml.resolver.Resolver()
 _PLAIN_TAGS: dict[str, str] = {}  # tag of a plain scalar, by its text (resolution is costly)
+_PLAIN_VALUES: dict[str, Any] = {}  # value of a plain scalar that reads without error, by its text
+_MISS = object()
 _STR = "tag:yaml.org,2002:str"
 _COLLECTION_TAGS = {yaml.MappingStartEvent: "tag:yaml.org,2002:map", yaml.SequenceStartEvent: "tag:yaml.org,2002:seq"}
 _NO_KEY = object()
@@ -184,35 +186,56 @@ class _Builder:
         return FrontMatterError(message, line=self.to_line(event.start_mark.line), field=field_name(path))
 
     def run(self, loader: Any) -> tuple[Any, dict[Path_, int]]:
+        # the hot path (keys, plain scalars, collections) is inlined: it runs once per event
+        scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
+        mapping_start, sequence_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
+        mapping_end, sequence_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
+        plain_values, miss = _PLAIN_VALUES, _MISS
+        lines, to_line = self.lines, self.to_line
         stack: list[_Frame] = []
+        top: _Frame | None = None  # stack[-1]
         root: Any = None
         documents = 0
         get = loader.get_event
         while True:
             event = get()
             kind = type(event)
-            if kind is yaml.ScalarEvent:
-                top = stack[-1] if stack else None
-                if top is not None and top.key is _NO_KEY and type(top.data) is dict:
-                    self.key(top, event)
+            if kind is scalar_event:
+                if top is not None and type(top.data) is dict and top.key is _NO_KEY:
+                    key = event.value
+                    if event.tag is not None or (key == "<<" and event.implicit[0]):
+                        self.check_key(top, event)
+                    if key in top.data:
+                        path = top.path + (key,)
+                        raise self.fail(event, f"duplicate key '{key}' (first defined on line {lines.get(path, 0)})", path)
+                    lines[top.path + (key,)] = to_line(event.start_mark.line)
+                    top.key = key
                     continue
-                path = self.child(top, event)
-                value = self.scalar(event, path)
-            elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
-                top = stack[-1] if stack else None
+                if event.tag is not None:
+                    value = miss
+                elif event.implicit[0]:
+                    value = plain_values.get(event.value, miss)
+                else:
+                    value = event.value  # quoted, literal or folded: a string
+                if value is miss:
+                    value = self.scalar(event, self.child(top, event))
+                elif top is not None and type(top.data) is list:
+                    lines[top.path + (len(top.data),)] = to_line(event.start_mark.line)
+            elif kind is mapping_start or kind is sequence_start:
                 if top is not None and top.key is _NO_KEY and type(top.data) is dict:
                     raise self.fail(event, "a key must be a plain string, not a list or mapping", top.path)
                 path = self.child(top, event)
-                if event.tag not in (None, "!", _COLLECTION_TAGS[kind]):
+                if event.tag is not None and event.tag not in ("!", _COLLECTION_TAGS[kind]):
                     raise self.fail(event, f"unsupported YAML tag {event.tag!r}", path)
                 if len(stack) >= MAX_DEPTH:
                     raise self.fail(event, f"nested more than {MAX_DEPTH} levels deep", path)
-                stack.append(_Frame({} if kind is yaml.MappingStartEvent else [], path))
+                top = _Frame({} if kind is mapping_start else [], path)
+                stack.append(top)
                 continue
-            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+            elif kind is mapping_end or kind is sequence_end:
                 value = stack.pop().data
-            elif kind is yaml.AliasEvent:
                 top = stack[-1] if stack else None
+            elif kind is alias_event:
                 as_key = top is not None and top.key is _NO_KEY and type(top.data) is dict
                 path = top.path if as_key else self.child(top, event)  # type: ignore[union-attr]
                 raise self.fail(event, "YAML aliases (*name) are not allowed in front matter", path)
@@ -222,18 +245,17 @@ class _Builder:
                     raise self.fail(event, "more than one YAML document ('--- ...' line) in front matter")
                 continue
             elif kind is yaml.StreamEndEvent or event is None:
-                return root, self.lines
+                return root, lines
             else:  # stream start, document end
                 continue
-            if not stack:
+            if top is None:
                 root = value
+                lines.setdefault((), to_line(event.start_mark.line))
+            elif type(top.data) is list:
+                top.data.append(value)
             else:
-                top = stack[-1]
-                if type(top.data) is list:
-                    top.data.append(value)
-                else:
-                    top.data[top.key] = value
-                    top.key = _NO_KEY
+                top.data[top.key] = value
+                top.key = _NO_KEY
 
     def child(self, top: _Frame | None, event: yaml.Event) -> Path_:
         """Path of the value that `event` starts, recording its line."""
@@ -247,18 +269,13 @@ class _Builder:
             self.lines[path] = self.to_line(event.start_mark.line)
         return path
 
-    def key(self, top: _Frame, event: yaml.ScalarEvent) -> None:
-        key = event.value
+    def check_key(self, top: _Frame, event: yaml.ScalarEvent) -> None:
+        """Refuse a merge key, or a key with a tag other than the standard ones."""
         if event.tag is None or event.tag == "!":
-            if key == "<<" and event.implicit[0]:
+            if event.value == "<<" and event.implicit[0]:
                 raise self.fail(event, "YAML merge keys (<<) are not allowed in front matter", top.path)
         elif event.tag not in _STANDARD_TAGS:
-            raise self.fail(event, f"unsupported YAML tag {event.tag!r} on key {key!r}", top.path)
-        path = top.path + (key,)
-        if key in top.data:
-            raise self.fail(event, f"duplicate key '{key}' (first defined on line {self.lines.get(path, 0)})", path)
-        self.lines[path] = self.to_line(event.start_mark.line)
-        top.key = key
+            raise self.fail(event, f"unsupported YAML tag {event.tag!r} on key {event.value!r}", top.path)
 
     def scalar(self, event: yaml.ScalarEvent, path: Path_) -> Any:
         tag = event.tag
@@ -272,6 +289,8 @@ class _Builder:
                     _PLAIN_TAGS.clear()
                 _PLAIN_TAGS[event.value] = tag
         if tag == _STR:
+            if event.tag is None and len(_PLAIN_VALUES) < 65536:
+                _PLAIN_VALUES[event.value] = event.value
             return event.value
         if tag not in _STANDARD_TAGS:
             raise self.fail(event, f"unsupported YAML tag {tag!r}", path)
@@ -282,9 +301,11 @@ class _Builder:
             # PyYAML's constructors trust the resolver; an explicit tag can hand them anything ('!!int ')
             raise self.fail(event, f"cannot read {event.value!r} as {tag.rsplit(':', 1)[-1]}", path) from None
         if isinstance(value, (_dt.date, _dt.datetime)):
-            return value.isoformat()
-        if isinstance(value, float) and not math.isfinite(value):
+            value = value.isoformat()
+        elif isinstance(value, float) and not math.isfinite(value):
             raise self.fail(event, f"{event.value!r} is not a finite number", path)
+        if event.tag is None and len(_PLAIN_VALUES) < 65536:
+            _PLAIN_VALUES[event.value] = value  # immutable: str, int, float, bool, None
         return value
 
 

@@ -57,6 +57,16 @@ def test_fields_and_their_lines():
     assert (fm.end_line, fm.body, fm.body_line) == (10, "# Body\n", 11)
 
 
+def test_every_list_item_and_value_has_its_line_however_written():
+    text = "---\na: 'q'\nb:\n- 'x'\n- \"y\"\n- plain\n- |\n  block\n- 5\n- !!str 6\n- [in, flow]\nc: !!str 7\n---\n"
+    fm = parse_page(text.encode())
+    assert fm.data == {"a": "q", "b": ["x", "y", "plain", "block\n", 5, "6", ["in", "flow"]], "c": "7"}
+    assert [fm.lines[("b", i)] for i in range(7)] == [4, 5, 6, 7, 9, 10, 11]
+    assert (fm.lines[("a",)], fm.lines[("c",)], fm.lines[("b", 6, 1)]) == (2, 12, 11)
+    for _ in range(2):  # the second time, plain values come from the cache
+        assert parse_page(text.encode()).lines == fm.lines
+
+
 def test_crlf_and_bom_give_the_same_data_and_lines():
     plain = parse_page(PAGE.encode())
     for raw in (PAGE.replace("\n", "\r\n").encode(), b"\xef\xbb\xbf" + PAGE.encode(),
@@ -278,7 +288,15 @@ def test_dumped_data_round_trips(data: dict, flow: bool):
     assume("\n---" not in "\n" + text and "\n..." not in "\n" + text)  # would close the front matter
     fm = parse_page(("---\n" + text + "---\nbody").encode())
     assert fm.data == data
-    assert all(1 <= line <= text.count("\n") + 1 for line in fm.lines.values())
+    assert set(fm.lines) == set(_paths(data))  # every field and item has its line
+    assert all(2 <= line <= text.count("\n") + 1 for line in fm.lines.values())
+
+
+def _paths(value, path=()):
+    yield path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        yield from _paths(item, path + (key,))
 
 
 def test_nan_never_leaks():
