@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, TypeVar
 from .catalog import WIKI_DIR
 from .errors import KwikiError
 
-INDEX_VERSION = 1  # bump whenever the tables or the stored JSON change: the index is rebuilt
+INDEX_VERSION = 2  # bump whenever the tables or the stored JSON change: the index is rebuilt
 INDEX_DIR = ".kwiki"
 INDEX_FILE = "index.sqlite"
 APPLICATION_ID = 0x6B776B69  # 'kwki', so another program's SQLite file is never taken for ours
@@ -54,16 +54,19 @@ CREATE TABLE files (
     page_id TEXT,            -- the id the file declares, even when it has errors
     problems TEXT            -- JSON list of 'path:line: field: message', NULL when indexed
 );
-CREATE TABLE pages (
+CREATE TABLE pages (         -- narrow, so filtering, sorting and counting read little
     pk INTEGER PRIMARY KEY,
     path TEXT NOT NULL UNIQUE,
     id TEXT NOT NULL,
     type TEXT NOT NULL,
-    evidence INTEGER NOT NULL,  -- rank on the evidence ladder (kwiki.evidence.LADDER)
+    evidence INTEGER NOT NULL   -- rank on the evidence ladder (kwiki.evidence.LADDER)
+);
+CREATE INDEX pages_by_id ON pages (id, path);
+CREATE TABLE views (
+    pk INTEGER PRIMARY KEY,     -- pages.pk
     result TEXT NOT NULL,       -- kwiki.views.result_view, JSON as printed (indent 2, sorted keys)
     detail TEXT NOT NULL        -- kwiki.views.detail_view, JSON
 );
-CREATE INDEX pages_by_id ON pages (id, path);
 CREATE TABLE facets (kind TEXT NOT NULL, value TEXT NOT NULL, page INTEGER NOT NULL);
 CREATE INDEX facets_by_value ON facets (kind, value, page);
 CREATE INDEX facets_by_page ON facets (page);
@@ -355,6 +358,7 @@ def _delete(conn: sqlite3.Connection, path: str) -> None:
         pk = row[0]
         conn.execute("DELETE FROM facets WHERE page = ?", (pk,))
         conn.execute("DELETE FROM fts WHERE rowid = ?", (pk,))
+        conn.execute("DELETE FROM views WHERE pk = ?", (pk,))
         conn.execute("DELETE FROM pages WHERE pk = ?", (pk,))
     conn.execute("DELETE FROM files WHERE path = ?", (path,))
 
@@ -466,10 +470,11 @@ def _insert(conn: sqlite3.Connection, record: _Record) -> None:
     page = record.page
     if page is not None:
         cur = conn.execute(
-            "INSERT INTO pages (path, id, type, evidence, result, detail) VALUES (?, ?, ?, ?, ?, ?)",
-            (record.path, page["id"], page["type"], page["evidence"], page["result"], page["detail"]),
+            "INSERT INTO pages (path, id, type, evidence) VALUES (?, ?, ?, ?)",
+            (record.path, page["id"], page["type"], page["evidence"]),
         )
         pk = cur.lastrowid
+        conn.execute("INSERT INTO views VALUES (?, ?, ?)", (pk, page["result"], page["detail"]))
         conn.executemany("INSERT INTO facets VALUES (?, ?, ?)", [(k, v, pk) for k, v in page["facets"]])
         conn.execute(
             "INSERT INTO fts (rowid, title, summary, tags, body) VALUES (?, ?, ?, ?, ?)",
@@ -486,7 +491,10 @@ def _insert(conn: sqlite3.Connection, record: _Record) -> None:
 
 def page_detail(conn: sqlite3.Connection, page_id: str, *, body: bool = True) -> dict[str, Any]:
     """`kwiki show`'s view of page `page_id` (the first by path if two share the id)."""
-    row = conn.execute("SELECT pk, detail FROM pages WHERE id = ? ORDER BY path LIMIT 1", (page_id,)).fetchone()
+    row = conn.execute(
+        "SELECT p.pk, v.detail FROM pages p JOIN views v ON v.pk = p.pk WHERE p.id = ? ORDER BY p.path LIMIT 1",
+        (page_id,),
+    ).fetchone()
     if row is None:
         broken = conn.execute(
             "SELECT path, problems FROM files WHERE page_id = ? AND page IS NULL ORDER BY path LIMIT 1", (page_id,)

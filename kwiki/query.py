@@ -136,13 +136,19 @@ def search_conn(conn: sqlite3.Connection, q: Query, *, raw: bool = False) -> dic
     if q.best_first:
         order = "p.evidence DESC, " + order
     condition = (" WHERE " + " AND ".join(where)) if where else ""
-    sql = f"SELECT p.result FROM {source}{condition} ORDER BY {order}"
-    rows = conn.execute(sql + (f" LIMIT {int(q.limit)}" if q.limit else ""), params).fetchall()
-    if q.limit and len(rows) == q.limit:
+    sql = f"SELECT p.pk FROM {source}{condition} ORDER BY {order}"
+    hits = [row[0] for row in conn.execute(sql + (f" LIMIT {int(q.limit)}" if q.limit else ""), params)]
+    if q.limit and len(hits) == q.limit:
         total = conn.execute(f"SELECT count(*) FROM {source}{condition}", params).fetchone()[0]
     else:
-        total = len(rows)
-    results = [row[0] for row in rows] if raw else [json.loads(row[0]) for row in rows]
+        total = len(hits)
+    stored: dict[int, str] = {}
+    for i in range(0, len(hits), 500):
+        chunk = hits[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        stored.update(conn.execute(f"SELECT pk, result FROM views WHERE pk IN ({marks})", chunk).fetchall())
+    texts = [stored[pk] for pk in hits]
+    results = texts if raw else [json.loads(text) for text in texts]
     return {"schema_version": SCHEMA_VERSION, "total": total, "results": results}
 
 

@@ -131,6 +131,7 @@ def test_deleting_a_page_leaves_nothing_behind(root):
     assert ids(root, text="multicast") == []
     assert count(root, "SELECT count(*) FROM facets WHERE page NOT IN (SELECT pk FROM pages)") == 0
     assert count(root, "SELECT count(*) FROM fts WHERE rowid NOT IN (SELECT pk FROM pages)") == 0
+    assert count(root, "SELECT count(*) FROM views WHERE pk NOT IN (SELECT pk FROM pages)") == 0
 
 
 def test_a_page_that_breaks_is_left_out_and_comes_back_when_fixed(root):
@@ -240,6 +241,6 @@ def test_a_read_only_index_is_used_as_is_and_never_an_error(root, monkeypatch):
 
 
 def test_the_stored_views_are_plain_json(root):
-    rows = with_index(root, lambda c: c.execute("SELECT result, detail FROM pages ORDER BY id").fetchall())
+    rows = with_index(root, lambda c: c.execute("SELECT result, detail FROM views ORDER BY pk").fetchall())
     for result, detail in rows:
         assert json.loads(result)["id"] == json.loads(detail)["id"]
