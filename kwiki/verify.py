@@ -298,12 +298,19 @@ def main(args: argparse.Namespace) -> int:
 def _print_human(report: Report) -> None:
     for p in report.problems:
         print(p.format())
-    measurable = [c for c in report.claims if c.verdict != Verdict.not_testable]
-    if measurable:
-        print(tables.terminal_table(measurable))
-    why = tables.details(report.claims)
+    quiet = (Verdict.not_testable, Verdict.not_run)
+    measured = [c for c in report.claims if c.verdict not in quiet]
+    if measured:
+        print(tables.terminal_table(measured))
+    why = tables.details(measured)
     if why:
         print("\n" + why)
+    not_run: dict[str, int] = {}
+    for c in report.claims:
+        if c.verdict == Verdict.not_run:
+            not_run[c.detail] = not_run.get(c.detail, 0) + 1
+    for detail, n in sorted(not_run.items()):
+        print(f"{n} claims {detail}")
     built = sum(1 for b in report.builds if b.ok)
     cached = sum(1 for b in report.builds if b.cached)
     runs = sum(len(v) for v in report.outcomes.values())
