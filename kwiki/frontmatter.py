@@ -21,7 +21,7 @@ import yaml
 
 from .errors import FrontMatterError
 
-try:  # libyaml's composer is several times faster; fall back to the pure-Python one
+try:  # libyaml's parser is several times faster; fall back to the pure-Python one
     from yaml import CSafeLoader as _Loader
 except ImportError:  # pragma: no cover - depends on how PyYAML was built
     from yaml import SafeLoader as _Loader  # type: ignore[assignment]
@@ -158,7 +158,6 @@ def _reader_line(source: str, position: int, to_line: Callable[[int], int]) -> i
 
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _RESOLVER = yaml.resolver.Resolver()
-_PLAIN_TAGS: dict[str, str] = {}  # tag of a plain scalar, by its text (resolution is costly)
 _PLAIN_VALUES: dict[str, Any] = {}  # value of a plain scalar that reads without error, by its text
 _MISS = object()
 _STR = "tag:yaml.org,2002:str"
@@ -282,12 +281,7 @@ class _Builder:
         if tag is None or tag == "!":
             if not event.implicit[0]:  # quoted, literal or folded: a string
                 return event.value
-            tag = _PLAIN_TAGS.get(event.value)
-            if tag is None:
-                tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False))
-                if len(_PLAIN_TAGS) > 4096:
-                    _PLAIN_TAGS.clear()
-                _PLAIN_TAGS[event.value] = tag
+            tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False))
         if tag == _STR:
             if event.tag is None and len(_PLAIN_VALUES) < 65536:
                 _PLAIN_VALUES[event.value] = event.value
