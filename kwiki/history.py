@@ -11,35 +11,23 @@ import re
 from pathlib import Path
 from typing import Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from .errors import Problem
+from .model import Provenance
 
 RESULTS_DIR = "results"
 STORE_VERSION = 1
 Scalar = Union[bool, int, float, str]
 
 
-class Row(BaseModel):
-    """Fields shared by every line of the store."""
-
-    model_config = ConfigDict(extra="forbid")
+class Row(Provenance):
+    """Fields shared by every line of the store: a measurement's provenance, the run, the artifact."""
 
     store_version: int = STORE_VERSION
     kind: Literal["record", "claim"]
     run_id: str  # one verify run: '<date>T<time>Z-<short commit>'
-    date: str  # ISO 8601, UTC
-    gpu: str
-    gpu_uuid: str | None = None
-    arch: str | None = None
-    driver: str | None = None
-    cuda: str | None = None
-    nvcc: str | None = None
-    commit: str | None = None
-    dirty: bool | None = None
-    kwiki: str | None = None
     artifact: str
-    artifact_hash: str | None = None
 
 
 class RecordRow(Row):

@@ -246,6 +246,30 @@ void parallel_for(size_t n, F fn) {
 }
 
 // ===================================================================================================
+// Checksums of what a kernel read (so loads cannot be optimised away and the read is verified)
+// ===================================================================================================
+
+// Add a warp's 32-bit sum into *out (one atomic per warp): for reference sums, not timed kernels.
+__device__ __forceinline__ void warp_sum_add(uint32_t* out, uint32_t v) {
+    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(out, v);
+}
+
+// One partial sum per block in partial[blockIdx.x], no atomics: thousands of same-address atomics at the end
+// of a launch would add microseconds to a 10-100 us kernel. The host adds the partials.
+__device__ __forceinline__ void block_partial_sum(uint32_t* partial, uint32_t v) {
+    __shared__ uint32_t warp_sums[32];
+    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint32_t t = 0;
+        for (int w = 0; w < int(blockDim.x / 32); ++w) t += warp_sums[w];
+        partial[blockIdx.x] = t;
+    }
+}
+
+// ===================================================================================================
 // Device facts and kernel resources
 // ===================================================================================================
 

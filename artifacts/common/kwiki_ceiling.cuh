@@ -16,25 +16,6 @@ namespace ceiling_detail {
 constexpr int kThreads = 256;
 constexpr int kInFlight = 4;
 
-__device__ __forceinline__ void add_warp_sum(uint32_t* out, uint32_t v) {
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if ((threadIdx.x & 31) == 0) atomicAdd(out, v);
-}
-
-// One partial sum per block, no atomics: thousands of same-address atomics at the end of a launch would add
-// microseconds to a ceiling meant for 10-100 us kernels.
-__device__ __forceinline__ void block_partial(uint32_t* partial, uint32_t v) {
-    __shared__ uint32_t warp_sums[32];
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        uint32_t t = 0;
-        for (int w = 0; w < int(blockDim.x / 32); ++w) t += warp_sums[w];
-        partial[blockIdx.x] = t;
-    }
-}
-
 // Grid-stride, X loads per round; every round (the last, partial one too) issues its X loads before any use,
 // so the tail costs one memory latency, not X of them.
 template <int X>
@@ -48,7 +29,7 @@ __global__ void __launch_bounds__(kThreads, 1) read_kernel(const uint4* p, size_
 #pragma unroll
         for (int u = 0; u < X; ++u) acc += r[u].x + r[u].y + r[u].z + r[u].w;
     }
-    block_partial(partial, acc);
+    block_partial_sum(partial, acc);
 }
 
 template <typename Dummy = void>
@@ -56,7 +37,7 @@ __global__ void ref_sum(uint64_t seed, size_t n_words, uint32_t* out) {
     uint32_t acc = 0;
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n_words; i += size_t(gridDim.x) * blockDim.x)
         acc += uint32_t(hash64(seed, i) >> 32);
-    add_warp_sum(out, acc);
+    warp_sum_add(out, acc);
 }
 
 }  // namespace ceiling_detail

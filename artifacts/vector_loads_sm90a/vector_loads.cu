@@ -50,31 +50,12 @@ constexpr int kMaxBlocks = 1 << 16;  // the most blocks a persistent (SM-count) 
 
 __device__ __forceinline__ uint32_t word_at(uint64_t seed, uint64_t i) { return uint32_t(kwiki::hash64(seed, i) >> 32); }
 
-__device__ __forceinline__ void add_to(uint32_t* out, uint32_t v) {
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if ((threadIdx.x & 31) == 0) atomicAdd(out, v);
-}
-
-// A timed kernel's checksum: one partial per block, no atomics (thousands of same-address atomics at the end of
-// a launch cost microseconds). The check adds the partials on the host.
-__device__ __forceinline__ void block_partial(uint32_t* partial, uint32_t v) {
-    __shared__ uint32_t warp_sums[32];
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        uint32_t t = 0;
-        for (int w = 0; w < int(blockDim.x / 32); ++w) t += warp_sums[w];
-        partial[blockIdx.x] = t;
-    }
-}
-
 // Sum of words [0, n) mod 2^32.
 __global__ void ref_sum(uint64_t seed, size_t n, uint32_t* out) {
     uint32_t acc = 0;
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
         acc += word_at(seed, i);
-    add_to(out, acc);
+    kwiki::warp_sum_add(out, acc);
 }
 
 // Sum over matrix words i of A[i] * v[i mod vec_words] mod 2^32.
@@ -82,7 +63,7 @@ __global__ void ref_dot(uint64_t seed_a, uint64_t seed_v, size_t n, size_t vec_w
     uint32_t acc = 0;
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
         acc += word_at(seed_a, i) * word_at(seed_v, i % vec_words);
-    add_to(out, acc);
+    kwiki::warp_sum_add(out, acc);
 }
 
 // Count words of p that differ from the expected ones: the fill's hash (copies) or the write pattern.
@@ -180,7 +161,7 @@ __device__ __forceinline__ void read_body(const void* src, size_t n, uint32_t* s
         for (int u = 0; u < X; ++u) acc += fold(r[u]);
     }
     for (; i < n; i += stride) acc += fold(load<W, C>(v + i));
-    block_partial(sum, acc);
+    kwiki::block_partial_sum(sum, acc);
 }
 
 template <int W, int X, Cache C>
@@ -221,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1) reuse_kernel(const uint4* a, cons
             for (int u = 0; u < X; ++u) acc += av[u].x * vv[u].x + av[u].y * vv[u].y + av[u].z * vv[u].z + av[u].w * vv[u].w;
         }
     }
-    block_partial(sum, acc);
+    kwiki::block_partial_sum(sum, acc);
 }
 
 template <bool Streaming>
