@@ -18,7 +18,14 @@ opens the index through `with_index`, which first brings it up to date:
   memory for the one command. None of this is ever an error.
 
 A file modified within `RACY_NS` of a refresh is checked again by the next one (the
-"racy git" rule), so an edit that keeps size and timestamp tick is not missed.
+"racy git" rule), so an edit that keeps size and timestamp tick is not missed. Two
+processes refreshing at once serialise on SQLite's write lock, and the second one finds
+the work done. Two files declaring the same id are both indexed (`kwiki check` reports
+them); `page_detail` takes the first by path.
+
+Costs, on 10,000 pages: the stats are the floor of every query; a body edit adds reading
+one file; a front-matter edit adds importing pydantic and kwiki.model (about 150 ms),
+which only a page that changed its front matter pays.
 """
 
 from __future__ import annotations
