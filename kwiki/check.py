@@ -14,6 +14,7 @@ from urllib.parse import unquote
 from .catalog import WIKI_DIR, Wiki, load_wiki
 from .errors import Problem
 from .evidence import EvidenceLevel
+from .manifests import check_manifests
 from .pages import Page
 
 _LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*(?:<([^>\n]+)>|([^)\s<>]+))(?:\s+\"[^\"]*\")?\s*\)")
@@ -58,6 +59,7 @@ def check(root: Path, strict: bool = False) -> Report:
             continue
         problems.extend(check_references(page, ids))
         problems.extend(check_artifacts(page, root))
+        problems.extend(check_manifests(page, root))
         problems.extend(check_evidence(page))
         problems.extend(check_regions(page))
         problems.extend(check_links(page, root, known))
