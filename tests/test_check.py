@@ -24,9 +24,6 @@ from kwiki.cli import main
 from kwiki.frontmatter import MAX_PAGE_BYTES
 from kwiki.pages import load_page
 
-# a failing example makes Hypothesis write a patch with libcst, whose import warns
-pytestmark = pytest.mark.filterwarnings("ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning")
-
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 BAD = FIXTURES / "bad"
 

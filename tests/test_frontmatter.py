@@ -12,10 +12,6 @@ from hypothesis import strategies as st
 from kwiki.errors import FrontMatterError
 from kwiki.frontmatter import MAX_DEPTH, MAX_PAGE_BYTES, decode, field_name, parse_page, parse_yaml, split
 
-# a failing example makes Hypothesis write a patch with libcst, whose import warns; the warning
-# must not turn the report of the failure into an INTERNALERROR
-pytestmark = pytest.mark.filterwarnings("ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning")
-
 PAGE = """---
 id: p
 title: A page

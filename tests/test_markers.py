@@ -9,10 +9,6 @@ from hypothesis import strategies as st
 from kwiki.errors import MarkerError
 from kwiki.markers import KNOWN_REGIONS, checksum, render, replace, scan
 
-# a failing example makes Hypothesis write a patch with libcst, whose import warns; the warning
-# must not turn the report of the failure into an INTERNALERROR
-pytestmark = pytest.mark.filterwarnings("ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning")
-
 TABLE = "| claim | value |\n| --- | --- |\n| c1 | 22.4 us |\n"
 
 
