@@ -41,7 +41,11 @@ def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("project")
     for name in ("wiki", "artifacts", "results"):
         shutil.copytree(FIXTURE / name, root / name)
-    build_site(root, root / "site")
+    # tags holding HTML fail `kwiki check`, so a strict build refuses them; shown anyway, they are text
+    (root / "wiki" / "patterns" / "hostile-tags.md").write_text(
+        '---\nid: hostile-tags\ntitle: Hostile tags\ntype: pattern\n'
+        'tags: ["<img src=x onerror=window.__pwned=8>", "<script>window.__pwned=9</script>"]\n---\nBody.\n')
+    build_site(root, root / "site", strict=False)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root / "site")))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -129,3 +133,10 @@ def test_script_in_title_and_tags_renders_as_text(page, site):
     assert "<b>bold</b>" in heading.inner_text()
     assert page.evaluate("typeof window.__pwned") == "undefined"
     page.screenshot(path=str(SHOTS / "hostile.png"))
+    page.goto(site + "patterns/hostile-tags/")
+    assert page.locator(".md-tag", has_text="<script>window.__pwned=9</script>").first.is_visible()
+    assert page.locator(".md-tag", has_text="<img src=x onerror=window.__pwned=8>").first.is_visible()
+    page.goto(site + "indexes/tags/")
+    assert page.locator("article").get_by_text("<script>window.__pwned=9</script>").first.is_visible()
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    page.screenshot(path=str(SHOTS / "hostile-tags.png"), full_page=True)
