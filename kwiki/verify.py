@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import datetime as dt
 import sys
 import time
@@ -14,7 +15,7 @@ from .build import BuildResult, build_all
 from .catalog import find_root, load_wiki
 from .claims import ClaimResult, evaluate, evidence_for
 from .errors import Problem, WriteBackError
-from .model import MeasuredClaim, Measurements, PASSING, Provenance, Verdict
+from .model import MeasuredClaim, Measurements, Provenance, Verdict
 from .plan import Plan, plan as make_plan, select_pages
 from .run import RunOutcome, run_artifact
 from .writeback import locked, measurements_yaml, write_page
@@ -204,7 +205,7 @@ def _history(report: Report, root: Path, write: bool) -> None:
             for r in o.records:
                 figs = {k: _round(v) for k, v in r.figures().items()}
                 spread = r.timing.spread if r.timing else None
-                key = (planned.name, r.variant, __import__("json").dumps(r.params, sort_keys=True))
+                key = (planned.name, r.variant, json.dumps(r.params, sort_keys=True))
                 prev = last_r.get(key)
                 if prev is not None and "time_us" in figs:
                     report.record_changes.append({
