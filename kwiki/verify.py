@@ -265,23 +265,13 @@ def _write_back(report: Report, root: Path, progress: Progress) -> None:
             if ladders:
                 regions["ladder"] = "\n".join(ladders) + "\n" + tables.provenance_line(page_prov)
             try:
-                original = page.file.read_bytes() if page.fm else b""
-                if write_page(page.file, page.path, _expected(page, original), measurements_yaml(m), regions):
+                assert page.fm is not None
+                if write_page(page.file, page.path, page.fm.text, measurements_yaml(m), regions):
                     report.written.append(page.path)
                     progress(f"wrote {page.path} ({level})")
             except WriteBackError as exc:
                 report.problems.append(exc.problem())
                 progress(f"NOT written: {exc}")
-
-
-def _expected(page, current: bytes) -> bytes:
-    """The bytes the run planned on; pages are read at plan time, so compare with that text."""
-    from .frontmatter import decode
-
-    if page.fm is None:
-        return current
-    text, newline, bom = decode(current)
-    return current if text.replace("\r\n", "\n") == page.fm.text else b"<changed>"
 
 
 def main(args: argparse.Namespace) -> int:

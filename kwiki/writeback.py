@@ -8,8 +8,6 @@ validated before it replaces the old one, so a page is always either as it was o
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import os
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -104,10 +102,17 @@ def validate_new(raw: bytes, path: str) -> None:
         raise WriteBackError(f"rewritten page would not validate: {exc.errors()[0]['msg']}", path=path) from None
 
 
-def write_page(file: Path, rel: str, expected: bytes, measurements: str | None, regions: dict[str, str]) -> bool:
-    """Rewrite one page; False when nothing changed. `expected` is the content the run was planned on."""
+def write_page(file: Path, rel: str, planned: str, measurements: str | None, regions: dict[str, str]) -> bool:
+    """Rewrite one page; False when nothing changed.
+
+    `planned` is the page's decoded text when the run read it: a page edited since is left alone.
+    """
     current = file.read_bytes()
-    if hashlib.sha256(current).digest() != hashlib.sha256(expected).digest():
+    try:
+        unchanged = decode(current)[0] == planned
+    except FrontMatterError:
+        unchanged = False
+    if not unchanged:
         raise WriteBackError("page changed on disk during the verify run; not overwritten (run again)", path=rel)
     try:
         new = apply(current, measurements, regions)
@@ -120,4 +125,4 @@ def write_page(file: Path, rel: str, expected: bytes, measurements: str | None, 
     return True
 
 
-__all__ = ["apply", "locked", "measurements_yaml", "write_page", "os"]
+__all__ = ["apply", "locked", "measurements_yaml", "write_page"]

@@ -57,20 +57,21 @@ def test_write_page_refuses_a_page_changed_during_the_run(tmp_path: Path):
     page = tmp_path / "p.md"
     page.write_bytes(PAGE)
     with pytest.raises(WriteBackError, match="changed on disk"):
-        write_page(page, "p.md", PAGE + b"old", None, {"claims": "x\n"})
+        write_page(page, "p.md", PAGE.decode() + "old", None, {"claims": "x\n"})
     assert page.read_bytes() == PAGE
 
 
 WRITER = r"""
 import sys
 from pathlib import Path
+from kwiki.frontmatter import decode
 from kwiki.writeback import write_page
 page = Path(sys.argv[1])
 i = 0
 while True:
     cur = page.read_bytes()
     content = "A\n" * 2000 if b"\nA\n" not in cur else "B\n" * 3000
-    write_page(page, "p.md", cur, "measurements:\n  evidence_level: measured\n  date: '2026-01-01'\n",
+    write_page(page, "p.md", decode(cur)[0], "measurements:\n  evidence_level: measured\n  date: '2026-01-01'\n",
                {"claims": content})
     i += 1
 """
