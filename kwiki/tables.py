@@ -70,6 +70,16 @@ def _figure(record: Record) -> str:
     return "—"
 
 
+def _rate(record: Record) -> float:
+    """How fast a record went: its declared work per second (FLOP/s, else bytes/s), else 1/time.
+
+    Ratios of rates compare runs that do different amounts of work fairly (a read stream against a
+    copy that moves each byte twice); for the same work they equal the ratio of times.
+    """
+    figs = record.figures()
+    return figs.get("tflop_per_s") or figs.get("gb_per_s") or 1.0 / figs["time_us"]
+
+
 def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome]) -> str:
     """Every variant of one artifact run: time, throughput, ratio to the baseline, what changed."""
     assert planned.manifest is not None
@@ -79,12 +89,12 @@ def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome]) -> str:
     sol: dict[str, float] = {}
     for r in records:
         if r.variant == m.baseline and r.timing is not None:
-            base[_params(r)] = r.timing.median_us
+            base[_params(r)] = _rate(r)
         if r.variant == m.ceiling and r.timing is not None and r.bytes:
             sol[_params(r)] = r.figures()["gb_per_s"]
     head = f"**{m.title}** (`{planned.path}`, target {planned.run_target}"
     head += f"; baseline `{m.baseline}`)\n\n" if m.baseline else ")\n\n"
-    rows = ["| variant | what changed | params | time (us) | throughput | vs baseline | of speed of light | registers |",
+    rows = ["| variant | what changed | params | time (us) | throughput | rate vs baseline | of speed of light | registers |",
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     order = {v.name: i for i, v in enumerate(m.variants)}
     for r in sorted(records, key=lambda r: (_params(r), order.get(r.variant, 99))):
@@ -93,7 +103,7 @@ def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome]) -> str:
             rows.append(f"| `{r.variant}` | {_cell(desc)} | {_cell(_params(r))} | check failed | — | — | — | — |")
             continue
         ratio = base.get(_params(r))
-        vs = f"{fmt(ratio / r.timing.median_us, 3)}x" if ratio else "—"
+        vs = f"{fmt(_rate(r) / ratio, 3)}x" if ratio else "—"
         ceiling = sol.get(_params(r))
         of_sol = f"{r.figures()['gb_per_s'] / ceiling:.0%}" if ceiling and r.bytes else "—"
         regs = r.extra.get("registers", "—")
