@@ -10,55 +10,70 @@ take a millisecond, so nothing is cached.)
 from __future__ import annotations
 
 import html
-import json
 import math
 
 from .history import ClaimRow, RecordRow
 from .model import FIGURE_UNITS, Claim
 
-MAX_BARS = 32
-PREFERRED_FIGURES = ("time_us", "time_ms", "tflop_per_s", "tb_per_s", "gb_per_s", "gflop_per_s")
-LOWER_IS_BETTER = frozenset({"time_us", "time_ms", "registers", "spill_bytes"})
+MAX_BARS = 48
+MAX_LADDERS = 6  # charts per artifact and GPU, one per parameter set
+# throughput first: it compares variants that move different amounts of work
+PREFERRED_FIGURES = ("tflop_per_s", "tb_per_s", "gb_per_s", "gflop_per_s", "time_us", "time_ms")
+LOWER_IS_BETTER = frozenset({"time_us", "time_ms", "registers", "spill_bytes", "local_bytes"})
 
 
 # ---------------------------------------------------------------- specs from the results store
 
 
-def _figure(rows: list[RecordRow]) -> str | None:
-    present = set.intersection(*(set(r.figures) for r in rows)) if rows else set()
-    for name in PREFERRED_FIGURES:
-        if name in present:
-            return name
-    return min(present) if present else None
+def _figure(rows: list[RecordRow], wanted: list[str]) -> str | None:
+    """The figure to chart: the first the page's claims measure, else the first preferred one, that most rows have."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        for name in r.figures:
+            counts[name] = counts.get(name, 0) + 1
+    common = [name for name in [*wanted, *PREFERRED_FIGURES] if counts.get(name, 0) * 2 >= len(rows)]
+    return common[0] if common else None
 
 
-def ladder_specs(records: list[RecordRow], variant_order: list[str]) -> list[dict]:
-    """One bar-chart spec per GPU model: the variants of the artifact's latest passing run there."""
+def _params(params: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def ladder_specs(records: list[RecordRow], variant_order: list[str], baseline: str | None = None,
+                 wanted: list[str] | None = None) -> list[dict]:
+    """Bar-chart specs of an artifact's latest passing run on each GPU model: one per parameter set.
+
+    `wanted` names the figures the page's claims measure (charted first when the run has them).
+    """
     specs = []
     by_gpu: dict[str, list[RecordRow]] = {}
     for row in records:
         if row.passed:
             by_gpu.setdefault(row.gpu, []).append(row)
+    rank = {name: i for i, name in enumerate(variant_order)}
     for gpu in sorted(by_gpu):
         latest = max(r.date for r in by_gpu[gpu])
         run = [r for r in by_gpu[gpu] if r.date == latest]
-        figure = _figure(run)
+        figure = _figure(run, wanted or [])
         if figure is None:
             continue
-        rank = {name: i for i, name in enumerate(variant_order)}
-        many = len({json.dumps(r.params, sort_keys=True) for r in run}) > 1
-        run.sort(key=lambda r: (rank.get(r.variant, len(rank)), r.variant, json.dumps(r.params, sort_keys=True)))
-        bars = []
-        for r in run[:MAX_BARS]:
-            params = " ".join(f"{k}={v}" for k, v in sorted(r.params.items()))
-            bars.append({"label": f"{r.variant} ({params})" if many and params else r.variant,
-                         "value": r.figures[figure], "spread": r.spread or 0.0})
-        specs.append({
-            "kind": "ladder", "artifact": run[0].artifact, "gpu": gpu, "date": latest[:10],
-            "figure": figure, "unit": FIGURE_UNITS.get(figure, figure),
-            "better": "lower" if figure in LOWER_IS_BETTER else "higher",
-            "bars": bars, "left_out": max(0, len(run) - MAX_BARS),
-        })
+        groups: dict[str, list[RecordRow]] = {}
+        for r in run:
+            groups.setdefault(_params(r.params), []).append(r)
+        for params in sorted(groups)[:MAX_LADDERS]:
+            rows = sorted((r for r in groups[params] if figure in r.figures),
+                          key=lambda r: (rank.get(r.variant, len(rank)), r.variant))
+            if not rows:
+                continue
+            bars = [{"label": r.variant + (" (baseline)" if r.variant == baseline else ""),
+                     "value": r.figures[figure], "spread": r.spread or 0.0, "baseline": r.variant == baseline}
+                    for r in rows[:MAX_BARS]]
+            specs.append({
+                "kind": "ladder", "artifact": run[0].artifact, "gpu": gpu, "date": latest[:10], "params": params,
+                "figure": figure, "unit": FIGURE_UNITS.get(figure, figure),
+                "better": "lower" if figure in LOWER_IS_BETTER else "higher",
+                "bars": bars, "left_out": len(groups[params]) - len(bars),
+            })
     return specs
 
 
@@ -79,7 +94,7 @@ def history_spec(claims: list[Claim], rows: list[ClaimRow]) -> dict | None:
         if row.value is None or not ref:
             continue
         label = row.claim if len(gpus) == 1 else f"{row.claim} ({row.gpu})"
-        series.setdefault(label, []).append((row.date[:10], row.value / ref))
+        series.setdefault(label, []).append((row.date, row.value / ref))
     if not series:
         return None
     return {"kind": "history", "series": [{"label": k, "points": v} for k, v in sorted(series.items())]}
@@ -90,7 +105,7 @@ def history_spec(claims: list[Claim], rows: list[ClaimRow]) -> dict | None:
 WIDTH = 680
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 INK, MUTED, GRID = "#212121", "#616161", "#e0e0e0"
-BAR, BEST = "#5c6bc0", "#2e7d32"
+BAR, BEST, BASE = "#5c6bc0", "#2e7d32", "#9e9e9e"
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf")
 
@@ -147,7 +162,8 @@ def draw_ladder(spec: dict) -> bytes:
     ticks = _ticks(0, max(b["value"] * (1 + b["spread"]) for b in bars))
     scale = (right - left) / (ticks[-1] or 1.0)
     best = (min if spec["better"] == "lower" else max)(b["value"] for b in bars)
-    title = f"{spec['artifact']} on {spec['gpu']}, {spec['date']}"
+    title = f"{spec['artifact']} on {spec['gpu']}, {spec['date']}" + (f" ({spec['params']})" if spec["params"] else "")
+    title = title if len(title) <= 96 else title[:95] + "…"
     body = [_text(8, 18, title, size=12, weight="bold")]
     for t in ticks:
         x = left + t * scale
@@ -158,7 +174,7 @@ def draw_ladder(spec: dict) -> bytes:
         w = b["value"] * scale
         body.append(_text(left - 6, y + row / 2 + 4, b["label"], anchor="end"))
         body.append(f'<rect x="{_n(left)}" y="{_n(y + 3)}" width="{_n(w)}" height="{row - 6}" '
-                    f'fill="{BEST if b["value"] == best else BAR}"/>')
+                    f'fill="{BASE if b["baseline"] else BEST if b["value"] == best else BAR}"/>')
         if b["spread"]:
             e = b["value"] * b["spread"] * scale
             body.append(f'<line x1="{_n(left + w - e)}" y1="{_n(y + row / 2)}" x2="{_n(left + w + e)}" '
@@ -197,9 +213,11 @@ def draw_history(spec: dict) -> bytes:
     body.append(f'<line x1="{left}" y1="{_n(y(1.0))}" x2="{right}" y2="{_n(y(1.0))}" stroke="{MUTED}" '
                 f'stroke-dasharray="5,4"/>')
     body.append(_text(right - 2, y(1.0) - 4, "claimed", size=9, anchor="end", fill=MUTED))
+    days = [d[:10] for d in dates]
+    ticks_text = days if len(set(days)) == len(days) else [d[5:16].replace("T", " ") for d in dates]
     step = max(1, math.ceil(len(dates) / 6))
     for i in range(0, len(dates), step):
-        body.append(_text(x(i), bottom + 18, dates[i], size=10, anchor="middle", fill=MUTED))
+        body.append(_text(x(i), bottom + 18, ticks_text[i], size=10, anchor="middle", fill=MUTED))
     pos = {d: i for i, d in enumerate(dates)}
     for k, s in enumerate(series):
         color = PALETTE[k % len(PALETTE)]

@@ -7,7 +7,7 @@ links, so MkDocs checks every one of them in a strict build.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .history import ClaimRow, RecordRow
 from .model import PageMeta
@@ -43,6 +43,7 @@ class SitePage:
     rel: str  # path inside wiki/ (and the staging directory), '/'-separated
     meta: PageMeta | None
     standing: Standing | None
+    history: list[ClaimRow] = field(default_factory=list)  # the results store's rows of its claims
 
     @property
     def title(self) -> str:

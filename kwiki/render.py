@@ -228,7 +228,7 @@ def artifact_section(root: Path, meta: PageMeta) -> str:
 
 
 def chart(image: str, page_rel: str, alt: str) -> str:
-    return f"![{md_text(alt)}]({_relative(image, page_rel)}){{ .kw-chart loading=lazy }}\n"
+    return f"![{md_text(alt)}]({_relative(image, page_rel)}){{ .kw-chart }}\n"
 
 
 def problems_note(messages: list[str]) -> str:
@@ -273,6 +273,6 @@ STYLESHEET = """\
 .kw-stats { display: flex; flex-wrap: wrap; gap: .8rem; margin: 1rem 0; }
 .kw-stat { flex: 1 1 0; min-width: 5rem; border: 1px solid var(--md-default-fg-color--lightest); border-radius: .3rem;
   padding: .6rem .8rem; }
-.kw-stat-n { display: block; font-size: 1.5rem; font-weight: 700; line-height: 1.2; }
+.kw-stat-n { display: block; font-size: 1.35rem; font-weight: 700; line-height: 1.2; white-space: nowrap; }
 .kw-stat-l { font-size: .7rem; color: var(--md-default-fg-color--light); }
 """

@@ -80,29 +80,27 @@ class SiteReport:
 @dataclass
 class _Context:
     root: Path
-    records: dict[str, list[RecordRow]]
-    claim_rows: dict[str, list[ClaimRow]]
-    manifests: dict[str, tuple[str, list[str]]] = field(default_factory=dict)  # rel -> (name, variants)
+    records: dict[str, list[RecordRow]]  # artifact name -> its rows in the results store
+    manifests: dict[str, tuple[str, list[str], str | None]] = field(default_factory=dict)  # rel -> name, ...
     files: dict[str, bytes] = field(default_factory=dict)  # staged path -> content
 
 
 # ---------------------------------------------------------------- staging
 
 
-def _artifact(ctx: _Context, rel: str) -> tuple[str, list[str]]:
-    """The name the results store uses for an artifact, and its variants in manifest order."""
+def _artifact(ctx: _Context, rel: str) -> tuple[str, list[str], str | None]:
+    """The name the results store uses for an artifact, its variants in manifest order, its baseline."""
     from .manifest import MANIFEST, load_manifest
 
     rel = rel.rstrip("/")
     if rel not in ctx.manifests:
-        name, variants = Path(rel).name, []
+        ctx.manifests[rel] = (Path(rel).name, [], None)
         if (ctx.root / rel / MANIFEST).is_file():
             try:
                 m = load_manifest(ctx.root / rel, ctx.root)
-                name, variants = m.name, [v.name for v in m.variants]
+                ctx.manifests[rel] = (m.name, [v.name for v in m.variants], m.baseline)
             except ManifestError:
                 pass  # the artifact section shows the problem
-        ctx.manifests[rel] = (name, variants)
     return ctx.manifests[rel]
 
 
@@ -113,12 +111,18 @@ def _add_chart(ctx: _Context, sp: SitePage, name: str, spec: dict, alt: str) -> 
 
 
 def _ladders(ctx: _Context, sp: SitePage) -> str:
+    """A bar chart of each artifact's variants (per GPU and parameter set), charting what the claims measure."""
+    meta = sp.meta
+    assert meta is not None
     out = []
-    for rel in sorted(set(sp.meta.artifacts.values())):  # type: ignore[union-attr]
-        name, variants = _artifact(ctx, rel)
-        for spec in charts.ladder_specs(ctx.records.get(name, []), variants):
-            alt = f"{name}: {spec['figure']} of each variant on {spec['gpu']}, {spec['date']}"
-            out.append(_add_chart(ctx, sp, f"ladder-{name}-{gpu_slug(spec['gpu'])}", spec, alt))
+    for rel in sorted(set(meta.artifacts.values())):
+        name, variants, baseline = _artifact(ctx, rel)
+        keys = {k for k, v in meta.artifacts.items() if v == rel}
+        measures = [c.measure for c in meta.claims if c.measure and c.measure.artifact in keys]
+        wanted = [m.of.figure for m in measures if m.per is None] + [m.of.figure for m in measures if m.per]
+        for n, spec in enumerate(charts.ladder_specs(ctx.records.get(name, []), variants, baseline, wanted)):
+            alt = f"{name}: {spec['figure']} of each variant on {spec['gpu']}, {spec['date']} {spec['params']}"
+            out.append(_add_chart(ctx, sp, f"ladder-{name}-{gpu_slug(spec['gpu'])}-{n}", spec, alt.strip()))
     return "\n".join(out)
 
 
@@ -138,7 +142,7 @@ def _neutral(lines: list[str]) -> list[str]:
     return out
 
 
-def _body(ctx: _Context, sp: SitePage, rows: list[ClaimRow]) -> list[str]:
+def _body(ctx: _Context, sp: SitePage) -> list[str]:
     """The page's body with its generated regions filled and the sections kwiki adds at the end."""
     fm = sp.page.fm
     assert fm is not None
@@ -150,7 +154,7 @@ def _body(ctx: _Context, sp: SitePage, rows: list[ClaimRow]) -> list[str]:
         return _neutral(lines)
     regions = sorted(sp.page.regions, key=lambda r: r.open_line)
     claims = claims_table(sp.meta)
-    history = _history(ctx, sp, rows) if claims else ""
+    history = _history(ctx, sp, sp.history) if claims else ""
     ladders = _ladders(ctx, sp)
     out: list[str] = []
     pos = 0
@@ -193,7 +197,6 @@ def _front(sp: SitePage) -> str:
 
 
 def stage_page(ctx: _Context, sp: SitePage, home: str | None) -> str:
-    rows = [*ctx.claim_rows.get(sp.page.path, []), *(ctx.claim_rows.get(sp.meta.id, []) if sp.meta else [])]
     parts = [_front(sp), ""]
     if sp.meta is not None and sp.standing is not None and home is None:
         parts.append(header(sp.meta, sp.standing, sp.rel, ARCHITECTURES))
@@ -203,7 +206,7 @@ def stage_page(ctx: _Context, sp: SitePage, home: str | None) -> str:
     if home is not None:
         parts.append(home)
     if sp.page.fm is not None:
-        parts += _body(ctx, sp, rows)
+        parts += _body(ctx, sp)
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
@@ -219,8 +222,9 @@ def _site_pages(root: Path, rows: list[RecordRow | ClaimRow], strict: bool) -> l
     out = []
     for page in wiki.pages:
         rel = Path(page.path).relative_to(WIKI_DIR).as_posix()
-        st = standing(page.meta, [*by_page.get(page.id or "", []), *by_page.get(page.path, [])]) if page.meta else None
-        out.append(SitePage(page, rel, page.meta, st))
+        history = [*by_page.get(page.id or "", []), *by_page.get(page.path, [])] if page.meta else []
+        st = standing(page.meta, history) if page.meta else None
+        out.append(SitePage(page, rel, page.meta, st, history))
     return out
 
 
@@ -233,7 +237,7 @@ def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki"
     for row in rows:
         if isinstance(row, RecordRow):
             records.setdefault(row.artifact, []).append(row)
-    ctx = _Context(root, records, claim_rows_by_page(rows))
+    ctx = _Context(root, records)
     wiki = root / WIKI_DIR
     for path in sorted(wiki.rglob("*")):
         rel = path.relative_to(wiki).as_posix()

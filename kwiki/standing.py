@@ -25,6 +25,7 @@ from .model import PASSING, MeasuredClaim, PageMeta, Verdict
 FAILING = frozenset({Verdict.worse, Verdict.failed})
 JUDGED = PASSING | FAILING | {Verdict.error, Verdict.ambiguous}
 MOVED = frozenset({"faster", "slower"})
+HEADLINE_ORDER = {"bandwidth": 0, "throughput": 0, "ratio": 1, "time": 2}
 
 
 class State(str, Enum):
@@ -92,7 +93,9 @@ def standing(meta: PageMeta, history: list[ClaimRow] | None = None) -> Standing:
     out.passing = sum(v in PASSING for v in verdicts)
     out.failing = sum(v in FAILING for v in verdicts)
     out.moved = _drifted(meta, history or [])
-    order = [c.id for c in meta.claims] + sorted(set(m.claims) - {c.id for c in meta.claims})
+    # "how fast" first: a rate, then a ratio (x cuBLAS, fraction of a ceiling), then the rest
+    ranked = sorted(meta.claims, key=lambda c: HEADLINE_ORDER.get(c.metric.value, len(HEADLINE_ORDER)))
+    order = [c.id for c in ranked]
     out.headline = next(((cid, m.claims[cid]) for cid in order
                          if cid in m.claims and m.claims[cid].value is not None and m.claims[cid].verdict in PASSING),
                         None)

@@ -16,7 +16,7 @@ import pytest
 from kwiki import charts
 from kwiki.catalog import load_wiki
 from kwiki.cli import main
-from kwiki.history import read_all
+from kwiki.history import RecordRow, read_all
 from kwiki.site import SiteError, build_site, live_server, remote_resources
 from kwiki.standing import State, claim_rows_by_page, standing
 
@@ -114,6 +114,7 @@ def test_charts_are_svg_files_shown_on_the_page(built):
     page = html(built, "techniques/vector-copy/index.html")
     images = re.findall(r'<img[^>]+src="([^"]+\.svg)"', page)
     assert len(images) == 2
+    assert 'alt="copy_sm90a: gb_per_s of each variant on NVIDIA H200' in page  # the figure the claim measures
     for src in images:
         svg = (root / "site" / "techniques" / "vector-copy" / src).resolve()
         data = svg.read_text()
@@ -122,10 +123,28 @@ def test_charts_are_svg_files_shown_on_the_page(built):
         assert not re.search(r"""(?:href|src)=["'](?:https?:)?//|url\(["']?(?:https?:)?//""", data)  # nothing fetched
 
 
+def test_ladder_charts_what_the_claims_measure_one_chart_per_parameter_set():
+    def row(variant, m, figures, date="2025-06-08T09:00:00Z"):
+        return RecordRow(run_id="r", date=date, gpu="NVIDIA H200", artifact="a", target="sm_90a", variant=variant,
+                         params={"m": m}, figures=figures, passed=True)
+
+    rows = [row("fast", 1, {"time_us": 1.0, "gb_per_s": 9.0}), row("base", 1, {"time_us": 2.0, "gb_per_s": 4.0}),
+            row("hang", 1, {"wait_timeouts": 1.0}), row("fast", 2, {"time_us": 3.0, "gb_per_s": 8.0}),
+            row("old", 1, {"time_us": 9.0}, date="2025-06-01T09:00:00Z")]
+    specs = charts.ladder_specs(rows, ["base", "fast", "hang"], "base", ["time_us"])
+    assert [(s["params"], s["figure"], s["better"]) for s in specs] == [("m=1", "time_us", "lower"),
+                                                                         ("m=2", "time_us", "lower")]
+    assert [(b["label"], b["value"], b["baseline"]) for b in specs[0]["bars"]] == [
+        ("base (baseline)", 2.0, True), ("fast", 1.0, False)]
+    assert specs[0]["left_out"] == 1  # 'hang' has no time
+    assert charts.ladder_specs(rows, [], None, [])[0]["figure"] == "gb_per_s"  # throughput before time
+
+
 def test_chart_is_deterministic():
     spec = {"kind": "ladder", "artifact": "a", "gpu": "NVIDIA H200", "date": "2025-06-01", "figure": "time_us",
-            "unit": "us", "better": "lower", "bars": [{"label": "x", "value": 2.0, "spread": 0.01},
-                                                      {"label": "y", "value": 1.0, "spread": 0.0}], "left_out": 0}
+            "params": "m=4096", "unit": "us", "better": "lower", "left_out": 0,
+            "bars": [{"label": "x", "value": 2.0, "spread": 0.01, "baseline": True},
+                     {"label": "y", "value": 1.0, "spread": 0.0, "baseline": False}]}
     first = charts.draw(spec)
     assert first == charts.draw(spec)
     assert b"2025-06-01" in first and first.count(b"<rect") == 3  # background and two bars
