@@ -77,7 +77,8 @@ def ladder_specs(records: list[RecordRow], variant_order: list[str], baseline: s
     return specs
 
 
-def _reference(claim: Claim) -> float | None:
+def reference(claim: Claim) -> float | None:
+    """The figure a claim names (its value, else its bound), to which a measured figure is compared."""
     for value in (claim.value, claim.at_least, claim.at_most):
         if value:
             return value
@@ -86,7 +87,7 @@ def _reference(claim: Claim) -> float | None:
 
 def history_spec(claims: list[Claim], rows: list[ClaimRow]) -> dict | None:
     """A line-chart spec: each claim's measured figure over time, as a multiple of the claimed one."""
-    refs = {c.id: _reference(c) for c in claims}
+    refs = {c.id: reference(c) for c in claims}
     series: dict[str, list[tuple[str, float]]] = {}
     gpus = {r.gpu for r in rows}
     for row in sorted(rows, key=lambda r: (r.date, r.claim)):

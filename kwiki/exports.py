@@ -117,6 +117,7 @@ def write_exports(site_dir: Path, pages: list[SitePage], site_name: str, descrip
         target.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(target, p.page.file.read_bytes())
     data = index_json(pages, site_name, run, directory_urls)
-    write_atomic(site_dir / INDEX_JSON, (json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode())
+    text = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    write_atomic(site_dir / INDEX_JSON, text.encode())
     write_atomic(site_dir / LLMS, llms_txt(pages, site_name, description, directory_urls).encode())
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from .history import ClaimRow, RecordRow
 from .model import PageMeta
 from .pages import Page
-from .render import arch_anchor, evidence_badge, headline, html_text, md_text, state_badge
+from .render import arch_anchor, evidence_badge, headline, html_text, md_text, relative, state_badge
 from .standing import Standing, State
 
 INDEX_DIR = "indexes"
@@ -68,12 +68,12 @@ def last_run(rows: list[RecordRow | ClaimRow]) -> LastRun | None:
 
 
 def link(page: SitePage, from_rel: str) -> str:
-    target = posixpath.relpath(page.rel, posixpath.dirname(from_rel) or ".")
-    return f"[{md_text(page.title)}]({target})"
+    return f"[{md_text(page.title)}]({relative(page.rel, from_rel)})"
 
 
 def _measured_table(pages: list[SitePage], from_rel: str) -> list[str]:
-    rows = ["| page | state | GPU | date | claims reproduced | headline figure |", "| --- | --- | --- | --- | --- | --- |"]
+    rows = ["| page | state | GPU | date | claims reproduced | headline figure |",
+            "| --- | --- | --- | --- | --- | --- |"]
     for p in pages:
         st = p.standing
         assert st is not None
@@ -111,17 +111,17 @@ def home_block(pages: list[SitePage], run: LastRun | None, from_rel: str = HOME)
            _stat(len(groups[State.verified]), "pages verified"),
            _stat(len(groups[State.drifted]) + len(groups[State.not_reproduced]), "drifted or not reproduced"),
            _stat(claims, "claims in all"), "</div>", ""]
-    to = lambda rel: posixpath.relpath(rel, posixpath.dirname(from_rel) or ".")  # noqa: E731
     if run:
         out.append(f"**Last verify run:** {md_text(run.date[:16].replace('T', ' '))} UTC on "
                    f"**{md_text(run.gpu)}** (run `{run.run_id}`).")
     else:
         out.append("**Last verify run:** none yet; no figure on this wiki has been measured by kwiki.")
-    out += ["", f"Browse by [evidence]({to(EVIDENCE)}), [architecture]({to(ARCHITECTURES)}) or [tag]({to(TAGS)}).", ""]
+    evidence, arches, tags = (relative(rel, from_rel) for rel in (EVIDENCE, ARCHITECTURES, TAGS))
+    out += ["", f"Browse by [evidence]({evidence}), [architecture]({arches}) or [tag]({tags}).", ""]
     if measured:
         out += _measured_table(measured[:HOME_ROWS], from_rel)
         if len(measured) > HOME_ROWS:
-            out += ["", f"And {len(measured) - HOME_ROWS} more measured pages in the [evidence index]({to(EVIDENCE)})."]
+            out += ["", f"And {len(measured) - HOME_ROWS} more measured pages in the [evidence index]({evidence})."]
         out.append("")
     out += ["</div>", ""]
     return "\n".join(out)

@@ -8,10 +8,12 @@ are Markdown links, which MkDocs checks and rewrites; raw HTML carries no links.
 from __future__ import annotations
 
 import html
+import posixpath
 import re
 import shlex
 from pathlib import Path
 
+from .charts import reference
 from .errors import ManifestError
 from .model import Claim, MeasuredClaim, PageMeta, Provenance, Verdict
 from .standing import Standing
@@ -52,9 +54,8 @@ def arch_anchor(arch: str) -> str:
     return arch.replace("_", "-")
 
 
-def _relative(path: str, start: str) -> str:
-    import posixpath
-
+def relative(path: str, start: str) -> str:
+    """The relative link from staged page `start` to staged file `path`."""
     return posixpath.relpath(path, posixpath.dirname(start) or ".")
 
 
@@ -65,7 +66,7 @@ def header(meta: PageMeta, st: Standing, page_rel: str, arch_index: str) -> str:
     """Badges: evidence level, what the last run found, the architectures (linked to their index)."""
     state = badge(st.summary(), "kw-state", f"kw-state-{st.state.value}")
     parts = [badge(st.evidence, "kw-ev", f"kw-ev-{st.evidence}"), state]
-    to_index = _relative(arch_index, page_rel)
+    to_index = relative(arch_index, page_rel)
     arches = " ".join(f"[{md_text(a)}]({to_index}#{arch_anchor(a)}){{ .kw-arch }}" for a in meta.architectures)
     lines = ['<div class="kw-header" markdown>', "", " ".join(parts), ""]
     if arches:
@@ -91,7 +92,7 @@ def _conditions(claim: Claim) -> str:
 def _ratio(claim: Claim, mc: MeasuredClaim | None) -> str:
     if mc is None or mc.value is None:
         return "–"
-    ref = next((v for v in (claim.value, claim.at_least, claim.at_most) if v), None)
+    ref = reference(claim)
     return f"{mc.value / ref:.2f}×" if ref else "–"
 
 
@@ -228,7 +229,7 @@ def artifact_section(root: Path, meta: PageMeta) -> str:
 
 
 def chart(image: str, page_rel: str, alt: str) -> str:
-    return f"![{md_text(alt)}]({_relative(image, page_rel)}){{ .kw-chart }}\n"
+    return f"![{md_text(alt)}]({relative(image, page_rel)}){{ .kw-chart }}\n"
 
 
 def problems_note(messages: list[str]) -> str:

@@ -440,7 +440,7 @@ def build_main(args) -> int:
 
 
 def live_server(root: Path, host: str, port: int):
-    """A MkDocs live-reload server over the kwiki-built site, rebuilding it when the wiki, artifacts or results change."""
+    """A MkDocs live-reload server over the kwiki-built site; it rebuilds when wiki, artifacts or results change."""
     from mkdocs.livereload import LiveReloadServer
 
     site_dir = root / SERVE_DIR
@@ -457,7 +457,8 @@ def live_server(root: Path, host: str, port: int):
 
     builder()
     server = LiveReloadServer(builder=builder, host=host, port=port, root=str(site_dir))
-    server.error_handler = lambda code: (site_dir / "404.html").read_bytes() if (site_dir / "404.html").is_file() else None
+    not_found = site_dir / "404.html"
+    server.error_handler = lambda code: not_found.read_bytes() if not_found.is_file() else None
     for watched in (root / WIKI_DIR, root / "artifacts", root / "results", root / BASE_CONFIG):
         if watched.exists():
             server.watch(str(watched))
