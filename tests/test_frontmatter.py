@@ -142,7 +142,9 @@ def test_refusals_are_located(raw: bytes, line: int, field: str, message: str):
 def test_nesting_is_limited_without_recursion():
     deep = "---\na: " + "[" * 200_000 + "]" * 200_000 + "\n---\n"  # crashed libyaml's composer
     exc = error(deep)
-    assert exc.line == 2 and f"nested more than {MAX_DEPTH} levels deep" in exc.message
+    # our own limit, or (PyYAML >= 6.0.4) libyaml's parser limit: either way one located error
+    assert exc.line == 2
+    assert f"nested more than {MAX_DEPTH} levels deep" in exc.message or "maximum nesting depth" in exc.message
     block = "---\n" + "".join("  " * i + f"k{i}:\n" for i in range(MAX_DEPTH + 5)) + "---\n"
     assert "nested more than" in error(block).message
     ok = "---\n" + "".join("  " * i + f"k{i}:\n" for i in range(MAX_DEPTH - 1)) + "---\n"
