@@ -5,13 +5,16 @@ Reads only; never writes a file.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
+import threading
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from .catalog import WIKI_DIR, Wiki, load_wiki
+from .catalog import WIKI_DIR, page_files
 from .errors import Problem
 from .evidence import EvidenceLevel
 from .manifests import check_manifests
@@ -46,50 +49,82 @@ class Report:
         }
 
 
-def check(root: Path, strict: bool = False) -> Report:
-    wiki = load_wiki(root, strict)
+# below this many pages, starting worker processes costs more than it saves
+PARALLEL_MIN_PAGES = 500
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """What the whole-wiki checks need of a page: where it is, its id, the ids it names."""
+
+    path: str
+    id: str | None
+    id_line: int
+    refs: tuple[tuple[str, int, int, str], ...]  # (field, index, line, page id)
+
+
+def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> tuple[list[_Summary], list[Problem]]:
+    """Load pages and run every check that needs only the page itself (a worker's share)."""
+    from .pages import load_page
+
+    root, files, strict, known = job
+    summaries: list[_Summary] = []
     problems: list[Problem] = []
-    for page in wiki.pages:
+    for file in files:
+        page = load_page(file, root, strict)
         problems.extend(page.problems)
-    problems.extend(check_ids(wiki))
-    ids = set(wiki.by_id)
-    known = _plain_page_files(wiki)
-    for page in wiki.pages:
         if page.meta is None:
+            summaries.append(_Summary(page.path, None, 0, ()))
             continue
-        problems.extend(check_references(page, ids))
+        refs = tuple((name, i, page.line_of(name, i), ref) for name, i, ref in page.meta.references())
+        summaries.append(_Summary(page.path, page.id, page.line_of("id"), refs))
         problems.extend(check_artifacts(page, root))
         problems.extend(check_manifests(page, root))
         problems.extend(check_evidence(page))
         problems.extend(check_regions(page))
         problems.extend(check_links(page, root, known))
+    return summaries, problems
+
+
+def check(root: Path, strict: bool = False, jobs: int = 0) -> Report:
+    """Check every page under root/wiki; large wikis are split over `jobs` processes (default: CPUs)."""
+    files = page_files(root)
+    known = _plain_page_files(root, files)
+    jobs = jobs or os.cpu_count() or 1
+    # workers are forked (no re-import); forking a process that runs threads is unsafe, so then stay serial
+    if jobs > 1 and len(files) >= PARALLEL_MIN_PAGES and threading.active_count() == 1:
+        size = -(-len(files) // jobs)
+        shares = [(root, files[i : i + size], strict, known) for i in range(0, len(files), size)]
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            parts = list(pool.map(_check_files, shares))
+    else:
+        parts = [_check_files((root, files, strict, known))]
+    summaries = [s for part in parts for s in part[0]]
+    problems = [p for part in parts for p in part[1]]
+    problems.extend(check_ids(summaries))
+    ids = {s.id for s in summaries if s.id}
+    problems.extend(
+        Problem(s.path, line, f"{name}[{i}]", f"no page has id {ref!r}")
+        for s in summaries for name, i, line, ref in s.refs if ref not in ids
+    )
     if strict:
         problems = [Problem(p.path, p.line, p.field, p.message, "error") for p in problems]
-    return Report(pages=len(wiki.pages), problems=sorted(set(problems)))
+    return Report(pages=len(files), problems=sorted(set(problems)))
 
 
-def check_ids(wiki: Wiki) -> list[Problem]:
-    first: dict[str, Page] = {}
+def check_ids(pages) -> list[Problem]:
+    """A second page with an id already taken. `pages`: a Wiki, Pages or summaries (path, id, id line)."""
+    first: dict[str, str] = {}
     out = []
-    for page in wiki.pages:
+    for page in getattr(pages, "pages", pages):
         if not page.id:
             continue
         if page.id in first:
-            out.append(
-                Problem(page.path, page.line_of("id"), "id", f"id {page.id!r} is already used by {first[page.id].path}")
-            )
+            line = page.id_line if isinstance(page, _Summary) else page.line_of("id")
+            out.append(Problem(page.path, line, "id", f"id {page.id!r} is already used by {first[page.id]}"))
         else:
-            first[page.id] = page
+            first[page.id] = page.path
     return out
-
-
-def check_references(page: Page, ids: set[str]) -> list[Problem]:
-    assert page.meta is not None
-    return [
-        Problem(page.path, page.line_of(name, i), f"{name}[{i}]", f"no page has id {ref!r}")
-        for name, i, ref in page.meta.references()
-        if ref not in ids
-    ]
 
 
 def inside(root: Path, rel: str) -> str | None:
@@ -166,16 +201,16 @@ def _links(body: str, first_line: int):
             yield first_line + i, m.group(1) or m.group(2)
 
 
-def _plain_page_files(wiki: Wiki) -> frozenset[str] | None:
+def _plain_page_files(root: Path, files: list[Path]) -> frozenset[str] | None:
     """Page files reached without any symbolic link, when wiki/ itself is no link; else None.
 
     A relative link that normalises (lexically) to one of these names that page and nothing
     else, so `check_links` need not resolve it on disk.
     """
-    wiki_dir = str(wiki.root / WIKI_DIR)
+    wiki_dir = str(root / WIKI_DIR)
     if os.path.realpath(wiki_dir) != wiki_dir:
         return None
-    return frozenset(str(p.file) for p in wiki.pages if not os.path.islink(p.file))
+    return frozenset(str(f) for f in files if not os.path.islink(f))
 
 
 def check_links(page: Page, root: Path, known: frozenset[str] | None = None) -> list[Problem]:

@@ -40,3 +40,23 @@ def test_generated_wiki_checks_clean_and_looks_real(tmp_path: Path):
     text = "".join(p.read_text(encoding="utf-8") for p in pages)
     assert "claims:" in text and "related:\n- " in text and "](../" in text and "```cuda" in text
     assert any((tmp_path / "artifacts").iterdir())
+
+
+def test_parallel_check_finds_what_the_serial_one_finds(tmp_path: Path):
+    from kwiki.check import PARALLEL_MIN_PAGES
+
+    _gen().generate(tmp_path, PARALLEL_MIN_PAGES + 20, seed=5)
+    pages = sorted((tmp_path / "wiki").rglob("*.md"))
+    first, last = pages[0], pages[-1]
+    first.write_text(first.read_text().replace("\nrelated:\n- ", "\nrelated:\n- no-such-page\n- ", 1))
+    last.write_text(last.read_text().replace("\ntitle:", "\nbogus_field: 1\ntitle:", 1))
+    dup = pages[len(pages) // 2]
+    dup_id = next(line for line in first.read_text().splitlines() if line.startswith("id:"))
+    dup.write_text(dup.read_text().replace(
+        next(line for line in dup.read_text().splitlines() if line.startswith("id:")), dup_id, 1))
+    serial, parallel = check(tmp_path, jobs=1), check(tmp_path, jobs=2)
+    assert serial.problems == parallel.problems
+    assert serial.pages == parallel.pages == len(pages)
+    messages = " ".join(p.message for p in parallel.problems)
+    assert "no page has id 'no-such-page'" in messages and "unknown field" in messages
+    assert "is already used by" in messages
