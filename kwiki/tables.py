@@ -61,8 +61,10 @@ def _params(record: Record) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(record.params.items()))
 
 
-def _figure(record: Record) -> str:
+def _figure(record: Record, memory_bound: bool) -> str:
     figs = record.figures()
+    if "tb_per_s" in figs and memory_bound:
+        return f"{fmt(figs['tb_per_s'])} TB/s"
     if "tflop_per_s" in figs:
         return f"{fmt(figs['tflop_per_s'])} TFLOP/s"
     if "tb_per_s" in figs:
@@ -109,7 +111,7 @@ def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome]) -> str:
         regs = r.extra.get("registers", "—")
         rows.append("| " + " | ".join(_cell(str(c)) for c in (
             f"`{r.variant}`", desc, _params(r), fmt(r.timing.median_us) + fmt_spread(r.timing.spread),
-            _figure(r), vs, of_sol, regs)) + " |")
+            _figure(r, m.ceiling is not None), vs, of_sol, regs)) + " |")
     failed = [o for o in outcomes if o.status != "ok"]
     for o in failed:
         rows.append(f"| `{','.join(o.variants)}` | run {o.status}: {_cell(o.message[:120])} | | — | — | — | — | — |")
