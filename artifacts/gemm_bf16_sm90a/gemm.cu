@@ -15,7 +15,9 @@
 //   serial                     one warpgroup, 128x128 tile: TMA one 64-deep k-block, wait, wgmma, wait, repeat
 //   ws_plain                   1 producer + 1 consumer warpgroup, 128x128 tile, 6-stage full/empty mbarrier ring
 //   ws_2consumer               128x256 tile, 2 consumer warpgroups of 64x256, setmaxnreg (producer 40, consumers 232), 4 stages
-//   ws_persistent              ws_2consumer on a persistent grid (one CTA per SM), grouped tile order
+//   ws_persistent              ws_2consumer on a persistent grid (one CTA per SM), grouped tile order (--group, 16)
+//   ws_persistent_linear       ws_persistent walking the tiles row by row (group 1), whatever --group says
+//   ws_persistent_group8       ws_persistent with bands of 8 tile-rows (group 8), whatever --group says
 //   ws_persistent_lag0         consumers free each stage as soon as its wgmmas finish (wgmma_wait<0>, not <1>)
 //   ws_cluster                 ws_persistent with 2x1 clusters: the B tile both CTAs share is multicast, half by each
 //   ws_cluster_release_cluster ws_cluster whose consumers arrive on the remote empty barriers with .release.cluster
@@ -492,6 +494,7 @@ struct VariantInfo {
     const char* tile;
     int stages;
     Runner (*make)(const Buffers&);
+    int group = 0;  // tile order: bands of this many tile-rows; 0 = take --group
 };
 
 const VariantInfo kVariants[] = {
@@ -500,6 +503,8 @@ const VariantInfo kVariants[] = {
     {"ws_plain", false, false, "128x128x64", PlainBf16::STAGES, make_ws<PlainBf16, false>},
     {"ws_2consumer", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, false>},
     {"ws_persistent", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>},
+    {"ws_persistent_linear", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, 1},
+    {"ws_persistent_group8", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, 8},
     {"ws_persistent_lag0", false, false, "128x256x64", WideBf16Lag0::STAGES, make_ws<WideBf16Lag0, true>},
     {"ws_cluster", false, false, "2x(128x256x64)", ClusterBf16::STAGES, make_ws<ClusterBf16, true>},
     {"ws_cluster_release_cluster", false, false, "2x(128x256x64)", ClusterBf16Slow::STAGES, make_ws<ClusterBf16Slow, true>},
@@ -581,7 +586,7 @@ int main(int argc, char** argv) {
                 void* out;
                 KWIKI_CHECK(cudaMalloc(&out, nC * out_size));
                 outs.push_back(out);
-                runners.push_back(v->make(Buffers{A, B, out, p, group, handle}));
+                runners.push_back(v->make(Buffers{A, B, out, p, v->group ? v->group : group, handle}));
             }
 
             // check every variant before timing any
@@ -637,6 +642,7 @@ int main(int argc, char** argv) {
                     rec.set_regs(kwiki::kernel_regs(r.func));
                     rec.extra.emplace_back("grid", r.grid);
                     rec.extra.emplace_back("smem_bytes", r.smem);
+                    if (v->group) rec.extra.emplace_back("group", v->group);
                 }
                 kwiki::emit(rec);
             }

@@ -1,0 +1,216 @@
+// wgmma.cu: tensor-core throughput of wgmma.mma_async m64nNk16 (bf16 in, fp32 accumulate) by N, with both
+// operands resident in shared memory: no global traffic in the timed loop, only the multiply itself.
+//
+// Each CTA copies a 64x64 A tile per warpgroup and one Nx64 B tile into shared memory once, laid out as
+// TMA would write them with the 128-byte swizzle (K-major, 8-row atoms of 1024 bytes), then every
+// warpgroup runs `iters` k-blocks on the same tiles: 4 wgmmas of k16 (64 deep), commit, keep one group in
+// flight (wait_group 1), like a GEMM main loop whose loads always hit. One CTA per SM (the CTA asks for
+// more than half of an SM's shared memory), grid = SM count.
+//
+// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o wgmma wgmma.cu
+// Run:   ./wgmma [--variants a,b] [--iters 2048] [--seed N]
+//
+// Variants (n<N>_wg<warpgroups per CTA>):
+//   n64_wg1, n128_wg1, n256_wg1   one warpgroup per CTA issuing m64n64k16 / m64n128k16 / m64n256k16
+//   n64_wg2, n128_wg2, n256_wg2   two warpgroups per CTA, each on its own A tile, sharing the B tile
+//
+// Checking (before timing, every variant): the same kernel run with 3 k-blocks; CTA 0 writes its
+// accumulators, and every element of each warpgroup's 64xN tile is compared with 3 * (A B^T) computed in
+// fp64 on the host from the same bf16 values.
+#include <string>
+#include <vector>
+
+#include "kwiki_bench.cuh"
+#include "sm90.cuh"
+
+using bf16 = __nv_bfloat16;
+
+constexpr int KB = 64;          // k-block depth in elements (one 128-byte row of bf16)
+constexpr int CHECK_ITERS = 3;  // k-blocks in the checked run
+
+// ===================================================================================================
+// Reference
+// ===================================================================================================
+
+// out[(wg*64 + r) * N + c] = iters * sum_k A[wg*64 + r][k] * B[c][k], in fp64.
+std::vector<double> host_reference(const std::vector<float>& A, const std::vector<float>& B, int N, int wgs, int iters) {
+    std::vector<double> out(size_t(64) * wgs * N);
+    for (int r = 0; r < 64 * wgs; ++r)
+        for (int c = 0; c < N; ++c) {
+            double acc = 0;
+            for (int k = 0; k < KB; ++k) acc += double(A[size_t(r) * KB + k]) * double(B[size_t(c) * KB + k]);
+            out[size_t(r) * N + c] = iters * acc;
+        }
+    return out;
+}
+
+// ===================================================================================================
+// Kernel
+// ===================================================================================================
+
+__device__ __forceinline__ uint8_t* align1024(uint8_t* p) {
+    return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 1023) & ~uintptr_t(1023));
+}
+
+// A: (64 * WG) x 64 bf16 row-major, B: N x 64 bf16 row-major; out: (64 * WG) x N fp32, written by CTA 0.
+template <int N, int WG>
+__global__ void __launch_bounds__(128 * WG, 1) wgmma_loop(const bf16* __restrict__ A, const bf16* __restrict__ B, int iters,
+                                                          float* __restrict__ out) {
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* base = align1024(smem_raw);
+    constexpr int A_ROWS = 64 * WG;
+    // Rows of 128 bytes; the 16-byte chunk c of row r sits at chunk c ^ (r % 8): the 128-byte swizzle,
+    // which is what the descriptor's layout type tells wgmma to undo. A's rows first, then B's.
+    for (int i = threadIdx.x; i < (A_ROWS + N) * 8; i += blockDim.x) {
+        const int row = i / 8, chunk = i % 8;
+        const bf16* src = row < A_ROWS ? A + size_t(row) * KB : B + size_t(row - A_ROWS) * KB;
+        *reinterpret_cast<uint4*>(base + row * 128 + ((chunk ^ (row & 7)) * 16)) = reinterpret_cast<const uint4*>(src)[chunk];
+    }
+    sm90::fence_proxy_async();  // the ordinary stores above, before wgmma reads through the async proxy
+    __syncthreads();
+
+    const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+    const uint64_t da = sm90::desc_k_major_sw128(base + wg * 64 * 128);
+    const uint64_t db = sm90::desc_k_major_sw128(base + A_ROWS * 128);
+    float d[N / 2];
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) d[i] = 0.f, sm90::fence_operand(d[i]);
+
+    for (int it = 0; it < iters; ++it) {
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < KB / 16; ++ks)  // +32 bytes along K = +2 in the descriptor's address field
+            sm90::WgmmaOp<bf16, N>::mma(d, da + 2 * ks, db + 2 * ks, 1);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<1>();
+    }
+    sm90::wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) sm90::fence_operand(d[i]);
+
+    if (blockIdx.x != 0) return;
+    // accumulator layout: rows 16*(t/32) + (t%32)/4 (+8), columns 8j + 2*(t%4) + {0,1}
+    const int row = wg * 64 + 16 * (t / 32) + (t % 32) / 4;
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+        const int col = 8 * j + 2 * (t % 4);
+        out[size_t(row) * N + col] = d[4 * j], out[size_t(row) * N + col + 1] = d[4 * j + 1];
+        out[size_t(row + 8) * N + col] = d[4 * j + 2], out[size_t(row + 8) * N + col + 1] = d[4 * j + 3];
+    }
+}
+
+// ===================================================================================================
+// Launcher
+// ===================================================================================================
+
+struct Launch {
+    void (*kernel)(const bf16*, const bf16*, int, float*);
+    int threads, smem, grid;
+};
+
+template <int N, int WG>
+Launch prepare() {
+    auto f = wgmma_loop<N, WG>;
+    const int need = (64 * WG + N) * 128 + 1024;
+    // more than half of an SM's shared memory: a second CTA cannot share the SM
+    const int per_sm = kwiki::device_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
+    const int smem = std::max(need, per_sm / 2 + 1024);
+    KWIKI_REQUIRE(smem <= kwiki::device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin), "tiles do not fit in shared memory");
+    KWIKI_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    return {f, 128 * WG, smem, kwiki::sm_count()};
+}
+
+void run(const Launch& l, const bf16* A, const bf16* B, int iters, float* out, cudaStream_t s) {
+    l.kernel<<<l.grid, l.threads, l.smem, s>>>(A, B, iters, out);
+}
+
+// ===================================================================================================
+// Variants
+// ===================================================================================================
+
+struct VariantInfo {
+    const char* name;
+    int n, wgs;
+    Launch (*prepare)();
+};
+
+const VariantInfo kVariants[] = {
+    {"n64_wg1", 64, 1, prepare<64, 1>},   {"n128_wg1", 128, 1, prepare<128, 1>}, {"n256_wg1", 256, 1, prepare<256, 1>},
+    {"n64_wg2", 64, 2, prepare<64, 2>},   {"n128_wg2", 128, 2, prepare<128, 2>}, {"n256_wg2", 256, 2, prepare<256, 2>},
+};
+
+// ===================================================================================================
+// main
+// ===================================================================================================
+
+int main(int argc, char** argv) {
+    kwiki::Args args(argc, argv);
+    std::vector<std::string> names;
+    for (auto& v : kVariants) names.push_back(v.name);
+    args.require_known(names);
+    const int iters = int(args.get_int("iters", 2048));
+    if (iters < 1) kwiki::Args::usage("--iters wants a positive integer");
+    const uint64_t seed = args.seed();
+    std::fprintf(stderr, "wgmma: seed %llu, %d SMs, %d k-blocks per warpgroup\n", (unsigned long long)seed, kwiki::sm_count(), iters);
+
+    // the largest operands any variant reads: A of 2 warpgroups (128 x 64), B of N = 256 (256 x 64)
+    const size_t nA = 128 * KB, nB = 256 * KB, nOut = 128 * 256;
+    bf16 *A, *B;
+    float* out;
+    KWIKI_CHECK(cudaMalloc(&A, nA * sizeof(bf16)));
+    KWIKI_CHECK(cudaMalloc(&B, nB * sizeof(bf16)));
+    KWIKI_CHECK(cudaMalloc(&out, nOut * sizeof(float)));
+    kwiki::fill_random(A, nA, kwiki::hash64(seed, 1));
+    kwiki::fill_random(B, nB, kwiki::hash64(seed, 2));
+    KWIKI_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> hA = kwiki::to_host_float(A, nA), hB = kwiki::to_host_float(B, nB);
+
+    std::vector<const VariantInfo*> todo;
+    std::vector<Launch> launches;
+    std::vector<kwiki::CheckResult> checks;
+    for (auto& v : kVariants) {
+        if (!args.want(v.name)) continue;
+        todo.push_back(&v);
+        launches.push_back(v.prepare());
+        const size_t n = size_t(64) * v.wgs * v.n;
+        kwiki::poison(out, n * sizeof(float));
+        run(launches.back(), A, B, CHECK_ITERS, out, 0);
+        KWIKI_CHECK_LAST();
+        KWIKI_CHECK(cudaDeviceSynchronize());
+        std::vector<float> got = kwiki::to_host_float(out, n);
+        std::vector<double> ref = host_reference(hA, hB, v.n, v.wgs, CHECK_ITERS);
+        // products of bf16 values are exact in fp32; the error is fp32 accumulation over 3 x 64 terms
+        checks.push_back(kwiki::compare(got.data(), ref.data(), n, kwiki::Tolerance{1e-3, 1e-3},
+                                        "host fp64, every element of CTA 0's tiles, 3 k-blocks"));
+        std::fprintf(stderr, "check %-9s: %s\n", v.name, checks.back().detail.c_str());
+    }
+
+    kwiki::Bench bench(args.bench_options());
+    for (size_t i = 0; i < todo.size(); ++i)
+        if (checks[i].passed) {
+            const Launch l = launches[i];
+            bench.add(todo[i]->name, [=](cudaStream_t s) { run(l, A, B, iters, out, s); });
+        }
+    auto results = bench.run();
+
+    for (size_t i = 0; i < todo.size(); ++i) {
+        const VariantInfo& v = *todo[i];
+        const Launch& l = launches[i];
+        kwiki::Record rec;
+        rec.variant = v.name;
+        rec.params = {{"N", v.n}, {"warpgroups", v.wgs}, {"iters", iters}, {"dtype", "bf16"}};
+        // per warpgroup and k-block: 4 wgmmas of 64 x N x 16 multiply-adds
+        rec.flops = double(l.grid) * v.wgs * double(iters) * (KB / 16) * 2.0 * 64 * v.n * 16;
+        rec.check = checks[i];
+        for (auto& b : results)
+            if (b.name == v.name) rec.timing = b.timing, rec.clocks = b.clocks;
+        rec.set_regs(kwiki::kernel_regs(reinterpret_cast<const void*>(l.kernel)));
+        rec.extra.emplace_back("grid", l.grid);
+        rec.extra.emplace_back("smem_bytes", l.smem);
+        kwiki::emit(rec);
+    }
+    KWIKI_CHECK(cudaFree(A));
+    KWIKI_CHECK(cudaFree(B));
+    KWIKI_CHECK(cudaFree(out));
+    return kwiki::exit_code();
+}
