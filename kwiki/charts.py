@@ -77,6 +77,45 @@ def ladder_specs(records: list[RecordRow], variant_order: list[str], baseline: s
     return specs
 
 
+def roofline_specs(records: list[RecordRow], ceilings: dict[str, tuple[str, str | None]]) -> list[dict]:
+    """One roofline per GPU model: each configuration's best variant (and its baseline) at its arithmetic
+    intensity, under the bandwidth roof measured by the artifacts' ceiling variants in the same runs.
+
+    `ceilings` maps an artifact to (its ceiling variant, its baseline variant or None).
+    """
+    by_gpu: dict[str, list[RecordRow]] = {}
+    for row in records:
+        if row.passed and row.artifact in ceilings:
+            by_gpu.setdefault(row.gpu, []).append(row)
+    specs = []
+    for gpu in sorted(by_gpu):
+        latest = {a: max(r.date for r in by_gpu[gpu] if r.artifact == a) for a in {r.artifact for r in by_gpu[gpu]}}
+        run = [r for r in by_gpu[gpu] if r.date == latest[r.artifact]]
+        roofs = [r.figures["gb_per_s"] for r in run
+                 if r.variant == ceilings[r.artifact][0] and "gb_per_s" in r.figures]
+        groups: dict[tuple[str, str], list[RecordRow]] = {}
+        for r in run:
+            if r.variant != ceilings[r.artifact][0] and {"tflop_per_s", "gb_per_s"} <= set(r.figures):
+                groups.setdefault((r.artifact, _params(r.params)), []).append(r)
+        points = []
+        for (artifact, params), rows in sorted(groups.items()):
+            baseline = ceilings[artifact][1]
+            ours = [r for r in rows if r.variant != baseline]
+            picks = ([max(ours, key=lambda r: r.figures["tflop_per_s"])] if ours else []) + [
+                r for r in rows if r.variant == baseline]
+            short = artifact.rsplit("_sm", 1)[0]
+            for r in picks:
+                shape = r.params.get("shape")
+                points.append({"label": f"{short} {shape if shape is not None else params}".strip(),
+                               "variant": r.variant,
+                               "baseline": r.variant == baseline, "tflop_per_s": r.figures["tflop_per_s"],
+                               "intensity": r.figures["tflop_per_s"] * 1e3 / r.figures["gb_per_s"]})
+        if roofs and points:
+            specs.append({"kind": "roofline", "gpu": gpu, "date": max(latest.values())[:10],
+                          "roof_gb_per_s": max(roofs), "points": points})
+    return specs
+
+
 def reference(claim: Claim) -> float | None:
     """The figure a claim names (its value, else its bound), to which a measured figure is compared."""
     for value in (claim.value, claim.at_least, claim.at_most):
@@ -237,6 +276,52 @@ def draw_history(spec: dict) -> bytes:
     return _svg(WIDTH, height, title, body)
 
 
+def draw_roofline(spec: dict) -> bytes:
+    """Log-log: FLOP/s against FLOP per byte, the measured bandwidth roof as a line, one dot per kernel."""
+    pts = spec["points"]
+    left, right, top, bottom = 64, WIDTH - 24, 36, 330
+    xs = [p["intensity"] for p in pts]
+    ys = [p["tflop_per_s"] for p in pts]
+    roof = spec["roof_gb_per_s"] / 1e3  # TFLOP/s per (FLOP/byte)
+    x_lo, x_hi = 10 ** math.floor(math.log10(min(xs) / 2)), 10 ** math.ceil(math.log10(max(xs) * 2))
+    y_lo = 10 ** math.floor(math.log10(min(ys) / 2))
+    y_hi = 10 ** math.ceil(math.log10(max(max(ys), roof * x_hi) * 1.05))
+
+    def x(v: float) -> float:
+        return left + (math.log10(v) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo)) * (right - left)
+
+    def y(v: float) -> float:
+        return bottom - (math.log10(v) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo)) * (bottom - top)
+
+    title = f"roofline on {spec['gpu']}, {spec['date']}: measured read ceiling {spec['roof_gb_per_s'] / 1e3:.3g} TB/s"
+    body = [_text(8, 18, title, size=12, weight="bold")]
+    for e in range(round(math.log10(x_lo)), round(math.log10(x_hi)) + 1):
+        body.append(f'<line x1="{_n(x(10 ** e))}" y1="{top}" x2="{_n(x(10 ** e))}" y2="{bottom}" stroke="{GRID}"/>')
+        body.append(_text(x(10 ** e), bottom + 16, _label(10 ** e), size=10, anchor="middle", fill=MUTED))
+    for e in range(round(math.log10(y_lo)), round(math.log10(y_hi)) + 1):
+        body.append(f'<line x1="{left}" y1="{_n(y(10 ** e))}" x2="{right}" y2="{_n(y(10 ** e))}" stroke="{GRID}"/>')
+        body.append(_text(left - 6, y(10 ** e) + 4, _label(10 ** e), size=10, anchor="end", fill=MUTED))
+    x0, x1 = x_lo, min(x_hi, y_hi / roof)
+    body.append(f'<line x1="{_n(x(x0))}" y1="{_n(y(max(roof * x0, y_lo)))}" x2="{_n(x(x1))}" '
+                f'y2="{_n(y(roof * x1))}" stroke="{INK}" stroke-width="1.5"/>')
+    ours = [p for p in pts if not p["baseline"]]
+    for p in sorted(pts, key=lambda p: p["baseline"], reverse=True):  # baselines first, ours drawn on top
+        color = BASE if p["baseline"] else BEST
+        fill = "#ffffff" if p["baseline"] else color
+        body.append(f'<circle cx="{_n(x(p["intensity"]))}" cy="{_n(y(p["tflop_per_s"]))}" r="4" fill="{fill}" '
+                    f'stroke="{color}" stroke-width="1.5"/>')
+    for k, p in enumerate(ours, 1):  # numbers beside the dots, names in the legend below
+        body.append(_text(x(p["intensity"]) - 7, y(p["tflop_per_s"]) + 4, str(k), size=9, anchor="end", fill=INK))
+        body.append(_text(left, bottom + 52 + 14 * (k - 1), f"{k}  {p['label']}: {p['variant']} "
+                          f"({_label(p['tflop_per_s'])} TFLOP/s)", size=10, fill=MUTED))
+    body.append(_text((left + right) / 2, bottom + 32, "arithmetic intensity (FLOP per byte moved)", size=11,
+                      anchor="middle", fill=MUTED))
+    body.append(_text(14, (top + bottom) / 2, "TFLOP/s", size=10, anchor="middle", fill=MUTED)
+                .replace("<text ", f'<text transform="rotate(-90 14 {_n((top + bottom) / 2)})" ', 1))
+    body.append(_text(right, bottom + 32, "filled: best variant, hollow: baseline", size=9, anchor="end", fill=MUTED))
+    return _svg(WIDTH, bottom + 52 + 14 * len(ours), title, body)
+
+
 def draw(spec: dict) -> bytes:
     """The SVG of a chart spec."""
-    return (draw_ladder if spec["kind"] == "ladder" else draw_history)(spec)
+    return {"ladder": draw_ladder, "history": draw_history, "roofline": draw_roofline}[spec["kind"]](spec)

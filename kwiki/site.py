@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from . import charts
-from .catalog import WIKI_DIR, find_root, load_wiki
+from .catalog import ARTIFACTS_DIR, WIKI_DIR, find_root, load_wiki
 from .errors import KwikiError, ManifestError, UsageError
 from .history import ClaimRow, RecordRow, gpu_slug, read_all
 from .indexes import (ARCHITECTURES, EVIDENCE, HOME, INDEX_DIR, TAGS, LastRun, SitePage, architectures_page,
@@ -126,6 +126,27 @@ def _ladders(ctx: _Context, sp: SitePage) -> str:
     return "\n".join(out)
 
 
+def _roofline(ctx: _Context, sp: SitePage) -> str:
+    """For pages tagged 'roofline': every memory-bound artifact (one that names a ceiling variant) on a roofline."""
+    from .manifest import MANIFEST, load_manifest
+
+    if "roofline" not in sp.meta.tags:  # type: ignore[union-attr]
+        return ""
+    ceilings: dict[str, tuple[str, str | None]] = {}
+    for path in sorted((ctx.root / ARTIFACTS_DIR).glob(f"*/{MANIFEST}")):
+        try:
+            m = load_manifest(path.parent, ctx.root)
+        except ManifestError:
+            continue
+        if m.ceiling:
+            ceilings[m.name] = (m.ceiling, m.baseline)
+    rows = [r for name in sorted(ceilings) for r in ctx.records.get(name, [])]
+    return "\n".join(
+        _add_chart(ctx, sp, f"roofline-{gpu_slug(spec['gpu'])}", spec,
+                   f"roofline of the memory-bound artifacts on {spec['gpu']}, {spec['date']}")
+        for spec in charts.roofline_specs(rows, ceilings))
+
+
 def _history(ctx: _Context, sp: SitePage, rows: list[ClaimRow]) -> str:
     spec = charts.history_spec(sp.meta.claims, rows)  # type: ignore[union-attr]
     return _add_chart(ctx, sp, "history", spec, "measured / claimed for each claim over time") if spec else ""
@@ -175,6 +196,9 @@ def _body(ctx: _Context, sp: SitePage) -> list[str]:
         out += ["", "## Claims", "", claims, history]
     if ladders:
         out += ["", "## Ladder", "", ladders]
+    roofline = _roofline(ctx, sp)
+    if roofline:
+        out += ["", "## Roofline", "", roofline]
     out += ["", artifact_section(ctx.root, sp.meta)]
     return out
 
