@@ -105,6 +105,28 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
             problems.append(a.problem)
 
     t_build = time.monotonic()
+    builds = _build_stage(the_plan, environment, root, jobs, progress)
+    build_wall = time.monotonic() - t_build
+    outcomes, run_seconds, ran = _run_stage(the_plan, builds, root, run_id, progress)
+
+    results = evaluate(the_plan, builds, outcomes)
+    report = Report(run_id, now.isoformat(), environment, the_plan, builds, outcomes, results, problems,
+                    notes=notes)
+    report.clocks_after = envmod.clocks(the_plan.gpu.index) if the_plan.gpu else {}
+    _history(report, root, write)
+    if write:
+        _write_back(report, root, progress)
+    total_s = time.monotonic() - t0
+    report.seconds = {
+        "total": round(total_s, 3), "build_wall": round(build_wall, 3), "run": round(run_seconds, 3),
+        "kwiki_overhead": round(total_s - build_wall - run_seconds, 3),
+        "kwiki_overhead_per_artifact": round((total_s - build_wall - run_seconds) / max(1, ran), 3),
+    }
+    return report
+
+
+def _build_stage(the_plan: Plan, environment: envmod.Environment, root: Path, jobs: int,
+                 progress: Progress) -> list[BuildResult]:
     total = len(the_plan.builds)
     done = [0]
 
@@ -114,17 +136,20 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
         progress(f"build {done[0]}/{total} {b.artifact} [{b.target}]: {state} ({b.seconds:.1f} s)"
                  + (f": {b.error}" if b.error else ""))
 
-    builds = build_all(the_plan.builds, root, nvcc=environment.nvcc_path, nvcc_version=environment.nvcc,
-                       cxx=environment.cxx_path, workers=jobs, progress=on_build)
-    build_wall = time.monotonic() - t_build
-    by_key = {(b.artifact, b.target): b for b in builds}
+    return build_all(the_plan.builds, root, nvcc=environment.nvcc_path, nvcc_version=environment.nvcc,
+                     cxx=environment.cxx_path, workers=jobs, progress=on_build)
 
-    outcomes: dict[str, list[RunOutcome]] = {}
+
+def _run_stage(the_plan: Plan, builds: list[BuildResult], root: Path, run_id: str,
+               progress: Progress) -> tuple[dict[str, list[RunOutcome]], float, int]:
+    """Run every artifact whose build for this GPU succeeded, one after another (runs never overlap)."""
+    by_key = {(b.artifact, b.target): b for b in builds}
     runnable = [a for a in sorted(the_plan.artifacts.values(), key=lambda a: a.path)
-                if a.run_target and a.manifest and by_key.get((a.name, a.run_target), None)
+                if a.run_target and a.manifest and (a.name, a.run_target) in by_key
                 and by_key[(a.name, a.run_target)].ok]
     gpu_index = the_plan.gpu.index if the_plan.gpu else None
-    run_seconds = 0.0
+    outcomes: dict[str, list[RunOutcome]] = {}
+    seconds = 0.0
     for n, planned in enumerate(runnable, 1):
         progress(f"run {n}/{len(runnable)} {planned.name} [{planned.run_target}] "
                  f"{len(planned.run_variants)} variants + {len(planned.isolated)} isolated")
@@ -132,24 +157,10 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
                             root=root, run_id=run_id)
         outcomes[planned.path] = outs
         for o in outs:
-            run_seconds += o.seconds
+            seconds += o.seconds
             progress(f"    {o.status}: {len(o.records)} records in {o.seconds:.1f} s"
                      + (f" ({o.message})" if o.message else ""))
-
-    results = evaluate(the_plan, builds, outcomes)
-    report = Report(run_id, now.isoformat(), environment, the_plan, builds, outcomes, results, problems,
-                    notes=notes)
-    report.clocks_after = envmod.clocks(gpu_index) if gpu_index is not None else {}
-    _history(report, root, write)
-    if write:
-        _write_back(report, root, progress)
-    total_s = time.monotonic() - t0
-    report.seconds = {
-        "total": round(total_s, 3), "build_wall": round(build_wall, 3), "run": round(run_seconds, 3),
-        "kwiki_overhead": round(total_s - build_wall - run_seconds, 3),
-        "kwiki_overhead_per_artifact": round((total_s - build_wall - run_seconds) / max(1, len(runnable)), 3),
-    }
-    return report
+    return outcomes, seconds, len(runnable)
 
 
 def _notes(the_plan: Plan, environment: envmod.Environment, compile_only: bool) -> list[str]:
