@@ -19,6 +19,8 @@
 //   ws_persistent_linear       ws_persistent walking the tiles row by row (group 1), whatever --group says
 //   ws_persistent_group8       ws_persistent with bands of 8 tile-rows (group 8), whatever --group says
 //   ws_persistent_lag0         consumers free each stage as soon as its wgmmas finish (wgmma_wait<0>, not <1>)
+//   ws_pingpong                persistent, 2 consumer warpgroups on alternating 128x128 tiles of the CTA's sequence,
+//                              mainloops in turn (mbarrier order), one's epilogue under the other's mainloop, 6 stages
 //   ws_cluster                 ws_persistent with 2x1 clusters: the B tile both CTAs share is multicast, half by each
 //   ws_cluster_release_cluster ws_cluster whose consumers arrive on the remote empty barriers with .release.cluster
 //   ws_tma_epilogue            ws_persistent_lag0 with 3 stages and the epilogue through shared memory and TMA stores,
@@ -77,8 +79,9 @@ std::vector<Sample> host_reference(const std::vector<float>& A, const std::vecto
 // otherwise each thread stores its accumulators straight to global memory.
 // RELEASE_CLUSTER: the consumers' arrives on the cluster's empty barriers carry .release.cluster (the
 // slow way kept as a variant) instead of the default CTA-scope release.
+// PINGPONG: each consumer warpgroup owns a whole BM x BN tile (gemm_pingpong) instead of BM / CONSUMERS rows of it.
 template <typename T, int BM_, int BN_, int CONSUMERS_, int STAGES_, int CLUSTER_, int LAG_ = 1, bool SPLIT_B_ = true,
-          bool EPI_TMA_ = false, bool RELEASE_CLUSTER_ = false>
+          bool EPI_TMA_ = false, bool RELEASE_CLUSTER_ = false, bool PINGPONG_ = false>
 struct Config {
     using Elem = T;
     using Out = T;  // bf16 -> bf16, fp32 (tf32 math) -> fp32
@@ -87,20 +90,23 @@ struct Config {
     static constexpr bool SPLIT_B = SPLIT_B_;
     static constexpr bool EPI_TMA = EPI_TMA_;
     static constexpr bool RELEASE_CLUSTER = RELEASE_CLUSTER_;
+    static constexpr bool PINGPONG = PINGPONG_;
     static constexpr int BK = 128 / int(sizeof(T));
     static constexpr int WK = 32 / int(sizeof(T));
-    static constexpr int WG_M = BM / CONSUMERS;  // rows of the tile one consumer warpgroup owns
+    static constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  // rows of the tile one consumer warpgroup owns
     static constexpr int MI = WG_M / 64;         // m64 wgmma blocks per consumer
     static constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK;
     static constexpr int B_SLICE_ROWS = SPLIT_B ? BN / CLUSTER : BN;  // rows of B one TMA load brings
     static constexpr int STAGE_BYTES = (A_ELEMS + B_ELEMS) * int(sizeof(T));
     static constexpr int THREADS = 128 * (CONSUMERS + 1);
     static constexpr int C_TILE_BYTES = EPI_TMA ? BM * BN * int(sizeof(T)) : 0;  // epilogue staging, all consumers
-    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_TILE_BYTES + 2 * STAGES * 8 + 1024;  // + barriers, alignment slack
+    static constexpr int TURN_BYTES = PINGPONG ? 2 * 8 : 0;  // pingpong: the two consumers' turn barriers
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_TILE_BYTES + 2 * STAGES * 8 + TURN_BYTES + 1024;  // + barriers, alignment slack
     static_assert(WG_M % 64 == 0 && MI * BN / 2 <= 128, "a consumer holds at most 128 fp32 accumulators");
     static_assert(B_SLICE_ROWS <= 256 && BM <= 256, "a TMA box side is at most 256");
     static_assert((B_SLICE_ROWS * 128) % 1024 == 0, "multicast slices must keep the 1024-byte swizzle alignment");
     static_assert(!EPI_TMA || (sizeof(T) == 2 && MI == 1 && BN % 64 == 0), "the TMA epilogue stores bf16 64-row boxes");
+    static_assert(!PINGPONG || (CONSUMERS == 2 && CLUSTER == 1 && LAG == 1 && !EPI_TMA), "pingpong: two consumers, no cluster, LAG 1");
 };
 
 __device__ __forceinline__ uint8_t* align1024(uint8_t* p) {
@@ -341,6 +347,98 @@ gemm_ws(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtenso
     if constexpr (C::CLUSTER > 1) sm90::cluster_sync();  // no CTA leaves while its peer may still signal it
 }
 
+// --- pingpong: warpgroup 0 produces, warpgroups 1 and 2 each own a whole tile. The CTA's tile sequence
+// (first, first + step, ...) alternates between them: consumer c takes tiles j = c, c + 2, ... of it. The
+// producer loads every tile's k-blocks in sequence order through the one ring, so consumer c finds tile
+// j's k-block kb at ring position j * k_blocks + kb and skips the other consumer's positions; each stage is
+// read by one consumer (empty counts 1 arrival). The mainloops take turns: consumer c waits on turn[c]
+// before its mainloop and, once it has waited on its last k-block, arrives on turn[c ^ 1] (128 arrivals),
+// then drains its wgmmas and stores its tile while the other consumer multiplies. The turns are also what
+// makes the parity waits sound: when a consumer starts a tile, every earlier ring position has landed, so
+// no full barrier is more than one phase behind the position it waits for.
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, 1)
+gemm_pingpong(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, const __grid_constant__ CUtensorMap tmC,
+              typename C::Out* out, int M, int N, int K, int group) {
+    using T = typename C::Elem;
+    extern __shared__ uint8_t smem_raw[];
+    T* sA = reinterpret_cast<T*>(align1024(smem_raw));
+    T* sB = sA + C::STAGES * C::A_ELEMS;
+    uint64_t* full = reinterpret_cast<uint64_t*>(sB + C::STAGES * C::B_ELEMS);
+    uint64_t* empty = full + C::STAGES;
+    uint64_t* turn = empty + C::STAGES;
+    const int wg = threadIdx.x / 128;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < C::STAGES; ++s) {
+            sm90::mbar_init(&full[s], 1);
+            sm90::mbar_init(&empty[s], 1);
+        }
+        sm90::mbar_init(&turn[0], 128);
+        sm90::mbar_init(&turn[1], 128);
+        sm90::fence_barrier_init();
+    }
+    __syncthreads();
+
+    const int tiles_m = (M + C::BM - 1) / C::BM, tiles_n = (N + C::BN - 1) / C::BN, k_blocks = (K + C::BK - 1) / C::BK;
+    const int units = tiles_m * tiles_n, first = blockIdx.x, step = gridDim.x;
+
+    if (wg == 0) {
+        sm90::regs_release<40>();
+        if (threadIdx.x == 0) {
+            int stage = 0;
+            uint32_t phase = 0;
+            for (int u = first; u < units; u += step) {
+                int tm, tn;
+                tile_of(u, tiles_m, tiles_n, group, tm, tn);
+                for (int kb = 0; kb < k_blocks; ++kb) {
+                    sm90::mbar_wait(&empty[stage], phase ^ 1);
+                    sm90::mbar_arrive_expect_tx(&full[stage], C::STAGE_BYTES);
+                    sm90::tma_load_2d(sA + stage * C::A_ELEMS, &tmA, &full[stage], kb * C::BK, tm * C::BM);
+                    sm90::tma_load_2d(sB + stage * C::B_ELEMS, &tmB, &full[stage], kb * C::BK, tn * C::BN);
+                    if (++stage == C::STAGES) stage = 0, phase ^= 1;
+                }
+            }
+        }
+    } else {
+        sm90::regs_claim<232>();
+        const int cw = wg - 1, tid = threadIdx.x % 128;
+        float d[C::MI][C::BN / 2];
+        for (int j = cw, i = 0; first + j * step < units; j += 2, ++i) {
+            int tm, tn;
+            tile_of(first + j * step, tiles_m, tiles_n, group, tm, tn);
+            if (cw == 1 || i > 0) sm90::mbar_wait(&turn[cw], uint32_t((i - 1 + cw) & 1));  // the other's previous mainloop is done
+            const int pos = j * k_blocks;
+            int stage = pos % C::STAGES;
+            uint32_t phase = uint32_t(pos / C::STAGES) & 1;
+            zero<C>(d);
+            int prev = -1;
+            for (int kb = 0; kb < k_blocks; ++kb) {
+                sm90::mbar_wait(&full[stage], phase);
+                sm90::wgmma_fence();
+                mma_kblock<C>(d, sA + stage * C::A_ELEMS, sB + stage * C::B_ELEMS);
+                sm90::wgmma_commit();
+                sm90::wgmma_wait<1>();  // the previous k-block's wgmmas are done: free its stage
+                if (prev >= 0 && tid == 0) sm90::mbar_arrive(&empty[prev]);
+                prev = stage;
+                if (++stage == C::STAGES) stage = 0, phase ^= 1;
+            }
+            sm90::mbar_arrive(&turn[cw ^ 1]);  // the other consumer's mainloop may start
+            sm90::wgmma_wait<0>();
+            settle<C>(d);
+            if (prev >= 0 && tid == 0) sm90::mbar_arrive(&empty[prev]);
+            store_tile<C>(d, out, M, N, tm * C::BM, tn * C::BN);
+        }
+    }
+}
+
+// The warp-specialized kernel a configuration runs.
+template <class C>
+constexpr auto ws_kernel() {
+    if constexpr (C::PINGPONG) return gemm_pingpong<C>;
+    else return gemm_ws<C>;
+}
+
 // ===================================================================================================
 // Launchers
 // ===================================================================================================
@@ -379,7 +477,7 @@ void run_serial(const Launch<C>& l, cudaStream_t s) {
 template <class C>
 Launch<C> prepare_ws(const typename C::Elem* A, const typename C::Elem* B, typename C::Out* out, Problem p, bool persistent,
                      int group) {
-    auto f = gemm_ws<C>;
+    auto f = ws_kernel<C>();
     KWIKI_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
     int tiles_m = (p.M + C::BM - 1) / C::BM, tiles_n = (p.N + C::BN - 1) / C::BN;
     int units = (tiles_m + C::CLUSTER - 1) / C::CLUSTER * tiles_n;
@@ -422,7 +520,7 @@ void run_ws(const Launch<C>& l, cudaStream_t s) {
     cfg.dynamicSmemBytes = C::SMEM_BYTES;
     cfg.stream = s;
     cfg.attrs = &attr, cfg.numAttrs = C::CLUSTER > 1 ? 1 : 0;
-    KWIKI_CHECK(cudaLaunchKernelEx(&cfg, gemm_ws<C>, l.tmA, l.tmB, l.tmC, l.out, l.p.M, l.p.N, l.p.K, l.group));
+    KWIKI_CHECK(cudaLaunchKernelEx(&cfg, ws_kernel<C>(), l.tmA, l.tmB, l.tmC, l.out, l.p.M, l.p.N, l.p.K, l.group));
 }
 
 // cuBLAS on the same buffers: row-major C = A B^T is column-major C^T = (B, op T) (A, op N).
@@ -475,11 +573,12 @@ Runner make_cublas(const Buffers& b) {
     return {[b](cudaStream_t s) { run_cublas(b.handle, b.A, b.B, b.out, b.p, TF32, s); }, nullptr, 0, 0};
 }
 
-// Config<elem, BM, BN, consumer warpgroups, stages, cluster, LAG, SPLIT_B, EPI_TMA, RELEASE_CLUSTER>
+// Config<elem, BM, BN, consumer warpgroups, stages, cluster, LAG, SPLIT_B, EPI_TMA, RELEASE_CLUSTER, PINGPONG>
 using SerialBf16 = Config<bf16, 128, 128, 1, 1, 1>;
 using PlainBf16 = Config<bf16, 128, 128, 1, 6, 1>;
 using WideBf16 = Config<bf16, 128, 256, 2, 4, 1, 1>;
 using WideBf16Lag0 = Config<bf16, 128, 256, 2, 4, 1, 0>;
+using PingpongBf16 = Config<bf16, 128, 128, 2, 6, 1, 1, true, false, false, true>;
 using ClusterBf16 = Config<bf16, 128, 256, 2, 4, 2, 1>;
 using ClusterBf16Slow = Config<bf16, 128, 256, 2, 4, 2, 1, true, false, true>;
 using EpiBf16 = Config<bf16, 128, 256, 2, 3, 1, 0, true, true>;
@@ -506,6 +605,7 @@ const VariantInfo kVariants[] = {
     {"ws_persistent_linear", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, 1},
     {"ws_persistent_group8", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, 8},
     {"ws_persistent_lag0", false, false, "128x256x64", WideBf16Lag0::STAGES, make_ws<WideBf16Lag0, true>},
+    {"ws_pingpong", false, false, "2x128x128x64", PingpongBf16::STAGES, make_ws<PingpongBf16, true>},
     {"ws_cluster", false, false, "2x(128x256x64)", ClusterBf16::STAGES, make_ws<ClusterBf16, true>},
     {"ws_cluster_release_cluster", false, false, "2x(128x256x64)", ClusterBf16Slow::STAGES, make_ws<ClusterBf16Slow, true>},
     {"ws_tma_epilogue", false, false, "128x256x64", EpiBf16::STAGES, make_ws<EpiBf16, true>},
