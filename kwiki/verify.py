@@ -192,23 +192,27 @@ def _round(x: float | None, digits: int = 5) -> float | None:
 
 def _history(report: Report, root: Path, write: bool) -> None:
     """Compare with the last run on this GPU model, then append this run's rows."""
-    gpu = report.plan.gpu
     if not report.outcomes:
         return
-    gpu_name = gpu.name if gpu else "host"
-    path = history.store_path(root, gpu_name)
+    # every row carries the run's provenance, with the full time of the run as its date
+    common = {**_provenance(report, None).model_dump(exclude={"artifact_hash"}),
+              "date": report.date, "run_id": report.run_id}
+    path = history.store_path(root, common["gpu"])
     old_rows, _ = history.read_store(path)
-    last_c, last_r = history.last_claims(old_rows), history.last_records(old_rows)
+    last_c = history.last_claims(old_rows)
     for c in report.claims:
         if c.value is None:
             continue
         prev = last_c.get((c.page, c.claim))
         c.change = "new" if prev is None or prev.value is None else history.change(
             c.value, c.spread, prev.value, prev.spread, c.direction)
-    e = report.environment
-    common = dict(run_id=report.run_id, date=report.date, gpu=gpu_name, gpu_uuid=gpu.uuid if gpu else None,
-                  arch=gpu.arch if gpu else None, driver=e.driver, cuda=e.cuda, nvcc=e.nvcc, commit=e.commit,
-                  dirty=e.dirty, kwiki=e.kwiki)
+    rows = _record_rows(report, common, history.last_records(old_rows)) + _claim_rows(report, common)
+    if write and rows:
+        history.append_rows(path, rows)
+
+
+def _record_rows(report: Report, common: dict, last: dict) -> list[history.Row]:
+    """One row per record of the run; notes each record's change against its last passing run."""
     rows: list[history.Row] = []
     for path_key, outs in sorted(report.outcomes.items()):
         planned = report.plan.artifacts[path_key]
@@ -216,8 +220,7 @@ def _history(report: Report, root: Path, write: bool) -> None:
             for r in o.records:
                 figs = {k: _round(v) for k, v in r.figures().items()}
                 spread = r.timing.spread if r.timing else None
-                key = (planned.name, r.variant, json.dumps(r.params, sort_keys=True))
-                prev = last_r.get(key)
+                prev = last.get((planned.name, r.variant, json.dumps(r.params, sort_keys=True)))
                 if prev is not None and "time_us" in figs:
                     report.record_changes.append({
                         "artifact": planned.name, "variant": r.variant, "params": r.params,
@@ -230,6 +233,11 @@ def _history(report: Report, root: Path, write: bool) -> None:
                     variant=r.variant, params=r.params, figures=figs, spread=_round(spread, 3),
                     samples=r.timing.samples if r.timing else None, passed=r.check.passed,
                     registers=int(regs) if isinstance(regs, (int, float)) else None))
+    return rows
+
+
+def _claim_rows(report: Report, common: dict) -> list[history.Row]:
+    rows: list[history.Row] = []
     for c in report.claims:
         if c.artifact is None or c.verdict in (Verdict.not_run, Verdict.not_testable):
             continue
@@ -238,8 +246,7 @@ def _history(report: Report, root: Path, write: bool) -> None:
             **common, artifact=planned.name if planned else c.artifact, artifact_hash=planned.hash if planned else None,
             page=c.page, claim=c.claim, value=_round(c.value), unit=c.unit, spread=_round(c.spread, 3),
             verdict=c.verdict.value, change=c.change))
-    if write and rows:
-        history.append_rows(path, rows)
+    return rows
 
 
 def _write_back(report: Report, root: Path, progress: Progress) -> None:
