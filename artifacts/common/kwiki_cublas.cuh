@@ -16,12 +16,22 @@
 //   KWIKI_CHECK_STATUS(kwiki::cublas().Create(&h));
 //   KWIKI_CHECK_STATUS(kwiki::cublas().GemmEx(h, kwiki::CUBLAS_OP_T, kwiki::CUBLAS_OP_N, ...));
 // No link flag is needed: dlopen is in libc from glibc 2.34 on (add `dl` to build.libs on older glibc).
+//
+// cuBLASLt (for fp8 GEMMs with per-tensor scales, which cublasGemmEx does not take) is opened the same
+// way and separately, from "libcublasLt.so.13", then ".so.12", then ".so", when first used:
+//   kwiki::cublasLtHandle_t lt;
+//   KWIKI_CHECK_STATUS(kwiki::cublasLt().Create(&lt));
+//   KWIKI_CHECK_STATUS(kwiki::cublasLt().MatmulAlgoGetHeuristic(lt, desc, Adesc, ..., pref, 1, &result, &n));
+//   KWIKI_CHECK_STATUS(kwiki::cublasLt().Matmul(lt, desc, &alpha, A, Adesc, ..., &result.algo, ws, ws_bytes, s));
+// Its values are those of the public cublasLt.h (CUDA 12 and 13); CUDA_R_8F_E4M3 is library_types.h's.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <library_types.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "kwiki_bench.cuh"
@@ -40,9 +50,66 @@ enum cublasOperation_t : int { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 enum cublasComputeType_t : int { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 };
 enum cublasGemmAlgo_t : int { CUBLAS_GEMM_DEFAULT = -1 };
 
+// cublasLt.h: opaque handle and descriptors (pointers to cuBLASLt's own structs), and the matmul
+// descriptor attributes the artifacts set. TRANSA/TRANSB take an int32_t (cublasOperation_t); the two
+// scale pointers take a `const void*` to one device float (the compute type's), applied to A and B.
+struct cublasLtContext;
+using cublasLtHandle_t = cublasLtContext*;
+struct cublasLtMatmulDescOpaque_t;
+using cublasLtMatmulDesc_t = cublasLtMatmulDescOpaque_t*;
+struct cublasLtMatrixLayoutOpaque_t;
+using cublasLtMatrixLayout_t = cublasLtMatrixLayoutOpaque_t*;
+struct cublasLtMatmulPreferenceOpaque_t;
+using cublasLtMatmulPreference_t = cublasLtMatmulPreferenceOpaque_t*;
+struct cublasLtMatmulAlgo_t {  // semi-opaque: filled by AlgoGetHeuristic, passed back to Matmul
+    uint64_t data[8];
+};
+struct cublasLtMatmulHeuristicResult_t {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspaceSize;  // workspace the algo needs
+    cublasStatus_t state;  // the other fields hold only when this is CUBLAS_STATUS_SUCCESS
+    float wavesCount;
+    int reserved[4];
+};
+enum cublasLtMatmulPreferenceAttributes_t : int { CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 };  // uint64_t
+enum cublasLtMatmulDescAttributes_t : int {
+    CUBLASLT_MATMUL_DESC_TRANSA = 3,
+    CUBLASLT_MATMUL_DESC_TRANSB = 4,
+    CUBLASLT_MATMUL_DESC_A_SCALE_POINTER = 17,
+    CUBLASLT_MATMUL_DESC_B_SCALE_POINTER = 18,
+};
+
 // ===================================================================================================
 // Entry points, resolved from the library on first use
 // ===================================================================================================
+
+namespace detail {
+
+// The first of `names` that dlopen finds; exits 2 naming every attempt when none is there.
+inline void* open_first(std::initializer_list<const char*> names, const char* what) {
+    std::string tried, tried_names;
+    for (const char* name : names) {
+        if (void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return lib;
+        const char* err = dlerror();
+        tried += std::string(tried.empty() ? "" : "; ") + (err ? err : name);
+        tried_names += std::string(tried_names.empty() ? "" : " | ") + name;
+    }
+    const std::string msg = std::string(what) + " is not available (" + tried + "); the cuBLAS variants need " + what +
+                            " on the loader path (LD_LIBRARY_PATH)";
+    fail_env(__FILE__, __LINE__, ("dlopen(" + tried_names + ")").c_str(), msg.c_str());
+}
+
+// fn = the symbol's address in lib; exits 2 when the library lacks it.
+template <typename Fn>
+void bind(void* lib, const char* symbol, Fn& fn) {
+    fn = reinterpret_cast<Fn>(dlsym(lib, symbol));
+    if (!fn) {
+        const std::string msg = std::string("symbol ") + symbol + " not found in the loaded cuBLAS library";
+        fail_env(__FILE__, __LINE__, "dlsym", msg.c_str());
+    }
+}
+
+}  // namespace detail
 
 class Cublas {
   public:
@@ -65,40 +132,76 @@ class Cublas {
     }
 
   private:
-    static constexpr const char* kLibraries[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-
     static Cublas load() {
-        void* lib = nullptr;
-        std::string tried;
-        for (const char* name : kLibraries) {
-            lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-            if (lib) break;
-            const char* err = dlerror();
-            tried += std::string(tried.empty() ? "" : "; ") + (err ? err : name);
-        }
-        if (!lib) {
-            const std::string msg = "cuBLAS is not available (" + tried +
-                                    "); the cuBLAS variants need libcublas on the loader path (LD_LIBRARY_PATH)";
-            fail_env(__FILE__, __LINE__, "dlopen(libcublas.so.13 | libcublas.so.12 | libcublas.so)", msg.c_str());
-        }
+        void* lib = detail::open_first({"libcublas.so.13", "libcublas.so.12", "libcublas.so"}, "libcublas");
         Cublas c;
-        bind(lib, "cublasCreate_v2", c.Create);
-        bind(lib, "cublasDestroy_v2", c.Destroy);
-        bind(lib, "cublasSetStream_v2", c.SetStream);
-        bind(lib, "cublasGemmEx", c.GemmEx);
+        detail::bind(lib, "cublasCreate_v2", c.Create);
+        detail::bind(lib, "cublasDestroy_v2", c.Destroy);
+        detail::bind(lib, "cublasSetStream_v2", c.SetStream);
+        detail::bind(lib, "cublasGemmEx", c.GemmEx);
         return c;
-    }
-
-    template <typename Fn>
-    static void bind(void* lib, const char* symbol, Fn& fn) {
-        fn = reinterpret_cast<Fn>(dlsym(lib, symbol));
-        if (!fn) {
-            const std::string msg = std::string("symbol ") + symbol + " not found in the loaded cuBLAS library";
-            fail_env(__FILE__, __LINE__, "dlsym", msg.c_str());
-        }
     }
 };
 
 inline const Cublas& cublas() { return Cublas::get(); }
+
+class CublasLt {
+  public:
+    cublasStatus_t (*Create)(cublasLtHandle_t* handle) = nullptr;  // cublasLtCreate
+    cublasStatus_t (*Destroy)(cublasLtHandle_t handle) = nullptr;  // cublasLtDestroy
+    // cublasLtMatmulDescCreate, cublasLtMatmulDescDestroy, cublasLtMatmulDescSetAttribute
+    cublasStatus_t (*MatmulDescCreate)(cublasLtMatmulDesc_t* desc, cublasComputeType_t computeType,
+                                       cudaDataType_t scaleType) = nullptr;
+    cublasStatus_t (*MatmulDescDestroy)(cublasLtMatmulDesc_t desc) = nullptr;
+    cublasStatus_t (*MatmulDescSetAttribute)(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
+                                             const void* buf, size_t sizeInBytes) = nullptr;
+    // cublasLtMatrixLayoutCreate (column-major rows x cols, leading dimension ld), cublasLtMatrixLayoutDestroy
+    cublasStatus_t (*MatrixLayoutCreate)(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows, uint64_t cols,
+                                         int64_t ld) = nullptr;
+    cublasStatus_t (*MatrixLayoutDestroy)(cublasLtMatrixLayout_t layout) = nullptr;
+    // cublasLtMatmul: D = alpha * (scaleA * scaleB) * op(A) op(B) + beta * C; algo may be nullptr
+    cublasStatus_t (*Matmul)(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
+                             cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc, const void* beta,
+                             const void* C, cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
+                             const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspaceSizeInBytes,
+                             cudaStream_t stream) = nullptr;
+    // cublasLtMatmulPreferenceCreate / Destroy / SetAttribute: limits for the heuristic (the workspace it may use)
+    cublasStatus_t (*MatmulPreferenceCreate)(cublasLtMatmulPreference_t* pref) = nullptr;
+    cublasStatus_t (*MatmulPreferenceDestroy)(cublasLtMatmulPreference_t pref) = nullptr;
+    cublasStatus_t (*MatmulPreferenceSetAttribute)(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
+                                                   const void* buf, size_t sizeInBytes) = nullptr;
+    // cublasLtMatmulAlgoGetHeuristic: up to `requested` algos for the problem, best first, in `results`
+    cublasStatus_t (*MatmulAlgoGetHeuristic)(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t Adesc,
+                                             cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc,
+                                             cublasLtMatrixLayout_t Ddesc, cublasLtMatmulPreference_t pref, int requested,
+                                             cublasLtMatmulHeuristicResult_t results[], int* returned) = nullptr;
+
+    // The library loaded once per process; exits 2 when it or one of the symbols is missing.
+    static const CublasLt& get() {
+        static const CublasLt c = load();
+        return c;
+    }
+
+  private:
+    static CublasLt load() {
+        void* lib = detail::open_first({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}, "libcublasLt");
+        CublasLt c;
+        detail::bind(lib, "cublasLtCreate", c.Create);
+        detail::bind(lib, "cublasLtDestroy", c.Destroy);
+        detail::bind(lib, "cublasLtMatmulDescCreate", c.MatmulDescCreate);
+        detail::bind(lib, "cublasLtMatmulDescDestroy", c.MatmulDescDestroy);
+        detail::bind(lib, "cublasLtMatmulDescSetAttribute", c.MatmulDescSetAttribute);
+        detail::bind(lib, "cublasLtMatrixLayoutCreate", c.MatrixLayoutCreate);
+        detail::bind(lib, "cublasLtMatrixLayoutDestroy", c.MatrixLayoutDestroy);
+        detail::bind(lib, "cublasLtMatmul", c.Matmul);
+        detail::bind(lib, "cublasLtMatmulPreferenceCreate", c.MatmulPreferenceCreate);
+        detail::bind(lib, "cublasLtMatmulPreferenceDestroy", c.MatmulPreferenceDestroy);
+        detail::bind(lib, "cublasLtMatmulPreferenceSetAttribute", c.MatmulPreferenceSetAttribute);
+        detail::bind(lib, "cublasLtMatmulAlgoGetHeuristic", c.MatmulAlgoGetHeuristic);
+        return c;
+    }
+};
+
+inline const CublasLt& cublasLt() { return CublasLt::get(); }
 
 }  // namespace kwiki

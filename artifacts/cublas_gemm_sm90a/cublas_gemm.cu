@@ -1,30 +1,46 @@
-// cublas_gemm.cu: what cuBLAS reaches on aligned GEMMs, bf16 and tf32, on random and on all-zero inputs.
+// cublas_gemm.cu: what cuBLAS reaches on aligned GEMMs, bf16, tf32 and fp8, on random and on all-zero inputs.
 //
 // C[M,N] = A[M,K] * B[N,K]^T, A and B row-major (K contiguous), C row-major, fp32 accumulation: in cuBLAS's
-// column-major terms C^T = B^T(op T) * A(op N), one cublasGemmEx call ("TN"). cuBLAS is opened at run
-// time (kwiki_cublas.cuh), so the build needs no cuBLAS.
+// column-major terms C^T = B^T(op T) * A(op N), one cublasGemmEx call ("TN"). fp8 goes through one
+// cublasLtMatmul in the same TN form (the only one Hopper's fp8 GEMM takes: K contiguous in both), with a
+// per-tensor scale for A and B. cuBLAS and cuBLASLt are opened at run time (kwiki_cublas.cuh), so the
+// build needs neither.
 //
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o cublas_gemm cublas_gemm.cu
 // Run:   ./cublas_gemm [--variants a,b] [--shapes 2048x2048x2048,...] [--check-samples 2048] [--seed N]
 //
-// Variants (one cublasGemmEx each; the same call on different data):
+// Variants (one cublasGemmEx or cublasLtMatmul each; per dtype the same call on different data):
 //   bf16_random   bf16 in and out, CUBLAS_COMPUTE_32F, inputs uniform in [-1, 1)
 //   bf16_zeros    the same call with A and B all zeros (fewer toggling bits: less power, higher clocks)
 //   tf32_random   fp32 in and out, CUBLAS_COMPUTE_32F_FAST_TF32, inputs uniform in [-1, 1)
 //   tf32_zeros    the same call with A and B all zeros
+//   fp8_random    cublasLtMatmul, A and B e4m3 (uniform in [-1, 1) times 256, rounded to e4m3) with per-tensor
+//                 scales 1/256, CUBLAS_COMPUTE_32F, bf16 out
+//   fp8_zeros     the same fp8 call with A and B all zeros
 //
 // Checking (before timing): random inputs against a host fp64 dot product on sampled elements, with a
-// tolerance for bf16 output (or tf32 inputs) and fp32 accumulation over K; zero inputs must give exact
+// tolerance for bf16 output (or tf32 inputs) and fp32 accumulation over K (fp8: the dequantized e4m3
+// inputs, so only the accumulation and the bf16 output round); zero inputs must give exact
 // zeros in every element (outputs are poisoned with NaN first, so an unwritten element fails).
 // The variants of one shape are timed together, interleaved, so random and zeros see the same clocks.
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include <cuda_fp8.h>
 
 #include "kwiki_bench.cuh"
 #include "kwiki_cublas.cuh"
 
 using bf16 = __nv_bfloat16;
+using e4m3 = __nv_fp8_e4m3;
+
+enum class Dtype { bf16, tf32, fp8 };
+
+// fp8 inputs are stored as value * kFp8Amplitude (amax 256, below e4m3's 448) and dequantized by the
+// per-tensor scale 1 / kFp8Amplitude, a power of two: the dequantized inputs are exact on the host.
+constexpr float kFp8Amplitude = 256.f;
 
 // ===================================================================================================
 // Reference
@@ -51,8 +67,9 @@ std::vector<Sample> host_reference(const std::vector<float>& A, const std::vecto
     return out;
 }
 
-// Sampled elements of C (bf16 or fp32 on the device) against the fp64 samples.
-kwiki::CheckResult check_samples(const void* C, bool tf32, const std::vector<Sample>& ref, int N, int K) {
+// Sampled elements of C (fp32 for tf32, bf16 otherwise) against the fp64 samples.
+kwiki::CheckResult check_samples(const void* C, Dtype dt, const std::vector<Sample>& ref, int N, int K) {
+    const bool tf32 = dt == Dtype::tf32;
     std::vector<float> got(ref.size());
     for (size_t j = 0; j < ref.size(); ++j) {
         const size_t at = size_t(ref[j].row) * N + ref[j].col;
@@ -68,14 +85,17 @@ kwiki::CheckResult check_samples(const void* C, bool tf32, const std::vector<Sam
     for (size_t j = 0; j < ref.size(); ++j) want[j] = ref[j].value;
     // tf32 keeps 10 mantissa bits of each input (relative error ~2^-11 per product, random signs: grows
     // like sqrt(K)); bf16 output rounds once to 8 bits. Inputs in [-1, 1): |C| ~ sqrt(K / 9).
-    const kwiki::Tolerance tol = tf32 ? kwiki::Tolerance{2e-3 * std::sqrt(double(K)), 1e-2}
-                                      : kwiki::Tolerance{2e-4 * std::sqrt(double(K)), 2.0 / 128};
+    // fp8: the dequantized products are exact in fp32, so the bf16 output rounding (half an ulp, 2^-8
+    // relative at most) dominates; rtol 2^-7.
+    const kwiki::Tolerance tol = tf32               ? kwiki::Tolerance{2e-3 * std::sqrt(double(K)), 1e-2}
+                                 : dt == Dtype::fp8 ? kwiki::Tolerance{2e-4 * std::sqrt(double(K)), 1.0 / 128}
+                                                    : kwiki::Tolerance{2e-4 * std::sqrt(double(K)), 2.0 / 128};
     return kwiki::compare(got.data(), want.data(), ref.size(), tol, "host fp64 on sampled elements");
 }
 
 // Every element exactly zero (either sign); NaN (poison) or anything else fails.
-kwiki::CheckResult check_zeros(const void* C, bool tf32, size_t n) {
-    std::vector<float> got = tf32 ? kwiki::to_host_float(static_cast<const float*>(C), n)
+kwiki::CheckResult check_zeros(const void* C, Dtype dt, size_t n) {
+    std::vector<float> got = dt == Dtype::tf32 ? kwiki::to_host_float(static_cast<const float*>(C), n)
                                   : kwiki::to_host_float(static_cast<const bf16*>(C), n);
     kwiki::CheckResult r;
     r.reference = "exact zeros (zero inputs)";
@@ -98,12 +118,102 @@ kwiki::CheckResult check_zeros(const void* C, bool tf32, size_t n) {
 }
 
 // ===================================================================================================
-// Launcher
+// Inputs
+// ===================================================================================================
+
+// e4m3 of amplitude * (uniform in [-1, 1)), rounded to nearest; |value| <= amplitude < 448, never NaN.
+__global__ void fill_random_e4m3_kernel(e4m3* p, size_t n, uint64_t seed, float amplitude) {
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+        p[i].__x = __nv_cvt_float_to_fp8(amplitude * kwiki::random_unit(seed, i, -1.f, 1.f), __NV_SATFINITE, __NV_E4M3);
+}
+
+void fill_random_e4m3(e4m3* dev, size_t n, uint64_t seed, float amplitude) {
+    const size_t blocks = std::min<size_t>((n + 255) / 256, size_t(1) << 16);
+    fill_random_e4m3_kernel<<<unsigned(std::max<size_t>(blocks, 1)), 256>>>(dev, n, seed, amplitude);
+    KWIKI_CHECK_LAST();
+}
+
+// The dequantized inputs: e4m3 values times the per-tensor scale (exact: the scale is a power of two).
+std::vector<float> to_host_dequantized(const e4m3* dev, size_t n, float scale) {
+    std::vector<float> out = kwiki::to_host_float(dev, n);
+    for (float& v : out) v *= scale;
+    return out;
+}
+
+// ===================================================================================================
+// Launchers
 // ===================================================================================================
 
 struct Problem {
     int M, N, K;
 };
+
+// One fp8 cublasLtMatmul, set up once per shape: descriptors, the two device scales, a workspace.
+struct LtFp8 {
+    kwiki::cublasLtMatmulDesc_t desc = nullptr;
+    kwiki::cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    float* scales = nullptr;  // [0] for cuBLASLt's A (our B), [1] for its B (our A)
+    void* workspace = nullptr;
+    static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+    // C^T[N,M] = B[N,K] (op T) * A^T (op N), all column-major in cuBLASLt's terms, as for cublasGemmEx.
+    LtFp8(const Problem& p, float scale) {
+        const auto& lt = kwiki::cublasLt();
+        KWIKI_CHECK_STATUS(lt.MatmulDescCreate(&desc, kwiki::CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        const int32_t op_t = kwiki::CUBLAS_OP_T, op_n = kwiki::CUBLAS_OP_N;
+        KWIKI_CHECK_STATUS(lt.MatmulDescSetAttribute(desc, kwiki::CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t));
+        KWIKI_CHECK_STATUS(lt.MatmulDescSetAttribute(desc, kwiki::CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n));
+        KWIKI_CHECK(cudaMalloc(&scales, 2 * sizeof(float)));
+        const float host_scales[2] = {scale, scale};
+        KWIKI_CHECK(cudaMemcpy(scales, host_scales, sizeof host_scales, cudaMemcpyHostToDevice));
+        const void* sa = scales;
+        const void* sb = scales + 1;
+        KWIKI_CHECK_STATUS(lt.MatmulDescSetAttribute(desc, kwiki::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa));
+        KWIKI_CHECK_STATUS(lt.MatmulDescSetAttribute(desc, kwiki::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb));
+        KWIKI_CHECK_STATUS(lt.MatrixLayoutCreate(&a, CUDA_R_8F_E4M3, p.K, p.N, p.K));
+        KWIKI_CHECK_STATUS(lt.MatrixLayoutCreate(&b, CUDA_R_8F_E4M3, p.K, p.M, p.K));
+        KWIKI_CHECK_STATUS(lt.MatrixLayoutCreate(&c, CUDA_R_16BF, p.N, p.M, p.N));  // C and D: bf16, as the output
+        KWIKI_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
+    }
+
+    // The heuristic's first choice for this problem within the workspace (cuBLASLt's default preference
+    // allows no workspace, and with none Hopper's fp8 kernels are not offered). Needs the handle, so it runs
+    // once the handle exists; exits 2 when cuBLASLt offers nothing.
+    void choose(kwiki::cublasLtHandle_t h) {
+        const auto& lt = kwiki::cublasLt();
+        kwiki::cublasLtMatmulPreference_t pref = nullptr;
+        KWIKI_CHECK_STATUS(lt.MatmulPreferenceCreate(&pref));
+        const uint64_t limit = kWorkspaceBytes;
+        KWIKI_CHECK_STATUS(lt.MatmulPreferenceSetAttribute(pref, kwiki::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit,
+                                                           sizeof limit));
+        kwiki::cublasLtMatmulHeuristicResult_t result{};
+        int found = 0;
+        KWIKI_CHECK_STATUS(lt.MatmulAlgoGetHeuristic(h, desc, a, b, c, c, pref, 1, &result, &found));
+        KWIKI_CHECK_STATUS(lt.MatmulPreferenceDestroy(pref));
+        if (found < 1 || result.state != kwiki::CUBLAS_STATUS_SUCCESS)
+            kwiki::fail_env(__FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic",
+                            "cuBLASLt offers no fp8 algorithm for this problem");
+        algo = result.algo;
+    }
+    kwiki::cublasLtMatmulAlgo_t algo{};
+    ~LtFp8() {
+        const auto& lt = kwiki::cublasLt();
+        KWIKI_CHECK_STATUS(lt.MatrixLayoutDestroy(c));
+        KWIKI_CHECK_STATUS(lt.MatrixLayoutDestroy(b));
+        KWIKI_CHECK_STATUS(lt.MatrixLayoutDestroy(a));
+        KWIKI_CHECK_STATUS(lt.MatmulDescDestroy(desc));
+        KWIKI_CHECK(cudaFree(scales));
+        KWIKI_CHECK(cudaFree(workspace));
+    }
+    LtFp8(const LtFp8&) = delete;
+    LtFp8& operator=(const LtFp8&) = delete;
+};
+
+void run_cublaslt_fp8(kwiki::cublasLtHandle_t h, const LtFp8& plan, const void* A, const void* B, void* C, cudaStream_t s) {
+    const float alpha = 1.f, beta = 0.f;
+    KWIKI_CHECK_STATUS(kwiki::cublasLt().Matmul(h, plan.desc, &alpha, B, plan.a, A, plan.b, &beta, C, plan.c, C, plan.c,
+                                                &plan.algo, plan.workspace, LtFp8::kWorkspaceBytes, s));
+}
 
 void run_cublas(kwiki::cublasHandle_t h, const void* A, const void* B, void* C, const Problem& p, bool tf32, cudaStream_t s) {
     const float alpha = 1.f, beta = 0.f;
@@ -121,16 +231,18 @@ void run_cublas(kwiki::cublasHandle_t h, const void* A, const void* B, void* C, 
 
 struct VariantInfo {
     const char* name;
-    bool tf32;
+    Dtype dtype;
     bool zeros;
 };
 
 const VariantInfo kVariants[] = {
-    {"bf16_random", false, false},
-    {"bf16_zeros", false, true},
-    {"tf32_random", true, false},
-    {"tf32_zeros", true, true},
+    {"bf16_random", Dtype::bf16, false}, {"bf16_zeros", Dtype::bf16, true}, {"tf32_random", Dtype::tf32, false},
+    {"tf32_zeros", Dtype::tf32, true},   {"fp8_random", Dtype::fp8, false}, {"fp8_zeros", Dtype::fp8, true},
 };
+
+size_t input_bytes(Dtype dt) { return dt == Dtype::tf32 ? 4 : dt == Dtype::fp8 ? 1 : 2; }
+size_t output_bytes(Dtype dt) { return dt == Dtype::tf32 ? 4 : 2; }
+const char* dtype_name(Dtype dt) { return dt == Dtype::tf32 ? "tf32" : dt == Dtype::fp8 ? "fp8_e4m3" : "bf16"; }
 
 const char* kDefaultShapes = "2048x2048x2048,4096x4096x4096,8192x8192x8192,16384x2048x4096";
 
@@ -165,8 +277,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cublas_gemm: seed %llu, %d SMs, L2 %zu MiB\n", (unsigned long long)seed, kwiki::sm_count(),
                  kwiki::l2_bytes() >> 20);
 
-    kwiki::cublasHandle_t handle;
-    KWIKI_CHECK_STATUS(kwiki::cublas().Create(&handle));
+    bool any_fp8 = false, any_gemmex = false;
+    for (auto& v : kVariants)
+        if (args.want(v.name)) (v.dtype == Dtype::fp8 ? any_fp8 : any_gemmex) = true;
+    kwiki::cublasHandle_t handle = nullptr;
+    kwiki::cublasLtHandle_t lt_handle = nullptr;
+    if (any_gemmex) KWIKI_CHECK_STATUS(kwiki::cublas().Create(&handle));
+    if (any_fp8) KWIKI_CHECK_STATUS(kwiki::cublasLt().Create(&lt_handle));
 
     for (const Problem& p : shapes) {
         const size_t nA = size_t(p.M) * p.K, nB = size_t(p.N) * p.K, nC = size_t(p.M) * p.N;
@@ -174,6 +291,19 @@ int main(int argc, char** argv) {
         for (auto& v : kVariants)
             if (args.want(v.name)) todo.push_back(&v);
         if (todo.empty()) continue;
+        std::unique_ptr<LtFp8> lt_plan;
+        if (any_fp8) {
+            lt_plan = std::make_unique<LtFp8>(p, 1.f / kFp8Amplitude);
+            lt_plan->choose(lt_handle);
+        }
+        const LtFp8* plan = lt_plan.get();
+        // one call of a variant's dtype on stream st
+        auto launch = [=](Dtype dt, const void* A, const void* B, void* C, cudaStream_t st) {
+            if (dt == Dtype::fp8)
+                run_cublaslt_fp8(lt_handle, *plan, A, B, C, st);
+            else
+                run_cublas(handle, A, B, C, p, dt == Dtype::tf32, st);
+        };
 
         // per variant: its own inputs (random or zeros, in its dtype) and output
         struct Slot {
@@ -183,32 +313,40 @@ int main(int argc, char** argv) {
         std::vector<Slot> slots(todo.size());
         for (size_t i = 0; i < todo.size(); ++i) {
             const VariantInfo& v = *todo[i];
-            const size_t es = v.tf32 ? 4 : 2;
+            const size_t es = input_bytes(v.dtype), os = output_bytes(v.dtype);
             Slot& s = slots[i];
             KWIKI_CHECK(cudaMalloc(&s.A, nA * es));
             KWIKI_CHECK(cudaMalloc(&s.B, nB * es));
-            KWIKI_CHECK(cudaMalloc(&s.C, nC * es));
-            const uint64_t sa = kwiki::hash64(seed, 1000 + p.M + 7ull * p.N + 13ull * p.K + v.tf32), sb = kwiki::hash64(sa, 1);
+            KWIKI_CHECK(cudaMalloc(&s.C, nC * os));
+            const uint64_t sa = kwiki::hash64(seed, 1000 + p.M + 7ull * p.N + 13ull * p.K + uint64_t(v.dtype)),
+                           sb = kwiki::hash64(sa, 1);
             if (v.zeros) {
                 KWIKI_CHECK(cudaMemset(s.A, 0, nA * es));
                 KWIKI_CHECK(cudaMemset(s.B, 0, nB * es));
-            } else if (v.tf32) {
+            } else if (v.dtype == Dtype::fp8) {
+                fill_random_e4m3(static_cast<e4m3*>(s.A), nA, sa, kFp8Amplitude);
+                fill_random_e4m3(static_cast<e4m3*>(s.B), nB, sb, kFp8Amplitude);
+            } else if (v.dtype == Dtype::tf32) {
                 kwiki::fill_random(static_cast<float*>(s.A), nA, sa), kwiki::fill_random(static_cast<float*>(s.B), nB, sb);
             } else {
                 kwiki::fill_random(static_cast<bf16*>(s.A), nA, sa), kwiki::fill_random(static_cast<bf16*>(s.B), nB, sb);
             }
-            kwiki::poison(s.C, nC * es);
-            run_cublas(handle, s.A, s.B, s.C, p, v.tf32, 0);
+            kwiki::poison(s.C, nC * os);
+            launch(v.dtype, s.A, s.B, s.C, 0);
             KWIKI_CHECK(cudaDeviceSynchronize());
             if (v.zeros) {
-                s.check = check_zeros(s.C, v.tf32, nC);
+                s.check = check_zeros(s.C, v.dtype, nC);
             } else {
-                std::vector<float> hA = v.tf32 ? kwiki::to_host_float(static_cast<float*>(s.A), nA)
-                                               : kwiki::to_host_float(static_cast<bf16*>(s.A), nA);
-                std::vector<float> hB = v.tf32 ? kwiki::to_host_float(static_cast<float*>(s.B), nB)
-                                               : kwiki::to_host_float(static_cast<bf16*>(s.B), nB);
+                auto host = [&](const void* dev, size_t n) {
+                    switch (v.dtype) {
+                        case Dtype::tf32: return kwiki::to_host_float(static_cast<const float*>(dev), n);
+                        case Dtype::fp8: return to_host_dequantized(static_cast<const e4m3*>(dev), n, 1.f / kFp8Amplitude);
+                        default: return kwiki::to_host_float(static_cast<const bf16*>(dev), n);
+                    }
+                };
+                const std::vector<float> hA = host(s.A, nA), hB = host(s.B, nB);
                 const auto ref = host_reference(hA, hB, p.M, p.N, p.K, samples, kwiki::hash64(sa, 2));
-                s.check = check_samples(s.C, v.tf32, ref, p.N, p.K);
+                s.check = check_samples(s.C, v.dtype, ref, p.N, p.K);
             }
             std::fprintf(stderr, "check %-12s %5dx%5dx%5d: %s\n", v.name, p.M, p.N, p.K, s.check.detail.c_str());
         }
@@ -217,19 +355,18 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < todo.size(); ++i) {
             if (!slots[i].check.passed) continue;
             const Slot s = slots[i];
-            const bool tf32 = todo[i]->tf32;
-            bench.add(todo[i]->name, [=](cudaStream_t st) { run_cublas(handle, s.A, s.B, s.C, p, tf32, st); });
+            const Dtype dt = todo[i]->dtype;
+            bench.add(todo[i]->name, [=](cudaStream_t st) { launch(dt, s.A, s.B, s.C, st); });
         }
         auto results = bench.run();
 
         for (size_t i = 0; i < todo.size(); ++i) {
             const VariantInfo& v = *todo[i];
-            const size_t es = v.tf32 ? 4 : 2;
             kwiki::Record rec;
             rec.variant = v.name;
-            rec.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", v.tf32 ? "tf32" : "bf16"}};
+            rec.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", dtype_name(v.dtype)}};
             rec.flops = 2.0 * p.M * p.N * double(p.K);
-            rec.bytes = double(nA + nB + nC) * es;
+            rec.bytes = double(nA + nB) * input_bytes(v.dtype) + double(nC) * output_bytes(v.dtype);
             rec.check = slots[i].check;
             for (auto& b : results)
                 if (b.name == v.name) rec.timing = b.timing, rec.clocks = b.clocks;
@@ -240,6 +377,7 @@ int main(int argc, char** argv) {
             KWIKI_CHECK(cudaFree(slots[i].C));
         }
     }
-    KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(handle));
+    if (handle) KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(handle));
+    if (lt_handle) KWIKI_CHECK_STATUS(kwiki::cublasLt().Destroy(lt_handle));
     return kwiki::exit_code();
 }

@@ -1,0 +1,1 @@
+../gemm_bf16_sm90a/gemm.cu

@@ -1,0 +1,148 @@
+"""l2_profile.py: what the tile order of the persistent GEMM does to the L2, read by Nsight Compute.
+
+    python3 l2_profile.py BINARY [--shapes=8192x8192x8192,...] --variants a,b,c
+
+BINARY is gemm.cu built for sm_90a (the same source as artifacts/gemm_bf16_sm90a). For each variant
+and shape it runs the binary once under `ncu`, which profiles the first launch of the GEMM kernel
+(`gemm_ws`): the binary's correctness check launches it first, on fresh random inputs, and prints its
+own record (check result and a timing under the profiler, which this driver drops: time comes from
+the gemm_bf16_sm90a artifact, not from a profiled run). ncu flushes every cache before each replay
+pass (`--cache-control all`), so the kernel starts from a cold L2, as in the timing protocol, and it
+leaves the clocks alone (`--clock-control none`).
+
+One record per variant and shape, with the binary's check and these extras:
+  l2_hit_rate_pct       lts__t_sector_hit_rate.pct: L2 sector lookups that hit, all operations
+  l2_read_hit_rate_pct  lts__t_sector_op_read_hit_rate.pct: the same for reads (TMA loads of A and B)
+  dram_read_mb          dram__bytes_read.sum / 1e6: what came from HBM
+  l2_read_mb            lts__t_sectors_op_read.sum * 32 / 1e6: what the SMs asked the L2 for
+  compulsory_mb         (M*K + N*K) * 2 / 1e6: A and B read once, the least any order can read
+  group                 the tile order's band height in tile-rows (1 = row-major)
+A run whose check fails, or that ncu cannot profile, gives a record without figures and exit 1;
+no ncu on this machine is exit 2 (an environment problem).
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "common"))
+import kwiki_bench as kb  # noqa: E402
+
+VARIANTS = {"ws_persistent_linear": 1, "ws_persistent_group8": 8, "ws_persistent": 16}  # variant -> band height
+KERNEL = "regex:gemm_ws"
+METRICS = {
+    "lts__t_sector_hit_rate.pct": "l2_hit_rate_pct",
+    "lts__t_sector_op_read_hit_rate.pct": "l2_read_hit_rate_pct",
+    "dram__bytes_read.sum": "dram_read_bytes",
+    "lts__t_sectors_op_read.sum": "l2_read_sectors",
+}
+# the binary under the profiler: its check, then as little timing as its options allow
+QUIET_TIMING = ["--warmup=0", "--min-samples=1", "--max-samples=2", "--max-seconds=0.01"]
+
+
+def find_ncu() -> str:
+    """ncu from $KWIKI_NCU, the PATH, or the usual install places; exit 2 naming them when absent."""
+    tried = [os.environ.get("KWIKI_NCU") or "", shutil.which("ncu") or ""]
+    tried += sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)
+    tried += sorted(glob.glob("/usr/local/cuda*/bin/ncu"), reverse=True)
+    for path in tried:
+        if path and os.access(path, os.X_OK):
+            return path
+    print("l2_profile: Nsight Compute (ncu) not found: set KWIKI_NCU, or put ncu on the PATH", file=sys.stderr)
+    sys.exit(2)
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    out = []
+    for item in filter(None, text.split(",")):
+        try:
+            m, n, k = (int(x) for x in item.lower().split("x"))
+        except ValueError:
+            print(f"l2_profile: bad shape {item!r}: want MxNxK", file=sys.stderr)
+            sys.exit(2)
+        out.append((m, n, k))
+    return out
+
+
+def read_metrics(report: str) -> dict[str, float]:
+    """The first kernel row of ncu's `--csv --page raw --print-units base` output, by metric name."""
+    lines = [line for line in report.splitlines() if line.startswith('"')]  # drop ==PROF== and app lines
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    if len(rows) < 3:  # header, units, one kernel
+        raise ValueError("ncu printed no kernel row (was the kernel launched?)")
+    header, values = rows[0], rows[2]
+    out = {}
+    for name in METRICS:
+        if name not in header:
+            raise ValueError(f"ncu's report has no column {name}")
+        raw = values[header.index(name)].replace(",", "")
+        out[name] = float(raw)
+    return out
+
+
+def profile(ncu: str, binary: str, variant: str, shape: tuple[int, int, int], seed: int) -> dict:
+    m, n, k = shape
+    params = {"M": m, "N": n, "K": k}
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "ncu.csv"
+        argv = [ncu, "--clock-control", "none", "--cache-control", "all", "-k", KERNEL, "--launch-count", "1",
+                "--metrics", ",".join(METRICS), "--csv", "--page", "raw", "--print-units", "base",
+                "--log-file", str(log), binary, f"--shapes={m}x{n}x{k}", "--variants", variant, f"--seed={seed}",
+                *QUIET_TIMING]
+        print("l2_profile: " + " ".join(argv), file=sys.stderr, flush=True)
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        sys.stderr.write(proc.stderr[-4000:])
+        report = log.read_text(errors="replace") if log.exists() else ""
+    own = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    own = [r for r in own if r.get("variant") == variant and r.get("params", {}).get("M") == m]
+    if proc.returncode != 0 or not own:
+        detail = f"the profiled binary exited {proc.returncode} with {len(own)} record(s) for {variant}"
+        return kb.record(variant, params=params, check=kb.CheckResult(False, detail=detail))
+    c = own[0]["check"]
+    check = kb.CheckResult(bool(c["passed"]), c.get("max_abs_err"), c.get("max_rel_err"), c.get("tolerance"),
+                           c.get("reference"), c.get("detail"))
+    if not check.passed:
+        return kb.record(variant, params=params, check=check)
+    try:
+        got = read_metrics(report)
+    except ValueError as exc:
+        sys.stderr.write(report[-4000:])
+        check = kb.CheckResult(False, reference=check.reference, detail=f"ncu: {exc}")
+        return kb.record(variant, params=params, check=check)
+    extra = {METRICS[name]: value for name, value in got.items()}
+    extra = {
+        "l2_hit_rate_pct": extra["l2_hit_rate_pct"],
+        "l2_read_hit_rate_pct": extra["l2_read_hit_rate_pct"],
+        "dram_read_mb": extra["dram_read_bytes"] / 1e6,
+        "l2_read_mb": extra["l2_read_sectors"] * 32 / 1e6,
+        "compulsory_mb": (m * k + n * k) * 2 / 1e6,
+        "group": VARIANTS[variant],
+    }
+    return kb.record(variant, params=params, check=check, flops=2.0 * m * n * k, extra=extra)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0].startswith("--"):
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    binary, args = argv[0], kb.parse_args(argv[1:], known=list(VARIANTS))
+    shapes = parse_shapes(args.rest.get("shapes", "8192x8192x8192,4096x4096x4096"))
+    ncu = find_ncu()
+    for variant in VARIANTS:
+        if args.want(variant):
+            for shape in shapes:
+                kb.emit(profile(ncu, binary, variant, shape, args.seed))
+    return kb.exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
