@@ -152,7 +152,8 @@ struct Problem {
 struct LtFp8 {
     kwiki::cublasLtMatmulDesc_t desc = nullptr;
     kwiki::cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-    float* scales = nullptr;  // [0] for cuBLASLt's A (our B), [1] for its B (our A)
+    static constexpr size_t kScaleStride = 64;  // floats: 256 bytes
+    float* scales = nullptr;  // [0] for cuBLASLt's A (our B), [kScaleStride] for its B (our A)
     void* workspace = nullptr;
     static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
@@ -163,11 +164,13 @@ struct LtFp8 {
         const int32_t op_t = kwiki::CUBLAS_OP_T, op_n = kwiki::CUBLAS_OP_N;
         KWIKI_CHECK_STATUS(lt.MatmulDescSetAttribute(desc, kwiki::CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t));
         KWIKI_CHECK_STATUS(lt.MatmulDescSetAttribute(desc, kwiki::CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n));
-        KWIKI_CHECK(cudaMalloc(&scales, 2 * sizeof(float)));
-        const float host_scales[2] = {scale, scale};
-        KWIKI_CHECK(cudaMemcpy(scales, host_scales, sizeof host_scales, cudaMemcpyHostToDevice));
+        // each scale on its own 256-byte boundary: cublasLtMatmul refuses (CUBLAS_STATUS_NOT_SUPPORTED, with
+        // nothing in its log) a scale pointer that is only 4-byte aligned, although the heuristic accepts it
+        KWIKI_CHECK(cudaMalloc(&scales, 2 * kScaleStride * sizeof(float)));
+        KWIKI_CHECK(cudaMemcpy(scales, &scale, sizeof scale, cudaMemcpyHostToDevice));
+        KWIKI_CHECK(cudaMemcpy(scales + kScaleStride, &scale, sizeof scale, cudaMemcpyHostToDevice));
         const void* sa = scales;
-        const void* sb = scales + 1;
+        const void* sb = scales + kScaleStride;
         KWIKI_CHECK_STATUS(lt.MatmulDescSetAttribute(desc, kwiki::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa));
         KWIKI_CHECK_STATUS(lt.MatmulDescSetAttribute(desc, kwiki::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb));
         KWIKI_CHECK_STATUS(lt.MatrixLayoutCreate(&a, CUDA_R_8F_E4M3, p.K, p.N, p.K));
@@ -176,9 +179,9 @@ struct LtFp8 {
         KWIKI_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
     }
 
-    // The heuristic's first choice for this problem within the workspace (cuBLASLt's default preference
-    // allows no workspace, and with none Hopper's fp8 kernels are not offered). Needs the handle, so it runs
-    // once the handle exists; exits 2 when cuBLASLt offers nothing.
+    // The heuristic's first choice for this problem, allowed the 32 MiB workspace (cuBLASLt's default
+    // preference allows none). Needs the handle, so it runs once the handle exists; exits 2 when cuBLASLt
+    // offers nothing.
     void choose(kwiki::cublasLtHandle_t h) {
         const auto& lt = kwiki::cublasLt();
         kwiki::cublasLtMatmulPreference_t pref = nullptr;

@@ -1,9 +1,10 @@
-// wgmma.cu: tensor-core throughput of wgmma.mma_async m64nNk16 (bf16 in, fp32 accumulate) by N, with both
-// operands resident in shared memory: no global traffic in the timed loop, only the multiply itself.
+// wgmma.cu: tensor-core throughput of wgmma.mma_async m64nNk16 (bf16 in, fp32 accumulate) and m64nNk8 (tf32 in)
+// by N, with both operands resident in shared memory: no global traffic in the timed loop, only the multiply.
 //
-// Each CTA copies a 64x64 A tile per warpgroup and one Nx64 B tile into shared memory once, laid out as
-// TMA would write them with the 128-byte swizzle (K-major, 8-row atoms of 1024 bytes), then every
-// warpgroup runs `iters` k-blocks on the same tiles: 4 wgmmas of k16 (64 deep), commit, keep one group in
+// Each CTA copies a 64-row A tile per warpgroup and one N-row B tile, 128 bytes of K per row (64 bf16 or
+// 32 fp32), into shared memory once, laid out as TMA would write them with the 128-byte swizzle (K-major,
+// 8-row atoms of 1024 bytes), then every warpgroup runs `iters` k-blocks on the same tiles: 4 wgmmas of
+// 32 bytes of K each (k16 for bf16, k8 for tf32), commit, keep one group in
 // flight (wait_group 1), like a GEMM main loop whose loads always hit. One CTA per SM (the CTA asks for
 // more than half of an SM's shared memory), grid = SM count.
 //
@@ -13,10 +14,14 @@
 // Variants (n<N>_wg<warpgroups per CTA>):
 //   n64_wg1, n128_wg1, n256_wg1   one warpgroup per CTA issuing m64n64k16 / m64n128k16 / m64n256k16
 //   n64_wg2, n128_wg2, n256_wg2   two warpgroups per CTA, each on its own A tile, sharing the B tile
+//   tf32_n64_wg1, tf32_n128_wg1, tf32_n256_wg1, tf32_n256_wg2
+//                                 the same on fp32 data with m64nNk8.f32.tf32.tf32 (inputs rounded to tf32
+//                                 on the host first, so the tensor cores drop no bits)
 //
 // Checking (before timing, every variant): the same kernel run with 3 k-blocks; CTA 0 writes its
 // accumulators, and every element of each warpgroup's 64xN tile is compared with 3 * (A B^T) computed in
-// fp64 on the host from the same bf16 values.
+// fp64 on the host from the same bf16 (or tf32) values.
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -25,23 +30,39 @@
 
 using bf16 = __nv_bfloat16;
 
-constexpr int KB = 64;          // k-block depth in elements (one 128-byte row of bf16)
+template <typename T> constexpr int KB = 128 / sizeof(T);  // k-block depth in elements (one 128-byte row)
 constexpr int CHECK_ITERS = 3;  // k-blocks in the checked run
 
 // ===================================================================================================
 // Reference
 // ===================================================================================================
 
-// out[(wg*64 + r) * N + c] = iters * sum_k A[wg*64 + r][k] * B[c][k], in fp64.
-std::vector<double> host_reference(const std::vector<float>& A, const std::vector<float>& B, int N, int wgs, int iters) {
+// out[(wg*64 + r) * N + c] = iters * sum_k A[wg*64 + r][k] * B[c][k], in fp64; rows of kb elements.
+std::vector<double> host_reference(const std::vector<float>& A, const std::vector<float>& B, int kb, int N, int wgs,
+                                   int iters) {
     std::vector<double> out(size_t(64) * wgs * N);
     for (int r = 0; r < 64 * wgs; ++r)
         for (int c = 0; c < N; ++c) {
             double acc = 0;
-            for (int k = 0; k < KB; ++k) acc += double(A[size_t(r) * KB + k]) * double(B[size_t(c) * KB + k]);
+            for (int k = 0; k < kb; ++k) acc += double(A[size_t(r) * kb + k]) * double(B[size_t(c) * kb + k]);
             out[size_t(r) * N + c] = iters * acc;
         }
     return out;
+}
+
+// fp32 values on the device -> rounded to tf32 (10 explicit mantissa bits, to nearest, ties away) on the
+// host and written back, so the device and the reference hold the same values whatever the tensor cores do
+// with the 13 low bits; returns the rounded values.
+std::vector<float> to_tf32(float* dev, size_t n) {
+    std::vector<float> h = kwiki::to_host_float(dev, n);
+    for (float& x : h) {
+        uint32_t u;
+        std::memcpy(&u, &x, 4);
+        u = (u + 0x1000u) & ~0x1fffu;  // inputs are in [-1, 1): no overflow into the exponent's top
+        std::memcpy(&x, &u, 4);
+    }
+    KWIKI_CHECK(cudaMemcpy(dev, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    return h;
 }
 
 // ===================================================================================================
@@ -52,10 +73,13 @@ __device__ __forceinline__ uint8_t* align1024(uint8_t* p) {
     return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 1023) & ~uintptr_t(1023));
 }
 
-// A: (64 * WG) x 64 bf16 row-major, B: N x 64 bf16 row-major; out: (64 * WG) x N fp32, written by CTA 0.
-template <int N, int WG>
-__global__ void __launch_bounds__(128 * WG, 1) wgmma_loop(const bf16* __restrict__ A, const bf16* __restrict__ B, int iters,
+// A: (64 * WG) x KB<T> row-major, B: N x KB<T> row-major (T = bf16, or float read as tf32);
+// out: (64 * WG) x N fp32, written by CTA 0.
+template <typename T, int N, int WG>
+__global__ void __launch_bounds__(128 * WG, 1) wgmma_loop(const void* __restrict__ A_, const void* __restrict__ B_, int iters,
                                                           float* __restrict__ out) {
+    const T* A = static_cast<const T*>(A_);
+    const T* B = static_cast<const T*>(B_);
     extern __shared__ uint8_t smem_raw[];
     uint8_t* base = align1024(smem_raw);
     constexpr int A_ROWS = 64 * WG;
@@ -63,7 +87,7 @@ __global__ void __launch_bounds__(128 * WG, 1) wgmma_loop(const bf16* __restrict
     // which is what the descriptor's layout type tells wgmma to undo. A's rows first, then B's.
     for (int i = threadIdx.x; i < (A_ROWS + N) * 8; i += blockDim.x) {
         const int row = i / 8, chunk = i % 8;
-        const bf16* src = row < A_ROWS ? A + size_t(row) * KB : B + size_t(row - A_ROWS) * KB;
+        const T* src = row < A_ROWS ? A + size_t(row) * KB<T> : B + size_t(row - A_ROWS) * KB<T>;
         *reinterpret_cast<uint4*>(base + row * 128 + ((chunk ^ (row & 7)) * 16)) = reinterpret_cast<const uint4*>(src)[chunk];
     }
     sm90::fence_proxy_async();  // the ordinary stores above, before wgmma reads through the async proxy
@@ -79,8 +103,8 @@ __global__ void __launch_bounds__(128 * WG, 1) wgmma_loop(const bf16* __restrict
     for (int it = 0; it < iters; ++it) {
         sm90::wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < KB / 16; ++ks)  // +32 bytes along K = +2 in the descriptor's address field
-            sm90::WgmmaOp<bf16, N>::mma(d, da + 2 * ks, db + 2 * ks, 1);
+        for (int ks = 0; ks < 4; ++ks)  // +32 bytes along K (one k16 of bf16, one k8 of tf32) = +2 in the descriptor
+            sm90::WgmmaOp<T, N>::mma(d, da + 2 * ks, db + 2 * ks, 1);
         sm90::wgmma_commit();
         sm90::wgmma_wait<1>();
     }
@@ -104,13 +128,13 @@ __global__ void __launch_bounds__(128 * WG, 1) wgmma_loop(const bf16* __restrict
 // ===================================================================================================
 
 struct Launch {
-    void (*kernel)(const bf16*, const bf16*, int, float*);
+    void (*kernel)(const void*, const void*, int, float*);
     int threads, smem, grid;
 };
 
-template <int N, int WG>
+template <typename T, int N, int WG>
 Launch prepare() {
-    auto f = wgmma_loop<N, WG>;
+    auto f = wgmma_loop<T, N, WG>;
     const int need = (64 * WG + N) * 128 + 1024;
     // more than half of an SM's shared memory: a second CTA cannot share the SM
     const int per_sm = kwiki::device_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
@@ -120,7 +144,7 @@ Launch prepare() {
     return {f, 128 * WG, smem, kwiki::sm_count()};
 }
 
-void run(const Launch& l, const bf16* A, const bf16* B, int iters, float* out, cudaStream_t s) {
+void run(const Launch& l, const void* A, const void* B, int iters, float* out, cudaStream_t s) {
     l.kernel<<<l.grid, l.threads, l.smem, s>>>(A, B, iters, out);
 }
 
@@ -131,12 +155,21 @@ void run(const Launch& l, const bf16* A, const bf16* B, int iters, float* out, c
 struct VariantInfo {
     const char* name;
     int n, wgs;
+    bool tf32;
     Launch (*prepare)();
 };
 
 const VariantInfo kVariants[] = {
-    {"n64_wg1", 64, 1, prepare<64, 1>},   {"n128_wg1", 128, 1, prepare<128, 1>}, {"n256_wg1", 256, 1, prepare<256, 1>},
-    {"n64_wg2", 64, 2, prepare<64, 2>},   {"n128_wg2", 128, 2, prepare<128, 2>}, {"n256_wg2", 256, 2, prepare<256, 2>},
+    {"n64_wg1", 64, 1, false, prepare<bf16, 64, 1>},
+    {"n128_wg1", 128, 1, false, prepare<bf16, 128, 1>},
+    {"n256_wg1", 256, 1, false, prepare<bf16, 256, 1>},
+    {"n64_wg2", 64, 2, false, prepare<bf16, 64, 2>},
+    {"n128_wg2", 128, 2, false, prepare<bf16, 128, 2>},
+    {"n256_wg2", 256, 2, false, prepare<bf16, 256, 2>},
+    {"tf32_n64_wg1", 64, 1, true, prepare<float, 64, 1>},
+    {"tf32_n128_wg1", 128, 1, true, prepare<float, 128, 1>},
+    {"tf32_n256_wg1", 256, 1, true, prepare<float, 256, 1>},
+    {"tf32_n256_wg2", 256, 2, true, prepare<float, 256, 2>},
 };
 
 // ===================================================================================================
@@ -153,17 +186,23 @@ int main(int argc, char** argv) {
     const uint64_t seed = args.seed();
     std::fprintf(stderr, "wgmma: seed %llu, %d SMs, %d k-blocks per warpgroup\n", (unsigned long long)seed, kwiki::sm_count(), iters);
 
-    // the largest operands any variant reads: A of 2 warpgroups (128 x 64), B of N = 256 (256 x 64)
-    const size_t nA = 128 * KB, nB = 256 * KB, nOut = 128 * 256;
+    // the largest operands any variant reads: A of 2 warpgroups (128 rows), B of N = 256 (256 rows), of 128
+    // bytes each; bf16 operands (64 per row) and tf32 operands (fp32 storage, 32 per row)
+    const size_t rowsA = 128, rowsB = 256, nOut = 128 * 256;
     bf16 *A, *B;
-    float* out;
-    KWIKI_CHECK(cudaMalloc(&A, nA * sizeof(bf16)));
-    KWIKI_CHECK(cudaMalloc(&B, nB * sizeof(bf16)));
+    float *A32, *B32, *out;
+    KWIKI_CHECK(cudaMalloc(&A, rowsA * KB<bf16> * sizeof(bf16)));
+    KWIKI_CHECK(cudaMalloc(&B, rowsB * KB<bf16> * sizeof(bf16)));
+    KWIKI_CHECK(cudaMalloc(&A32, rowsA * KB<float> * sizeof(float)));
+    KWIKI_CHECK(cudaMalloc(&B32, rowsB * KB<float> * sizeof(float)));
     KWIKI_CHECK(cudaMalloc(&out, nOut * sizeof(float)));
-    kwiki::fill_random(A, nA, kwiki::hash64(seed, 1));
-    kwiki::fill_random(B, nB, kwiki::hash64(seed, 2));
+    kwiki::fill_random(A, rowsA * KB<bf16>, kwiki::hash64(seed, 1));
+    kwiki::fill_random(B, rowsB * KB<bf16>, kwiki::hash64(seed, 2));
+    kwiki::fill_random(A32, rowsA * KB<float>, kwiki::hash64(seed, 3));
+    kwiki::fill_random(B32, rowsB * KB<float>, kwiki::hash64(seed, 4));
     KWIKI_CHECK(cudaDeviceSynchronize());
-    const std::vector<float> hA = kwiki::to_host_float(A, nA), hB = kwiki::to_host_float(B, nB);
+    const std::vector<float> hA = kwiki::to_host_float(A, rowsA * KB<bf16>), hB = kwiki::to_host_float(B, rowsB * KB<bf16>);
+    const std::vector<float> hA32 = to_tf32(A32, rowsA * KB<float>), hB32 = to_tf32(B32, rowsB * KB<float>);
 
     std::vector<const VariantInfo*> todo;
     std::vector<Launch> launches;
@@ -174,12 +213,15 @@ int main(int argc, char** argv) {
         launches.push_back(v.prepare());
         const size_t n = size_t(64) * v.wgs * v.n;
         kwiki::poison(out, n * sizeof(float));
-        run(launches.back(), A, B, CHECK_ITERS, out, 0);
+        const void* a = v.tf32 ? static_cast<const void*>(A32) : A;
+        const void* b = v.tf32 ? static_cast<const void*>(B32) : B;
+        run(launches.back(), a, b, CHECK_ITERS, out, 0);
         KWIKI_CHECK_LAST();
         KWIKI_CHECK(cudaDeviceSynchronize());
         std::vector<float> got = kwiki::to_host_float(out, n);
-        std::vector<double> ref = host_reference(hA, hB, v.n, v.wgs, CHECK_ITERS);
-        // products of bf16 values are exact in fp32; the error is fp32 accumulation over 3 x 64 terms
+        std::vector<double> ref = v.tf32 ? host_reference(hA32, hB32, KB<float>, v.n, v.wgs, CHECK_ITERS)
+                                         : host_reference(hA, hB, KB<bf16>, v.n, v.wgs, CHECK_ITERS);
+        // products of bf16 (or tf32) values are exact in fp32; the error is fp32 accumulation over 3 k-blocks
         checks.push_back(kwiki::compare(got.data(), ref.data(), n, kwiki::Tolerance{1e-3, 1e-3},
                                         "host fp64, every element of CTA 0's tiles, 3 k-blocks"));
         std::fprintf(stderr, "check %-9s: %s\n", v.name, checks.back().detail.c_str());
@@ -189,7 +231,9 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < todo.size(); ++i)
         if (checks[i].passed) {
             const Launch l = launches[i];
-            bench.add(todo[i]->name, [=](cudaStream_t s) { run(l, A, B, iters, out, s); });
+            const void* a = todo[i]->tf32 ? static_cast<const void*>(A32) : A;
+            const void* b = todo[i]->tf32 ? static_cast<const void*>(B32) : B;
+            bench.add(todo[i]->name, [=](cudaStream_t s) { run(l, a, b, iters, out, s); });
         }
     auto results = bench.run();
 
@@ -198,9 +242,10 @@ int main(int argc, char** argv) {
         const Launch& l = launches[i];
         kwiki::Record rec;
         rec.variant = v.name;
-        rec.params = {{"N", v.n}, {"warpgroups", v.wgs}, {"iters", iters}, {"dtype", "bf16"}};
-        // per warpgroup and k-block: 4 wgmmas of 64 x N x 16 multiply-adds
-        rec.flops = double(l.grid) * v.wgs * double(iters) * (KB / 16) * 2.0 * 64 * v.n * 16;
+        rec.params = {{"N", v.n}, {"warpgroups", v.wgs}, {"iters", iters}, {"dtype", v.tf32 ? "tf32" : "bf16"}};
+        // per warpgroup and k-block: 64 x N x KB multiply-adds (4 wgmmas of k16 bf16 or k8 tf32)
+        const int kb = v.tf32 ? KB<float> : KB<bf16>;
+        rec.flops = double(l.grid) * v.wgs * double(iters) * 2.0 * 64 * v.n * kb;
         rec.check = checks[i];
         for (auto& b : results)
             if (b.name == v.name) rec.timing = b.timing, rec.clocks = b.clocks;
@@ -211,6 +256,8 @@ int main(int argc, char** argv) {
     }
     KWIKI_CHECK(cudaFree(A));
     KWIKI_CHECK(cudaFree(B));
+    KWIKI_CHECK(cudaFree(A32));
+    KWIKI_CHECK(cudaFree(B32));
     KWIKI_CHECK(cudaFree(out));
     return kwiki::exit_code();
 }
