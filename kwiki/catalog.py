@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,10 +38,12 @@ def page_files(root: Path) -> list[Path]:
     return out
 
 
-@dataclass
 class Wiki:
-    root: Path
-    pages: list[Page] = field(default_factory=list)
+    """The pages of a project (a plain class: this module is on `kwiki query`'s import path)."""
+
+    def __init__(self, root: Path, pages: list[Page] | None = None):
+        self.root = root
+        self.pages: list[Page] = pages if pages is not None else []
 
     @property
     def by_id(self) -> dict[str, Page]:

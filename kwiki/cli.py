@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 from pathlib import Path
@@ -39,22 +38,18 @@ def _json_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kwiki", description="KernelWiki: GPU kernel techniques with re-measured numbers.")
-    parser.add_argument("--version", action="version", version=f"kwiki {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-
-    p = sub.add_parser("check", help="validate pages: schema, ids, references, links, artifact paths")
+def _check_args(p: argparse.ArgumentParser) -> None:
     _root_arg(p)
     _json_arg(p)
     p.add_argument("--strict", action="store_true", help="treat warnings (unknown fields, ...) as errors")
 
-    p = sub.add_parser("schema", help="write the JSON Schema files generated from the models")
+
+def _schema_args(p: argparse.ArgumentParser) -> None:
     _root_arg(p)
     p.add_argument("--check", action="store_true", help="exit 1 if schema/ is stale, write nothing")
 
-    p = sub.add_parser("verify", help="build, run, check and time artifacts; write measured numbers back")
+
+def _verify_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("pages", nargs="*", metavar="PAGE_ID", help="pages to verify (default: all)")
     p.add_argument("--tag", action="append", default=[], help="only pages with this tag (repeatable)")
     p.add_argument("--arch", help="only pages for this architecture")
@@ -65,12 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
     _json_arg(p)
     _root_arg(p)
 
-    p = sub.add_parser("show", help="one page with its claims and latest measurements")
+
+def _show_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("id", metavar="ID")
     _json_arg(p)
     _root_arg(p)
 
-    p = sub.add_parser("query", help="find pages by tag, architecture, type, evidence, text")
+
+def _query_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tag", action="append", default=[], help="pages with this tag (repeatable; all must match)")
     p.add_argument("--any", action="store_true", help="any of the tags matches")
     p.add_argument("--arch", help="pages whose code runs on this architecture")
@@ -83,20 +80,46 @@ def build_parser() -> argparse.ArgumentParser:
     _json_arg(p)
     _root_arg(p)
 
-    p = sub.add_parser("tags", help="tags with their page counts")
+
+def _tags_args(p: argparse.ArgumentParser) -> None:
     _json_arg(p)
     _root_arg(p)
 
-    p = sub.add_parser("mcp", help="serve the wiki to coding agents over MCP (stdio)")
-    _root_arg(p)
 
-    p = sub.add_parser("build", help="build the static site (strict)")
+def _build_args(p: argparse.ArgumentParser) -> None:
     _root_arg(p)
     p.add_argument("--site-dir", default="site", help="output directory (default: site/)")
 
-    p = sub.add_parser("serve", help="serve the site with live reload")
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
     _root_arg(p)
     p.add_argument("--dev-addr", default="127.0.0.1:8000")
+
+
+# command -> (help, options); the order is `kwiki --help`'s
+COMMANDS = {
+    "check": ("validate pages: schema, ids, references, links, artifact paths", _check_args),
+    "schema": ("write the JSON Schema files generated from the models", _schema_args),
+    "verify": ("build, run, check and time artifacts; write measured numbers back", _verify_args),
+    "show": ("one page with its claims and latest measurements", _show_args),
+    "query": ("find pages by tag, architecture, type, evidence, text", _query_args),
+    "tags": ("tags with their page counts", _tags_args),
+    "mcp": ("serve the wiki to coding agents over MCP (stdio)", _root_arg),
+    "build": ("build the static site (strict)", _build_args),
+    "serve": ("serve the site with live reload", _serve_args),
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or (for a known `command`) one with that command's options only:
+    building every subcommand's options costs a quick `kwiki query` a few milliseconds."""
+    parser = argparse.ArgumentParser(prog="kwiki", description="KernelWiki: GPU kernel techniques with re-measured numbers.")
+    parser.add_argument("--version", action="version", version=f"kwiki {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (help_text, add_options) in COMMANDS.items():
+        if command is None or name == command:
+            add_options(sub.add_parser(name, help=help_text))
     return parser
 
 
@@ -107,6 +130,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     root = find_root(args.root)
     report = check(root, strict=args.strict)
     if args.json:
+        import json
+
         print(json.dumps(report.as_json(), indent=2, sort_keys=True))
     else:
         for problem in report.problems:
@@ -133,7 +158,9 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    first = argv[0] if argv else None
+    parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     module, func = HANDLERS[args.command].split(":")
     try:

@@ -1,16 +1,18 @@
-"""Typed errors and located problems shared by every kwiki module."""
+"""Typed errors and located problems shared by every kwiki module.
+
+Imported by every command, `kwiki query` included, so it imports nothing heavier than
+`typing` (a NamedTuple rather than a dataclass: `dataclasses` pulls in `inspect`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Severity = Literal["error", "warning"]
 
 
-@dataclass(frozen=True, order=True)
-class Problem:
-    """One located finding: `path:line: field: message`."""
+class Problem(NamedTuple):
+    """One located finding: `path:line: field: message`. Immutable, ordered by its fields."""
 
     path: str
     line: int

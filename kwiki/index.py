@@ -8,6 +8,9 @@ opens the index through `with_index`, which first brings it up to date:
   pydantic nor yaml is imported;
 * a changed file whose front matter is byte-for-byte what was indexed (only the body
   was edited) gets its body re-indexed without parsing YAML or validating;
+* a changed file whose parsed front matter differs from what was indexed only in simple
+  fields (`kwiki.fields.SIMPLE`: title, summary, tags) holding plainly valid values gets
+  those fields and its body patched into the stored views, without pydantic;
 * any other new or changed file is read with `kwiki.pages.load_page` (in parallel for
   large batches) and stored with its query result and `show` view already serialised;
   a page with errors is left out of the index (`kwiki check` reports it), its problems
@@ -24,8 +27,9 @@ the work done. Two files declaring the same id are both indexed (`kwiki check` r
 them); `page_detail` takes the first by path.
 
 Costs, on 10,000 pages: the stats are the floor of every query; a body edit adds reading
-one file; a front-matter edit adds importing pydantic and kwiki.model (about 150 ms),
-which only a page that changed its front matter pays.
+one file; an edit of a title, summary or tags adds parsing its YAML; any other
+front-matter edit adds importing pydantic and kwiki.model (about 200 ms), which only the
+query after such an edit pays.
 """
 
 from __future__ import annotations
@@ -33,14 +37,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, NamedTuple, Optional, TypeVar
 
 from .catalog import WIKI_DIR
 from .errors import KwikiError
 
-INDEX_VERSION = 2  # bump whenever the tables or the stored JSON change: the index is rebuilt
+INDEX_VERSION = 3  # bump whenever the tables or the stored JSON change: the index is rebuilt
 INDEX_DIR = ".kwiki"
 INDEX_FILE = "index.sqlite"
 APPLICATION_ID = 0x6B776B69  # 'kwki', so another program's SQLite file is never taken for ours
@@ -57,6 +60,7 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE files (
     path TEXT PRIMARY KEY,   -- relative to the project root, '/' separators
     head TEXT,               -- hash of the front matter as read (NULL: unreadable)
+    raw TEXT,                -- JSON object, repr of each key -> repr of its value, as parsed (NULL: unreadable)
     page INTEGER,            -- pages.pk, NULL when the page has errors
     page_id TEXT,            -- the id the file declares, even when it has errors
     problems TEXT            -- JSON list of 'path:line: field: message', NULL when indexed
@@ -87,15 +91,20 @@ class PageNotFound(KwikiError):
     exit_code = 1
 
 
-@dataclass
 class Refreshed:
-    """What one refresh did."""
+    """What one refresh did (a plain class: `dataclasses` is too slow to import for a warm query)."""
 
-    added: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    body_only: int = 0  # of `changed`, re-indexed from the body alone
-    rebuilt: bool = False
+    def __init__(self) -> None:
+        self.added: list[str] = []
+        self.changed: list[str] = []
+        self.removed: list[str] = []
+        self.body_only = 0  # of `changed`, re-indexed from the body alone
+        self.simple = 0  # of `changed`, re-indexed without the page model (kwiki.fields.SIMPLE)
+        self.rebuilt = False
+
+    def __repr__(self) -> str:
+        return (f"Refreshed(added={len(self.added)}, changed={len(self.changed)}, removed={len(self.removed)}, "
+                f"body_only={self.body_only}, simple={self.simple}, rebuilt={self.rebuilt})")
 
 
 # ---------------------------------------------------------------- opening
@@ -341,6 +350,8 @@ def _apply(conn: sqlite3.Connection, root: Path, current: Snapshot, stored: Snap
     for path in done.changed:
         if _body_only(conn, root, path, known.get(path)):
             done.body_only += 1
+        elif _simple_edit(conn, root, path, known.get(path)):
+            done.simple += 1
         else:
             _delete(conn, path)
             reread.append(path)
@@ -349,13 +360,16 @@ def _apply(conn: sqlite3.Connection, root: Path, current: Snapshot, stored: Snap
     return done
 
 
-def _heads(conn: sqlite3.Connection, paths: list[str]) -> dict[str, tuple[str | None, int | None]]:
+Known = tuple[Optional[str], Optional[int], Optional[str]]  # (head, page pk, raw) of an indexed file
+
+
+def _heads(conn: sqlite3.Connection, paths: list[str]) -> dict[str, Known]:
     out = {}
     for i in range(0, len(paths), 500):
         chunk = paths[i : i + 500]
         marks = ",".join("?" * len(chunk))
-        for path, head, page in conn.execute(f"SELECT path, head, page FROM files WHERE path IN ({marks})", chunk):
-            out[path] = (head, page)
+        for path, head, page, raw in conn.execute(f"SELECT path, head, page, raw FROM files WHERE path IN ({marks})", chunk):
+            out[path] = (head, page, raw)
     return out
 
 
@@ -373,6 +387,13 @@ def _delete(conn: sqlite3.Connection, path: str) -> None:
 # ---------------------------------------------------------------- reading pages
 
 
+def _raw(data: Any) -> str:
+    """The parsed front matter in a form that tells any two different values apart (repr keeps
+    1 and '1', dates and strings, key order), to find which fields an edit changed."""
+    items = data.items() if isinstance(data, dict) else [("", data)]
+    return json.dumps({repr(k): repr(v) for k, v in items}, sort_keys=True)
+
+
 def _head_hash(text: str, end_line: int) -> str:
     """Hash of a decoded page's lines up to its closing front-matter delimiter."""
     import hashlib
@@ -381,7 +402,7 @@ def _head_hash(text: str, end_line: int) -> str:
     return hashlib.blake2b(head.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-def _body_only(conn: sqlite3.Connection, root: Path, path: str, known: tuple[str | None, int | None] | None) -> bool:
+def _body_only(conn: sqlite3.Connection, root: Path, path: str, known: Known | None) -> bool:
     """Re-index an indexed page whose front matter did not change; False when it needs a full read.
 
     Same front-matter text means the same parsed and validated front matter; what else
@@ -406,12 +427,77 @@ def _body_only(conn: sqlite3.Connection, root: Path, path: str, known: tuple[str
     return True
 
 
-@dataclass
-class _Record:
+def _simple_edit(conn: sqlite3.Connection, root: Path, path: str, known: Known | None) -> bool:
+    """Re-index an indexed page whose edit changed only simple fields (`kwiki.fields.SIMPLE`:
+    title, summary, tags) to plainly valid values, without the page model; False otherwise.
+
+    Everything else the model would see is unchanged (compared field by field on the parsed
+    front matter), so the page stays valid and its stored views only need those fields
+    replaced. What `load_page` checks beyond validation (reading, decoding, generated-region
+    markers) `read_page` checks again. Any doubt returns False: the page is read in full.
+    """
+    if known is None or known[1] is None or known[2] is None:
+        return False
+    from .fields import SIMPLE, Unsure
+    from .pages import read_page
+
+    page = read_page(root / path, root)
+    if page.problems or page.fm is None or not isinstance(page.fm.data, dict):
+        return False
+    data = page.fm.data
+    before, now = json.loads(known[2]), json.loads(_raw(data))
+    changed = {k for k in before.keys() | now.keys() if before.get(k) != now.get(k)}
+    names = {repr(name): name for name in SIMPLE}
+    if not changed <= names.keys():
+        return False
+    values: dict[str, Any] = {}
+    try:
+        for key in changed:
+            name = names[key]
+            normalize, required = SIMPLE[name]
+            if name in data:
+                values[name] = normalize(data[name])
+            elif required:
+                return False
+            else:
+                values[name] = _UNSET
+    except Unsure:
+        return False
+    pk = known[1]
+    result_text, detail_text = conn.execute("SELECT result, detail FROM views WHERE pk = ?", (pk,)).fetchone()
+    result, detail = json.loads(result_text), json.loads(detail_text)
+    front = detail["front_matter"]
+    for name, value in values.items():
+        if value is _UNSET:
+            front.pop(name, None)
+            value = [] if name == "tags" else None
+        else:
+            front[name] = value
+        result[name] = value
+        if name == "title":
+            detail["title"] = value
+    # stored as _read_one stores them
+    conn.execute("UPDATE views SET result = ?, detail = ? WHERE pk = ?",
+                 (json.dumps(result, indent=2, sort_keys=True), json.dumps(detail, sort_keys=True, ensure_ascii=False), pk))
+    if "tags" in values:
+        conn.execute("DELETE FROM facets WHERE page = ? AND kind = 'tag'", (pk,))
+        conn.executemany("INSERT INTO facets VALUES ('tag', ?, ?)", [(t, pk) for t in result["tags"]])
+    conn.execute("UPDATE fts SET title = ?, summary = ?, tags = ?, body = ? WHERE rowid = ?",
+                 (result["title"], result["summary"] or "", " ".join(result["tags"]), page.fm.body, pk))
+    conn.execute("UPDATE files SET head = ?, raw = ? WHERE path = ?",
+                 (_head_hash(page.fm.text, page.fm.end_line), _raw(data), path))
+    return True
+
+
+_UNSET = object()  # a simple field the edit removed
+
+
+class _Record(NamedTuple):
     """What the index keeps of one file (plain data: it crosses process boundaries)."""
 
     path: str
     head: str | None
+    raw: str | None
     page_id: str | None
     problems: list[str]
     page: dict[str, Any] | None  # None when the page has errors
@@ -444,11 +530,12 @@ def _read_one(job: tuple[str, str]) -> _Record:
     root, path = Path(job[0]), job[1]
     page = load_page(root / path, root)
     head = _head_hash(page.fm.text, page.fm.end_line) if page.fm is not None else None
+    raw = _raw(page.fm.data) if page.fm is not None else None
     declared = page.fm.data.get("id") if page.fm is not None else None
     page_id = declared if isinstance(declared, str) else None
     errors = [p.format() for p in page.problems if p.severity == "error"]
     if errors or page.meta is None or page.fm is None:
-        return _Record(path, head, page_id, errors or [f"{path}: not a page"], None)
+        return _Record(path, head, raw, page_id, errors or [f"{path}: not a page"], None)
     meta = page.meta
     facets = {("tag", t) for t in meta.tags} | {("arch", a) for a in meta.architectures}
     facets |= {("op", op.strip().lower()) for op in meta.applies_to_ops if op.strip()}
@@ -457,7 +544,7 @@ def _read_one(job: tuple[str, str]) -> _Record:
         gpus = {block.verified_on} | {m.provenance.gpu for m in block.claims.values() if m.provenance}
         facets |= {("gpu", g.strip().lower()) for g in gpus if g and g.strip()}
     dump = json.dumps
-    return _Record(path, head, meta.id, [], {
+    return _Record(path, head, raw, meta.id, [], {
         "id": meta.id,
         "type": meta.type.value,
         "evidence": meta.effective_evidence.rank,
@@ -488,8 +575,8 @@ def _insert(conn: sqlite3.Connection, record: _Record) -> None:
             (pk, page["title"], page["summary"], page["tags"], page["body"]),
         )
     conn.execute(
-        "INSERT INTO files (path, head, page, page_id, problems) VALUES (?, ?, ?, ?, ?)",
-        (record.path, record.head, pk, record.page_id, json.dumps(record.problems) if page is None else None),
+        "INSERT INTO files (path, head, raw, page, page_id, problems) VALUES (?, ?, ?, ?, ?, ?)",
+        (record.path, record.head, record.raw, pk, record.page_id, json.dumps(record.problems) if page is None else None),
     )
 
 

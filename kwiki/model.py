@@ -6,7 +6,6 @@ hundreds of such pages); fields the models do not know are kept and reported as 
 
 from __future__ import annotations
 
-import re
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
@@ -22,6 +21,8 @@ from pydantic import (
 
 from .arch import ArchError, normalize_arch
 from .evidence import EvidenceLevel
+from .fields import tag as _tag
+from .fields import unique as _unique
 
 SLUG = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
 Slug = Annotated[str, StringConstraints(pattern=SLUG, max_length=120)]
@@ -46,23 +47,6 @@ def _arch(value: object) -> str:
         return normalize_arch(value)
     except ArchError as exc:
         raise ValueError(str(exc)) from None
-
-
-def _tag(value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"a tag must be a non-empty string, not {value!r}")
-    tag = re.sub(r"[\s_]+", "-", value.strip().lower())
-    if not re.fullmatch(r"[a-z0-9+#.*/]+(?:-[a-z0-9+#.*/]+)*", tag):
-        raise ValueError(f"tag {value!r} has characters other than letters, digits and '-'")
-    return tag
-
-
-def _unique(items: list) -> list:
-    seen: list = []
-    for item in items:
-        if item not in seen:
-            seen.append(item)
-    return seen
 
 
 ArchName = Annotated[str, BeforeValidator(_arch)]

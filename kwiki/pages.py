@@ -1,18 +1,22 @@
-"""Read one page file into a validated `Page`, turning every failure into located problems."""
+"""Read one page file into a validated `Page`, turning every failure into located problems.
+
+pydantic and the page model are imported only by `validate`, so `read_page` (everything but
+validation: reading, decoding, front matter, generated regions) is cheap to import.
+"""
 
 from __future__ import annotations
 
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from .errors import FrontMatterError, MarkerError, Problem
 from .frontmatter import MAX_PAGE_BYTES, FrontMatter, field_name, parse_page
 from .markers import Region, scan
-from .model import FieldError, PageMeta
+
+if TYPE_CHECKING:
+    from .model import PageMeta
 
 
 @dataclass
@@ -54,6 +58,8 @@ def _data_path(data: Any, err: dict) -> tuple[Any, ...]:
             out.append(part)
     if err["type"] == "missing" and loc and isinstance(loc[-1], str) and isinstance(node, dict):
         out.append(loc[-1])
+    from .model import FieldError
+
     error = (err.get("ctx") or {}).get("error")
     if isinstance(error, FieldError):
         out.extend(error.loc)
@@ -75,6 +81,10 @@ def _message(err: dict) -> str:
 
 
 def validate(page: Page, strict: bool = False) -> None:
+    from pydantic import ValidationError
+
+    from .model import PageMeta
+
     assert page.fm is not None
     data = page.fm.data
     try:
@@ -96,6 +106,23 @@ def validate(page: Page, strict: bool = False) -> None:
 
 def load_page(file: Path, root: Path, strict: bool = False) -> Page:
     """Parse and validate one page; never raises for bad content."""
+    page = _parse(file, root)
+    if page.fm is not None:
+        validate(page, strict)
+        _scan_regions(page)
+    return page
+
+
+def read_page(file: Path, root: Path) -> Page:
+    """`load_page` without validation (`page.meta` stays None): the file's checks, its front matter
+    and its generated regions, for callers that validate some other way."""
+    page = _parse(file, root)
+    if page.fm is not None:
+        _scan_regions(page)
+    return page
+
+
+def _parse(file: Path, root: Path) -> Page:
     try:
         rel = file.relative_to(root).as_posix()
     except ValueError:
@@ -119,14 +146,16 @@ def load_page(file: Path, root: Path, strict: bool = False) -> Page:
         page.fm = parse_page(raw)
     except FrontMatterError as exc:
         page.problem(exc.line, exc.field, exc.message)
-        return page
-    validate(page, strict)
+    return page
+
+
+def _scan_regions(page: Page) -> None:
+    assert page.fm is not None
     try:
         page.regions = scan(page.fm.body, first_line=page.fm.body_line)
         page.yaml_regions = scan(_front_matter_text(page.fm), yaml=True, first_line=2)
     except MarkerError as exc:
         page.problem(exc.line, "kwiki-marker", exc.message)
-    return page
 
 
 def _front_matter_text(fm: FrontMatter) -> str:

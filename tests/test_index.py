@@ -112,6 +112,103 @@ def test_editing_the_front_matter_reparses_the_page(root):
     assert count(root, "SELECT count(*) FROM pages") == 7  # replaced, not added twice
 
 
+def snapshot(root: Path) -> dict:
+    """What the index holds, by path (pks differ between an index patched and one rebuilt)."""
+
+    def read(conn):
+        out = {}
+        for path, head, raw, page_id, problems, pk in conn.execute(
+                "SELECT path, head, raw, page_id, problems, page FROM files"):
+            row = {"head": head, "raw": raw, "page_id": page_id, "problems": problems}
+            if pk is not None:
+                row["page"] = conn.execute("SELECT id, type, evidence FROM pages WHERE pk = ?", (pk,)).fetchone()
+                row["views"] = conn.execute("SELECT result, detail FROM views WHERE pk = ?", (pk,)).fetchone()
+                row["facets"] = sorted(conn.execute("SELECT kind, value FROM facets WHERE page = ?", (pk,)).fetchall())
+                row["fts"] = conn.execute("SELECT title, summary, tags, body FROM fts WHERE rowid = ?", (pk,)).fetchone()
+            out[path] = row
+        return out
+
+    return with_index(root, read)
+
+
+def rebuilt(root: Path, tmp_path: Path) -> dict:
+    """`snapshot` of an index built from scratch over the same files."""
+    other = tmp_path / "from-scratch"
+    shutil.copytree(root / "wiki", other / "wiki")
+    return snapshot(other)
+
+
+TMA_TAGS = "tags: [tma, cluster, gemm]"
+TMA_TITLE = "title: TMA multicast across a thread-block cluster"
+TMA_SUMMARY = ("summary: Load a tile once from global memory and multicast it into the shared memory of every "
+               "block in the cluster.")
+
+
+@pytest.mark.parametrize("old, new", [
+    (TMA_TAGS, "tags: [tma, cluster, gemm, Multi_Cast]"),                  # added, normalized by the model's rule
+    (TMA_TAGS, "tags: tma"),                                                 # a lone tag
+    (TMA_TAGS, "tags: [tma, tma, gemm]"),                                    # repeats dropped
+    (TMA_TAGS, "tags: []"),
+    (TMA_TAGS + "\n", ""),                                                   # removed
+    (TMA_TITLE, "title: TMA multicast, retitled"),
+    (TMA_SUMMARY, "summary: Shorter now."),
+    (TMA_SUMMARY, "summary:"),                                               # null
+    (TMA_SUMMARY + "\n", ""),                                                # removed
+    (TMA_TAGS, "tags: [tma, cluster, gemm]  # a comment changes the text, not the data"),
+])
+def test_a_simple_edit_is_patched_in_as_a_rebuild_would_store_it(root, tmp_path, old, new):
+    refresh(root)
+    page = root / TMA
+    text = page.read_text(encoding="utf-8")
+    assert old in text
+    touch_later(page, text.replace(old, new, 1) + "\nAnd a body edit in the same save: ocelot.\n")
+    done = refresh(root)
+    assert done.changed == [TMA] and done.simple == 1 and done.body_only == 0
+    assert snapshot(root) == rebuilt(root, tmp_path)
+    assert ids(root, text="ocelot") == ["technique-tma-multicast"]
+
+
+@pytest.mark.parametrize("old, new, indexed", [
+    (TMA_TAGS, "tags: [tma, 'not a tag!']", False),        # invalid: the model reports it
+    (TMA_TAGS, "tags: [tma, 7]", False),
+    (TMA_TITLE, "title: ''", False),
+    (TMA_TITLE + "\n", "", False),                          # a required field removed
+    (TMA_SUMMARY, "summary: 42", False),
+    (TMA_TITLE, "title: '  padded  '", True),              # valid, but stripping is the model's to do
+    (TMA_TAGS, "tags: {a: b}", False),
+    ("type: technique", "type: kernel", True),             # not a simple field
+    ("architectures: [sm_90a]", "architectures: [sm_90]", True),
+    ("    at_least: 1.2", "    at_least: 1.3", True),        # a claim
+    ("id: technique-tma-multicast", "id: technique-renamed", True),
+    ("vendor: nvidia", "vendor: nvidia\nbrand_new_field: 1", True),  # unknown fields are the model's to report
+])
+def test_other_edits_go_through_the_page_model(root, tmp_path, old, new, indexed):
+    refresh(root)
+    page = root / TMA
+    text = page.read_text(encoding="utf-8")
+    assert old in text
+    touch_later(page, text.replace(old, new, 1))
+    done = refresh(root)
+    assert done.changed == [TMA] and done.simple == 0
+    assert snapshot(root) == rebuilt(root, tmp_path)
+    assert (snapshot(root)[TMA].get("page") is not None) == indexed
+
+
+def test_a_tag_edit_does_not_import_pydantic(root):
+    import subprocess
+    import sys
+
+    refresh(root)
+    page = root / TMA
+    touch_later(page, page.read_text(encoding="utf-8").replace(TMA_TAGS, "tags: [tma, cluster, gemm, quick]"))
+    probe = ("import sys; from pathlib import Path; from kwiki.index import open_index; "
+             f"conn, done = open_index(Path({str(root)!r})); "
+             "print(done.simple, 'pydantic' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", "False"]
+    assert ids(root, tags=["quick"]) == ["technique-tma-multicast"]
+
+
 def test_adding_a_page(root):
     refresh(root)
     (root / "wiki" / "nvidia" / "techniques" / "new-page.md").write_text(NEW_PAGE, encoding="utf-8")

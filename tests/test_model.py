@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from kwiki.evidence import AUTHOR_LEVELS, KWIKI_LEVELS, LADDER, EvidenceLevel, at_least
@@ -196,3 +198,39 @@ def test_effective_evidence_prefers_kwiki_measurements():
 def test_measurements_are_strict():
     err = errors(measurements={"evidence_level": "verified", "date": "2026-01-01", "by": "me"})[0]
     assert err["loc"] == ("measurements", "by") and err["type"] == "extra_forbidden"
+
+
+# ---------------------------------------------------------------- kwiki.fields: the index's plain rules
+
+_VALUES = st.one_of(
+    st.text(max_size=12),
+    st.text(alphabet=" \t\n\x1c\u00a0\u2003_-AbZ09+#./*!é", max_size=8),
+    st.integers(), st.floats(allow_nan=False), st.booleans(), st.none(),
+)
+_SIMPLE_VALUES = st.one_of(_VALUES, st.lists(_VALUES, max_size=4), st.dictionaries(st.text(max_size=3), _VALUES, max_size=2))
+
+
+@settings(max_examples=400, deadline=None)
+@given(name=st.sampled_from(["title", "summary", "tags"]), value=_SIMPLE_VALUES)
+def test_what_the_plain_rules_accept_the_model_accepts_and_stores_alike(name, value):
+    from kwiki.fields import SIMPLE, Unsure
+    from kwiki.model import PageMeta
+
+    normalize, _ = SIMPLE[name]
+    try:
+        expected = normalize(value)
+    except Unsure:
+        return  # the index then asks the model
+    meta = PageMeta.model_validate({"id": "a-page", "title": "A page", "type": "technique", name: value})
+    assert getattr(meta, name) == expected
+    assert meta.model_dump(mode="json", exclude_unset=True)[name] == expected
+
+
+def test_the_plain_rules_refuse_what_they_cannot_vouch_for():
+    from kwiki.fields import SIMPLE, Unsure
+
+    for name, value in [("title", ""), ("title", " padded "), ("title", 3), ("summary", 4.5),
+                        ("tags", ["ok", "not ok!"]), ("tags", {"a": 1}), ("tags", 7)]:
+        with pytest.raises(Unsure):
+            SIMPLE[name][0](value)
+    assert SIMPLE["tags"][0](["GEMM", "gemm", "warp_specialization"]) == ["gemm", "warp-specialization"]

@@ -354,5 +354,16 @@ def test_the_benchmark_runs_on_a_small_wiki(capsys):
     rc = query_bench.main(["--pages", "30", "--repeat", "1", "--cold", "1", "--trials", "1"])
     out = capsys.readouterr().out
     assert rc in (0, 1)
-    for figure in ("warm: query --tag tma --json", "cold: first query, no index", "one body edit", "one front-matter edit"):
+    for figure in ("warm: query --tag tma --json", "cold: first query, no index", "one body edit", "a tag added",
+                   "an architecture added"):
         assert figure in out
+
+
+def test_every_command_has_a_handler_and_a_parser():
+    from kwiki.cli import COMMANDS, HANDLERS, build_parser
+
+    assert list(COMMANDS) == list(HANDLERS)
+    for name in COMMANDS:  # the one-command parser takes what the whole parser takes
+        args = build_parser(name).parse_args([name, "x"] if name == "show" else [name])
+        assert args.command == name
+        assert vars(args) == vars(build_parser().parse_args([name, "x"] if name == "show" else [name]))
