@@ -337,12 +337,10 @@ def _loads(blob: bytes | None) -> Snapshot:
 
 def _apply(conn: sqlite3.Connection, root: Path, current: Snapshot, stored: Snapshot) -> Refreshed:
     done = Refreshed()
-    for path in sorted(current):
-        if path not in stored:
-            done.added.append(path)
-        elif stored[path] != current[path]:
-            done.changed.append(path)
-    done.removed = sorted(p for p in stored if p not in current)
+    new_or_changed = [path for path, _ in current.items() - stored.items()]  # set operations, in C
+    done.added = sorted(path for path in new_or_changed if path not in stored)
+    done.changed = sorted(path for path in new_or_changed if path in stored)
+    done.removed = sorted(stored.keys() - current.keys())
     for path in done.removed:
         _delete(conn, path)
     known = _heads(conn, done.changed)
