@@ -18,6 +18,7 @@
 //   ws_persistent              ws_2consumer on a persistent grid (one CTA per SM), grouped tile order (--group, 16)
 //   ws_persistent_linear       ws_persistent walking the tiles row by row (group 1), whatever --group says
 //   ws_persistent_group8       ws_persistent with bands of 8 tile-rows (group 8), whatever --group says
+//   ws_persistent_hilbert      ws_persistent walking the tiles along a Hilbert curve (square blocks of the grid)
 //   ws_persistent_lag0         consumers free each stage as soon as its wgmmas finish (wgmma_wait<0>, not <1>)
 //   ws_pingpong                persistent, 2 consumer warpgroups on alternating 128x128 tiles of the CTA's sequence,
 //                              mainloops in turn (mbarrier order), one's epilogue under the other's mainloop, 6 stages
@@ -113,9 +114,58 @@ __device__ __forceinline__ uint8_t* align1024(uint8_t* p) {
     return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 1023) & ~uintptr_t(1023));
 }
 
+// Hilbert index d -> (x, y) inside an n x n square, n a power of two: consecutive d are neighbours.
+// The curve starts at (0, 0) and ends at (n - 1, 0).
+__device__ __forceinline__ void hilbert_d2xy(int n, int d, int& x, int& y) {
+    x = y = 0;
+    for (int s = 1; s < n; s *= 2) {
+        const int rx = 1 & (d / 2), ry = 1 & (d ^ rx);
+        if (ry == 0) {
+            if (rx == 1) x = s - 1 - x, y = s - 1 - y;
+            const int t = x;
+            x = y, y = t;
+        }
+        x += s * rx, y += s * ry;
+        d /= 4;
+    }
+}
+
+// Hilbert tile order: the grid is cut into S x S squares, S the largest power of two that fits both
+// sides; units walk a Hilbert curve through each square, squares row by row (x along the tile-columns).
+// Units past the squares (grids that are not multiples of S) take the leftover tiles in row-major
+// order: first the columns right of the squares, then the rows below them.
+__device__ __forceinline__ void hilbert_tile_of(int unit, int units_m, int tiles_n, int& um, int& tn) {
+    int side = 1;
+    while (side * 2 <= min(units_m, tiles_n)) side *= 2;
+    const int sq_m = units_m / side, sq_n = tiles_n / side, per_sq = side * side;
+    if (unit < sq_m * sq_n * per_sq) {
+        const int sq = unit / per_sq;
+        int x, y;
+        hilbert_d2xy(side, unit - sq * per_sq, x, y);
+        um = (sq / sq_n) * side + y;
+        tn = (sq % sq_n) * side + x;
+        return;
+    }
+    int rest = unit - sq_m * sq_n * per_sq;
+    const int right = tiles_n - sq_n * side, right_cells = sq_m * side * right;
+    if (rest < right_cells) {
+        um = rest / right;
+        tn = sq_n * side + rest % right;
+    } else {
+        rest -= right_cells;
+        um = sq_m * side + rest / tiles_n;
+        tn = rest % tiles_n;
+    }
+}
+
 // Grouped tile order: units come in bands of `group` unit-rows; inside a band, walk down the rows first,
-// then across the columns. Neighbouring CTAs share A rows and B columns, so L2 keeps them.
+// then across the columns. Neighbouring CTAs share A rows and B columns, so L2 keeps them. A negative
+// group means the Hilbert order above.
 __device__ __forceinline__ void tile_of(int unit, int units_m, int tiles_n, int group, int& um, int& tn) {
+    if (group < 0) {
+        hilbert_tile_of(unit, units_m, tiles_n, um, tn);
+        return;
+    }
     int per_band = group * tiles_n;
     int band = unit / per_band;
     int first = band * group;
@@ -593,7 +643,7 @@ struct VariantInfo {
     const char* tile;
     int stages;
     Runner (*make)(const Buffers&);
-    int group = 0;  // tile order: bands of this many tile-rows; 0 = take --group
+    int group = 0;  // tile order: bands of this many tile-rows; 0 = take --group; -1 = Hilbert curve
 };
 
 const VariantInfo kVariants[] = {
@@ -604,6 +654,7 @@ const VariantInfo kVariants[] = {
     {"ws_persistent", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>},
     {"ws_persistent_linear", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, 1},
     {"ws_persistent_group8", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, 8},
+    {"ws_persistent_hilbert", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, -1},
     {"ws_persistent_lag0", false, false, "128x256x64", WideBf16Lag0::STAGES, make_ws<WideBf16Lag0, true>},
     {"ws_pingpong", false, false, "2x128x128x64", PingpongBf16::STAGES, make_ws<PingpongBf16, true>},
     {"ws_cluster", false, false, "2x(128x256x64)", ClusterBf16::STAGES, make_ws<ClusterBf16, true>},

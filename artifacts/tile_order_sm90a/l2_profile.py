@@ -16,7 +16,7 @@ One record per variant and shape, with the binary's check and these extras:
   dram_read_mb          dram__bytes_read.sum / 1e6: what came from HBM
   l2_read_mb            lts__t_sectors_op_read.sum * 32 / 1e6: what the SMs asked the L2 for
   compulsory_mb         (M*K + N*K) * 2 / 1e6: A and B read once, the least any order can read
-  group                 the tile order's band height in tile-rows (1 = row-major)
+  group                 the tile order's band height in tile-rows (1 = row-major, -1 = Hilbert curve)
 A run whose check fails, or that ncu cannot profile, gives a record without figures and exit 1;
 no ncu on this machine is exit 2 (an environment problem).
 """
@@ -37,7 +37,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "common"))
 import kwiki_bench as kb  # noqa: E402
 
-VARIANTS = {"ws_persistent_linear": 1, "ws_persistent_group8": 8, "ws_persistent": 16}  # variant -> band height
+# variant -> the tile order's band height in tile-rows (1: row-major), -1 for the Hilbert curve
+VARIANTS = {"ws_persistent_linear": 1, "ws_persistent_group8": 8, "ws_persistent": 16, "ws_persistent_hilbert": -1}
 KERNEL = "regex:gemm_ws"
 METRICS = {
     "lts__t_sector_hit_rate.pct": "l2_hit_rate_pct",
