@@ -386,8 +386,8 @@ def _delete(conn: sqlite3.Connection, path: str) -> None:
 
 
 def _raw(data: Any) -> str:
-    """The parsed front matter in a form that tells any two different values apart (repr keeps
-    1 and '1', dates and strings, key order), to find which fields an edit changed."""
+    """The parsed front matter, field by field, in a form that tells different values apart
+    (repr keeps 1 and '1', a date and its string apart), to find which fields an edit changed."""
     items = data.items() if isinstance(data, dict) else [("", data)]
     return json.dumps({repr(k): repr(v) for k, v in items}, sort_keys=True)
 

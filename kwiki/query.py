@@ -72,7 +72,7 @@ class Query:
 
 
 def normalize_tag(text: str) -> str:
-    """A tag as `kwiki.model` stores it (the model's `_tag`, without its validation)."""
+    """A tag as the model stores it (`kwiki.fields.tag`, without its validation)."""
     return re.sub(r"[\s_]+", "-", text.strip().lower())
 
 
