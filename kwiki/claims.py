@@ -48,9 +48,10 @@ def outcome_of(status: str) -> Outcome:
         status, Outcome.crash)
 
 
-def judge(claim: Claim, value: float, spread: float) -> Verdict:
-    """Compare a measured value with a point claim (and tolerance) or a bound."""
-    noise = max(spread, MIN_SPREAD)
+def judge(claim: Claim, value: float, spread: float | None) -> Verdict:
+    """Compare a measured value with a point claim (and tolerance) or a bound; `spread` None
+    (a figure from one untimed run, such as a profiler counter) counts as the noise floor."""
+    noise = max(spread or 0.0, MIN_SPREAD)
     if claim.value is not None:
         ref = claim.value
         rel = (value - ref) / abs(ref) if ref else value
@@ -93,8 +94,9 @@ class _Missing(Exception):
         self.verdict, self.detail = verdict, detail
 
 
-def _figure(outcomes: list[RunOutcome], sel: Selector) -> tuple[float, float]:
-    """(value, relative spread) of the selected figure; raises _Missing with a verdict otherwise."""
+def _figure(outcomes: list[RunOutcome], sel: Selector) -> tuple[float, float | None]:
+    """(value, relative spread) of the selected figure, the spread None when the record has no timing
+    (nothing says how much the figure moves); raises _Missing with a verdict otherwise."""
     outcome = next((o for o in outcomes if sel.variant in o.variants), None)
     if outcome is None:
         raise _Missing(Verdict.error, f"variant {sel.variant!r} was not run (not in the artifact's manifest?)")
@@ -115,7 +117,7 @@ def _figure(outcomes: list[RunOutcome], sel: Selector) -> tuple[float, float]:
     if sel.figure not in figures:
         raise _Missing(Verdict.error, f"record of {sel.variant!r} has no figure {sel.figure!r} "
                                       f"(has: {', '.join(sorted(figures))})")
-    spread = record.timing.spread if record.timing else 0.0
+    spread = record.timing.spread if record.timing else None
     return figures[sel.figure], spread
 
 
@@ -163,7 +165,8 @@ def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str,
             denominator, spread2 = _figure(runs, m.per)
             if denominator == 0:
                 raise _Missing(Verdict.error, f"figure {m.per.figure!r} of {m.per.variant!r} is zero")
-            value, spread = value / denominator, math.hypot(spread, spread2)
+            value = value / denominator
+            spread = None if spread is None or spread2 is None else math.hypot(spread, spread2)
     except _Missing as exc:
         res.verdict, res.detail = exc.verdict, exc.detail
         return res

@@ -81,3 +81,24 @@ def test_commit_can_be_passed_where_there_is_no_git(tmp_path, monkeypatch):
     assert git_state(tmp_path) == ("abc123def456", True)
     monkeypatch.delenv("KWIKI_COMMIT")
     assert git_state(tmp_path) == (None, None)  # not a git checkout
+
+
+def test_a_figure_from_an_untimed_record_has_no_spread():
+    """A profiler counter (one run, no timing) has no spread of its own: its claim shows none,
+    and the verdict uses the noise floor."""
+    from kwiki.claims import _figure
+    from kwiki.model import Selector
+    from kwiki.record import parse_records
+    from kwiki.run import RunOutcome
+    from kwiki.tables import fmt_spread
+
+    line = ('{"kwiki_record": 1, "variant": "v", "params": {"M": 8}, "check": {"passed": true}, '
+            '"extra": {"dram_read_mb": 12.5}}')
+    timed = ('{"kwiki_record": 1, "variant": "w", "params": {"M": 8}, "check": {"passed": true}, "extra": {"x": 2.0}, '
+             '"timing": {"median_us": 10, "q1_us": 9, "q3_us": 11, "min_us": 8, "samples": 5}}')
+    outcome = RunOutcome("a", "sm_90a", ["v", "w"], "ok", records=parse_records(line + "\n" + timed, "a"))
+    value, spread = _figure([outcome], Selector(variant="v", params={"M": 8}, figure="dram_read_mb"))
+    assert (value, spread) == (12.5, None) and fmt_spread(spread) == ""
+    assert _figure([outcome], Selector(variant="w", figure="x"))[1] == pytest.approx(0.1)
+    assert judge(claim(at_most=12.48, unit="MB", metric="count"), 12.5, None) == Verdict.ambiguous  # within 0.2%
+    assert judge(claim(at_most=12.0, unit="MB", metric="count"), 12.5, None) == Verdict.worse
