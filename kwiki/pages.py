@@ -46,6 +46,8 @@ def _data_path(data: Any, err: dict) -> tuple[Any, ...]:
     """The path in the data an error concerns: the parts of its pydantic location that walk the
     data (union and type labels dropped), then the missing field's name or the sub-location a
     model validator gave (`FieldError.loc`)."""
+    from .model import FieldError
+
     loc = tuple(err["loc"])
     out: list[Any] = []
     node = data
@@ -58,8 +60,6 @@ def _data_path(data: Any, err: dict) -> tuple[Any, ...]:
             out.append(part)
     if err["type"] == "missing" and loc and isinstance(loc[-1], str) and isinstance(node, dict):
         out.append(loc[-1])
-    from .model import FieldError
-
     error = (err.get("ctx") or {}).get("error")
     if isinstance(error, FieldError):
         out.extend(error.loc)
