@@ -335,7 +335,9 @@ def test_serve_rebuilds_when_a_page_changes(tmp_path):
     thread.start()
     try:
         deadline = time.monotonic() + 20
-        while server.server_address[1] == 0 and time.monotonic() < deadline:
+        # the port is known once the socket is bound, but it accepts only after listen(); the
+        # serving thread starts after both
+        while not server.serve_thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.05)
         url = f"http://127.0.0.1:{server.server_address[1]}/patterns/spec-only/"
         first = urllib.request.urlopen(url, timeout=10).read().decode()
