@@ -443,7 +443,8 @@ def _simple_edit(conn: sqlite3.Connection, root: Path, path: str, known: Known |
     if page.problems or page.fm is None or not isinstance(page.fm.data, dict):
         return False
     data = page.fm.data
-    before, now = json.loads(known[2]), json.loads(_raw(data))
+    raw = _raw(data)
+    before, now = json.loads(known[2]), json.loads(raw)
     changed = {k for k in before.keys() | now.keys() if before.get(k) != now.get(k)}
     names = {repr(name): name for name in SIMPLE}
     if not changed <= names.keys():
@@ -483,7 +484,7 @@ def _simple_edit(conn: sqlite3.Connection, root: Path, path: str, known: Known |
     conn.execute("UPDATE fts SET title = ?, summary = ?, tags = ?, body = ? WHERE rowid = ?",
                  (result["title"], result["summary"] or "", " ".join(result["tags"]), page.fm.body, pk))
     conn.execute("UPDATE files SET head = ?, raw = ? WHERE path = ?",
-                 (_head_hash(page.fm.text, page.fm.end_line), _raw(data), path))
+                 (_head_hash(page.fm.text, page.fm.end_line), raw, path))
     return True
 
 

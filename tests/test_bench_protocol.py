@@ -67,6 +67,26 @@ def test_args_bad_integer_exits_2(host_test):
 
 
 @pytest.mark.nvcc
+@pytest.mark.parametrize("argv, sizes", [
+    ([], "1x2;3x4"),                       # the default
+    (["--sizes=5x6"], "5x6"),
+    (["--sizes", "7x8,9x10,11x12"], "7x8;9x10;11x12"),
+])
+def test_args_sizes(host_test, argv, sizes):
+    p = run(host_test, "sizes", *argv)
+    assert p.returncode == 0, p.stderr
+    assert by_variant(p.stdout)["sizes"].params == {"sizes": sizes}
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("bad", ["5x", "5x6x7", "0x4", "-1x4", "4xq", "4x4,", "x4"])
+def test_args_bad_sizes_exit_2_naming_the_option(host_test, bad):
+    p = run(host_test, "sizes", f"--sizes={bad}")
+    assert p.returncode == 2 and p.stdout == ""
+    assert "--sizes wants AxB pairs" in p.stderr and bad in p.stderr
+
+
+@pytest.mark.nvcc
 def test_failed_check_drops_timing_and_exits_1(host_test):
     p = run(host_test, "records")
     assert p.returncode == 1, p.stderr

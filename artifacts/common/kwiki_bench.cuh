@@ -563,6 +563,36 @@ class Args {
         return x;
     }
 
+    // --name as a comma-separated list of sizes, each `dims` positive integers joined by 'x'
+    // ("4096x4096x4096,8192x8192x8192"); `def` when absent; exit 2 naming `what` otherwise.
+    std::vector<std::vector<int>> get_sizes(const std::string& name, const std::string& def, int dims,
+                                            const std::string& what) const {
+        const std::string text = get_str(name, def);
+        std::vector<std::vector<int>> out;
+        size_t start = 0;
+        while (start <= text.size()) {
+            size_t comma = text.find(',', start);
+            if (comma == std::string::npos) comma = text.size();
+            const std::string item = text.substr(start, comma - start);
+            std::vector<int> size;
+            const char* p = item.c_str();
+            for (int d = 0; d < dims; ++d) {
+                char* end = nullptr;
+                const long v = std::strtol(p, &end, 10);
+                if (end == p || v <= 0 || v > INT32_MAX || (d + 1 < dims ? *end != 'x' : *end != '\0')) {
+                    size.clear();
+                    break;
+                }
+                size.push_back(int(v));
+                p = end + 1;
+            }
+            if (size.empty()) usage("--" + name + " wants " + what + ", got '" + text + "'");
+            out.push_back(size);
+            start = comma + 1;
+        }
+        return out;
+    }
+
     // Whether variant `name` should run: every variant when --variants is absent.
     bool want(const std::string& name) const {
         return !has_variants_ || std::find(variants_.begin(), variants_.end(), name) != variants_.end();

@@ -249,18 +249,11 @@ const char* dtype_name(Dtype dt) { return dt == Dtype::tf32 ? "tf32" : dt == Dty
 
 const char* kDefaultShapes = "2048x2048x2048,4096x4096x4096,8192x8192x8192,16384x2048x4096";
 
-std::vector<Problem> parse_shapes(const std::string& s) {
+std::vector<Problem> parse_shapes(const kwiki::Args& args) {
     std::vector<Problem> out;
-    size_t start = 0;
-    while (start < s.size()) {
-        size_t comma = s.find(',', start);
-        if (comma == std::string::npos) comma = s.size();
-        Problem p{};
-        if (std::sscanf(s.substr(start, comma - start).c_str(), "%dx%dx%d", &p.M, &p.N, &p.K) != 3 || p.M <= 0 || p.N <= 0 ||
-            p.K <= 0 || p.K % 8)
-            kwiki::Args::usage("--shapes wants MxNxK,... with K a multiple of 8");
-        out.push_back(p);
-        start = comma + 1;
+    for (const auto& d : args.get_sizes("shapes", kDefaultShapes, 3, "MxNxK,... with K a multiple of 8")) {
+        if (d[2] % 8) kwiki::Args::usage("--shapes wants MxNxK,... with K a multiple of 8");
+        out.push_back({d[0], d[1], d[2]});
     }
     return out;
 }
@@ -274,7 +267,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> names;
     for (auto& v : kVariants) names.push_back(v.name);
     args.require_known(names);
-    const auto shapes = parse_shapes(args.get_str("shapes", kDefaultShapes));
+    const auto shapes = parse_shapes(args);
     const int samples = int(args.get_int("check-samples", 2048));
     const uint64_t seed = args.seed();
     std::fprintf(stderr, "cublas_gemm: seed %llu, %d SMs, L2 %zu MiB\n", (unsigned long long)seed, kwiki::sm_count(),

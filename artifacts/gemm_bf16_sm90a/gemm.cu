@@ -668,18 +668,12 @@ const VariantInfo kVariants[] = {
 
 const char* kDefaultShapes = "4096x4096x4096,8192x8192x8192,4000x4000x4040";
 
-std::vector<Problem> parse_shapes(const std::string& s) {
+std::vector<Problem> parse_shapes(const kwiki::Args& args) {
+    const char* want = "MxNxK,... with K a multiple of 8 and N even";
     std::vector<Problem> out;
-    size_t start = 0;
-    while (start < s.size()) {
-        size_t comma = s.find(',', start);
-        if (comma == std::string::npos) comma = s.size();
-        Problem p{};
-        if (std::sscanf(s.substr(start, comma - start).c_str(), "%dx%dx%d", &p.M, &p.N, &p.K) != 3 || p.M <= 0 || p.N <= 0 ||
-            p.K <= 0 || p.K % 8 || p.N % 2)
-            kwiki::Args::usage("--shapes wants MxNxK,... with K a multiple of 8 and N even");
-        out.push_back(p);
-        start = comma + 1;
+    for (const auto& d : args.get_sizes("shapes", kDefaultShapes, 3, want)) {
+        if (d[2] % 8 || d[1] % 2) kwiki::Args::usage(std::string("--shapes wants ") + want);
+        out.push_back({d[0], d[1], d[2]});
     }
     return out;
 }
@@ -693,7 +687,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> names;
     for (auto& v : kVariants) names.push_back(v.name);
     args.require_known(names);
-    const auto shapes = parse_shapes(args.get_str("shapes", kDefaultShapes));
+    const auto shapes = parse_shapes(args);
     const int group = int(args.get_int("group", 16));
     const int samples = int(args.get_int("check-samples", 4096));
     const uint64_t seed = args.seed();

@@ -280,17 +280,12 @@ const std::vector<Variant>& variants() {
 
 const char* kDefaultShapes = "4096x7168,7168x16384,8192x8192,16384x16384";
 
-std::vector<std::pair<int, int>> parse_shapes(const std::string& s) {
+std::vector<std::pair<int, int>> parse_shapes(const kwiki::Args& args) {
+    const char* want = "MxK pairs with K a multiple of 256";
     std::vector<std::pair<int, int>> out;
-    size_t start = 0;
-    while (start < s.size()) {
-        size_t comma = s.find(',', start);
-        if (comma == std::string::npos) comma = s.size();
-        int M = 0, K = 0;
-        if (std::sscanf(s.substr(start, comma - start).c_str(), "%dx%d", &M, &K) != 2 || M <= 0 || K <= 0 || K % 256)
-            kwiki::Args::usage("--shapes wants MxK pairs with K a multiple of 256, got '" + s + "'");
-        out.emplace_back(M, K);
-        start = comma + 1;
+    for (const auto& d : args.get_sizes("shapes", kDefaultShapes, 2, want)) {
+        if (d[1] % 256) kwiki::Args::usage(std::string("--shapes wants ") + want);
+        out.emplace_back(d[0], d[1]);
     }
     return out;
 }
@@ -306,7 +301,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> names;
     for (auto& v : variants()) names.push_back(v.name);
     args.require_known(names);
-    const auto shapes = parse_shapes(args.get_str("shapes", kDefaultShapes));
+    const auto shapes = parse_shapes(args);
     const uint64_t seed = args.seed();
     std::fprintf(stderr, "gemv_bf16: seed %llu, %d SMs, L2 %zu bytes\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes());
 

@@ -393,18 +393,12 @@ __global__ void make_scales(uint8_t* p, size_t n) {
 
 struct Shape { int M, K, L; };
 
-std::vector<Shape> parse_shapes(const std::string& s) {
+std::vector<Shape> parse_shapes(const kwiki::Args& args) {
+    const char* want = "MxKxL triples (M a multiple of 8, K of 32)";
     std::vector<Shape> out;
-    size_t start = 0;
-    while (start < s.size()) {
-        size_t comma = s.find(',', start);
-        if (comma == std::string::npos) comma = s.size();
-        Shape sh{};
-        if (std::sscanf(s.substr(start, comma - start).c_str(), "%dx%dx%d", &sh.M, &sh.K, &sh.L) != 3 || sh.M <= 0 ||
-            sh.M % 8 || sh.K <= 0 || sh.K % 32 || sh.L <= 0)
-            kwiki::Args::usage("--shapes wants MxKxL triples (M a multiple of 8, K of 32), got '" + s + "'");
-        out.push_back(sh);
-        start = comma + 1;
+    for (const auto& d : args.get_sizes("shapes", "7168x16384x1,4096x7168x8,7168x2048x4", 3, want)) {
+        if (d[0] % 8 || d[1] % 32) kwiki::Args::usage(std::string("--shapes wants ") + want);
+        out.push_back({d[0], d[1], d[2]});
     }
     return out;
 }
@@ -420,7 +414,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> names;
     for (auto& v : variants()) names.push_back(v.name);
     args.require_known(names);
-    const auto shapes = parse_shapes(args.get_str("shapes", "7168x16384x1,4096x7168x8,7168x2048x4"));
+    const auto shapes = parse_shapes(args);
     const uint64_t seed = args.seed();
     const bool sm100 = kwiki::device_attr(cudaDevAttrComputeCapabilityMajor) >= 10;
     const double global_a = 0.37, global_b = 0.11;

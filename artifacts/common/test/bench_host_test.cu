@@ -2,6 +2,7 @@
 // Build: nvcc -std=c++17 -I artifacts/common -o bench_host_test artifacts/common/test/bench_host_test.cu
 // Run:   bench_host_test <case> [args...]; records go to stdout, one per line, for tests/test_bench_protocol.py.
 //   args     print a record whose params echo the parsed arguments (variants, want(), get_int, get_double)
+//   sizes    print a record whose param "sizes" echoes get_sizes("sizes", "1x2,3x4", 2, ...) as "AxB;AxB"
 //   records  print a passed record with timing and a failed one (which must drop its timing); exit_code()
 //   compare  print one record per compare() case (exact, within, outside, NaN, Inf) with extra.passed
 //   stats    print summarize() of fixed samples and random_unit() values in extra
@@ -26,6 +27,19 @@ static int case_args(int argc, char** argv) {
     r.check = ok_check();
     kwiki::emit(r);
     args.require_known({"a", "b", "c"});
+    return kwiki::exit_code();
+}
+
+static int case_sizes(int argc, char** argv) {
+    kwiki::Args args(argc, argv);
+    std::string joined;
+    for (const auto& d : args.get_sizes("sizes", "1x2,3x4", 2, "AxB pairs"))
+        joined += (joined.empty() ? "" : ";") + std::to_string(d[0]) + "x" + std::to_string(d[1]);
+    kwiki::Record r;
+    r.variant = "sizes";
+    r.params = {{"sizes", joined}};
+    r.check = ok_check();
+    kwiki::emit(r);
     return kwiki::exit_code();
 }
 
@@ -97,6 +111,7 @@ static int case_stats() {
 int main(int argc, char** argv) {
     std::string which = argc > 1 ? argv[1] : "";
     if (which == "args") return case_args(argc - 1, argv + 1);
+    if (which == "sizes") return case_sizes(argc - 1, argv + 1);
     if (which == "records") return case_records();
     if (which == "compare") return case_compare();
     if (which == "stats") return case_stats();
