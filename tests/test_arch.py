@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kwiki.arch import KNOWN_CC, Arch, ArchError, compatible, device_arch, normalize_arch, parse_arch
+from kwiki.core.arch import KNOWN_CC, Arch, ArchError, compatible, device_arch, normalize_arch, parse_arch
 
 
 @pytest.mark.parametrize("spelling, canonical", [

@@ -7,7 +7,6 @@ its stdout must be valid kwiki records.
 from __future__ import annotations
 
 import importlib.util
-import json
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kwiki.record import parse_records
+from kwiki.verify.record import parse_records
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMON = ROOT / "artifacts" / "common"

@@ -22,7 +22,7 @@ if CHROMIUM is None:
                 allow_module_level=True)
 from playwright import sync_api as playwright  # noqa: E402  (after the skip: CI without chromium needs no driver)
 
-from kwiki.site import build_site  # noqa: E402
+from kwiki.site.stage import build_site  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "site"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kwiki.build import included_files, parse_ptxas
+from kwiki.verify.build import included_files, parse_ptxas
 from kwiki.cli import main
 
 PTXAS = """ptxas info    : 0 bytes gmem

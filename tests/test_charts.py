@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kwiki.charts import draw, roofline_specs
-from kwiki.history import RecordRow
+from kwiki.site.charts import draw, roofline_specs
+from kwiki.verify.history import RecordRow
 
 
 def row(artifact: str, variant: str, shape: str, tflops: float, gbs: float, date: str = "2026-11-29T10:00:00") -> RecordRow:

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kwiki import SCHEMA_VERSION
-from kwiki.check import _links, check, check_links, inside
+from kwiki.wiki.check import _links, check, check_links, inside
 from kwiki.cli import main
-from kwiki.frontmatter import MAX_PAGE_BYTES
-from kwiki.pages import load_page
+from kwiki.wiki.frontmatter import MAX_PAGE_BYTES
+from kwiki.wiki.pages import load_page
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 BAD = FIXTURES / "bad"
@@ -455,7 +455,7 @@ def test_links_fast_path_agrees_with_resolving(tmp_path: Path):
 
 
 def test_measurements_inside_their_markers_are_accepted(tmp_path: Path):
-    from kwiki.markers import checksum
+    from kwiki.wiki.markers import checksum
 
     block = "measurements:\n  evidence_level: measured\n  date: '2026-01-01'\n"
     text = (f"---\nid: m\ntitle: M\ntype: concept\n# kwiki:measurements sha256={checksum(block)}\n"

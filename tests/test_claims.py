@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from kwiki.claims import judge
-from kwiki.env import Gpu
-from kwiki.history import change
-from kwiki.manifest import Manifest
-from kwiki.model import Claim, Verdict
-from kwiki.plan import choose_target
+from kwiki.verify.claims import judge
+from kwiki.verify.env import Gpu
+from kwiki.verify.history import change
+from kwiki.wiki.manifest import Manifest
+from kwiki.wiki.model import Claim, Verdict
+from kwiki.verify.plan import choose_target
 
 
 def claim(**kw) -> Claim:
@@ -74,7 +74,7 @@ def test_history_change(new, new_s, old, old_s, direction, expected):
 
 
 def test_commit_can_be_passed_where_there_is_no_git(tmp_path, monkeypatch):
-    from kwiki.env import git_state
+    from kwiki.verify.env import git_state
 
     monkeypatch.setenv("KWIKI_COMMIT", "abc123def456")
     monkeypatch.setenv("KWIKI_DIRTY", "1")
@@ -86,11 +86,11 @@ def test_commit_can_be_passed_where_there_is_no_git(tmp_path, monkeypatch):
 def test_a_figure_from_an_untimed_record_has_no_spread():
     """A profiler counter (one run, no timing) has no spread of its own: its claim shows none,
     and the verdict uses the noise floor."""
-    from kwiki.claims import _figure
-    from kwiki.model import Selector
-    from kwiki.record import parse_records
-    from kwiki.run import RunOutcome
-    from kwiki.tables import fmt_spread
+    from kwiki.verify.claims import _figure
+    from kwiki.wiki.model import Selector
+    from kwiki.verify.record import parse_records
+    from kwiki.verify.run import RunOutcome
+    from kwiki.verify.tables import fmt_spread
 
     line = ('{"kwiki_record": 1, "variant": "v", "params": {"M": 8}, "check": {"passed": true}, '
             '"extra": {"dram_read_mb": 12.5}}')

@@ -9,8 +9,8 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from kwiki.errors import FrontMatterError
-from kwiki.frontmatter import MAX_DEPTH, MAX_PAGE_BYTES, decode, field_name, parse_page, parse_yaml, split
+from kwiki.core.errors import FrontMatterError
+from kwiki.wiki.frontmatter import MAX_DEPTH, MAX_PAGE_BYTES, decode, field_name, parse_page, parse_yaml, split
 
 PAGE = """---
 id: p

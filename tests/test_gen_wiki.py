@@ -6,7 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from kwiki.check import check
+from kwiki.wiki.check import check
 
 GEN = Path(__file__).resolve().parent.parent / "bench" / "gen_wiki.py"
 
@@ -43,7 +43,7 @@ def test_generated_wiki_checks_clean_and_looks_real(tmp_path: Path):
 
 
 def test_parallel_check_finds_what_the_serial_one_finds(tmp_path: Path):
-    from kwiki.check import PARALLEL_MIN_PAGES
+    from kwiki.wiki.check import PARALLEL_MIN_PAGES
 
     _gen().generate(tmp_path, PARALLEL_MIN_PAGES + 20, seed=5)
     pages = sorted((tmp_path / "wiki").rglob("*.md"))

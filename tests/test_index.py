@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-import kwiki.index as index
-from kwiki.index import INDEX_VERSION, index_path, open_index, skipped, with_index
-from kwiki.query import Query, search, search_conn
+import kwiki.agents.index as index
+from kwiki.agents.index import INDEX_VERSION, index_path, open_index, skipped, with_index
+from kwiki.agents.query import Query, search, search_conn
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"
 TMA = "wiki/nvidia/techniques/tma-multicast.md"
@@ -201,7 +201,7 @@ def test_a_tag_edit_does_not_import_pydantic(root):
     refresh(root)
     page = root / TMA
     touch_later(page, page.read_text(encoding="utf-8").replace(TMA_TAGS, "tags: [tma, cluster, gemm, quick]"))
-    probe = ("import sys; from pathlib import Path; from kwiki.index import open_index; "
+    probe = ("import sys; from pathlib import Path; from kwiki.agents.index import open_index; "
              f"conn, done = open_index(Path({str(root)!r})); "
              "print(done.simple, 'pydantic' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kwiki.errors import MarkerError
-from kwiki.markers import KNOWN_REGIONS, checksum, render, replace, scan
+from kwiki.core.errors import MarkerError
+from kwiki.wiki.markers import KNOWN_REGIONS, checksum, render, replace, scan
 
 TABLE = "| claim | value |\n| --- | --- |\n| c1 | 22.4 us |\n"
 

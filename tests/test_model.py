@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from kwiki.evidence import AUTHOR_LEVELS, KWIKI_LEVELS, LADDER, EvidenceLevel, at_least
-from kwiki.model import Claim, FieldError, Measurements, PageMeta
+from kwiki.wiki.evidence import AUTHOR_LEVELS, KWIKI_LEVELS, LADDER, EvidenceLevel, at_least
+from kwiki.wiki.model import Claim, FieldError, Measurements, PageMeta
 
 BASE = {"id": "p", "title": "A page", "type": "technique"}
 
@@ -200,7 +200,7 @@ def test_measurements_are_strict():
     assert err["loc"] == ("measurements", "by") and err["type"] == "extra_forbidden"
 
 
-# ---------------------------------------------------------------- kwiki.fields: the index's plain rules
+# ---------------------------------------------------------------- kwiki.wiki.fields: the index's plain rules
 
 _VALUES = st.one_of(
     st.text(max_size=12),
@@ -213,8 +213,8 @@ _SIMPLE_VALUES = st.one_of(_VALUES, st.lists(_VALUES, max_size=4), st.dictionari
 @settings(max_examples=400, deadline=None)
 @given(name=st.sampled_from(["title", "summary", "tags"]), value=_SIMPLE_VALUES)
 def test_what_the_plain_rules_accept_the_model_accepts_and_stores_alike(name, value):
-    from kwiki.fields import SIMPLE, Unsure
-    from kwiki.model import PageMeta
+    from kwiki.wiki.fields import SIMPLE, Unsure
+    from kwiki.wiki.model import PageMeta
 
     normalize, _ = SIMPLE[name]
     try:
@@ -227,7 +227,7 @@ def test_what_the_plain_rules_accept_the_model_accepts_and_stores_alike(name, va
 
 
 def test_the_plain_rules_refuse_what_they_cannot_vouch_for():
-    from kwiki.fields import SIMPLE, Unsure
+    from kwiki.wiki.fields import SIMPLE, Unsure
 
     for name, value in [("title", ""), ("title", " padded "), ("title", 3), ("summary", 4.5),
                         ("tags", ["ok", "not ok!"]), ("tags", {"a": 1}), ("tags", 7)]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kwiki.pages import load_page
+from kwiki.wiki.pages import load_page
 
 
 def load(tmp_path: Path, front: str, body: str = "Body.\n", strict: bool = False):

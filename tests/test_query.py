@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from kwiki import SCHEMA_VERSION
-from kwiki.arch import compatible
+from kwiki.core.arch import compatible
 from kwiki.cli import main
-from kwiki.errors import UsageError
-from kwiki.query import Query, fts_query, normalize_tag, search
+from kwiki.core.errors import UsageError
+from kwiki.agents.query import Query, fts_query, normalize_tag, search
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"
@@ -72,7 +72,7 @@ def test_tags_are_normalised_like_the_page_model(root):
 
 
 def test_normalize_tag_agrees_with_the_model():
-    from kwiki.model import _tag
+    from kwiki.wiki.model import _tag
 
     for text in ("GEMM", "warp specialization", "Memory_Bound", "  tma  ", "cute-dsl"):
         assert normalize_tag(text) == _tag(text)
@@ -224,8 +224,8 @@ def test_an_unmeasured_claim_has_null_measurement(root):
 
 @pytest.mark.parametrize("kw", [{}, {"tags": ["tma"]}, {"tags": ["none-such"]}, {"limit": 2}])
 def test_stored_json_is_pasted_exactly_as_json_dumps_would_print_it(root, kw):
-    from kwiki.index import with_index
-    from kwiki.query import render_json, search_conn
+    from kwiki.agents.index import with_index
+    from kwiki.agents.query import render_json, search_conn
 
     raw = with_index(root, lambda conn: search_conn(conn, Query(**kw), raw=True))
     assert render_json(raw) == json.dumps(search(root, Query(**kw)), indent=2, sort_keys=True)
@@ -296,7 +296,7 @@ def test_tags_table(root, capsys, monkeypatch):
 
 
 def test_schema_files_are_current():
-    from kwiki.schema import render
+    from kwiki.wiki.schema import render
 
     for name in ("query.schema.json", "show.schema.json", "tags.schema.json"):
         assert (REPO / "schema" / name).read_text(encoding="utf-8") == render(name), f"run 'kwiki schema' ({name})"
@@ -310,7 +310,7 @@ ENTRY = (
     "from kwiki.cli import main\n"
     "rc = main(sys.argv[1:])\n"
     "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml')"
-    " or m in ('kwiki.model', 'kwiki.pages', 'kwiki.views', 'kwiki.frontmatter'))\n"
+    " or m in ('kwiki.wiki.model', 'kwiki.wiki.pages', 'kwiki.agents.views', 'kwiki.wiki.frontmatter'))\n"
     "sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')\n"
     "sys.exit(rc)\n"
 )
@@ -340,7 +340,7 @@ def test_a_warm_query_imports_neither_pydantic_nor_yaml(root):
 
 def test_the_entry_point_modules_are_light():
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    code = "import sys, kwiki.cli, kwiki.query; print(','.join(sorted(m for m in sys.modules if m.startswith(('pydantic', 'yaml')))))"
+    code = "import sys, kwiki.cli, kwiki.agents.query; print(','.join(sorted(m for m in sys.modules if m.startswith(('pydantic', 'yaml')))))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == ""
 

@@ -11,8 +11,8 @@ import pytest
 
 from kwiki import SCHEMA_VERSION
 from kwiki.cli import main
-from kwiki.index import PageNotFound
-from kwiki.show import show
+from kwiki.agents.index import PageNotFound
+from kwiki.agents.show import show
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"
@@ -104,7 +104,7 @@ def test_text_on_a_terminal(root, capsys, monkeypatch):
 
 
 def test_a_measurement_without_provenance_takes_the_blocks_gpu_and_date(root):
-    from kwiki.markers import render
+    from kwiki.wiki.markers import render
 
     block = render("measurements", (
         "measurements:\n"

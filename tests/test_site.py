@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from kwiki import charts
-from kwiki.catalog import load_wiki
+from kwiki.site import charts
+from kwiki.wiki.catalog import load_wiki
 from kwiki.cli import main
-from kwiki.history import RecordRow, read_all
-from kwiki.site import SiteError, build_site, live_server, remote_resources
-from kwiki.standing import State, claim_rows_by_page, standing
+from kwiki.verify.history import RecordRow, read_all
+from kwiki.site.stage import SiteError, build_site, live_server, remote_resources
+from kwiki.verify.standing import State, claim_rows_by_page, standing
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "site"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kwiki.record import parse_records
+from kwiki.verify.record import parse_records
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "artifacts" / "tile_order_sm90a" / "l2_profile.py"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kwiki.cli import main
-from kwiki.frontmatter import parse_page
-from kwiki.markers import scan
+from kwiki.wiki.frontmatter import parse_page
+from kwiki.wiki.markers import scan
 
 PROJECT = Path(__file__).parent / "fixtures" / "verify" / "project"
 needs_cxx = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kwiki.errors import WriteBackError
-from kwiki.frontmatter import parse_page
-from kwiki.markers import scan
-from kwiki.writeback import apply, write_page
+from kwiki.core.errors import WriteBackError
+from kwiki.wiki.frontmatter import parse_page
+from kwiki.wiki.markers import scan
+from kwiki.verify.writeback import apply, write_page
 
 PAGE = (b"---\nid: p\ntitle: P\ntype: technique\n---\n# P\n\nAuthor text.\n\n"
         b"<!-- kwiki:claims -->\n<!-- /kwiki:claims -->\n\nMore author text.\n")
@@ -64,8 +64,8 @@ def test_write_page_refuses_a_page_changed_during_the_run(tmp_path: Path):
 WRITER = r"""
 import sys
 from pathlib import Path
-from kwiki.frontmatter import decode
-from kwiki.writeback import write_page
+from kwiki.wiki.frontmatter import decode
+from kwiki.verify.writeback import write_page
 page = Path(sys.argv[1])
 i = 0
 while True:

@@ -1,0 +1,182 @@
+"""`kwiki query` and `kwiki tags`: find pages by tag, architecture, type, evidence, op, GPU, text.
+
+Filters combine with AND. Within `--tag`, every tag must match unless `--any` is given.
+
+* ``--tag T``: tags are compared as the page model normalises them (lower case, spaces and
+  underscores become '-'), so ``--tag "Warp Specialization"`` finds ``warp-specialization``.
+* ``--arch A``: pages with at least one architecture whose code runs on A-class hardware,
+  by `kwiki.core.arch.compatible`: the query names hardware, so its own suffix is ignored;
+  ``sm_90a`` pages run on sm_90 GPUs (H100, H200) and match ``--arch sm_90``, ``sm_100a``
+  pages do not; family pages (``sm_100f``) match later minors of the same major; generic
+  pages (``sm_80``) match every later GPU. A page that names no architecture is not matched.
+* ``--type T``: the page type, exactly (technique, kernel, pattern, ...).
+* ``--evidence L``: effective evidence level at least L on spec < source-reported <
+  measured < verified (kwiki's measurements block wins over what the author wrote).
+* ``--op OP``: one of the page's ``applies_to_ops``, case-insensitive.
+* ``--verified-on GPU``: the page has measurements on a GPU whose name contains GPU,
+  case-insensitive (``--verified-on h200`` finds "NVIDIA H200").
+* ``--text WORDS``: full-text search (SQLite FTS5, Porter stemming) over titles, summaries,
+  tags and bodies; every word must occur; results are ranked by BM25 with a title weighing
+  10 times, a summary or tag 4 times, what the body says. Without ``--text`` results are
+  sorted by id.
+* ``--limit N``: at most N results (0: all); ``total`` in the JSON says how many matched.
+
+Output is JSON when stdout is not a terminal or with ``--json`` (schema/query.schema.json),
+a table otherwise. This module runs on every query: it imports neither pydantic nor yaml,
+and prints what the index stored when it read the pages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from kwiki import SCHEMA_VERSION
+from kwiki.agents.index import with_index
+from kwiki.core.errors import UsageError
+
+# BM25 column weights: title, summary, tags, body (the order of the fts table's columns)
+RANK = "bm25(fts, 10.0, 4.0, 4.0, 1.0)"
+_WORD = re.compile(r"[^\W_]+")  # letters and digits, as FTS5's unicode61 tokenizer splits words
+
+
+class Query:
+    """What `kwiki query` (and the MCP tools) ask the index for. A plain class, not a dataclass:
+    importing `dataclasses` costs a warm query about 8 ms."""
+
+    __slots__ = ("tags", "any_tag", "arch", "type", "evidence", "op", "text", "verified_on", "limit", "types",
+                 "best_first")
+
+    def __init__(self, *, tags: list[str] | None = None, any_tag: bool = False, arch: str | None = None,
+                 type: str | None = None, evidence: str | None = None, op: str | None = None,
+                 text: str | None = None, verified_on: str | None = None, limit: int = 50,
+                 types: list[str] | None = None, best_first: bool = False):
+        self.tags = list(tags or [])
+        self.any_tag = any_tag
+        self.arch = arch
+        self.type = type
+        self.evidence = evidence
+        self.op = op
+        self.text = text
+        self.verified_on = verified_on
+        self.limit = limit  # 0: no limit
+        self.types = list(types or [])  # any of these page types (with `type`, both apply)
+        self.best_first = best_first  # highest evidence level first (before rank or id)
+
+    def __repr__(self) -> str:
+        return "Query(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
+
+
+def normalize_tag(text: str) -> str:
+    """A tag as the model stores it (`kwiki.wiki.fields.tag`, without its validation)."""
+    return re.sub(r"[\s_]+", "-", text.strip().lower())
+
+
+def fts_query(words: str) -> str:
+    """FTS5 query text in which every word must occur; never a syntax error, whatever `words` holds."""
+    tokens = _WORD.findall(words)
+    if not tokens:
+        raise UsageError(f"--text {words!r}: no words to search for")
+    return " ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+
+
+def _where(conn: sqlite3.Connection, q: Query) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    tags = sorted({normalize_tag(t) for t in q.tags if t.strip()})
+    if tags:
+        marks = ",".join("?" * len(tags))
+        having = "" if q.any_tag or len(tags) == 1 else f" GROUP BY page HAVING count(*) = {len(tags)}"
+        where.append(f"p.pk IN (SELECT page FROM facets WHERE kind = 'tag' AND value IN ({marks}){having})")
+        params += tags
+    if q.arch:
+        from kwiki.core.arch import ArchError, compatible, parse_arch
+
+        try:
+            parse_arch(q.arch)
+        except ArchError as exc:
+            raise UsageError(f"--arch: {exc}") from None
+        known = [row[0] for row in conn.execute("SELECT DISTINCT value FROM facets WHERE kind = 'arch'")]
+        archs = sorted(a for a in known if compatible(a, q.arch))
+        where.append(f"p.pk IN (SELECT page FROM facets WHERE kind = 'arch' AND value IN ({','.join('?' * len(archs))}))")
+        params += archs
+    if q.type:
+        where.append("p.type = ?")
+        params.append(q.type.strip().lower())
+    if q.types:
+        where.append(f"p.type IN ({','.join('?' * len(q.types))})")
+        params += [t.strip().lower() for t in q.types]
+    if q.evidence:
+        from kwiki.wiki.evidence import EvidenceLevel
+
+        try:
+            rank = EvidenceLevel(q.evidence.strip().lower()).rank
+        except ValueError:
+            levels = ", ".join(level.value for level in EvidenceLevel)
+            raise UsageError(f"--evidence {q.evidence!r}: not an evidence level (one of: {levels})") from None
+        where.append("p.evidence >= ?")
+        params.append(rank)
+    if q.op:
+        where.append("p.pk IN (SELECT page FROM facets WHERE kind = 'op' AND value = ?)")
+        params.append(q.op.strip().lower())
+    if q.verified_on:
+        where.append("p.pk IN (SELECT page FROM facets WHERE kind = 'gpu' AND instr(value, ?) > 0)")
+        params.append(q.verified_on.strip().lower())
+    return where, params
+
+
+def search_conn(conn: sqlite3.Connection, q: Query, *, raw: bool = False) -> dict[str, Any]:
+    """The JSON document of `kwiki query` (schema/query.schema.json), from an open index.
+
+    With `raw`, each result is left as the JSON text the index stored (for `render_json`).
+    """
+    if q.limit < 0:
+        raise UsageError(f"--limit {q.limit}: must be 0 (no limit) or more")
+    where, params = _where(conn, q)
+    if q.text:
+        source = "pages p JOIN fts ON fts.rowid = p.pk"
+        where.insert(0, "fts MATCH ?")
+        params.insert(0, fts_query(q.text))
+        order = f"{RANK}, p.id, p.path"
+    else:
+        source, order = "pages p", "p.id, p.path"
+    if q.best_first:
+        order = "p.evidence DESC, " + order
+    condition = (" WHERE " + " AND ".join(where)) if where else ""
+    sql = f"SELECT p.pk FROM {source}{condition} ORDER BY {order}"
+    hits = [row[0] for row in conn.execute(sql + (f" LIMIT {int(q.limit)}" if q.limit else ""), params)]
+    if q.limit and len(hits) == q.limit:
+        total = conn.execute(f"SELECT count(*) FROM {source}{condition}", params).fetchone()[0]
+    else:
+        total = len(hits)
+    stored: dict[int, str] = {}
+    for i in range(0, len(hits), 500):
+        chunk = hits[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        stored.update(conn.execute(f"SELECT pk, result FROM views WHERE pk IN ({marks})", chunk).fetchall())
+    texts = [stored[pk] for pk in hits]
+    results = texts if raw else [json.loads(text) for text in texts]
+    return {"schema_version": SCHEMA_VERSION, "total": total, "results": results}
+
+
+def render_json(doc: dict[str, Any]) -> str:
+    """`json.dumps(doc, indent=2, sort_keys=True)` of a raw `search_conn` document, without parsing it."""
+    items = "[]"
+    if doc["results"]:
+        items = "[\n    " + ",\n    ".join(text.replace("\n", "\n    ") for text in doc["results"]) + "\n  ]"
+    return f'{{\n  "results": {items},\n  "schema_version": {doc["schema_version"]},\n  "total": {doc["total"]}\n}}'
+
+
+def search(root: Path, q: Query) -> dict[str, Any]:
+    return with_index(root, lambda conn: search_conn(conn, q))
+
+
+def tags_conn(conn: sqlite3.Connection) -> dict[str, Any]:
+    """The JSON document of `kwiki tags`: every tag with its page count, most used first."""
+    rows = conn.execute(
+        "SELECT value, count(*) AS n FROM facets WHERE kind = 'tag' GROUP BY value ORDER BY n DESC, value"
+    )
+    return {"schema_version": SCHEMA_VERSION, "tags": [{"tag": tag, "pages": n} for tag, n in rows]}

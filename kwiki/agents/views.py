@@ -1,0 +1,123 @@
+"""What `kwiki query`, `kwiki show` and the MCP tools print about a page, as plain data.
+
+The index (kwiki/index.py) calls `result_view` and `detail_view` once per page when it
+reads the page, and stores their JSON; queries then print that JSON without importing
+this module. kwiki/outputs.py describes the same documents as pydantic models, for
+`schema/query.schema.json`, `schema/show.schema.json` and the MCP tools' output types.
+
+A claim is shown the same way everywhere::
+
+    {"id", "statement", "metric", "unit",
+     "claimed":  {"text", "value", "tolerance", "at_least", "at_most", "expect"},
+     "measured": {"value", "unit", "spread", "change", "detail", "provenance"} | null,
+     "verdict": "reproduced" | ... | null, "gpu": str | null, "date": str | null}
+
+`measured` is null until `kwiki verify` has written a measurement for the claim;
+`verdict`, `gpu` and `date` come from that measurement (the latest one).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kwiki import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from kwiki.wiki.model import Claim, MeasuredClaim, Measurements, PageMeta
+
+
+def claimed_view(claim: Claim) -> dict[str, Any]:
+    return {
+        "text": claim.describe(),
+        "value": claim.value,
+        "tolerance": claim.tolerance_or_default if claim.value is not None else None,
+        "at_least": claim.at_least,
+        "at_most": claim.at_most,
+        "expect": claim.expect.value if claim.expect is not None else None,
+    }
+
+
+def measured_view(measured: MeasuredClaim | None) -> dict[str, Any] | None:
+    if measured is None:
+        return None
+    prov = measured.provenance
+    return {
+        "value": measured.value,
+        "unit": measured.unit,
+        "spread": measured.spread,
+        "change": measured.change,
+        "detail": measured.detail,
+        "provenance": prov.model_dump(mode="json", exclude_none=True) if prov is not None else None,
+    }
+
+
+def claim_view(claim: Claim, block: Measurements | None) -> dict[str, Any]:
+    measured = block.claims.get(claim.id) if block is not None else None
+    verdict = gpu = date = None
+    if block is not None and measured is not None:
+        prov = measured.provenance
+        verdict = measured.verdict.value
+        gpu = prov.gpu if prov is not None else block.verified_on
+        date = prov.date if prov is not None else block.date
+    return {
+        "id": claim.id,
+        "statement": claim.statement,
+        "metric": claim.metric.value,
+        "unit": claim.unit,
+        "claimed": claimed_view(claim),
+        "measured": measured_view(measured),
+        "verdict": verdict,
+        "gpu": gpu,
+        "date": date,
+    }
+
+
+def result_view(meta: PageMeta, path: str) -> dict[str, Any]:
+    """One entry of `kwiki query --json`'s `results`."""
+    return {
+        "id": meta.id,
+        "title": meta.title,
+        "path": path,
+        "type": meta.type.value,
+        "tags": list(meta.tags),
+        "architectures": list(meta.architectures),
+        "evidence_level": meta.effective_evidence.value,
+        "summary": meta.summary,
+        "claims": [claim_view(c, meta.measurements) for c in meta.claims],
+        "artifacts": dict(meta.artifacts),
+    }
+
+
+def detail_view(meta: PageMeta, path: str) -> dict[str, Any]:
+    """`kwiki show --json` without the body (the index stores the body apart, for search)."""
+    block = meta.measurements
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "id": meta.id,
+        "title": meta.title,
+        "path": path,
+        "type": meta.type.value,
+        "evidence_level": meta.effective_evidence.value,
+        "front_matter": meta.model_dump(mode="json", exclude_unset=True),
+        "claims": [claim_view(c, block) for c in meta.claims],
+        "measurements": None if block is None else {
+            "evidence_level": block.evidence_level.value,
+            "verified_on": block.verified_on,
+            "date": block.date,
+        },
+    }
+
+
+def measurements_view(detail: dict[str, Any]) -> dict[str, Any]:
+    """`MeasurementsOutput` from a `detail_view` document."""
+    block = detail.get("measurements") or {}
+    return {
+        "schema_version": detail["schema_version"],
+        "id": detail["id"],
+        "title": detail["title"],
+        "path": detail["path"],
+        "evidence_level": detail["evidence_level"],
+        "verified_on": block.get("verified_on"),
+        "date": block.get("date"),
+        "claims": detail["claims"],
+    }

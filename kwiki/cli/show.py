@@ -1,0 +1,53 @@
+"""`kwiki show ID`: one page with its claims and latest measurements, as text or JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from kwiki.agents.show import show
+from kwiki.wiki.catalog import find_root
+
+
+def run(args: Any) -> int:
+    doc = show(find_root(args.root), args.id)
+    if getattr(args, "json", False) or not sys.stdout.isatty():
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_text(doc))
+    return 0
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    fm = doc["front_matter"]
+    block = doc.get("measurements")
+    evidence = doc["evidence_level"]
+    if block:
+        evidence += f" (kwiki verify on {block.get('verified_on') or 'unknown GPU'}, {block['date']})"
+    lines = [f"{doc['id']}: {doc['title']}", ""]
+    for label, value in (
+        ("path", doc["path"]),
+        ("type", doc["type"]),
+        ("evidence", evidence),
+        ("arch", " ".join(fm.get("architectures", []))),
+        ("tags", " ".join(fm.get("tags", []))),
+        ("summary", fm.get("summary") or ""),
+    ):
+        if value:
+            lines.append(f"  {label:<9} {value}")
+    if doc["claims"]:
+        lines += ["", "Claims:"]
+        rows = [["ID", "CLAIMED", "MEASURED", "VERDICT", "GPU", "DATE"]]
+        for c in doc["claims"]:
+            m = c["measured"]
+            measured = "-"
+            if m is not None and m["value"] is not None:
+                measured = f"{m['value']:g} {m['unit'] or c['unit']}"
+            rows.append([c["id"], c["claimed"]["text"], measured, c["verdict"] or "not measured", c["gpu"] or "-", c["date"] or "-"])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    body = doc.get("body")
+    if body:
+        lines += ["", body.strip("\n")]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""Used by everything, uses nothing of kwiki: errors, architectures, processes, atomic writes."""

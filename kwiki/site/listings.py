@@ -1,0 +1,207 @@
+"""Generated index pages of the site: the home page's state of the wiki, evidence, architectures, tags, nav.
+
+Each function returns Markdown for a page in the staging directory; links are relative Markdown
+links, so MkDocs checks every one of them in a strict build.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+from kwiki.site.render import (
+    arch_anchor,
+    evidence_badge,
+    headline,
+    html_text,
+    md_text,
+    relative,
+    state_badge,
+)
+from kwiki.verify.history import ClaimRow, RecordRow
+from kwiki.verify.standing import Standing, State
+from kwiki.wiki.model import PageMeta
+from kwiki.wiki.pages import Page
+
+INDEX_DIR = "indexes"
+EVIDENCE = f"{INDEX_DIR}/evidence.md"
+ARCHITECTURES = f"{INDEX_DIR}/architectures.md"
+TAGS = f"{INDEX_DIR}/tags.md"
+HOME = "index.md"
+HOME_ROWS = 12
+STATE_ORDER = [State.verified, State.measured, State.drifted, State.not_reproduced, State.not_measured]
+SECTION = {
+    State.verified: ("Verified", "kwiki reproduced every claim that could run."),
+    State.measured: ("Measured", "kwiki measured these pages; not every claim could be reproduced on the GPU used."),
+    State.drifted: ("Drifted", "a figure moved beyond the noise since the previous run on the same GPU model, "
+                               "or a claim that passed before fails now."),
+    State.not_reproduced: ("Not reproduced", "a measured figure came out worse than claimed, or the artifact's "
+                                             "check failed."),
+    State.not_measured: ("Never reproduced", "no kwiki run yet: the figures are as the page's author or sources "
+                                             "report them."),
+}
+UPPER = {"nvidia": "NVIDIA", "amd": "AMD", "apis": "APIs", "ptx": "PTX", "cuda": "CUDA"}
+
+
+@dataclass
+class SitePage:
+    """A page as the site shows it: where it is staged, its validated front matter, its standing."""
+
+    page: Page
+    rel: str  # path inside wiki/ (and the staging directory), '/'-separated
+    meta: PageMeta | None
+    standing: Standing | None
+    history: list[ClaimRow] = field(default_factory=list)  # the results store's rows of its claims
+
+    @property
+    def title(self) -> str:
+        if self.meta:
+            return self.meta.title
+        raw = self.page.fm.data.get("title") if self.page.fm else None
+        return str(raw) if raw else posixpath.splitext(posixpath.basename(self.rel))[0]
+
+
+@dataclass
+class LastRun:
+    date: str
+    gpu: str
+    run_id: str
+
+
+def last_run(rows: list[RecordRow | ClaimRow]) -> LastRun | None:
+    if not rows:
+        return None
+    row = max(rows, key=lambda r: (r.date, r.run_id))
+    return LastRun(row.date, row.gpu, row.run_id)
+
+
+def link(page: SitePage, from_rel: str) -> str:
+    return f"[{md_text(page.title)}]({relative(page.rel, from_rel)})"
+
+
+def _measured_table(pages: list[SitePage], from_rel: str) -> list[str]:
+    rows = ["| page | state | GPU | date | claims reproduced | headline figure |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    for p in pages:
+        st = p.standing
+        assert st is not None
+        rows.append(f"| {link(p, from_rel)} | {state_badge(st)} | {md_text(st.verified_on or '–')} "
+                    f"| {md_text((st.date or '–')[:10])} | {st.passing} of {st.judged} | {headline(st)} |")
+    return rows
+
+
+def _by_state(pages: list[SitePage]) -> dict[State, list[SitePage]]:
+    out: dict[State, list[SitePage]] = {s: [] for s in STATE_ORDER}
+    for p in pages:
+        if p.standing is not None:
+            out[p.standing.state].append(p)
+    for group in out.values():
+        group.sort(key=lambda p: (p.title.casefold(), p.rel))
+    return out
+
+
+def _stat(number: object, label: str) -> str:
+    return (f'<div class="kw-stat"><span class="kw-stat-n">{html_text(number)}</span>'
+            f'<span class="kw-stat-l">{html_text(label)}</span></div>')
+
+
+def home_block(pages: list[SitePage], run: LastRun | None, from_rel: str = HOME) -> str:
+    """The wiki's state in one screen: counts, the last verify run and GPU, the measured pages."""
+    groups = _by_state(pages)
+    standings = [p.standing for p in pages if p.standing]
+    claims = sum(s.claims for s in standings)
+    judged = sum(s.judged for s in standings)
+    passing = sum(s.passing for s in standings)
+    measured = [p for s in STATE_ORDER[:-1] for p in groups[s]]
+    out = ['<div class="kw-home" markdown>', "", '<div class="kw-stats">',
+           _stat(len(pages), "pages"),
+           _stat(f"{passing} / {judged}", "measured claims reproduced"),
+           _stat(len(groups[State.verified]), "pages verified"),
+           _stat(len(groups[State.drifted]) + len(groups[State.not_reproduced]), "drifted or not reproduced"),
+           _stat(claims, "claims in all"), "</div>", ""]
+    if run:
+        out.append(f"**Last verify run:** {md_text(run.date[:16].replace('T', ' '))} UTC on "
+                   f"**{md_text(run.gpu)}** (run `{run.run_id}`).")
+    else:
+        out.append("**Last verify run:** none yet; no figure on this wiki has been measured by kwiki.")
+    evidence, arches, tags = (relative(rel, from_rel) for rel in (EVIDENCE, ARCHITECTURES, TAGS))
+    out += ["", f"Browse by [evidence]({evidence}), [architecture]({arches}) or [tag]({tags}).", ""]
+    if measured:
+        out += _measured_table(measured[:HOME_ROWS], from_rel)
+        if len(measured) > HOME_ROWS:
+            out += ["", f"And {len(measured) - HOME_ROWS} more measured pages in the [evidence index]({evidence})."]
+        out.append("")
+    out += ["</div>", ""]
+    return "\n".join(out)
+
+
+def evidence_page(pages: list[SitePage]) -> str:
+    groups = _by_state(pages)
+    out = ["---", "title: By evidence", "---", "", "What kwiki measured, what drifted, what was never reproduced.", ""]
+    for state in STATE_ORDER:
+        name, meaning = SECTION[state]
+        group = groups[state]
+        out += [f"## {name} ({len(group)}) {{ #{state.value} }}", "", meaning, ""]
+        if not group:
+            out += ["None.", ""]
+        elif state == State.not_measured:
+            out += ["| page | evidence | architectures | claims |", "| --- | --- | --- | --- |"]
+            for p in group:
+                st, meta = p.standing, p.meta
+                assert st is not None and meta is not None
+                out.append(f"| {link(p, EVIDENCE)} | {evidence_badge(st.evidence)} "
+                           f"| {md_text(', '.join(meta.architectures) or '–')} | {st.claims} |")
+            out.append("")
+        else:
+            out += [*_measured_table(group, EVIDENCE), ""]
+    return "\n".join(out)
+
+
+def architectures_page(pages: list[SitePage]) -> str:
+    by_arch: dict[str, list[SitePage]] = {}
+    for p in pages:
+        if p.meta is None:
+            continue
+        for arch in p.meta.architectures or ["any"]:
+            by_arch.setdefault(arch, []).append(p)
+    out = ["---", "title: By architecture", "---", "",
+           "Pages by the GPU architecture their code targets (`sm_90a` code runs only on sm_90 parts such as "
+           "the H100 and H200; plain `sm_80` code runs on sm_80 and later).", ""]
+    known = sorted((a for a in by_arch if a != "any"), key=lambda a: (int("".join(filter(str.isdigit, a))), a))
+    for arch in [*known, *(["any"] if "any" in by_arch else [])]:
+        group = sorted(by_arch[arch], key=lambda p: (p.title.casefold(), p.rel))
+        name = "No architecture named" if arch == "any" else arch
+        out += [f"## {md_text(name)} ({len(group)}) {{ #{arch_anchor(arch)} }}", ""]
+        for p in group:
+            assert p.standing is not None
+            out.append(f"- {link(p, ARCHITECTURES)} {state_badge(p.standing)}")
+        out.append("")
+    return "\n".join(out)
+
+
+def tags_page() -> str:
+    return "---\ntitle: Tags\n---\n\nEvery tag with its pages.\n\n<!-- material/tags -->\n"
+
+
+def _section_name(directory: str) -> str:
+    return html_text(UPPER.get(directory, directory.replace("-", " ").replace("_", " ").capitalize()))
+
+
+def nav(pages: list[SitePage]) -> list:
+    """The navigation: home, the indexes, then the wiki's folders (pages by title, folders by name)."""
+    tree: dict = {}
+    for p in pages:
+        if p.rel == HOME:
+            continue
+        node = tree
+        for part in p.rel.split("/")[:-1]:
+            node = node.setdefault(part + "/", {})
+        node[p.rel] = p
+
+    def entries(node: dict) -> list:
+        files = sorted((v for k, v in node.items() if not k.endswith("/")),
+                       key=lambda p: (not p.rel.endswith("/index.md"), p.title.casefold(), p.rel))
+        folders = sorted(k for k in node if k.endswith("/"))
+        return [p.rel for p in files] + [{_section_name(k[:-1]): entries(node[k])} for k in folders]
+
+    return [HOME, {"Indexes": [EVIDENCE, ARCHITECTURES, TAGS]}, *entries(tree)]

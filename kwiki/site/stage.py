@@ -1,0 +1,484 @@
+"""The static site: stage `wiki/` with what kwiki generates, build it with MkDocs, add the agents' files.
+
+`kwiki build` never touches `wiki/`: it writes a staged copy under `.kwiki/site/docs/` in which
+every page gets its header (architectures, evidence, what the last run found), its claims table,
+its charts (SVG files drawn by kwiki) and its artifact sources; the indexes (evidence,
+architectures, tags) and the home page's state of the wiki are generated pages there too. MkDocs
+with Material then builds that directory as plain Markdown, strict, and kwiki adds `llms.txt`,
+`index.json` and every page's Markdown source to the result. No MkDocs plugin of kwiki's is
+involved, so the same staged directory builds with Material's successor later. Finally every
+HTML and CSS file is checked for resources fetched from another host: viewing a page must not
+send a request off the machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from kwiki.core.errors import KwikiError, ManifestError
+from kwiki.core.writefile import write_atomic
+from kwiki.site import charts
+from kwiki.site.listings import (
+    ARCHITECTURES,
+    EVIDENCE,
+    HOME,
+    INDEX_DIR,
+    TAGS,
+    LastRun,
+    SitePage,
+    architectures_page,
+    evidence_page,
+    home_block,
+    last_run,
+    nav,
+    tags_page,
+)
+from kwiki.site.render import (
+    STYLESHEET,
+    artifact_section,
+    chart,
+    claims_table,
+    header,
+    html_text,
+    problems_note,
+)
+from kwiki.verify.history import ClaimRow, RecordRow, gpu_slug, read_all
+from kwiki.verify.standing import claim_rows_by_page, standing
+from kwiki.wiki.catalog import ARTIFACTS_DIR, WIKI_DIR, load_wiki
+
+log = logging.getLogger(__name__)
+
+STAGE_DIR = ".kwiki/site"
+SERVE_DIR = ".kwiki/serve"
+ASSETS = "assets/kwiki"
+CSS = f"{ASSETS}/kwiki.css"
+BASE_CONFIG = "mkdocs.yml"
+DESCRIPTION = "GPU kernel techniques whose numbers are re-measured by a machine"
+EXTENSIONS = ["admonition", "attr_list", "md_in_html", "tables", "toc", "pymdownx.details",
+              "pymdownx.superfences", "pymdownx.highlight"]
+VALIDATION = {"links": {"not_found": "warn", "absolute_links": "warn", "unrecognized_links": "warn", "anchors": "warn"},
+              "nav": {"omitted_files": "warn", "not_found": "warn", "absolute_links": "warn"}}
+_H1 = re.compile(r"^#\s+\S")
+_SCRIPT = re.compile(r"<(/?)(script|iframe|object|embed)\b", re.IGNORECASE)
+_FENCE = re.compile(r"^\s*(```|~~~)")
+RESOURCE_TAGS = frozenset({"script", "img", "iframe", "audio", "video", "source", "embed", "object", "link", "track",
+                           "input", "image", "use"})
+_URL_VALUE = re.compile(r"""=\s*["']?\s*((?:[hH][tT][tT][pP][sS]?:)?//[^"'\s>]+)""")  # fast: no leading \b, no re.I
+_URL_ATTR = re.compile(r"""\b(?:src|href|data|srcset|poster)\s*$""", re.I)
+_TAG_NAME = re.compile(r"<\s*([a-zA-Z][a-zA-Z0-9]*)")
+_PASSIVE_LINK = re.compile(r"""\brel\s*=\s*["']?(canonical|alternate)""", re.I)
+_EXTERNAL_CSS = re.compile(r"""(?:url\(\s*["']?|@import\s+["'])\s*((?:https?:)?//[^"')\s]+)""", re.I)
+
+
+class SiteError(KwikiError):
+    """The site could not be built: page errors, MkDocs warnings in strict mode, or remote resources."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = problems or []
+
+
+@dataclass
+class SiteReport:
+    site_dir: Path
+    pages: int
+    charts: int
+    seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Context:
+    root: Path
+    records: dict[str, list[RecordRow]]  # artifact name -> its rows in the results store
+    manifests: dict[str, tuple[str, list[str], str | None]] = field(default_factory=dict)  # rel -> name, ...
+    files: dict[str, bytes] = field(default_factory=dict)  # staged path -> content
+
+
+# ---------------------------------------------------------------- staging
+
+
+def _artifact(ctx: _Context, rel: str) -> tuple[str, list[str], str | None]:
+    """The name the results store uses for an artifact, its variants in manifest order, its baseline."""
+    from kwiki.wiki.manifest import MANIFEST, load_manifest
+
+    rel = rel.rstrip("/")
+    if rel not in ctx.manifests:
+        ctx.manifests[rel] = (Path(rel).name, [], None)
+        if (ctx.root / rel / MANIFEST).is_file():
+            try:
+                m = load_manifest(ctx.root / rel, ctx.root)
+                ctx.manifests[rel] = (m.name, [v.name for v in m.variants], m.baseline)
+            except ManifestError:
+                pass  # the artifact section shows the problem
+    return ctx.manifests[rel]
+
+
+def _add_chart(ctx: _Context, sp: SitePage, name: str, spec: dict, alt: str) -> str:
+    path = f"{ASSETS}/charts/{sp.meta.id}/{name}.svg"  # type: ignore[union-attr]
+    ctx.files[path] = charts.draw(spec)
+    return chart(path, sp.rel, alt)
+
+
+def _ladders(ctx: _Context, sp: SitePage) -> str:
+    """A bar chart of each artifact's variants (per GPU and parameter set), charting what the claims measure."""
+    meta = sp.meta
+    assert meta is not None
+    out = []
+    for rel in sorted(set(meta.artifacts.values())):
+        name, variants, baseline = _artifact(ctx, rel)
+        keys = {k for k, v in meta.artifacts.items() if v == rel}
+        measures = [c.measure for c in meta.claims if c.measure and c.measure.artifact in keys]
+        wanted = [m.of.figure for m in measures if m.per is None] + [m.of.figure for m in measures if m.per]
+        for n, spec in enumerate(charts.ladder_specs(ctx.records.get(name, []), variants, baseline, wanted)):
+            alt = f"{name}: {spec['figure']} of each variant on {spec['gpu']}, {spec['date']} {spec['params']}"
+            out.append(_add_chart(ctx, sp, f"ladder-{name}-{gpu_slug(spec['gpu'])}-{n}", spec, alt.strip()))
+    return "\n".join(out)
+
+
+def _roofline(ctx: _Context, sp: SitePage) -> str:
+    """For pages tagged 'roofline': every memory-bound artifact (one that names a ceiling variant) on a roofline."""
+    from kwiki.wiki.manifest import MANIFEST, load_manifest
+
+    if "roofline" not in sp.meta.tags:  # type: ignore[union-attr]
+        return ""
+    ceilings: dict[str, tuple[str, str | None]] = {}
+    for path in sorted((ctx.root / ARTIFACTS_DIR).glob(f"*/{MANIFEST}")):
+        try:
+            m = load_manifest(path.parent, ctx.root)
+        except ManifestError:
+            continue
+        if m.ceiling:
+            ceilings[m.name] = (m.ceiling, m.baseline)
+    rows = [r for name in sorted(ceilings) for r in ctx.records.get(name, [])]
+    return "\n".join(
+        _add_chart(ctx, sp, f"roofline-{gpu_slug(spec['gpu'])}", spec,
+                   f"roofline of the memory-bound artifacts on {spec['gpu']}, {spec['date']}")
+        for spec in charts.roofline_specs(rows, ceilings))
+
+
+def _history(ctx: _Context, sp: SitePage, rows: list[ClaimRow]) -> str:
+    spec = charts.history_spec(sp.meta.claims, rows)  # type: ignore[union-attr]
+    return _add_chart(ctx, sp, "history", spec, "measured / claimed for each claim over time") if spec else ""
+
+
+def _neutral(lines: list[str]) -> list[str]:
+    """Author lines with raw <script>, <iframe>, <object>, <embed> tags shown as text (code fences untouched)."""
+    out, fence = [], None
+    for line in lines:
+        m = _FENCE.match(line)
+        if m and (fence is None or m.group(1) == fence):
+            fence = None if fence else m.group(1)
+        out.append(line if fence or m else _SCRIPT.sub(r"&lt;\1\2", line))
+    return out
+
+
+def _body(ctx: _Context, sp: SitePage) -> list[str]:
+    """The page's body with its generated regions filled and the sections kwiki adds at the end."""
+    fm = sp.page.fm
+    assert fm is not None
+    lines = fm.body.split("\n")
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is not None and _H1.match(lines[first]):
+        lines[first] = ""  # the title is the page's heading; Material writes it from the front matter
+    if sp.meta is None:
+        return _neutral(lines)
+    regions = sorted(sp.page.regions, key=lambda r: r.open_line)
+    claims = claims_table(sp.meta)
+    history = _history(ctx, sp, sp.history) if claims else ""
+    ladders = _ladders(ctx, sp)
+    out: list[str] = []
+    pos = 0
+    for region in regions:
+        start, end = region.open_line - fm.body_line, region.close_line - fm.body_line
+        out += _neutral(lines[pos:start])
+        if region.name == "claims":
+            out += [claims, history]
+            claims = history = ""
+        else:
+            out += _neutral(region.content.rstrip("\n").split("\n"))
+            if region.name == "ladder":
+                out += ["", ladders]
+                ladders = ""
+        pos = end + 1
+    out += _neutral(lines[pos:])
+    if claims:
+        out += ["", "## Claims", "", claims, history]
+    if ladders:
+        out += ["", "## Ladder", "", ladders]
+    roofline = _roofline(ctx, sp)
+    if roofline:
+        out += ["", "## Roofline", "", roofline]
+    out += ["", artifact_section(ctx.root, sp.meta)]
+    return out
+
+
+def _front(sp: SitePage) -> str:
+    """Front matter for MkDocs: title, description and tags, HTML-escaped (Material prints them raw)."""
+    if sp.meta is not None:
+        tags, summary = list(sp.meta.tags), sp.meta.summary
+    else:
+        data = sp.page.fm.data if sp.page.fm else {}
+        raw = data.get("tags")
+        tags = [str(t) for t in (raw if isinstance(raw, list) else [raw] if raw else [])]
+        summary = data.get("summary") if isinstance(data.get("summary"), str) else None
+    front: dict = {"title": html_text(sp.title)}
+    if summary:
+        front["description"] = html_text(" ".join(summary.split()))
+    if tags:
+        front["tags"] = [html_text(t) for t in tags]
+    return "---\n" + yaml.safe_dump(front, sort_keys=True, allow_unicode=True, width=10_000) + "---\n"
+
+
+def stage_page(ctx: _Context, sp: SitePage, home: str | None) -> str:
+    parts = [_front(sp), ""]
+    if sp.meta is not None and sp.standing is not None and home is None:
+        parts.append(header(sp.meta, sp.standing, sp.rel, ARCHITECTURES))
+    errors = [p.format() for p in sp.page.problems if p.severity == "error"]
+    if errors:
+        parts.append(problems_note(errors))
+    if home is not None:
+        parts.append(home)
+    if sp.page.fm is not None:
+        parts += _body(ctx, sp)
+    return "\n".join(parts).rstrip("\n") + "\n"
+
+
+def _site_pages(root: Path, rows: list[RecordRow | ClaimRow], strict: bool) -> list[SitePage]:
+    from kwiki.wiki.check import check_ids
+
+    wiki = load_wiki(root)
+    problems = [p for page in wiki.pages for p in page.problems if p.severity == "error"]
+    problems += check_ids(wiki)
+    if strict and problems:
+        raise SiteError(f"{len(problems)} page errors (run 'kwiki check')", [p.format() for p in sorted(problems)])
+    by_page = claim_rows_by_page(rows)
+    out = []
+    for page in wiki.pages:
+        rel = Path(page.path).relative_to(WIKI_DIR).as_posix()
+        history = [*by_page.get(page.id or "", []), *by_page.get(page.path, [])] if page.meta else []
+        st = standing(page.meta, history) if page.meta else None
+        out.append(SitePage(page, rel, page.meta, st, history))
+    return out
+
+
+def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki"
+             ) -> tuple[dict[str, bytes], list[SitePage], LastRun | None]:
+    """Every file of the staged docs directory (path -> bytes), the pages, and the last verify run."""
+    rows = read_all(root)
+    pages = _site_pages(root, rows, strict)
+    records: dict[str, list[RecordRow]] = {}
+    for row in rows:
+        if isinstance(row, RecordRow):
+            records.setdefault(row.artifact, []).append(row)
+    ctx = _Context(root, records)
+    wiki = root / WIKI_DIR
+    for path in sorted(wiki.rglob("*")):
+        rel = path.relative_to(wiki).as_posix()
+        if path.is_file() and not path.name.endswith(".md") and not any(p.startswith(".") for p in rel.split("/")):
+            ctx.files[rel] = path.read_bytes()
+    for reserved in (INDEX_DIR + "/", ASSETS + "/"):
+        taken = sorted(f for f in [*ctx.files, *(p.rel for p in pages)] if f.startswith(reserved))
+        if taken:
+            raise SiteError(f"wiki/{taken[0]}: the site generates '{reserved}'; move this file elsewhere")
+    run = last_run(rows)
+    block = home_block(pages, run)
+    for sp in pages:
+        ctx.files[sp.rel] = stage_page(ctx, sp, block if sp.rel == HOME else None).encode()
+    if HOME not in ctx.files:
+        front = yaml.safe_dump({"title": html_text(site_name)}, allow_unicode=True)
+        ctx.files[HOME] = f"---\n{front}---\n\n{block}".encode()
+    ctx.files[EVIDENCE] = evidence_page(pages).encode()
+    ctx.files[ARCHITECTURES] = architectures_page(pages).encode()
+    ctx.files[TAGS] = tags_page().encode()
+    ctx.files[CSS] = STYLESHEET.encode()
+    return ctx.files, pages, run
+
+
+def sync(directory: Path, files: dict[str, bytes]) -> None:
+    """Make `directory` hold exactly `files`, writing only what changed (so MkDocs sees stable mtimes)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for rel, data in files.items():
+        target = directory / rel
+        if target.is_file() and target.read_bytes() == data:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, data)
+    for path in sorted(directory.rglob("*"), reverse=True):
+        rel = path.relative_to(directory).as_posix()
+        if path.is_file() and rel not in files:
+            path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+
+
+# ---------------------------------------------------------------- MkDocs
+
+
+def _names(items: list) -> list[str]:
+    return [next(iter(i)) if isinstance(i, dict) else str(i) for i in items]
+
+
+def base_config(root: Path) -> dict:
+    """The repository's mkdocs.yml (read as MkDocs reads it), or nothing."""
+    from mkdocs.exceptions import MkDocsException
+    from mkdocs.utils.yaml import yaml_load
+
+    path = root / BASE_CONFIG
+    if not path.is_file():
+        return {}
+    try:
+        data = yaml_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, MkDocsException) as exc:
+        raise SiteError(f"{BASE_CONFIG}: cannot read it: {exc}") from None
+    if not isinstance(data, dict):
+        raise SiteError(f"{BASE_CONFIG}: not a mapping")
+    return data
+
+
+def config_overrides(base: dict, docs_dir: Path, site_dir: Path, pages: list[SitePage], strict: bool) -> dict:
+    """The repository's mkdocs.yml, with what the generated site needs added."""
+    theme = base.get("theme") or {}
+    theme = {"name": theme} if isinstance(theme, str) else dict(theme)
+    theme.update({"name": "material", "font": False})
+    plugins = list(base.get("plugins") or [])
+    plugins += [p for p in ("search", "tags") if p not in _names(plugins)]
+    extensions = list(base.get("markdown_extensions") or [])
+    extensions += [e for e in EXTENSIONS if e not in _names(extensions)]
+    validation = {k: dict(v) for k, v in (base.get("validation") or {}).items()}
+    for group, options in VALIDATION.items():
+        validation.setdefault(group, {}).update(options)
+    return {
+        "site_name": str(base.get("site_name") or "KernelWiki"),
+        "site_description": base.get("site_description") or DESCRIPTION,
+        "use_directory_urls": bool(base.get("use_directory_urls", True)),
+        "docs_dir": str(docs_dir), "site_dir": str(site_dir), "strict": strict,
+        "theme": theme, "plugins": plugins, "markdown_extensions": extensions, "validation": validation,
+        "extra_css": [*(base.get("extra_css") or []), CSS], "nav": nav(pages),
+    }
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(f"{record.levelname}: {record.getMessage()}")
+
+
+def run_mkdocs(overrides: dict, config_file: Path) -> list[str]:
+    """Build with MkDocs in this process; the warnings it logged (raises SiteError in strict mode)."""
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")  # Material's banner about MkDocs 2; pinned below it
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+    from mkdocs.exceptions import MkDocsException
+
+    if not config_file.is_file():
+        config_file.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(config_file, b"site_name: KernelWiki\n")
+    collect = _Collect()
+    logger = logging.getLogger("mkdocs")
+    logger.addHandler(collect)
+    try:
+        build(load_config(config_file=str(config_file), **overrides))
+    except MkDocsException as exc:
+        raise SiteError(f"mkdocs: {exc}", collect.messages) from None
+    finally:
+        logger.removeHandler(collect)
+    return collect.messages
+
+
+def _remote_in_html(text: str) -> list[str]:
+    out = []
+    for m in _URL_VALUE.finditer(text):
+        if not _URL_ATTR.search(text, max(0, m.start() - 24), m.start()):
+            continue
+        start = text.rfind("<", 0, m.start())
+        tag = text[start : text.find(">", m.end()) + 1]
+        name = _TAG_NAME.match(tag)
+        if name is None or name.group(1).lower() not in RESOURCE_TAGS:
+            continue  # a link to follow (<a href>), not a resource the page loads
+        if name.group(1).lower() == "link" and _PASSIVE_LINK.search(tag):
+            continue
+        out.append(m.group(1))
+    return out + _remote_in_css(text)
+
+
+def _remote_in_css(text: str) -> list[str]:
+    if "url(" not in text and "@import" not in text:  # the common case, found at memchr speed
+        return []
+    return [m.group(1) for m in _EXTERNAL_CSS.finditer(text)]
+
+
+def remote_resources(site_dir: Path) -> list[str]:
+    """'file: url' for every resource a page would fetch from another host (scripts, styles, images, ...)."""
+    out = []
+    for path in sorted(site_dir.rglob("*")):
+        if path.suffix not in (".html", ".css") or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        rel = path.relative_to(site_dir).as_posix()
+        found = _remote_in_css(text) if path.suffix == ".css" else _remote_in_html(text)
+        out += [f"{rel}: {url}" for url in found]
+    return out
+
+
+def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport:
+    """Stage, build and finish the site; raises SiteError (with the problems) when anything is wrong."""
+    from kwiki.site.exports import write_exports
+
+    t0 = time.perf_counter()
+    stage = root / STAGE_DIR
+    base = base_config(root)
+    files, pages, run = generate(root, strict, base.get("site_name") or "KernelWiki")
+    sync(stage / "docs", files)
+    overrides = config_overrides(base, stage / "docs", site_dir, pages, strict)
+    base = root / BASE_CONFIG
+    t1 = time.perf_counter()
+    config_file = root / BASE_CONFIG
+    warnings = run_mkdocs(overrides, config_file if config_file.is_file() else stage / "base.yml")
+    t2 = time.perf_counter()
+    write_exports(site_dir, pages, overrides["site_name"], overrides["site_description"], run,
+                  overrides["use_directory_urls"])
+    remote = remote_resources(site_dir)
+    if remote and strict:
+        raise SiteError(f"{len(remote)} resources would be fetched from another host", remote)
+    t3 = time.perf_counter()
+    return SiteReport(site_dir, len(pages), sum(1 for f in files if f.endswith(".svg")),
+                      {"generate": t1 - t0, "mkdocs": t2 - t1, "export": t3 - t2}, warnings + remote)
+
+
+def live_server(root: Path, host: str, port: int):
+    """A MkDocs live-reload server over the kwiki-built site; it rebuilds when wiki, artifacts or results change."""
+    from mkdocs.livereload import LiveReloadServer
+
+    site_dir = root / SERVE_DIR
+
+    def builder() -> None:
+        try:
+            report = build_site(root, site_dir, strict=False)
+        except SiteError as exc:
+            log.error("kwiki: %s%s", exc.message, "".join(f"\n  {p}" for p in exc.problems))
+            return
+        for warning in report.warnings:
+            log.warning("kwiki: %s", warning)
+        log.info("kwiki: %d pages, %d charts", report.pages, report.charts)
+
+    builder()
+    server = LiveReloadServer(builder=builder, host=host, port=port, root=str(site_dir))
+    not_found = site_dir / "404.html"
+    server.error_handler = lambda code: not_found.read_bytes() if not_found.is_file() else None
+    for watched in (root / WIKI_DIR, root / "artifacts", root / "results", root / BASE_CONFIG):
+        if watched.exists():
+            server.watch(str(watched))
+    return server

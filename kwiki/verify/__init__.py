@@ -1,0 +1,1 @@
+"""`kwiki verify`'s pipeline: plan -> build -> run -> records -> claims -> write-back -> history."""

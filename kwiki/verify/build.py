@@ -1,0 +1,226 @@
+"""Compile artifacts: one binary per (artifact, target), in parallel, cached by content.
+
+The cache key hashes the sources, every header they include (recursively, artifact dir and
+artifacts/common), the manifest's build section, the build script, the compiler version and
+the target. A second run with nothing changed compiles nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from kwiki.core.arch import parse_arch
+from kwiki.core.proc import run_group
+from kwiki.core.writefile import write_atomic
+from kwiki.wiki.manifest import HOST, MANIFEST, Manifest
+
+BUILD_DIR = ".kwiki/build"
+COMMON_DIR = "artifacts/common"
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+
+
+@dataclass
+class BuildJob:
+    artifact: str
+    directory: Path  # absolute artifact directory
+    manifest: Manifest
+    target: str
+
+
+@dataclass
+class KernelResources:
+    registers: int | None = None
+    spill_stores: int | None = None
+    spill_loads: int | None = None
+    stack_bytes: int | None = None
+    smem_bytes: int | None = None
+
+
+@dataclass
+class BuildResult:
+    artifact: str
+    target: str
+    ok: bool
+    cached: bool
+    key: str
+    binary: str | None = None
+    seconds: float = 0.0
+    command: list[str] = field(default_factory=list)
+    log: str | None = None
+    error: str | None = None
+    kernels: dict[str, KernelResources] = field(default_factory=dict)
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+def included_files(sources: list[Path], search: list[Path]) -> list[Path]:
+    """Every local header reachable from `sources` through #include "..." (sorted, unique)."""
+    seen: set[Path] = set()
+    stack = list(sources)
+    while stack:
+        path = stack.pop()
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for name in _INCLUDE.findall(text):
+            for base in (path.parent, *search):
+                candidate = (base / name).resolve()
+                if candidate.is_file():
+                    if candidate not in seen:
+                        seen.add(candidate)
+                        stack.append(candidate)
+                    break
+    return sorted(seen)
+
+
+def cache_key(job: BuildJob, root: Path, compiler_version: str | None) -> str:
+    b = job.manifest.build
+    files = [job.directory / s for s in [*b.sources, *b.headers, *filter(None, [b.script])]]
+    files += included_files(files, [root / COMMON_DIR])
+    h = hashlib.sha256()
+    h.update(json.dumps({"build": b.model_dump(mode="json"), "target": job.target,
+                         "compiler": compiler_version, "run_command": job.manifest.run.command},
+                        sort_keys=True).encode())
+    for path in sorted(set(files)):
+        h.update(str(path.relative_to(root) if path.is_relative_to(root) else path).encode())
+        try:
+            h.update(path.read_bytes())
+        except OSError:
+            h.update(b"<missing>")
+    return h.hexdigest()[:20]
+
+
+def artifact_hash(directory: Path, root: Path) -> str:
+    """Hash of an artifact's whole directory and the shared common directory (provenance)."""
+    h = hashlib.sha256()
+    for base in (directory, root / COMMON_DIR):
+        if not base.is_dir():
+            continue
+        for path in sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            h.update(path.relative_to(root).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def command(job: BuildJob, root: Path, out: Path, nvcc: str | None, cxx: str | None) -> list[str] | str:
+    """The compiler command line, or a string saying why there is none."""
+    b = job.manifest.build
+    include = f"-I{root / COMMON_DIR}"
+    libs = [f"-l{lib}" for lib in b.libs]
+    sources = [str(job.directory / s) for s in b.sources]
+    extra = b.target_flags.get(job.target, [])
+    if b.compiler == "c++" and job.target == HOST:
+        if not cxx:
+            return "no C++ compiler (c++/g++) on PATH"
+        return [cxx, *b.flags, *extra, include, "-o", str(out), *sources, *libs]
+    if not nvcc:
+        return "nvcc not found on PATH (install the CUDA toolkit)"
+    gencode = [] if job.target == HOST else [parse_arch(job.target).gencode(), "-Xptxas=-v"]
+    return [nvcc, *b.flags, *gencode, *extra, include, "-o", str(out), *sources, *libs]
+
+
+_PTXAS_ENTRY = re.compile(r"ptxas info\s*: (?:Compiling entry function|Function properties for) '?([\w$.]+)'?")
+_PTXAS_SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?, (\d+) bytes smem)?")
+
+
+def parse_ptxas(log: str) -> dict[str, KernelResources]:
+    """Registers, shared memory and spills per kernel from `ptxas -v` output."""
+    kernels: dict[str, KernelResources] = {}
+    current: str | None = None
+    for line in log.splitlines():
+        m = _PTXAS_ENTRY.search(line)
+        if m:
+            current = m.group(1)
+            kernels.setdefault(current, KernelResources())
+            continue
+        if current is None:
+            continue
+        k = kernels[current]
+        if m := _PTXAS_SPILL.search(line):
+            k.stack_bytes, k.spill_stores, k.spill_loads = (int(g) for g in m.groups())
+        elif m := _PTXAS_USED.search(line):
+            k.registers = int(m.group(1))
+            k.smem_bytes = int(m.group(2)) if m.group(2) else 0
+    return kernels
+
+
+def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None) -> BuildResult:
+    compiler_version = nvcc_version if job.manifest.build.compiler == "nvcc" or job.target != HOST else cxx
+    key = cache_key(job, root, compiler_version)
+    final = root / BUILD_DIR / job.artifact / f"{job.target}-{key}"
+    binary = final / job.artifact
+    meta = final / "build.json"
+    if binary.exists() and meta.exists():
+        try:
+            cached = json.loads(meta.read_text())
+            kernels = {k: KernelResources(**v) for k, v in cached.get("kernels", {}).items()}
+            return BuildResult(job.artifact, job.target, True, True, key, str(binary), 0.0,
+                               cached.get("command", []), str(final / "build.log"), None, kernels)
+        except (ValueError, TypeError):
+            pass  # a damaged cache entry is rebuilt
+    staging = final.with_name(final.name + f".tmp{os.getpid()}-{time.monotonic_ns()}")
+    staging.mkdir(parents=True, exist_ok=True)
+    out = staging / job.artifact
+    b = job.manifest.build
+    if b.script:
+        env = {**os.environ, "KWIKI_OUT": str(out), "KWIKI_TARGET": job.target, "NVCC": nvcc or "",
+               "KWIKI_GENCODE": "" if job.target == HOST else parse_arch(job.target).gencode(),
+               "KWIKI_COMMON": str(root / COMMON_DIR)}
+        argv: list[str] | str = ["bash", str(job.directory / b.script)]
+    else:
+        env = None
+        argv = command(job, root, out, nvcc, cxx)
+    if isinstance(argv, str):
+        shutil.rmtree(staging, ignore_errors=True)
+        return BuildResult(job.artifact, job.target, False, False, key, error=argv)
+    res = run_group(argv, cwd=job.directory, env=env, timeout=b.timeout_s)
+    log = res.stdout + res.stderr
+    (staging / "build.log").write_text(log)
+    if res.start_error or res.timed_out or res.returncode != 0 or not out.exists():
+        why = res.start_error or (f"timed out after {b.timeout_s:g} s" if res.timed_out else
+                                  f"exit {res.returncode}" if res.returncode != 0 else "no binary written")
+        last = [ln for ln in log.splitlines() if "error" in ln.lower()][:3] or log.splitlines()[-3:]
+        failed = final.with_name(final.name + ".failed")
+        shutil.rmtree(failed, ignore_errors=True)
+        staging.rename(failed)
+        return BuildResult(job.artifact, job.target, False, False, key, None, res.seconds, list(argv),
+                           str(failed / "build.log"), f"build failed ({why}): " + " | ".join(last)[:400])
+    kernels = parse_ptxas(log)
+    write_atomic(staging / "build.json", json.dumps(
+        {"command": list(argv), "kernels": {k: asdict(v) for k, v in kernels.items()}, "seconds": res.seconds},
+        indent=1, sort_keys=True).encode())
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(staging, final)
+    return BuildResult(job.artifact, job.target, True, False, key, str(binary), res.seconds, list(argv),
+                       str(final / "build.log"), None, kernels)
+
+
+def build_all(jobs: list[BuildJob], root: Path, *, nvcc: str | None, nvcc_version: str | None,
+              cxx: str | None, workers: int = 0,
+              progress: Callable[[BuildResult], None] | None = None) -> list[BuildResult]:
+    """Build every job, `workers` at a time (default: CPU count); results in job order."""
+    workers = workers or os.cpu_count() or 1
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(build_one, job, root, nvcc, nvcc_version, cxx) for job in jobs]
+        results = []
+        for fut in futures:
+            result = fut.result()
+            if progress:
+                progress(result)
+            results.append(result)
+    return results
+
+
+__all__ = ["BuildJob", "BuildResult", "build_all", "build_one", "artifact_hash", "parse_ptxas", "MANIFEST"]

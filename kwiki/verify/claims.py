@@ -1,0 +1,219 @@
+"""Give each claim a verdict from the records of a verify run."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kwiki.core.arch import parse_arch
+from kwiki.verify.build import BuildResult
+from kwiki.verify.env import Gpu
+from kwiki.verify.plan import Plan
+from kwiki.verify.record import Record
+from kwiki.verify.run import RunOutcome
+from kwiki.wiki.model import Claim, Metric, Outcome, Selector, Verdict
+from kwiki.wiki.pages import Page
+
+# the noise floor below which two figures are not told apart, whatever the run's spread
+MIN_SPREAD = 0.002
+
+
+@dataclass
+class ClaimResult:
+    page: str
+    claim: str
+    verdict: Verdict
+    value: float | None = None
+    unit: str | None = None
+    spread: float | None = None
+    detail: str = ""
+    artifact: str | None = None
+    matches_hardware: bool = True
+    claimed: str = ""
+    change: str | None = None
+    direction: str = "higher"
+    figure: str = ""  # what was measured: 'variant.figure', or 'a.figure / b.figure' for ratios
+
+    def as_json(self) -> dict:
+        return {
+            "page": self.page, "claim": self.claim, "verdict": self.verdict.value, "value": self.value,
+            "unit": self.unit, "spread": self.spread, "detail": self.detail, "artifact": self.artifact,
+            "matches_hardware": self.matches_hardware, "claimed": self.claimed, "change": self.change,
+            "figure": self.figure,
+        }
+
+
+def outcome_of(status: str) -> Outcome:
+    return {"ok": Outcome.passed, "check-failed": Outcome.check_failed, "timeout": Outcome.timeout}.get(
+        status, Outcome.crash)
+
+
+def judge(claim: Claim, value: float, spread: float | None) -> Verdict:
+    """Compare a measured value with a point claim (and tolerance) or a bound; `spread` None
+    (a figure from one untimed run, such as a profiler counter) counts as the noise floor."""
+    noise = max(spread or 0.0, MIN_SPREAD)
+    if claim.value is not None:
+        ref = claim.value
+        rel = (value - ref) / abs(ref) if ref else value
+        tol = claim.tolerance_or_default
+        if abs(rel) <= tol:
+            return Verdict.reproduced
+        if abs(rel) - tol <= noise:
+            return Verdict.ambiguous
+        good = rel > 0 if claim.direction == "higher" else rel < 0
+        return Verdict.better if good else Verdict.worse
+    margins = []
+    if claim.at_least is not None:
+        margins.append((value - claim.at_least) / abs(claim.at_least or 1.0))
+    if claim.at_most is not None:
+        margins.append((claim.at_most - value) / abs(claim.at_most or 1.0))
+    margin = min(margins)
+    if abs(margin) <= noise:
+        return Verdict.ambiguous
+    return Verdict.reproduced if margin > 0 else Verdict.worse
+
+
+def matches(record: Record, sel: Selector) -> bool:
+    if record.variant != sel.variant:
+        return False
+    for key, want in sel.params.items():
+        have = record.params.get(key)
+        if have is None:
+            return False
+        if isinstance(want, (int, float)) and isinstance(have, (int, float)) and not isinstance(want, bool):
+            if not math.isclose(float(have), float(want), rel_tol=1e-9):
+                return False
+        elif str(have) != str(want):
+            return False
+    return True
+
+
+class _Missing(Exception):
+    def __init__(self, verdict: Verdict, detail: str):
+        super().__init__(detail)
+        self.verdict, self.detail = verdict, detail
+
+
+def _figure(outcomes: list[RunOutcome], sel: Selector) -> tuple[float, float | None]:
+    """(value, relative spread) of the selected figure, the spread None when the record has no timing
+    (nothing says how much the figure moves); raises _Missing with a verdict otherwise."""
+    outcome = next((o for o in outcomes if sel.variant in o.variants), None)
+    if outcome is None:
+        raise _Missing(Verdict.error, f"variant {sel.variant!r} was not run (not in the artifact's manifest?)")
+    found = [r for r in outcome.records if matches(r, sel)]
+    if not found:
+        if outcome.status == "check-failed":
+            raise _Missing(Verdict.failed, outcome.message)
+        if outcome.status != "ok":
+            raise _Missing(Verdict.error, f"run {outcome.status}: {outcome.message}")
+        raise _Missing(Verdict.error, f"no record of variant {sel.variant!r} with params {sel.params}")
+    if len(found) > 1:
+        raise _Missing(Verdict.error, f"{len(found)} records match variant {sel.variant!r} {sel.params}; "
+                                      "give more params")
+    record = found[0]
+    if not record.check.passed:
+        raise _Missing(Verdict.failed, f"variant {sel.variant!r} failed its correctness check")
+    figures = record.figures()
+    if sel.figure not in figures:
+        raise _Missing(Verdict.error, f"record of {sel.variant!r} has no figure {sel.figure!r} "
+                                      f"(has: {', '.join(sorted(figures))})")
+    spread = record.timing.spread if record.timing else None
+    return figures[sel.figure], spread
+
+
+def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str, str], BuildResult],
+                   outcomes: dict[str, list[RunOutcome]], gpu: Gpu | None) -> ClaimResult:
+    res = ClaimResult(page.id or page.path, claim.id, Verdict.not_testable, unit=claim.unit,
+                      claimed=claim.describe(), direction=claim.direction)
+    if gpu is not None and claim.conditions.gpu:
+        res.matches_hardware = claim.conditions.gpu.lower() in gpu.name.lower()
+    m = claim.measure
+    if m is None:
+        res.detail = (f"{claim.evidence}: {claim.source}" if claim.source else claim.evidence) + "; no artifact measures it"
+        return res
+    res.figure = _describe(m.of) + (f" / {_describe(m.per)}" if m.per else "")
+    planned = plan.artifact_for(page, m.artifact)
+    if planned is None:
+        res.verdict, res.detail = Verdict.error, f"artifact {m.artifact!r} is not an artifact directory with {'artifact.yaml'}"
+        return res
+    res.artifact = planned.path
+    if planned.manifest is None:
+        res.verdict, res.detail = Verdict.error, planned.error or "invalid manifest"
+        return res
+    if gpu is not None and claim.conditions.arch and not parse_arch(claim.conditions.arch).runs_on(gpu.cc):
+        res.verdict, res.detail = Verdict.not_applicable, f"claim is for {claim.conditions.arch}; this GPU is {gpu.arch}"
+        return res
+    selectors = [m.of] + ([m.per] if m.per else [])
+    na = [s.variant for s in selectors if s.variant in planned.not_applicable]
+    if na:
+        res.verdict, res.detail = Verdict.not_applicable, f"variant {na[0]!r} does not target {planned.run_target}"
+        return res
+    failed_builds = [b for (name, _), b in builds.items() if name == planned.name and not b.ok]
+    run_build = builds.get((planned.name, planned.run_target or ""))
+    if failed_builds and (run_build is None or not run_build.ok):
+        res.verdict, res.detail = Verdict.error, failed_builds[0].error or "build failed"
+        return res
+    if planned.why_not_run:
+        res.verdict, res.detail = Verdict.not_run, f"not run: {planned.why_not_run}"
+        return res
+    runs = outcomes.get(planned.path, [])
+    if claim.metric == Metric.outcome:
+        return _judge_outcome(res, claim, runs)
+    try:
+        value, spread = _figure(runs, m.of)
+        if m.per is not None:
+            denominator, spread2 = _figure(runs, m.per)
+            if denominator == 0:
+                raise _Missing(Verdict.error, f"figure {m.per.figure!r} of {m.per.variant!r} is zero")
+            value = value / denominator
+            spread = None if spread is None or spread2 is None else math.hypot(spread, spread2)
+    except _Missing as exc:
+        res.verdict, res.detail = exc.verdict, exc.detail
+        return res
+    res.value, res.spread = value, spread
+    res.verdict = judge(claim, value, spread)
+    if not res.matches_hardware:
+        res.detail = f"measured on {gpu.name if gpu else '?'}; the claim is stated for {claim.conditions.gpu}"
+    return res
+
+
+def _describe(sel: Selector) -> str:
+    params = ",".join(f"{k}={v}" for k, v in sorted(sel.params.items()))
+    return f"{sel.variant}" + (f"[{params}]" if params else "") + f".{sel.figure}"
+
+
+def _judge_outcome(res: ClaimResult, claim: Claim, runs: list[RunOutcome]) -> ClaimResult:
+    assert claim.measure is not None
+    outcome = next((o for o in runs if claim.measure.of.variant in o.variants), None)
+    if outcome is None:
+        res.verdict, res.detail = Verdict.error, f"variant {claim.measure.of.variant!r} was not run"
+        return res
+    got = outcome_of(outcome.status)
+    if outcome.status == "check-failed" and claim.measure.of.variant not in {
+            r.variant for r in outcome.records if not r.check.passed}:
+        got = Outcome.passed
+    res.verdict = Verdict.reproduced if got == claim.expect else Verdict.worse
+    res.detail = f"ended: {got.value}" + (f" ({outcome.message})" if outcome.message else "")
+    return res
+
+
+def evaluate(plan: Plan, builds: list[BuildResult], outcomes: dict[str, list[RunOutcome]]) -> list[ClaimResult]:
+    by_key = {(b.artifact, b.target): b for b in builds}
+    results = []
+    for page in plan.pages:
+        assert page.meta is not None
+        for claim in page.meta.claims:
+            results.append(evaluate_claim(page, claim, plan, by_key, outcomes, plan.gpu))
+    return results
+
+
+def evidence_for(results: list[ClaimResult]) -> str | None:
+    """The evidence level a page earns from its claim results (None: nothing was measured)."""
+    ran = [r for r in results if r.value is not None or r.verdict in (
+        Verdict.reproduced, Verdict.better, Verdict.worse, Verdict.failed, Verdict.ambiguous)]
+    if not ran:
+        return None
+    runnable = [r for r in results if r.verdict not in (Verdict.not_testable, Verdict.not_applicable)]
+    all_pass = all(r.verdict in (Verdict.reproduced, Verdict.better) for r in runnable)
+    on_matching = all(r.matches_hardware for r in runnable)
+    return "verified" if all_pass and on_matching else "measured"

@@ -1,0 +1,140 @@
+"""Plan a verify run: selected pages -> their artifacts -> builds and runs on this machine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kwiki.core.arch import compatible, parse_arch
+from kwiki.core.errors import ManifestError, Problem, UsageError
+from kwiki.verify.build import BuildJob, artifact_hash
+from kwiki.verify.env import Environment, Gpu
+from kwiki.wiki.catalog import Wiki
+from kwiki.wiki.manifest import HOST, MANIFEST, Manifest, load_manifest
+from kwiki.wiki.pages import Page
+
+
+@dataclass
+class PlannedArtifact:
+    path: str  # relative to the root, e.g. 'artifacts/vector_loads_sm90a'
+    directory: Path
+    manifest: Manifest | None
+    error: str | None = None
+    problem: Problem | None = None
+    hash: str | None = None
+    pages: list[str] = field(default_factory=list)
+    run_target: str | None = None
+    why_not_run: str | None = None
+    run_variants: list[str] = field(default_factory=list)  # run together in one process
+    isolated: list[str] = field(default_factory=list)  # each in a process of its own
+    not_applicable: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name if self.manifest else Path(self.path).name
+
+
+@dataclass
+class Plan:
+    root: Path
+    pages: list[Page]
+    artifacts: dict[str, PlannedArtifact]
+    builds: list[BuildJob]
+    gpu: Gpu | None
+    compile_only: bool
+
+    def artifact_for(self, page: Page, key: str) -> PlannedArtifact | None:
+        assert page.meta is not None
+        rel = page.meta.artifacts.get(key)
+        return self.artifacts.get(_norm(rel)) if rel else None
+
+
+def _norm(rel: str) -> str:
+    return rel.rstrip("/")
+
+
+def select_pages(wiki: Wiki, ids: list[str], tags: list[str], arch: str | None) -> list[Page]:
+    by_id = wiki.by_id
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        raise UsageError(f"no page has id {', '.join(repr(u) for u in unknown)}")
+    if arch:
+        try:
+            parse_arch(arch)
+        except ValueError as exc:
+            raise UsageError(f"--arch: {exc}") from None
+    pages = [by_id[i] for i in ids] if ids else [p for p in wiki.pages if p.meta is not None]
+    out = []
+    for page in pages:
+        meta = page.meta
+        assert meta is not None
+        if tags and not all(t.lower() in meta.tags for t in tags):
+            continue
+        if arch and not any(compatible(a, arch) for a in meta.architectures):
+            continue
+        out.append(page)
+    return out
+
+
+def runnable_artifacts(page: Page, root: Path) -> list[str]:
+    """The page's `artifacts` entries that are artifact directories (holding artifact.yaml)."""
+    assert page.meta is not None
+    return [_norm(rel) for rel in page.meta.artifacts.values() if (root / rel / MANIFEST).is_file()]
+
+
+def choose_target(manifest: Manifest, gpu: Gpu | None) -> str | None:
+    """The target whose build runs here: the exact arch-specific one first, then generic ones."""
+    if HOST in manifest.targets:
+        return HOST
+    if gpu is None:
+        return None
+    fits = [t for t in manifest.targets if parse_arch(t).runs_on(gpu.cc)]
+    fits.sort(key=lambda t: (parse_arch(t).suffix == "a", parse_arch(t).cc), reverse=True)
+    return fits[0] if fits else None
+
+
+def plan(wiki: Wiki, pages: list[Page], env: Environment, *, compile_only: bool, gpu_index: int = 0) -> Plan:
+    root = wiki.root
+    gpu = None if compile_only else next((g for g in env.gpus if g.index == gpu_index), None)
+    artifacts: dict[str, PlannedArtifact] = {}
+    for page in pages:
+        for rel in runnable_artifacts(page, root):
+            if rel not in artifacts:
+                artifacts[rel] = _plan_artifact(rel, root, env, gpu, compile_only)
+            artifacts[rel].pages.append(page.id or page.path)
+    builds = [
+        BuildJob(a.name, a.directory, a.manifest, target)
+        for a in sorted(artifacts.values(), key=lambda a: a.path)
+        if a.manifest is not None
+        for target in a.manifest.targets
+    ]
+    return Plan(root, pages, artifacts, builds, gpu, compile_only)
+
+
+def _plan_artifact(rel: str, root: Path, env: Environment, gpu: Gpu | None, compile_only: bool) -> PlannedArtifact:
+    directory = root / rel
+    try:
+        manifest = load_manifest(directory, root)
+    except ManifestError as exc:
+        return PlannedArtifact(rel, directory, None, error=str(exc), problem=exc.problem(),
+                               why_not_run="invalid manifest")
+    planned = PlannedArtifact(rel, directory, manifest, hash=artifact_hash(directory, root))
+    target = choose_target(manifest, gpu)
+    if compile_only:
+        planned.why_not_run = "--compile-only"
+    elif target is None and gpu is None:
+        planned.why_not_run = f"no GPU here ({env.gpu_error})" if env.gpu_error else "no GPU here"
+    elif target is None:
+        planned.why_not_run = f"{gpu.name} ({gpu.arch}) runs none of its targets {manifest.targets}"
+    if planned.why_not_run:
+        return planned
+    planned.run_target = target
+    runnable = set(manifest.variants_for(target))
+    for v in manifest.variants:
+        if v.name not in runnable:
+            planned.not_applicable.append(v.name)
+        elif v.isolated:
+            planned.isolated.append(v.name)
+        else:
+            planned.run_variants.append(v.name)
+    return planned

@@ -1,0 +1,121 @@
+"""The result record: one JSON object per measured configuration, printed by an artifact run.
+
+Artifacts print records (and nothing else) on stdout, one per line; logs go to stderr.
+A record whose check failed carries no timing, and its run exits non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kwiki.core.errors import RecordError
+
+RECORD_VERSION = 1
+Scalar = Union[bool, int, float, str]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Timing(Strict):
+    median_us: float = Field(gt=0)
+    q1_us: float = Field(gt=0)
+    q3_us: float = Field(gt=0)
+    min_us: float = Field(gt=0)
+    samples: int = Field(ge=1)
+    rse: float | None = Field(default=None, ge=0, description="relative standard error of the median")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Timing":
+        if not (self.min_us <= self.q1_us <= self.median_us <= self.q3_us):
+            raise ValueError("timing must satisfy min <= q1 <= median <= q3")
+        return self
+
+    @property
+    def spread(self) -> float:
+        """Relative half inter-quartile range: the run's own noise."""
+        return (self.q3_us - self.q1_us) / (2 * self.median_us)
+
+
+class Check(Strict):
+    passed: bool
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    tolerance: float | None = None
+    reference: str | None = None
+    detail: str | None = None
+
+
+class Clocks(Strict):
+    sm_mhz_before: float | None = None
+    sm_mhz_after: float | None = None
+
+
+class Record(Strict):
+    kwiki_record: int = Field(description=f"record format version; this kwiki reads {RECORD_VERSION}")
+    variant: str
+    params: dict[str, Scalar] = Field(default_factory=dict)
+    bytes: float | None = Field(default=None, ge=0, description="bytes moved by one launch (declared)")
+    flops: float | None = Field(default=None, ge=0, description="floating-point operations of one launch")
+    timing: Timing | None = None
+    check: Check
+    clocks: Clocks = Field(default_factory=Clocks)
+    extra: dict[str, Scalar] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _versioned(self) -> "Record":
+        if self.kwiki_record != RECORD_VERSION:
+            raise ValueError(f"record version {self.kwiki_record}, this kwiki reads {RECORD_VERSION}")
+        if not self.check.passed and self.timing is not None:
+            raise ValueError("a record whose check failed must carry no timing")
+        return self
+
+    def figures(self) -> dict[str, float]:
+        """Every figure a claim can select: timing, derived bandwidth and throughput, extras."""
+        out: dict[str, float] = {k: float(v) for k, v in self.extra.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if self.timing is None:
+            return out
+        t = self.timing.median_us
+        out["time_us"] = t
+        out["time_ms"] = t / 1e3
+        if self.bytes:
+            out["gb_per_s"] = self.bytes / t / 1e3
+            out["tb_per_s"] = self.bytes / t / 1e6
+        if self.flops:
+            out["tflop_per_s"] = self.flops / t / 1e6
+            out["gflop_per_s"] = self.flops / t / 1e3
+        if self.clocks.sm_mhz_after is not None:
+            out["sm_mhz"] = self.clocks.sm_mhz_after
+        return out
+
+
+def parse_records(stdout: str, artifact: str) -> list[Record]:
+    """Validate every stdout line as a record; RecordError names the first bad line."""
+    records = []
+    for lineno, line in enumerate(stdout.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:
+            raise RecordError(f"stdout line {lineno} is not JSON: {str(exc)[:120]}", path=artifact, line=lineno) from None
+        try:
+            records.append(Record.model_validate(data))
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in err["loc"]) or "record"
+            raise RecordError(f"stdout line {lineno}: {where}: {err['msg']}", path=artifact, line=lineno) from None
+    return records
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number a record may hold")
+
+
+def finite(value: float) -> bool:
+    return not (math.isnan(value) or math.isinf(value))

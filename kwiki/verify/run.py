@@ -1,0 +1,123 @@
+"""Run one artifact's build on one GPU: a process group per run, timeouts, logs, a status each.
+
+The unit of work is (artifact, GPU): a later dispatcher can spread these over GPUs and hosts.
+Runs on one GPU never overlap; the caller runs them one after another.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from kwiki.core.errors import RecordError
+from kwiki.core.proc import run_group
+from kwiki.verify.build import BuildResult
+from kwiki.verify.plan import PlannedArtifact
+from kwiki.verify.record import Record, parse_records
+from kwiki.wiki.manifest import HOST
+
+RUNS_DIR = ".kwiki/runs"
+Status = Literal["ok", "check-failed", "timeout", "crash", "cuda-error", "bad-output", "output-overflow",
+                 "exit-error", "not-started"]
+
+
+@dataclass
+class RunOutcome:
+    artifact: str
+    target: str
+    variants: list[str]
+    status: Status
+    records: list[Record] = field(default_factory=list)
+    seconds: float = 0.0
+    log: str | None = None
+    message: str = ""
+    returncode: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def argv_for(planned: PlannedArtifact, binary: str, variants: list[str]) -> list[str]:
+    assert planned.manifest is not None
+    run = planned.manifest.run
+    if run.command:
+        base = [part.replace("{binary}", binary).replace("{python}", sys.executable) for part in run.command]
+    else:
+        base = [binary]
+    return [*base, *run.args, "--variants", ",".join(variants)]
+
+
+def run_artifact(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int | None, root: Path,
+                 run_id: str) -> list[RunOutcome]:
+    """Run the shared-process variants together, then each isolated variant alone."""
+    assert planned.manifest is not None and build.binary is not None
+    outcomes = []
+    groups = ([planned.run_variants] if planned.run_variants else []) + [[v] for v in planned.isolated]
+    for variants in groups:
+        variant = planned.manifest.variant(variants[0])
+        timeout = (variant.timeout_s if len(variants) == 1 and variant and variant.timeout_s
+                   else planned.manifest.run.timeout_s)
+        outcomes.append(_run(planned, build, variants, timeout, gpu_index, root, run_id))
+    return outcomes
+
+
+def _run(planned: PlannedArtifact, build: BuildResult, variants: list[str], timeout: float,
+         gpu_index: int | None, root: Path, run_id: str) -> RunOutcome:
+    assert planned.manifest is not None and build.binary is not None
+    name = planned.manifest.name
+    env = dict(os.environ)
+    if build.target != HOST and gpu_index is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    env["KWIKI_RUN_ID"] = run_id
+    argv = argv_for(planned, build.binary, variants)
+    res = run_group(argv, cwd=planned.directory, env=env, timeout=timeout,
+                    max_output=planned.manifest.run.max_output_bytes)
+    log_dir = root / RUNS_DIR / run_id
+    log_dir.mkdir(parents=True, exist_ok=True)
+    suffix = "" if len(variants) > 1 or not planned.isolated or variants[0] not in planned.isolated else f"-{variants[0]}"
+    log = log_dir / f"{name}{suffix}.log"
+    log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
+                   f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
+    outcome = RunOutcome(name, build.target, variants, "ok", seconds=res.seconds, log=str(log.relative_to(root)),
+                         returncode=res.returncode)
+    tail = _tail(res.stderr)
+    if res.start_error:
+        outcome.status, outcome.message = "not-started", res.start_error
+        return outcome
+    if res.timed_out:
+        outcome.status, outcome.message = "timeout", f"killed after {timeout:g} s (whole process group)"
+        return outcome
+    if res.output_overflow:
+        outcome.status = "output-overflow"
+        outcome.message = f"printed more than {planned.manifest.run.max_output_bytes} bytes; killed"
+        return outcome
+    if res.signal is not None:
+        outcome.status, outcome.message = "crash", f"died of signal {res.signal}" + (f": {tail}" if tail else "")
+        return outcome
+    try:
+        outcome.records = parse_records(res.stdout, name)
+    except RecordError as exc:
+        outcome.status, outcome.message = "bad-output", exc.message
+        return outcome
+    failed = [r.variant for r in outcome.records if not r.check.passed]
+    if failed:
+        outcome.status = "check-failed"
+        outcome.message = f"correctness check failed: {', '.join(sorted(set(failed)))}"
+    elif res.returncode == 2:
+        outcome.status, outcome.message = "cuda-error", tail or "exit 2 (CUDA error)"
+    elif res.returncode != 0:
+        outcome.status, outcome.message = "exit-error", f"exit {res.returncode}" + (f": {tail}" if tail else "")
+    else:
+        unknown = sorted({r.variant for r in outcome.records} - set(variants))
+        if unknown:
+            outcome.status, outcome.message = "bad-output", f"records for variants not asked for: {', '.join(unknown)}"
+    return outcome
+
+
+def _tail(stderr: str) -> str:
+    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""

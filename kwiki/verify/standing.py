@@ -1,0 +1,119 @@
+"""Where a page stands: its effective evidence, what its last verify run found, and its history.
+
+One `Standing` per page, computed from the page's measurements block (written by `kwiki verify`)
+and the results store; the site header, the indexes, `index.json` and the home page all read it,
+so they never disagree about what "verified" or "drifted" means.
+
+States, worst first:
+
+not-reproduced  a measured claim came out worse than claimed, or its check failed
+drifted         a figure moved beyond the noise since the previous run on the same GPU model,
+                or a claim that passed in the previous run no longer does
+verified        kwiki reproduced every claim that could run (evidence level `verified`)
+measured        kwiki measured the page, but not every claim could be reproduced here
+not-measured    no kwiki run yet: the page's figures are what its author or sources report
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from kwiki.verify.history import ClaimRow, RecordRow
+from kwiki.wiki.model import PASSING, MeasuredClaim, PageMeta, Verdict
+
+FAILING = frozenset({Verdict.worse, Verdict.failed})
+JUDGED = PASSING | FAILING | {Verdict.error, Verdict.ambiguous}
+MOVED = frozenset({"faster", "slower"})
+HEADLINE_ORDER = {"bandwidth": 0, "throughput": 0, "ratio": 1, "time": 2}
+
+
+class State(str, Enum):
+    not_reproduced = "not-reproduced"
+    drifted = "drifted"
+    verified = "verified"
+    measured = "measured"
+    not_measured = "not-measured"
+
+    @property
+    def label(self) -> str:
+        return self.value.replace("-", " ")
+
+
+@dataclass
+class Standing:
+    state: State
+    evidence: str  # the effective evidence level
+    verified_on: str | None = None
+    date: str | None = None
+    claims: int = 0  # claims on the page
+    judged: int = 0  # claims the last run could judge
+    passing: int = 0  # reproduced or better
+    failing: int = 0  # worse or check failed
+    moved: list[str] = field(default_factory=list)  # claim ids whose figure drifted
+    headline: tuple[str, MeasuredClaim] | None = None  # the first claim with a measured value
+
+    def summary(self) -> str:
+        """One line: 'verified on NVIDIA H200, 2025-06-01: 4 of 4 claims reproduced'."""
+        if self.state == State.not_measured:
+            return f"not measured yet: figures are {self.evidence}" if self.claims else "no claims to measure"
+        where = f"on {self.verified_on}" if self.verified_on else "on no GPU"
+        counts = f"{self.passing} of {self.judged} claims reproduced" if self.judged else "no claim could be judged"
+        extra = ""
+        if self.failing:
+            extra = f", {self.failing} not"
+        if self.moved:
+            extra += f", {len(self.moved)} drifted"
+        return f"{self.state.label} {where}, {(self.date or '')[:10]}: {counts}{extra}"
+
+
+def _drifted(meta: PageMeta, history: list[ClaimRow]) -> list[str]:
+    """Claims whose latest run moved their figure, or which passed the run before and fail now."""
+    moved = {cid for cid, mc in (meta.measurements.claims.items() if meta.measurements else []) if mc.change in MOVED}
+    by_claim: dict[tuple[str, str], list[ClaimRow]] = {}
+    for row in history:
+        by_claim.setdefault((row.claim, row.gpu), []).append(row)
+    for (claim, _gpu), rows in by_claim.items():
+        rows = sorted(rows, key=lambda r: r.date)
+        if len(rows) >= 2 and rows[-2].verdict in {v.value for v in PASSING} \
+                and rows[-1].verdict not in {v.value for v in PASSING}:
+            moved.add(claim)
+    return sorted(moved)
+
+
+def standing(meta: PageMeta, history: list[ClaimRow] | None = None) -> Standing:
+    """The standing of one page; `history` holds the results-store claim rows of this page."""
+    m = meta.measurements
+    out = Standing(state=State.not_measured, evidence=meta.effective_evidence.value, claims=len(meta.claims))
+    if m is None:
+        return out
+    out.verified_on, out.date = m.verified_on, m.date
+    verdicts = [mc.verdict for mc in m.claims.values()]
+    out.judged = sum(v in JUDGED for v in verdicts)
+    out.passing = sum(v in PASSING for v in verdicts)
+    out.failing = sum(v in FAILING for v in verdicts)
+    out.moved = _drifted(meta, history or [])
+    # "how fast" first: a rate, then a ratio (x cuBLAS, fraction of a ceiling), then the rest
+    ranked = sorted(meta.claims, key=lambda c: HEADLINE_ORDER.get(c.metric.value, len(HEADLINE_ORDER)))
+    order = [c.id for c in ranked]
+    out.headline = next(((cid, m.claims[cid]) for cid in order
+                         if cid in m.claims and m.claims[cid].value is not None and m.claims[cid].verdict in PASSING),
+                        None)
+    if out.failing or (out.judged and not out.passing):
+        out.state = State.not_reproduced
+    elif out.moved:
+        out.state = State.drifted
+    elif m.evidence_level.value == "verified":
+        out.state = State.verified
+    else:
+        out.state = State.measured
+    return out
+
+
+def claim_rows_by_page(rows: list[RecordRow | ClaimRow]) -> dict[str, list[ClaimRow]]:
+    """The store's claim rows grouped by the page they belong to (its id, or its path in older rows)."""
+    out: dict[str, list[ClaimRow]] = {}
+    for row in rows:
+        if isinstance(row, ClaimRow):
+            out.setdefault(row.page, []).append(row)
+    return out

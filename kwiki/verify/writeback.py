@@ -1,0 +1,128 @@
+"""Write measured numbers back into pages: the front-matter measurements block and body regions.
+
+kwiki owns exactly these places; every other byte of a page stays identical (newline style and
+byte-order mark included). Writes are atomic and serialized by a lock; the new page is parsed and
+validated before it replaces the old one, so a page is always either as it was or as it should be.
+"""
+
+from __future__ import annotations
+
+import fcntl
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from kwiki.core.errors import FrontMatterError, MarkerError, WriteBackError
+from kwiki.core.writefile import write_atomic
+from kwiki.wiki import markers
+from kwiki.wiki.frontmatter import decode, parse_page, split
+from kwiki.wiki.model import Measurements, PageMeta
+
+LOCK = ".kwiki/write.lock"
+
+
+@contextmanager
+def locked(root: Path):
+    """Hold the write lock of a project (one writer at a time, across processes)."""
+    path = root / LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def measurements_yaml(m: Measurements) -> str:
+    data = {"measurements": m.model_dump(mode="json", exclude_none=True)}
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100)
+
+
+def apply(raw: bytes, measurements: str | None, regions: dict[str, str]) -> bytes:
+    """The page `raw` with its measurements block and body regions replaced (or appended).
+
+    Pure function: raises WriteBackError when the page cannot be rewritten byte-exactly.
+    """
+    try:
+        text, newline, bom = decode(raw)
+        _, end_line, _, _ = split(text)
+    except FrontMatterError as exc:
+        raise WriteBackError(exc.message, line=exc.line) from None
+    if _encode(text, newline, bom) != raw:
+        raise WriteBackError("page mixes line endings; kwiki cannot rewrite it byte-exactly (normalize it first)")
+    lines = text.split("\n")
+    fm_text = "\n".join(lines[1 : end_line - 1])
+    body = "\n".join(lines[end_line:])
+    try:
+        if measurements is not None:
+            fm_text = _put_yaml(fm_text, measurements)
+        for name in sorted(regions):
+            body = _put_body(body, name, regions[name])
+    except MarkerError as exc:
+        raise WriteBackError(f"cannot write region: {exc.message}", line=exc.line) from None
+    new = "\n".join([lines[0], fm_text, lines[end_line - 1]]) + "\n" + body
+    return _encode(new, newline, bom)
+
+
+def _encode(text: str, newline: str, bom: bool) -> bytes:
+    data = (text.replace("\n", newline) if newline != "\n" else text).encode("utf-8")
+    return b"\xef\xbb\xbf" + data if bom else data
+
+
+def _put_yaml(fm_text: str, content: str) -> str:
+    replaced = markers.replace(fm_text, "measurements", content, yaml=True)
+    if replaced is not None:
+        return replaced
+    if any(line.startswith("measurements:") for line in fm_text.split("\n")):
+        raise WriteBackError("front matter has a 'measurements:' field outside kwiki's markers; "
+                             "remove it (kwiki writes that block)")
+    block = markers.render("measurements", content, yaml=True).rstrip("\n")
+    return f"{fm_text}\n{block}" if fm_text else block
+
+
+def _put_body(body: str, name: str, content: str) -> str:
+    replaced = markers.replace(body, name, content)
+    if replaced is not None:
+        return replaced
+    sep = "" if body.endswith("\n") or not body else "\n"
+    return f"{body}{sep}\n{markers.render(name, content)}"
+
+
+def validate_new(raw: bytes, path: str) -> None:
+    try:
+        fm = parse_page(raw)
+        PageMeta.model_validate(fm.data)
+        markers.scan(fm.body)
+    except (FrontMatterError, MarkerError) as exc:
+        raise WriteBackError(f"rewritten page would not parse: {exc.message}", path=path, line=exc.line) from None
+    except ValidationError as exc:
+        raise WriteBackError(f"rewritten page would not validate: {exc.errors()[0]['msg']}", path=path) from None
+
+
+def write_page(file: Path, rel: str, planned: str, measurements: str | None, regions: dict[str, str]) -> bool:
+    """Rewrite one page; False when nothing changed.
+
+    `planned` is the page's decoded text when the run read it: a page edited since is left alone.
+    """
+    current = file.read_bytes()
+    try:
+        unchanged = decode(current)[0] == planned
+    except FrontMatterError:
+        unchanged = False
+    if not unchanged:
+        raise WriteBackError("page changed on disk during the verify run; not overwritten (run again)", path=rel)
+    try:
+        new = apply(current, measurements, regions)
+    except WriteBackError as exc:
+        raise WriteBackError(exc.message, path=rel, line=exc.line) from None
+    if new == current:
+        return False
+    validate_new(new, rel)
+    write_atomic(file, new)
+    return True
+
+
+__all__ = ["apply", "locked", "measurements_yaml", "write_page"]

@@ -1,0 +1,246 @@
+"""`kwiki check`: schema, unique ids, references, links, artifact paths, generated regions.
+
+Reads only; never writes a file.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
+
+from kwiki.core.errors import Problem
+from kwiki.wiki.catalog import WIKI_DIR, page_files
+from kwiki.wiki.evidence import EvidenceLevel
+from kwiki.wiki.manifests import check_manifests
+from kwiki.wiki.pages import Page
+
+_LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*(?:<([^>\n]+)>|([^)\s<>]+))(?:\s+\"[^\"]*\")?\s*\)")
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+_EXTERNAL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+
+@dataclass
+class Report:
+    pages: int
+    problems: list[Problem]
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def as_json(self) -> dict:
+        from kwiki import SCHEMA_VERSION
+
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "ok": self.ok,
+            "pages": self.pages,
+            "problems": [p.as_json() for p in self.problems],
+        }
+
+
+# below this many pages, starting worker processes costs more than it saves
+PARALLEL_MIN_PAGES = 500
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """What the whole-wiki checks need of a page: where it is, its id, the ids it names."""
+
+    path: str
+    id: str | None
+    id_line: int
+    refs: tuple[tuple[str, int, int, str], ...]  # (field, index, line, page id)
+
+
+def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> tuple[list[_Summary], list[Problem]]:
+    """Load pages and run every check that needs only the page itself (a worker's share)."""
+    from kwiki.wiki.pages import load_page
+
+    root, files, strict, known = job
+    summaries: list[_Summary] = []
+    problems: list[Problem] = []
+    for file in files:
+        page = load_page(file, root, strict)
+        problems.extend(page.problems)
+        if page.meta is None:
+            summaries.append(_Summary(page.path, None, 0, ()))
+            continue
+        refs = tuple((name, i, page.line_of(name, i), ref) for name, i, ref in page.meta.references())
+        summaries.append(_Summary(page.path, page.id, page.line_of("id"), refs))
+        problems.extend(check_artifacts(page, root))
+        problems.extend(check_manifests(page, root))
+        problems.extend(check_evidence(page))
+        problems.extend(check_regions(page))
+        problems.extend(check_links(page, root, known))
+    return summaries, problems
+
+
+def check(root: Path, strict: bool = False, jobs: int = 0) -> Report:
+    """Check every page under root/wiki; large wikis are split over `jobs` processes (default: CPUs)."""
+    files = page_files(root)
+    known = _plain_page_files(root, files)
+    jobs = jobs or os.cpu_count() or 1
+    # workers are forked (no re-import); forking a process that runs threads is unsafe, so then stay serial
+    if jobs > 1 and len(files) >= PARALLEL_MIN_PAGES and threading.active_count() == 1:
+        size = -(-len(files) // jobs)
+        shares = [(root, files[i : i + size], strict, known) for i in range(0, len(files), size)]
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            parts = list(pool.map(_check_files, shares))
+    else:
+        parts = [_check_files((root, files, strict, known))]
+    summaries = [s for part in parts for s in part[0]]
+    problems = [p for part in parts for p in part[1]]
+    problems.extend(check_ids(summaries))
+    ids = {s.id for s in summaries if s.id}
+    problems.extend(
+        Problem(s.path, line, f"{name}[{i}]", f"no page has id {ref!r}")
+        for s in summaries for name, i, line, ref in s.refs if ref not in ids
+    )
+    if strict:
+        problems = [Problem(p.path, p.line, p.field, p.message, "error") for p in problems]
+    return Report(pages=len(files), problems=sorted(set(problems)))
+
+
+def check_ids(pages) -> list[Problem]:
+    """A second page with an id already taken. `pages`: a Wiki, Pages or summaries (path, id, id line)."""
+    first: dict[str, str] = {}
+    out = []
+    for page in getattr(pages, "pages", pages):
+        if not page.id:
+            continue
+        if page.id in first:
+            line = page.id_line if isinstance(page, _Summary) else page.line_of("id")
+            out.append(Problem(page.path, line, "id", f"id {page.id!r} is already used by {first[page.id]}"))
+        else:
+            first[page.id] = page.path
+    return out
+
+
+def inside(root: Path, rel: str) -> str | None:
+    """Why repository path `rel` is unacceptable, or None when it names a file or folder inside `root`."""
+    if os.path.isabs(rel) or rel.startswith("~"):
+        return f"{rel!r} is an absolute path; artifact paths are relative to the repository root"
+    if ".." in Path(rel).parts:
+        return f"{rel!r} leaves the repository ('..')"
+    target = root / rel
+    if not os.path.lexists(target):
+        return f"{rel!r} does not exist"
+    try:
+        target.resolve().relative_to(root.resolve())
+    except ValueError:
+        return f"{rel!r} is a link that leads out of the repository"
+    except (OSError, RuntimeError):
+        return f"{rel!r} is a broken or looping link"
+    if not target.exists():
+        return f"{rel!r} is a broken link"
+    return None
+
+
+def check_artifacts(page: Page, root: Path) -> list[Problem]:
+    assert page.meta is not None
+    out = []
+    for name, rel in sorted(page.meta.artifacts.items()):
+        why = inside(root, rel)
+        if why:
+            out.append(Problem(page.path, page.line_of("artifacts", name), f"artifacts.{name}", why))
+    if page.meta.artifact_dir:
+        why = inside(root, page.meta.artifact_dir)
+        if why:
+            out.append(Problem(page.path, page.line_of("artifact_dir"), "artifact_dir", why))
+    return out
+
+
+def check_evidence(page: Page) -> list[Problem]:
+    meta = page.meta
+    assert meta is not None
+    if meta.evidence_level == EvidenceLevel.verified and meta.measurements is None:
+        return [Problem(page.path, page.line_of("evidence_level"), "evidence_level",
+                        "'verified' is set only by kwiki verify (no measurements block on this page)")]
+    if meta.evidence_level == EvidenceLevel.measured and meta.measurements is None:
+        return [Problem(page.path, page.line_of("evidence_level"), "evidence_level",
+                        "'measured' is written by kwiki verify; this page has no kwiki measurements",
+                        "warning")]
+    line = page.line_of("measurements")
+    if meta.measurements is not None and not any(
+        r.name == "measurements" and r.open_line < line < r.close_line for r in page.yaml_regions
+    ):
+        return [Problem(page.path, line, "measurements",
+                        "measurements block outside its '# kwiki:measurements' markers (written by hand?)")]
+    return []
+
+
+def check_regions(page: Page) -> list[Problem]:
+    return [
+        Problem(page.path, r.open_line, f"kwiki:{r.name}",
+                "generated region was edited by hand (checksum mismatch); rerun kwiki verify")
+        for r in [*page.yaml_regions, *page.regions]
+        if r.edited
+    ]
+
+
+def _links(body: str, first_line: int):
+    in_fence = False
+    for i, line in enumerate(body.split("\n")):
+        if line.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+            continue
+        if in_fence or "](" not in line:
+            continue
+        for m in _LINK.finditer(_INLINE_CODE.sub("", line)):
+            yield first_line + i, m.group(1) or m.group(2)
+
+
+def _plain_page_files(root: Path, files: list[Path]) -> frozenset[str] | None:
+    """Page files reached without any symbolic link, when wiki/ itself is no link; else None.
+
+    A relative link that normalises (lexically) to one of these names that page and nothing
+    else, so `check_links` need not resolve it on disk.
+    """
+    wiki_dir = str(root / WIKI_DIR)
+    if os.path.realpath(wiki_dir) != wiki_dir:
+        return None
+    return frozenset(str(f) for f in files if not os.path.islink(f))
+
+
+def check_links(page: Page, root: Path, known: frozenset[str] | None = None) -> list[Problem]:
+    """Relative Markdown links must lead to an existing file inside wiki/.
+
+    `known` (from `_plain_page_files`) lets links to pages skip resolving the path on disk.
+    """
+    assert page.fm is not None
+    out = []
+    base = os.path.dirname(page.file)
+    for line, target in _links(page.fm.body, page.fm.body_line):
+        if _EXTERNAL.match(target) or target.startswith("#"):
+            continue
+        path = unquote(target.split("#", 1)[0].split("?", 1)[0])
+        if not path:
+            continue
+        if path.startswith("/"):
+            out.append(Problem(page.path, line, "link", f"link {target!r} is absolute; link pages by relative path"))
+            continue
+        if known is not None and os.path.normpath(os.path.join(base, path)) in known:
+            continue
+        try:
+            resolved = (page.file.parent / path).resolve()
+            exists = resolved.exists()
+        except (OSError, RuntimeError, ValueError):  # a looping link, a name too long, a NUL
+            out.append(Problem(page.path, line, "link", f"link {target!r} cannot be resolved to a file"))
+            continue
+        if not exists:
+            out.append(Problem(page.path, line, "link", f"link {target!r} leads to a file that does not exist"))
+        elif not str(resolved).startswith(str((root / WIKI_DIR).resolve()) + os.sep):
+            out.append(Problem(page.path, line, "link",
+                               f"link {target!r} leaves wiki/; the site cannot serve it (link to the source on the web or embed it)"))
+    return out

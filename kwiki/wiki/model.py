@@ -1,0 +1,397 @@
+"""Pydantic models of a page's front matter: core fields, references, claims, measurements.
+
+The models accept the front matter of the wiki we replace as it is written (its users have
+hundreds of such pages); fields the models do not know are kept and reported as warnings.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from kwiki.core.arch import ArchError, normalize_arch
+from kwiki.wiki.evidence import EvidenceLevel
+from kwiki.wiki.fields import tag as _tag
+from kwiki.wiki.fields import unique as _unique
+
+SLUG = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
+Slug = Annotated[str, StringConstraints(pattern=SLUG, max_length=120)]
+NonEmpty = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
+Scalar = Union[bool, int, float, str]
+
+
+class FieldError(ValueError):
+    """A validation error about a field below the model that found it (`loc` is relative to it).
+
+    Pydantic locates a model validator's error at the model itself; `kwiki.wiki.pages` appends
+    `loc` so the problem names the field (`claims[1].measure.artifact`) and its line.
+    """
+
+    def __init__(self, message: str, *loc: str | int):
+        super().__init__(message)
+        self.loc = loc
+
+
+def _arch(value: object) -> str:
+    try:
+        return normalize_arch(value)
+    except ArchError as exc:
+        raise ValueError(str(exc)) from None
+
+
+ArchName = Annotated[str, BeforeValidator(_arch)]
+Tag = Annotated[str, BeforeValidator(_tag)]
+ArchList = Annotated[list[ArchName], AfterValidator(_unique)]
+TagList = Annotated[list[Tag], AfterValidator(_unique)]
+
+
+class PageType(str, Enum):
+    technique = "technique"
+    algorithm = "algorithm"
+    kernel = "kernel"
+    pattern = "pattern"
+    skill = "skill"
+    hardware = "hardware"
+    pitfalls = "pitfalls"
+    api = "api"
+    concept = "concept"
+    guide = "guide"
+    reference = "reference"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+# ---------------------------------------------------------------- sources
+
+
+class SourceEntry(Strict):
+    """An external source named by a page: a short id, and where to find it."""
+
+    id: Slug
+    title: str | None = None
+    url: str | None = None
+    note: str | None = None
+
+
+class SourceLocation(Strict):
+    """`source:` entries of the replaced wiki: a path (or 'spec') and an anchor inside it."""
+
+    path: NonEmpty
+    anchor: str | None = None
+
+
+class SourceRef(Strict):
+    """`source_refs:` entries: a source id, a path inside that source, and an anchor."""
+
+    source_id: NonEmpty
+    path: str | None = None
+    anchor: str | None = None
+
+
+# ---------------------------------------------------------------- claims
+
+
+class Metric(str, Enum):
+    time = "time"
+    bandwidth = "bandwidth"
+    throughput = "throughput"
+    ratio = "ratio"  # a/b of two measured figures: speedup, x cuBLAS, fraction of a ceiling
+    count = "count"  # registers, bytes, instructions
+    outcome = "outcome"  # the run ends a predicted way (a failed check, a timeout)
+
+
+class Outcome(str, Enum):
+    passed = "passed"
+    check_failed = "check-failed"
+    timeout = "timeout"
+    crash = "crash"
+
+
+# figures a result record offers, and their units
+FIGURE_UNITS: dict[str, str] = {
+    "time_us": "us",
+    "time_ms": "ms",
+    "gb_per_s": "GB/s",
+    "tb_per_s": "TB/s",
+    "tflop_per_s": "TFLOP/s",
+    "gflop_per_s": "GFLOP/s",
+    "registers": "registers",
+    "spill_bytes": "bytes",
+    "sm_mhz": "MHz",
+}
+RATIO_UNITS = frozenset({"x", "ratio", "fraction"})
+
+
+class Selector(Strict):
+    """Picks one figure out of an artifact run: the variant, parameters it must match, the figure."""
+
+    variant: NonEmpty
+    params: dict[str, Scalar] = Field(default_factory=dict)
+    figure: str = "time_us"
+
+
+class Measure(Strict):
+    """How kwiki measures a claim: `of` alone, or the ratio `of / per` of two figures of one run."""
+
+    artifact: NonEmpty  # a key of the page's `artifacts` mapping
+    of: Selector
+    per: Selector | None = None
+    outcome: Outcome | None = None  # for metric 'outcome': how running `of.variant` must end
+
+
+class Conditions(Strict):
+    """Where a claim holds."""
+
+    arch: ArchName | None = None
+    gpu: str | None = None
+    shape: str | None = None
+    dtype: str | None = None
+    variant: str | None = None
+    note: str | None = None
+
+
+class Claim(Strict):
+    """One checkable statement with a number (or an outcome) and the conditions it holds under."""
+
+    id: Slug
+    statement: NonEmpty
+    metric: Metric
+    unit: NonEmpty
+    value: float | None = None
+    tolerance: float | None = Field(default=None, ge=0, le=10, description="relative, 0.05 = 5%")
+    at_least: float | None = None
+    at_most: float | None = None
+    expect: Outcome | None = None
+    better: Literal["higher", "lower"] | None = Field(
+        default=None, description="which direction is an improvement (default: lower for time, higher otherwise)")
+    conditions: Conditions = Field(default_factory=Conditions)
+    evidence: Literal["source-reported", "spec", "goal"] = "goal"
+    source: str | None = None
+    measure: Measure | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Claim":
+        bound = self.at_least is not None or self.at_most is not None
+        if self.metric == Metric.outcome:
+            if self.expect is None:
+                raise FieldError("an outcome claim needs 'expect' (passed, check-failed, timeout, crash)", "expect")
+            if self.value is not None or bound:
+                where = "value" if self.value is not None else ("at_least" if self.at_least is not None else "at_most")
+                raise FieldError("an outcome claim takes 'expect', not a value or bound", where)
+            return self
+        if self.expect is not None:
+            raise FieldError("'expect' is only for claims whose metric is 'outcome'", "expect")
+        if self.value is None and not bound:
+            raise FieldError("a claim needs either 'value' (with 'tolerance') or a bound ('at_least'/'at_most')")
+        if self.value is not None and bound:
+            where = "at_least" if self.at_least is not None else "at_most"
+            raise FieldError("give either 'value' or a bound ('at_least'/'at_most'), not both", where)
+        if self.tolerance is not None and self.value is None:
+            raise FieldError("'tolerance' applies to a point 'value' only", "tolerance")
+        if self.at_least is not None and self.at_most is not None and self.at_least > self.at_most:
+            raise FieldError(f"at_least ({self.at_least}) is above at_most ({self.at_most})", "at_least")
+        if self.evidence == "source-reported" and not self.source:
+            raise FieldError("a source-reported claim needs its 'source'", "source")
+        if self.measure is not None:
+            self._check_units(self.measure)
+        return self
+
+    def _check_units(self, m: Measure) -> None:
+        if m.per is not None:
+            if self.unit not in RATIO_UNITS:
+                raise FieldError(f"a ratio of two figures has unit 'x' (or 'ratio'), not {self.unit!r}", "unit")
+            return
+        want = FIGURE_UNITS.get(m.of.figure)
+        if want is not None and want != self.unit:
+            raise FieldError(f"figure {m.of.figure!r} is in {want}, but the claim's unit is {self.unit!r}", "unit")
+
+    @property
+    def direction(self) -> str:
+        if self.better:
+            return self.better
+        if self.at_most is not None and self.at_least is None:
+            return "lower"
+        return "lower" if self.metric in (Metric.time, Metric.count) else "higher"
+
+    @property
+    def tolerance_or_default(self) -> float:
+        return 0.05 if self.tolerance is None else self.tolerance
+
+    def describe(self) -> str:
+        """The claimed figure as text: '4.45 TB/s +-5%', '>= 1.15 x'."""
+        if self.metric == Metric.outcome:
+            return f"ends: {self.expect.value}"  # type: ignore[union-attr]
+        if self.value is not None:
+            return f"{self.value:g} {self.unit} ±{self.tolerance_or_default:.0%}"
+        parts = []
+        if self.at_least is not None:
+            parts.append(f">= {self.at_least:g}")
+        if self.at_most is not None:
+            parts.append(f"<= {self.at_most:g}")
+        return " and ".join(parts) + f" {self.unit}"
+
+
+# ---------------------------------------------------------------- measurements (kwiki-owned)
+
+
+class Verdict(str, Enum):
+    reproduced = "reproduced"
+    better = "better"
+    worse = "worse"
+    failed = "failed"  # the artifact's correctness check failed
+    not_applicable = "not-applicable"  # the claim's architecture is not this GPU's
+    not_testable = "not-testable"  # the claim has no measure kwiki can run
+    not_run = "not-run"  # compile-only, or no GPU
+    error = "error"  # build or run error
+    ambiguous = "ambiguous"
+
+
+PASSING = frozenset({Verdict.reproduced, Verdict.better})
+
+
+class Provenance(Strict):
+    """Where and when a figure was measured."""
+
+    gpu: str
+    gpu_uuid: str | None = None
+    arch: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    nvcc: str | None = None
+    date: str
+    commit: str | None = None
+    dirty: bool | None = None
+    kwiki: str | None = None
+    artifact_hash: str | None = None
+
+
+class MeasuredClaim(Strict):
+    verdict: Verdict
+    value: float | None = None
+    unit: str | None = None
+    spread: float | None = Field(default=None, description="relative half-spread of the figure in this run")
+    change: Literal["new", "same", "faster", "slower", "ambiguous"] | None = None
+    detail: str | None = None
+    provenance: Provenance | None = None
+
+
+class Measurements(Strict):
+    """The block `kwiki verify` writes into a page's front matter; never edited by hand."""
+
+    evidence_level: EvidenceLevel
+    verified_on: str | None = None
+    date: str
+    claims: dict[str, MeasuredClaim] = Field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- the page
+
+
+SM_CONSTRAINT = r"^\s*(>=|<=|==|>|<)?\s*\d+(\.\d+)?[af]?\s*$"
+
+
+class PageMeta(BaseModel):
+    """A page's front matter."""
+
+    model_config = ConfigDict(extra="allow")
+
+    # core
+    id: Slug
+    title: NonEmpty
+    type: PageType
+    architectures: ArchList = Field(default_factory=list)
+    tags: TagList = Field(default_factory=list)
+    evidence_level: EvidenceLevel = EvidenceLevel.spec
+    summary: str | None = None
+    vendor: str | None = None
+    languages: list[str] = Field(default_factory=list)
+    status: Literal["draft", "review", "stable", "verified", "deprecated", "experimental"] | None = None
+    confidence: Literal["spec", "source-reported", "experimental", "measured", "verified", "low", "medium", "high"] | None = None
+    reproducibility: Literal["none", "snippet", "artifact", "verified"] | None = None
+    # references to other pages
+    prerequisites: list[Slug] = Field(default_factory=list)
+    related: list[Slug] = Field(default_factory=list)
+    related_skills: list[Slug] = Field(default_factory=list)
+    related_apis: list[str] = Field(default_factory=list)
+    # external sources
+    sources: list[Union[Slug, SourceEntry]] = Field(default_factory=list)
+    source: list[SourceLocation] = Field(default_factory=list)
+    source_refs: list[SourceRef] = Field(default_factory=list)
+    upstream_repo: str | None = None
+    # artifacts
+    artifacts: dict[Slug, NonEmpty] = Field(default_factory=dict)
+    artifact_dir: str | None = None
+    # applicability
+    requires_sm: Annotated[str, StringConstraints(pattern=SM_CONSTRAINT)] | None = None
+    requires_features: list[str] = Field(default_factory=list)
+    hardware_features: list[str] = Field(default_factory=list)
+    techniques: list[str] = Field(default_factory=list)
+    kernel_types: list[str] = Field(default_factory=list)
+    applies_to_ops: list[str] = Field(default_factory=list)
+    applies_to_pattern_class: list[str] = Field(default_factory=list)
+    single_kernel_useful: bool | None = None
+    scope: str | None = None
+    # toolchain the replaced wiki recorded by hand
+    cuda_version_tested: str | None = None
+    driver_version_tested: str | None = None
+    toolchain: str | None = None
+    measured_on: str | None = None
+    # claims and kwiki's measurements
+    claims: list[Claim] = Field(default_factory=list)
+    measurements: Measurements | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lists(cls, data: Any) -> Any:
+        # the replaced wiki writes a lone `source:` or `sources:` entry without a list
+        if isinstance(data, dict):
+            for key in ("source", "sources", "tags", "architectures", "languages"):
+                if isinstance(data.get(key), (str, dict)):
+                    data = {**data, key: [data[key]]}
+        return data
+
+    @model_validator(mode="after")
+    def _claim_ids(self) -> "PageMeta":
+        seen: set[str] = set()
+        for i, claim in enumerate(self.claims):
+            if claim.id in seen:
+                raise FieldError(f"claim id {claim.id!r} appears twice", "claims", i, "id")
+            seen.add(claim.id)
+            if claim.measure is not None and claim.measure.artifact not in self.artifacts:
+                raise FieldError(
+                    f"claim {claim.id!r} measures artifact {claim.measure.artifact!r}, "
+                    f"which is not a key of 'artifacts'",
+                    "claims", i, "measure", "artifact",
+                )
+        return self
+
+    @property
+    def unknown_fields(self) -> list[str]:
+        return sorted((self.model_extra or {}).keys())
+
+    @property
+    def effective_evidence(self) -> EvidenceLevel:
+        return self.measurements.evidence_level if self.measurements else self.evidence_level
+
+    def references(self) -> list[tuple[str, int, str]]:
+        """(field, index, page id) for every reference to another page."""
+        out = []
+        for name in ("prerequisites", "related", "related_skills"):
+            out.extend((name, i, ref) for i, ref in enumerate(getattr(self, name)))
+        return out
+
+
+def page_json_schema() -> dict:
+    return PageMeta.model_json_schema()
