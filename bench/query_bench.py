@@ -13,7 +13,7 @@ baseline and the ratio. Goals (issue 7):
   bare loop that reads every page and loads its front matter with yaml's C loader;
 * one page changed, then the same query: at most 100 ms over the warm median (median over
   --trials pages), for three kinds of edit: of the body; of a simple front-matter field (a
-  tag added: the index patches it in without pydantic, see kwiki/fields.py); and of any
+  tag added: the index patches it in without pydantic, see kwiki/wiki/fields.py); and of any
   other front-matter field (an architecture added: the page model reads the page, which
   imports pydantic).
 

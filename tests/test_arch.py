@@ -65,7 +65,7 @@ def test_parts_and_gencode():
     assert device_arch(9, 0) == 90 and device_arch(12, 1) == 121
 
 
-# the compatibility rule of kwiki/arch.py's docstring
+# the compatibility rule of kwiki/core/arch.py's docstring
 @pytest.mark.parametrize("target, device, runs", [
     # arch-specific: exactly that compute capability
     ("sm_90a", 90, True),

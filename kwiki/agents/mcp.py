@@ -9,7 +9,7 @@ Tools (typed inputs, typed structured outputs, all read-only):
 * ``get_measurements(id)``: a page's claims with claimed and measured figures, verdicts;
 * ``list_tags()``: tags with page counts.
 
-Every call reads the same index as `kwiki query` (kwiki/index.py), refreshed first, so an
+Every call reads the same index as `kwiki query` (kwiki/agents/index.py), refreshed first, so an
 edit to a page shows in the next call. Works with the official MCP Python SDK, 1.x
 (`FastMCP`) and 2.x (`MCPServer`).
 """

@@ -2,7 +2,7 @@
 
 `kwiki schema` writes their JSON Schema (schema/query.schema.json, show.schema.json,
 tags.schema.json); the MCP server returns them as typed, structured tool outputs. The data
-itself is built by kwiki/views.py (plain dicts, stored by the index).
+itself is built by kwiki/agents/views.py (plain dicts, stored by the index).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The JSON (schema/show.schema.json) is what scripts and agents read results from:
 
     kwiki show technique-vectorized-loads --json | jq '.claims[] | {id, verdict, value: .measured.value}'
 
-It comes from the index (kwiki/index.py), which stored it when it last read the page.
+It comes from the index (kwiki/agents/index.py), which stored it when it last read the page.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What `kwiki query`, `kwiki show` and the MCP tools print about a page, as plain data.
 
-The index (kwiki/index.py) calls `result_view` and `detail_view` once per page when it
+The index (kwiki/agents/index.py) calls `result_view` and `detail_view` once per page when it
 reads the page, and stores their JSON; queries then print that JSON without importing
-this module. kwiki/outputs.py describes the same documents as pydantic models, for
+this module. kwiki/agents/outputs.py describes the same documents as pydantic models, for
 `schema/query.schema.json`, `schema/show.schema.json` and the MCP tools' output types.
 
 A claim is shown the same way everywhere::

@@ -2,7 +2,7 @@
 
 `kwiki.wiki.model` validates every field with pydantic; the rules of a few simple fields are
 written here as plain functions, which the model's validators call, so the index
-(`kwiki/index.py`) can re-index the most common edits of a page (its title, summary or
+(`kwiki/agents/index.py`) can re-index the most common edits of a page (its title, summary or
 tags) without importing pydantic, which costs a query about 200 ms.
 
 `SIMPLE` maps each such field to a function that returns the value the model would store,
