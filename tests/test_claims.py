@@ -8,7 +8,8 @@ from kwiki.verify.claims import judge
 from kwiki.verify.env import Gpu
 from kwiki.verify.history import change
 from kwiki.wiki.manifest import Manifest
-from kwiki.wiki.model import Claim, Verdict
+from kwiki.wiki.model import Claim
+from kwiki.wiki.verdict import Verdict
 from kwiki.verify.plan import choose_target
 
 

@@ -9,7 +9,7 @@ import time
 from kwiki.verify import tables
 from kwiki.verify.pipeline import Report, verify
 from kwiki.wiki.catalog import find_root
-from kwiki.wiki.model import Verdict
+from kwiki.wiki.verdict import NOT_MEASURED, Verdict
 
 
 class Progress:
@@ -39,8 +39,7 @@ def run(args: argparse.Namespace) -> int:
 def _print_human(report: Report) -> None:
     for p in report.problems:
         print(p.format())
-    quiet = (Verdict.not_testable, Verdict.not_run)
-    measured = [c for c in report.claims if c.verdict not in quiet]
+    measured = [c for c in report.claims if c.verdict not in NOT_MEASURED]
     if measured:
         print(tables.terminal_table(measured))
     why = tables.details(measured)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import math
 
+from kwiki.core.numbers import fmt, params_text
 from kwiki.verify.history import ClaimRow, RecordRow
 from kwiki.wiki.model import FIGURE_UNITS, Claim
 
@@ -35,10 +36,6 @@ def _figure(rows: list[RecordRow], wanted: list[str]) -> str | None:
     return common[0] if common else None
 
 
-def _params(params: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
-
-
 def ladder_specs(records: list[RecordRow], variant_order: list[str], baseline: str | None = None,
                  wanted: list[str] | None = None) -> list[dict]:
     """Bar-chart specs of an artifact's latest passing run on each GPU model: one per parameter set.
@@ -59,7 +56,7 @@ def ladder_specs(records: list[RecordRow], variant_order: list[str], baseline: s
             continue
         groups: dict[str, list[RecordRow]] = {}
         for r in run:
-            groups.setdefault(_params(r.params), []).append(r)
+            groups.setdefault(params_text(r.params), []).append(r)
         for params in sorted(groups)[:MAX_LADDERS]:
             rows = sorted((r for r in groups[params] if figure in r.figures),
                           key=lambda r: (rank.get(r.variant, len(rank)), r.variant))
@@ -96,7 +93,7 @@ def roofline_specs(records: list[RecordRow], ceilings: dict[str, tuple[str, str 
         groups: dict[tuple[str, str], list[RecordRow]] = {}
         for r in run:
             if r.variant != ceilings[r.artifact][0] and {"tflop_per_s", "gb_per_s"} <= set(r.figures):
-                groups.setdefault((r.artifact, _params(r.params)), []).append(r)
+                groups.setdefault((r.artifact, params_text(r.params)), []).append(r)
         points = []
         for (artifact, params), rows in sorted(groups.items()):
             baseline = ceilings[artifact][1]
@@ -116,17 +113,9 @@ def roofline_specs(records: list[RecordRow], ceilings: dict[str, tuple[str, str 
     return specs
 
 
-def reference(claim: Claim) -> float | None:
-    """The figure a claim names (its value, else its bound), to which a measured figure is compared."""
-    for value in (claim.value, claim.at_least, claim.at_most):
-        if value:
-            return value
-    return None
-
-
 def history_spec(claims: list[Claim], rows: list[ClaimRow]) -> dict | None:
     """A line-chart spec: each claim's measured figure over time, as a multiple of the claimed one."""
-    refs = {c.id: reference(c) for c in claims}
+    refs = {c.id: c.reference for c in claims}
     series: dict[str, list[tuple[str, float]]] = {}
     gpus = {r.gpu for r in rows}
     for row in sorted(rows, key=lambda r: (r.date, r.claim)):
@@ -179,10 +168,6 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     return out
 
 
-def _label(value: float) -> str:
-    return f"{value:.4g}"
-
-
 def _svg(width: float, height: float, title: str, body: list[str]) -> bytes:
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_n(width)}" height="{_n(height)}" '
             f'viewBox="0 0 {_n(width)} {_n(height)}" role="img" aria-label="{html.escape(title)}" '
@@ -208,7 +193,7 @@ def draw_ladder(spec: dict) -> bytes:
     for t in ticks:
         x = left + t * scale
         body.append(f'<line x1="{_n(x)}" y1="{top - 4}" x2="{_n(x)}" y2="{_n(height - bottom + 4)}" stroke="{GRID}"/>')
-        body.append(_text(x, height - bottom + 18, _label(t), size=10, anchor="middle", fill=MUTED))
+        body.append(_text(x, height - bottom + 18, fmt(t, trim=True), size=10, anchor="middle", fill=MUTED))
     for i, b in enumerate(bars):
         y = top + i * row
         w = b["value"] * scale
@@ -219,7 +204,7 @@ def draw_ladder(spec: dict) -> bytes:
             e = b["value"] * b["spread"] * scale
             body.append(f'<line x1="{_n(left + w - e)}" y1="{_n(y + row / 2)}" x2="{_n(left + w + e)}" '
                         f'y2="{_n(y + row / 2)}" stroke="{INK}"/>')
-        body.append(_text(left + w + 5, y + row / 2 + 4, _label(b["value"]), size=10, fill=MUTED))
+        body.append(_text(left + w + 5, y + row / 2 + 4, fmt(b["value"], trim=True), size=10, fill=MUTED))
     body.append(f'<line x1="{_n(left)}" y1="{top - 4}" x2="{_n(left)}" y2="{_n(height - bottom + 4)}" stroke="{INK}"/>')
     axis = f"{spec['unit']} ({spec['better']} is better)"
     if spec.get("left_out"):
@@ -249,7 +234,7 @@ def draw_history(spec: dict) -> bytes:
     body = [_text(8, 18, title, size=12, weight="bold")]
     for t in ticks:
         body.append(f'<line x1="{left}" y1="{_n(y(t))}" x2="{right}" y2="{_n(y(t))}" stroke="{GRID}"/>')
-        body.append(_text(left - 6, y(t) + 4, _label(t), size=10, anchor="end", fill=MUTED))
+        body.append(_text(left - 6, y(t) + 4, fmt(t, trim=True), size=10, anchor="end", fill=MUTED))
     body.append(f'<line x1="{left}" y1="{_n(y(1.0))}" x2="{right}" y2="{_n(y(1.0))}" stroke="{MUTED}" '
                 f'stroke-dasharray="5,4"/>')
     body.append(_text(right - 2, y(1.0) - 4, "claimed", size=9, anchor="end", fill=MUTED))
@@ -297,10 +282,10 @@ def draw_roofline(spec: dict) -> bytes:
     body = [_text(8, 18, title, size=12, weight="bold")]
     for e in range(round(math.log10(x_lo)), round(math.log10(x_hi)) + 1):
         body.append(f'<line x1="{_n(x(10 ** e))}" y1="{top}" x2="{_n(x(10 ** e))}" y2="{bottom}" stroke="{GRID}"/>')
-        body.append(_text(x(10 ** e), bottom + 16, _label(10 ** e), size=10, anchor="middle", fill=MUTED))
+        body.append(_text(x(10 ** e), bottom + 16, fmt(10 ** e, trim=True), size=10, anchor="middle", fill=MUTED))
     for e in range(round(math.log10(y_lo)), round(math.log10(y_hi)) + 1):
         body.append(f'<line x1="{left}" y1="{_n(y(10 ** e))}" x2="{right}" y2="{_n(y(10 ** e))}" stroke="{GRID}"/>')
-        body.append(_text(left - 6, y(10 ** e) + 4, _label(10 ** e), size=10, anchor="end", fill=MUTED))
+        body.append(_text(left - 6, y(10 ** e) + 4, fmt(10 ** e, trim=True), size=10, anchor="end", fill=MUTED))
     x0, x1 = x_lo, min(x_hi, y_hi / roof)
     body.append(f'<line x1="{_n(x(x0))}" y1="{_n(y(max(roof * x0, y_lo)))}" x2="{_n(x(x1))}" '
                 f'y2="{_n(y(roof * x1))}" stroke="{INK}" stroke-width="1.5"/>')
@@ -313,7 +298,7 @@ def draw_roofline(spec: dict) -> bytes:
     for k, p in enumerate(ours, 1):  # numbers beside the dots, names in the legend below
         body.append(_text(x(p["intensity"]) - 7, y(p["tflop_per_s"]) + 4, str(k), size=9, anchor="end", fill=INK))
         body.append(_text(left, bottom + 52 + 14 * (k - 1), f"{k}  {p['label']}: {p['variant']} "
-                          f"({_label(p['tflop_per_s'])} TFLOP/s)", size=10, fill=MUTED))
+                          f"({fmt(p['tflop_per_s'], trim=True)} TFLOP/s)", size=10, fill=MUTED))
     body.append(_text((left + right) / 2, bottom + 32, "arithmetic intensity (FLOP per byte moved)", size=11,
                       anchor="middle", fill=MUTED))
     body.append(_text(14, (top + bottom) / 2, "TFLOP/s", size=10, anchor="middle", fill=MUTED)

@@ -14,16 +14,18 @@ import shlex
 from pathlib import Path
 
 from kwiki.core.errors import ManifestError
-from kwiki.site.charts import reference
+from kwiki.core.numbers import fmt
+from kwiki.verify import tables
 from kwiki.verify.standing import Standing
-from kwiki.wiki.model import Claim, MeasuredClaim, PageMeta, Provenance, Verdict
+from kwiki.wiki.model import MeasuredClaim, PageMeta
+from kwiki.wiki.verdict import NOT_REPRODUCED, PASSING, Verdict
 
 MAX_SOURCE_BYTES = 256 * 1024
 LANGUAGES = {".cu": "cuda", ".cuh": "cuda", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".hpp": "cpp",
              ".cxx": "cpp", ".py": "python", ".sh": "bash", ".yaml": "yaml", ".yml": "yaml", ".json": "json",
              ".ptx": "text", ".txt": "text", ".mk": "make", ".cmake": "cmake", ".toml": "toml"}
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|#!~])")
-VERDICT_CLASS = {Verdict.reproduced: "pass", Verdict.better: "pass", Verdict.worse: "fail", Verdict.failed: "fail",
+VERDICT_CLASS = {**{v: "pass" for v in PASSING}, **{v: "fail" for v in NOT_REPRODUCED},
                  Verdict.error: "error", Verdict.ambiguous: "warn"}
 
 
@@ -41,12 +43,6 @@ def md_text(text: object) -> str:
 def badge(text: str, *classes: str) -> str:
     names = " ".join(["kw-badge", *classes])
     return f'<span class="{names}">{html_text(text)}</span>'
-
-
-def _number(value: float | None, unit: str | None = None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.4g} {unit}".strip() if unit else f"{value:.4g}"
 
 
 def arch_anchor(arch: str) -> str:
@@ -80,59 +76,19 @@ def header(meta: PageMeta, st: Standing, page_rel: str, arch_index: str) -> str:
 # ---------------------------------------------------------------- claims
 
 
-def _conditions(claim: Claim) -> str:
-    c = claim.conditions
-    bits = [c.gpu, c.arch, c.shape, c.dtype, c.variant]
-    text = ", ".join(str(b) for b in bits if b)
-    if claim.source:
-        text += ("; " if text else "") + f"source: {claim.source}"
-    return text
-
-
-def _ratio(claim: Claim, mc: MeasuredClaim | None) -> str:
-    if mc is None or mc.value is None:
-        return "–"
-    ref = reference(claim)
-    return f"{mc.value / ref:.2f}×" if ref else "–"
-
-
-def provenance_text(p: Provenance | None) -> str:
-    if p is None:
-        return "–"
-    bits = [p.gpu]
-    if p.driver:
-        bits.append(f"driver {p.driver}")
-    if p.cuda:
-        bits.append(f"CUDA {p.cuda}")
-    bits.append(p.date[:10])
-    if p.commit:
-        bits.append(p.commit[:10] + ("+dirty" if p.dirty else ""))
-    return md_text(", ".join(bits))
+def _verdict_badge(mc: MeasuredClaim | None) -> str:
+    if mc is None:
+        return badge("not measured", "kw-verdict", "kw-v-none")
+    return badge(mc.verdict.value, "kw-verdict", f"kw-v-{VERDICT_CLASS.get(mc.verdict, 'none')}")
 
 
 def claims_table(meta: PageMeta) -> str:
-    """The claims with what kwiki measured for each: claimed, measured, ratio, verdict, provenance."""
+    """The page's claims table (kwiki.verify.tables) with escaped text and verdict badges."""
     if not meta.claims:
         return ""
     measured = meta.measurements.claims if meta.measurements else {}
-    rows = ["| claim | claimed | measured | ratio | verdict | provenance |", "| --- | --- | --- | --- | --- | --- |"]
-    for claim in meta.claims:
-        mc = measured.get(claim.id)
-        cond = _conditions(claim)
-        cell = f"{md_text(claim.statement)}<br><small>`{claim.id}`{' · ' + md_text(cond) if cond else ''}</small>"
-        if mc is None:
-            verdict = badge("not measured", "kw-verdict", "kw-v-none")
-            value = "–"
-        else:
-            verdict = badge(mc.verdict.value, "kw-verdict", f"kw-v-{VERDICT_CLASS.get(mc.verdict, 'none')}")
-            value = _number(mc.value, mc.unit or claim.unit)
-            if mc.spread:
-                value += f" ±{mc.spread:.1%}"
-            if mc.change and mc.change != "same":
-                value += f" ({mc.change})"
-        rows.append(f"| {cell} | {md_text(claim.describe())} | {md_text(value)} | {_ratio(claim, mc)} "
-                    f"| {verdict} | {provenance_text(mc.provenance if mc else None)} |")
-    return "\n".join(['<div class="kw-claims" markdown>', "", *rows, "", "</div>", ""])
+    table = tables.claims_table(meta.claims, measured, text=md_text, verdict=_verdict_badge)
+    return "\n".join(['<div class="kw-claims" markdown>', "", table, "</div>", ""])
 
 
 # ---------------------------------------------------------------- artifacts
@@ -249,7 +205,7 @@ def headline(st: Standing) -> str:
     if st.headline is None:
         return "–"
     cid, mc = st.headline
-    return md_text(f"{_number(mc.value, mc.unit)} ({cid})")
+    return md_text(f"{fmt(mc.value)} {mc.unit or ''}".strip() + f" ({cid})")
 
 
 STYLESHEET = """\

@@ -11,7 +11,8 @@ from kwiki.verify.env import Gpu
 from kwiki.verify.plan import Plan
 from kwiki.verify.record import Record
 from kwiki.verify.run import RunOutcome
-from kwiki.wiki.model import Claim, Metric, Outcome, Selector, Verdict
+from kwiki.wiki.model import Claim, Metric, Outcome, Selector
+from kwiki.wiki.verdict import MEASURED, OUT_OF_SCOPE, PASSING, Verdict
 from kwiki.wiki.pages import Page
 
 # the noise floor below which two figures are not told apart, whatever the run's spread
@@ -209,11 +210,10 @@ def evaluate(plan: Plan, builds: list[BuildResult], outcomes: dict[str, list[Run
 
 def evidence_for(results: list[ClaimResult]) -> str | None:
     """The evidence level a page earns from its claim results (None: nothing was measured)."""
-    ran = [r for r in results if r.value is not None or r.verdict in (
-        Verdict.reproduced, Verdict.better, Verdict.worse, Verdict.failed, Verdict.ambiguous)]
+    ran = [r for r in results if r.value is not None or r.verdict in MEASURED]
     if not ran:
         return None
-    runnable = [r for r in results if r.verdict not in (Verdict.not_testable, Verdict.not_applicable)]
-    all_pass = all(r.verdict in (Verdict.reproduced, Verdict.better) for r in runnable)
+    runnable = [r for r in results if r.verdict not in OUT_OF_SCOPE]
+    all_pass = all(r.verdict in PASSING for r in runnable)
     on_matching = all(r.matches_hardware for r in runnable)
     return "verified" if all_pass and on_matching else "measured"

@@ -14,7 +14,12 @@ from typing import Literal, Union
 from pydantic import Field, ValidationError
 
 from kwiki.core.errors import Problem
+from kwiki.core.numbers import round_sig
+from kwiki.verify.claims import ClaimResult
+from kwiki.verify.plan import Plan
+from kwiki.verify.run import RunOutcome
 from kwiki.wiki.model import Provenance
+from kwiki.wiki.verdict import NOT_MEASURED
 
 RESULTS_DIR = "results"
 STORE_VERSION = 1
@@ -136,3 +141,68 @@ def change(new: float, new_spread: float | None, old: float, old_spread: float |
         return "ambiguous"
     improved = rel > 0 if direction == "higher" else rel < 0
     return "faster" if improved else "slower"
+
+
+# ---------------------------------------------------------------- one run's rows
+
+
+def record_run(root: Path, base: Provenance, run_id: str, date: str, plan: Plan,
+               outcomes: dict[str, list[RunOutcome]], claims: list[ClaimResult], *, write: bool) -> list[dict]:
+    """Compare a run with the last one on this GPU model (setting each claim's `change`), then append
+    its rows to the store when `write`; returns the records whose time moved, with the old time."""
+    if not outcomes:
+        return []
+    # every row carries the run's provenance, with the full time of the run as its date
+    common = {**base.model_dump(exclude={"artifact_hash"}), "date": date, "run_id": run_id}
+    path = store_path(root, common["gpu"])
+    old_rows, _ = read_store(path)
+    previous = last_claims(old_rows)
+    for c in claims:
+        if c.value is None:
+            continue
+        prev = previous.get((c.page, c.claim))
+        c.change = "new" if prev is None or prev.value is None else change(
+            c.value, c.spread, prev.value, prev.spread, c.direction)
+    changes: list[dict] = []
+    rows = _record_rows(plan, outcomes, common, last_records(old_rows), changes) + _claim_rows(plan, claims, common)
+    if write and rows:
+        append_rows(path, rows)
+    return changes
+
+
+def _record_rows(plan: Plan, outcomes: dict[str, list[RunOutcome]], common: dict,
+                 last: dict[tuple[str, str, str], RecordRow], changes: list[dict]) -> list[Row]:
+    """One row per record of the run; notes each record's change against its last passing run."""
+    rows: list[Row] = []
+    for path_key, outs in sorted(outcomes.items()):
+        planned = plan.artifacts[path_key]
+        for o in outs:
+            for r in o.records:
+                figs = {k: v for k, v in ((k, round_sig(v)) for k, v in r.figures().items()) if v is not None}
+                spread = r.timing.spread if r.timing else None
+                prev = last.get((planned.name, r.variant, json.dumps(r.params, sort_keys=True)))
+                if prev is not None and "time_us" in figs:
+                    changes.append({
+                        "artifact": planned.name, "variant": r.variant, "params": r.params,
+                        "time_us": figs["time_us"], "previous_time_us": prev.figures["time_us"],
+                        "change": change(figs["time_us"], spread, prev.figures["time_us"], prev.spread, "lower")})
+                regs = r.extra.get("registers")
+                rows.append(RecordRow(
+                    **common, artifact=planned.name, artifact_hash=planned.hash, target=o.target,
+                    variant=r.variant, params=r.params, figures=figs, spread=round_sig(spread, 3),
+                    samples=r.timing.samples if r.timing else None, passed=r.check.passed,
+                    registers=int(regs) if isinstance(regs, (int, float)) else None))
+    return rows
+
+
+def _claim_rows(plan: Plan, claims: list[ClaimResult], common: dict) -> list[Row]:
+    rows: list[Row] = []
+    for c in claims:
+        if c.artifact is None or c.verdict in NOT_MEASURED:
+            continue
+        planned = plan.artifacts.get(c.artifact)
+        rows.append(ClaimRow(
+            **common, artifact=planned.name if planned else c.artifact, artifact_hash=planned.hash if planned else None,
+            page=c.page, claim=c.claim, value=round_sig(c.value), unit=c.unit, spread=round_sig(c.spread, 3),
+            verdict=c.verdict.value, change=c.change))
+    return rows

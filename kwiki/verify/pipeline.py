@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from kwiki import SCHEMA_VERSION
-from kwiki.core.errors import Problem, WriteBackError
+from kwiki.core.errors import Problem
 from kwiki.verify import env as envmod
-from kwiki.verify import history, tables
+from kwiki.verify import history
 from kwiki.verify.build import BuildResult, build_all
-from kwiki.verify.claims import ClaimResult, evaluate, evidence_for
+from kwiki.verify.claims import ClaimResult, evaluate
 from kwiki.verify.plan import Plan, select_pages
 from kwiki.verify.plan import plan as make_plan
 from kwiki.verify.run import RunOutcome, run_artifact
-from kwiki.verify.writeback import locked, measurements_yaml, write_page
+from kwiki.verify.writeback import write_back
 from kwiki.wiki.catalog import load_wiki
-from kwiki.wiki.model import MeasuredClaim, Measurements, Provenance, Verdict
+from kwiki.wiki.model import Provenance
+from kwiki.wiki.verdict import BLOCKING
 
-FAILING = frozenset({Verdict.worse, Verdict.failed, Verdict.error, Verdict.ambiguous})
 
 
 @dataclass
@@ -43,7 +42,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return (not any(c.verdict in FAILING for c in self.claims)
+        return (not any(c.verdict in BLOCKING for c in self.claims)
                 and all(b.ok for b in self.builds)
                 and not any(p.severity == "error" for p in self.problems))
 
@@ -93,6 +92,7 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
     for a in the_plan.artifacts.values():
         if a.problem:
             problems.append(a.problem)
+    problems.extend(the_plan.problems)  # page entries the containment rule refused
 
     t_build = time.monotonic()
     builds = _build_stage(the_plan, environment, root, jobs, progress)
@@ -103,9 +103,13 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
     report = Report(run_id, now.isoformat(), environment, the_plan, builds, outcomes, results, problems,
                     notes=notes)
     report.clocks_after = envmod.clocks(the_plan.gpu.index) if the_plan.gpu else {}
-    _history(report, root, write)
+    base = _provenance(report, None)
+    report.record_changes = history.record_run(root, base, report.run_id, report.date, the_plan, outcomes, results,
+                                               write=write)
     if write:
-        _write_back(report, root, progress)
+        written, failed = write_back(root, the_plan, outcomes, results, base, progress)
+        report.written += written
+        report.problems += failed
     total_s = time.monotonic() - t0
     report.seconds = {
         "total": round(total_s, 3), "build_wall": round(build_wall, 3), "run": round(run_seconds, 3),
@@ -174,109 +178,3 @@ def _provenance(report: Report, artifact_hash: str | None) -> Provenance:
     return Provenance(gpu=g.name if g else "host", gpu_uuid=g.uuid if g else None, arch=g.arch if g else None,
                       driver=e.driver, cuda=e.cuda, nvcc=e.nvcc, date=report.date[:10], commit=e.commit,
                       dirty=e.dirty, kwiki=e.kwiki, artifact_hash=artifact_hash)
-
-
-def _round(x: float | None, digits: int = 5) -> float | None:
-    return None if x is None else float(f"{x:.{digits}g}")
-
-
-def _history(report: Report, root: Path, write: bool) -> None:
-    """Compare with the last run on this GPU model, then append this run's rows."""
-    if not report.outcomes:
-        return
-    # every row carries the run's provenance, with the full time of the run as its date
-    common = {**_provenance(report, None).model_dump(exclude={"artifact_hash"}),
-              "date": report.date, "run_id": report.run_id}
-    path = history.store_path(root, common["gpu"])
-    old_rows, _ = history.read_store(path)
-    last_c = history.last_claims(old_rows)
-    for c in report.claims:
-        if c.value is None:
-            continue
-        prev = last_c.get((c.page, c.claim))
-        c.change = "new" if prev is None or prev.value is None else history.change(
-            c.value, c.spread, prev.value, prev.spread, c.direction)
-    rows = _record_rows(report, common, history.last_records(old_rows)) + _claim_rows(report, common)
-    if write and rows:
-        history.append_rows(path, rows)
-
-
-def _record_rows(report: Report, common: dict, last: dict) -> list[history.Row]:
-    """One row per record of the run; notes each record's change against its last passing run."""
-    rows: list[history.Row] = []
-    for path_key, outs in sorted(report.outcomes.items()):
-        planned = report.plan.artifacts[path_key]
-        for o in outs:
-            for r in o.records:
-                figs = {k: _round(v) for k, v in r.figures().items()}
-                spread = r.timing.spread if r.timing else None
-                prev = last.get((planned.name, r.variant, json.dumps(r.params, sort_keys=True)))
-                if prev is not None and "time_us" in figs:
-                    report.record_changes.append({
-                        "artifact": planned.name, "variant": r.variant, "params": r.params,
-                        "time_us": figs["time_us"], "previous_time_us": prev.figures["time_us"],
-                        "change": history.change(figs["time_us"], spread, prev.figures["time_us"], prev.spread,
-                                                 "lower")})
-                regs = r.extra.get("registers")
-                rows.append(history.RecordRow(
-                    **common, artifact=planned.name, artifact_hash=planned.hash, target=o.target,
-                    variant=r.variant, params=r.params, figures=figs, spread=_round(spread, 3),
-                    samples=r.timing.samples if r.timing else None, passed=r.check.passed,
-                    registers=int(regs) if isinstance(regs, (int, float)) else None))
-    return rows
-
-
-def _claim_rows(report: Report, common: dict) -> list[history.Row]:
-    rows: list[history.Row] = []
-    for c in report.claims:
-        if c.artifact is None or c.verdict in (Verdict.not_run, Verdict.not_testable):
-            continue
-        planned = report.plan.artifacts.get(c.artifact)
-        rows.append(history.ClaimRow(
-            **common, artifact=planned.name if planned else c.artifact, artifact_hash=planned.hash if planned else None,
-            page=c.page, claim=c.claim, value=_round(c.value), unit=c.unit, spread=_round(c.spread, 3),
-            verdict=c.verdict.value, change=c.change))
-    return rows
-
-
-def _write_back(report: Report, root: Path, progress: Callable[[str], None]) -> None:
-    by_page: dict[str, list[ClaimResult]] = {}
-    for c in report.claims:
-        by_page.setdefault(c.page, []).append(c)
-    with locked(root):
-        for page in report.plan.pages:
-            meta = page.meta
-            assert meta is not None
-            results = [c for c in by_page.get(meta.id, []) if c.artifact is not None]
-            level = evidence_for(results)
-            if level is None:
-                continue
-            hashes = {c.artifact: report.plan.artifacts[c.artifact].hash for c in results
-                      if c.artifact in report.plan.artifacts}
-            m = Measurements(
-                evidence_level=level,
-                verified_on=report.plan.gpu.name if report.plan.gpu else None,
-                date=report.date[:10],
-                claims={c.claim: MeasuredClaim(
-                    verdict=c.verdict, value=_round(c.value), unit=c.unit, spread=_round(c.spread, 3),
-                    change=c.change, detail=c.detail or None,
-                    provenance=_provenance(report, hashes.get(c.artifact))) for c in results},
-            )
-            statements = {c.id: c.statement for c in meta.claims}
-            page_prov = _provenance(report, ", ".join(sorted({h for h in hashes.values() if h})) or None)
-            regions = {"claims": tables.claims_table(results, page_prov, statements)}
-            ladders = []
-            for key in sorted(meta.artifacts):
-                planned = report.plan.artifact_for(page, key)
-                if planned and planned.path in report.outcomes:
-                    ladders.append(tables.ladder_table(planned, report.outcomes[planned.path]))
-            if ladders:
-                regions["ladder"] = "\n".join(ladders) + "\n" + tables.provenance_line(page_prov)
-            try:
-                assert page.fm is not None
-                if write_page(page.file, page.path, page.fm.text, measurements_yaml(m), regions):
-                    report.written.append(page.path)
-                    progress(f"wrote {page.path} ({level})")
-            except WriteBackError as exc:
-                report.problems.append(exc.problem())
-                progress(f"NOT written: {exc}")

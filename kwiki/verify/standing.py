@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from kwiki.verify.history import ClaimRow, RecordRow
-from kwiki.wiki.model import PASSING, MeasuredClaim, PageMeta, Verdict
+from kwiki.wiki.model import MeasuredClaim, PageMeta
+from kwiki.wiki.verdict import JUDGED, NOT_REPRODUCED, PASSING
 
-FAILING = frozenset({Verdict.worse, Verdict.failed})
-JUDGED = PASSING | FAILING | {Verdict.error, Verdict.ambiguous}
 MOVED = frozenset({"faster", "slower"})
 HEADLINE_ORDER = {"bandwidth": 0, "throughput": 0, "ratio": 1, "time": 2}
 
@@ -75,8 +74,7 @@ def _drifted(meta: PageMeta, history: list[ClaimRow]) -> list[str]:
         by_claim.setdefault((row.claim, row.gpu), []).append(row)
     for (claim, _gpu), rows in by_claim.items():
         rows = sorted(rows, key=lambda r: r.date)
-        if len(rows) >= 2 and rows[-2].verdict in {v.value for v in PASSING} \
-                and rows[-1].verdict not in {v.value for v in PASSING}:
+        if len(rows) >= 2 and rows[-2].verdict in PASSING and rows[-1].verdict not in PASSING:
             moved.add(claim)
     return sorted(moved)
 
@@ -91,7 +89,7 @@ def standing(meta: PageMeta, history: list[ClaimRow] | None = None) -> Standing:
     verdicts = [mc.verdict for mc in m.claims.values()]
     out.judged = sum(v in JUDGED for v in verdicts)
     out.passing = sum(v in PASSING for v in verdicts)
-    out.failing = sum(v in FAILING for v in verdicts)
+    out.failing = sum(v in NOT_REPRODUCED for v in verdicts)
     out.moved = _drifted(meta, history or [])
     # "how fast" first: a rate, then a ratio (x cuBLAS, fraction of a ceiling), then the rest
     ranked = sorted(meta.claims, key=lambda c: HEADLINE_ORDER.get(c.metric.value, len(HEADLINE_ORDER)))

@@ -3,42 +3,40 @@
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Callable, Mapping
 
+from kwiki.core.numbers import NONE, fmt, fmt_spread, params_text
 from kwiki.verify.claims import ClaimResult
 from kwiki.verify.plan import PlannedArtifact
 from kwiki.verify.record import Record
 from kwiki.verify.run import RunOutcome
-from kwiki.wiki.model import Provenance
+from kwiki.wiki.model import Claim, MeasuredClaim, Provenance
+from kwiki.wiki.verdict import PASSING, Verdict
 
 
-def fmt(value: float | None, digits: int = 4) -> str:
-    """A number with `digits` significant digits, no exponent for everyday magnitudes."""
-    if value is None or not math.isfinite(value):
-        return "—"
-    if value == 0:
-        return "0"
-    mag = math.floor(math.log10(abs(value)))
-    decimals = max(0, digits - 1 - mag)
-    return f"{value:.{decimals}f}" if -4 <= mag < 9 else f"{value:.{digits - 1}e}"
-
-
-def fmt_spread(spread: float | None) -> str:
-    return "" if spread is None else f" ±{spread * 100:.1f}%"
-
-
-def provenance_line(p: Provenance) -> str:
+def provenance_text(p: Provenance, *, full: bool = False) -> str:
+    """Where and when a figure was measured: 'NVIDIA H200, driver 580.1, CUDA 13.0, 2026-11-29, 833ed22';
+    `full` adds the architecture and nvcc, and spells the commit out."""
     parts = [p.gpu]
-    if p.arch:
+    if full and p.arch:
         parts.append(p.arch)
     if p.driver:
         parts.append(f"driver {p.driver}")
     if p.cuda:
         parts.append(f"CUDA {p.cuda}")
-    if p.nvcc:
-        parts.append(f"nvcc {p.nvcc}")
+    if full:
+        if p.nvcc:
+            parts.append(f"nvcc {p.nvcc}")
+        return ", ".join(parts)
+    parts.append(p.date[:10])
+    if p.commit:
+        parts.append(p.commit[:10] + ("+dirty" if p.dirty else ""))
+    return ", ".join(parts)
+
+
+def provenance_line(p: Provenance) -> str:
     commit = f"commit {p.commit}{' (dirty)' if p.dirty else ''}" if p.commit else "no commit"
-    return (f"*Measured by `kwiki verify` on {', '.join(parts)} on {p.date}; {commit}; "
+    return (f"*Measured by `kwiki verify` on {provenance_text(p, full=True)} on {p.date}; {commit}; "
             f"artifact {p.artifact_hash or '?'}; ± is the run's half inter-quartile range.*\n")
 
 
@@ -46,19 +44,39 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def claims_table(results: list[ClaimResult], provenance: Provenance, statements: dict[str, str]) -> str:
-    rows = ["| claim | statement | claimed | measured | verdict | change |",
-            "| --- | --- | --- | ---: | --- | --- |"]
-    for r in results:
-        measured = f"{fmt(r.value)} {r.unit}{fmt_spread(r.spread)}" if r.value is not None else "—"
-        verdict = r.verdict.value + (f" ({r.detail})" if r.detail and r.value is None else "")
-        rows.append("| " + " | ".join(_cell(c) for c in (
-            f"`{r.claim}`", statements.get(r.claim, ""), r.claimed, measured, verdict, r.change or "")) + " |")
-    return "\n".join(rows) + "\n\n" + provenance_line(provenance)
+def _conditions(claim: Claim) -> str:
+    c = claim.conditions
+    text = ", ".join(str(b) for b in (c.gpu, c.arch, c.shape, c.dtype, c.variant) if b)
+    if claim.source:
+        text += ("; " if text else "") + f"source: {claim.source}"
+    return text
 
 
-def _params(record: Record) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(record.params.items()))
+def _plain_verdict(mc: MeasuredClaim | None) -> str:
+    if mc is None:
+        return "not measured"
+    return mc.verdict.value + (f" ({mc.detail})" if mc.detail and mc.value is None else "")
+
+
+def claims_table(claims: list[Claim], measured: Mapping[str, MeasuredClaim], *,
+                 text: Callable[[str], str] = _cell,
+                 verdict: Callable[[MeasuredClaim | None], str] = _plain_verdict) -> str:
+    """The claims table, one definition for the page (plain Markdown) and the site (`text` escapes
+    for Markdown, `verdict` draws a badge): claimed, measured, ratio to the claim, verdict, where."""
+    rows = ["| claim | claimed | measured | ratio | verdict | provenance |", "| --- | --- | ---: | ---: | --- | --- |"]
+    for claim in claims:
+        mc = measured.get(claim.id)
+        cond = _conditions(claim)
+        cell = f"{text(claim.statement)}<br><small>`{claim.id}`{' · ' + text(cond) if cond else ''}</small>"
+        value = ratio = NONE
+        if mc is not None and mc.value is not None:
+            value = f"{fmt(mc.value)} {mc.unit or claim.unit}{fmt_spread(mc.spread)}"
+            if mc.change and mc.change not in ("new", "same"):
+                value += f" ({mc.change})"
+            ratio = f"{mc.value / claim.reference:.2f}×" if claim.reference else NONE
+        where = provenance_text(mc.provenance) if mc and mc.provenance else NONE
+        rows.append(f"| {cell} | {text(claim.describe())} | {text(value)} | {ratio} | {verdict(mc)} | {text(where)} |")
+    return "\n".join(rows) + "\n"
 
 
 def _figure(record: Record, memory_bound: bool) -> str:
@@ -91,26 +109,26 @@ def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome]) -> str:
     sol: dict[str, float] = {}
     for r in records:
         if r.variant == m.baseline and r.timing is not None:
-            base[_params(r)] = _rate(r)
+            base[params_text(r.params)] = _rate(r)
         if r.variant == m.ceiling and r.timing is not None and r.bytes:
-            sol[_params(r)] = r.figures()["gb_per_s"]
+            sol[params_text(r.params)] = r.figures()["gb_per_s"]
     head = f"**{m.title}** (`{planned.path}`, target {planned.run_target}"
     head += f"; baseline `{m.baseline}`)\n\n" if m.baseline else ")\n\n"
     rows = ["| variant | what changed | params | time (us) | throughput | rate vs baseline | of speed of light | registers |",
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     order = {v.name: i for i, v in enumerate(m.variants)}
-    for r in sorted(records, key=lambda r: (_params(r), order.get(r.variant, 99))):
+    for r in sorted(records, key=lambda r: (params_text(r.params), order.get(r.variant, 99))):
         desc = (m.variant(r.variant).description if m.variant(r.variant) else "")
         if r.timing is None:
-            rows.append(f"| `{r.variant}` | {_cell(desc)} | {_cell(_params(r))} | check failed | — | — | — | — |")
+            rows.append(f"| `{r.variant}` | {_cell(desc)} | {_cell(params_text(r.params))} | check failed | — | — | — | — |")
             continue
-        ratio = base.get(_params(r))
+        ratio = base.get(params_text(r.params))
         vs = f"{fmt(_rate(r) / ratio, 3)}x" if ratio else "—"
-        ceiling = sol.get(_params(r))
+        ceiling = sol.get(params_text(r.params))
         of_sol = f"{r.figures()['gb_per_s'] / ceiling:.0%}" if ceiling and r.bytes else "—"
         regs = r.extra.get("registers", "—")
         rows.append("| " + " | ".join(_cell(str(c)) for c in (
-            f"`{r.variant}`", desc, _params(r), fmt(r.timing.median_us) + fmt_spread(r.timing.spread),
+            f"`{r.variant}`", desc, params_text(r.params), fmt(r.timing.median_us) + fmt_spread(r.timing.spread),
             _figure(r, m.ceiling is not None), vs, of_sol, regs)) + " |")
     failed = [o for o in outcomes if o.status != "ok"]
     for o in failed:
@@ -147,7 +165,7 @@ def details(results: list[ClaimResult]) -> str:
     """One line per claim that did not pass, with why."""
     lines = []
     for r in results:
-        if r.detail and r.verdict.value not in ("reproduced", "better", "not-testable"):
+        if r.detail and r.verdict not in PASSING | {Verdict.not_testable}:
             lines.append(f"{r.page}: {r.claim}: {r.verdict.value}: {r.detail}")
     return "\n".join(lines)
 

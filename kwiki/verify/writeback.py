@@ -8,17 +8,23 @@ validated before it replaces the old one, so a page is always either as it was o
 from __future__ import annotations
 
 import fcntl
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
 
-from kwiki.core.errors import FrontMatterError, MarkerError, WriteBackError
+from kwiki.core.errors import FrontMatterError, MarkerError, Problem, WriteBackError
+from kwiki.core.numbers import round_sig
 from kwiki.core.writefile import write_atomic
+from kwiki.verify import tables
+from kwiki.verify.claims import ClaimResult, evidence_for
+from kwiki.verify.plan import Plan
+from kwiki.verify.run import RunOutcome
 from kwiki.wiki import markers
 from kwiki.wiki.frontmatter import decode, parse_page, split
-from kwiki.wiki.model import Measurements, PageMeta
+from kwiki.wiki.model import MeasuredClaim, Measurements, PageMeta, Provenance
 
 LOCK = ".kwiki/write.lock"
 
@@ -126,3 +132,55 @@ def write_page(file: Path, rel: str, planned: str, measurements: str | None, reg
 
 
 __all__ = ["apply", "locked", "measurements_yaml", "write_page"]
+
+
+# ---------------------------------------------------------------- one run's write-back
+
+
+def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], claims: list[ClaimResult],
+               base: Provenance, progress: Callable[[str], None]) -> tuple[list[str], list[Problem]]:
+    """Write each measured page's measurements block, claims table and ladders; returns the pages
+    written and a problem for each page that could not be."""
+    by_page: dict[str, list[ClaimResult]] = {}
+    for c in claims:
+        by_page.setdefault(c.page, []).append(c)
+    written: list[str] = []
+    problems: list[Problem] = []
+    with locked(root):
+        for page in plan.pages:
+            meta = page.meta
+            assert meta is not None and page.fm is not None
+            results = [c for c in by_page.get(meta.id or "", []) if c.artifact is not None]
+            level = evidence_for(results)
+            if level is None:
+                continue
+            hashes = {c.artifact: plan.artifacts[c.artifact].hash for c in results if c.artifact in plan.artifacts}
+            m = Measurements(
+                evidence_level=level,
+                verified_on=plan.gpu.name if plan.gpu else None,
+                date=base.date[:10],
+                claims={c.claim: MeasuredClaim(
+                    verdict=c.verdict, value=round_sig(c.value), unit=c.unit, spread=round_sig(c.spread, 3),
+                    change=c.change, detail=c.detail or None,
+                    provenance=base.model_copy(update={"artifact_hash": hashes.get(c.artifact or "")}))
+                    for c in results},
+            )
+            page_prov = base.model_copy(update={"artifact_hash": ", ".join(sorted({h for h in hashes.values() if h}))
+                                                or None})
+            measured = [claim for claim in meta.claims if claim.id in m.claims]
+            regions = {"claims": tables.claims_table(measured, m.claims) + "\n" + tables.provenance_line(page_prov)}
+            ladders = []
+            for key in sorted(meta.artifacts):
+                planned = plan.artifact_for(page, key)
+                if planned and planned.path in outcomes:
+                    ladders.append(tables.ladder_table(planned, outcomes[planned.path]))
+            if ladders:
+                regions["ladder"] = "\n".join(ladders) + "\n" + tables.provenance_line(page_prov)
+            try:
+                if write_page(page.file, page.path, page.fm.text, measurements_yaml(m), regions):
+                    written.append(page.path)
+                    progress(f"wrote {page.path} ({level})")
+            except WriteBackError as exc:
+                problems.append(exc.problem())
+                progress(f"NOT written: {exc}")
+    return written, problems

@@ -21,6 +21,7 @@ from pydantic import (
 
 from kwiki.core.arch import ArchError, normalize_arch
 from kwiki.wiki.evidence import EvidenceLevel
+from kwiki.wiki.verdict import Verdict
 from kwiki.wiki.fields import tag as _tag
 from kwiki.wiki.fields import unique as _unique
 
@@ -226,6 +227,14 @@ class Claim(Strict):
         return "lower" if self.metric in (Metric.time, Metric.count) else "higher"
 
     @property
+    def reference(self) -> float | None:
+        """The figure the claim names (its value, else its bound), to which a measured figure is compared."""
+        for value in (self.value, self.at_least, self.at_most):
+            if value:
+                return value
+        return None
+
+    @property
     def tolerance_or_default(self) -> float:
         return 0.05 if self.tolerance is None else self.tolerance
 
@@ -244,21 +253,6 @@ class Claim(Strict):
 
 
 # ---------------------------------------------------------------- measurements (kwiki-owned)
-
-
-class Verdict(str, Enum):
-    reproduced = "reproduced"
-    better = "better"
-    worse = "worse"
-    failed = "failed"  # the artifact's correctness check failed
-    not_applicable = "not-applicable"  # the claim's architecture is not this GPU's
-    not_testable = "not-testable"  # the claim has no measure kwiki can run
-    not_run = "not-run"  # compile-only, or no GPU
-    error = "error"  # build or run error
-    ambiguous = "ambiguous"
-
-
-PASSING = frozenset({Verdict.reproduced, Verdict.better})
 
 
 class Provenance(Strict):
