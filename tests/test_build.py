@@ -76,3 +76,37 @@ def test_nvcc_builds_each_target_and_keeps_ptxas_figures(tmp_path: Path, capsys)
     kernels = builds["sm_90a"]["kernels"]
     assert kernels and all(k["registers"] > 0 for k in kernels.values())
     assert {c["claim"]: c["verdict"] for c in report["claims"]} == {"scale-ok": "not-run"}
+
+
+def test_host_build_cache_follows_the_compiler_version_not_its_path(tmp_path: Path, capsys, monkeypatch):
+    """A compiler upgraded in place (same path, new version) must not reuse binaries built by the old one."""
+    from kwiki.verify.build import cxx_version
+
+    real = shutil.which("c++") or shutil.which("g++")
+    if real is None:
+        pytest.skip("no host C++ compiler")
+    root = tmp_path / "p"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "verify" / "project", root)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    cxx = bindir / "c++"
+
+    def install(version: str) -> None:
+        cxx.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "c++ (Fake) {version}"; exit 0; fi\n'
+                       f'exec {real} "$@"\n')
+        cxx.chmod(0o755)
+        cxx_version.cache_clear()
+
+    monkeypatch.setenv("PATH", f"{bindir}:{Path(real).parent}")
+    args = ["verify", "--quiet", "--json", "--compile-only", "--root", str(root), "fixture-page"]
+    install("12.1.0")
+    main(args)
+    first = json.loads(capsys.readouterr().out)
+    main(args)
+    second = json.loads(capsys.readouterr().out)
+    install("14.2.0")
+    main(args)
+    third = json.loads(capsys.readouterr().out)
+    assert [b["cached"] for b in first["builds"]] == [False]
+    assert [b["cached"] for b in second["builds"]] == [True]
+    assert [b["cached"] for b in third["builds"]] == [False]

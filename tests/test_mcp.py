@@ -12,13 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# the MCP SDK is a declared test dependency (kwiki[mcp]): its absence fails the run, it is not skipped
+import anyio
 import pytest
-
-pytest.importorskip("mcp")
-anyio = pytest.importorskip("anyio")
-
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"

@@ -7,11 +7,13 @@ the target. A second run with nothing changed compiles nothing.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import re
 import shutil
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from kwiki.core.arch import parse_arch
+from kwiki.core.paths import within
 from kwiki.core.proc import run_group
 from kwiki.core.writefile import write_atomic
 from kwiki.wiki.manifest import HOST, MANIFEST, Manifest
@@ -102,12 +105,16 @@ def cache_key(job: BuildJob, root: Path, compiler_version: str | None) -> str:
 
 
 def artifact_hash(directory: Path, root: Path) -> str:
-    """Hash of an artifact's whole directory and the shared common directory (provenance)."""
+    """Hash of an artifact's whole directory and the shared common directory (provenance).
+
+    A committed link that leads out of the repository is never read (the containment rule).
+    """
     h = hashlib.sha256()
     for base in (directory, root / COMMON_DIR):
         if not base.is_dir():
             continue
-        for path in sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        for path in sorted(p for p in base.rglob("*")
+                           if p.is_file() and "__pycache__" not in p.parts and within(root, p)):
             h.update(path.relative_to(root).as_posix().encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
@@ -156,8 +163,20 @@ def parse_ptxas(log: str) -> dict[str, KernelResources]:
     return kernels
 
 
+@functools.lru_cache(maxsize=8)
+def cxx_version(cxx: str | None) -> str | None:
+    """The host compiler's `--version` banner: the cache key follows an upgrade in place, not only a new path."""
+    if not cxx:
+        return None
+    try:
+        done = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{cxx}: no version ({exc})"
+    return f"{cxx}: {done.stdout.strip() or done.stderr.strip()}"
+
+
 def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None) -> BuildResult:
-    compiler_version = nvcc_version if job.manifest.build.compiler == "nvcc" or job.target != HOST else cxx
+    compiler_version = nvcc_version if job.manifest.build.compiler == "nvcc" or job.target != HOST else cxx_version(cxx)
     key = cache_key(job, root, compiler_version)
     final = root / BUILD_DIR / job.artifact / f"{job.target}-{key}"
     binary = final / job.artifact

@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Literal, Union
+from typing import Literal
 
 from pydantic import Field, ValidationError
 
 from kwiki.core.errors import Problem
 from kwiki.core.numbers import round_sig
+from kwiki.core.strict import Scalar
 from kwiki.verify.claims import ClaimResult
 from kwiki.verify.plan import Plan
 from kwiki.verify.run import RunOutcome
@@ -23,7 +24,6 @@ from kwiki.wiki.verdict import NOT_MEASURED
 
 RESULTS_DIR = "results"
 STORE_VERSION = 1
-Scalar = Union[bool, int, float, str]
 
 
 class Row(Provenance):
@@ -45,7 +45,6 @@ class RecordRow(Row):
     samples: int | None = None
     passed: bool
     registers: int | None = None
-    spill_bytes: int | None = None
 
 
 class ClaimRow(Row):

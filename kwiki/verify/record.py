@@ -7,19 +7,13 @@ A record whose check failed carries no timing, and its run exits non-zero.
 from __future__ import annotations
 
 import json
-import math
-from typing import Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from kwiki.core.errors import RecordError
+from kwiki.core.strict import Scalar, Strict
 
 RECORD_VERSION = 1
-Scalar = Union[bool, int, float, str]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class Timing(Strict):
@@ -115,7 +109,3 @@ def parse_records(stdout: str, artifact: str) -> list[Record]:
 
 def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number a record may hold")
-
-
-def finite(value: float) -> bool:
-    return not (math.isnan(value) or math.isinf(value))

@@ -53,9 +53,6 @@ class Wiki:
                 out[page.id] = page
         return out
 
-    def get(self, page_id: str) -> Page | None:
-        return self.by_id.get(page_id)
-
 
 def load_wiki(root: Path, strict: bool = False) -> Wiki:
     from kwiki.wiki.pages import load_page

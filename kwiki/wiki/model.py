@@ -21,6 +21,7 @@ from pydantic import (
 
 from kwiki.core.arch import ArchError, normalize_arch
 from kwiki.wiki.evidence import EvidenceLevel
+from kwiki.core.strict import Scalar, Strict
 from kwiki.wiki.verdict import Verdict
 from kwiki.wiki.fields import tag as _tag
 from kwiki.wiki.fields import unique as _unique
@@ -28,7 +29,6 @@ from kwiki.wiki.fields import unique as _unique
 SLUG = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
 Slug = Annotated[str, StringConstraints(pattern=SLUG, max_length=120)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
-Scalar = Union[bool, int, float, str]
 
 
 class FieldError(ValueError):
@@ -68,10 +68,6 @@ class PageType(str, Enum):
     concept = "concept"
     guide = "guide"
     reference = "reference"
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
 
 
 # ---------------------------------------------------------------- sources
@@ -385,7 +381,3 @@ class PageMeta(BaseModel):
         for name in ("prerequisites", "related", "related_skills"):
             out.extend((name, i, ref) for i, ref in enumerate(getattr(self, name)))
         return out
-
-
-def page_json_schema() -> dict:
-    return PageMeta.model_json_schema()

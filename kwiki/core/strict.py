@@ -1,0 +1,14 @@
+"""The base of every document model (page front matter, manifest, record, store row): unknown keys are errors."""
+
+from __future__ import annotations
+
+from typing import Union
+
+from pydantic import BaseModel, ConfigDict
+
+# a value a record's params or extras, or a claim's selector, may hold
+Scalar = Union[bool, int, float, str]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
