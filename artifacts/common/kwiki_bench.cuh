@@ -29,7 +29,9 @@
 //     Everything else (logs) goes to stderr.
 //
 // Typical main():
-//   kwiki::Args args(argc, argv);  args.require_known({"naive", "vec", "cublas"});
+//   kwiki::Args args(argc, argv, kVariants);  // kVariants: the table of variants; exits 2 on an unknown --variants
+//   const auto shapes = args.get_shapes<Shape, 2>("shapes", "4096x4096", "MxK pairs with K a multiple of 8",
+//                                                 [](const std::vector<int>& d) { return d[1] % 8 == 0; });
 //   ... kwiki::poison(out, bytes); launch; KWIKI_CHECK_LAST(); ... CheckResult c = kwiki::compare(...);
 //   kwiki::Bench bench;  bench.add("vec", [&](cudaStream_t s) { kernel<<<g, b, 0, s>>>(...); });
 //   for (auto& r : bench.run()) { kwiki::Record rec; ...; kwiki::emit(rec); }
@@ -510,6 +512,13 @@ class Bench {
 
 class Args {
   public:
+    // An artifact's arguments: the parse below, then exit 2 when --variants names a variant that is not in
+    // `variants` (its table: anything iterable whose items have a `name`).
+    template <typename Table>
+    Args(int argc, char** argv, const Table& variants) : Args(argc, argv) {
+        require_known_in(variants);
+    }
+
     Args(int argc, char** argv) {
         for (int i = 1; i < argc; ++i) {
             std::string a = argv[i];
@@ -593,6 +602,18 @@ class Args {
         return out;
     }
 
+    // --name as a list of shapes (get_sizes with DIMS sizes each), each built as Shape{d[0], d[1], ...} once
+    // valid(d) holds for its sizes d (an artifact's alignment rules); exit 2 naming `what` when it does not.
+    template <typename Shape, int DIMS, typename Valid>
+    std::vector<Shape> get_shapes(const std::string& name, const std::string& def, const std::string& what, Valid valid) const {
+        std::vector<Shape> out;
+        for (const auto& d : get_sizes(name, def, DIMS, what)) {
+            if (!valid(d)) usage("--" + name + " wants " + what);
+            out.push_back(make_shape<Shape>(d, std::make_integer_sequence<int, DIMS>{}));
+        }
+        return out;
+    }
+
     // Whether variant `name` should run: every variant when --variants is absent.
     bool want(const std::string& name) const {
         return !has_variants_ || std::find(variants_.begin(), variants_.end(), name) != variants_.end();
@@ -604,6 +625,14 @@ class Args {
     void require_known(const std::vector<std::string>& known) const {
         for (auto& v : variants_)
             if (std::find(known.begin(), known.end(), v) == known.end()) usage("unknown variant '" + v + "'");
+    }
+
+    // The same for an artifact's table of variants: anything iterable whose items have a `name`.
+    template <typename Table>
+    void require_known_in(const Table& table) const {
+        std::vector<std::string> known;
+        for (const auto& v : table) known.push_back(v.name);
+        require_known(known);
     }
 
     // Bench options from --target-rse, --min-samples, --max-samples, --max-seconds, --warmup, --no-flush.
@@ -631,6 +660,11 @@ class Args {
     }
 
   private:
+    template <typename Shape, int... I>
+    static Shape make_shape(const std::vector<int>& d, std::integer_sequence<int, I...>) {
+        return Shape{d[I]...};
+    }
+
     std::vector<std::pair<std::string, std::string>> kv_;
     std::vector<std::string> variants_;
     bool has_variants_ = false;

@@ -15,6 +15,8 @@
 //   kwiki::cublasHandle_t h;
 //   KWIKI_CHECK_STATUS(kwiki::cublas().Create(&h));
 //   KWIKI_CHECK_STATUS(kwiki::cublas().GemmEx(h, kwiki::CUBLAS_OP_T, kwiki::CUBLAS_OP_N, ...));
+// The artifacts' GEMMs (and the GEMV as a 1-row GEMM) all go through one such call, gemm_tn below:
+//   kwiki::gemm_tn(h, A, B, C, M, N, K, kwiki::kGemmBf16, stream);  // row-major C = A B^T
 // No link flag is needed: dlopen is in libc from glibc 2.34 on (add `dl` to build.libs on older glibc).
 //
 // cuBLASLt (for fp8 GEMMs with per-tensor scales, which cublasGemmEx does not take) is opened the same
@@ -144,6 +146,32 @@ class Cublas {
 };
 
 inline const Cublas& cublas() { return Cublas::get(); }
+
+// ===================================================================================================
+// The one GEMM call the artifacts make
+// ===================================================================================================
+
+// The dtypes of one GEMM: A, B and C are all `data`; cuBLAS multiplies in `compute`.
+struct GemmTypes {
+    cudaDataType data;
+    cublasComputeType_t compute;
+};
+// The two cuBLAS GEMMs the artifacts compare with: bf16 in and out with fp32 accumulation, and fp32 in
+// and out multiplied in tf32 (10 mantissa bits of each input) with fp32 accumulation.
+inline constexpr GemmTypes kGemmBf16{CUDA_R_16BF, CUBLAS_COMPUTE_32F};
+inline constexpr GemmTypes kGemmTf32{CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32};
+
+// C[M,N] = A[M,K] * B[N,K]^T on stream s, every matrix row-major with K contiguous in A and B: the
+// problem of the GEMM artifacts, whose wgmma operands are both K-major. cuBLAS is column-major, where a
+// row-major matrix reads as its transpose, so this is C^T[N,M] = B (op T) * A^T (op N): one cublasGemmEx
+// "TN" with leading dimensions K, K and N; alpha 1, beta 0. A GEMV y[M] = A[M,K] x[K] is the case
+// gemm_tn(h, x, A, y, 1, M, K, ...): y^T[1,M] = x^T[1,K] * A^T.
+inline void gemm_tn(cublasHandle_t h, const void* A, const void* B, void* C, int M, int N, int K, GemmTypes t, cudaStream_t s) {
+    const float alpha = 1.f, beta = 0.f;
+    KWIKI_CHECK_STATUS(cublas().SetStream(h, s));
+    KWIKI_CHECK_STATUS(cublas().GemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, B, t.data, K, A, t.data, K, &beta, C, t.data,
+                                       N, t.compute, CUBLAS_GEMM_DEFAULT));
+}
 
 class CublasLt {
   public:

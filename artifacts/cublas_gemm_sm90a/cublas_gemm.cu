@@ -32,6 +32,7 @@
 
 #include "kwiki_bench.cuh"
 #include "kwiki_cublas.cuh"
+#include "kwiki_gemm.cuh"
 
 using bf16 = __nv_bfloat16;
 using e4m3 = __nv_fp8_e4m3;
@@ -46,29 +47,8 @@ constexpr float kFp8Amplitude = 256.f;
 // Reference
 // ===================================================================================================
 
-struct Sample {
-    int row, col;
-    double value;
-};
-
-// `count` entries of A * B^T in fp64, at positions drawn from `seed` (A, B as rounded to their dtype).
-std::vector<Sample> host_reference(const std::vector<float>& A, const std::vector<float>& B, int M, int N, int K,
-                                   int count, uint64_t seed) {
-    std::vector<Sample> out(count);
-    kwiki::parallel_for(size_t(count), [&](size_t b, size_t e) {
-        for (size_t s = b; s < e; ++s) {
-            int r = int(kwiki::hash64(seed, 2 * s) % uint64_t(M));
-            int c = int(kwiki::hash64(seed, 2 * s + 1) % uint64_t(N));
-            double acc = 0;
-            for (int k = 0; k < K; ++k) acc += double(A[size_t(r) * K + k]) * double(B[size_t(c) * K + k]);
-            out[s] = {r, c, acc};
-        }
-    });
-    return out;
-}
-
-// Sampled elements of C (fp32 for tf32, bf16 otherwise) against the fp64 samples.
-kwiki::CheckResult check_samples(const void* C, Dtype dt, const std::vector<Sample>& ref, int N, int K) {
+// Sampled elements of C (fp32 for tf32, bf16 otherwise) against the fp64 samples of kwiki::gemm_reference.
+kwiki::CheckResult check_samples(const void* C, Dtype dt, const std::vector<kwiki::GemmSample>& ref, int N, int K) {
     const bool tf32 = dt == Dtype::tf32;
     std::vector<float> got(ref.size());
     for (size_t j = 0; j < ref.size(); ++j) {
@@ -81,16 +61,10 @@ kwiki::CheckResult check_samples(const void* C, Dtype dt, const std::vector<Samp
             got[j] = __bfloat162float(v);
         }
     }
-    std::vector<double> want(ref.size());
-    for (size_t j = 0; j < ref.size(); ++j) want[j] = ref[j].value;
-    // tf32 keeps 10 mantissa bits of each input (relative error ~2^-11 per product, random signs: grows
-    // like sqrt(K)); bf16 output rounds once to 8 bits. Inputs in [-1, 1): |C| ~ sqrt(K / 9).
-    // fp8: the dequantized products are exact in fp32, so the bf16 output rounding (half an ulp, 2^-8
-    // relative at most) dominates; rtol 2^-7.
-    const kwiki::Tolerance tol = tf32               ? kwiki::Tolerance{2e-3 * std::sqrt(double(K)), 1e-2}
-                                 : dt == Dtype::fp8 ? kwiki::Tolerance{2e-4 * std::sqrt(double(K)), 1.0 / 128}
-                                                    : kwiki::Tolerance{2e-4 * std::sqrt(double(K)), 2.0 / 128};
-    return kwiki::compare(got.data(), want.data(), ref.size(), tol, "host fp64 on sampled elements");
+    const kwiki::GemmPrecision precision = tf32               ? kwiki::GemmPrecision::tf32
+                                           : dt == Dtype::fp8 ? kwiki::GemmPrecision::fp8_bf16
+                                                              : kwiki::GemmPrecision::bf16;
+    return kwiki::compare_samples(got.data(), ref, kwiki::gemm_tolerance(precision, K), "host fp64 on sampled elements");
 }
 
 // Every element exactly zero (either sign); NaN (poison) or anything else fails.
@@ -218,16 +192,6 @@ void run_cublaslt_fp8(kwiki::cublasLtHandle_t h, const LtFp8& plan, const void* 
                                                 &plan.algo, plan.workspace, LtFp8::kWorkspaceBytes, s));
 }
 
-void run_cublas(kwiki::cublasHandle_t h, const void* A, const void* B, void* C, const Problem& p, bool tf32, cudaStream_t s) {
-    const float alpha = 1.f, beta = 0.f;
-    const cudaDataType t = tf32 ? CUDA_R_32F : CUDA_R_16BF;
-    KWIKI_CHECK_STATUS(kwiki::cublas().SetStream(h, s));
-    KWIKI_CHECK_STATUS(kwiki::cublas().GemmEx(h, kwiki::CUBLAS_OP_T, kwiki::CUBLAS_OP_N, p.N, p.M, p.K, &alpha, B, t, p.K, A, t,
-                                              p.K, &beta, C, t, p.N,
-                                              tf32 ? kwiki::CUBLAS_COMPUTE_32F_FAST_TF32 : kwiki::CUBLAS_COMPUTE_32F,
-                                              kwiki::CUBLAS_GEMM_DEFAULT));
-}
-
 // ===================================================================================================
 // Variants and shapes
 // ===================================================================================================
@@ -249,13 +213,10 @@ const char* dtype_name(Dtype dt) { return dt == Dtype::tf32 ? "tf32" : dt == Dty
 
 const char* kDefaultShapes = "2048x2048x2048,4096x4096x4096,8192x8192x8192,16384x2048x4096";
 
+// --shapes: K a multiple of 8, the aligned shapes this artifact is about.
 std::vector<Problem> parse_shapes(const kwiki::Args& args) {
-    std::vector<Problem> out;
-    for (const auto& d : args.get_sizes("shapes", kDefaultShapes, 3, "MxNxK,... with K a multiple of 8")) {
-        if (d[2] % 8) kwiki::Args::usage("--shapes wants MxNxK,... with K a multiple of 8");
-        out.push_back({d[0], d[1], d[2]});
-    }
-    return out;
+    return args.get_shapes<Problem, 3>("shapes", kDefaultShapes, "MxNxK,... with K a multiple of 8",
+                                       [](const std::vector<int>& d) { return d[2] % 8 == 0; });
 }
 
 // ===================================================================================================
@@ -263,10 +224,7 @@ std::vector<Problem> parse_shapes(const kwiki::Args& args) {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv);
-    std::vector<std::string> names;
-    for (auto& v : kVariants) names.push_back(v.name);
-    args.require_known(names);
+    kwiki::Args args(argc, argv, kVariants);
     const auto shapes = parse_shapes(args);
     const int samples = int(args.get_int("check-samples", 2048));
     const uint64_t seed = args.seed();
@@ -298,7 +256,7 @@ int main(int argc, char** argv) {
             if (dt == Dtype::fp8)
                 run_cublaslt_fp8(lt_handle, *plan, A, B, C, st);
             else
-                run_cublas(handle, A, B, C, p, dt == Dtype::tf32, st);
+                kwiki::gemm_tn(handle, A, B, C, p.M, p.N, p.K, dt == Dtype::tf32 ? kwiki::kGemmTf32 : kwiki::kGemmBf16, st);
         };
 
         // per variant: its own inputs (random or zeros, in its dtype) and output
@@ -341,7 +299,7 @@ int main(int argc, char** argv) {
                     }
                 };
                 const std::vector<float> hA = host(s.A, nA), hB = host(s.B, nB);
-                const auto ref = host_reference(hA, hB, p.M, p.N, p.K, samples, kwiki::hash64(sa, 2));
+                const auto ref = kwiki::gemm_reference(hA, hB, p.M, p.N, p.K, samples, kwiki::hash64(sa, 2));
                 s.check = check_samples(s.C, v.dtype, ref, p.N, p.K);
             }
             std::fprintf(stderr, "check %-12s %5dx%5dx%5d: %s\n", v.name, p.M, p.N, p.K, s.check.detail.c_str());

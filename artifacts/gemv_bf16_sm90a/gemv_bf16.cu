@@ -8,22 +8,26 @@
 // so the ladder is about bytes in flight and load width, and the goal is the read ceiling for the same bytes.
 // Reference: fp64 on the host from the same bf16 inputs; tolerance: bf16 output rounding (rtol 2^-7) plus atol 1e-3.
 //
-// Variants (bytes per record: A + x + y):
-//   naive          one thread per row, 2-byte loads; neighbouring threads read addresses K*2 bytes apart
-//   warp_row       one warp per row, 2-byte loads coalesced across the warp, warp-shuffle reduction
-//   warp_row_v16   one warp per row, 16-byte loads of A and x
-//   warp_r4_v16    one warp per four rows: each x chunk is loaded once for four rows, two chunks per row in
-//                  flight; A loads L1::no_allocate, x loads L1::evict_last (x stays in L1 for the next rows)
-//   block_r2_u4    block-wide split-K: the 8 warps of a block share two rows, each thread keeps 4 chunks per row
-//                  in flight, partial sums meet in shared memory; many small blocks fill the GPU at any M
-//   block_r4_u2    the same with four rows per block, two chunks per row in flight
-//   tuned          the block kernel with rows, chunks in flight and threads per block chosen per shape (table below)
-//   cublas         cublasGemmEx, A transposed (row-major), bf16 in and out, fp32 compute; the baseline
-//   read_ceiling   a 16-byte read stream over as many bytes as the GEMV moves (the measured speed of light)
+// Variants, a ladder: a rung adds one thing to the rung above it, or to the rung it names; rung 0 is the
+// baseline. Bytes per record: A + x + y.
+//    1 naive          one thread per row, 2-byte loads; neighbouring threads read addresses K*2 bytes apart
+//    2 warp_row       one warp per row, 2-byte loads coalesced across the warp, warp-shuffle reduction
+//    3 warp_row_v16   16-byte loads of A and x
+//    4 warp_r4_v16    one warp per four rows: each x chunk is loaded once for four rows, two chunks per row in
+//                     flight; A loads L1::no_allocate, x loads L1::evict_last (x stays in L1 for the next rows)
+//    5 block_r2_u4    block-wide split-K: the 8 warps of a block share two rows, each thread keeps 4 chunks per row
+//                     in flight, partial sums meet in shared memory; many small blocks fill the GPU at any M
+//    6 block_r4_u2    rung 5 with four rows per block, two chunks per row in flight
+//    7 tuned          rung 5's kernel with rows, chunks in flight and threads per block chosen per shape
+//                     (table below)
+//    0 cublas         cublasGemmEx (kwiki::gemm_tn: a GEMM of one row), bf16 in and out, fp32 compute; the baseline
+//      read_ceiling   not a rung: a 16-byte read stream over as many bytes as the GEMV moves (the measured
+//                     speed of light)
 // --sweep adds every block configuration of configs() as a variant sweep_<config> (how the tuned table was filled).
 #include "kwiki_bench.cuh"
 #include "kwiki_ceiling.cuh"
 #include "kwiki_cublas.cuh"
+#include "kwiki_reduce.cuh"
 
 #include <map>
 
@@ -79,11 +83,6 @@ __device__ __forceinline__ float dot8(uint4 a, uint4 x, float acc) {
     return acc;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 // s[r] += dot(row r of a, x) over this thread's chunks j = first, first + step, ... (16 B each); whole rounds of
 // U chunks per row are loaded before any is used (R * U loads in flight), the last partial round one by one.
 template <int R, int U, int Step>
@@ -122,7 +121,7 @@ __global__ void warp_row_kernel(const bf16* A, const bf16* x, bf16* y, int M, in
     if (m >= M) return;
     float s = 0;
     for (int k = lane; k < K; k += 32) s += __bfloat162float(A[size_t(m) * K + k]) * __bfloat162float(x[k]);
-    s = warp_sum(s);
+    s = kwiki::warp_sum(s);
     if (lane == 0) y[m] = __float2bfloat16_rn(s);
 }
 
@@ -133,7 +132,7 @@ __global__ void warp_row_v16_kernel(const bf16* A, const bf16* x, bf16* y, int M
     const uint4* xv = reinterpret_cast<const uint4*>(x);
     float s = 0;
     for (int j = lane; j < K / 8; j += 32) s = dot8(a[j], xv[j], s);
-    s = warp_sum(s);
+    s = kwiki::warp_sum(s);
     if (lane == 0) y[m] = __float2bfloat16_rn(s);
 }
 
@@ -149,7 +148,7 @@ __global__ void __launch_bounds__(256, 1) warp_rows_kernel(const bf16* A, const 
     rows_dot<R, U, 32>(a, xv, K8, lane, s);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-        float t = warp_sum(s[r]);
+        float t = kwiki::warp_sum(s[r]);
         if (lane == 0 && row0 + r < M) y[row0 + r] = __float2bfloat16_rn(t);
     }
 }
@@ -164,18 +163,8 @@ __global__ void __launch_bounds__(T, 1) block_rows_kernel(const bf16* A, const b
     const uint4* xv = reinterpret_cast<const uint4*>(x);
     float s[R] = {};
     rows_dot<R, U, T>(a, xv, K8, threadIdx.x, s);
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        float t = warp_sum(s[r]);
-        if (lane == 0) part[warp][r] = t;
-    }
-    __syncthreads();
-    if (threadIdx.x < R) {
-        float t = 0;
-#pragma unroll
-        for (int w = 0; w < W; ++w) t += part[w][threadIdx.x];
-        y[row0 + threadIdx.x] = __float2bfloat16_rn(t);
-    }
+    const float t = kwiki::block_sum_rows<R, W>(s, part, threadIdx.x, lane, warp);
+    if (threadIdx.x < R) y[row0 + threadIdx.x] = __float2bfloat16_rn(t);
 }
 
 // ===================================================================================================
@@ -242,14 +231,8 @@ void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
     l.kernel<<<(p.M + rows_per_block - 1) / rows_per_block, l.threads, 0, s>>>(p.A, p.x, p.y, p.M, p.K);
 }
 
-void run_cublas(const Problem& p, cudaStream_t s) {
-    const float one = 1.0f, zero = 0.0f;
-    KWIKI_CHECK_STATUS(kwiki::cublas().SetStream(p.blas, s));
-    // Column-major view: A row-major M x K is A^T (K x M, lda K); y = (A^T)^T x.
-    KWIKI_CHECK_STATUS(kwiki::cublas().GemmEx(p.blas, kwiki::CUBLAS_OP_T, kwiki::CUBLAS_OP_N, p.M, 1, p.K, &one, p.A, CUDA_R_16BF,
-                                              p.K, p.x, CUDA_R_16BF, p.K, &zero, p.y, CUDA_R_16BF, p.M, kwiki::CUBLAS_COMPUTE_32F,
-                                              kwiki::CUBLAS_GEMM_DEFAULT));
-}
+// y[1,M] = x[1,K] * A[M,K]^T: the TN GEMM of kwiki_cublas.cuh with one row.
+void run_cublas(const Problem& p, cudaStream_t s) { kwiki::gemm_tn(p.blas, p.x, p.A, p.y, 1, p.M, p.K, kwiki::kGemmBf16, s); }
 
 // ===================================================================================================
 // The table of variants
@@ -265,14 +248,23 @@ struct Variant {
 
 const std::vector<Variant>& variants() {
     static const std::vector<Variant> v = {
+        // rung 1: one thread per row
         {"naive", Kind::Kernel, {naive_kernel, 256, 256}},
+        // rung 2: one warp per row, loads coalesced across the warp, warp-shuffle reduction
         {"warp_row", Kind::Kernel, {warp_row_kernel, 256, 8}},
+        // rung 3: 16-byte loads of A and x
         {"warp_row_v16", Kind::Kernel, {warp_row_v16_kernel, 256, 8}},
+        // rung 4: four rows per warp sharing each x chunk, two chunks per row in flight, cache hints
         {"warp_r4_v16", Kind::Kernel, {warp_rows_kernel<4, 2>, 256, 32}},
+        // rung 5: block-wide split-K: 8 warps share two rows, four chunks per row in flight
         {"block_r2_u4", Kind::Kernel, block_cfg<2, 4, 256>()},
+        // rung 6: rung 5 with four rows per block, two chunks per row in flight
         {"block_r4_u2", Kind::Kernel, block_cfg<4, 2, 256>()},
+        // rung 7: rung 5's kernel with rows, chunks in flight and block size chosen per shape
         {"tuned", Kind::Tuned, {}},
+        // rung 0: the baseline: cuBLAS (cublasGemmEx, a GEMM of one row)
         {"cublas", Kind::Cublas, {}},
+        // not a rung: the ceiling the ladder climbs towards
         {"read_ceiling", Kind::Ceiling, {}},
     };
     return v;
@@ -281,13 +273,8 @@ const std::vector<Variant>& variants() {
 const char* kDefaultShapes = "4096x7168,7168x16384,8192x8192,16384x16384";
 
 std::vector<std::pair<int, int>> parse_shapes(const kwiki::Args& args) {
-    const char* want = "MxK pairs with K a multiple of 256";
-    std::vector<std::pair<int, int>> out;
-    for (const auto& d : args.get_sizes("shapes", kDefaultShapes, 2, want)) {
-        if (d[1] % 256) kwiki::Args::usage(std::string("--shapes wants ") + want);
-        out.emplace_back(d[0], d[1]);
-    }
-    return out;
+    return args.get_shapes<std::pair<int, int>, 2>("shapes", kDefaultShapes, "MxK pairs with K a multiple of 256",
+                                                   [](const std::vector<int>& d) { return d[1] % 256 == 0; });
 }
 
 }  // namespace
@@ -297,10 +284,7 @@ std::vector<std::pair<int, int>> parse_shapes(const kwiki::Args& args) {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv);
-    std::vector<std::string> names;
-    for (auto& v : variants()) names.push_back(v.name);
-    args.require_known(names);
+    kwiki::Args args(argc, argv, variants());
     const auto shapes = parse_shapes(args);
     const uint64_t seed = args.seed();
     std::fprintf(stderr, "gemv_bf16: seed %llu, %d SMs, L2 %zu bytes\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes());

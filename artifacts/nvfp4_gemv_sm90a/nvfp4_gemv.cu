@@ -16,20 +16,23 @@
 // of one 16-value block, so the block sum is exact before it is scaled and added in fp32. The software decoders
 // produce values times a power of two (2^-14 for A, 2^-6 for b), folded back into alpha.
 //
-// Variants (bytes per record: A + SFA + b + SFB + c):
-//   naive          one thread per output, byte by byte, table decode to fp32
-//   warp_bits      one warp per output row, 16-byte loads, e2m1 decoded to fp16 by bit tricks
-//                  (11 integer ops per 8 values), exact half2 block sums, fp32 accumulation
-//   block_bits     block-wide split-K: 4 rows per block share each decoded chunk of b; A and SFA loads
-//                  L1::no_allocate, b and SFB .nc L1::evict_last; two chunks per row in flight
-//   block_fp8cvt   as block_bits, but e2m1 nibbles are remapped to e4m3 bytes and decoded by the fp8 hardware
-//                  convert (cvt.rn.f16x2.e4m3x2, sm_89+)
-//   tuned          block_bits with rows, chunks in flight and threads per block chosen per shape (table below)
-//   hw_e2m1        block kernel with the sm_100 hardware e2m1 convert (cvt.rn.f16x2.e2m1x2); sm_100a only
-//   read_ceiling   a 16-byte read stream over as many bytes as the GEMV moves (the measured speed of light)
+// Variants, a ladder: a rung adds one thing to the rung above it, or to the rung it names. There is no rung 0
+// (a library baseline): the rungs are compared with the read ceiling. Bytes per record: A + SFA + b + SFB + c.
+//    1 naive          one thread per output, byte by byte, table decode to fp32
+//    2 warp_bits      one warp per output row, 16-byte loads, e2m1 decoded to fp16 by bit tricks
+//                     (11 integer ops per 8 values), exact half2 block sums, fp32 accumulation
+//    3 block_bits     block-wide split-K: 4 rows per block share each decoded chunk of b; A and SFA loads
+//                     L1::no_allocate, b and SFB .nc L1::evict_last; two chunks per row in flight
+//    4 block_fp8cvt   rung 3 with the e2m1 nibbles remapped to e4m3 bytes and decoded by the fp8 hardware
+//                     convert (cvt.rn.f16x2.e4m3x2, sm_89+)
+//    5 tuned          rung 3 with rows, chunks in flight and threads per block chosen per shape (table below)
+//    6 hw_e2m1        rung 3 with the sm_100 hardware e2m1 convert (cvt.rn.f16x2.e2m1x2); sm_100a only
+//      read_ceiling   not a rung: a 16-byte read stream over as many bytes as the GEMV moves (the measured
+//                     speed of light), the baseline and the ceiling
 // --sweep adds every block configuration of configs() as a variant sweep_<config> (how the tuned table was filled).
 #include "kwiki_bench.cuh"
 #include "kwiki_ceiling.cuh"
+#include "kwiki_reduce.cuh"
 
 #include <map>
 
@@ -236,11 +239,6 @@ __device__ __forceinline__ uint32_t ld_keep_u16(const uint16_t* p) {
     return r;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 // T threads share R rows of batch blockIdx.y; chunk c of a row = 16 bytes of A and 2 scale bytes.
 // Whole rounds of U chunks per row are loaded before any is used; the last partial round one chunk at a time.
 template <Dec D, int R, int U, int T>
@@ -289,19 +287,8 @@ __global__ void __launch_bounds__(T, 1) block_kernel(Args4 p) {
         for (int r = 0; r < R; ++r)
             s[r] = chunk_dot<D>(ld_stream(a + size_t(r) * chunks + c0), ld_stream_u16(sa + size_t(r) * chunks + c0), bh, sbf, s[r]);
     }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        const float t = warp_sum(s[r]);
-        if (lane == 0) part[warp][r] = t;
-    }
-    __syncthreads();
-    if (threadIdx.x < R) {
-        float t = 0;
-#pragma unroll
-        for (int w = 0; w < W; ++w) t += part[w][threadIdx.x];
-        p.C[row_index + threadIdx.x] = __float2half_rn(t * p.alpha);
-    }
+    const float t = kwiki::block_sum_rows<R, W>(s, part, threadIdx.x, threadIdx.x & 31, threadIdx.x / 32);
+    if (threadIdx.x < R) p.C[row_index + threadIdx.x] = __float2half_rn(t * p.alpha);
 }
 
 // ===================================================================================================
@@ -367,12 +354,19 @@ struct Variant {
 
 const std::vector<Variant>& variants() {
     static const std::vector<Variant> v = {
+        // rung 1: one thread per output, byte by byte, table decode
         {"naive", Kind::Kernel, {naive_kernel, 128, 128, 1.0}, false},
+        // rung 2: one warp per row, 16-byte loads, bit-trick decode to fp16, exact half2 block sums
         {"warp_bits", Kind::Kernel, block_cfg<Dec::Bits, 1, 2, 32>(), false},
+        // rung 3: block-wide split-K, 4 rows share each decoded chunk of b, cache hints
         {"block_bits", Kind::Kernel, block_cfg<Dec::Bits, 4, 2, 128>(), false},
+        // rung 4: rung 3 decoding through the fp8 convert (e2m1 remapped to e4m3)
         {"block_fp8cvt", Kind::Kernel, block_cfg<Dec::Fp8, 4, 2, 128>(), false},
+        // rung 5: rung 3 with rows, chunks in flight and block size chosen per shape
         {"tuned", Kind::Tuned, {}, false},
+        // rung 6: rung 3 decoding through the sm_100 hardware e2m1 convert
         {"hw_e2m1", Kind::Kernel, block_cfg<Dec::Hw, 4, 2, 128>(), true},
+        // not a rung: the baseline and the ceiling, a read stream over the same bytes
         {"read_ceiling", Kind::Ceiling, {}, false},
     };
     return v;
@@ -394,13 +388,8 @@ __global__ void make_scales(uint8_t* p, size_t n) {
 struct Shape { int M, K, L; };
 
 std::vector<Shape> parse_shapes(const kwiki::Args& args) {
-    const char* want = "MxKxL triples (M a multiple of 8, K of 32)";
-    std::vector<Shape> out;
-    for (const auto& d : args.get_sizes("shapes", "7168x16384x1,4096x7168x8,7168x2048x4", 3, want)) {
-        if (d[0] % 8 || d[1] % 32) kwiki::Args::usage(std::string("--shapes wants ") + want);
-        out.push_back({d[0], d[1], d[2]});
-    }
-    return out;
+    return args.get_shapes<Shape, 3>("shapes", "7168x16384x1,4096x7168x8,7168x2048x4", "MxKxL triples (M a multiple of 8, K of 32)",
+                                     [](const std::vector<int>& d) { return d[0] % 8 == 0 && d[1] % 32 == 0; });
 }
 
 }  // namespace
@@ -410,10 +399,7 @@ std::vector<Shape> parse_shapes(const kwiki::Args& args) {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv);
-    std::vector<std::string> names;
-    for (auto& v : variants()) names.push_back(v.name);
-    args.require_known(names);
+    kwiki::Args args(argc, argv, variants());
     const auto shapes = parse_shapes(args);
     const uint64_t seed = args.seed();
     const bool sm100 = kwiki::device_attr(cudaDevAttrComputeCapabilityMajor) >= 10;

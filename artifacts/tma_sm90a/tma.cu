@@ -218,10 +218,7 @@ void run(const Launch& l, cudaStream_t s) {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv);
-    std::vector<std::string> names;
-    for (auto& v : kVariants) names.push_back(v.name);
-    args.require_known(names);
+    kwiki::Args args(argc, argv, kVariants);
     const uint64_t seed = args.seed();
     std::fprintf(stderr, "tma: seed %llu, %d SMs, matrix %dx%d bf16\n", (unsigned long long)seed, kwiki::sm_count(), ROWS, COLS);
 

@@ -499,10 +499,7 @@ kwiki::CheckResult check(const Variant& v, const Buffers& b, unsigned grid) {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv);
-    std::vector<std::string> names;
-    for (auto& v : variants()) names.push_back(v.name);
-    args.require_known(names);
+    kwiki::Args args(argc, argv, variants());
 
     Buffers b{};
     b.bytes = size_t(args.get_int("bytes", 4ll << 30));

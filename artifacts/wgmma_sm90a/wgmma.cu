@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kwiki_bench.cuh"
+#include "kwiki_gemm.cuh"
 #include "sm90.cuh"
 
 using bf16 = __nv_bfloat16;
@@ -42,11 +43,7 @@ std::vector<double> host_reference(const std::vector<float>& A, const std::vecto
                                    int iters) {
     std::vector<double> out(size_t(64) * wgs * N);
     for (int r = 0; r < 64 * wgs; ++r)
-        for (int c = 0; c < N; ++c) {
-            double acc = 0;
-            for (int k = 0; k < kb; ++k) acc += double(A[size_t(r) * kb + k]) * double(B[size_t(c) * kb + k]);
-            out[size_t(r) * N + c] = iters * acc;
-        }
+        for (int c = 0; c < N; ++c) out[size_t(r) * N + c] = iters * kwiki::gemm_element(A, B, kb, r, c);
     return out;
 }
 
@@ -177,10 +174,7 @@ const VariantInfo kVariants[] = {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv);
-    std::vector<std::string> names;
-    for (auto& v : kVariants) names.push_back(v.name);
-    args.require_known(names);
+    kwiki::Args args(argc, argv, kVariants);
     const int iters = int(args.get_int("iters", 2048));
     if (iters < 1) kwiki::Args::usage("--iters wants a positive integer");
     const uint64_t seed = args.seed();

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     StringConstraints,
     ValidationError,
@@ -16,10 +15,13 @@ from pydantic import (
 )
 
 from kwiki.core.arch import ArchError, normalize_arch
+from kwiki.core.strict import Strict
 from kwiki.core.errors import FrontMatterError, ManifestError
+from kwiki.core.paths import within
 from kwiki.wiki.frontmatter import decode, parse_yaml
 
 MANIFEST = "artifact.yaml"
+MAX_OUTPUT_BYTES = 256 * 1024 * 1024  # a run's output is held in memory: a bound, not a wish
 HOST = "host"
 
 
@@ -35,10 +37,6 @@ def _target(value: object) -> str:
 Target = Annotated[str, BeforeValidator(_target)]
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=80)]
 RelPath = Annotated[str, StringConstraints(pattern=r"^[^/~].*$", min_length=1)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class Build(Strict):
@@ -83,7 +81,7 @@ class Run(Strict):
                 raise ValueError(f"args[{i}] {arg!r} is not an option of the form --name=value{hint}")
         return self
     timeout_s: float = Field(default=300, gt=0, le=3600)
-    max_output_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    max_output_bytes: int = Field(default=4 * 1024 * 1024, gt=0, le=MAX_OUTPUT_BYTES)
 
 
 class Variant(Strict):
@@ -92,6 +90,9 @@ class Variant(Strict):
     targets: list[Target] = Field(default_factory=list, description="default: every target of the artifact")
     isolated: bool = Field(default=False, description="run alone in its own process (for variants meant to hang or crash)")
     timeout_s: float | None = Field(default=None, gt=0, le=3600, description="run timeout of an isolated variant")
+    rung: int | None = Field(default=None, ge=0, le=99,
+                             description="its place on the artifact's ladder (0: the library baseline), as fast.cu numbers kernels")
+    adds: str | None = Field(default=None, description="what this rung adds to the rung below it, in one line")
 
 
 class Manifest(Strict):
@@ -136,6 +137,9 @@ def load_manifest(directory: Path, root: Path) -> Manifest:
     """Read and validate `directory/artifact.yaml`; ManifestError with a location otherwise."""
     path = directory / MANIFEST
     rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+    if os.path.lexists(path) and not within(root, path):  # the containment rule (kwiki.core.paths)
+        raise ManifestError("lies outside the repository once links are resolved (or is a broken link); not read",
+                            path=rel)
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -163,4 +167,6 @@ def load_manifest(directory: Path, root: Path) -> Manifest:
     for i, src in enumerate([*manifest.build.sources, *manifest.build.headers, *filter(None, [manifest.build.script])]):
         if ".." in Path(src).parts or not (directory / src).is_file():
             raise ManifestError(f"{src!r} is not a file inside the artifact", path=rel, field="build")
+        if not within(root, directory / src):
+            raise ManifestError(f"{src!r} is a link that leads out of the repository", path=rel, field="build")
     return manifest
