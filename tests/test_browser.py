@@ -1,11 +1,14 @@
 """The built site in headless Chromium: what a reader sees, clicks and searches; nothing leaves the machine.
 
 Uses Debian's `chromium` (driven by Playwright for Python through `executable_path`); skipped
-when it is absent. Screenshots go to test-output/site/ (git-ignored).
+when it is absent. Screenshots go to test-output/site/ (git-ignored). The payload pages of
+tests/fixtures/sanitize/ each fired in Chromium before the sanitiser: here they are loaded,
+hovered and clicked, and no script of theirs may run and no request may leave for another host.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import shutil
@@ -26,6 +29,7 @@ from kwiki.site.stage import build_site  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "site"
+PAYLOADS = Path(__file__).resolve().parent / "fixtures" / "sanitize"
 SHOTS = REPO / "test-output" / "site"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -46,13 +50,21 @@ def site(tmp_path_factory):
         '---\nid: hostile-tags\ntitle: Hostile tags\ntype: pattern\n'
         'tags: ["<img src=x onerror=window.__pwned=8>", "<script>window.__pwned=9</script>"]\n---\nBody.\n')
     build_site(root, root / "site", strict=False)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root / "site")))
+    with _served(root / "site") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _served(directory: Path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(directory)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +152,88 @@ def test_script_in_title_and_tags_renders_as_text(page, site):
     assert page.locator("article").get_by_text("<script>window.__pwned=9</script>").first.is_visible()
     assert page.evaluate("typeof window.__pwned") == "undefined"
     page.screenshot(path=str(SHOTS / "hostile-tags.png"), full_page=True)
+
+
+# ---------------------------------------------------------------- payloads: nothing runs, nothing leaves
+
+
+@pytest.fixture(scope="module")
+def payload_site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("payloads")
+    shutil.copytree(PAYLOADS / "wiki", root / "wiki")
+    build_site(root, root / "site", strict=False)  # what `kwiki serve` shows: sanitised, with warnings
+    with _served(root / "site") as url:
+        yield url
+
+
+def _hover(*texts):
+    return lambda pg: [pg.locator("article").get_by_text(t, exact=True).hover() for t in texts]
+
+
+def _click(*texts):
+    return lambda pg: [pg.locator("article").get_by_text(t, exact=True).click() for t in texts]
+
+
+FIRE = {  # what a reader does on each payload page (loading it fires the rest)
+    "attr-list": _hover("hover me", "Hover this paragraph."),
+    "backslash-url": None,
+    "base-href": _click("home page"),  # a relative link: with <base> it would lead to evil.example
+    "details-ontoggle": _click("Opened"),  # toggles again (it also fires on load, being open)
+    "img-onerror": None,
+    "javascript-link": _click("click me", "click me too", "click me three"),
+    "remote-css": None,
+    "svg-onload": None,
+    "theme-config": None,  # Material would take its base URL and search worker from the page
+}
+
+
+@pytest.fixture(scope="module")
+def payload_context(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def guarded(payload_context, payload_site):
+    """A page whose requests to any other host are recorded and refused (Playwright route interception)."""
+    pg = payload_context.new_page()
+    pg.offsite, pg.dialogs, pg.errors = [], [], []
+
+    def route(r):
+        if r.request.url.startswith((payload_site, "data:", "blob:")):
+            r.continue_()
+        else:
+            pg.offsite.append(r.request.url)
+            r.abort()
+
+    pg.route("**/*", route)
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    yield pg
+    pg.close()
+
+
+def test_every_payload_page_is_fired():
+    assert sorted(FIRE) == sorted(p.stem for p in (PAYLOADS / "wiki" / "payloads").glob("*.md"))
+
+
+@pytest.mark.parametrize("name", sorted(FIRE))
+def test_payload_runs_no_script_and_fetches_nothing_elsewhere(guarded, payload_site, name):
+    pg = guarded
+    pg.goto(f"{payload_site}payloads/{name}/", wait_until="networkidle")
+    if FIRE[name]:
+        FIRE[name](pg)
+        pg.wait_for_load_state("networkidle")
+    pg.wait_for_timeout(100)  # handlers fire asynchronously (toggle, load)
+    assert pg.evaluate("typeof window.__pwned") == "undefined", name
+    assert pg.offsite == [], "requests left for another host"
+    assert pg.dialogs == [] and pg.errors == []
+    assert pg.url.startswith(payload_site)
+
+
+@pytest.mark.parametrize("path", ["payloads/active.html", "payloads/diagram.svg"])
+def test_files_a_browser_would_run_are_not_served(guarded, payload_site, path):
+    response = guarded.goto(payload_site + path)
+    assert response is not None and response.status == 404
+    assert guarded.evaluate("typeof window.__pwned") == "undefined"

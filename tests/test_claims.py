@@ -98,8 +98,62 @@ def test_a_figure_from_an_untimed_record_has_no_spread():
     timed = ('{"kwiki_record": 1, "variant": "w", "params": {"M": 8}, "check": {"passed": true}, "extra": {"x": 2.0}, '
              '"timing": {"median_us": 10, "q1_us": 9, "q3_us": 11, "min_us": 8, "samples": 5}}')
     outcome = RunOutcome("a", "sm_90a", ["v", "w"], "ok", records=parse_records(line + "\n" + timed, "a"))
-    value, spread = _figure([outcome], Selector(variant="v", params={"M": 8}, figure="dram_read_mb"))
+    value, spread, _ = _figure([outcome], Selector(variant="v", params={"M": 8}, figure="dram_read_mb"))
     assert (value, spread) == (12.5, None) and fmt_spread(spread) == ""
     assert _figure([outcome], Selector(variant="w", figure="x"))[1] == pytest.approx(0.1)
     assert judge(claim(at_most=12.48, unit="MB", metric="count"), 12.5, None) == Verdict.ambiguous  # within 0.2%
     assert judge(claim(at_most=12.0, unit="MB", metric="count"), 12.5, None) == Verdict.worse
+
+
+# ---------------------------------------------------------------- the ladder (issue 11)
+
+
+def _ladder(records: list[dict]) -> str:
+    from pathlib import Path
+
+    from kwiki.verify.plan import PlannedArtifact
+    from kwiki.verify.record import Record
+    from kwiki.verify.run import RunOutcome
+    from kwiki.verify.tables import ladder_table
+
+    m = Manifest.model_validate({"name": "gemv", "title": "GEMV", "targets": ["sm_90a"], "build": {"sources": ["g.cu"]},
+                                 "variants": [{"name": n} for n in ("cublas", "tuned", "read_ceiling", "counted")],
+                                 "baseline": "cublas", "ceiling": "read_ceiling"})
+    planned = PlannedArtifact("artifacts/gemv", Path("."), m, run_target="sm_90a")
+    recs = [Record.model_validate({"kwiki_record": 1, "params": {"M": 8}, "check": {"passed": True}, **r}) for r in records]
+    return ladder_table(planned, [RunOutcome("gemv", "sm_90a", [r.variant for r in recs], "ok", records=recs)])
+
+
+def _timed(us: float) -> dict:
+    return {"median_us": us, "q1_us": us, "q3_us": us, "min_us": us, "samples": 5}
+
+
+def _row(table: str, variant: str) -> list[str]:
+    line = next(ln for ln in table.splitlines() if ln.startswith(f"| `{variant}`"))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_ladder_rates_compare_like_units_only():
+    """A read ceiling (bytes, no FLOPs) against a GEMV baseline (bytes and FLOPs): GB/s over GB/s, not
+    GB/s over TFLOP/s (which printed '1043x')."""
+    gemv = {"bytes": 268e6, "flops": 268e6}
+    table = _ladder([
+        {"variant": "cublas", **gemv, "timing": _timed(62.0)},
+        {"variant": "tuned", **gemv, "timing": _timed(59.0)},
+        {"variant": "read_ceiling", "bytes": 268e6, "timing": _timed(60.0)},
+    ])
+    assert _row(table, "read_ceiling")[5] == "1.03x"  # 62 / 60, in GB/s
+    assert _row(table, "tuned")[5] == "1.05x"  # TFLOP/s over TFLOP/s
+    assert "1033x" not in table and "1043x" not in table
+
+
+def test_ladder_labels_profiled_rows_and_shows_the_sm_clock():
+    table = _ladder([
+        {"variant": "cublas", "bytes": 1e6, "timing": _timed(10.0),
+         "clocks": {"sm_mhz_before": 1980, "sm_mhz_after": 1755}},
+        {"variant": "counted", "extra": {"dram_read_mb": 12.5}},  # measured by a profiler: passed, no timing
+        {"variant": "tuned", "check": {"passed": False}},
+    ])
+    assert _row(table, "counted")[3] == "profiled (no timing)"
+    assert _row(table, "tuned")[3] == "check failed"
+    assert "| SM MHz |" in table and _row(table, "cublas")[7] == "1755–1980"

@@ -341,3 +341,47 @@ def test_the_stored_views_are_plain_json(root):
     rows = with_index(root, lambda c: c.execute("SELECT result, detail FROM views ORDER BY pk").fetchall())
     for result, detail in rows:
         assert json.loads(result)["id"] == json.loads(detail)["id"]
+
+
+# ---------------------------------------------------------------- damage kwiki must undo by itself
+
+
+def _tamper(root: Path, sql: str) -> None:
+    conn = sqlite3.connect(index_path(root))
+    conn.execute(sql)
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("sql", [
+    "DELETE FROM meta",  # an emptied meta table: every file looked new, and inserting it again failed
+    "UPDATE views SET result = CAST(x'7b22ff22' AS TEXT)",  # invalid UTF-8 in a stored view
+    "UPDATE fts SET body = CAST(x'ff' AS TEXT)",
+    "UPDATE views SET result = '{broken'",  # JSON that does not parse, which a query printed as it was
+    "UPDATE views SET detail = '{broken'",
+    "UPDATE files SET problems = '[broken' WHERE page IS NULL",
+])
+def test_a_tampered_index_is_rebuilt_on_the_next_use(root, sql, capsys):
+    from kwiki.cli import main
+
+    refresh(root)
+    _tamper(root, sql)
+    assert main(["query", "--root", str(root), "--json", "--limit", "0"]) == 0
+    out = capsys.readouterr().out
+    assert sorted(r["id"] for r in json.loads(out)["results"]) == sorted(ids(root))  # valid JSON, every page
+    assert main(["show", "--root", str(root), "--json", "technique-tma-multicast"]) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == "technique-tma-multicast"
+    assert with_index(root, skipped)[0][0] == "wiki/nvidia/broken/bad-type.md"
+
+
+def test_an_index_path_that_is_a_directory_means_an_index_in_memory(root):
+    index_path(root).mkdir(parents=True)
+    assert len(ids(root)) == 7
+    assert index_path(root).is_dir() and not [p for p in index_path(root).parent.iterdir() if p.suffix == ".tmp"]
+
+
+def test_a_file_name_that_is_not_utf8_is_left_out_with_a_warning(root, caplog):
+    name = os.fsdecode(b"wiki/nvidia/patterns/caf\xe9.md")
+    (root / name).write_text(NEW_PAGE, encoding="utf-8")
+    assert len(ids(root)) == 7 and "technique-new-page" not in ids(root)
+    assert "caf\\xe9.md: the file name is not UTF-8" in caplog.text

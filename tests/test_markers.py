@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kwiki.core.errors import MarkerError
-from kwiki.wiki.markers import KNOWN_REGIONS, checksum, render, replace, scan
+from kwiki.wiki.markers import KNOWN_REGIONS, _commonmark_code, checksum, code_lines, render, replace, scan
 
 TABLE = "| claim | value |\n| --- | --- |\n| c1 | 22.4 us |\n"
 
@@ -72,6 +74,72 @@ def test_yaml_regions():
 def test_markers_in_code_fences_are_examples_not_regions():
     text = page("```", "<!-- kwiki:weather -->", "```", "~~~", "<!-- /kwiki:claims -->", "~~~")
     assert scan(text) == []
+
+
+# ---------------------------------------------------------------- fences as Markdown reads them
+
+
+@pytest.mark.parametrize("lines, code", [
+    # a fence closes only with the same character, at least as many: '```' inside '````' is code
+    (["````", "```", "x", "```", "````", "after"], [1, 1, 1, 1, 1, 0]),
+    (["```", "`````", "after"], [1, 1, 0]),
+    (["~~~", "```", "x", "~~~", "after"], [1, 1, 1, 1, 0]),
+    (["~~~~", "~~~", "~~~~ ", "after"], [1, 1, 1, 0]),
+    # up to 3 spaces of indentation, on either fence; 4 make an indented code block, not a fence
+    (["   ```", "x", "  ```", "after"], [1, 1, 1, 0]),
+    (["    ```", "x", "    ```"], [0, 0, 0]),
+    (["```", "x", "    ```", "y", "```", "after"], [1, 1, 1, 1, 1, 0]),
+    # a closing fence has nothing after it; a backtick fence's info string has no backtick
+    (["```", "``` x", "```", "after"], [1, 1, 1, 0]),
+    (["``` a`b", "x", "``"], [0, 0, 0]),
+    (["~~~ a`b", "x", "~~~"], [1, 1, 1]),
+    # an unclosed fence runs to the end
+    (["text", "```", "x", "y"], [0, 1, 1, 1]),
+])
+def test_commonmark_fences(lines, code):
+    assert _commonmark_code(lines) == [bool(c) for c in code]
+
+
+def test_markers_in_a_four_backtick_fence_stay_examples_past_a_three_backtick_line():
+    text = page("````markdown", "```", "<!-- kwiki:weather -->", "```", "<!-- /kwiki:claims -->", "````")
+    assert scan(text) == []
+
+
+@pytest.mark.parametrize("middle", [
+    ["````", "```", "````"],  # '````' ends the fence: the region after it is shown, so it is read
+    ["```"],  # an unclosed fence: the site's renderer shows what follows as text
+    ["  ```", "x"],  # the renderer drops a fence whose lines lose its indentation
+    ["```", "````"],  # '````' does not close '```' for the renderer, which then drops the unclosed fence
+    ["```py title=\"a\"", "```"],  # options kwiki cannot validate: fences are not trusted from here on
+    ["> ```", "> x", "> ```"],  # a fence in a quote
+])
+def test_a_region_that_any_renderer_shows_is_read(middle):
+    sealed = render("claims", TABLE).rstrip("\n")
+    [region] = scan(page(*middle, sealed.replace("22.4", "12.4")))
+    assert region.name == "claims" and region.edited
+
+
+_SITE_EXTENSIONS = ["admonition", "attr_list", "md_in_html", "tables", "toc", "pymdownx.details",
+                    "pymdownx.superfences", "pymdownx.highlight"]
+_PIECES = ["```", "````", "~~~", "~~~~", "`````", "``` python", "```py title=\"x\"", "``` {.c}", "``` a`b", "```x y",
+           "", "word"]
+_PREFIXES = ["", " ", "  ", "   ", "    ", "\t", "> ", ">", " > "]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_PREFIXES), st.sampled_from(_PIECES)), min_size=1, max_size=10))
+def test_a_line_kwiki_takes_for_code_is_code_on_the_site(parts):
+    """Against the renderer itself: whatever `code_lines` skips, Python-Markdown with the site's
+    extensions puts in a code block (the converse need not hold: kwiki may read more)."""
+    markdown = pytest.importorskip("markdown")
+    pytest.importorskip("pymdownx.superfences")
+    lines = [prefix + (f"tok{i}x" if piece == "word" else piece) for i, (prefix, piece) in enumerate(parts)]
+    html = markdown.markdown("\n".join(lines) + "\n", extensions=_SITE_EXTENSIONS)
+    blocks = " ".join(re.findall(r"<pre.*?</pre>", html, re.S))
+    for line, code in zip(lines, code_lines(lines)):
+        token = re.search(r"tok\d+x", line)
+        if code and token:
+            assert token.group(0) in blocks, (lines, html)
 
 
 def test_body_markers_are_ignored_in_yaml_and_yaml_markers_in_the_body():

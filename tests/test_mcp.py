@@ -149,3 +149,25 @@ def test_an_edit_between_calls_is_seen(root):
     before, after = session_run(root, steps)
     assert before["structuredContent"]["total"] == 0
     assert [r["id"] for r in after["structuredContent"]["results"]] == ["kernel-nvfp4-gemv"]
+
+
+def test_unknown_arguments_types_and_oversized_searches_are_tool_errors(root):
+    """An argument a tool does not take, a type that is not a page type, and a search of 20,000
+    words each come back at once as a tool error that says what was wrong."""
+    async def steps(session):
+        return (await call(session, "search_pages", txt="tma"),
+                await call(session, "search_pages", type="kernal"),
+                await call(session, "search_pages", text=" ".join(["tma"] * 20_000)),
+                await call(session, "search_pages", text=" ".join(f"w{i}" for i in range(100))),
+                await call(session, "find_techniques", arch="sm_90", tags=[f"t{i}" for i in range(1000)]),
+                await call(session, "list_tags", verbose=True))
+
+    misspelt, bad_type, long_text, many_words, many_tags, extra = session_run(root, steps)
+    for result in (misspelt, bad_type, long_text, many_words, many_tags, extra):
+        assert result["isError"], result
+    assert "unknown argument 'txt' (did you mean 'text'?)" in misspelt["content"][0]["text"]
+    assert "not a page type" in bad_type["content"][0]["text"] and "did you mean 'kernel'" in bad_type["content"][0]["text"]
+    assert "at most 1000 characters" in long_text["content"][0]["text"]
+    assert "at most 64" in many_words["content"][0]["text"]
+    assert "at most 64" in many_tags["content"][0]["text"]
+    assert "list_tags: unknown argument 'verbose'" in extra["content"][0]["text"]

@@ -365,7 +365,54 @@ def test_every_command_has_a_handler_and_a_parser():
     from kwiki.cli import COMMANDS, HANDLERS, build_parser
 
     assert list(COMMANDS) == list(HANDLERS)
+    needs = {"show": ["x"], "new": ["page", "x"]}  # commands with required arguments
     for name in COMMANDS:  # the one-command parser takes what the whole parser takes
-        args = build_parser(name).parse_args([name, "x"] if name == "show" else [name])
+        argv = [name, *needs.get(name, [])]
+        args = build_parser(name).parse_args(argv)
         assert args.command == name
-        assert vars(args) == vars(build_parser().parse_args([name, "x"] if name == "show" else [name]))
+        assert vars(args) == vars(build_parser().parse_args(argv))
+
+
+# ---------------------------------------------------------------- bounds and unknown names
+
+
+def test_verified_on_matches_whole_words_of_the_gpu_name(root):
+    assert ids(root, verified_on="H200") == ["technique-tma-multicast", "technique-wgmma-pipeline"]
+    assert ids(root, verified_on="NVIDIA H200") == ["technique-tma-multicast", "technique-wgmma-pipeline"]
+    assert ids(root, verified_on="H20") == []  # a prefix of another GPU's name is another GPU
+    assert ids(root, verified_on="200") == [] and ids(root, verified_on="H200 NVIDIA") == []
+
+
+def test_an_unknown_page_type_is_a_usage_error_that_lists_the_types(root, capsys):
+    with pytest.raises(UsageError, match=r"--type 'kernal': not a page type \(one of: technique, .*\) "
+                                         r"\(did you mean 'kernel'\?\)"):
+        search(root, Query(type="kernal"))
+    assert ids(root, type="Kernel") == ["kernel-nvfp4-gemv"]
+    assert ids(root, type="guide") == []  # a page type no page has yet is no error
+    rc, out, err = run_cli(capsys, "query", "--root", str(root), "--type", "foo")
+    assert (rc, out) == (2, "") and err.startswith("kwiki query: --type 'foo': not a page type (one of: technique")
+
+
+def test_a_word_repeated_10000_times_is_refused_at_once(root, capsys):
+    import time
+
+    started = time.monotonic()
+    rc, out, err = run_cli(capsys, "query", "--root", str(root), "--text", " ".join(["tma"] * 10_000))
+    assert (rc, out) == (2, "") and "at most 1000 characters" in err
+    assert time.monotonic() - started < 5
+
+
+def test_text_is_bounded_in_characters_and_in_distinct_words():
+    assert fts_query("TMA tma Tma multicast") == '"tma" "multicast"'  # a repeat adds nothing
+    assert fts_query(" ".join(f"w{i}" for i in range(64))).count('"') == 128
+    with pytest.raises(UsageError, match="65 different words; a search takes at most 64"):
+        fts_query(" ".join(f"w{i}" for i in range(65)))
+    with pytest.raises(UsageError, match="1001 characters long"):
+        fts_query("x" * 1001)
+
+
+def test_limits_and_tag_counts_beyond_the_bounds_are_usage_errors(root, capsys):
+    with pytest.raises(UsageError, match="65 tags given; a query takes at most 64"):
+        search(root, Query(tags=[f"t{i}" for i in range(65)]))
+    rc, out, err = run_cli(capsys, "query", "--root", str(root), "--limit", "99999999999999999999")
+    assert (rc, out) == (2, "") and "--limit 99999999999999999999: must be 0 (no limit) to 1000000" in err

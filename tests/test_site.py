@@ -285,9 +285,10 @@ def test_remote_image_fails_the_strict_build(tmp_path):
     root = copy_project(FIXTURE, tmp_path)
     page = root / "wiki" / "patterns" / "spec-only.md"
     page.write_text(page.read_text() + "\n![remote](https://example.com/chart.png)\n")
-    with pytest.raises(SiteError, match="fetched from another host") as err:
+    with pytest.raises(SiteError, match="unsafe constructs") as err:  # the sanitiser removes it and names the page
         build_site(root, root / "site")
-    assert err.value.problems == ["patterns/spec-only/index.html: https://example.com/chart.png"]
+    assert err.value.problems == ['wiki/patterns/spec-only.md: <img src="https://example.com/chart.png">: '
+                                  "src removed: it would be fetched from another host (example.com)"]
 
 
 def test_generated_paths_are_reserved(tmp_path):

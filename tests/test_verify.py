@@ -88,8 +88,8 @@ def test_write_back_keeps_every_other_byte(project, capsys):
     assert m["claims"]["fast-time"]["provenance"]["gpu"] == "host"
     assert "reported-elsewhere" not in m["claims"]
     assert "wiki/fixture.md" in report["written"]
-    # the ladder: time, ratio to the baseline, fraction of the ceiling variant's bandwidth
-    assert "| `fast` | the fast one | dtype=f32, n=1024 | 100.0 ±0.1% | 10.00 TB/s | 1.50x | 200% | 32 |" in (
+    # the ladder: time, ratio to the baseline, fraction of the ceiling variant's bandwidth, SM clock (none on a host)
+    assert "| `fast` | the fast one | dtype=f32, n=1024 | 100.0 ±0.1% | 10.00 TB/s | 1.50x | 200% | — | 32 |" in (
         after.decode())
     assert main(["check", "--root", str(project)]) == 0
 

@@ -99,3 +99,17 @@ def test_sigkill_at_any_moment_leaves_old_or_new_page(tmp_path: Path):
     # a killed write can leave its temporary file; it is hidden and never read as a page
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".p.md.")]
     assert all(name.endswith(".tmp") for name in leftovers)
+
+
+def test_a_region_after_a_fence_markdown_has_closed_is_replaced_not_appended_again():
+    """'````' holding a '```' line ends at the next '````': the claims region after it is the page's,
+    so write-back replaces it, run after run, instead of appending another one each time."""
+    fixture = Path(__file__).resolve().parent / "fixtures" / "bad" / "marker-hidden-by-fence.md"
+    raw = fixture.read_bytes()
+    once = apply(raw, None, {"claims": "T1\n"})
+    twice = apply(once, None, {"claims": "T2\n"})
+    for out in (once, twice):
+        assert out.count(b"<!-- kwiki:claims ") == 1 and out.count(b"<!-- /kwiki:claims -->") == 1
+        [region] = scan(parse_page(out).body)
+        assert region.name == "claims" and not region.edited
+    assert b"99 us" not in once and b"T2" in twice and len(twice) == len(once)

@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Optional, TypeVar
 from kwiki.core.errors import KwikiError
 from kwiki.wiki.catalog import WIKI_DIR
 
-INDEX_VERSION = 3  # bump whenever the tables or the stored JSON change: the index is rebuilt
+INDEX_VERSION = 4  # bump whenever the tables or the stored JSON change: the index is rebuilt
 INDEX_DIR = ".kwiki"
 INDEX_FILE = "index.sqlite"
 APPLICATION_ID = 0x6B776B69  # 'kwki', so another program's SQLite file is never taken for ours
@@ -76,7 +76,8 @@ CREATE INDEX pages_by_id ON pages (id, path);
 CREATE TABLE views (
     pk INTEGER PRIMARY KEY,     -- pages.pk
     result TEXT NOT NULL,       -- kwiki.agents.views.result_view, JSON as printed (indent 2, sorted keys)
-    detail TEXT NOT NULL        -- kwiki.agents.views.detail_view, JSON
+    detail TEXT NOT NULL,       -- kwiki.agents.views.detail_view, JSON
+    crc INTEGER NOT NULL        -- zlib.crc32 of `result` (UTF-8): a query pastes `result` unparsed
 );
 CREATE TABLE facets (kind TEXT NOT NULL, value TEXT NOT NULL, page INTEGER NOT NULL);
 CREATE INDEX facets_by_value ON facets (kind, value, page);
@@ -142,8 +143,8 @@ def open_index(root: Path, *, rebuild: bool = False) -> tuple[sqlite3.Connection
                 return conn, refresh(conn, root)
         except sqlite3.DatabaseError as exc:
             conn.close()
-            if _read_only(exc):
-                _warn(f"cannot write {path} ({exc}); keeping the index in memory")
+            if _read_only(exc) or _cannot_open(exc):
+                _warn(f"cannot use {path} ({exc}); keeping the index in memory")
                 return _in_memory(root)
             if not _damaged(exc):
                 raise
@@ -153,10 +154,39 @@ def open_index(root: Path, *, rebuild: bool = False) -> tuple[sqlite3.Connection
 
 
 def _damaged(exc: sqlite3.DatabaseError) -> bool:
-    """Whether an SQLite error means the index file is damaged (not a bug, not a busy disk)."""
-    if type(exc) is sqlite3.DatabaseError or getattr(exc, "sqlite_errorcode", None) in (11, 26):
+    """Whether an SQLite error means the index file is damaged (not a bug, not a busy disk).
+
+    Plain `sqlite3.DatabaseError` is also what kwiki raises on finding the index inconsistent
+    (`Damaged`); a constraint failing or a text that is not UTF-8 means the same: a hand edit,
+    or a disk that lost part of a write.
+    """
+    if type(exc) in (sqlite3.DatabaseError, Damaged, sqlite3.IntegrityError):
+        return True
+    if getattr(exc, "sqlite_errorcode", None) in (11, 26):
         return True  # SQLITE_CORRUPT, SQLITE_NOTADB
-    return str(exc).startswith(("no such table", "no such column", "malformed"))
+    return str(exc).startswith(("no such table", "no such column", "malformed", "Could not decode to UTF-8"))
+
+
+class Damaged(sqlite3.DatabaseError):
+    """The index holds something kwiki never writes: it is rebuilt (see `with_index`)."""
+
+
+def stored_json(text: Any) -> Any:
+    """A JSON value the index stored; raises Damaged when it does not parse."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        raise Damaged("the index holds a JSON value that does not parse") from None
+
+
+def crc(text: str) -> int:
+    import zlib
+
+    return zlib.crc32(text.encode("utf-8"))
+
+
+def _cannot_open(exc: sqlite3.DatabaseError) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == 14  # SQLITE_CANTOPEN (a directory, no permission)
 
 
 def _read_only(exc: sqlite3.DatabaseError) -> bool:
@@ -202,6 +232,10 @@ def _build(root: Path) -> tuple[sqlite3.Connection, Refreshed]:
         conn.close()
         os.chmod(tmp, 0o644)
         os.replace(tmp, index_path(root))
+    except OSError as exc:  # index.sqlite is a directory, or .kwiki/ turned read-only meanwhile
+        Path(tmp).unlink(missing_ok=True)
+        _warn(f"cannot write {index_path(root)} ({exc.strerror or exc}); keeping the index in memory")
+        return _in_memory(root)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -254,6 +288,10 @@ def scan(root: Path) -> Snapshot:
             with os.scandir(fd) as entries:
                 for entry in entries:
                     name = entry.name
+                    if not name.isascii() and not _utf8(name):
+                        _warn(f"{rel}/{name.encode('utf-8', 'surrogateescape').decode('utf-8', 'backslashreplace')}: "
+                              "the file name is not UTF-8, so it is left out of the index (rename it)")
+                        continue
                     try:
                         if entry.is_dir():
                             if not name.startswith(".") and not entry.is_symlink():
@@ -268,6 +306,14 @@ def scan(root: Path) -> Snapshot:
         finally:
             os.close(fd)
     return out
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes, held as surrogates
+        return False
+    return True
 
 
 def _scan_paths(base: str) -> list[str]:  # pragma: no cover - Windows
@@ -287,6 +333,8 @@ def refresh(conn: sqlite3.Connection, root: Path) -> Refreshed:
     current = scan(root)
     blob = marshal.dumps(current)
     seen = _snapshot_blob(conn)
+    if seen is None and conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None:
+        raise Damaged("the index lists files but holds no snapshot of them")
     if seen == blob:  # the common case: nothing changed, files listed in the same order
         return Refreshed()
     stored = _loads(seen)
@@ -409,6 +457,8 @@ def _body_only(conn: sqlite3.Connection, root: Path, path: str, known: Known | N
     """
     if known is None or known[0] is None or known[1] is None:
         return False
+    if os.path.islink(root / path):  # a link: the full read applies the containment rule
+        return False
     from kwiki.core.errors import FrontMatterError, MarkerError
     from kwiki.wiki.frontmatter import decode, split
     from kwiki.wiki.markers import scan as scan_markers
@@ -444,7 +494,7 @@ def _simple_edit(conn: sqlite3.Connection, root: Path, path: str, known: Known |
         return False
     data = page.fm.data
     raw = _raw(data)
-    before, now = json.loads(known[2]), json.loads(raw)
+    before, now = stored_json(known[2]), json.loads(raw)
     changed = {k for k in before.keys() | now.keys() if before.get(k) != now.get(k)}
     names = {repr(name): name for name in SIMPLE}
     if not changed <= names.keys():
@@ -464,7 +514,7 @@ def _simple_edit(conn: sqlite3.Connection, root: Path, path: str, known: Known |
         return False
     pk = known[1]
     result_text, detail_text = conn.execute("SELECT result, detail FROM views WHERE pk = ?", (pk,)).fetchone()
-    result, detail = json.loads(result_text), json.loads(detail_text)
+    result, detail = stored_json(result_text), stored_json(detail_text)
     front = detail["front_matter"]
     for name, value in values.items():
         if value is _UNSET:
@@ -476,8 +526,9 @@ def _simple_edit(conn: sqlite3.Connection, root: Path, path: str, known: Known |
         if name == "title":
             detail["title"] = value
     # stored as _read_one stores them
-    conn.execute("UPDATE views SET result = ?, detail = ? WHERE pk = ?",
-                 (json.dumps(result, indent=2, sort_keys=True), json.dumps(detail, sort_keys=True, ensure_ascii=False), pk))
+    result_text = json.dumps(result, indent=2, sort_keys=True)
+    conn.execute("UPDATE views SET result = ?, detail = ?, crc = ? WHERE pk = ?",
+                 (result_text, json.dumps(detail, sort_keys=True, ensure_ascii=False), crc(result_text), pk))
     if "tags" in values:
         conn.execute("DELETE FROM facets WHERE page = ? AND kind = 'tag'", (pk,))
         conn.executemany("INSERT INTO facets VALUES ('tag', ?, ?)", [(t, pk) for t in result["tags"]])
@@ -567,7 +618,7 @@ def _insert(conn: sqlite3.Connection, record: _Record) -> None:
             (record.path, page["id"], page["type"], page["evidence"]),
         )
         pk = cur.lastrowid
-        conn.execute("INSERT INTO views VALUES (?, ?, ?)", (pk, page["result"], page["detail"]))
+        conn.execute("INSERT INTO views VALUES (?, ?, ?, ?)", (pk, page["result"], page["detail"], crc(page["result"])))
         conn.executemany("INSERT INTO facets VALUES (?, ?, ?)", [(k, v, pk) for k, v in page["facets"]])
         conn.execute(
             "INSERT INTO fts (rowid, title, summary, tags, body) VALUES (?, ?, ?, ?, ?)",
@@ -593,11 +644,14 @@ def page_detail(conn: sqlite3.Connection, page_id: str, *, body: bool = True) ->
             "SELECT path, problems FROM files WHERE page_id = ? AND page IS NULL ORDER BY path LIMIT 1", (page_id,)
         ).fetchone()
         if broken is not None:
-            problems = json.loads(broken[1] or "[]")
+            problems = stored_json(broken[1] or "[]")
             first = f": {problems[0]}" if problems else ""
             raise PageNotFound(f"page '{page_id}' ({broken[0]}) has errors; run 'kwiki check'{first}")
-        raise PageNotFound(f"no page with id '{page_id}'")
-    detail = json.loads(row[1])
+        from kwiki.core.suggest import did_you_mean
+
+        ids = [row[0] for row in conn.execute("SELECT DISTINCT id FROM pages")]
+        raise PageNotFound(f"no page with id '{page_id}'{did_you_mean(page_id, ids)}")
+    detail = stored_json(row[1])
     if body:
         detail["body"] = conn.execute("SELECT body FROM fts WHERE rowid = ?", (row[0],)).fetchone()[0]
     return detail
@@ -606,5 +660,5 @@ def page_detail(conn: sqlite3.Connection, page_id: str, *, body: bool = True) ->
 def skipped(conn: sqlite3.Connection) -> list[tuple[str, list[str]]]:
     """Files left out of the index because they have errors: (path, problems)."""
     rows = conn.execute("SELECT path, problems FROM files WHERE page IS NULL ORDER BY path")
-    return [(path, json.loads(problems or "[]")) for path, problems in rows]
+    return [(path, stored_json(problems or "[]")) for path, problems in rows]
 

@@ -77,7 +77,31 @@ def build_server(root: Path) -> Any:
     from kwiki.agents.query import Query, search_conn, tags_conn
 
     Server, ToolError, ToolAnnotations = _sdk()
-    server = Server("kwiki", instructions=INSTRUCTIONS)
+    params: dict[str, list[str]] = {}  # tool -> the arguments it takes
+
+    class StrictServer(Server):  # type: ignore[misc, valid-type]
+        """Refuses an argument a tool does not take (the SDK would drop it silently)."""
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], *rest: Any, **kw: Any) -> Any:
+            known = params.get(name)
+            unknown = sorted(set(arguments or {}) - set(known or []))
+            if known is not None and unknown:
+                from kwiki.core.suggest import did_you_mean
+
+                raise ToolError(f"{name}: unknown argument {unknown[0]!r}{did_you_mean(unknown[0], known)}; "
+                                f"{name} takes: {', '.join(known) or 'no arguments'}")
+            return await super().call_tool(name, arguments, *rest, **kw)
+
+    server = StrictServer("kwiki", instructions=INSTRUCTIONS)
+
+    def tool(**options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            import inspect
+
+            params[options["name"]] = list(inspect.signature(fn).parameters)
+            return server.tool(**options)(fn)
+
+        return register
     read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 
     def run(fn: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
@@ -86,7 +110,7 @@ def build_server(root: Path) -> Any:
         except KwikiError as exc:  # a usage problem or an unknown id: tell the agent what was wrong
             raise ToolError(str(exc)) from None
 
-    @server.tool(
+    @tool(
         name="find_techniques",
         annotations=read_only,
         description=(
@@ -100,7 +124,7 @@ def build_server(root: Path) -> Any:
         q = Query(tags=tags or [], arch=arch, op=op, types=TECHNIQUE_TYPES, best_first=True, limit=limit)
         return QueryOutput.model_validate(run(lambda conn: search_conn(conn, q)))
 
-    @server.tool(
+    @tool(
         name="search_pages",
         annotations=read_only,
         description=(
@@ -130,7 +154,7 @@ def build_server(root: Path) -> Any:
         )
         return QueryOutput.model_validate(run(lambda conn: search_conn(conn, q)))
 
-    @server.tool(
+    @tool(
         name="get_page",
         annotations=read_only,
         description=(
@@ -145,7 +169,7 @@ def build_server(root: Path) -> Any:
     ) -> ShowOutput:
         return ShowOutput.model_validate(run(lambda conn: page_detail(conn, id, body=include_body)))
 
-    @server.tool(
+    @tool(
         name="get_measurements",
         annotations=read_only,
         description=(
@@ -157,7 +181,7 @@ def build_server(root: Path) -> Any:
     def get_measurements(id: PageId) -> MeasurementsOutput:
         return MeasurementsOutput.model_validate(measurements_view(run(lambda conn: page_detail(conn, id, body=False))))
 
-    @server.tool(
+    @tool(
         name="list_tags",
         annotations=read_only,
         description="Every tag used in the wiki with the number of pages that have it, most used first.",

@@ -27,15 +27,32 @@ class ClaimedView(_Out):
     expect: str | None = Field(description="for outcome claims: how the run must end")
 
 
+class GateView(_Out):
+    """A gate a claim's figure failed."""
+
+    name: str = Field(description="the gate: physical, ...")
+    reason: str = Field(description="why, in one line")
+
+
 class MeasuredView(_Out):
     """The latest figure `kwiki verify` measured for a claim."""
 
     value: float | None
     unit: str | None
-    spread: float | None = Field(description="relative half-spread of the figure in that run")
-    change: str | None = Field(description="against the previous run on the same GPU: new, same, faster, slower, ambiguous")
+    spread: float | None = Field(description="relative run-to-run band of the figure over its runs (blocks written "
+                                             "before verdicts over runs: that run's half-spread)")
+    change: str | None = Field(description="the latest run against its series: new (its first run), same (inside the "
+                                            "run-to-run band), faster or slower (outside it: drifted); blocks written "
+                                            "before verdicts over runs: against the previous run, or ambiguous")
     detail: str | None
     provenance: dict[str, Any] | None = Field(description="gpu, driver, cuda, date, commit, ... of the run")
+    runs: int | None = Field(default=None, description="runs of the claim's series that `value` is the median of "
+                                                        "(null: written before verdicts over runs)")
+    range: list[float] | None = Field(default=None, description="lowest and highest figure over those runs")
+    drift: float | None = Field(default=None, description="relative move of the latest run from the series median, "
+                                                          "set only when outside the run-to-run band")
+    provisional: bool = Field(default=False, description="fewer runs than a verdict needs (3): not verified")
+    gates: list[GateView] = Field(default_factory=list, description="gates that refused the figure (value is then null)")
 
 
 class ClaimView(_Out):

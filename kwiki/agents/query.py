@@ -9,17 +9,23 @@ Filters combine with AND. Within `--tag`, every tag must match unless `--any` is
   ``sm_90a`` pages run on sm_90 GPUs (H100, H200) and match ``--arch sm_90``, ``sm_100a``
   pages do not; family pages (``sm_100f``) match later minors of the same major; generic
   pages (``sm_80``) match every later GPU. A page that names no architecture is not matched.
-* ``--type T``: the page type, exactly (technique, kernel, pattern, ...).
+* ``--type T``: the page type, exactly (technique, kernel, pattern, ...); a name that is not a
+  page type is a usage error.
 * ``--evidence L``: effective evidence level at least L on spec < source-reported <
   measured < verified (kwiki's measurements block wins over what the author wrote).
 * ``--op OP``: one of the page's ``applies_to_ops``, case-insensitive.
-* ``--verified-on GPU``: the page has measurements on a GPU whose name contains GPU,
-  case-insensitive (``--verified-on h200`` finds "NVIDIA H200").
+* ``--verified-on GPU``: the page has measurements on a GPU whose name contains the words of
+  GPU, whole and in order, case-insensitive (``--verified-on h200`` finds "NVIDIA H200",
+  ``--verified-on h20`` does not).
 * ``--text WORDS``: full-text search (SQLite FTS5, Porter stemming) over titles, summaries,
   tags and bodies; every word must occur; results are ranked by BM25 with a title weighing
   10 times, a summary or tag 4 times, what the body says. Without ``--text`` results are
   sorted by id.
 * ``--limit N``: at most N results (0: all); ``total`` in the JSON says how many matched.
+
+Bounds, so that no query can take the index hostage: ``--text`` at most `MAX_TEXT_CHARS`
+characters and `MAX_TEXT_WORDS` distinct words, at most `MAX_TAGS` tags, ``--limit`` at most
+`MAX_LIMIT`; more is a usage error (a tool error over MCP).
 
 Output is JSON when stdout is not a terminal or with ``--json`` (schema/query.schema.json),
 a table otherwise. This module runs on every query: it imports neither pydantic nor yaml,
@@ -28,19 +34,23 @@ and prints what the index stored when it read the pages.
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from kwiki import SCHEMA_VERSION
-from kwiki.agents.index import with_index
+from kwiki.agents.index import Damaged, crc, stored_json, with_index
 from kwiki.core.errors import UsageError
 
 # BM25 column weights: title, summary, tags, body (the order of the fts table's columns)
 RANK = "bm25(fts, 10.0, 4.0, 4.0, 1.0)"
 _WORD = re.compile(r"[^\W_]+")  # letters and digits, as FTS5's unicode61 tokenizer splits words
+_GPU_WORD = re.compile(r"[a-z0-9]+")
+MAX_TEXT_CHARS = 1000
+MAX_TEXT_WORDS = 64
+MAX_TAGS = 64
+MAX_LIMIT = 1_000_000
 
 
 class Query:
@@ -77,15 +87,23 @@ def normalize_tag(text: str) -> str:
 
 def fts_query(words: str) -> str:
     """FTS5 query text in which every word must occur; never a syntax error, whatever `words` holds."""
-    tokens = _WORD.findall(words)
+    if len(words) > MAX_TEXT_CHARS:
+        raise UsageError(f"--text: the search text is {len(words)} characters long; a search takes at most "
+                         f"{MAX_TEXT_CHARS} characters ({MAX_TEXT_WORDS} words)")
+    tokens = list(dict.fromkeys(t.lower() for t in _WORD.findall(words)))  # FTS5 folds case; a repeat adds nothing
     if not tokens:
         raise UsageError(f"--text {words!r}: no words to search for")
+    if len(tokens) > MAX_TEXT_WORDS:
+        raise UsageError(f"--text: the search text has {len(tokens)} different words; a search takes at most "
+                         f"{MAX_TEXT_WORDS}")
     return " ".join('"' + t.replace('"', '""') + '"' for t in tokens)
 
 
 def _where(conn: sqlite3.Connection, q: Query) -> tuple[list[str], list[Any]]:
     where: list[str] = []
     params: list[Any] = []
+    if len(q.tags) > MAX_TAGS:
+        raise UsageError(f"--tag: {len(q.tags)} tags given; a query takes at most {MAX_TAGS}")
     tags = sorted({normalize_tag(t) for t in q.tags if t.strip()})
     if tags:
         marks = ",".join("?" * len(tags))
@@ -105,10 +123,10 @@ def _where(conn: sqlite3.Connection, q: Query) -> tuple[list[str], list[Any]]:
         params += archs
     if q.type:
         where.append("p.type = ?")
-        params.append(q.type.strip().lower())
+        params += _page_types(conn, [q.type])
     if q.types:
         where.append(f"p.type IN ({','.join('?' * len(q.types))})")
-        params += [t.strip().lower() for t in q.types]
+        params += _page_types(conn, q.types)
     if q.evidence:
         from kwiki.wiki.evidence import EvidenceLevel
 
@@ -123,9 +141,37 @@ def _where(conn: sqlite3.Connection, q: Query) -> tuple[list[str], list[Any]]:
         where.append("p.pk IN (SELECT page FROM facets WHERE kind = 'op' AND value = ?)")
         params.append(q.op.strip().lower())
     if q.verified_on:
-        where.append("p.pk IN (SELECT page FROM facets WHERE kind = 'gpu' AND instr(value, ?) > 0)")
-        params.append(q.verified_on.strip().lower())
+        want = _GPU_WORD.findall(q.verified_on.lower())
+        if not want:
+            raise UsageError(f"--verified-on {q.verified_on!r}: no GPU name to look for")
+        known = [row[0] for row in conn.execute("SELECT DISTINCT value FROM facets WHERE kind = 'gpu'")]
+        gpus = sorted(g for g in known if _has_words(_GPU_WORD.findall(g), want))
+        where.append(f"p.pk IN (SELECT page FROM facets WHERE kind = 'gpu' AND value IN ({','.join('?' * len(gpus))}))")
+        params += gpus
     return where, params
+
+
+def _has_words(words: list[str], want: list[str]) -> bool:
+    """Whether `want` occurs in `words` as a run of whole words ('h200' in 'nvidia h200', 'h20' not)."""
+    n = len(want)
+    return any(words[i : i + n] == want for i in range(len(words) - n + 1))
+
+
+def _page_types(conn: sqlite3.Connection, names: list[str]) -> list[str]:
+    """`names` as page types; a name that is no page type is a usage error that lists them."""
+    wanted = [name.strip().lower() for name in names]
+    present = {row[0] for row in conn.execute("SELECT DISTINCT type FROM pages")}
+    if all(name in present for name in wanted):
+        return wanted
+    from kwiki.core.suggest import did_you_mean
+    from kwiki.wiki.model import PageType  # only when no indexed page has the type: the model is slow to import
+
+    valid = [t.value for t in PageType]
+    for name, given in zip(wanted, names):
+        if name not in valid:
+            raise UsageError(f"--type {given!r}: not a page type (one of: {', '.join(valid)})"
+                             + did_you_mean(name, valid))
+    return wanted
 
 
 def search_conn(conn: sqlite3.Connection, q: Query, *, raw: bool = False) -> dict[str, Any]:
@@ -133,8 +179,8 @@ def search_conn(conn: sqlite3.Connection, q: Query, *, raw: bool = False) -> dic
 
     With `raw`, each result is left as the JSON text the index stored (for `render_json`).
     """
-    if q.limit < 0:
-        raise UsageError(f"--limit {q.limit}: must be 0 (no limit) or more")
+    if not 0 <= q.limit <= MAX_LIMIT:
+        raise UsageError(f"--limit {q.limit}: must be 0 (no limit) to {MAX_LIMIT}")
     where, params = _where(conn, q)
     if q.text:
         source = "pages p JOIN fts ON fts.rowid = p.pk"
@@ -152,13 +198,18 @@ def search_conn(conn: sqlite3.Connection, q: Query, *, raw: bool = False) -> dic
         total = conn.execute(f"SELECT count(*) FROM {source}{condition}", params).fetchone()[0]
     else:
         total = len(hits)
-    stored: dict[int, str] = {}
+    stored: dict[int, tuple[str, int]] = {}
     for i in range(0, len(hits), 500):
         chunk = hits[i : i + 500]
         marks = ",".join("?" * len(chunk))
-        stored.update(conn.execute(f"SELECT pk, result FROM views WHERE pk IN ({marks})", chunk).fetchall())
-    texts = [stored[pk] for pk in hits]
-    results = texts if raw else [json.loads(text) for text in texts]
+        stored.update((pk, (text, sum_)) for pk, text, sum_ in
+                      conn.execute(f"SELECT pk, result, crc FROM views WHERE pk IN ({marks})", chunk))
+    if raw:  # pasted as they are: each must be what the index wrote (a damaged index is rebuilt)
+        results = [stored[pk][0] for pk in hits]
+        if any(crc(text) != sum_ for text, sum_ in stored.values()):
+            raise Damaged("a stored query result does not match its checksum")
+    else:
+        results = [stored_json(stored[pk][0]) for pk in hits]
     return {"schema_version": SCHEMA_VERSION, "total": total, "results": results}
 
 

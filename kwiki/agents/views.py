@@ -9,11 +9,14 @@ A claim is shown the same way everywhere::
 
     {"id", "statement", "metric", "unit",
      "claimed":  {"text", "value", "tolerance", "at_least", "at_most", "expect"},
-     "measured": {"value", "unit", "spread", "change", "detail", "provenance"} | null,
+     "measured": {"value", "unit", "spread", "change", "detail", "provenance",
+                  "runs", "range", "drift", "provisional", "gates"} | null,
      "verdict": "reproduced" | ... | null, "gpu": str | null, "date": str | null}
 
 `measured` is null until `kwiki verify` has written a measurement for the claim;
-`verdict`, `gpu` and `date` come from that measurement (the latest one).
+`verdict`, `gpu` and `date` come from that measurement (the latest one). Its `value` is the median
+over the `runs` of the claim's series (`range`: the lowest and highest run); fewer than 3 runs and it
+is `provisional`; `gates` lists the gates that refused its figure (then `value` is null).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kwiki import SCHEMA_VERSION
+from kwiki.wiki.verdict import RUNS
 
 if TYPE_CHECKING:
     from kwiki.wiki.model import Claim, MeasuredClaim, Measurements, PageMeta
@@ -48,6 +52,11 @@ def measured_view(measured: MeasuredClaim | None) -> dict[str, Any] | None:
         "change": measured.change,
         "detail": measured.detail,
         "provenance": prov.model_dump(mode="json", exclude_none=True) if prov is not None else None,
+        "runs": measured.runs,
+        "range": list(measured.range) if measured.range is not None else None,
+        "drift": measured.drift,
+        "provisional": measured.runs is not None and measured.runs < RUNS,
+        "gates": [g.model_dump() for g in measured.gates or []],
     }
 
 

@@ -17,6 +17,7 @@ from kwiki.core.errors import KwikiError
 
 # command -> "module:function(args) -> int"
 HANDLERS = {
+    "new": "kwiki.cli.new:run",
     "check": "kwiki.cli.check:run",
     "schema": "kwiki.cli.schema:run",
     "verify": "kwiki.cli.verify:run",
@@ -55,9 +56,23 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile-only", action="store_true", help="build everything, run nothing")
     p.add_argument("--no-write", action="store_true", help="do not write pages or the results store")
     p.add_argument("--jobs", type=int, default=0, help="parallel builds (default: CPU count)")
+    p.add_argument("--until-runs", type=_runs, metavar="N",
+                   help="run only the artifacts whose series have fewer than N runs in results/ (any session)")
+    p.add_argument("--require-gpu", action="store_true",
+                   help="exit 2 when no GPU is found (CI on GPU runners); without it a GPU-less machine only builds")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     _json_arg(p)
     _root_arg(p)
+
+
+def _runs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} runs: give at least 1")
+    return n
 
 
 def _show_args(p: argparse.ArgumentParser) -> None:
@@ -92,11 +107,21 @@ def _build_args(p: argparse.ArgumentParser) -> None:
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
     _root_arg(p)
-    p.add_argument("--dev-addr", default="127.0.0.1:8000")
+    p.add_argument("--dev-addr", default="127.0.0.1:8000", type=_dev_addr)
+
+
+def _dev_addr(text: str) -> str:
+    host, _, port = text.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT with a port from 1 to 65535, "
+                                         "such as 127.0.0.1:8000")
+    return text
 
 
 # command -> (help, options); the order is `kwiki --help`'s
 COMMANDS = {
+    "new": ("write a skeleton page or artifact that passes kwiki check",
+            lambda p: importlib.import_module("kwiki.cli.new").options(p)),
     "check": ("validate pages: schema, ids, references, links, artifact paths", _check_args),
     "schema": ("write the JSON Schema files generated from the models", _schema_args),
     "verify": ("build, run, check and time artifacts; write measured numbers back", _verify_args),
@@ -135,17 +160,55 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kwiki {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code
     except ModuleNotFoundError as exc:
-        missing = exc.name or "a module"
-        print(f"kwiki {args.command}: needs {missing!r}, which is not installed", file=sys.stderr)
+        print(f"kwiki {args.command}: {_missing(exc.name)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"kwiki {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the machine, not kwiki: a file where a folder should be, a full disk, a busy port
+        if os.environ.get("KWIKI_DEBUG"):
+            raise
+        print(f"kwiki {args.command}: {_os_problem(exc)}", file=sys.stderr)
+        return 2
     except Exception as exc:  # the last line of defence: one line, never a traceback
         if os.environ.get("KWIKI_DEBUG"):
             raise
         print(f"kwiki {args.command}: internal error: {type(exc).__name__}: {exc} "
               "(set KWIKI_DEBUG=1 for a traceback)", file=sys.stderr)
         return 2
+
+
+# top-level package of a module an optional extra installs -> that extra (pyproject.toml)
+EXTRAS = {"mkdocs": "site", "material": "site", "nh3": "site", "pymdownx": "site", "markdown": "site",
+          "mcp": "mcp"}
+
+
+def _missing(name: str | None) -> str:
+    top = (name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        return f"needs {name or 'a module'!r}, which is not installed"
+    return (f"needs {name!r}, which comes with kwiki's '{extra}' extra: "
+            f"pip install -e '.[{extra}]' (from a checkout) or pip install 'kwiki[{extra}]'")
+
+
+def _os_problem(exc: OSError) -> str:
+    """One line for an error of the operating system, naming the path that is in the way."""
+    why = exc.strerror or str(exc)
+    if exc.filename is None:
+        return why
+    path = os.fsdecode(exc.filename)
+    if isinstance(exc, (NotADirectoryError, FileExistsError)):
+        # the nearest existing part of the path that is not a folder is what blocks it
+        part = path
+        while part and part != os.path.dirname(part):
+            if os.path.lexists(part) and not os.path.isdir(part):
+                if part != path or isinstance(exc, NotADirectoryError):
+                    return f"{part} is a file where kwiki needs a directory (move it away)"
+                break
+            part = os.path.dirname(part)
+    if isinstance(exc, IsADirectoryError):
+        return f"{path} is a directory where kwiki needs a file (move it away)"
+    return f"{path}: {why}"

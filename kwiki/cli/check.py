@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from kwiki.verify.storelines import store_problems
 from kwiki.wiki.catalog import find_root
 from kwiki.wiki.check import check
 
@@ -12,6 +13,8 @@ from kwiki.wiki.check import check
 def run(args: argparse.Namespace) -> int:
     root = find_root(args.root)
     report = check(root, strict=args.strict)
+    stored = store_problems(root)  # lines of results/ that verify and build skip
+    report.problems = sorted(report.problems + [p._replace(severity="error") if args.strict else p for p in stored])
     if args.json:
         print(json.dumps(report.as_json(), indent=2, sort_keys=True))
     else:

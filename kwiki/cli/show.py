@@ -44,6 +44,12 @@ def render_text(doc: dict[str, Any]) -> str:
             measured = "-"
             if m is not None and m["value"] is not None:
                 measured = f"{m['value']:g} {m['unit'] or c['unit']}"
+                if m.get("runs"):  # the median over its series' runs, with their range
+                    low, high = m.get("range") or (m["value"], m["value"])
+                    runs = f"{m['runs']} runs {low:g}-{high:g}" if m["runs"] > 1 else "1 run"
+                    measured += f" ({runs}{', provisional' if m.get('provisional') else ''})"
+            elif m is not None and m.get("gates"):
+                measured = "refused by gate " + ", ".join(g["name"] for g in m["gates"])
             rows.append([c["id"], c["claimed"]["text"], measured, c["verdict"] or "not measured", c["gpu"] or "-", c["date"] or "-"])
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]

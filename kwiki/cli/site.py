@@ -5,23 +5,17 @@ from __future__ import annotations
 import logging
 import shutil
 import sys
-from pathlib import Path
 
 from kwiki.core.errors import UsageError
-from kwiki.site.stage import SERVE_DIR, SiteError, build_site, live_server
+from kwiki.site.stage import SERVE_DIR, SiteError, build_site, live_server, output_dir
 from kwiki.wiki.catalog import find_root
 
 log = logging.getLogger("kwiki.site")
 
 
-def _site_dir(root: Path, value: str) -> Path:
-    path = Path(value)
-    return (path if path.is_absolute() else root / path).resolve()
-
-
 def run_build(args) -> int:
     root = find_root(args.root)
-    site_dir = _site_dir(root, args.site_dir)
+    site_dir = output_dir(root, args.site_dir)  # UsageError (exit 2) for a folder a build must not empty
     try:
         report = build_site(root, site_dir, strict=True)
     except SiteError as exc:

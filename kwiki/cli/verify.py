@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 
+from kwiki.core.proc import Stopped, stop_on_signals
 from kwiki.verify import tables
 from kwiki.verify.pipeline import Report, verify
 from kwiki.wiki.catalog import find_root
@@ -27,16 +28,27 @@ class Progress:
 def run(args: argparse.Namespace) -> int:
     root = find_root(args.root)
     progress = Progress(args.quiet)
-    report = verify(root, ids=args.pages, tags=args.tag, arch=args.arch, compile_only=args.compile_only,
-                    write=not args.no_write, jobs=args.jobs, progress=progress)
+    try:
+        with stop_on_signals():  # Ctrl-C, SIGTERM, SIGHUP: kill every artifact process, then stop
+            report = verify(root, ids=args.pages, tags=args.tag, arch=args.arch, compile_only=args.compile_only,
+                            write=not args.no_write, jobs=args.jobs, progress=progress,
+                            until_runs=args.until_runs, require_gpu=args.require_gpu)
+    except Stopped as exc:
+        print(f"kwiki verify: stopped by {exc}; every artifact process it started was killed", file=sys.stderr)
+        return 128 + exc.signum
+    nothing = report.nothing_verified(compile_only=args.compile_only, until_runs=args.until_runs)
     if args.json:
-        print(tables.dumps(report.as_json()))
+        doc = report.as_json()
+        if nothing:
+            doc["ok"] = False
+            doc["notes"] = [*doc["notes"], nothing]
+        print(tables.dumps(doc))
     else:
-        _print_human(report)
-    return 0 if report.ok else 1
+        _print_human(report, nothing)
+    return 0 if report.ok and not nothing else 1
 
 
-def _print_human(report: Report) -> None:
+def _print_human(report: Report, nothing: str | None = None) -> None:
     for p in report.problems:
         print(p.format())
     measured = [c for c in report.claims if c.verdict not in NOT_MEASURED]
@@ -45,12 +57,16 @@ def _print_human(report: Report) -> None:
     why = tables.details(measured)
     if why:
         print("\n" + why)
+    gates = tables.gates_section(report.gating)
+    if gates:
+        print("\n" + gates)
     not_run: dict[str, int] = {}
     for c in report.claims:
         if c.verdict == Verdict.not_run:
             not_run[c.detail] = not_run.get(c.detail, 0) + 1
     for detail, n in sorted(not_run.items()):
         print(f"{n} claims {detail}")
+    _print_not_testable(report)
     built = sum(1 for b in report.builds if b.ok)
     cached = sum(1 for b in report.builds if b.cached)
     runs = sum(len(v) for v in report.outcomes.values())
@@ -58,12 +74,30 @@ def _print_human(report: Report) -> None:
     for c in report.claims:
         counts[c.verdict.value] = counts.get(c.verdict.value, 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-    print(f"\nkwiki verify: {'ok' if report.ok else 'FAILED'}: {len(report.plan.pages)} pages, "
+    state = "FAILED" if not report.ok else ("NOTHING VERIFIED" if nothing else "ok")
+    print(f"\nkwiki verify: {state}: {len(report.plan.pages)} pages, "
           f"{len(report.builds)} builds ({built} ok, {cached} cached), {runs} runs; claims: {summary or 'none'}")
-    for note in report.notes:
+    for note in [*report.notes, *([nothing] if nothing else [])]:
         print(f"  note: {note}")
     if report.written:
         print(f"  wrote {len(report.written)} pages and results/ (run {report.run_id})")
     s = report.seconds
     print(f"  time: {s['total']:.1f} s total, builds {s['build_wall']:.1f} s, runs {s['run']:.1f} s, "
           f"kwiki overhead {s['kwiki_overhead_per_artifact']:.2f} s per artifact")
+
+
+NOT_TESTABLE_SHOWN = 3  # claims named per reason; --json lists every one
+
+
+def _print_not_testable(report: Report) -> None:
+    """Which claims are not-testable and why, a few per reason."""
+    by_reason: dict[str, list[str]] = {}
+    for c in report.claims:
+        if c.verdict == Verdict.not_testable:
+            reason = (c.detail or "no reason given").rsplit("; ", 1)[-1]  # not the claim's own source
+            by_reason.setdefault(reason, []).append(f"{c.page}:{c.claim}")
+    for reason, claims in sorted(by_reason.items()):
+        shown = ", ".join(claims[:NOT_TESTABLE_SHOWN])
+        hidden = len(claims) - NOT_TESTABLE_SHOWN
+        more = f" and {hidden} more (--json lists them)" if hidden > 0 else ""
+        print(f"{len(claims)} not-testable ({reason}): {shown}{more}")

@@ -21,10 +21,13 @@ class Problem(NamedTuple):
     severity: Severity = "error"
 
     def format(self) -> str:
-        where = f"{self.path}:{self.line}" if self.line else self.path
-        field = f" {self.field}:" if self.field else ""
+        """One line, whatever the path, field or message hold: a file named 'x.md\\nwiki/y.md:1: ...'
+        cannot print a line that looks like a problem of another page."""
+        path = printable(self.path)
+        where = f"{path}:{self.line}" if self.line else path
+        field = f" {printable(self.field)}:" if self.field else ""
         tag = "" if self.severity == "error" else " (warning)"
-        return f"{where}:{field} {self.message}{tag}"
+        return f"{where}:{field} {printable(self.message)}{tag}"
 
     def as_json(self) -> dict:
         return {
@@ -34,6 +37,22 @@ class Problem(NamedTuple):
             "message": self.message,
             "severity": self.severity,
         }
+
+
+def printable(text: str) -> str:
+    """`text` with every character that is not printable escaped (line breaks, other control and
+    format characters, bidi overrides); a byte of a name that is not UTF-8 shows as \\xNN."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable():
+            out.append(ch)
+        elif 0xDC80 <= ord(ch) <= 0xDCFF:  # os.fsdecode's stand-in for an undecodable byte
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
 
 
 class KwikiError(Exception):

@@ -113,6 +113,8 @@ def write_exports(site_dir: Path, pages: list[SitePage], site_name: str, descrip
                   run: LastRun | None, directory_urls: bool = True) -> None:
     """Write llms.txt, index.json and every page's Markdown source into the built site."""
     for p in pages:
+        if p.page.fm is None:
+            continue  # not read: a link that leads out, a pipe, a device, bytes that are no page
         target = site_dir / p.rel
         target.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(target, p.page.file.read_bytes())

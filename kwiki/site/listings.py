@@ -29,9 +29,12 @@ ARCHITECTURES = f"{INDEX_DIR}/architectures.md"
 TAGS = f"{INDEX_DIR}/tags.md"
 HOME = "index.md"
 HOME_ROWS = 12
-STATE_ORDER = [State.verified, State.measured, State.drifted, State.not_reproduced, State.not_measured]
+STATE_ORDER = [State.verified, State.provisional, State.measured, State.drifted, State.not_reproduced,
+               State.not_measured]
 SECTION = {
     State.verified: ("Verified", "kwiki reproduced every claim that could run."),
+    State.provisional: ("Provisional", "kwiki measured these pages on fewer runs than a verdict needs (3); "
+                                       "not verified yet."),
     State.measured: ("Measured", "kwiki measured these pages; not every claim could be reproduced on the GPU used."),
     State.drifted: ("Drifted", "a figure moved beyond the noise since the previous run on the same GPU model, "
                                "or a claim that passed before fails now."),

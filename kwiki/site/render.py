@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kwiki.core.errors import ManifestError
 from kwiki.core.numbers import fmt
+from kwiki.core.paths import inside, within
 from kwiki.verify import tables
 from kwiki.verify.standing import Standing
 from kwiki.wiki.model import MeasuredClaim, PageMeta
@@ -102,9 +103,15 @@ def _fence(text: str, lang: str, indent: str = "") -> str:
     return "\n".join(indent + line if line else line for line in lines) + "\n"
 
 
-def source_block(path: Path, shown_as: str) -> str:
-    """A collapsed admonition holding one file, highlighted by its extension."""
+def source_block(root: Path, path: Path, shown_as: str) -> str:
+    """A collapsed admonition holding one file of the repository, highlighted by its extension.
+
+    A file that is not inside `root` once links are resolved (a committed link that leads out)
+    is named, never read (the containment rule).
+    """
     title = html_text(shown_as).replace('"', "&quot;")
+    if not within(root, path):
+        return f'!!! failure "{title}"\n\n    Not published: a link that leads out of the repository.\n\n'
     data = path.read_bytes()
     if len(data) > MAX_SOURCE_BYTES:
         return f'??? warning "{title}"\n\n    {len(data)} bytes, too large to show here.\n\n'
@@ -152,8 +159,8 @@ def _manifest_section(root: Path, rel: str) -> str:
     lines += ["Build (from the repository root):", "", _fence("\n".join(build_lines(manifest, rel)), "sh")]
     b = manifest.build
     files = [*b.sources, *b.headers, *([b.script] if b.script else [])]
-    blocks = [source_block(directory / f, f"{rel}/{f}") for f in dict.fromkeys(files)]
-    blocks.append(source_block(directory / MANIFEST, f"{rel}/{MANIFEST}"))
+    blocks = [source_block(root, directory / f, f"{rel}/{f}") for f in dict.fromkeys(files)]
+    blocks.append(source_block(root, directory / MANIFEST, f"{rel}/{MANIFEST}"))
     return "\n".join(lines) + "\n" + "".join(blocks)
 
 
@@ -165,16 +172,19 @@ def artifact_section(root: Path, meta: PageMeta) -> str:
         return ""
     out = ['<div class="kw-artifacts" markdown>', "", "## Artifact sources", ""]
     for key, rel in sorted(meta.artifacts.items()):
+        why = inside(root, rel, must_exist=False)  # before stripping: '/' must stay absolute
         rel = rel.rstrip("/")
         path = root / rel
         out += [f"### {md_text(key)}: `{rel}`" if "`" not in rel else f"### {md_text(key)}", ""]
-        if (path / MANIFEST).is_file():
+        if why:
+            out.append(f'!!! failure "not published"\n\n    {md_text(why)}.\n')
+        elif (path / MANIFEST).is_file():
             out.append(_manifest_section(root, rel))
         elif path.is_file():
-            out.append(source_block(path, rel))
+            out.append(source_block(root, path, rel))
         elif path.is_dir():
             files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in LANGUAGES)
-            out.append("".join(source_block(p, f"{rel}/{p.name}") for p in files[:20]))
+            out.append("".join(source_block(root, p, f"{rel}/{p.name}") for p in files[:20]))
         else:
             out.append(f'!!! failure "missing artifact"\n\n    {md_text(rel)} does not exist.\n')
     out += ["</div>", ""]
@@ -218,6 +228,7 @@ STYLESHEET = """\
 .kw-ev-verified { background: #2e7d32; }
 .kw-state-verified, .kw-v-pass { background: #2e7d32; }
 .kw-state-measured { background: #1565c0; }
+.kw-state-provisional { background: #5c6bc0; }
 .kw-state-drifted, .kw-v-error { background: #e65100; }
 .kw-state-not-reproduced, .kw-v-fail { background: #c62828; }
 .kw-state-not-measured, .kw-v-none { background: #9e9e9e; }

@@ -5,10 +5,12 @@ every page gets its header (architectures, evidence, what the last run found), i
 its charts (SVG files drawn by kwiki) and its artifact sources; the indexes (evidence,
 architectures, tags) and the home page's state of the wiki are generated pages there too. MkDocs
 with Material then builds that directory as plain Markdown, strict, and kwiki adds `llms.txt`,
-`index.json` and every page's Markdown source to the result. No MkDocs plugin of kwiki's is
-involved, so the same staged directory builds with Material's successor later. Finally every
-HTML and CSS file is checked for resources fetched from another host: viewing a page must not
-send a request off the machine.
+`index.json` and every page's Markdown source to the result. The staged directory needs no MkDocs
+plugin of kwiki's, so it builds with Material's successor later; kwiki's own build adds one plugin
+object in-process, the sanitiser (`sanitize.py`): every page's rendered content goes through an
+allow-list, so no page's script runs on the site. Finally every HTML and CSS file is checked for
+resources fetched from another host and for `<base>`: viewing a page must not send a request off
+the machine.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from kwiki.core.errors import KwikiError, ManifestError
+from kwiki.core.errors import KwikiError, ManifestError, UsageError
+from kwiki.core.paths import inside, links_out
 from kwiki.core.writefile import write_atomic
 from kwiki.site import charts
 from kwiki.site.listings import (
@@ -49,7 +52,8 @@ from kwiki.site.render import (
     html_text,
     problems_note,
 )
-from kwiki.verify.history import ClaimRow, RecordRow, gpu_slug, read_all
+from kwiki.site.sanitize import Sanitizer, remote_in_css, remote_in_html
+from kwiki.verify.history import RESULTS_DIR, ClaimRow, RecordRow, gpu_slug, read_all
 from kwiki.verify.standing import claim_rows_by_page, standing
 from kwiki.wiki.catalog import ARTIFACTS_DIR, WIKI_DIR, load_wiki
 
@@ -57,6 +61,9 @@ log = logging.getLogger(__name__)
 
 STAGE_DIR = ".kwiki/site"
 SERVE_DIR = ".kwiki/serve"
+SITE_MARK = ".kwiki-site"  # in every output directory kwiki built (MkDocs keeps dot-files when it empties one)
+# the repository's own folders, present or not: no build may write its site there
+OWN_FOLDERS = (WIKI_DIR, ARTIFACTS_DIR, RESULTS_DIR, "schema", "kwiki", "tests", "bench", ".git", ".kwiki")
 ASSETS = "assets/kwiki"
 CSS = f"{ASSETS}/kwiki.css"
 BASE_CONFIG = "mkdocs.yml"
@@ -68,13 +75,6 @@ VALIDATION = {"links": {"not_found": "warn", "absolute_links": "warn", "unrecogn
 _H1 = re.compile(r"^#\s+\S")
 _SCRIPT = re.compile(r"<(/?)(script|iframe|object|embed)\b", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*(```|~~~)")
-RESOURCE_TAGS = frozenset({"script", "img", "iframe", "audio", "video", "source", "embed", "object", "link", "track",
-                           "input", "image", "use"})
-_URL_VALUE = re.compile(r"""=\s*["']?\s*((?:[hH][tT][tT][pP][sS]?:)?//[^"'\s>]+)""")  # fast: no leading \b, no re.I
-_URL_ATTR = re.compile(r"""\b(?:src|href|data|srcset|poster)\s*$""", re.I)
-_TAG_NAME = re.compile(r"<\s*([a-zA-Z][a-zA-Z0-9]*)")
-_PASSIVE_LINK = re.compile(r"""\brel\s*=\s*["']?(canonical|alternate)""", re.I)
-_EXTERNAL_CSS = re.compile(r"""(?:url\(\s*["']?|@import\s+["'])\s*((?:https?:)?//[^"')\s]+)""", re.I)
 
 
 class SiteError(KwikiError):
@@ -111,10 +111,11 @@ def _artifact(ctx: _Context, rel: str) -> tuple[str, list[str], str | None]:
     """The name the results store uses for an artifact, its variants in manifest order, its baseline."""
     from kwiki.wiki.manifest import MANIFEST, load_manifest
 
+    refused = inside(ctx.root, rel, must_exist=False)  # the containment rule: never read what lies outside
     rel = rel.rstrip("/")
     if rel not in ctx.manifests:
         ctx.manifests[rel] = (Path(rel).name, [], None)
-        if (ctx.root / rel / MANIFEST).is_file():
+        if not refused and (ctx.root / rel / MANIFEST).is_file():
             try:
                 m = load_manifest(ctx.root / rel, ctx.root)
                 ctx.manifests[rel] = (m.name, [v.name for v in m.variants], m.baseline)
@@ -172,7 +173,11 @@ def _history(ctx: _Context, sp: SitePage, rows: list[ClaimRow]) -> str:
 
 
 def _neutral(lines: list[str]) -> list[str]:
-    """Author lines with raw <script>, <iframe>, <object>, <embed> tags shown as text (code fences untouched)."""
+    """Author lines with raw <script>, <iframe>, <object>, <embed> tags shown as text (code fences untouched).
+
+    A courtesy to the reader, not the defense: the sanitiser (`sanitize.clean`) is what keeps every
+    other tag, attribute and URL of a page's HTML to its allow-list.
+    """
     out, fence = [], None
     for line in lines:
         m = _FENCE.match(line)
@@ -282,9 +287,16 @@ def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki"
             records.setdefault(row.artifact, []).append(row)
     ctx = _Context(root, records)
     wiki = root / WIKI_DIR
+    refused = set(links_out(root, wiki))  # committed links that lead out (or are broken): never read
+    why = [f"{inside(root, p.relative_to(root).as_posix())}; not published" for p in sorted(refused)]
+    if why and strict:
+        raise SiteError(f"{len(why)} links under {WIKI_DIR}/ break the containment rule (run 'kwiki check')", why)
+    for message in why:
+        log.warning("kwiki: %s", message)
     for path in sorted(wiki.rglob("*")):
         rel = path.relative_to(wiki).as_posix()
-        if path.is_file() and not path.name.endswith(".md") and not any(p.startswith(".") for p in rel.split("/")):
+        if (path not in refused and path.is_file() and not path.name.endswith(".md")
+                and not any(p.startswith(".") for p in rel.split("/"))):
             ctx.files[rel] = path.read_bytes()
     for reserved in (INDEX_DIR + "/", ASSETS + "/"):
         taken = sorted(f for f in [*ctx.files, *(p.rel for p in pages)] if f.startswith(reserved))
@@ -389,54 +401,107 @@ def run_mkdocs(overrides: dict, config_file: Path) -> list[str]:
     collect = _Collect()
     logger = logging.getLogger("mkdocs")
     logger.addHandler(collect)
+    sanitizer = Sanitizer(WIKI_DIR, exempt=ASSETS + "/")
     try:
-        build(load_config(config_file=str(config_file), **overrides))
+        config = load_config(config_file=str(config_file), **overrides)
+        # an object, not an entry point (only kwiki's builds); MkDocs registers its on_* methods
+        config.plugins["kwiki/sanitize"] = sanitizer  # type: ignore[assignment]
+        build(config)
     except MkDocsException as exc:
-        raise SiteError(f"mkdocs: {exc}", collect.messages) from None
+        raise SiteError(f"mkdocs: {exc}", collect.messages + sanitizer.problems) from None
     finally:
         logger.removeHandler(collect)
-    return collect.messages
-
-
-def _remote_in_html(text: str) -> list[str]:
-    out = []
-    for m in _URL_VALUE.finditer(text):
-        if not _URL_ATTR.search(text, max(0, m.start() - 24), m.start()):
-            continue
-        start = text.rfind("<", 0, m.start())
-        tag = text[start : text.find(">", m.end()) + 1]
-        name = _TAG_NAME.match(tag)
-        if name is None or name.group(1).lower() not in RESOURCE_TAGS:
-            continue  # a link to follow (<a href>), not a resource the page loads
-        if name.group(1).lower() == "link" and _PASSIVE_LINK.search(tag):
-            continue
-        out.append(m.group(1))
-    return out + _remote_in_css(text)
-
-
-def _remote_in_css(text: str) -> list[str]:
-    if "url(" not in text and "@import" not in text:  # the common case, found at memchr speed
-        return []
-    return [m.group(1) for m in _EXTERNAL_CSS.finditer(text)]
+    if sanitizer.problems and overrides.get("strict"):
+        raise SiteError(f"{len(sanitizer.problems)} unsafe constructs in pages (removed from the site; the site "
+                        "runs no page's script and fetches nothing from another host)", sanitizer.problems)
+    return collect.messages + sanitizer.problems
 
 
 def remote_resources(site_dir: Path) -> list[str]:
-    """'file: url' for every resource a page would fetch from another host (scripts, styles, images, ...)."""
+    """'file: url' for every resource a page would fetch from another host (scripts, styles, images, ...),
+    and 'file: <base ...>' for a <base> element, which re-points every relative link and script of the page."""
     out = []
     for path in sorted(site_dir.rglob("*")):
-        if path.suffix not in (".html", ".css") or not path.is_file():
+        if path.suffix not in (".html", ".css", ".svg") or not path.is_file():  # SVG: the charts kwiki draws
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         rel = path.relative_to(site_dir).as_posix()
-        found = _remote_in_css(text) if path.suffix == ".css" else _remote_in_html(text)
+        found = remote_in_css(text) if path.suffix == ".css" else remote_in_html(text)
         out += [f"{rel}: {url}" for url in found]
     return out
 
 
+def _built_here(directory: Path) -> bool:
+    """Whether `directory` holds a site kwiki built (its mark, or the agents' files of an older build)."""
+    from kwiki.site.exports import INDEX_JSON, LLMS
+
+    return (directory / SITE_MARK).is_file() or ((directory / LLMS).is_file() and (directory / INDEX_JSON).is_file())
+
+
+def site_dir_problem(root: Path, site_dir: Path) -> str | None:
+    """Why the site must not be built into `site_dir`, or None.
+
+    MkDocs empties its output directory before it writes, so that directory must not be the
+    repository, contain it, be or lie inside one of its own folders (wiki, artifacts, results,
+    ..., any folder at the top of the repository that no kwiki build wrote), nor hold files that
+    no kwiki build wrote; its parent must exist.
+    """
+    empties = "a build empties its output directory first"
+    real_root, site = Path(os.path.realpath(root)), Path(os.path.realpath(site_dir))
+    if site == real_root:
+        return f"is the repository itself; {empties}"
+    if site in real_root.parents:
+        return f"contains the repository; {empties}"
+    if site == real_root / SERVE_DIR:
+        return None  # kwiki serve's own folder
+    own = {name: Path(os.path.realpath(real_root / name)) for name in OWN_FOLDERS}
+    if site.is_relative_to(real_root):
+        top = site.relative_to(real_root).parts[0]
+        if top not in own and (real_root / top).exists() and not _built_here(real_root / top):
+            own[top] = real_root / top
+    for name, folder in sorted(own.items()):
+        if site == folder or folder in site.parents or site in folder.parents:
+            return (f"is, holds or lies inside {name!r}, one of the repository's own folders and files; "
+                    f"{empties} (choose a new folder, such as 'site')")
+    if site.exists() and not site.is_dir():
+        return "is not a directory"
+    if not site.parent.is_dir():
+        return f"its parent directory {site.parent} does not exist"
+    if site.is_dir() and any(site.iterdir()) and not _built_here(site):
+        return f"holds files that no kwiki build wrote; {empties} (empty it, or choose a new folder)"
+    return None
+
+
+def output_dir(root: Path, value: str | Path) -> Path:
+    """The site directory `value` names (relative to the repository root), resolved; UsageError when refused."""
+    path = Path(value)
+    site_dir = Path(os.path.realpath(path if path.is_absolute() else root / path))
+    why = site_dir_problem(root, site_dir)
+    if why:
+        raise UsageError(f"output directory {str(value)!r}: {why}")
+    return site_dir
+
+
+def _mark(site_dir: Path) -> None:
+    """Create `site_dir` and mark it as kwiki's, before MkDocs writes there (a failed build stays rebuildable)."""
+    try:
+        site_dir.mkdir(parents=True, exist_ok=True)
+        if not (site_dir / SITE_MARK).is_file():
+            write_atomic(site_dir / SITE_MARK, b"built by kwiki: each 'kwiki build' empties this directory first\n")
+    except OSError as exc:
+        raise UsageError(f"output directory {str(site_dir)!r}: cannot write there: {exc.strerror or exc}") from None
+
+
 def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport:
-    """Stage, build and finish the site; raises SiteError (with the problems) when anything is wrong."""
+    """Stage, build and finish the site; raises SiteError (with the problems) when anything is wrong.
+
+    UsageError, before anything is written, when `site_dir` is refused (see `site_dir_problem`).
+    """
     from kwiki.site.exports import write_exports
 
+    why = site_dir_problem(root, site_dir)
+    if why:
+        raise UsageError(f"output directory {str(site_dir)!r}: {why}")
     t0 = time.perf_counter()
     stage = root / STAGE_DIR
     base = base_config(root)
@@ -446,6 +511,7 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport
     base = root / BASE_CONFIG
     t1 = time.perf_counter()
     config_file = root / BASE_CONFIG
+    _mark(site_dir)
     warnings = run_mkdocs(overrides, config_file if config_file.is_file() else stage / "base.yml")
     t2 = time.perf_counter()
     write_exports(site_dir, pages, overrides["site_name"], overrides["site_description"], run,

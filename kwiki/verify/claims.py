@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from kwiki.core.arch import parse_arch
+from kwiki.core.strict import Scalar
 from kwiki.verify.build import BuildResult
 from kwiki.verify.env import Gpu
+from kwiki.verify.gates import Gating
 from kwiki.verify.plan import Plan
 from kwiki.verify.record import Record
 from kwiki.verify.run import RunOutcome
-from kwiki.wiki.model import Claim, Metric, Outcome, Selector
-from kwiki.wiki.verdict import MEASURED, OUT_OF_SCOPE, PASSING, Verdict
+from kwiki.wiki.model import Claim, Gate, Metric, Outcome, Selector
 from kwiki.wiki.pages import Page
+from kwiki.wiki.verdict import MEASURED, OUT_OF_SCOPE, PASSING, RUNS, Verdict
 
 # the noise floor below which two figures are not told apart, whatever the run's spread
 MIN_SPREAD = 0.002
@@ -34,6 +37,20 @@ class ClaimResult:
     change: str | None = None
     direction: str = "higher"
     figure: str = ""  # what was measured: 'variant.figure', or 'a.figure / b.figure' for ratios
+    gates: list[Gate] = field(default_factory=list)  # gates its figure's records failed: never passing
+    warnings: list[Gate] = field(default_factory=list)  # gates that warned about them (a wrong roof)
+    # over the runs of its series (kwiki.verify.series); `value` and `spread` stay this run's own
+    series: str | None = None
+    runs: int | None = None  # runs the verdict stands on, this one included
+    median: float | None = None  # the median figure over those runs: what the verdict judged
+    band: float | None = None  # relative run-to-run band: k*MAD over the runs, at least 2% of the median
+    range: tuple[float, float] | None = None  # lowest and highest figure over the runs
+    drift: float | None = None  # this run's relative move from the median, when outside the band
+
+    @property
+    def provisional(self) -> bool:
+        """Judged on fewer runs than a series needs: never shown as verified."""
+        return self.runs is not None and self.runs < RUNS
 
     def as_json(self) -> dict:
         return {
@@ -41,6 +58,11 @@ class ClaimResult:
             "unit": self.unit, "spread": self.spread, "detail": self.detail, "artifact": self.artifact,
             "matches_hardware": self.matches_hardware, "claimed": self.claimed, "change": self.change,
             "figure": self.figure,
+            "gates": [g.model_dump() for g in self.gates], "warnings": [g.model_dump() for g in self.warnings],
+            "series": None if self.series is None else {
+                "key": self.series, "runs": self.runs, "median": self.median, "band": self.band,
+                "range": list(self.range) if self.range else None, "drift": self.drift,
+                "provisional": self.provisional},
         }
 
 
@@ -74,7 +96,14 @@ def judge(claim: Claim, value: float, spread: float | None) -> Verdict:
     return Verdict.reproduced if margin > 0 else Verdict.worse
 
 
-def matches(record: Record, sel: Selector) -> bool:
+class Keyed(Protocol):
+    """What a selector matches: a record of this run, or a stored row of an earlier one."""
+
+    variant: str
+    params: dict[str, Scalar]
+
+
+def matches(record: Keyed, sel: Selector) -> bool:
     if record.variant != sel.variant:
         return False
     for key, want in sel.params.items():
@@ -95,9 +124,9 @@ class _Missing(Exception):
         self.verdict, self.detail = verdict, detail
 
 
-def _figure(outcomes: list[RunOutcome], sel: Selector) -> tuple[float, float | None]:
-    """(value, relative spread) of the selected figure, the spread None when the record has no timing
-    (nothing says how much the figure moves); raises _Missing with a verdict otherwise."""
+def _figure(outcomes: list[RunOutcome], sel: Selector) -> tuple[float, float | None, Record]:
+    """(value, relative spread, record) of the selected figure, the spread None when the record has no
+    timing (nothing says how much the figure moves); raises _Missing with a verdict otherwise."""
     outcome = next((o for o in outcomes if sel.variant in o.variants), None)
     if outcome is None:
         raise _Missing(Verdict.error, f"variant {sel.variant!r} was not run (not in the artifact's manifest?)")
@@ -119,11 +148,12 @@ def _figure(outcomes: list[RunOutcome], sel: Selector) -> tuple[float, float | N
         raise _Missing(Verdict.error, f"record of {sel.variant!r} has no figure {sel.figure!r} "
                                       f"(has: {', '.join(sorted(figures))})")
     spread = record.timing.spread if record.timing else None
-    return figures[sel.figure], spread
+    return figures[sel.figure], spread, record
 
 
 def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str, str], BuildResult],
-                   outcomes: dict[str, list[RunOutcome]], gpu: Gpu | None) -> ClaimResult:
+                   outcomes: dict[str, list[RunOutcome]], gpu: Gpu | None,
+                   gating: Gating | None = None) -> ClaimResult:
     res = ClaimResult(page.id or page.path, claim.id, Verdict.not_testable, unit=claim.unit,
                       claimed=claim.describe(), direction=claim.direction)
     if gpu is not None and claim.conditions.gpu:
@@ -161,9 +191,11 @@ def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str,
     if claim.metric == Metric.outcome:
         return _judge_outcome(res, claim, runs)
     try:
-        value, spread = _figure(runs, m.of)
+        value, spread, record = _figure(runs, m.of)
+        records = [record]
         if m.per is not None:
-            denominator, spread2 = _figure(runs, m.per)
+            denominator, spread2, record2 = _figure(runs, m.per)
+            records.append(record2)
             if denominator == 0:
                 raise _Missing(Verdict.error, f"figure {m.per.figure!r} of {m.per.variant!r} is zero")
             value = value / denominator
@@ -175,7 +207,19 @@ def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str,
     res.verdict = judge(claim, value, spread)
     if not res.matches_hardware:
         res.detail = f"measured on {gpu.name if gpu else '?'}; the claim is stated for {claim.conditions.gpu}"
+    if gating is not None:
+        _gate(res, records, gating)
     return res
+
+
+def _gate(res: ClaimResult, records: list[Record], gating: Gating) -> None:
+    """A figure from a record that failed a gate is never reproduced or better: the claim fails, naming the gate."""
+    for r in records:
+        res.gates += [f.as_gate() for f in gating.failed(r)]
+        res.warnings += [f.as_gate() for f in gating.warnings(r)]
+    if res.gates:
+        res.verdict = Verdict.failed
+        res.detail = "; ".join(f"gate {g.name}: {g.reason}" for g in res.gates)
 
 
 def _describe(sel: Selector) -> str:
@@ -198,13 +242,14 @@ def _judge_outcome(res: ClaimResult, claim: Claim, runs: list[RunOutcome]) -> Cl
     return res
 
 
-def evaluate(plan: Plan, builds: list[BuildResult], outcomes: dict[str, list[RunOutcome]]) -> list[ClaimResult]:
+def evaluate(plan: Plan, builds: list[BuildResult], outcomes: dict[str, list[RunOutcome]],
+             gating: Gating | None = None) -> list[ClaimResult]:
     by_key = {(b.artifact, b.target): b for b in builds}
     results = []
     for page in plan.pages:
         assert page.meta is not None
         for claim in page.meta.claims:
-            results.append(evaluate_claim(page, claim, plan, by_key, outcomes, plan.gpu))
+            results.append(evaluate_claim(page, claim, plan, by_key, outcomes, plan.gpu, gating))
     return results
 
 
@@ -216,4 +261,5 @@ def evidence_for(results: list[ClaimResult]) -> str | None:
     runnable = [r for r in results if r.verdict not in OUT_OF_SCOPE]
     all_pass = all(r.verdict in PASSING for r in runnable)
     on_matching = all(r.matches_hardware for r in runnable)
-    return "verified" if all_pass and on_matching else "measured"
+    settled = not any(r.provisional for r in runnable)  # fewer runs than a series needs: never verified
+    return "verified" if all_pass and on_matching and settled else "measured"

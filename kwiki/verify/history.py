@@ -1,7 +1,8 @@
 """The results store: every measured figure, appended to `results/<gpu-model>.jsonl` (committed).
 
 One line per record of a run (`kind: "record"`) and one per claim verdict (`kind: "claim"`).
-`kwiki verify` compares each new figure with the last run on the same GPU model.
+Each row names its series (kwiki.verify.series): claims are judged over the runs of their series,
+and `kwiki verify` compares each record's time with the last run on the same GPU model.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from kwiki.core.errors import Problem
 from kwiki.core.numbers import round_sig
 from kwiki.core.strict import Scalar
 from kwiki.verify.claims import ClaimResult
+from kwiki.verify.gates import Gating
 from kwiki.verify.plan import Plan
+from kwiki.verify.record import PROTOCOL_VERSION
 from kwiki.verify.run import RunOutcome
-from kwiki.wiki.model import Provenance
+from kwiki.wiki.model import Gate, Provenance
 from kwiki.wiki.verdict import NOT_MEASURED
 
 RESULTS_DIR = "results"
@@ -31,8 +34,10 @@ class Row(Provenance):
 
     store_version: int = STORE_VERSION
     kind: Literal["record", "claim"]
-    run_id: str  # one verify run: '<date>T<time>Z-<short commit>'
+    run_id: str  # one verify run: '<date>T<time>Z-<random hex>-<short commit>'
     artifact: str
+    series: str | None = None  # kwiki.verify.series key; rows written before series have none
+    gates: list[Gate] | None = None  # gates the record (or the claim's figure) failed
 
 
 class RecordRow(Row):
@@ -45,6 +50,8 @@ class RecordRow(Row):
     samples: int | None = None
     passed: bool
     registers: int | None = None
+    protocol: int | None = None  # kwiki.verify.record.PROTOCOL_VERSION of the run
+    bytes_level: str | None = None  # where the record's bytes were moved, when not DRAM
 
 
 class ClaimRow(Row):
@@ -56,6 +63,8 @@ class ClaimRow(Row):
     spread: float | None = None
     verdict: str
     change: str | None = None
+    runs: int | None = None  # runs of the series the verdict stood on
+    median: float | None = None  # the median figure over those runs (`value` is this run's)
 
 
 def gpu_slug(gpu: str) -> str:
@@ -67,22 +76,43 @@ def store_path(root: Path, gpu: str) -> Path:
     return root / RESULTS_DIR / f"{gpu_slug(gpu)}.jsonl"
 
 
-def read_store(path: Path) -> tuple[list[RecordRow | ClaimRow], list[Problem]]:
-    """All valid rows of one store file, and a problem for each line that is not one."""
+def read_store(path: Path, *, warn: bool = True) -> tuple[list[RecordRow | ClaimRow], list[Problem]]:
+    """All valid rows of one store file, and a warning for each line that is not one.
+
+    With `warn`, each such warning is also logged, so that `verify` and `build`, which skip the
+    line, say so (`kwiki check` lists them through kwiki.verify.storelines).
+    """
+    from kwiki.verify.storelines import parse_line, unreadable
+
     rows: list[RecordRow | ClaimRow] = []
     problems: list[Problem] = []
     if not path.exists():
         return rows, problems
-    for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+    for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").split("\n"), 1):
         if not line.strip():
             continue
-        try:
-            data = json.loads(line)
-            model = ClaimRow if data.get("kind") == "claim" else RecordRow
-            rows.append(model.model_validate(data))
-        except (ValueError, AttributeError, ValidationError) as exc:
-            problems.append(Problem(str(path), lineno, "results", f"unreadable result row: {str(exc)[:100]}"))
+        data, problem = parse_line(path, lineno, line)
+        if data is not None:
+            try:
+                rows.append((ClaimRow if data["kind"] == "claim" else RecordRow).model_validate(data))
+            except ValidationError as exc:
+                err = exc.errors(include_url=False)[0]
+                where = ".".join(str(part) for part in err["loc"])
+                problem = unreadable(path, lineno, f"{where}: {err['msg']}" if where else err["msg"])
+        if problem is not None:
+            problems.append(problem)
+    if warn:
+        import logging
+
+        log = logging.getLogger(__name__)
+        for problem in problems:
+            if problem not in _warned:  # a run reads the store more than once: say it once
+                _warned.add(problem)
+                log.warning("kwiki: %s", problem.format())
     return rows, problems
+
+
+_warned: set[Problem] = set()  # the store lines read_store has warned about in this process
 
 
 def read_all(root: Path) -> list[RecordRow | ClaimRow]:
@@ -95,24 +125,20 @@ def read_all(root: Path) -> list[RecordRow | ClaimRow]:
 
 
 def append_rows(path: Path, rows: list[Row]) -> None:
-    """Append rows to a store file atomically (the file is rewritten whole, then renamed)."""
+    """Append rows to a store file atomically (the file is rewritten whole, then renamed).
+
+    Under a lock on the store file, read inside it: concurrent runs never lose each other's rows.
+    """
+    from kwiki.core.lock import hold_replaced
     from kwiki.core.writefile import write_atomic
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    old = path.read_bytes() if path.exists() else b""
-    if old and not old.endswith(b"\n"):
-        old += b"\n"
     new = "".join(json.dumps(r.model_dump(mode="json", exclude_none=True), sort_keys=True) + "\n" for r in rows)
-    write_atomic(path, old + new.encode("utf-8"))
-
-
-def last_claims(rows: list[RecordRow | ClaimRow]) -> dict[tuple[str, str], ClaimRow]:
-    """The latest measured row of each (page, claim)."""
-    out: dict[tuple[str, str], ClaimRow] = {}
-    for row in rows:
-        if isinstance(row, ClaimRow) and row.value is not None:
-            out[(row.page, row.claim)] = row
-    return out
+    with hold_replaced(path):
+        old = path.read_bytes()
+        if old and not old.endswith(b"\n"):
+            old += b"\n"
+        write_atomic(path, old + new.encode("utf-8"))
 
 
 def last_records(rows: list[RecordRow | ClaimRow]) -> dict[tuple[str, str, str], RecordRow]:
@@ -146,37 +172,36 @@ def change(new: float, new_spread: float | None, old: float, old_spread: float |
 
 
 def record_run(root: Path, base: Provenance, run_id: str, date: str, plan: Plan,
-               outcomes: dict[str, list[RunOutcome]], claims: list[ClaimResult], *, write: bool) -> list[dict]:
-    """Compare a run with the last one on this GPU model (setting each claim's `change`), then append
-    its rows to the store when `write`; returns the records whose time moved, with the old time."""
+               outcomes: dict[str, list[RunOutcome]], claims: list[ClaimResult], *, write: bool,
+               series: dict[str, str] | None = None, gating: Gating | None = None) -> list[dict]:
+    """Compare each record with the last run on this GPU model, then append the run's rows (each with
+    its series and failed gates) to the store when `write`; returns the records whose time moved.
+
+    A claim's `change` comes from its series (kwiki.verify.series), not from here."""
     if not outcomes:
         return []
     # every row carries the run's provenance, with the full time of the run as its date
     common = {**base.model_dump(exclude={"artifact_hash"}), "date": date, "run_id": run_id}
     path = store_path(root, common["gpu"])
     old_rows, _ = read_store(path)
-    previous = last_claims(old_rows)
-    for c in claims:
-        if c.value is None:
-            continue
-        prev = previous.get((c.page, c.claim))
-        c.change = "new" if prev is None or prev.value is None else change(
-            c.value, c.spread, prev.value, prev.spread, c.direction)
     changes: list[dict] = []
-    rows = _record_rows(plan, outcomes, common, last_records(old_rows), changes) + _claim_rows(plan, claims, common)
+    rows = (_record_rows(plan, outcomes, common, last_records(old_rows), changes, series or {}, gating)
+            + _claim_rows(plan, claims, common))
     if write and rows:
         append_rows(path, rows)
     return changes
 
 
 def _record_rows(plan: Plan, outcomes: dict[str, list[RunOutcome]], common: dict,
-                 last: dict[tuple[str, str, str], RecordRow], changes: list[dict]) -> list[Row]:
+                 last: dict[tuple[str, str, str], RecordRow], changes: list[dict], series: dict[str, str],
+                 gating: Gating | None) -> list[Row]:
     """One row per record of the run; notes each record's change against its last passing run."""
     rows: list[Row] = []
     for path_key, outs in sorted(outcomes.items()):
         planned = plan.artifacts[path_key]
         for o in outs:
             for r in o.records:
+                failed = [f.as_gate() for f in gating.failed(r)] if gating else []
                 figs = {k: v for k, v in ((k, round_sig(v)) for k, v in r.figures().items()) if v is not None}
                 spread = r.timing.spread if r.timing else None
                 prev = last.get((planned.name, r.variant, json.dumps(r.params, sort_keys=True)))
@@ -190,7 +215,9 @@ def _record_rows(plan: Plan, outcomes: dict[str, list[RunOutcome]], common: dict
                     **common, artifact=planned.name, artifact_hash=planned.hash, target=o.target,
                     variant=r.variant, params=r.params, figures=figs, spread=round_sig(spread, 3),
                     samples=r.timing.samples if r.timing else None, passed=r.check.passed,
-                    registers=int(regs) if isinstance(regs, (int, float)) else None))
+                    registers=int(regs) if isinstance(regs, (int, float)) else None,
+                    series=series.get(path_key), protocol=PROTOCOL_VERSION, gates=failed or None,
+                    bytes_level=r.bytes_level if r.bytes_level != "dram" else None))
     return rows
 
 
@@ -202,6 +229,8 @@ def _claim_rows(plan: Plan, claims: list[ClaimResult], common: dict) -> list[Row
         planned = plan.artifacts.get(c.artifact)
         rows.append(ClaimRow(
             **common, artifact=planned.name if planned else c.artifact, artifact_hash=planned.hash if planned else None,
-            page=c.page, claim=c.claim, value=round_sig(c.value), unit=c.unit, spread=round_sig(c.spread, 3),
-            verdict=c.verdict.value, change=c.change))
+            page=c.page, claim=c.claim, value=None if c.gates else round_sig(c.value), unit=c.unit,
+            spread=None if c.gates else round_sig(c.spread, 3),
+            verdict=c.verdict.value, change=c.change, series=c.series, gates=list(c.gates) or None,
+            runs=c.runs, median=round_sig(c.median)))
     return rows

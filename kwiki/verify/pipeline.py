@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Callable
 
 from kwiki import SCHEMA_VERSION
-from kwiki.core.errors import Problem
+from kwiki.core.errors import EnvironmentProblem, Problem
 from kwiki.verify import env as envmod
-from kwiki.verify import history
-from kwiki.verify.build import BuildResult, build_all
+from kwiki.verify import gates, history, series
+from kwiki.verify.build import BuildJob, BuildResult, build_all
 from kwiki.verify.claims import ClaimResult, evaluate
 from kwiki.verify.plan import Plan, select_pages
 from kwiki.verify.plan import plan as make_plan
-from kwiki.verify.run import RunOutcome, run_artifact
+from kwiki.verify.record import PROTOCOL_VERSION
+from kwiki.verify.run import RunOutcome, gpu_lock, new_run_id, run_artifact
 from kwiki.verify.writeback import write_back
 from kwiki.wiki.catalog import load_wiki
 from kwiki.wiki.model import Provenance
@@ -39,11 +40,28 @@ class Report:
     record_changes: list[dict] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     clocks_after: dict = field(default_factory=dict)
+    gating: gates.Gating = field(default_factory=gates.Gating)
+    series: dict[str, str] = field(default_factory=dict)  # artifact path -> series key
+
+    def nothing_verified(self, *, compile_only: bool, until_runs: int | None) -> str | None:
+        """Why a run that asked for measurements established nothing, or None. On a machine with no GPU
+        at all the run can only build, as `--compile-only` does: that is said in the notes, not failed
+        (`--require-gpu` makes it an error up front, for CI jobs on GPU runners)."""
+        pages = len(self.plan.pages)
+        if not self.plan.artifacts:
+            return f"nothing verified: the {pages} selected page{'s' * (pages != 1)} name no artifact to build or run"
+        could_run = any(a.run_target for a in self.plan.artifacts.values())
+        if compile_only or (self.plan.gpu is None and not could_run):
+            return None if self.builds else "nothing verified: no artifact of the selected pages could be built here"
+        if until_runs is not None or any(self.outcomes.values()):
+            return None
+        return "nothing verified: no artifact of the selected pages ran here (see the notes above)"
 
     @property
     def ok(self) -> bool:
         return (not any(c.verdict in BLOCKING for c in self.claims)
                 and all(b.ok for b in self.builds)
+                and not any(f.fail for _, _, f in self.gating.findings)
                 and not any(p.severity == "error" for p in self.problems))
 
     def as_json(self) -> dict:
@@ -56,9 +74,11 @@ class Report:
             "environment": self.environment.as_json(),
             "gpu": gpu.name if gpu else None,
             "clocks_after": self.clocks_after,
+            "protocol": PROTOCOL_VERSION,
             "artifacts": [{
                 "path": a.path, "name": a.name, "hash": a.hash, "error": a.error, "pages": a.pages,
                 "run_target": a.run_target, "not_run": a.why_not_run, "not_applicable": a.not_applicable,
+                "series": self.series.get(a.path),
             } for a in sorted(self.plan.artifacts.values(), key=lambda a: a.path)],
             "builds": [b.as_json() for b in self.builds],
             "runs": [{
@@ -66,6 +86,7 @@ class Report:
                 "message": o.message, "seconds": round(o.seconds, 3), "log": o.log, "records": len(o.records),
             } for path in sorted(self.outcomes) for o in self.outcomes[path]],
             "claims": [c.as_json() for c in self.claims],
+            "gates": self.gating.as_json(),
             "record_changes": self.record_changes,
             "problems": [p.as_json() for p in self.problems],
             "written": self.written,
@@ -75,7 +96,8 @@ class Report:
 
 
 def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, compile_only: bool,
-           write: bool, jobs: int, progress: Callable[[str], None]) -> Report:
+           write: bool, jobs: int, progress: Callable[[str], None], until_runs: int | None = None,
+           require_gpu: bool = False) -> Report:
     t0 = time.monotonic()
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     wiki = load_wiki(root)
@@ -84,9 +106,16 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
     broken = {page.path for page in pages if any(p.severity == "error" for p in page.problems)}
     pages = [p for p in pages if p.path not in broken and p.meta is not None]
     environment = envmod.capture(root, want_gpu=not compile_only)
-    run_id = now.strftime("%Y%m%dT%H%M%SZ") + (f"-{environment.commit}" if environment.commit else "")
+    if require_gpu and not compile_only and not environment.gpus:
+        raise EnvironmentProblem(f"--require-gpu: no GPU here ({environment.gpu_error or 'NVML saw none'})")
+    run_id = new_run_id(now, environment.commit)
     the_plan = make_plan(wiki, pages, environment, compile_only=compile_only)
+    keys, past = series.keys(the_plan), series.store_rows(the_plan)
     notes = _notes(the_plan, environment, compile_only)
+    if until_runs is not None:
+        skipped = series.until_runs(the_plan, past, keys, until_runs)
+        notes.append(f"--until-runs {until_runs}: {len(skipped)} artifacts whose series have {until_runs} runs "
+                     f"left out" + (f" ({', '.join(skipped)})" if skipped else ""))
     for note in notes:
         progress(note)
     for a in the_plan.artifacts.values():
@@ -97,17 +126,20 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
     t_build = time.monotonic()
     builds = _build_stage(the_plan, environment, root, jobs, progress)
     build_wall = time.monotonic() - t_build
-    outcomes, run_seconds, ran = _run_stage(the_plan, builds, root, run_id, progress)
+    with gpu_lock(the_plan.gpu, root, progress):  # one timing run per GPU, across processes
+        outcomes, run_seconds, ran = _run_stage(the_plan, builds, root, run_id, progress)
 
-    results = evaluate(the_plan, builds, outcomes)
+    gating = gates.check(the_plan, outcomes)
+    results = evaluate(the_plan, builds, outcomes, gating)
+    series.judge_over_runs(the_plan, results, past, keys, run_id)
     report = Report(run_id, now.isoformat(), environment, the_plan, builds, outcomes, results, problems,
-                    notes=notes)
+                    notes=notes + gating.notes, gating=gating, series=keys)
     report.clocks_after = envmod.clocks(the_plan.gpu.index) if the_plan.gpu else {}
     base = _provenance(report, None)
     report.record_changes = history.record_run(root, base, report.run_id, report.date, the_plan, outcomes, results,
-                                               write=write)
+                                               write=write, series=keys, gating=gating)
     if write:
-        written, failed = write_back(root, the_plan, outcomes, results, base, progress)
+        written, failed = write_back(root, the_plan, outcomes, results, base, progress, gating)
         report.written += written
         report.problems += failed
     total_s = time.monotonic() - t0
@@ -130,8 +162,11 @@ def _build_stage(the_plan: Plan, environment: envmod.Environment, root: Path, jo
         progress(f"build {done[0]}/{total} {b.artifact} [{b.target}]: {state} ({b.seconds:.1f} s)"
                  + (f": {b.error}" if b.error else ""))
 
+    def on_start(job: BuildJob) -> None:
+        progress(f"build {job.artifact} [{job.target}]: compiling")
+
     return build_all(the_plan.builds, root, nvcc=environment.nvcc_path, nvcc_version=environment.nvcc,
-                     cxx=environment.cxx_path, workers=jobs, progress=on_build)
+                     cxx=environment.cxx_path, workers=jobs, progress=on_build, started=on_start)
 
 
 def _run_stage(the_plan: Plan, builds: list[BuildResult], root: Path, run_id: str,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kwiki.core.arch import compatible, parse_arch
 from kwiki.core.errors import ManifestError, Problem, UsageError
+from kwiki.core.paths import inside
 from kwiki.verify.build import BuildJob, artifact_hash
 from kwiki.verify.env import Environment, Gpu
 from kwiki.wiki.catalog import Wiki
@@ -42,6 +43,7 @@ class Plan:
     builds: list[BuildJob]
     gpu: Gpu | None
     compile_only: bool
+    problems: list[Problem] = field(default_factory=list)  # page entries refused by the containment rule
 
     def artifact_for(self, page: Page, key: str) -> PlannedArtifact | None:
         assert page.meta is not None
@@ -54,32 +56,68 @@ def _norm(rel: str) -> str:
 
 
 def select_pages(wiki: Wiki, ids: list[str], tags: list[str], arch: str | None) -> list[Page]:
+    """The valid pages the command line names; a usage error when an id or tag is unknown, or when
+    the selection is empty (a run that verifies nothing must not say "ok")."""
+    from kwiki.core.suggest import did_you_mean
+    from kwiki.wiki.fields import tag as normalize_tag
+
     by_id = wiki.by_id
-    unknown = [i for i in ids if i not in by_id]
-    if unknown:
-        raise UsageError(f"no page has id {', '.join(repr(u) for u in unknown)}")
+    for i in ids:
+        if i not in by_id:
+            raise UsageError(f"no page has id {i!r}{did_you_mean(i, by_id)}")
     if arch:
         try:
             parse_arch(arch)
         except ValueError as exc:
             raise UsageError(f"--arch: {exc}") from None
-    pages = [by_id[i] for i in ids] if ids else [p for p in wiki.pages if p.meta is not None]
+    valid = [p for p in wiki.pages if p.meta is not None]
+    known = {t for p in valid for t in p.meta.tags}  # type: ignore[union-attr]
+    wanted = []
+    for given in tags:
+        try:
+            name = normalize_tag(given)
+        except ValueError as exc:
+            raise UsageError(f"--tag: {exc}") from None
+        if name not in known:
+            raise UsageError(f"--tag {given!r}: no page has this tag{did_you_mean(name, known)}")
+        wanted.append(name)
+    pages = [by_id[i] for i in ids] if ids else valid
     out = []
     for page in pages:
         meta = page.meta
         assert meta is not None
-        if tags and not all(t.lower() in meta.tags for t in tags):
+        if wanted and not all(t in meta.tags for t in wanted):
             continue
         if arch and not any(compatible(a, arch) for a in meta.architectures):
             continue
         out.append(page)
+    if not out:
+        asked = [*ids, *(f"--tag {t}" for t in tags), *([f"--arch {arch}"] if arch else [])]
+        raise UsageError(f"no page matches {' '.join(asked)}: nothing to verify" if asked
+                         else "no valid page under wiki/: nothing to verify ('kwiki check' lists what is wrong)")
     return out
 
 
 def runnable_artifacts(page: Page, root: Path) -> list[str]:
-    """The page's `artifacts` entries that are artifact directories (holding artifact.yaml)."""
+    """The page's `artifacts` entries that are artifact directories (holding artifact.yaml) inside the repository."""
     assert page.meta is not None
-    return [_norm(rel) for rel in page.meta.artifacts.values() if (root / rel / MANIFEST).is_file()]
+    return [_norm(rel) for rel in page.meta.artifacts.values()
+            if inside(root, rel, must_exist=False) is None and (root / rel / MANIFEST).is_file()]
+
+
+def refused_artifacts(page: Page, root: Path) -> list[tuple[str, Problem]]:
+    """The page's `artifacts` entries that break the containment rule, each with its located problem.
+
+    Such an entry is never read, built or run, with or without --compile-only.
+    """
+    assert page.meta is not None
+    out = []
+    for key, rel in sorted(page.meta.artifacts.items()):
+        why = inside(root, rel, must_exist=False)
+        if why:
+            out.append((_norm(rel), Problem(page.path, page.line_of("artifacts", key), f"artifacts.{key}",
+                                            f"{why}; not built or run")))
+    return out
 
 
 def choose_target(manifest: Manifest, gpu: Gpu | None) -> str | None:
@@ -97,7 +135,13 @@ def plan(wiki: Wiki, pages: list[Page], env: Environment, *, compile_only: bool,
     root = wiki.root
     gpu = None if compile_only else next((g for g in env.gpus if g.index == gpu_index), None)
     artifacts: dict[str, PlannedArtifact] = {}
+    problems: list[Problem] = []
     for page in pages:
+        for rel, problem in refused_artifacts(page, root):
+            problems.append(problem)
+            refused = artifacts.setdefault(rel, PlannedArtifact(
+                rel, root, None, error=problem.message, why_not_run="outside the repository"))
+            refused.pages.append(page.id or page.path)
         for rel in runnable_artifacts(page, root):
             if rel not in artifacts:
                 artifacts[rel] = _plan_artifact(rel, root, env, gpu, compile_only)
@@ -108,7 +152,7 @@ def plan(wiki: Wiki, pages: list[Page], env: Environment, *, compile_only: bool,
         if a.manifest is not None
         for target in a.manifest.targets
     ]
-    return Plan(root, pages, artifacts, builds, gpu, compile_only)
+    return Plan(root, pages, artifacts, builds, gpu, compile_only, problems)
 
 
 def _plan_artifact(rel: str, root: Path, env: Environment, gpu: Gpu | None, compile_only: bool) -> PlannedArtifact:

@@ -1,25 +1,36 @@
 """Run one artifact's build on one GPU: a process group per run, timeouts, logs, a status each.
 
 The unit of work is (artifact, GPU): a later dispatcher can spread these over GPUs and hosts.
-Runs on one GPU never overlap; the caller runs them one after another.
+Runs on one GPU never overlap: the caller runs them one after another, inside `gpu_lock`, which
+keeps other kwiki processes (other checkouts, other users) off that GPU meanwhile.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import re
+import secrets
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from kwiki.core import lock
 from kwiki.core.errors import RecordError
 from kwiki.core.proc import run_group
 from kwiki.verify.build import BuildResult
+from kwiki.verify.env import Gpu
 from kwiki.verify.plan import PlannedArtifact
 from kwiki.verify.record import Record, parse_records
 from kwiki.wiki.manifest import HOST
 
 RUNS_DIR = ".kwiki/runs"
+GPU_LOCKS = ".kwiki/gpu-locks"  # this checkout's GPU locks (also held: the machine-wide ones)
+GPU_LOCK_DIR_ENV = "KWIKI_GPU_LOCK_DIR"  # where the machine-wide GPU locks live
+MACHINE_GPU_LOCKS = "/tmp/kwiki-gpu-locks"
 Status = Literal["ok", "check-failed", "timeout", "crash", "cuda-error", "bad-output", "output-overflow",
                  "exit-error", "not-started"]
 
@@ -39,6 +50,39 @@ class RunOutcome:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+def new_run_id(now: dt.datetime, commit: str | None) -> str:
+    """'<UTC date>T<time>Z-<8 random hex>[-<short commit>]': sorts by time, unique even within a second."""
+    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}" + (f"-{commit}" if commit else "")
+
+
+@contextmanager
+def gpu_lock(gpu: Gpu | None, root: Path, progress: Callable[[str], None]) -> Iterator[None]:
+    """Hold `gpu` for timing runs: one kwiki process at a time per GPU, across checkouts and users.
+
+    Takes the machine-wide lock of the GPU (keyed by its UUID, which CUDA_VISIBLE_DEVICES does not
+    renumber), then this checkout's. A second process waits, saying for whom. No GPU: no lock.
+    """
+    if gpu is None:
+        yield
+        return
+    key = re.sub(r"[^A-Za-z0-9_.-]+", "-", gpu.uuid or f"index-{gpu.index}")
+    name = f"GPU {gpu.index} ({gpu.name})"
+    owner = f"kwiki verify in {root}"
+
+    def waiting(who: str) -> None:
+        progress(f"waiting for {name}, held by {who}")
+
+    with ExitStack() as stack:
+        machine = Path(os.environ.get(GPU_LOCK_DIR_ENV) or MACHINE_GPU_LOCKS)
+        try:
+            stack.enter_context(lock.hold(machine / f"{key}.lock", on_wait=waiting, owner=owner, shared_dir=True))
+        except OSError as exc:
+            progress(f"note: no machine-wide lock for {name} ({machine}: {exc.strerror or exc}); "
+                     "only this checkout's lock keeps other runs off it")
+        stack.enter_context(lock.hold(root / GPU_LOCKS / f"{key}.lock", on_wait=waiting, owner=owner))
+        yield
 
 
 def argv_for(planned: PlannedArtifact, binary: str, variants: list[str]) -> list[str]:
@@ -87,6 +131,9 @@ def _run(planned: PlannedArtifact, build: BuildResult, variants: list[str], time
     tail = _tail(res.stderr)
     if res.start_error:
         outcome.status, outcome.message = "not-started", res.start_error
+        return outcome
+    if res.stopped:
+        outcome.status, outcome.message = "not-started", "stopped: kwiki verify was interrupted"
         return outcome
     if res.timed_out:
         outcome.status, outcome.message = "timeout", f"killed after {timeout:g} s (whole process group)"

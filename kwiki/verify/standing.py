@@ -6,12 +6,16 @@ so they never disagree about what "verified" or "drifted" means.
 
 States, worst first:
 
-not-reproduced  a measured claim came out worse than claimed, or its check failed
-drifted         a figure moved beyond the noise since the previous run on the same GPU model,
-                or a claim that passed in the previous run no longer does
+not-reproduced  a measured claim came out worse than claimed, its check failed, or a gate refused
+                its figure
+drifted         the latest run of a claim lies outside its series' median +- run-to-run band
+provisional     a claim stands on fewer runs of its series than a verdict needs (3): never verified
 verified        kwiki reproduced every claim that could run (evidence level `verified`)
 measured        kwiki measured the page, but not every claim could be reproduced here
 not-measured    no kwiki run yet: the page's figures are what its author or sources report
+
+A measurements block written before verdicts over runs (its claims carry no `runs`) is read as it
+was then: drifted when a figure moved against the previous run, or a claim that passed fails now.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from enum import Enum
 
 from kwiki.verify.history import ClaimRow, RecordRow
 from kwiki.wiki.model import MeasuredClaim, PageMeta
-from kwiki.wiki.verdict import JUDGED, NOT_REPRODUCED, PASSING
+from kwiki.wiki.verdict import JUDGED, NOT_REPRODUCED, PASSING, RUNS
 
 MOVED = frozenset({"faster", "slower"})
 HEADLINE_ORDER = {"bandwidth": 0, "throughput": 0, "ratio": 1, "time": 2}
@@ -30,6 +34,7 @@ HEADLINE_ORDER = {"bandwidth": 0, "throughput": 0, "ratio": 1, "time": 2}
 class State(str, Enum):
     not_reproduced = "not-reproduced"
     drifted = "drifted"
+    provisional = "provisional"
     verified = "verified"
     measured = "measured"
     not_measured = "not-measured"
@@ -51,6 +56,7 @@ class Standing:
     failing: int = 0  # worse or check failed
     moved: list[str] = field(default_factory=list)  # claim ids whose figure drifted
     headline: tuple[str, MeasuredClaim] | None = None  # the first claim with a measured value
+    runs: int | None = None  # the fewest runs any measured claim stands on (None: written before series)
 
     def summary(self) -> str:
         """One line: 'verified on NVIDIA H200, 2025-06-01: 4 of 4 claims reproduced'."""
@@ -63,12 +69,18 @@ class Standing:
             extra = f", {self.failing} not"
         if self.moved:
             extra += f", {len(self.moved)} drifted"
+        if self.state == State.provisional and self.runs is not None:
+            extra += f" ({self.runs} of {RUNS} runs)"
         return f"{self.state.label} {where}, {(self.date or '')[:10]}: {counts}{extra}"
 
 
 def _drifted(meta: PageMeta, history: list[ClaimRow]) -> list[str]:
-    """Claims whose latest run moved their figure, or which passed the run before and fail now."""
-    moved = {cid for cid, mc in (meta.measurements.claims.items() if meta.measurements else []) if mc.change in MOVED}
+    """Claims whose latest run left their series' band; in a block written before series, claims whose
+    latest run moved their figure, or which passed the run before and fail now."""
+    claims = meta.measurements.claims if meta.measurements else {}
+    if any(mc.runs is not None for mc in claims.values()):
+        return sorted(cid for cid, mc in claims.items() if mc.drift is not None)
+    moved = {cid for cid, mc in claims.items() if mc.change in MOVED}
     by_claim: dict[tuple[str, str], list[ClaimRow]] = {}
     for row in history:
         by_claim.setdefault((row.claim, row.gpu), []).append(row)
@@ -91,6 +103,8 @@ def standing(meta: PageMeta, history: list[ClaimRow] | None = None) -> Standing:
     out.passing = sum(v in PASSING for v in verdicts)
     out.failing = sum(v in NOT_REPRODUCED for v in verdicts)
     out.moved = _drifted(meta, history or [])
+    counted = [mc.runs for mc in m.claims.values() if mc.runs is not None]
+    out.runs = min(counted) if counted else None
     # "how fast" first: a rate, then a ratio (x cuBLAS, fraction of a ceiling), then the rest
     ranked = sorted(meta.claims, key=lambda c: HEADLINE_ORDER.get(c.metric.value, len(HEADLINE_ORDER)))
     order = [c.id for c in ranked]
@@ -101,6 +115,8 @@ def standing(meta: PageMeta, history: list[ClaimRow] | None = None) -> Standing:
         out.state = State.not_reproduced
     elif out.moved:
         out.state = State.drifted
+    elif out.runs is not None and out.runs < RUNS:
+        out.state = State.provisional
     elif m.evidence_level.value == "verified":
         out.state = State.verified
     else:

@@ -7,11 +7,13 @@ from collections.abc import Callable, Mapping
 
 from kwiki.core.numbers import NONE, fmt, fmt_spread, params_text
 from kwiki.verify.claims import ClaimResult
+from kwiki.verify.gates import Gating
 from kwiki.verify.plan import PlannedArtifact
 from kwiki.verify.record import Record
 from kwiki.verify.run import RunOutcome
+from kwiki.verify.series import drift_text
 from kwiki.wiki.model import Claim, MeasuredClaim, Provenance
-from kwiki.wiki.verdict import PASSING, Verdict
+from kwiki.wiki.verdict import PASSING, RUNS, Verdict
 
 
 def provenance_text(p: Provenance, *, full: bool = False) -> str:
@@ -34,10 +36,18 @@ def provenance_text(p: Provenance, *, full: bool = False) -> str:
     return ", ".join(parts)
 
 
-def provenance_line(p: Provenance) -> str:
+SPREAD_NOTES = {
+    "run": "± is the run's half inter-quartile range",
+    "series": "each figure is the median over the last runs of its series, ± the run-to-run band "
+              "(3 MAD, at least 2%), with the lowest and highest run",
+}
+
+
+def provenance_line(p: Provenance, spread: str = "run") -> str:
+    """The line under a generated table; `spread` says what its ± means ('run' or 'series')."""
     commit = f"commit {p.commit}{' (dirty)' if p.dirty else ''}" if p.commit else "no commit"
     return (f"*Measured by `kwiki verify` on {provenance_text(p, full=True)} on {p.date}; {commit}; "
-            f"artifact {p.artifact_hash or '?'}; ± is the run's half inter-quartile range.*\n")
+            f"artifact {p.artifact_hash or '?'}; {SPREAD_NOTES[spread]}.*\n")
 
 
 def _cell(text: str) -> str:
@@ -58,24 +68,47 @@ def _plain_verdict(mc: MeasuredClaim | None) -> str:
     return mc.verdict.value + (f" ({mc.detail})" if mc.detail and mc.value is None else "")
 
 
+def runs_text(mc: MeasuredClaim | None) -> str:
+    """'3 runs, 4.381–4.452' or '1 of 3 runs: provisional': what a figure stands on ('—' before series)."""
+    if mc is None or mc.runs is None:
+        return NONE
+    spread = f", {fmt(mc.range[0])}–{fmt(mc.range[1])}" if mc.range and mc.runs > 1 else ""
+    if mc.runs < RUNS:
+        return f"{mc.runs} of {RUNS} runs{spread}: provisional"
+    return f"{mc.runs} runs{spread}"
+
+
+def measured_text(mc: MeasuredClaim, unit: str) -> str:
+    """'4.410 TB/s ±2.0% (+8.4% vs the series median)': a measured figure with its band and drift."""
+    if mc.value is None:
+        return NONE
+    value = f"{fmt(mc.value)} {mc.unit or unit}{fmt_spread(mc.spread)}"
+    if mc.drift is not None:
+        value += f" (latest run {drift_text(mc.drift)})"
+    elif mc.change and mc.change not in ("new", "same"):
+        value += f" ({mc.change})"
+    return value
+
+
 def claims_table(claims: list[Claim], measured: Mapping[str, MeasuredClaim], *,
                  text: Callable[[str], str] = _cell,
                  verdict: Callable[[MeasuredClaim | None], str] = _plain_verdict) -> str:
     """The claims table, one definition for the page (plain Markdown) and the site (`text` escapes
-    for Markdown, `verdict` draws a badge): claimed, measured, ratio to the claim, verdict, where."""
-    rows = ["| claim | claimed | measured | ratio | verdict | provenance |", "| --- | --- | ---: | ---: | --- | --- |"]
+    for Markdown, `verdict` draws a badge): claimed, measured, ratio to the claim, verdict, the runs
+    it stands on, where."""
+    rows = ["| claim | claimed | measured | ratio | verdict | runs | provenance |",
+            "| --- | --- | ---: | ---: | --- | --- | --- |"]
     for claim in claims:
         mc = measured.get(claim.id)
         cond = _conditions(claim)
         cell = f"{text(claim.statement)}<br><small>`{claim.id}`{' · ' + text(cond) if cond else ''}</small>"
         value = ratio = NONE
         if mc is not None and mc.value is not None:
-            value = f"{fmt(mc.value)} {mc.unit or claim.unit}{fmt_spread(mc.spread)}"
-            if mc.change and mc.change not in ("new", "same"):
-                value += f" ({mc.change})"
+            value = measured_text(mc, claim.unit)
             ratio = f"{mc.value / claim.reference:.2f}×" if claim.reference else NONE
         where = provenance_text(mc.provenance) if mc and mc.provenance else NONE
-        rows.append(f"| {cell} | {text(claim.describe())} | {text(value)} | {ratio} | {verdict(mc)} | {text(where)} |")
+        rows.append(f"| {cell} | {text(claim.describe())} | {text(value)} | {ratio} | {verdict(mc)} "
+                    f"| {text(runs_text(mc))} | {text(where)} |")
     return "\n".join(rows) + "\n"
 
 
@@ -90,64 +123,100 @@ def _figure(record: Record, memory_bound: bool) -> str:
     return "—"
 
 
-def _rate(record: Record) -> float:
-    """How fast a record went: its declared work per second (FLOP/s, else bytes/s), else 1/time.
+def _rate_vs(record: Record, base: Record) -> float:
+    """How much faster `record` went than `base`, in like units only: FLOP/s over FLOP/s when both
+    declare FLOPs, else bytes/s over bytes/s when both declare bytes, else the inverse ratio of times.
 
     Ratios of rates compare runs that do different amounts of work fairly (a read stream against a
     copy that moves each byte twice); for the same work they equal the ratio of times.
     """
-    figs = record.figures()
-    return figs.get("tflop_per_s") or figs.get("gb_per_s") or 1.0 / figs["time_us"]
+    mine, theirs = record.figures(), base.figures()
+    for unit in ("tflop_per_s", "gb_per_s"):
+        if mine.get(unit) and theirs.get(unit):
+            return mine[unit] / theirs[unit]
+    return theirs["time_us"] / mine["time_us"]
 
 
-def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome]) -> str:
-    """Every variant of one artifact run: time, throughput, ratio to the baseline, what changed."""
+def _sm_mhz(record: Record) -> str:
+    """The SM clock the record ran at, where the run read it ('—' where it did not)."""
+    c = record.clocks
+    clocks = [v for v in (c.sm_mhz_before, c.sm_mhz_after) if v is not None]
+    if not clocks:
+        mhz = record.figures().get("sm_mhz")
+        return f"{mhz:.0f}" if mhz is not None else NONE
+    low, high = min(clocks), max(clocks)
+    return f"{low:.0f}" if low == high else f"{low:.0f}–{high:.0f}"
+
+
+def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: Gating | None = None) -> str:
+    """Every variant of one artifact run: time, throughput, ratio to the baseline, what changed, SM clock.
+
+    A record a gate failed keeps its row and time, but shows no rate: the gate stands in its place."""
     assert planned.manifest is not None
     m = planned.manifest
     records = [r for o in outcomes for r in o.records]
-    base: dict[str, float] = {}
+    base: dict[str, Record] = {}
     sol: dict[str, float] = {}
     for r in records:
         if r.variant == m.baseline and r.timing is not None:
-            base[params_text(r.params)] = _rate(r)
+            base[params_text(r.params)] = r
         if r.variant == m.ceiling and r.timing is not None and r.bytes:
             sol[params_text(r.params)] = r.figures()["gb_per_s"]
     head = f"**{m.title}** (`{planned.path}`, target {planned.run_target}"
     head += f"; baseline `{m.baseline}`)\n\n" if m.baseline else ")\n\n"
-    rows = ["| variant | what changed | params | time (us) | throughput | rate vs baseline | of speed of light | registers |",
-            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    rows = [("| variant | what changed | params | time (us) | throughput | rate vs baseline | of speed of light "
+             "| SM MHz | registers |"),
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     order = {v.name: i for i, v in enumerate(m.variants)}
     for r in sorted(records, key=lambda r: (params_text(r.params), order.get(r.variant, 99))):
         desc = (m.variant(r.variant).description if m.variant(r.variant) else "")
         if r.timing is None:
-            rows.append(f"| `{r.variant}` | {_cell(desc)} | {_cell(params_text(r.params))} | check failed | — | — | — | — |")
+            what = "profiled (no timing)" if r.check.passed else "check failed"
+            rows.append(f"| `{r.variant}` | {_cell(desc)} | {_cell(params_text(r.params))} | {what} | — | — | — "
+                        f"| {_sm_mhz(r)} | {_cell(str(r.extra.get('registers', '—')))} |")
             continue
-        ratio = base.get(params_text(r.params))
-        vs = f"{fmt(_rate(r) / ratio, 3)}x" if ratio else "—"
+        refused = gating.failed(r) if gating else []
+        if refused:
+            rows.append(f"| `{r.variant}` | {_cell(desc)} | {_cell(params_text(r.params))} "
+                        f"| {fmt(r.timing.median_us)} | refused: gate {', '.join(f.gate for f in refused)} | — | — "
+                        f"| {_sm_mhz(r)} | {_cell(str(r.extra.get('registers', '—')))} |")
+            continue
+        baseline = base.get(params_text(r.params))
+        vs = f"{fmt(_rate_vs(r, baseline), 3)}x" if baseline is not None else "—"
         ceiling = sol.get(params_text(r.params))
         of_sol = f"{r.figures()['gb_per_s'] / ceiling:.0%}" if ceiling and r.bytes else "—"
         regs = r.extra.get("registers", "—")
         rows.append("| " + " | ".join(_cell(str(c)) for c in (
             f"`{r.variant}`", desc, params_text(r.params), fmt(r.timing.median_us) + fmt_spread(r.timing.spread),
-            _figure(r, m.ceiling is not None), vs, of_sol, regs)) + " |")
+            _figure(r, m.ceiling is not None), vs, of_sol, _sm_mhz(r), regs)) + " |")
     failed = [o for o in outcomes if o.status != "ok"]
     for o in failed:
-        rows.append(f"| `{','.join(o.variants)}` | run {o.status}: {_cell(o.message[:120])} | | — | — | — | — | — |")
+        rows.append(f"| `{','.join(o.variants)}` | run {o.status}: {_cell(o.message[:120])} | | — | — | — | — | — | — |")
     for name in planned.not_applicable:
         v = m.variant(name)
         rows.append(f"| `{name}` | {_cell(v.description if v else '')} | not applicable on "
-                    f"{planned.run_target} (targets {', '.join(v.targets) if v else '?'}) | — | — | — | — | — |")
+                    f"{planned.run_target} (targets {', '.join(v.targets) if v else '?'}) | — | — | — | — | — | — |")
     return head + "\n".join(rows) + "\n"
 
 
 def terminal_table(results: list[ClaimResult]) -> str:
-    header = ("page", "artifact", "claim", "variant.figure", "measured", "claimed", "verdict")
+    header = ("page", "artifact", "claim", "variant.figure", "measured", "runs", "claimed", "verdict")
     rows = [header]
     for r in results:
-        measured = f"{fmt(r.value)} {r.unit}{fmt_spread(r.spread)}" if r.value is not None else "—"
-        verdict = r.verdict.value + (f" [{r.change}]" if r.change and r.change not in ("new", "same") else "")
+        measured = "—"
+        if r.median is not None:
+            measured = f"{fmt(r.median)} {r.unit}{fmt_spread(r.band)}"
+        elif r.value is not None:
+            measured = f"{fmt(r.value)} {r.unit}{fmt_spread(r.spread)}"
+        runs = "—" if r.runs is None else f"{r.runs}/{RUNS}" + (
+            f" {fmt(r.range[0])}–{fmt(r.range[1])}" if r.range and r.runs > 1 else "")
+        verdict = r.verdict.value + (" [provisional]" if r.provisional else "")
+        if r.drift is not None:
+            verdict += f" [drifted {r.drift * 100:+.1f}%]"
+        if r.gates:
+            verdict += " [GATE " + ", ".join(g.name for g in r.gates) + "]"
         art = (r.artifact or "—").removeprefix("artifacts/")
-        rows.append((r.page, art, r.claim, r.figure, measured, r.claimed, verdict))
+        rows.append((r.page, art, r.claim, r.figure, measured, runs, r.claimed, verdict))
     widths = [min(44, max(len(row[i]) for row in rows)) for i in range(len(header))]
     out = []
     for n, row in enumerate(rows):
@@ -162,11 +231,30 @@ def _clip(text: str, width: int) -> str:
 
 
 def details(results: list[ClaimResult]) -> str:
-    """One line per claim that did not pass, with why."""
+    """One line per claim that did not pass, with why, and one per claim whose latest run drifted."""
     lines = []
     for r in results:
         if r.detail and r.verdict not in PASSING | {Verdict.not_testable}:
             lines.append(f"{r.page}: {r.claim}: {r.verdict.value}: {r.detail}")
+        if r.drift is not None and r.value is not None:
+            lines.append(f"{r.page}: {r.claim}: drifted: this run {fmt(r.value)} {r.unit} is {drift_text(r.drift)} "
+                         f"({fmt(r.median)} over {r.runs} runs, band ±{(r.band or 0) * 100:.1f}%)")
+    return "\n".join(lines)
+
+
+def gates_section(gating: Gating) -> str:
+    """The GATES section of the terminal report: every record a gate failed, loudly, then the warnings."""
+    failed = [(a, r, f) for a, r, f in gating.findings if f.fail]
+    warned = [(a, r, f) for a, r, f in gating.findings if not f.fail]
+    if not failed and not warned:
+        return ""
+    lines = ["GATES"]
+    if failed:
+        lines.append(f"  {len(failed)} records FAILED a gate: their figures are refused (no claim built on them "
+                     "is reproduced, no page shows them)")
+        lines += [f"  FAILED {f.gate}: {a} {r.variant} [{params_text(r.params)}]: {f.reason}" for a, r, f in failed]
+    if warned:
+        lines += [f"  warning {f.gate}: {a} {r.variant} [{params_text(r.params)}]: {f.reason}" for a, r, f in warned]
     return "\n".join(lines)
 
 

@@ -7,7 +7,6 @@ validated before it replaces the old one, so a page is always either as it was o
 
 from __future__ import annotations
 
-import fcntl
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,16 +14,19 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from kwiki.core import lock
 from kwiki.core.errors import FrontMatterError, MarkerError, Problem, WriteBackError
 from kwiki.core.numbers import round_sig
 from kwiki.core.writefile import write_atomic
 from kwiki.verify import tables
 from kwiki.verify.claims import ClaimResult, evidence_for
+from kwiki.verify.gates import Gating
 from kwiki.verify.plan import Plan
 from kwiki.verify.run import RunOutcome
 from kwiki.wiki import markers
 from kwiki.wiki.frontmatter import decode, parse_page, split
 from kwiki.wiki.model import MeasuredClaim, Measurements, PageMeta, Provenance
+from kwiki.wiki.verdict import Verdict
 
 LOCK = ".kwiki/write.lock"
 
@@ -32,14 +34,8 @@ LOCK = ".kwiki/write.lock"
 @contextmanager
 def locked(root: Path):
     """Hold the write lock of a project (one writer at a time, across processes)."""
-    path = root / LOCK
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    with lock.hold(root / LOCK, owner="kwiki verify write-back"):
+        yield
 
 
 def measurements_yaml(m: Measurements) -> str:
@@ -138,9 +134,10 @@ __all__ = ["apply", "locked", "measurements_yaml", "write_page"]
 
 
 def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], claims: list[ClaimResult],
-               base: Provenance, progress: Callable[[str], None]) -> tuple[list[str], list[Problem]]:
+               base: Provenance, progress: Callable[[str], None],
+               gating: Gating | None = None) -> tuple[list[str], list[Problem]]:
     """Write each measured page's measurements block, claims table and ladders; returns the pages
-    written and a problem for each page that could not be."""
+    written and a problem for each page that could not be. No figure a gate refused is written."""
     by_page: dict[str, list[ClaimResult]] = {}
     for c in claims:
         by_page.setdefault(c.page, []).append(c)
@@ -155,25 +152,26 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
             if level is None:
                 continue
             hashes = {c.artifact: plan.artifacts[c.artifact].hash for c in results if c.artifact in plan.artifacts}
+            before = meta.measurements.claims if meta.measurements else {}
             m = Measurements(
                 evidence_level=level,
                 verified_on=plan.gpu.name if plan.gpu else None,
                 date=base.date[:10],
-                claims={c.claim: MeasuredClaim(
-                    verdict=c.verdict, value=round_sig(c.value), unit=c.unit, spread=round_sig(c.spread, 3),
-                    change=c.change, detail=c.detail or None,
-                    provenance=base.model_copy(update={"artifact_hash": hashes.get(c.artifact or "")}))
-                    for c in results},
+                claims={c.claim: before[c.claim] if c.verdict == Verdict.not_run and c.claim in before
+                        else _measured(c, base.model_copy(update={"artifact_hash": hashes.get(c.artifact or "")}))
+                        for c in results},
             )
             page_prov = base.model_copy(update={"artifact_hash": ", ".join(sorted({h for h in hashes.values() if h}))
                                                 or None})
             measured = [claim for claim in meta.claims if claim.id in m.claims]
-            regions = {"claims": tables.claims_table(measured, m.claims) + "\n" + tables.provenance_line(page_prov)}
+            over_runs = any(mc.runs is not None for mc in m.claims.values())
+            regions = {"claims": tables.claims_table(measured, m.claims) + "\n"
+                       + tables.provenance_line(page_prov, "series" if over_runs else "run")}
             ladders = []
             for key in sorted(meta.artifacts):
                 planned = plan.artifact_for(page, key)
                 if planned and planned.path in outcomes:
-                    ladders.append(tables.ladder_table(planned, outcomes[planned.path]))
+                    ladders.append(tables.ladder_table(planned, outcomes[planned.path], gating))
             if ladders:
                 regions["ladder"] = "\n".join(ladders) + "\n" + tables.provenance_line(page_prov)
             try:
@@ -184,3 +182,18 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
                 problems.append(exc.problem())
                 progress(f"NOT written: {exc}")
     return written, problems
+
+
+def _measured(c: ClaimResult, provenance: Provenance) -> MeasuredClaim:
+    """What a page keeps of a claim's result: the median over its series' runs with the run-to-run band
+    and range; no figure at all where a gate refused it (the gates say why)."""
+    if c.gates:
+        return MeasuredClaim(verdict=c.verdict, unit=c.unit, detail=c.detail or None, provenance=provenance,
+                             gates=list(c.gates))
+    over_runs = c.median is not None
+    return MeasuredClaim(
+        verdict=c.verdict, value=round_sig(c.median if over_runs else c.value), unit=c.unit,
+        spread=round_sig(c.band if over_runs else c.spread, 3), change=c.change, detail=c.detail or None,
+        provenance=provenance, runs=c.runs,
+        range=(round_sig(c.range[0]), round_sig(c.range[1])) if c.range else None,  # type: ignore[arg-type]
+        drift=round_sig(c.drift, 3))

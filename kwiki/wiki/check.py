@@ -15,9 +15,11 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from kwiki.core.errors import Problem
+from kwiki.core.paths import inside, links_out
 from kwiki.wiki.catalog import WIKI_DIR, page_files
 from kwiki.wiki.evidence import EvidenceLevel
 from kwiki.wiki.manifests import check_manifests
+from kwiki.wiki.markers import code_lines
 from kwiki.wiki.pages import Page
 
 _LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*(?:<([^>\n]+)>|([^)\s<>]+))(?:\s+\"[^\"]*\")?\s*\)")
@@ -73,6 +75,7 @@ def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> t
     for file in files:
         page = load_page(file, root, strict)
         problems.extend(page.problems)
+        problems.extend(check_file(page))
         if page.meta is None:
             summaries.append(_Summary(page.path, None, 0, ()))
             continue
@@ -101,7 +104,8 @@ def check(root: Path, strict: bool = False, jobs: int = 0) -> Report:
         parts = [_check_files((root, files, strict, known))]
     summaries = [s for part in parts for s in part[0]]
     problems = [p for part in parts for p in part[1]]
-    problems.extend(check_ids(summaries))
+    problems.extend(check_ids(summaries, root))
+    problems.extend(check_wiki_links(root))
     ids = {s.id for s in summaries if s.id}
     problems.extend(
         Problem(s.path, line, f"{name}[{i}]", f"no page has id {ref!r}")
@@ -112,39 +116,88 @@ def check(root: Path, strict: bool = False, jobs: int = 0) -> Report:
     return Report(pages=len(files), problems=sorted(set(problems)))
 
 
-def check_ids(pages) -> list[Problem]:
-    """A second page with an id already taken. `pages`: a Wiki, Pages or summaries (path, id, id line)."""
-    first: dict[str, str] = {}
-    out = []
+def check_ids(pages, root: Path | None = None) -> list[Problem]:
+    """Pages whose id an older page already has. `pages`: a Wiki, Pages or summaries (path, id, id line).
+
+    The page that had the id first keeps it, the others are blamed: see `_ages`.
+    """
+    root = getattr(pages, "root", root)
+    by_id: dict[str, list] = {}
     for page in getattr(pages, "pages", pages):
-        if not page.id:
-            continue
-        if page.id in first:
+        if page.id:
+            by_id.setdefault(page.id, []).append(page)
+    shared = {page_id: group for page_id, group in by_id.items() if len(group) > 1}
+    if not shared:
+        return []
+    ages = _ages(root, sorted(page.path for group in shared.values() for page in group))
+    out = []
+    for page_id, group in shared.items():
+        original, *later = sorted(group, key=lambda page: ages[page.path])
+        for page in later:
             line = page.id_line if isinstance(page, _Summary) else page.line_of("id")
-            out.append(Problem(page.path, line, "id", f"id {page.id!r} is already used by {first[page.id]}"))
-        else:
-            first[page.id] = page.path
+            out.append(Problem(page.path, line, "id", f"id {page_id!r} is already used by {original.path}"))
     return out
 
 
-def inside(root: Path, rel: str) -> str | None:
-    """Why repository path `rel` is unacceptable, or None when it names a file or folder inside `root`."""
-    if os.path.isabs(rel) or rel.startswith("~"):
-        return f"{rel!r} is an absolute path; artifact paths are relative to the repository root"
-    if ".." in Path(rel).parts:
-        return f"{rel!r} leaves the repository ('..')"
-    target = root / rel
-    if not os.path.lexists(target):
-        return f"{rel!r} does not exist"
+_ENDINGS = {b"\r\n": "CR LF", b"\n": "LF", b"\r": "CR"}
+
+
+def check_file(page: Page) -> list[Problem]:
+    """A page's name and line endings: what the index, the site and write-back can carry."""
+    out = []
     try:
-        target.resolve().relative_to(root.resolve())
-    except ValueError:
-        return f"{rel!r} is a link that leads out of the repository"
-    except (OSError, RuntimeError):
-        return f"{rel!r} is a broken or looping link"
-    if not target.exists():
-        return f"{rel!r} is a broken link"
-    return None
+        page.path.encode("utf-8")
+    except UnicodeEncodeError:
+        out.append(Problem(page.path, 0, "", "the file name is not UTF-8; the index, the site and JSON output "
+                                             "cannot carry it (rename it)"))
+    if page.fm is None:
+        return out
+    try:
+        raw = page.file.read_bytes()  # the page is known to be small; decoding hid its line endings
+    except OSError:
+        return out
+    if b"\r" in raw:
+        first = b""
+        for number, m in enumerate(re.finditer(rb"\r\n|\r|\n", raw), start=1):
+            first = first or m.group()
+            if m.group() != first:
+                out.append(Problem(page.path, number, "", f"mixed line endings: this line ends with "
+                                   f"{_ENDINGS[m.group()]}, line 1 with {_ENDINGS[first]}; kwiki verify cannot "
+                                   "rewrite such a page byte-exactly (convert it to one style)"))
+                break
+    return out
+
+
+def _ages(root: Path | None, paths: list[str]) -> dict[str, tuple]:
+    """Sort keys, oldest page first: pages committed to git by the time of the commit that added
+    them, then pages git does not know by modification time, then by path."""
+    import subprocess
+
+    added: dict[str, int] = {}
+    if root is not None:
+        try:
+            argv = ["git", "log", "--relative", "--no-renames", "--diff-filter=A", "--format=@%ct", "--name-only", "-z"]
+            log = subprocess.run([*argv, "--", *paths], cwd=root, capture_output=True, timeout=30,
+                                 encoding="utf-8", errors="surrogateescape")
+        except (OSError, subprocess.SubprocessError):
+            log = None
+        when = 0
+        for item in (log.stdout if log is not None and log.returncode == 0 else "").replace("\n", "\0").split("\0"):
+            if item.startswith("@") and item[1:].isdigit():
+                when = int(item[1:])
+            elif item:
+                added[item] = min(when, added.get(item, when))
+    out = {}
+    for path in paths:
+        if path in added:
+            out[path] = (0, added[path], path)
+            continue
+        try:
+            mtime = os.stat(root / path).st_mtime_ns if root is not None else 0
+        except OSError:
+            mtime = 0
+        out[path] = (1, mtime, path)
+    return out
 
 
 def check_artifacts(page: Page, root: Path) -> list[Problem]:
@@ -158,6 +211,20 @@ def check_artifacts(page: Page, root: Path) -> list[Problem]:
         why = inside(root, page.meta.artifact_dir)
         if why:
             out.append(Problem(page.path, page.line_of("artifact_dir"), "artifact_dir", why))
+    return out
+
+
+def check_wiki_links(root: Path) -> list[Problem]:
+    """Links committed under wiki/ that break the containment rule (pages are reported when loaded).
+
+    The site never reads nor publishes them.
+    """
+    out = []
+    for path in links_out(root, root / WIKI_DIR):
+        if path.suffix == ".md" and not path.is_dir():
+            continue  # a page: load_page reports it
+        rel = path.relative_to(root).as_posix()
+        out.append(Problem(rel, 0, "", f"{inside(root, rel)}; the site does not publish it"))
     return out
 
 
@@ -190,12 +257,10 @@ def check_regions(page: Page) -> list[Problem]:
 
 
 def _links(body: str, first_line: int):
-    in_fence = False
-    for i, line in enumerate(body.split("\n")):
-        if line.lstrip().startswith(("```", "~~~")):
-            in_fence = not in_fence
-            continue
-        if in_fence or "](" not in line:
+    lines = body.split("\n")
+    code = code_lines(lines) if "](" in body else []
+    for i, line in enumerate(lines):
+        if "](" not in line or code[i]:  # code as every renderer sees it (kwiki.wiki.markers.code_lines)
             continue
         for m in _LINK.finditer(_INLINE_CODE.sub("", line)):
             yield first_line + i, m.group(1) or m.group(2)

@@ -58,6 +58,98 @@ class Region:
         return checksum(self.content) != self.sealed
 
 
+# ---------------------------------------------------------------- fenced code blocks
+#
+# A marker inside a fenced code block is an example, not a region. That rule is safe only where every
+# reader of the page agrees on what is code: if kwiki skipped a line that a renderer shows as text, a
+# hand-edited table could hide there from `kwiki check` (and write-back, finding no region, would
+# append another one on every run). So a line counts as code only when both CommonMark (GitHub,
+# editors) and the site's renderer (Python-Markdown's pymdownx.superfences) make it code; where they
+# differ, kwiki reads the line.
+
+_TAB = 4  # Python-Markdown's tab length; it expands tabs before any block is found
+_CM_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+# pymdownx.superfences' RE_NESTED_FENCE_START (9.x/10.x), as its search_nested applies it
+_SF_FENCE = re.compile(
+    r"""(?x)
+    (?P<fence>~{3,}|`{3,})
+    (?:[ \t]*\.?(?P<lang>[\w#.+-]+)(?=[\t ]|$))?
+    (?:
+        [ \t]*(\{(?P<attrs>[^\n]*)\}) |
+        (?P<options>(?:(?:[ \t]*[a-zA-Z][a-zA-Z0-9_]*(?:=(?P<quot>"|').*?(?P=quot))?)(?=[\t ]|$))+) |
+        (?P<unrecognized>(?:([ \t]*[^\s]+)(?=[\t ]|$))+)
+    )?[ \t]*$
+    """
+)
+_SF_PREFIX = " \t>"
+
+
+def code_lines(lines: list[str]) -> list[bool]:
+    """For each line, whether it is part of a fenced code block (its fences included) for CommonMark
+    and for the site's renderer alike."""
+    return [a and b for a, b in zip(_commonmark_code(lines), _superfences_code(lines))]
+
+
+def _commonmark_code(lines: list[str]) -> list[bool]:
+    """CommonMark fences at the top level: up to 3 spaces of indentation, 3 or more '`' or '~' (a
+    backtick fence's info string has no backtick); closed by the same character, at least as many,
+    followed by nothing but spaces; an unclosed fence runs to the end."""
+    out: list[bool] = []
+    fence: tuple[str, int] | None = None
+    for line in lines:
+        m = _CM_FENCE.match(line.expandtabs(_TAB)) if ("`" in line or "~" in line) else None
+        if fence is None:
+            if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+                fence = (m.group(1)[0], len(m.group(1)))
+            out.append(fence is not None)
+            continue
+        out.append(True)
+        if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= fence[1] and not m.group(2).strip(" \t"):
+            fence = None
+    return out
+
+
+def _superfences_code(lines: list[str]) -> list[bool]:
+    """pymdownx.superfences' fences (its `search_nested`): any indentation or '>' prefix, closed only by
+    the very same fence at the same indentation; a fence whose lines lose that indentation, or that
+    is never closed, is not code at all. After an opening line whose options or attributes
+    superfences might refuse, nothing further counts as code (kwiki cannot tell what it renders)."""
+    out = [False] * len(lines)
+    start = -1  # the open fence's first line, -1 when none is open
+    fence = ""
+    width = 0
+    for i, raw in enumerate(lines):
+        line = raw.expandtabs(_TAB)
+        if start < 0:
+            ws = len(line) - len(line.lstrip(_SF_PREFIX))
+            m = _SF_FENCE.match(line, ws) if ("`" in line or "~" in line) else None
+            if m is None or m.group("unrecognized"):
+                continue  # superfences refuses an unrecognized header (relaxed_headers is off)
+            if m.group("attrs") is not None or m.group("options") or ">" in line[:ws]:
+                break  # options and attributes pass validators kwiki does not run, and a fence in a
+                # quote is rendered as the quote's parser sees it: stop trusting fences from here on
+            start, fence, width = i, m.group("fence"), ws
+            continue
+        k = 0
+        while k < len(line) and k < width and line[k] in _SF_PREFIX:
+            k += 1
+        ws, content = line[:k], line[k:]
+        closed = abandoned = False
+        if ">" in ws:
+            abandoned = True
+        elif not (ws + content).strip():
+            pass
+        elif k != width:
+            abandoned = True
+        elif re.match(re.escape(fence) + r"[ \t]*$", content) and not content.startswith((" ", "\t")):
+            closed = True
+        if closed:
+            out[start : i + 1] = [True] * (i + 1 - start)
+        if closed or abandoned:
+            start = -1  # an abandoning line is not looked at again as an opening fence
+    return out
+
+
 def scan(text: str, *, yaml: bool = False, first_line: int = 1) -> list[Region]:
     """All regions in `text`; raises MarkerError (with a line) for broken markers."""
     if "kwiki:" not in text:  # no marker of any kind, broken ones included
@@ -66,13 +158,11 @@ def scan(text: str, *, yaml: bool = False, first_line: int = 1) -> list[Region]:
     regions: list[Region] = []
     current: tuple[str, int, str | None] | None = None
     body: list[str] = []
-    in_fence = False
-    for i, line in enumerate(text.split("\n")):
+    lines = text.split("\n")
+    code = [False] * len(lines) if yaml else code_lines(lines)
+    for i, line in enumerate(lines):
         lineno = first_line + i
-        if not yaml and line.lstrip().startswith(("```", "~~~")) and current is None:
-            in_fence = not in_fence
-            continue
-        if in_fence:
+        if code[i]:
             continue
         m_open, m_close = open_re.match(line), close_re.match(line)
         if m_open:

@@ -267,14 +267,30 @@ class Provenance(Strict):
     artifact_hash: str | None = None
 
 
+class Gate(Strict):
+    """A gate a record or claim failed: its name ('physical', ...) and why, in one line."""
+
+    name: NonEmpty
+    reason: NonEmpty
+
+
 class MeasuredClaim(Strict):
     verdict: Verdict
-    value: float | None = None
+    value: float | None = Field(default=None, description="the median of the claim's figure over the runs of its "
+                                                          "series (null when a gate refused the figure)")
     unit: str | None = None
-    spread: float | None = Field(default=None, description="relative half-spread of the figure in this run")
+    spread: float | None = Field(default=None, description="relative run-to-run band of the figure (k*MAD over "
+                                                           "the series' runs, at least 2%); in blocks written "
+                                                           "before series: the run's own half-spread")
     change: Literal["new", "same", "faster", "slower", "ambiguous"] | None = None
     detail: str | None = None
     provenance: Provenance | None = None
+    runs: int | None = Field(default=None, ge=1, description="runs of the series the value is the median of; "
+                                                             "fewer than 3: provisional")
+    range: tuple[float, float] | None = Field(default=None, description="lowest and highest figure over those runs")
+    drift: float | None = Field(default=None, description="relative move of the latest run from the series median, "
+                                                          "set only when it lies outside the band")
+    gates: list[Gate] | None = Field(default=None, description="gates the claim's figure failed")
 
 
 class Measurements(Strict):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kwiki.core.errors import FrontMatterError, MarkerError, Problem
+from kwiki.core.paths import within
 from kwiki.wiki.frontmatter import MAX_PAGE_BYTES, FrontMatter, field_name, parse_page
 from kwiki.wiki.markers import Region, scan
 
@@ -132,6 +133,9 @@ def _parse(file: Path, root: Path) -> Page:
         info = file.stat()
         if not stat.S_ISREG(info.st_mode):  # a FIFO would block, /dev/zero would never end
             page.problem(0, "", "not a regular file")
+            return page
+        if file.is_symlink() and not within(root, file):  # the containment rule (kwiki.core.paths)
+            page.problem(0, "", "a link that leads out of the repository; not read")
             return page
         with open(file, "rb") as fh:
             raw = fh.read(MAX_PAGE_BYTES + 1)

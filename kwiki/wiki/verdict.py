@@ -37,3 +37,7 @@ BLOCKING = NOT_REPRODUCED | UNSETTLED
 NOT_MEASURED = frozenset({Verdict.not_run, Verdict.not_testable})
 # outside what this machine can test: does not count against a page's evidence
 OUT_OF_SCOPE = frozenset({Verdict.not_testable, Verdict.not_applicable})
+
+# a verdict judged on fewer runs of its series than this is provisional (kwiki.verify.series):
+# it keeps its outcome, but neither the claim nor its page is shown as verified
+RUNS = 3

@@ -1,0 +1,177 @@
+"""Gates: checks every record of a run must pass before a claim may use its figures.
+
+A gate is a plain function over records. A record that fails one keeps its place in the report and
+the results store (with the gate named), but no claim built on it is ever reproduced or better:
+its verdict becomes `failed`, and write-back writes no figure for it (kwiki.verify.claims,
+kwiki.verify.writeback). A gate may also warn without failing: the record is fine, something
+else is wrong (a measured roof below an honest record).
+
+physical  a rate beyond the physical peak of its level by more than PHYSICAL_MARGIN: bytes per
+          second at the record's `bytes_level` (DRAM, L2, shared memory) and FLOP per second at its
+          dtype, against kwiki.verify.peaks. It catches work that was never done (a kernel that
+          works only on its checked launch, or on a stream the timer does not see) and declared
+          bytes or FLOPs the kernel does not move, as soon as they claim the impossible. It cannot
+          catch a cheat that stays under the peak: an honest wgmma microbenchmark already reaches
+          ~930 of the H200's 1070 dense bf16 TFLOP/s, so a GEMM that skips a fifth of its work still
+          passes. The profiler audit (counted instructions and bytes) is the real defence there;
+          this gate is the floor no record may go through.
+roof      a record faster than the artifact's measured speed of light (its manifest's `ceiling`
+          variant at the same params) beyond the two runs' noise. Not a cheat while it is under
+          the physical peak: it means the roof is wrong. A warning only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from kwiki.core.numbers import fmt, params_text
+from kwiki.verify import peaks
+from kwiki.verify.env import Gpu
+from kwiki.verify.plan import Plan, PlannedArtifact
+from kwiki.verify.record import Record
+from kwiki.verify.run import RunOutcome
+from kwiki.wiki.manifest import HOST
+from kwiki.wiki.model import Gate
+
+PHYSICAL = "physical"
+ROOF = "roof"
+PHYSICAL_MARGIN = 0.03  # fixed: physical peaks have no noise, only the datasheet's rounding
+ROOF_NOISE_FLOOR = 0.01  # a record this far above the measured roof (or the runs' spreads) warns
+LEVEL_NAMES = {"dram": "DRAM", "l2": "L2", "smem": "shared-memory"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one gate found about one record: a failure, or (`fail` False) a warning."""
+
+    gate: str
+    reason: str
+    fail: bool = True
+
+    def as_gate(self) -> Gate:
+        return Gate(name=self.gate, reason=self.reason)
+
+
+# ---------------------------------------------------------------- the gates
+
+
+def _rates(record: Record) -> tuple[float | None, float | None]:
+    """(TB/s, TFLOP/s) the record claims: derived from its bytes, flops and timing, else its extras."""
+    figs = record.figures()
+    tb = figs.get("tb_per_s", figs["gb_per_s"] / 1e3 if "gb_per_s" in figs else None)
+    tflop = figs.get("tflop_per_s", figs["gflop_per_s"] / 1e3 if "gflop_per_s" in figs else None)
+    return tb, tflop
+
+
+def physical(record: Record, gpu: Gpu) -> list[Finding]:
+    """Fails a record whose bytes or FLOPs per second beat `gpu`'s physical peak by more than 3%."""
+    out: list[Finding] = []
+    tb, tflop = _rates(record)
+    limit = 1 + PHYSICAL_MARGIN
+    if tb is not None:
+        peak = peaks.bytes_peak(gpu, record.bytes_level)
+        if peak is not None and tb > peak.value * limit:
+            out.append(Finding(PHYSICAL, f"{fmt(tb, 3)} TB/s of {LEVEL_NAMES[record.bytes_level]} bytes > "
+                                         f"{fmt(peak.value, 4, trim=True)} TB/s x {limit:g} physical peak of {gpu.name} ({peak.basis})"))
+    if tflop is not None:
+        dtype = record.flops_dtype or record.params.get("dtype")
+        peak, used = peaks.flops_peak(gpu, str(dtype) if dtype is not None else None)
+        if peak is not None and tflop > peak.value * limit:
+            out.append(Finding(PHYSICAL, f"{fmt(tflop, 3)} TFLOP/s > {fmt(peak.value, 4)} TFLOP/s x {limit:g} "
+                                         f"physical peak of {gpu.name} ({peak.basis}; rate: {used})"))
+    return out
+
+
+def roof(record: Record, ceiling: Record, ceiling_name: str) -> Finding | None:
+    """Warns when `record` moves bytes faster than the measured roof `ceiling` (same params) beyond noise."""
+    if record is ceiling or record.timing is None or ceiling.timing is None or not record.bytes or not ceiling.bytes:
+        return None
+    mine, roof_gb = record.figures()["gb_per_s"], ceiling.figures()["gb_per_s"]
+    noise = max(math.hypot(record.timing.spread, ceiling.timing.spread), ROOF_NOISE_FLOOR)
+    if mine <= roof_gb * (1 + noise):
+        return None
+    return Finding(ROOF, f"{mine / roof_gb:.0%} of the measured roof `{ceiling_name}` ({fmt(roof_gb / 1e3)} TB/s) "
+                         f"at {params_text(record.params) or 'the same params'}: the measured roof is wrong "
+                         "(not a bound)", fail=False)
+
+
+# ---------------------------------------------------------------- one run
+
+
+@dataclass
+class Gating:
+    """The gates' findings on every record of one run, and what could not be gated."""
+
+    findings: list[tuple[str, Record, Finding]] = field(default_factory=list)  # (artifact name, record, finding)
+    notes: list[str] = field(default_factory=list)
+    _by_record: dict[int, list[Finding]] = field(default_factory=dict, repr=False)
+
+    def add(self, artifact: str, record: Record, finding: Finding) -> None:
+        self.findings.append((artifact, record, finding))
+        self._by_record.setdefault(id(record), []).append(finding)
+
+    def failed(self, record: Record) -> list[Finding]:
+        return [f for f in self._by_record.get(id(record), []) if f.fail]
+
+    def warnings(self, record: Record) -> list[Finding]:
+        return [f for f in self._by_record.get(id(record), []) if not f.fail]
+
+    def as_json(self) -> list[dict]:
+        return [{"artifact": artifact, "variant": r.variant, "params": r.params, "gate": f.gate,
+                 "severity": "failed" if f.fail else "warning", "reason": f.reason}
+                for artifact, r, f in self.findings]
+
+
+def check(plan: Plan, outcomes: dict[str, list[RunOutcome]]) -> Gating:
+    """Run every gate over every record of the run.
+
+    The physical gate applies to records of GPU builds run on a GPU kwiki knows (a host build's
+    bytes are not the GPU's); the roof check to every artifact with a `ceiling` variant.
+    """
+    gating = Gating()
+    gpu = plan.gpu
+    ungated: set[str] = set()
+    for path in sorted(outcomes):
+        planned = plan.artifacts.get(path)
+        if planned is None:
+            continue
+        records = [r for o in outcomes[path] for r in o.records if r.check.passed]
+        on_gpu = gpu is not None and any(o.target != HOST for o in outcomes[path])
+        for r in records:
+            if on_gpu:
+                assert gpu is not None
+                for finding in physical(r, gpu):
+                    gating.add(planned.name, r, finding)
+                ungated |= _ungated(r, gpu)
+        _roofs(gating, planned, records)
+    gating.notes = sorted(ungated)
+    return gating
+
+
+def _roofs(gating: Gating, planned: PlannedArtifact, records: list[Record]) -> None:
+    m = planned.manifest
+    if m is None or m.ceiling is None:
+        return
+    ceilings = {params_text(r.params): r for r in records if r.variant == m.ceiling}
+    for r in records:
+        c = ceilings.get(params_text(r.params))
+        if c is None or r.variant == m.ceiling or gating.failed(r):
+            continue
+        finding = roof(r, c, m.ceiling)
+        if finding is not None:
+            gating.add(planned.name, r, finding)
+
+
+def _ungated(record: Record, gpu: Gpu) -> set[str]:
+    """Notes on the rates of `record` that no peak bounds on `gpu` (said once per run)."""
+    tb, tflop = _rates(record)
+    out = set()
+    if tb is not None and peaks.bytes_peak(gpu, record.bytes_level) is None:
+        out.add(f"physical gate: no {LEVEL_NAMES[record.bytes_level]} peak known for {gpu.name}; "
+                f"those bytes are not gated")
+    if tflop is not None:
+        dtype = record.flops_dtype or record.params.get("dtype")
+        if peaks.flops_peak(gpu, str(dtype) if dtype is not None else None)[0] is None:
+            out.add(f"physical gate: no FLOP rate known for {gpu.name} ({gpu.arch}); FLOPs are not gated")
+    return out

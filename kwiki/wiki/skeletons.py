@@ -1,0 +1,371 @@
+"""The skeletons `kwiki new` writes, as data: a page, an artifact manifest and its CUDA source.
+
+The variant ladder of the artifact skeleton is declared once (`RUNGS`) and rendered into the
+manifest, the .cu's header comment and the .cu's table of variants alike. `kwiki.wiki.new` plans,
+validates and writes what these functions render.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from kwiki.core.arch import parse_arch
+from kwiki.wiki.catalog import ARTIFACTS_DIR, WIKI_DIR
+from kwiki.wiki.fields import tag as _tag
+
+PAGE_KEY = "bench"  # the key of a new page's `artifacts` mapping, as the wiki's pages name theirs
+
+
+# page type -> the folder under wiki/ where pages of that type live
+PAGE_FOLDERS: dict[str, str] = {
+    "technique": "nvidia/techniques",
+    "algorithm": "nvidia/techniques",
+    "pitfalls": "nvidia/techniques",
+    "kernel": "nvidia/kernels",
+    "pattern": "nvidia/patterns",
+    "hardware": "nvidia/hardware",
+    "skill": "nvidia/hardware",
+    "api": "nvidia/apis",
+    "concept": "nvidia/concepts",
+    "guide": "guides",
+    "reference": "references",
+}
+
+# section headings of a page body, each with a short guidance comment
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("When it pays", ("The regime where it helps (memory-bound? latency-bound? which shapes and "
+                      "architectures) and where it does not.")),
+    ("How it works", ("The mechanism, with the code or PTX that matters and the numbers that decide it "
+                      "(bytes in flight, registers, shared memory).")),
+    ("How to check", "What shows it working: ptxas -v, SASS (cuobjdump -sass), Nsight Compute metrics."),
+    ("Pitfalls", "What goes wrong, and how it shows."),
+)
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One variant of the artifact skeleton: in the manifest, the header comment and the .cu table alike."""
+
+    name: str
+    rung: int
+    description: str
+    adds: str
+    launcher: str  # the C++ launcher
+    kernel: str  # the C++ kernel whose registers the record reports, or nullptr for a library call
+    scales: bool  # its output is alpha * x (else a copy of x)
+
+
+RUNGS: tuple[Rung, ...] = (
+    Rung("device_copy", 0, "cudaMemcpyAsync device to device of the same bytes (the baseline)",
+         "the library baseline: the driver's own device-to-device copy of the same bytes", "launch_device_copy", "nullptr", False),
+    Rung("naive", 1, "one thread per element, 4-byte loads and stores",
+         "a kernel: one thread per element, 4-byte accesses", "launch_naive", "naive_kernel", True),
+    Rung("vec4", 2, "16-byte loads and stores (float4), a scalar tail for the last n % 4 elements",
+         "16-byte accesses: a quarter of the instructions, four times the bytes in flight per thread",
+         "launch_vec4", "vec4_kernel", True),
+)
+BASELINE = "device_copy"
+SIZES = "16777216,16777219"  # the second is not a multiple of the vector width: the tail is checked
+
+PAGE_TEMPLATE = """\
+---
+id: {id}
+title: {title_yaml}
+type: {type}
+status: draft
+vendor: nvidia
+architectures: [{arch}]
+tags: [{tag}]
+evidence_level: spec
+summary: >-
+  One or two sentences for listings and agents: what this is, when it pays, what it buys.
+  (Written by kwiki new; replace it.)
+# public sources only, each {{id, title, url}}; a claim with evidence source-reported names one by its id
+sources: []
+{artifacts}{claims}---
+# {title}
+
+<!-- What it is: the idea in one paragraph, for a reader who knows CUDA but not this {type}. -->
+
+{sections}## Measurements
+
+<!-- Numbers on this page come from kwiki verify only: {measured_by} -->
+{regions}"""
+
+NO_CLAIMS = """\
+# claims: checkable statements with a number; kwiki verify measures those with a `measure`, e.g.
+#   - id: read-16b-bandwidth
+#     statement: A 16-byte read stream moves at least 4.45 TB/s on the H200.
+#     metric: bandwidth
+#     unit: TB/s
+#     at_least: 4.45
+#     conditions: {arch: sm_90a, gpu: H200}
+#     measure: {artifact: bench, of: {variant: read_v16_x4, figure: tb_per_s}}
+# (a figure from a public source instead: evidence: source-reported, source: <an id of sources>)
+claims: []
+"""
+
+RATIO_CLAIM = """\
+# claims: checkable statements with a number; kwiki verify measures those with a `measure`
+claims:
+  - id: {of}-vs-{per}
+    statement: The {of} rung moves bytes at least as fast as the {per} rung in the same run.
+    metric: ratio
+    unit: x
+    at_least: 1.0
+    conditions: {{arch: {arch}}}
+    measure:
+      artifact: {key}
+      of: {{variant: {of}, figure: gb_per_s}}
+      per: {{variant: {per}, figure: gb_per_s}}
+"""
+
+OUTCOME_CLAIM = """\
+# claims: checkable statements with a number; kwiki verify measures those with a `measure`
+claims:
+  - id: {claim_id}
+    statement: The {variant} variant passes its correctness check.
+    metric: outcome
+    unit: outcome
+    expect: passed
+    conditions: {{arch: {arch}}}
+    measure: {{artifact: {key}, of: {{variant: {variant}}}}}
+"""
+
+REGIONS = """
+<!-- kwiki:ladder -->
+<!-- /kwiki:ladder -->
+
+<!-- kwiki:claims -->
+<!-- /kwiki:claims -->
+"""
+
+MANIFEST_TEMPLATE = """\
+# written by kwiki new; every field: kwiki/wiki/manifest.py (schema/artifact.schema.json)
+name: {name}
+title: "{name}: y = alpha * x over fp32, a template ladder of two kernels against the device copy (replace it)"
+targets: [{arch}]
+build:
+  sources: [{source}]
+  flags: [-O3, -std=c++17]
+run:
+  args: ["--sizes={sizes}"]
+  timeout_s: 300
+# one entry per variant of the .cu's table, in its order: rung 0 is the library baseline
+variants:
+{variants}baseline: {baseline}
+"""
+
+CU_TEMPLATE = """\
+// {source}: y = alpha * x over n fp32 elements, a template ladder written by `kwiki new artifact`.
+// Replace the op; keep the layout (STYLE.md items 11-14) and the protocol (../common/kwiki_bench.cuh).
+//
+// Build (kwiki does this):
+//   nvcc -O3 -std=c++17 {gencode} -I../common -Xptxas=-v -o {name} {source}
+// Run: ./{name} [--sizes={sizes}] [--alpha=1.5] [--variants a,b,c] [--seed=N]
+//
+// Reference: fp64 on the host from the same fp32 inputs; tolerance: tolerance_for<float>(). Every size is
+// checked; keep one that is not a multiple of the vector width (4 elements), so the tail is tested.
+//
+// Variants (rung, name: what it adds; bytes per record: n reads and n writes of 4 bytes):
+{variant_lines}#include "kwiki_bench.cuh"
+
+#include <map>
+
+namespace {{
+
+constexpr int kThreads = 256;
+constexpr size_t kVec = 4;  // floats per 16-byte access
+const char* kDefaultSizes = "{sizes}";
+
+// ===================================================================================================
+// Reference: fp64 on the host
+// ===================================================================================================
+
+std::vector<double> reference(const std::vector<float>& x, double alpha) {{
+    std::vector<double> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = alpha * double(x[i]);
+    return y;
+}}
+
+// ===================================================================================================
+// Kernels
+// ===================================================================================================
+
+__global__ void naive_kernel(const float* __restrict__ x, float* __restrict__ y, float alpha, size_t n) {{
+    const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+    if (i < n) y[i] = alpha * x[i];
+}}
+
+// One float4 per thread over the first n / 4 * 4 elements; the last n % 4 by the grid's first threads.
+// x and y must be 16-byte aligned (cudaMalloc gives 256).
+__global__ void vec4_kernel(const float* __restrict__ x, float* __restrict__ y, float alpha, size_t n) {{
+    const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+    const size_t n4 = n / kVec;
+    if (i < n4) {{
+        float4 v = reinterpret_cast<const float4*>(x)[i];
+        v.x *= alpha; v.y *= alpha; v.z *= alpha; v.w *= alpha;
+        reinterpret_cast<float4*>(y)[i] = v;
+    }}
+    if (i < n - n4 * kVec) y[n4 * kVec + i] = alpha * x[n4 * kVec + i];
+}}
+
+// ===================================================================================================
+// Launchers
+// ===================================================================================================
+
+struct Problem {{
+    size_t n;
+    float alpha;
+    const float* x;
+    float* y;
+}};
+
+unsigned blocks_for(size_t threads) {{ return unsigned((threads + kThreads - 1) / kThreads); }}
+
+void launch_device_copy(const Problem& p, cudaStream_t s) {{
+    KWIKI_CHECK(cudaMemcpyAsync(p.y, p.x, p.n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+}}
+
+void launch_naive(const Problem& p, cudaStream_t s) {{
+    naive_kernel<<<blocks_for(p.n), kThreads, 0, s>>>(p.x, p.y, p.alpha, p.n);
+}}
+
+void launch_vec4(const Problem& p, cudaStream_t s) {{
+    vec4_kernel<<<blocks_for(std::max(p.n / kVec, p.n % kVec)), kThreads, 0, s>>>(p.x, p.y, p.alpha, p.n);
+}}
+
+// ===================================================================================================
+// The table of variants (artifact.yaml lists the same names, rungs and what each adds)
+// ===================================================================================================
+
+struct Variant {{
+    const char* name;
+    int rung;
+    const char* adds;
+    void (*launch)(const Problem&, cudaStream_t);
+    const void* kernel;  // the kernel whose registers the record reports; nullptr for a library call
+    bool scales;         // the output is alpha * x (else a copy of x)
+}};
+
+const std::vector<Variant>& variants() {{
+    static const std::vector<Variant> v = {{
+{variant_rows}    }};
+    return v;
+}}
+
+}}  // namespace
+
+// ===================================================================================================
+// main
+// ===================================================================================================
+
+int main(int argc, char** argv) {{
+    kwiki::Args args(argc, argv, variants());  // exit 2 when --variants names a variant not in the table
+    const auto sizes = args.get_sizes("sizes", kDefaultSizes, 1, "element counts");
+    const float alpha = float(args.get_double("alpha", 1.5));
+    const uint64_t seed = args.seed();
+    std::fprintf(stderr, "{name}: seed %llu, %d SMs, L2 %zu bytes\\n", (unsigned long long)seed, kwiki::sm_count(),
+                 kwiki::l2_bytes());
+    kwiki::Bench bench(args.bench_options());
+
+    for (const auto& size : sizes) {{
+        const size_t n = size_t(size[0]);
+        float *x = nullptr, *y = nullptr;
+        KWIKI_CHECK(cudaMalloc(&x, n * sizeof(float)));
+        KWIKI_CHECK(cudaMalloc(&y, n * sizeof(float)));
+        kwiki::fill_random(x, n, seed + n, -1.0f, 1.0f);
+        std::vector<float> hx(n);
+        KWIKI_CHECK(cudaMemcpy(hx.data(), x, n * sizeof(float), cudaMemcpyDeviceToHost));
+        const std::vector<double> scaled = reference(hx, double(alpha)), copied = reference(hx, 1.0);
+        const Problem p{{n, alpha, x, y}};
+
+        // check every variant once (poison, run, compare); only those that pass are timed
+        std::map<std::string, kwiki::CheckResult> checks;
+        for (const auto& v : variants()) {{
+            if (!args.want(v.name)) continue;
+            kwiki::poison(y, n * sizeof(float));
+            v.launch(p, 0);
+            KWIKI_CHECK_LAST();
+            KWIKI_CHECK(cudaDeviceSynchronize());
+            const std::vector<float> got = kwiki::to_host_float(y, n);
+            checks[v.name] = kwiki::compare(got.data(), (v.scales ? scaled : copied).data(), n, kwiki::tolerance_for<float>(),
+                                            v.scales ? "host fp64 alpha * x" : "the input x (a copy)");
+            if (checks[v.name].passed) bench.add(v.name, [&p, &v](cudaStream_t s) {{ v.launch(p, s); }});
+        }}
+        std::map<std::string, kwiki::BenchResult> timed;
+        for (auto& r : bench.run()) timed[r.name] = r;
+
+        for (const auto& v : variants()) {{
+            if (!args.want(v.name)) continue;
+            kwiki::Record rec;
+            rec.variant = v.name;
+            rec.params = {{{{"n", (unsigned long long)n}}, {{"dtype", "f32"}}}};
+            rec.bytes = 2.0 * double(n) * sizeof(float);
+            rec.flops = v.scales ? double(n) : 0.0;
+            rec.check = checks[v.name];
+            if (auto it = timed.find(v.name); it != timed.end()) rec.timing = it->second.timing, rec.clocks = it->second.clocks;
+            if (v.kernel) rec.set_regs(kwiki::kernel_regs(v.kernel));
+            kwiki::emit(rec);
+        }}
+        KWIKI_CHECK(cudaFree(x));
+        KWIKI_CHECK(cudaFree(y));
+    }}
+    return kwiki::exit_code();
+}}
+"""
+
+
+# ---------------------------------------------------------------- placement
+
+
+def stem(page_id: str, page_type: str) -> str:
+    """The file name of a page without '.md': its id less a leading '<type>-'."""
+    prefix = f"{page_type}-"
+    return page_id[len(prefix):] if page_id.startswith(prefix) and len(page_id) > len(prefix) else page_id
+
+
+def page_path(page_id: str, page_type: str) -> str:
+    return f"{WIKI_DIR}/{PAGE_FOLDERS[page_type]}/{stem(page_id, page_type)}.md"
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _yaml_str(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
+
+
+def render_page(page_id: str, page_type: str, title: str, arch: str, claims: str, artifact: str | None,
+                key: str = PAGE_KEY) -> str:
+    sections = "".join(f"## {head}\n\n<!-- {hint} -->\n\n" for head, hint in SECTIONS)
+    if artifact:
+        measured_by = (f"it runs artifacts/{artifact}, checks each claim, and writes the ladder and the claims "
+                       f"table between the markers below (never edit between them).")
+    else:
+        measured_by = "add an artifact (kwiki new artifact NAME --page " + page_id + ") and claims that measure it."
+    return PAGE_TEMPLATE.format(
+        id=page_id, title=title, title_yaml=_yaml_str(title), type=page_type, arch=arch,
+        tag=_tag(stem(page_id, page_type)),
+        artifacts=f"artifacts:\n  {key}: {ARTIFACTS_DIR}/{artifact}\n" if artifact else "",
+        claims=claims, sections=sections, measured_by=measured_by, regions=REGIONS if artifact else "",
+    )
+
+
+def render_manifest(name: str, arch: str) -> str:
+    variants = "".join(
+        f"  - {{name: {r.name}, rung: {r.rung}, adds: {_yaml_str(r.adds)}, description: {_yaml_str(r.description)}}}\n"
+        for r in RUNGS)
+    return MANIFEST_TEMPLATE.format(name=name, arch=arch, source=f"{name}.cu", sizes=SIZES, variants=variants,
+                                    baseline=BASELINE)
+
+
+def render_source(name: str, arch: str) -> str:
+    width = max(len(r.name) for r in RUNGS)
+    lines = "".join(f"//   {r.rung} {r.name:<{width}}  {r.adds}\n" for r in RUNGS)
+    rows = "".join(f'        {{"{r.name}", {r.rung}, "{r.adds}", {r.launcher}, '
+                   f'{"nullptr" if r.kernel == "nullptr" else f"reinterpret_cast<const void*>({r.kernel})"}, '
+                   f'{"true" if r.scales else "false"}}},\n' for r in RUNGS)
+    return CU_TEMPLATE.format(name=name, source=f"{name}.cu", gencode=parse_arch(arch).gencode(), sizes=SIZES,
+                              variant_lines=lines, variant_rows=rows)
