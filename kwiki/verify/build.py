@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -175,7 +175,9 @@ def cxx_version(cxx: str | None) -> str | None:
     return f"{cxx}: {done.stdout.strip() or done.stderr.strip()}"
 
 
-def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None) -> BuildResult:
+def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None,
+              started: Callable[[BuildJob], None] | None = None) -> BuildResult:
+    """Build one job, or take it from the cache; `started(job)` is told before a compiler runs."""
     compiler_version = nvcc_version if job.manifest.build.compiler == "nvcc" or job.target != HOST else cxx_version(cxx)
     key = cache_key(job, root, compiler_version)
     final = root / BUILD_DIR / job.artifact / f"{job.target}-{key}"
@@ -189,6 +191,8 @@ def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | N
                                cached.get("command", []), str(final / "build.log"), None, kernels)
         except (ValueError, TypeError):
             pass  # a damaged cache entry is rebuilt
+    if started is not None:
+        started(job)
     staging = final.with_name(final.name + f".tmp{os.getpid()}-{time.monotonic_ns()}")
     staging.mkdir(parents=True, exist_ok=True)
     out = staging / job.artifact
@@ -228,18 +232,24 @@ def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | N
 
 def build_all(jobs: list[BuildJob], root: Path, *, nvcc: str | None, nvcc_version: str | None,
               cxx: str | None, workers: int = 0,
-              progress: Callable[[BuildResult], None] | None = None) -> list[BuildResult]:
-    """Build every job, `workers` at a time (default: CPU count); results in job order."""
+              progress: Callable[[BuildResult], None] | None = None,
+              started: Callable[[BuildJob], None] | None = None) -> list[BuildResult]:
+    """Build every job, `workers` at a time (default: CPU count); results in job order.
+
+    `started(job)` is told as a compiler starts (from the worker's thread, and not for a cached
+    build); `progress(result)` as each build ends, in the order they end, from this thread.
+    """
     workers = workers or os.cpu_count() or 1
+    results: list[BuildResult | None] = [None] * len(jobs)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(build_one, job, root, nvcc, nvcc_version, cxx) for job in jobs]
-        results = []
-        for fut in futures:
+        futures = {pool.submit(build_one, job, root, nvcc, nvcc_version, cxx, started): i
+                   for i, job in enumerate(jobs)}
+        for fut in as_completed(futures):
             result = fut.result()
+            results[futures[fut]] = result
             if progress:
                 progress(result)
-            results.append(result)
-    return results
+    return [r for r in results if r is not None]
 
 
 __all__ = ["BuildJob", "BuildResult", "build_all", "build_one", "artifact_hash", "parse_ptxas", "MANIFEST"]

@@ -7,6 +7,7 @@ A record whose check failed carries no timing, and its run exits non-zero.
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -14,6 +15,14 @@ from kwiki.core.errors import RecordError
 from kwiki.core.strict import Scalar, Strict
 
 RECORD_VERSION = 1
+
+# The measurement protocol: how a record's figures come about (what is timed, how the L2 is flushed,
+# how samples are drawn, poisoned and re-checked, which clock readings go with them). It is part of
+# every series key (kwiki.verify.series), so runs taken under two protocols never make one series.
+# Bump it when the measurement itself changes, in the same change that lands the new protocol;
+# never for a refactor, a new artifact, variant or shape (the artifact's own hash and the record's
+# params keep those apart), nor for a change of one artifact's sources (its hash already moves).
+PROTOCOL_VERSION = 1
 
 
 class Timing(Strict):
@@ -55,7 +64,13 @@ class Record(Strict):
     variant: str
     params: dict[str, Scalar] = Field(default_factory=dict)
     bytes: float | None = Field(default=None, ge=0, description="bytes moved by one launch (declared)")
+    bytes_level: Literal["dram", "l2", "smem"] = Field(
+        default="dram", description="where `bytes` are moved: DRAM, L2 or shared memory; the physical gate "
+                                    "holds them to that level's peak")
     flops: float | None = Field(default=None, ge=0, description="floating-point operations of one launch")
+    flops_dtype: str | None = Field(
+        default=None, description="the dtype `flops` run in (bf16, fp16, tf32, fp8, fp32, ...); when absent the "
+                                  "physical gate takes params.dtype, else the architecture's highest rate")
     timing: Timing | None = None
     check: Check
     clocks: Clocks = Field(default_factory=Clocks)
