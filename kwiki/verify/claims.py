@@ -179,8 +179,8 @@ def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str,
     if na:
         res.verdict, res.detail = Verdict.not_applicable, f"variant {na[0]!r} does not target {planned.run_target}"
         return res
-    failed_builds = [b for (name, _), b in builds.items() if name == planned.name and not b.ok]
-    run_build = builds.get((planned.name, planned.run_target or ""))
+    failed_builds = [b for (name, _), b in builds.items() if name == planned.build_name and not b.ok]
+    run_build = builds.get((planned.build_name, planned.run_target or ""))
     if failed_builds and (run_build is None or not run_build.ok):
         res.verdict, res.detail = Verdict.error, failed_builds[0].error or "build failed"
         return res

@@ -174,15 +174,15 @@ def _run_stage(the_plan: Plan, builds: list[BuildResult], root: Path, run_id: st
     """Run every artifact whose build for this GPU succeeded, one after another (runs never overlap)."""
     by_key = {(b.artifact, b.target): b for b in builds}
     runnable = [a for a in sorted(the_plan.artifacts.values(), key=lambda a: a.path)
-                if a.run_target and a.manifest and (a.name, a.run_target) in by_key
-                and by_key[(a.name, a.run_target)].ok]
+                if a.run_target and a.manifest and (a.build_name, a.run_target) in by_key
+                and by_key[(a.build_name, a.run_target)].ok]
     gpu_index = the_plan.gpu.index if the_plan.gpu else None
     outcomes: dict[str, list[RunOutcome]] = {}
     seconds = 0.0
     for n, planned in enumerate(runnable, 1):
         progress(f"run {n}/{len(runnable)} {planned.name} [{planned.run_target}] "
                  f"{len(planned.run_variants)} variants + {len(planned.isolated)} isolated")
-        outs = run_artifact(planned, by_key[(planned.name, planned.run_target)], gpu_index=gpu_index,
+        outs = run_artifact(planned, by_key[(planned.build_name, planned.run_target)], gpu_index=gpu_index,
                             root=root, run_id=run_id)
         outcomes[planned.path] = outs
         for o in outs:

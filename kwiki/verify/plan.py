@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,10 +30,16 @@ class PlannedArtifact:
     run_variants: list[str] = field(default_factory=list)  # run together in one process
     isolated: list[str] = field(default_factory=list)  # each in a process of its own
     not_applicable: list[str] = field(default_factory=list)
+    binary_of: PlannedArtifact | None = None  # the artifact whose build this one runs (build.binary_of)
 
     @property
     def name(self) -> str:
         return self.manifest.name if self.manifest else Path(self.path).name
+
+    @property
+    def build_name(self) -> str:
+        """The name of the build this artifact runs: its own, or that of the artifact it borrows from."""
+        return self.binary_of.name if self.binary_of else self.name
 
 
 @dataclass
@@ -146,13 +153,48 @@ def plan(wiki: Wiki, pages: list[Page], env: Environment, *, compile_only: bool,
             if rel not in artifacts:
                 artifacts[rel] = _plan_artifact(rel, root, env, gpu, compile_only)
             artifacts[rel].pages.append(page.id or page.path)
+    builders: dict[str, PlannedArtifact] = {}
+    for a in list(artifacts.values()):
+        if a.manifest is not None and a.manifest.build.binary_of:
+            _borrow(a, root, env, builders)
+    owners = {a.path: a for a in artifacts.values() if not (a.manifest and a.manifest.build.binary_of)} | builders
     builds = [
         BuildJob(a.name, a.directory, a.manifest, target)
-        for a in sorted(artifacts.values(), key=lambda a: a.path)
+        for a in sorted(owners.values(), key=lambda a: a.path)
         if a.manifest is not None
         for target in a.manifest.targets
     ]
     return Plan(root, pages, artifacts, builds, gpu, compile_only, problems)
+
+
+def _borrow(a: PlannedArtifact, root: Path, env: Environment, builders: dict[str, PlannedArtifact]) -> None:
+    """Point `a` at the artifact whose binary it runs (build.binary_of), planned as a build only."""
+    assert a.manifest is not None and a.manifest.build.binary_of
+    rel = Path(os.path.normpath(Path(a.path) / a.manifest.build.binary_of)).as_posix()
+    why = inside(root, rel) or (None if (root / rel / MANIFEST).is_file() else f"{rel!r} has no {MANIFEST}")
+    if why is None and rel not in builders:
+        builders[rel] = _plan_artifact(rel, root, env, None, compile_only=True)
+    owner = builders.get(rel)
+    if why is None and owner is not None and owner.manifest is None:
+        why = owner.error or "invalid manifest"
+    if why is None and owner is not None and owner.manifest is not None:
+        if owner.manifest.build.binary_of:
+            why = f"{rel} borrows its binary too; binary_of must name an artifact that builds one"
+        else:
+            unknown = sorted({v.name for v in a.manifest.variants} - {v.name for v in owner.manifest.variants})
+            missing = sorted(set(a.manifest.targets) - set(owner.manifest.targets))
+            if unknown:
+                why = f"variants {unknown} are not variants of {rel}"
+            elif missing:
+                why = f"targets {missing} are not built by {rel}"
+    if why is not None:
+        a.error = f"build.binary_of: {why}"
+        a.problem = Problem(f"{a.path}/{MANIFEST}", 1, "build.binary_of", why)
+        a.why_not_run = "its build.binary_of cannot be used"
+        a.run_target = None
+        return
+    a.binary_of = owner
+    a.hash = artifact_hash(a.directory, root, also=[owner.directory]) if owner is not None else a.hash
 
 
 def _plan_artifact(rel: str, root: Path, env: Environment, gpu: Gpu | None, compile_only: bool) -> PlannedArtifact:

@@ -45,9 +45,12 @@ def series_key(planned: PlannedArtifact, gpu_name: str, root: Path) -> str | Non
     m = planned.manifest
     if m is None:
         return None
-    b = m.build
+    builder = planned.binary_of or planned  # an artifact that runs another's binary: that build's files
+    if builder.manifest is None:
+        return None
+    b = builder.manifest.build
+    own = [builder.directory / f for f in [*b.sources, *b.headers, *filter(None, [b.script])]]
     directory = planned.directory
-    own = [directory / f for f in [*b.sources, *b.headers, *filter(None, [b.script])]]
     own += [directory / part for part in m.run.command if "{" not in part and (directory / part).is_file()]
     files = {*own, *included_files(own, [root / COMMON_DIR])}
     h = hashlib.sha256()
@@ -210,5 +213,6 @@ def until_runs(plan: Plan, rows: list[RecordRow], series: dict[str, str], n: int
         if have >= n:
             planned.why_not_run = f"its series has {have} runs already (--until-runs {n})"
             skipped.append(planned.name)
-    plan.builds = [b for b in plan.builds if b.artifact not in skipped]
+    needed = {a.build_name for a in plan.artifacts.values() if a.run_target and not a.why_not_run}
+    plan.builds = [b for b in plan.builds if b.artifact not in skipped or b.artifact in needed]
     return skipped

@@ -49,6 +49,9 @@ class Build(Strict):
     sources: list[RelPath] = Field(default_factory=list)
     headers: list[RelPath] = Field(default_factory=list, description="extra files that feed the cache key")
     script: RelPath | None = None
+    binary_of: RelPath | None = Field(
+        default=None, description="an artifact directory (relative to this one) whose binary this artifact runs: "
+                                  "the code is compiled once, by that artifact's build, and run here another way")
     compiler: Literal["nvcc", "c++"] = "nvcc"
     flags: list[str] = Field(default_factory=lambda: ["-O3", "-std=c++17"])
     target_flags: dict[Target, list[str]] = Field(default_factory=dict)
@@ -57,8 +60,8 @@ class Build(Strict):
 
     @model_validator(mode="after")
     def _one_way(self) -> "Build":
-        if bool(self.sources) == bool(self.script):
-            raise ValueError("give either 'sources' or 'script'")
+        if sum(map(bool, (self.sources, self.script, self.binary_of))) != 1:
+            raise ValueError("give one of 'sources', 'script' or 'binary_of'")
         return self
 
 

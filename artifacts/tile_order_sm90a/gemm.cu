@@ -1,1 +1,0 @@
-../gemm_bf16_sm90a/gemm.cu
