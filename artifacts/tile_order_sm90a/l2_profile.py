@@ -2,7 +2,7 @@
 
     python3 l2_profile.py BINARY [--shapes=8192x8192x8192,...] --variants a,b,c
 
-BINARY is gemm.cu built for sm_90a (the same source as artifacts/gemm_bf16_sm90a). For each variant
+BINARY is the binary of artifacts/gemm_bf16_sm90a (the manifest says build.binary_of), built once by kwiki. For each variant
 and shape it runs the binary once under `ncu`, which profiles the first launch of the GEMM kernel
 (`gemm_ws`): the binary's correctness check launches it first, on fresh random inputs, and prints its
 own record (check result and a timing under the profiler, which this driver drops: time comes from
