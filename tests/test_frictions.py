@@ -302,7 +302,9 @@ def _gpu_only_project(root: Path) -> Path:
     (root / "wiki").mkdir(parents=True)
     art = root / "artifacts" / "gpu_sm90a"
     art.mkdir(parents=True)
-    (art / "build.sh").write_text('printf "#!/bin/sh\\nexit 0\\n" > "$KWIKI_OUT" && chmod +x "$KWIKI_OUT"\n')
+    # the stand-in binary answers --list-variants, as every CUDA artifact must (kwiki checks it after the build)
+    (art / "build.sh").write_text('printf "#!/bin/sh\\n[ \\"\\$1\\" = --list-variants ] && echo k\\nexit 0\\n" > "$KWIKI_OUT" '
+                                  '&& chmod +x "$KWIKI_OUT"\n')
     (art / "artifact.yaml").write_text(
         "name: gpu_sm90a\ntitle: a GPU-only fixture\ntargets: [sm_90a]\nbuild: {script: build.sh}\n"
         "variants:\n  - {name: k}\n")

@@ -135,6 +135,7 @@ def rebuilt(root: Path, tmp_path: Path) -> dict:
     """`snapshot` of an index built from scratch over the same files."""
     other = tmp_path / "from-scratch"
     shutil.copytree(root / "wiki", other / "wiki")
+    shutil.copytree(root / "results", other / "results")  # the results store the pages' blocks trace to
     return snapshot(other)
 
 

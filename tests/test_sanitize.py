@@ -107,13 +107,13 @@ def test_files_a_browser_would_run_are_not_published(payload_site):
 
 def test_attribute_list_keeps_class_and_id(payload_site):
     home = (payload_site[0] / "site" / "index.html").read_text(encoding="utf-8")
-    assert '<h2 class="kw-note" id="stays">What stays</h2>' in home
+    assert '<h2 class="note" id="stays">What stays</h2>' in home
 
 
 def test_a_page_that_slips_past_the_content_sanitiser_is_withheld(tmp_path, monkeypatch):
     """The second line: the finished page is audited, so a bypass of `clean` still runs nothing."""
     shutil.copytree(FIXTURE / "wiki", tmp_path / "wiki")
-    monkeypatch.setattr(sanitize, "clean", lambda text: (text, []))
+    monkeypatch.setattr(sanitize, "clean", lambda text, own=None: (text, []))
     report = build_site(tmp_path, tmp_path / "site", strict=False)
     assert any(w.startswith("wiki/payloads/img-onerror.md: ") and "event handler 'onerror'" in w
                and "withheld" in w for w in report.warnings)

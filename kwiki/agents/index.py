@@ -15,6 +15,11 @@ opens the index through `with_index`, which first brings it up to date:
   large batches) and stored with its query result and `show` view already serialised;
   a page with errors is left out of the index (`kwiki check` reports it), its problems
   kept for `kwiki show`;
+* a page with a measurements block is stored with what the results store says about it
+  (kwiki.verify.trace: does each figure trace to the runs it names?), so its evidence, state
+  and facets never show an untraceable block as verified; that check is cached with the page
+  and done again only when the page changes or when a file of `results/` changes size or
+  mtime (then every page with a block is read again; the others are not);
 * a missing index, one written by another index version (`INDEX_VERSION`, held in
   SQLite's user_version), or a corrupt file is rebuilt from scratch into a temporary
   file that replaces the old one; if `.kwiki/` cannot be written the index lives in
@@ -26,10 +31,11 @@ processes refreshing at once serialise on SQLite's write lock, and the second on
 the work done. Two files declaring the same id are both indexed (`kwiki check` reports
 them); `page_detail` takes the first by path.
 
-Costs, on 10,000 pages: the stats are the floor of every query; a body edit adds reading
-one file; an edit of a title, summary or tags adds parsing its YAML; any other
-front-matter edit adds importing pydantic and kwiki.wiki.model (about 200 ms), which only the
-query after such an edit pays.
+Costs, on 10,000 pages: the stats (and a listing of `results/`) are the floor of every query;
+a body edit adds reading one file; an edit of a title, summary or tags adds parsing its YAML;
+any other front-matter edit adds importing pydantic and kwiki.wiki.model (about 200 ms), which
+only the query after such an edit pays; a change to `results/` adds reading the store and every
+page with a measurements block (about 0.4 s for this repository's wiki and store).
 """
 
 from __future__ import annotations
@@ -41,9 +47,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Optional, TypeVar
 
 from kwiki.core.errors import KwikiError
+from kwiki.verify.storelines import RESULTS_DIR
 from kwiki.wiki.catalog import WIKI_DIR
 
-INDEX_VERSION = 4  # bump whenever the tables or the stored JSON change: the index is rebuilt
+INDEX_VERSION = 5  # bump whenever the tables or the stored JSON change: the index is rebuilt
 INDEX_DIR = ".kwiki"
 INDEX_FILE = "index.sqlite"
 APPLICATION_ID = 0x6B776B69  # 'kwki', so another program's SQLite file is never taken for ours
@@ -63,7 +70,8 @@ CREATE TABLE files (
     raw TEXT,                -- JSON object, repr of each key -> repr of its value, as parsed (NULL: unreadable)
     page INTEGER,            -- pages.pk, NULL when the page has errors
     page_id TEXT,            -- the id the file declares, even when it has errors
-    problems TEXT            -- JSON list of 'path:line: field: message', NULL when indexed
+    problems TEXT,           -- JSON list of 'path:line: field: message', NULL when indexed
+    traced INTEGER           -- 1: the page has a measurements block, its views depend on results/
 );
 CREATE TABLE pages (         -- narrow, so filtering, sorting and counting read little
     pk INTEGER PRIMARY KEY,
@@ -101,11 +109,13 @@ class Refreshed:
         self.removed: list[str] = []
         self.body_only = 0  # of `changed`, re-indexed from the body alone
         self.simple = 0  # of `changed`, re-indexed without the page model (kwiki.wiki.fields.SIMPLE)
+        self.retraced: list[str] = []  # unchanged pages read again because the results store changed
         self.rebuilt = False
 
     def __repr__(self) -> str:
         return (f"Refreshed(added={len(self.added)}, changed={len(self.changed)}, removed={len(self.removed)}, "
-                f"body_only={self.body_only}, simple={self.simple}, rebuilt={self.rebuilt})")
+                f"body_only={self.body_only}, simple={self.simple}, retraced={len(self.retraced)}, "
+                f"rebuilt={self.rebuilt})")
 
 
 # ---------------------------------------------------------------- opening
@@ -331,16 +341,18 @@ def refresh(conn: sqlite3.Connection, root: Path) -> Refreshed:
     import time
 
     current = scan(root)
-    blob = marshal.dumps(current)
-    seen = _snapshot_blob(conn)
+    store = store_files(root)
+    blob, store_blob = marshal.dumps(current), marshal.dumps(store)
+    seen, seen_store = _snapshot_blob(conn), _snapshot_blob(conn, "store")
     if seen is None and conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None:
         raise Damaged("the index lists files but holds no snapshot of them")
-    if seen == blob:  # the common case: nothing changed, files listed in the same order
+    if seen == blob and seen_store == store_blob:  # the common case: nothing changed, listed in the same order
         return Refreshed()
     stored = _loads(seen)
-    if stored == current:  # the same files, listed in another order
+    if stored == current and _loads(seen_store) == store:  # the same files, listed in another order
         try:
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'snapshot'", (blob,))
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (blob,))
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('store', ?)", (store_blob,))
         except sqlite3.OperationalError:  # read-only or busy: only the fast path is lost
             pass
         return Refreshed()
@@ -350,15 +362,11 @@ def refresh(conn: sqlite3.Connection, root: Path) -> Refreshed:
         now = _snapshot_blob(conn)
         if now != seen:  # another process refreshed while we waited for the lock
             stored = _loads(now)
-        done = _apply(conn, Path(root), current, stored)
+        retrace = _loads(_snapshot_blob(conn, "store")) != store
+        done = _apply(conn, Path(root), current, stored, retrace)
         # files touched just before or during this refresh are looked at again next time
-        racy = [path for path, st in current.items() if st[1] >= started - RACY_NS]
-        if racy:
-            marked = dict(current)
-            for path in racy:
-                marked[path] = (current[path][0], -1)
-            blob = marshal.dumps(marked)
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (blob,))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (_racy(current, started),))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('store', ?)", (_racy(store, started),))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -366,8 +374,41 @@ def refresh(conn: sqlite3.Connection, root: Path) -> Refreshed:
     return done
 
 
-def _snapshot_blob(conn: sqlite3.Connection) -> bytes | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = 'snapshot'").fetchone()
+def _racy(snapshot: Snapshot, started: int) -> bytes:
+    """`snapshot` as stored: a file modified just before or during the refresh gets mtime -1, so the
+    next refresh looks at it again (an edit that keeps size and timestamp tick is not missed)."""
+    import marshal
+
+    racy = [path for path, st in snapshot.items() if st[1] >= started - RACY_NS]
+    if not racy:
+        return marshal.dumps(snapshot)
+    marked = dict(snapshot)
+    for path in racy:
+        marked[path] = (snapshot[path][0], -1)
+    return marshal.dumps(marked)
+
+
+def store_files(root: Path) -> Snapshot:
+    """The results store's files (`results/*.jsonl`): name -> (size, mtime_ns). A page's trace is cached
+    against them: when any changes, every page with a measurements block is traced again."""
+    out: Snapshot = {}
+    try:
+        entries = os.scandir(os.path.join(str(root), RESULTS_DIR))
+    except OSError:
+        return out
+    with entries:
+        for entry in entries:
+            if entry.name.endswith(".jsonl"):
+                try:
+                    st = entry.stat()
+                except OSError:  # a dangling link: read_all skips it too
+                    continue
+                out[entry.name] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _snapshot_blob(conn: sqlite3.Connection, key: str = "snapshot") -> bytes | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
     return None if row is None else row[0]
 
 
@@ -383,7 +424,10 @@ def _loads(blob: bytes | None) -> Snapshot:
     return value if isinstance(value, dict) else {}
 
 
-def _apply(conn: sqlite3.Connection, root: Path, current: Snapshot, stored: Snapshot) -> Refreshed:
+def _apply(conn: sqlite3.Connection, root: Path, current: Snapshot, stored: Snapshot, retrace: bool = False
+           ) -> Refreshed:
+    """Bring the stored pages up to date; with `retrace` (the results store changed) every page with a
+    measurements block is read again, as its trace may have changed."""
     done = Refreshed()
     new_or_changed = [path for path, _ in current.items() - stored.items()]  # set operations, in C
     done.added = sorted(path for path in new_or_changed if path not in stored)
@@ -391,10 +435,18 @@ def _apply(conn: sqlite3.Connection, root: Path, current: Snapshot, stored: Snap
     done.removed = sorted(stored.keys() - current.keys())
     for path in done.removed:
         _delete(conn, path)
+    traced = {row[0] for row in conn.execute("SELECT path FROM files WHERE traced = 1")} if retrace else set()
+    done.retraced = sorted(traced - set(new_or_changed) - set(done.removed))
     known = _heads(conn, done.changed)
     reread: list[str] = list(done.added)
+    for path in done.retraced:
+        _delete(conn, path)
+        reread.append(path)
     for path in done.changed:
-        if _body_only(conn, root, path, known.get(path)):
+        if path in traced:
+            _delete(conn, path)
+            reread.append(path)
+        elif _body_only(conn, root, path, known.get(path)):
             done.body_only += 1
         elif _simple_edit(conn, root, path, known.get(path)):
             done.simple += 1
@@ -553,6 +605,26 @@ class _Record(NamedTuple):
     page: dict[str, Any] | None  # None when the page has errors
 
 
+_STORES: dict[str, tuple[Snapshot, Any]] = {}  # root -> (its store files, kwiki.verify.trace.Store of them)
+
+
+def _trace_store(root: Path) -> Any:
+    """The results store of `root`, indexed for tracing; read once per process while its files stay the same
+    (not trusted while a file was modified within RACY_NS: a second write may keep its size and mtime)."""
+    import time
+
+    from kwiki.verify.trace import Store
+
+    files = store_files(root)
+    cached = _STORES.get(str(root))
+    if cached is None or cached[0] != files:
+        cached = (files, Store.load(root))
+        recent = time.time_ns() - RACY_NS
+        if all(mtime < recent for _, mtime in files.values()):
+            _STORES[str(root)] = cached
+    return cached[1]
+
+
 def _read_many(root: Path, paths: list[str]) -> Iterator[_Record]:
     if not paths:
         return
@@ -564,6 +636,9 @@ def _read_many(root: Path, paths: list[str]) -> Iterator[_Record]:
 
     if len(paths) >= PARALLEL_MIN and workers > 1 and sys.platform == "linux" and threading.active_count() == 1:
         import multiprocessing
+
+        if store_files(root):
+            _trace_store(root)  # read once here, inherited by the workers
 
         chunk = max(16, len(paths) // (workers * 8))
         with multiprocessing.get_context("fork").Pool(workers) as pool:
@@ -590,17 +665,29 @@ def _read_one(job: tuple[str, str]) -> _Record:
     facets = {("tag", t) for t in meta.tags} | {("arch", a) for a in meta.architectures}
     facets |= {("op", op.strip().lower()) for op in meta.applies_to_ops if op.strip()}
     block = meta.measurements
-    if block is not None:
-        gpus = {block.verified_on} | {m.provenance.gpu for m in block.claims.values() if m.provenance}
-        facets |= {("gpu", g.strip().lower()) for g in gpus if g and g.strip()}
+    trace = st = None
+    rank = meta.effective_evidence.rank
+    if block is not None:  # what the results store says about it (only such pages import kwiki.verify)
+        from kwiki.verify.standing import standing
+        from kwiki.verify.trace import evidence
+        from kwiki.verify.trace import trace as trace_page
+
+        store = _trace_store(root)
+        trace = trace_page(meta, store, path)
+        st = standing(meta, store.history(meta.id, path), trace)
+        rank = evidence(meta, trace)[1]
+        if trace is not None and trace.traceable:  # an untraceable block was verified on no GPU
+            gpus = {block.verified_on} | {m.provenance.gpu for m in block.claims.values() if m.provenance}
+            facets |= {("gpu", g.strip().lower()) for g in gpus if g and g.strip()}
     dump = json.dumps
     return _Record(path, head, raw, meta.id, [], {
         "id": meta.id,
         "type": meta.type.value,
-        "evidence": meta.effective_evidence.rank,
+        "evidence": rank,
         # indented as `kwiki query --json` prints it, so a query only pastes stored text together
-        "result": dump(result_view(meta, path), indent=2, sort_keys=True),
-        "detail": dump(detail_view(meta, path), sort_keys=True, ensure_ascii=False),
+        "result": dump(result_view(meta, path, trace, st), indent=2, sort_keys=True),
+        "detail": dump(detail_view(meta, path, trace, st), sort_keys=True, ensure_ascii=False),
+        "traced": int(block is not None),
         "facets": sorted(facets),
         "title": meta.title,
         "summary": meta.summary or "",
@@ -624,9 +711,11 @@ def _insert(conn: sqlite3.Connection, record: _Record) -> None:
             "INSERT INTO fts (rowid, title, summary, tags, body) VALUES (?, ?, ?, ?, ?)",
             (pk, page["title"], page["summary"], page["tags"], page["body"]),
         )
+    traced = 1 if page is not None and page.get("traced") else None
     conn.execute(
-        "INSERT INTO files (path, head, raw, page, page_id, problems) VALUES (?, ?, ?, ?, ?, ?)",
-        (record.path, record.head, record.raw, pk, record.page_id, json.dumps(record.problems) if page is None else None),
+        "INSERT INTO files (path, head, raw, page, page_id, problems, traced) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (record.path, record.head, record.raw, pk, record.page_id, json.dumps(record.problems) if page is None else None,
+         traced),
     )
 
 

@@ -33,6 +33,9 @@ numbers are re-measured by a machine. Each page has an evidence level: spec <
 source-reported < measured < verified (verified: `kwiki verify` reproduced every claim
 that could run on matching hardware). Claims carry the claimed figure, the latest
 measured figure, a verdict (reproduced, better, worse, failed, ...) and the GPU and date.
+A page whose measured figures do not trace to the results store (`traceable: false`,
+evidence level and state "untraceable") was edited or written by hand: treat none of its
+verdicts as verified.
 
 Start with find_techniques(arch="sm_90", tags=[...], op="gemm") or search_pages(text=...);
 then get_page(id) for the whole page or get_measurements(id) for its numbers only.

@@ -67,6 +67,22 @@ class ClaimView(_Out):
     verdict: str | None = Field(description="reproduced, better, worse, failed, not-applicable, ... or null if never measured")
     gpu: str | None = Field(description="GPU of the latest measurement")
     date: str | None = Field(description="date of the latest measurement")
+    traceable: bool | None = Field(default=None, description="whether the results store holds the runs the measured "
+                                                             "figure names, with its value and verdict (null: not "
+                                                             "measured); an untraceable figure is never verified")
+    untraceable: str | None = Field(default=None, description="why the measured figure does not trace, in one line")
+
+
+def _state() -> Any:
+    return Field(default=None, description="where the page stands: untraceable, not-reproduced, drifted, "
+                                           "provisional, verified, measured or not-measured (untraceable: its "
+                                           "measurements block does not trace to the results store, so nothing "
+                                           "on it counts as verified)")
+
+
+def _untraceable() -> Any:
+    return Field(default_factory=list, description="why the page's measurements block does not trace to the "
+                                                   "results store, one line each (empty: it traces)")
 
 
 class QueryResult(_Out):
@@ -78,7 +94,10 @@ class QueryResult(_Out):
     type: str
     tags: list[str]
     architectures: list[str]
-    evidence_level: str = Field(description="effective level: spec < source-reported < measured < verified")
+    evidence_level: str = Field(description="effective level: spec < source-reported < measured < verified; "
+                                            "'untraceable' when kwiki's measurements block does not trace to the "
+                                            "results store (ranked as the author's own level)")
+    state: str | None = _state()
     summary: str | None
     claims: list[ClaimView]
     artifacts: dict[str, str] = Field(description="artifact name -> directory or file, relative to the project root")
@@ -106,7 +125,10 @@ class ShowOutput(_Out):
     title: str
     path: str
     type: str
-    evidence_level: str = Field(description="effective level (kwiki's measurements win over the author's)")
+    evidence_level: str = Field(description="effective level (kwiki's measurements win over the author's); "
+                                            "'untraceable' when they do not trace to the results store")
+    state: str | None = _state()
+    untraceable: list[str] = _untraceable()
     front_matter: dict[str, Any] = Field(description="the front matter as written, normalised (tags, architectures)")
     claims: list[ClaimView]
     measurements: MeasurementsSummary | None
@@ -133,6 +155,9 @@ class MeasurementsOutput(_Out):
     title: str
     path: str
     evidence_level: str
-    verified_on: str | None = Field(description="GPU of the latest kwiki verify run, null if never verified")
+    state: str | None = _state()
+    untraceable: list[str] = _untraceable()
+    verified_on: str | None = Field(description="GPU of the latest kwiki verify run, null if never verified or if "
+                                                "its measurements do not trace")
     date: str | None = Field(description="date of that run")
     claims: list[ClaimView]

@@ -11,12 +11,16 @@ A claim is shown the same way everywhere::
      "claimed":  {"text", "value", "tolerance", "at_least", "at_most", "expect"},
      "measured": {"value", "unit", "spread", "change", "detail", "provenance",
                   "runs", "range", "drift", "provisional", "gates"} | null,
-     "verdict": "reproduced" | ... | null, "gpu": str | null, "date": str | null}
+     "verdict": "reproduced" | ... | null, "gpu": str | null, "date": str | null,
+     "traceable": bool | null, "untraceable": str | null}
 
 `measured` is null until `kwiki verify` has written a measurement for the claim;
 `verdict`, `gpu` and `date` come from that measurement (the latest one). Its `value` is the median
 over the `runs` of the claim's series (`range`: the lowest and highest run); fewer than 3 runs and it
 is `provisional`; `gates` lists the gates that refused its figure (then `value` is null).
+`traceable` says whether the results store holds the runs the figure names (kwiki.verify.trace;
+null when nothing was measured), `untraceable` why not. A page whose measurements block does not
+trace has the state and the evidence level "untraceable", whatever the block says.
 """
 
 from __future__ import annotations
@@ -27,7 +31,11 @@ from kwiki import SCHEMA_VERSION
 from kwiki.wiki.verdict import RUNS
 
 if TYPE_CHECKING:
+    from kwiki.verify.standing import Standing
+    from kwiki.verify.trace import PageTrace
     from kwiki.wiki.model import Claim, MeasuredClaim, Measurements, PageMeta
+
+NOT_MEASURED = "not-measured"  # kwiki.verify.standing.State.not_measured, the state of a page without a block
 
 
 def claimed_view(claim: Claim) -> dict[str, Any]:
@@ -60,8 +68,12 @@ def measured_view(measured: MeasuredClaim | None) -> dict[str, Any] | None:
     }
 
 
-def claim_view(claim: Claim, block: Measurements | None) -> dict[str, Any]:
+def claim_view(claim: Claim, block: Measurements | None, trace: PageTrace | None = None) -> dict[str, Any]:
     measured = block.claims.get(claim.id) if block is not None else None
+    traceable = untraceable = None
+    if measured is not None and trace is not None:
+        untraceable = trace.untraceable(claim.id)
+        traceable = untraceable is None
     verdict = gpu = date = None
     if block is not None and measured is not None:
         prov = measured.provenance
@@ -78,11 +90,27 @@ def claim_view(claim: Claim, block: Measurements | None) -> dict[str, Any]:
         "verdict": verdict,
         "gpu": gpu,
         "date": date,
+        "traceable": traceable,
+        "untraceable": untraceable,
     }
 
 
-def result_view(meta: PageMeta, path: str) -> dict[str, Any]:
-    """One entry of `kwiki query --json`'s `results`."""
+def _state(meta: PageMeta, st: Standing | None, trace: PageTrace | None) -> tuple[str, str]:
+    """(state, evidence level) of a page: from its standing, which knows whether its block traces."""
+    if st is None:
+        if meta.measurements is None:
+            return NOT_MEASURED, meta.effective_evidence.value
+        from kwiki.verify.standing import standing
+
+        st = standing(meta, None, trace)
+    return st.state.value, st.evidence
+
+
+def result_view(meta: PageMeta, path: str, trace: PageTrace | None = None, st: Standing | None = None
+                ) -> dict[str, Any]:
+    """One entry of `kwiki query --json`'s `results`; `trace` and `st` (kwiki.verify.trace, .standing)
+    say whether its measurements block traces, and where the page stands."""
+    state, evidence = _state(meta, st, trace)
     return {
         "id": meta.id,
         "title": meta.title,
@@ -90,25 +118,30 @@ def result_view(meta: PageMeta, path: str) -> dict[str, Any]:
         "type": meta.type.value,
         "tags": list(meta.tags),
         "architectures": list(meta.architectures),
-        "evidence_level": meta.effective_evidence.value,
+        "evidence_level": evidence,
+        "state": state,
         "summary": meta.summary,
-        "claims": [claim_view(c, meta.measurements) for c in meta.claims],
+        "claims": [claim_view(c, meta.measurements, trace) for c in meta.claims],
         "artifacts": dict(meta.artifacts),
     }
 
 
-def detail_view(meta: PageMeta, path: str) -> dict[str, Any]:
+def detail_view(meta: PageMeta, path: str, trace: PageTrace | None = None, st: Standing | None = None
+                ) -> dict[str, Any]:
     """`kwiki show --json` without the body (the index stores the body apart, for search)."""
     block = meta.measurements
+    state, evidence = _state(meta, st, trace)
     return {
         "schema_version": SCHEMA_VERSION,
         "id": meta.id,
         "title": meta.title,
         "path": path,
         "type": meta.type.value,
-        "evidence_level": meta.effective_evidence.value,
+        "evidence_level": evidence,
+        "state": state,
+        "untraceable": trace.reasons() if trace is not None else [],
         "front_matter": meta.model_dump(mode="json", exclude_unset=True),
-        "claims": [claim_view(c, block) for c in meta.claims],
+        "claims": [claim_view(c, block, trace) for c in meta.claims],
         "measurements": None if block is None else {
             "evidence_level": block.evidence_level.value,
             "verified_on": block.verified_on,
@@ -126,7 +159,9 @@ def measurements_view(detail: dict[str, Any]) -> dict[str, Any]:
         "title": detail["title"],
         "path": detail["path"],
         "evidence_level": detail["evidence_level"],
-        "verified_on": block.get("verified_on"),
+        "state": detail.get("state"),
+        "untraceable": detail.get("untraceable", []),
+        "verified_on": None if detail.get("untraceable") else block.get("verified_on"),
         "date": block.get("date"),
         "claims": detail["claims"],
     }

@@ -11,8 +11,11 @@ from kwiki.wiki.check import check
 
 
 def run(args: argparse.Namespace) -> int:
+    # each measured figure of the pages against the results store (imported here: it imports pydantic)
+    from kwiki.verify.trace import check_pages
+
     root = find_root(args.root)
-    report = check(root, strict=args.strict)
+    report = check(root, strict=args.strict, traced=check_pages)
     stored = store_problems(root)  # lines of results/ that verify and build skip
     report.problems = sorted(report.problems + [p._replace(severity="error") if args.strict else p for p in stored])
     if args.json:

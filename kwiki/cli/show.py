@@ -23,7 +23,10 @@ def render_text(doc: dict[str, Any]) -> str:
     fm = doc["front_matter"]
     block = doc.get("measurements")
     evidence = doc["evidence_level"]
-    if block:
+    untraceable = doc.get("untraceable") or []
+    if untraceable:  # never "verified": the block does not trace to the results store
+        evidence += " (kwiki's measurements do not trace to results/; re-run kwiki verify)"
+    elif block:
         evidence += f" (kwiki verify on {block.get('verified_on') or 'unknown GPU'}, {block['date']})"
     lines = [f"{doc['id']}: {doc['title']}", ""]
     for label, value in (
@@ -50,9 +53,15 @@ def render_text(doc: dict[str, Any]) -> str:
                     measured += f" ({runs}{', provisional' if m.get('provisional') else ''})"
             elif m is not None and m.get("gates"):
                 measured = "refused by gate " + ", ".join(g["name"] for g in m["gates"])
-            rows.append([c["id"], c["claimed"]["text"], measured, c["verdict"] or "not measured", c["gpu"] or "-", c["date"] or "-"])
+            verdict = c["verdict"] or "not measured"
+            if c.get("traceable") is False:
+                verdict = f"UNTRACEABLE (says {verdict})"
+            rows.append([c["id"], c["claimed"]["text"], measured, verdict, c["gpu"] or "-", c["date"] or "-"])
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    if untraceable:
+        lines += ["", "Untraceable (nothing on this page counts as verified):"]
+        lines += [f"  - {reason}" for reason in untraceable]
     body = doc.get("body")
     if body:
         lines += ["", body.strip("\n")]

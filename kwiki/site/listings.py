@@ -20,6 +20,7 @@ from kwiki.site.render import (
 )
 from kwiki.verify.history import ClaimRow, RecordRow
 from kwiki.verify.standing import Standing, State
+from kwiki.verify.trace import PageTrace
 from kwiki.wiki.model import PageMeta
 from kwiki.wiki.pages import Page
 
@@ -30,7 +31,7 @@ TAGS = f"{INDEX_DIR}/tags.md"
 HOME = "index.md"
 HOME_ROWS = 12
 STATE_ORDER = [State.verified, State.provisional, State.measured, State.drifted, State.not_reproduced,
-               State.not_measured]
+               State.untraceable, State.not_measured]
 SECTION = {
     State.verified: ("Verified", "kwiki reproduced every claim that could run."),
     State.provisional: ("Provisional", "kwiki measured these pages on fewer runs than a verdict needs (3); "
@@ -40,6 +41,9 @@ SECTION = {
                                "or a claim that passed before fails now."),
     State.not_reproduced: ("Not reproduced", "a measured figure came out worse than claimed, or the artifact's "
                                              "check failed."),
+    State.untraceable: ("Untraceable", ("the page's measurements block does not trace to the results store: a "
+                                        "figure or verdict no run recorded (edited or written by hand). Nothing "
+                                        "on these pages counts as verified until kwiki verify runs again.")),
     State.not_measured: ("Never reproduced", "no kwiki run yet: the figures are as the page's author or sources "
                                              "report them."),
 }
@@ -55,6 +59,7 @@ class SitePage:
     meta: PageMeta | None
     standing: Standing | None
     history: list[ClaimRow] = field(default_factory=list)  # the results store's rows of its claims
+    trace: PageTrace | None = None  # what the results store says about its measurements block
 
     @property
     def title(self) -> str:
@@ -121,6 +126,7 @@ def home_block(pages: list[SitePage], run: LastRun | None, from_rel: str = HOME)
            _stat(f"{passing} / {judged}", "measured claims reproduced"),
            _stat(len(groups[State.verified]), "pages verified"),
            _stat(len(groups[State.drifted]) + len(groups[State.not_reproduced]), "drifted or not reproduced"),
+           *([_stat(len(groups[State.untraceable]), "untraceable")] if groups[State.untraceable] else []),
            _stat(claims, "claims in all"), "</div>", ""]
     if run:
         out.append(f"**Last verify run:** {md_text(run.date[:16].replace('T', ' '))} UTC on "

@@ -18,6 +18,7 @@ from kwiki.core.numbers import fmt
 from kwiki.core.paths import inside, within
 from kwiki.verify import tables
 from kwiki.verify.standing import Standing
+from kwiki.verify.trace import PageTrace
 from kwiki.wiki.model import MeasuredClaim, PageMeta
 from kwiki.wiki.verdict import NOT_REPRODUCED, PASSING, Verdict
 
@@ -83,13 +84,26 @@ def _verdict_badge(mc: MeasuredClaim | None) -> str:
     return badge(mc.verdict.value, "kw-verdict", f"kw-v-{VERDICT_CLASS.get(mc.verdict, 'none')}")
 
 
-def claims_table(meta: PageMeta) -> str:
-    """The page's claims table (kwiki.verify.tables) with escaped text and verdict badges."""
+def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
+    """The page's claims table (kwiki.verify.tables) with escaped text and verdict badges; a figure that does
+    not trace to the results store (`trace`) shows 'untraceable' where its verdict would be, and why below."""
     if not meta.claims:
         return ""
     measured = meta.measurements.claims if meta.measurements else {}
-    table = tables.claims_table(meta.claims, measured, text=md_text, verdict=_verdict_badge)
-    return "\n".join(['<div class="kw-claims" markdown>', "", table, "</div>", ""])
+    untraceable = {id(mc): trace.untraceable(cid) for cid, mc in measured.items()} if trace is not None else {}
+
+    def verdict(mc: MeasuredClaim | None) -> str:
+        why = untraceable.get(id(mc)) if mc is not None else None
+        if why is not None:
+            return badge(f"untraceable (says {mc.verdict.value})", "kw-verdict", "kw-v-untraceable")  # type: ignore[union-attr]
+        return _verdict_badge(mc)
+
+    table = tables.claims_table(meta.claims, measured, text=md_text, verdict=verdict)
+    out = ['<div class="kw-claims" markdown>', "", table]
+    if trace is not None and not trace.traceable:
+        out += [("**Untraceable:** these figures do not trace to the results store, so none counts as verified "
+                 "(re-run `kwiki verify`):"), "", *[f"- {md_text(reason)}" for reason in trace.reasons()], ""]
+    return "\n".join([*out, "</div>", ""])
 
 
 # ---------------------------------------------------------------- artifacts
@@ -233,6 +247,7 @@ STYLESHEET = """\
 .kw-state-not-reproduced, .kw-v-fail { background: #c62828; }
 .kw-state-not-measured, .kw-v-none { background: #9e9e9e; }
 .kw-v-warn { background: #f9a825; color: #000; }
+.kw-state-untraceable, .kw-ev-untraceable, .kw-v-untraceable { background: #f9a825; color: #000; }
 .kw-header { border-left: .25rem solid var(--md-primary-fg-color); padding: .3rem .9rem; margin: 0 0 1.2rem; }
 .kw-header p { margin: .3em 0; }
 .kw-arch { font-family: var(--md-code-font-family); font-size: .8em; }

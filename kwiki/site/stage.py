@@ -52,9 +52,10 @@ from kwiki.site.render import (
     html_text,
     problems_note,
 )
-from kwiki.site.sanitize import Sanitizer, remote_in_css, remote_in_html
+from kwiki.site.sanitize import Sanitizer, mark_own, remote_in_css, remote_in_html
 from kwiki.verify.history import RESULTS_DIR, ClaimRow, RecordRow, gpu_slug, read_all
 from kwiki.verify.standing import claim_rows_by_page, standing
+from kwiki.verify.trace import Store, trace
 from kwiki.wiki.catalog import ARTIFACTS_DIR, WIKI_DIR, load_wiki
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ class SiteReport:
 class _Context:
     root: Path
     records: dict[str, list[RecordRow]]  # artifact name -> its rows in the results store
+    key: str = ""  # marks the markup kwiki generates as its own (`site_key`, sanitize.mark_own)
     manifests: dict[str, tuple[str, list[str], str | None]] = field(default_factory=dict)  # rel -> name, ...
     files: dict[str, bytes] = field(default_factory=dict)  # staged path -> content
 
@@ -122,6 +124,34 @@ def _artifact(ctx: _Context, rel: str) -> tuple[str, list[str], str | None]:
             except ManifestError:
                 pass  # the artifact section shows the problem
     return ctx.manifests[rel]
+
+
+def site_key(root: Path) -> str:
+    """The secret that marks kwiki's own markup in the staged pages (sanitize.mark_own), so that the sanitiser
+    can tell kwiki's badges from a page's HTML: random, kept in `.kwiki/site/key` (ignored by git, never
+    published; a fresh checkout makes a fresh one) so that unchanged staged pages stay byte-identical from
+    build to build. A page's author cannot know it, so cannot mark their HTML as kwiki's."""
+    import secrets
+
+    path = root / STAGE_DIR / "key"
+    try:
+        key = path.read_text(encoding="ascii").strip()
+        if re.fullmatch(r"[0-9a-f]{32}", key):
+            return key
+    except (OSError, UnicodeDecodeError):
+        pass
+    key = secrets.token_hex(16)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, key.encode("ascii"))
+    except OSError:
+        pass  # .kwiki/ cannot be written: a key for this build alone
+    return key
+
+
+def _own(ctx: _Context, markdown: str) -> str:
+    """A fragment kwiki generated, marked as kwiki's (its author text is escaped; see sanitize.mark_own)."""
+    return mark_own(markdown, ctx.key) if ctx.key else markdown
 
 
 def _add_chart(ctx: _Context, sp: SitePage, name: str, spec: dict, alt: str) -> str:
@@ -198,9 +228,9 @@ def _body(ctx: _Context, sp: SitePage) -> list[str]:
     if sp.meta is None:
         return _neutral(lines)
     regions = sorted(sp.page.regions, key=lambda r: r.open_line)
-    claims = claims_table(sp.meta)
-    history = _history(ctx, sp, sp.history) if claims else ""
-    ladders = _ladders(ctx, sp)
+    claims = _own(ctx, claims_table(sp.meta, sp.trace))
+    history = _own(ctx, _history(ctx, sp, sp.history)) if claims else ""
+    ladders = _own(ctx, _ladders(ctx, sp))
     out: list[str] = []
     pos = 0
     for region in regions:
@@ -220,10 +250,12 @@ def _body(ctx: _Context, sp: SitePage) -> list[str]:
         out += ["", "## Claims", "", claims, history]
     if ladders:
         out += ["", "## Ladder", "", ladders]
-    roofline = _roofline(ctx, sp)
+    roofline = _own(ctx, _roofline(ctx, sp))
     if roofline:
         out += ["", "## Roofline", "", roofline]
-    out += ["", artifact_section(ctx.root, sp.meta)]
+    # only the section's wrapper is marked: the sources it shows are the artifact's text, not kwiki's
+    wrapper, _, sources = artifact_section(ctx.root, sp.meta).partition("\n")
+    out += ["", _own(ctx, wrapper) + ("\n" + sources if sources else "")]
     return out
 
 
@@ -247,12 +279,12 @@ def _front(sp: SitePage) -> str:
 def stage_page(ctx: _Context, sp: SitePage, home: str | None) -> str:
     parts = [_front(sp), ""]
     if sp.meta is not None and sp.standing is not None and home is None:
-        parts.append(header(sp.meta, sp.standing, sp.rel, ARCHITECTURES))
+        parts.append(_own(ctx, header(sp.meta, sp.standing, sp.rel, ARCHITECTURES)))
     errors = [p.format() for p in sp.page.problems if p.severity == "error"]
     if errors:
         parts.append(problems_note(errors))
     if home is not None:
-        parts.append(home)
+        parts.append(_own(ctx, home))
     if sp.page.fm is not None:
         parts += _body(ctx, sp)
     return "\n".join(parts).rstrip("\n") + "\n"
@@ -267,25 +299,28 @@ def _site_pages(root: Path, rows: list[RecordRow | ClaimRow], strict: bool) -> l
     if strict and problems:
         raise SiteError(f"{len(problems)} page errors (run 'kwiki check')", [p.format() for p in sorted(problems)])
     by_page = claim_rows_by_page(rows)
+    store = Store(rows)
     out = []
     for page in wiki.pages:
         rel = Path(page.path).relative_to(WIKI_DIR).as_posix()
         history = [*by_page.get(page.id or "", []), *by_page.get(page.path, [])] if page.meta else []
-        st = standing(page.meta, history) if page.meta else None
-        out.append(SitePage(page, rel, page.meta, st, history))
+        traced = trace(page.meta, store, page.path) if page.meta else None  # nothing untraceable shows as verified
+        st = standing(page.meta, history, traced) if page.meta else None
+        out.append(SitePage(page, rel, page.meta, st, history, traced))
     return out
 
 
-def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki"
+def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki", key: str | None = None
              ) -> tuple[dict[str, bytes], list[SitePage], LastRun | None]:
-    """Every file of the staged docs directory (path -> bytes), the pages, and the last verify run."""
+    """Every file of the staged docs directory (path -> bytes), the pages, and the last verify run;
+    kwiki's own markup is marked with `key` (default: `site_key`)."""
     rows = read_all(root)
     pages = _site_pages(root, rows, strict)
     records: dict[str, list[RecordRow]] = {}
     for row in rows:
         if isinstance(row, RecordRow):
             records.setdefault(row.artifact, []).append(row)
-    ctx = _Context(root, records)
+    ctx = _Context(root, records, site_key(root) if key is None else key)
     wiki = root / WIKI_DIR
     refused = set(links_out(root, wiki))  # committed links that lead out (or are broken): never read
     why = [f"{inside(root, p.relative_to(root).as_posix())}; not published" for p in sorted(refused)]
@@ -308,9 +343,9 @@ def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki"
         ctx.files[sp.rel] = stage_page(ctx, sp, block if sp.rel == HOME else None).encode()
     if HOME not in ctx.files:
         front = yaml.safe_dump({"title": html_text(site_name)}, allow_unicode=True)
-        ctx.files[HOME] = f"---\n{front}---\n\n{block}".encode()
-    ctx.files[EVIDENCE] = evidence_page(pages).encode()
-    ctx.files[ARCHITECTURES] = architectures_page(pages).encode()
+        ctx.files[HOME] = f"---\n{front}---\n\n{_own(ctx, block)}".encode()
+    ctx.files[EVIDENCE] = _own(ctx, evidence_page(pages)).encode()
+    ctx.files[ARCHITECTURES] = _own(ctx, architectures_page(pages)).encode()
     ctx.files[TAGS] = tags_page().encode()
     ctx.files[CSS] = STYLESHEET.encode()
     return ctx.files, pages, run
@@ -388,8 +423,9 @@ class _Collect(logging.Handler):
         self.messages.append(f"{record.levelname}: {record.getMessage()}")
 
 
-def run_mkdocs(overrides: dict, config_file: Path) -> list[str]:
-    """Build with MkDocs in this process; the warnings it logged (raises SiteError in strict mode)."""
+def run_mkdocs(overrides: dict, config_file: Path, own: str | None = None) -> list[str]:
+    """Build with MkDocs in this process; the warnings it logged (raises SiteError in strict mode).
+    `own` is the key that marked kwiki's own markup when the pages were staged (`site_key`)."""
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")  # Material's banner about MkDocs 2; pinned below it
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
@@ -401,7 +437,7 @@ def run_mkdocs(overrides: dict, config_file: Path) -> list[str]:
     collect = _Collect()
     logger = logging.getLogger("mkdocs")
     logger.addHandler(collect)
-    sanitizer = Sanitizer(WIKI_DIR, exempt=ASSETS + "/")
+    sanitizer = Sanitizer(WIKI_DIR, exempt=ASSETS + "/", own=own)
     try:
         config = load_config(config_file=str(config_file), **overrides)
         # an object, not an entry point (only kwiki's builds); MkDocs registers its on_* methods
@@ -505,14 +541,15 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport
     t0 = time.perf_counter()
     stage = root / STAGE_DIR
     base = base_config(root)
-    files, pages, run = generate(root, strict, base.get("site_name") or "KernelWiki")
+    key = site_key(root)
+    files, pages, run = generate(root, strict, base.get("site_name") or "KernelWiki", key)
     sync(stage / "docs", files)
     overrides = config_overrides(base, stage / "docs", site_dir, pages, strict)
     base = root / BASE_CONFIG
     t1 = time.perf_counter()
     config_file = root / BASE_CONFIG
     _mark(site_dir)
-    warnings = run_mkdocs(overrides, config_file if config_file.is_file() else stage / "base.yml")
+    warnings = run_mkdocs(overrides, config_file if config_file.is_file() else stage / "base.yml", own=key)
     t2 = time.perf_counter()
     write_exports(site_dir, pages, overrides["site_name"], overrides["site_description"], run,
                   overrides["use_directory_urls"])

@@ -46,6 +46,7 @@ class ClaimResult:
     band: float | None = None  # relative run-to-run band: k*MAD over the runs, at least 2% of the median
     range: tuple[float, float] | None = None  # lowest and highest figure over the runs
     drift: float | None = None  # this run's relative move from the median, when outside the band
+    run_ids: list[str] = field(default_factory=list)  # the runs whose figures make `median` (this run last)
 
     @property
     def provisional(self) -> bool:
@@ -62,7 +63,7 @@ class ClaimResult:
             "series": None if self.series is None else {
                 "key": self.series, "runs": self.runs, "median": self.median, "band": self.band,
                 "range": list(self.range) if self.range else None, "drift": self.drift,
-                "provisional": self.provisional},
+                "provisional": self.provisional, "run_ids": list(self.run_ids)},
         }
 
 

@@ -30,7 +30,7 @@ from kwiki.verify.history import RecordRow, gpu_slug, read_store, store_path
 from kwiki.verify.plan import Plan, PlannedArtifact
 from kwiki.verify.record import PROTOCOL_VERSION
 from kwiki.wiki.model import Claim, Selector
-from kwiki.wiki.verdict import MEASURED, RUNS
+from kwiki.wiki.verdict import MEASURED, NOT_MEASURED, RUNS
 
 K = 3.0
 MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normal noise
@@ -178,16 +178,21 @@ def judge_over_runs(plan: Plan, results: list[ClaimResult], rows: list[RecordRow
         planned = plan.artifacts.get(r.artifact or "")
         key = series.get(r.artifact or "")
         claim = claims.get((r.page, r.claim))
+        this = [run_id] if run_id else []  # the run that judged it: what its figure is traced to (kwiki.verify.trace)
         if planned is None or key is None or claim is None or r.verdict not in MEASURED:
+            r.run_ids = this if r.artifact and r.verdict not in NOT_MEASURED else []
             continue
-        r.series = key
+        r.series, r.run_ids = key, this
         if r.gates:
             continue  # a refused figure: failed on this run alone, whatever the series says
         past = _runs(by_series.get((key, planned.name), []), key, planned.name, run_id)
         if r.value is None:
             r.runs = min(n, 1 + len(past))  # an outcome (or a failed check): judged on this run alone
             continue
-        values = [v for v in (claim_value(run, claim) for run in past) if v is not None][-(n - 1):] if n > 1 else []
+        used = [(run[0].run_id, v) for run, v in ((run, claim_value(run, claim)) for run in past)
+                if v is not None][-(n - 1):] if n > 1 else []
+        values = [v for _, v in used]
+        r.run_ids = [rid for rid, _ in used] + this if this else []
         st = stats([*values, r.value])
         r.runs, r.median, r.band, r.range = st.runs, st.median, st.band, (st.low, st.high)
         r.verdict = judge(claim, st.median, st.band)

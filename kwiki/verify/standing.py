@@ -6,6 +6,9 @@ so they never disagree about what "verified" or "drifted" means.
 
 States, worst first:
 
+untraceable     the measurements block does not trace to the results store (kwiki.verify.trace): a
+                figure no run recorded, a verdict or value edited by hand, a block on a page that no
+                run measured; whatever it says, the page is never shown as verified
 not-reproduced  a measured claim came out worse than claimed, its check failed, or a gate refused
                 its figure
 drifted         the latest run of a claim lies outside its series' median +- run-to-run band
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from kwiki.verify.history import ClaimRow, RecordRow
+from kwiki.verify.trace import UNTRACEABLE, PageTrace, evidence
 from kwiki.wiki.model import MeasuredClaim, PageMeta
 from kwiki.wiki.verdict import JUDGED, NOT_REPRODUCED, PASSING, RUNS
 
@@ -32,6 +36,7 @@ HEADLINE_ORDER = {"bandwidth": 0, "throughput": 0, "ratio": 1, "time": 2}
 
 
 class State(str, Enum):
+    untraceable = UNTRACEABLE
     not_reproduced = "not-reproduced"
     drifted = "drifted"
     provisional = "provisional"
@@ -57,11 +62,16 @@ class Standing:
     moved: list[str] = field(default_factory=list)  # claim ids whose figure drifted
     headline: tuple[str, MeasuredClaim] | None = None  # the first claim with a measured value
     runs: int | None = None  # the fewest runs any measured claim stands on (None: written before series)
+    untraceable: list[str] = field(default_factory=list)  # why the block does not trace, one line each
 
     def summary(self) -> str:
         """One line: 'verified on NVIDIA H200, 2025-06-01: 4 of 4 claims reproduced'."""
         if self.state == State.not_measured:
             return f"not measured yet: figures are {self.evidence}" if self.claims else "no claims to measure"
+        if self.state == State.untraceable:
+            more = f" (and {len(self.untraceable) - 1} more)" if len(self.untraceable) > 1 else ""
+            return (f"untraceable: kwiki's measurements do not trace to the results store: "
+                    f"{self.untraceable[0] if self.untraceable else '?'}{more}")
         where = f"on {self.verified_on}" if self.verified_on else "on no GPU"
         counts = f"{self.passing} of {self.judged} claims reproduced" if self.judged else "no claim could be judged"
         extra = ""
@@ -91,26 +101,22 @@ def _drifted(meta: PageMeta, history: list[ClaimRow]) -> list[str]:
     return sorted(moved)
 
 
-def standing(meta: PageMeta, history: list[ClaimRow] | None = None) -> Standing:
-    """The standing of one page; `history` holds the results-store claim rows of this page."""
+def standing(meta: PageMeta, history: list[ClaimRow] | None = None, trace: PageTrace | None = None) -> Standing:
+    """The standing of one page; `history` holds the results-store claim rows of this page, `trace` what
+    the store says about its measurements block (kwiki.verify.trace). An untraceable block makes the
+    page untraceable: its evidence reads 'untraceable', no GPU is named, and only the claims that do
+    trace are counted."""
     m = meta.measurements
-    out = Standing(state=State.not_measured, evidence=meta.effective_evidence.value, claims=len(meta.claims))
+    out = Standing(state=State.not_measured, evidence=evidence(meta, trace)[0], claims=len(meta.claims))
     if m is None:
         return out
     out.verified_on, out.date = m.verified_on, m.date
-    verdicts = [mc.verdict for mc in m.claims.values()]
-    out.judged = sum(v in JUDGED for v in verdicts)
-    out.passing = sum(v in PASSING for v in verdicts)
-    out.failing = sum(v in NOT_REPRODUCED for v in verdicts)
-    out.moved = _drifted(meta, history or [])
-    counted = [mc.runs for mc in m.claims.values() if mc.runs is not None]
-    out.runs = min(counted) if counted else None
-    # "how fast" first: a rate, then a ratio (x cuBLAS, fraction of a ceiling), then the rest
-    ranked = sorted(meta.claims, key=lambda c: HEADLINE_ORDER.get(c.metric.value, len(HEADLINE_ORDER)))
-    order = [c.id for c in ranked]
-    out.headline = next(((cid, m.claims[cid]) for cid in order
-                         if cid in m.claims and m.claims[cid].value is not None and m.claims[cid].verdict in PASSING),
-                        None)
+    if trace is not None and not trace.traceable:
+        traced = {cid: mc for cid, mc in m.claims.items() if trace.untraceable(cid) is None}
+        _count(out, meta, traced, history)
+        out.state, out.untraceable, out.verified_on = State.untraceable, trace.reasons(), None
+        return out
+    _count(out, meta, m.claims, history)
     if out.failing or (out.judged and not out.passing):
         out.state = State.not_reproduced
     elif out.moved:
@@ -122,6 +128,23 @@ def standing(meta: PageMeta, history: list[ClaimRow] | None = None) -> Standing:
     else:
         out.state = State.measured
     return out
+
+
+def _count(out: Standing, meta: PageMeta, claims: dict[str, MeasuredClaim], history: list[ClaimRow] | None) -> None:
+    """The counts, drifted claims, runs and headline of a standing, over `claims`."""
+    verdicts = [mc.verdict for mc in claims.values()]
+    out.judged = sum(v in JUDGED for v in verdicts)
+    out.passing = sum(v in PASSING for v in verdicts)
+    out.failing = sum(v in NOT_REPRODUCED for v in verdicts)
+    out.moved = _drifted(meta, history or [])
+    counted = [mc.runs for mc in claims.values() if mc.runs is not None]
+    out.runs = min(counted) if counted else None
+    # "how fast" first: a rate, then a ratio (x cuBLAS, fraction of a ceiling), then the rest
+    ranked = sorted(meta.claims, key=lambda c: HEADLINE_ORDER.get(c.metric.value, len(HEADLINE_ORDER)))
+    order = [c.id for c in ranked]
+    out.headline = next(((cid, claims[cid]) for cid in order
+                         if cid in claims and claims[cid].value is not None and claims[cid].verdict in PASSING),
+                        None)
 
 
 def claim_rows_by_page(rows: list[RecordRow | ClaimRow]) -> dict[str, list[ClaimRow]]:

@@ -186,14 +186,16 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
 
 def _measured(c: ClaimResult, provenance: Provenance) -> MeasuredClaim:
     """What a page keeps of a claim's result: the median over its series' runs with the run-to-run band
-    and range; no figure at all where a gate refused it (the gates say why)."""
+    and range; no figure at all where a gate refused it (the gates say why). Each names the runs and the
+    series its figure comes from, so that every reader can trace it to the results store (kwiki.verify.trace)."""
+    run_ids = list(c.run_ids) or None
     if c.gates:
         return MeasuredClaim(verdict=c.verdict, unit=c.unit, detail=c.detail or None, provenance=provenance,
-                             gates=list(c.gates))
+                             gates=list(c.gates), run_ids=run_ids, series=c.series)
     over_runs = c.median is not None
     return MeasuredClaim(
         verdict=c.verdict, value=round_sig(c.median if over_runs else c.value), unit=c.unit,
         spread=round_sig(c.band if over_runs else c.spread, 3), change=c.change, detail=c.detail or None,
         provenance=provenance, runs=c.runs,
         range=(round_sig(c.range[0]), round_sig(c.range[1])) if c.range else None,  # type: ignore[arg-type]
-        drift=round_sig(c.drift, 3))
+        drift=round_sig(c.drift, 3), run_ids=run_ids, series=c.series)

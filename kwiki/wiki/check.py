@@ -9,9 +9,11 @@ import multiprocessing
 import os
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from kwiki.core.errors import Problem
@@ -21,6 +23,9 @@ from kwiki.wiki.evidence import EvidenceLevel
 from kwiki.wiki.manifests import check_manifests
 from kwiki.wiki.markers import code_lines
 from kwiki.wiki.pages import Page
+
+if TYPE_CHECKING:
+    from kwiki.wiki.model import PageMeta
 
 _LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*(?:<([^>\n]+)>|([^)\s<>]+))(?:\s+\"[^\"]*\")?\s*\)")
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
@@ -63,6 +68,7 @@ class _Summary:
     id: str | None
     id_line: int
     refs: tuple[tuple[str, int, int, str], ...]  # (field, index, line, page id)
+    measured: tuple[PageMeta, int] | None = None  # a page with a measurements block: its meta, the block's line
 
 
 def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> tuple[list[_Summary], list[Problem]]:
@@ -80,7 +86,8 @@ def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> t
             summaries.append(_Summary(page.path, None, 0, ()))
             continue
         refs = tuple((name, i, page.line_of(name, i), ref) for name, i, ref in page.meta.references())
-        summaries.append(_Summary(page.path, page.id, page.line_of("id"), refs))
+        measured = (page.meta, page.line_of("measurements")) if page.meta.measurements is not None else None
+        summaries.append(_Summary(page.path, page.id, page.line_of("id"), refs, measured))
         problems.extend(check_artifacts(page, root))
         problems.extend(check_manifests(page, root))
         problems.extend(check_evidence(page))
@@ -89,8 +96,18 @@ def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> t
     return summaries, problems
 
 
-def check(root: Path, strict: bool = False, jobs: int = 0) -> Report:
-    """Check every page under root/wiki; large wikis are split over `jobs` processes (default: CPUs)."""
+Traced = Callable[[Path, list[tuple[str, "PageMeta", int]]], list[Problem]]
+
+
+def check(root: Path, strict: bool = False, jobs: int = 0, traced: Traced | None = None) -> Report:
+    """Check every page under root/wiki; large wikis are split over `jobs` processes (default: CPUs).
+
+    `traced` checks the pages that carry a measurements block against the results store, given
+    (path, meta, line of the block) for each: `kwiki check` passes kwiki.verify.trace.check_pages,
+    which sits above this module. Its severities stand under `strict` too: an untraceable figure
+    is an error either way, and a block written before run ids stays a warning, as only a
+    `kwiki verify` on a GPU can write it again (its figures do trace, through older rows).
+    """
     files = page_files(root)
     known = _plain_page_files(root, files)
     jobs = jobs or os.cpu_count() or 1
@@ -113,6 +130,8 @@ def check(root: Path, strict: bool = False, jobs: int = 0) -> Report:
     )
     if strict:
         problems = [Problem(p.path, p.line, p.field, p.message, "error") for p in problems]
+    if traced is not None:
+        problems.extend(traced(root, [(s.path, *s.measured) for s in summaries if s.measured is not None]))
     return Report(pages=len(files), problems=sorted(set(problems)))
 
 

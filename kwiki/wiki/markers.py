@@ -145,8 +145,11 @@ def _superfences_code(lines: list[str]) -> list[bool]:
             closed = True
         if closed:
             out[start : i + 1] = [True] * (i + 1 - start)
-        if closed or abandoned:
-            start = -1  # an abandoning line is not looked at again as an opening fence
+        if abandoned:
+            break  # superfences may look at the abandoning line again as an opening fence, or not:
+            # kwiki cannot tell what it renders from here on, so nothing further counts as code
+        if closed:
+            start = -1
     return out
 
 

@@ -291,6 +291,10 @@ class MeasuredClaim(Strict):
     drift: float | None = Field(default=None, description="relative move of the latest run from the series median, "
                                                           "set only when it lies outside the band")
     gates: list[Gate] | None = Field(default=None, description="gates the claim's figure failed")
+    run_ids: list[NonEmpty] | None = Field(default=None, description="the runs of the results store whose values "
+                                                                    "make the figure (the last one wrote it); "
+                                                                    "null in blocks written before traceability")
+    series: str | None = Field(default=None, description="the series (kwiki.verify.series) those runs belong to")
 
 
 class Measurements(Strict):
