@@ -232,7 +232,7 @@ def report(args: argparse.Namespace, root: Path, files: list[Path], gen_s: float
         f"python {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f} (other work on this machine slows every figure)\n"
     )
     for row in rows:
-        sys.stdout.write("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+        sys.stdout.write("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=False)))
                          + f"  {row[4]}\n")
     return 0 if all(ok.values()) else 1
 

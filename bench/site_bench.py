@@ -32,8 +32,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(REPO), str(HERE)]
 
-from kwiki.wiki.catalog import load_wiki  # noqa: E402
 from kwiki.site.stage import BASE_CONFIG, base_config, build_site, config_overrides, run_mkdocs  # noqa: E402
+from kwiki.wiki.catalog import load_wiki  # noqa: E402
 
 
 def _generate(root: Path, n: int, seed: int) -> None:

@@ -7,14 +7,18 @@ its stdout must be valid kwiki records.
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from kwiki.verify.record import parse_records
+from kwiki.cli import main
+from kwiki.verify.record import Record, parse_records
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMON = ROOT / "artifacts" / "common"
@@ -31,8 +35,9 @@ def host_test(tmp_path_factory) -> Path:
     return out
 
 
-def run(binary: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=60)
+def run(binary: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=60,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def by_variant(stdout: str) -> dict:
@@ -161,3 +166,210 @@ def test_python_twin_args():
     assert a.want("a") and not a.want("c") and a.options.max_seconds == 0.5 and a.rest == {"M": "4096"}
     with pytest.raises(SystemExit):
         kb.parse_args(["--variants", "zz"], known=["a"])
+
+
+# ---------------------------------------------------------------- protocol 2: the runner's host parts
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("table, names", [
+    ([], ["cublas", "tiled", "read_ceiling"]),
+    (["derived"], ["bf16_a", "tf32_b"]),
+])
+def test_list_variants_prints_the_table_and_exits_inside_args(host_test, table, names):
+    p = run(host_test, "variants", *table, "--list-variants")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == names  # and no record: nothing after Args ran
+
+
+@pytest.mark.nvcc
+def test_list_variants_comes_before_any_cuda_call(host_test):
+    # no device visible: any CUDA call exits 2; --list-variants must not get that far
+    no_gpu = {"CUDA_VISIBLE_DEVICES": ""}
+    assert run(host_test, "variants_cuda", env=no_gpu).returncode == 2
+    p = run(host_test, "variants_cuda", "--list-variants", env=no_gpu)
+    assert p.returncode == 0 and p.stdout.splitlines() == ["cublas", "tiled", "read_ceiling"], p.stderr
+
+
+@pytest.mark.nvcc
+def test_variant_table_keeps_rungs_and_what_each_adds(host_test):
+    rec = by_variant(run(host_test, "variants").stdout)["reached"]
+    assert rec.params == {"rung_tiled": 1, "rung_ceiling": -1, "adds_tiled": "shared-memory tiles", "tf32_b": True}
+
+
+@pytest.mark.nvcc
+def test_unknown_variant_in_a_variant_table_exits_2(host_test):
+    p = run(host_test, "variants", "--variants=tiled,nope")
+    assert p.returncode == 2 and "unknown variant 'nope'" in p.stderr
+
+
+def rechecks(host_test: Path, *args: str) -> dict:
+    p = run(host_test, "recheck", *args)
+    assert p.returncode == 0, p.stderr
+    return {name: r.extra for name, r in by_variant(p.stdout).items()}
+
+
+def indices(extra: dict) -> list[int]:
+    return [int(i) for i in str(extra["samples"]).split(";") if i]
+
+
+@pytest.mark.nvcc
+def test_recheck_selection_is_deterministic_given_the_seed(host_test):
+    args = ("--seed=77", "--cases=6", "--n=200")
+    assert rechecks(host_test, *args) == rechecks(host_test, *args)
+
+
+@pytest.mark.nvcc
+def test_recheck_selection_differs_between_seeds_and_between_cases(host_test):
+    a = rechecks(host_test, "--seed=1", "--cases=6", "--n=200")
+    b = rechecks(host_test, "--seed=2", "--cases=6", "--n=200")
+    assert [indices(a[k]) for k in sorted(a)] != [indices(b[k]) for k in sorted(b)]
+    assert len({tuple(indices(e)) for e in a.values()}) > 1  # not the same samples for every case
+    assert a["case0"]["sets"] != b["case0"]["sets"]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("seed", [1, 2, 3, 12345, 2**40 + 7])
+def test_every_case_is_rechecked_at_least_twice_early_and_at_most_eight_times(host_test, seed):
+    for extra in rechecks(host_test, f"--seed={seed}", "--cases=8", "--n=500").values():
+        got = indices(extra)
+        window, needed = extra["window"], extra["needed"]
+        assert 2 <= len(got) <= extra["at_most"] == 8
+        assert len([i for i in got if i < window]) == 2  # two among the first `window` samples ...
+        assert needed == max(i for i in got if i < window) + 1 <= window  # ... which the case must reach
+        assert got == sorted(set(got)) and got[-1] < 500
+
+
+@pytest.mark.nvcc
+def test_rechecks_after_the_window_come_at_about_five_percent(host_test):
+    extras = rechecks(host_test, "--seed=9", "--cases=40", "--n=60").values()
+    late = sum(len([i for i in indices(e) if i >= 8]) for e in extras)
+    assert 40 * 52 * 0.01 < late < 40 * 52 * 0.12  # 5% of 52 samples a case, loosely
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("max_samples, want", [(2, [0, 1]), (1, [0])])
+def test_a_case_allowed_few_samples_rechecks_all_of_them(host_test, max_samples, want):
+    few = (f"--n={max_samples}", f"--max-samples={max_samples}")
+    for extra in rechecks(host_test, "--seed=5", "--cases=4", *few).values():
+        assert indices(extra) == want
+
+
+@pytest.mark.nvcc
+def test_input_sets_are_drawn_per_sample_and_use_every_set(host_test):
+    for extra in rechecks(host_test, "--seed=3", "--cases=4", "--n=60").values():
+        sets = str(extra["sets"])
+        assert set(sets) == {"0", "1"} and 10 < sets.count("1") < 50
+
+
+@pytest.mark.nvcc
+def test_clock_tally_sums_what_nvml_says_during_each_sample(host_test):
+    recs = by_variant(run(host_test, "clocks").stdout)
+    c = recs["tally"].clocks
+    mhz = (c.sm_mhz_before, c.sm_mhz_after, c.sm_mhz_min, c.sm_mhz_median, c.sm_mhz_max)
+    assert mhz == (1980, 1830, 1755, 1830, 1980)
+    assert c.power_cap_s == pytest.approx(0.004)  # the window of the sample with the SW power cap bit
+    assert c.thermal_s == 0.0
+    assert c.hw_slowdown_s == pytest.approx(0.006)  # the window of the sample with the HW slowdown bit
+    assert c.energy_j == pytest.approx(500 * 0.004 + 700 * 0.006)  # power x window; no reading, no energy
+    assert c.window_s == pytest.approx(0.012)
+    k = recs["counters"].clocks  # no reasons: the violation counters' growth, at most each window
+    assert k.power_cap_s == pytest.approx(0.001 + 0.004)  # 1 ms, then 20 ms clamped to the 4 ms window, then a reset
+    assert k.thermal_s == pytest.approx(0.0005) and k.hw_slowdown_s is None and k.energy_j is None
+    none = recs["none"].clocks  # no NVML: every figure null
+    assert all(v is None for v in none.model_dump().values())
+
+
+@pytest.mark.nvcc
+def test_cupti_window_counts_busy_time_on_every_stream_and_skips_what_it_cannot_time(host_test):
+    extra = by_variant(run(host_test, "window").stdout)["window"].extra
+    # a kernel 1-3 us, a memcpy 2.5-4 us, a kernel on another stream 5-9 us: busy 3 + 4 = 7 us (the idle gap 4-5 us
+    # is the host's, not work), 8 us from first start to last end; the untimed memset counts as a record
+    # without a span; an API record is not parsed. Opened at 2 us: the kernel that started at 1 us is left out.
+    assert extra == {"parsed": 4, "records": 4, "invalid": 1, "span_us": 8.0, "busy_us": 7.0, "any": True,
+                     "empty_any": False, "invalid_only_any": False, "opened_records": 3, "opened_busy_us": 5.5,
+                     "overlap_busy_us": 22.0, "overlap_span_us": 30.0, "header_checked": extra["header_checked"]}
+
+
+@pytest.mark.nvcc
+def test_protocol_two_record_validates_with_the_record_model(host_test):
+    p = run(host_test, "protocol")
+    assert p.returncode == 1  # the failed re-check counts
+    recs = by_variant(p.stdout)
+    good, cheat = recs["ws_persistent"], recs["cheat"]
+    provenance = (good.protocol, good.timing_source, good.rechecked, good.bytes_level, good.flops_dtype)
+    assert provenance == (2, "cupti", 3, "dram", "bf16")
+    assert good.clocks.sm_mhz_median == 1747.5 and good.clocks.power_cap_s == pytest.approx(0.0032)
+    assert good.clocks.energy_j == pytest.approx(0.0016 * (690 + 700))
+    assert good.figures()["sm_mhz"] == 1747.5 and good.figures()["event_median_us"] == 1428.5
+    assert cheat.timing is None and cheat.timing_source is None and not cheat.check.passed
+    assert cheat.check.detail.startswith("timed sample 4 differs from the reference")
+
+
+# ---------------------------------------------------------------- the record model's new fields
+
+
+def record(**over) -> dict:
+    base = {"kwiki_record": 1, "variant": "v", "check": {"passed": True},
+            "timing": {"median_us": 10, "q1_us": 9, "q3_us": 11, "min_us": 8, "samples": 5}}
+    base.update(over)
+    return base
+
+
+def test_protocol_one_records_stay_valid():
+    r = Record.model_validate(record(clocks={"sm_mhz_before": 1980.0, "sm_mhz_after": 1755.0}))
+    assert r.protocol is None and r.timing_source is None and r.rechecked is None
+    assert r.figures()["sm_mhz"] == 1755.0  # without a median, the last reading (as protocol 1 reported)
+
+
+@pytest.mark.parametrize("over, where", [
+    ({"timing_source": "wallclock"}, "timing_source"),
+    ({"rechecked": -1}, "rechecked"),
+    ({"protocol": 0}, "protocol"),
+    ({"clocks": {"sm_mhz_min": 1900, "sm_mhz_median": 1800, "sm_mhz_max": 1980}}, "clocks"),
+    ({"clocks": {"power_cap_s": -0.1}}, "clocks.power_cap_s"),
+    ({"clocks": {"energy_j": -1}}, "clocks.energy_j"),
+    ({"clocks": {"fan_rpm": 3}}, "clocks.fan_rpm"),
+])
+def test_record_model_refuses_bad_protocol_fields(over, where):
+    with pytest.raises(ValidationError) as exc:
+        Record.model_validate(record(**over))
+    assert where in str(exc.value).replace("\n", ".")
+
+
+# ---------------------------------------------------------------- kwiki: binary and manifest agree on the variants
+
+VARIANTS_PROJECT = ROOT / "tests" / "fixtures" / "verify" / "variants_project"
+
+
+def compile_only(root: Path, capsys) -> tuple[int, dict]:
+    code = main(["verify", "--quiet", "--json", "--compile-only", "--root", str(root)])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_a_manifest_variant_the_binary_lacks_fails_the_build_naming_both_lists(tmp_path, capsys):
+    root = tmp_path / "p"
+    shutil.copytree(VARIANTS_PROJECT, root)
+    for attempt in ("fresh", "cached"):
+        code, report = compile_only(root, capsys)
+        builds = {b["artifact"]: b for b in report["builds"]}
+        assert code == 1, attempt
+        assert [b["cached"] for b in report["builds"]] == [attempt == "cached"] * len(builds)
+        bad = builds["disagree_sm90a"]
+        assert not bad["ok"] and bad["error"] == (
+            "artifacts/disagree_sm90a/artifact.yaml: variants: the binary's --list-variants and the manifest disagree "
+            "(missing from the binary: slow; not in the manifest: extra): binary lists [fast, extra]; "
+            "manifest lists [fast, slow]")
+        assert builds["agree_sm90a"]["ok"]  # the same names in another order agree
+
+
+def test_a_cuda_binary_without_list_variants_fails_but_drivers_and_host_fixtures_are_not_asked(tmp_path, capsys):
+    root = tmp_path / "p"
+    shutil.copytree(VARIANTS_PROJECT, root)
+    _, report = compile_only(root, capsys)
+    builds = {b["artifact"]: b for b in report["builds"]}
+    noflag = builds["noflag_sm90a"]
+    assert not noflag["ok"]
+    assert noflag["error"].startswith("artifacts/noflag_sm90a/artifact.yaml: variants: `noflag_sm90a --list-variants` "
+                                      "exited 2: unknown option --list-variants")
+    assert builds["driver_sm90a"]["ok"] and builds["host_noflag"]["ok"]

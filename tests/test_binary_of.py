@@ -30,7 +30,7 @@ def verify(capsys, *args: str) -> tuple[int, dict]:
 
 @needs_cxx
 def test_the_borrowed_binary_is_built_once_and_run_by_the_borrower(project: Path, capsys):
-    code, report = verify(capsys, "--root", str(project), "driver-page", "fixture-page")
+    _, report = verify(capsys, "--root", str(project), "driver-page", "fixture-page")
     assert [(b["artifact"], b["target"]) for b in report["builds"]] == [("host_ok", "host")]
     runs = {r["artifact"]: r for r in report["runs"]}
     assert runs["host_driver"]["status"] == "ok" and runs["host_driver"]["records"] > 0
@@ -40,7 +40,7 @@ def test_the_borrowed_binary_is_built_once_and_run_by_the_borrower(project: Path
 
 @needs_cxx
 def test_a_borrower_alone_still_gets_the_owners_build(project: Path, capsys):
-    code, report = verify(capsys, "--root", str(project), "driver-page")
+    _, report = verify(capsys, "--root", str(project), "driver-page")
     assert [b["artifact"] for b in report["builds"]] == ["host_ok"]
     assert {r["artifact"] for r in report["runs"]} == {"host_driver"}  # the owner's page was not selected
 
@@ -61,6 +61,6 @@ def test_binary_of_may_not_lead_out_of_the_repository(project: Path, capsys, tmp
     shutil.copytree(project / "artifacts" / "host_ok", outside)
     manifest = project / "artifacts" / "host_driver" / "artifact.yaml"
     manifest.write_text(manifest.read_text().replace("binary_of: ../host_ok", "binary_of: ../../../elsewhere"))
-    code, report = verify(capsys, "--root", str(project), "--compile-only", "driver-page")
+    _, report = verify(capsys, "--root", str(project), "--compile-only", "driver-page")
     assert report["builds"] == []  # nothing outside the repository is built
     assert any(p["field"] == "build.binary_of" and "leaves the repository" in p["message"] for p in report["problems"])

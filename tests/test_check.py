@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kwiki import SCHEMA_VERSION
-from kwiki.wiki.check import _links, check, check_links, inside
 from kwiki.cli import main
+from kwiki.wiki.check import _links, check, check_links, inside
 from kwiki.wiki.frontmatter import MAX_PAGE_BYTES
 from kwiki.wiki.pages import load_page
 
@@ -330,7 +330,7 @@ def test_reference_pages_check_clean_apart_from_missing_artifacts(tmp_path: Path
     problems = _reference_problems(reference_wiki(tmp_path))
     errors = [p for p in problems if p[4] == "error"]
     assert errors, "the reference pages name artifacts that do not exist here"
-    for path, line, field, message, _ in errors:
+    for path, _, field, message, _ in errors:
         assert path == "wiki/nvidia/techniques/warp-specialization/algo-warp-specialization.md"
         assert field.startswith("artifacts.") or field == "artifact_dir"
         assert message.endswith("does not exist")

@@ -7,10 +7,10 @@ import pytest
 from kwiki.verify.claims import judge
 from kwiki.verify.env import Gpu
 from kwiki.verify.history import change
+from kwiki.verify.plan import choose_target
 from kwiki.wiki.manifest import Manifest
 from kwiki.wiki.model import Claim
 from kwiki.wiki.verdict import Verdict
-from kwiki.verify.plan import choose_target
 
 
 def claim(**kw) -> Claim:
@@ -88,10 +88,10 @@ def test_a_figure_from_an_untimed_record_has_no_spread():
     """A profiler counter (one run, no timing) has no spread of its own: its claim shows none,
     and the verdict uses the noise floor."""
     from kwiki.verify.claims import _figure
-    from kwiki.wiki.model import Selector
     from kwiki.verify.record import parse_records
     from kwiki.verify.run import RunOutcome
     from kwiki.verify.tables import fmt_spread
+    from kwiki.wiki.model import Selector
 
     line = ('{"kwiki_record": 1, "variant": "v", "params": {"M": 8}, "check": {"passed": true}, '
             '"extra": {"dram_read_mb": 12.5}}')

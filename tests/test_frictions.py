@@ -160,7 +160,7 @@ def test_verify_and_build_say_which_store_lines_they_skip(wiki: Path, caplog):
 @needs_cxx
 def test_a_file_where_kwiki_needs_its_directory_is_named(project: Path, capsys):
     (project / ".kwiki").write_text("not a directory\n", encoding="utf-8")
-    code, out, err = run_cli(capsys, "verify", "--root", str(project), "--quiet", "--compile-only", "fixture-page")
+    code, _, err = run_cli(capsys, "verify", "--root", str(project), "--quiet", "--compile-only", "fixture-page")
     assert code == 2 and "internal error" not in err
     assert err == f"kwiki verify: {project / '.kwiki'} is a file where kwiki needs a directory (move it away)\n"
 
@@ -250,7 +250,7 @@ def test_verify_when_no_artifact_could_run_is_not_ok(project: Path, capsys, monk
 
 @needs_cxx
 def test_verify_names_its_not_testable_claims_and_why(project: Path, capsys):
-    code, out, _ = run_cli(capsys, "verify", "--root", str(project), "--no-write", "--quiet", "fixture-page")
+    _, out, _ = run_cli(capsys, "verify", "--root", str(project), "--no-write", "--quiet", "fixture-page")
     assert "1 not-testable (no artifact measures it): fixture-page:reported-elsewhere" in out.splitlines()
 
 

@@ -294,7 +294,7 @@ def _paths(value, path=()):
     yield path
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
-        yield from _paths(item, path + (key,))
+        yield from _paths(item, (*path, key))
 
 
 def test_nan_never_leaks():

@@ -136,7 +136,7 @@ def test_a_line_kwiki_takes_for_code_is_code_on_the_site(parts):
     lines = [prefix + (f"tok{i}x" if piece == "word" else piece) for i, (prefix, piece) in enumerate(parts)]
     html = markdown.markdown("\n".join(lines) + "\n", extensions=_SITE_EXTENSIONS)
     blocks = " ".join(re.findall(r"<pre.*?</pre>", html, re.S))
-    for line, code in zip(lines, code_lines(lines)):
+    for line, code in zip(lines, code_lines(lines), strict=True):
         token = re.search(r"tok\d+x", line)
         if code and token:
             assert token.group(0) in blocks, (lines, html)

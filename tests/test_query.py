@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from kwiki import SCHEMA_VERSION
-from kwiki.core.arch import compatible
-from kwiki.cli import main
-from kwiki.core.errors import UsageError
 from kwiki.agents.query import Query, fts_query, normalize_tag, search
+from kwiki.cli import main
+from kwiki.core.arch import compatible
+from kwiki.core.errors import UsageError
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"
@@ -323,7 +323,7 @@ def run_entry(*argv: str) -> subprocess.CompletedProcess:
 
 
 def heavy_modules(proc: subprocess.CompletedProcess) -> str:
-    return [line for line in proc.stderr.splitlines() if line.startswith("HEAVY=")][0][len("HEAVY="):]
+    return next(line for line in proc.stderr.splitlines() if line.startswith("HEAVY="))[len("HEAVY="):]
 
 
 def test_a_warm_query_imports_neither_pydantic_nor_yaml(root):

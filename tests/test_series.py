@@ -16,6 +16,7 @@ from kwiki.cli import main
 from kwiki.verify import series
 from kwiki.verify.claims import judge
 from kwiki.verify.plan import PlannedArtifact
+from kwiki.verify.record import PROTOCOL_VERSION
 from kwiki.verify.standing import State, standing
 from kwiki.wiki.catalog import load_wiki
 from kwiki.wiki.frontmatter import parse_page
@@ -85,15 +86,15 @@ def keyed_project(tmp_path: Path) -> tuple[Path, PlannedArtifact]:
 def test_series_key_follows_the_artifacts_own_sources_and_includes_only(tmp_path, monkeypatch):
     root, planned = keyed_project(tmp_path)
     key = series.series_key(planned, "NVIDIA H200", root)
-    assert key is not None and key.startswith("nvidia-h200/p1/")
+    assert key is not None and key.startswith(f"nvidia-h200/p{PROTOCOL_VERSION}/")
     (root / "artifacts" / "common" / "unused.cuh").write_text("// edited, included by nobody here\n")
     assert series.series_key(planned, "NVIDIA H200", root) == key  # a shared header it does not include
     (root / "artifacts" / "common" / "used.cuh").write_text("// edited\n")
     edited = series.series_key(planned, "NVIDIA H200", root)
     assert edited != key  # a header it includes
     assert series.series_key(planned, "NVIDIA H100 80GB HBM3", root) != edited  # another GPU model
-    monkeypatch.setattr(series, "PROTOCOL_VERSION", 2)
-    assert series.series_key(planned, "NVIDIA H200", root).startswith("nvidia-h200/p2/")  # type: ignore[union-attr]
+    monkeypatch.setattr(series, "PROTOCOL_VERSION", PROTOCOL_VERSION + 1)
+    assert series.series_key(planned, "NVIDIA H200", root).startswith(f"nvidia-h200/p{PROTOCOL_VERSION + 1}/")  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------- verdicts over runs, end to end

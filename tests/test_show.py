@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from kwiki import SCHEMA_VERSION
-from kwiki.cli import main
 from kwiki.agents.index import PageNotFound
 from kwiki.agents.show import show
+from kwiki.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"

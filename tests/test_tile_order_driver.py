@@ -103,7 +103,7 @@ def test_a_report_without_the_kernel_fails_the_record(fakes):
 
 
 def test_no_ncu_is_an_environment_problem(fakes, tmp_path):
-    ncu, gemm = fakes
+    _, gemm = fakes
     env = {k: v for k, v in os.environ.items() if k != "KWIKI_NCU"}
     env["PATH"] = str(tmp_path / "empty")
     res = subprocess.run([sys.executable, str(DRIVER), str(gemm), "--variants", "ws_persistent"], capture_output=True,

@@ -110,7 +110,7 @@ def test_crlf_and_bom_pages_keep_their_bytes(project, capsys):
 @needs_cxx
 def test_second_run_compiles_nothing_and_reports_same(project, capsys):
     run_json(capsys, "--root", str(project), "fixture-page")
-    code, report = run_json(capsys, "--root", str(project), "fixture-page")
+    _, report = run_json(capsys, "--root", str(project), "fixture-page")
     assert report["builds"] and all(b["cached"] for b in report["builds"])
     changes = {c["claim"]: c["change"] for c in report["claims"] if c["value"] is not None}
     assert changes == {"fast-time": "same", "fast-vs-baseline": "same", "slow-bandwidth": "same"}

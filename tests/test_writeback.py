@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from kwiki.core.errors import WriteBackError
+from kwiki.verify.writeback import apply, write_page
 from kwiki.wiki.frontmatter import parse_page
 from kwiki.wiki.markers import scan
-from kwiki.verify.writeback import apply, write_page
 
 PAGE = (b"---\nid: p\ntitle: P\ntype: technique\n---\n# P\n\nAuthor text.\n\n"
         b"<!-- kwiki:claims -->\n<!-- /kwiki:claims -->\n\nMore author text.\n")

@@ -1,40 +1,54 @@
-// kwiki_bench.cuh: the one measurement protocol every KernelWiki CUDA artifact uses.
+// kwiki_bench.cuh: the one measurement protocol every KernelWiki CUDA artifact uses (protocol 2).
 //
 // Header-only, C++17, namespace kwiki. Include it and build with
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I<repo>/artifacts/common x.cu
+// It includes kwiki_cupti.cuh (CUPTI, loaded at run time) and kwiki_runner.cuh (the Runner: check, time, emit).
 //
-// What the protocol guarantees when an artifact follows it:
+// What the protocol guarantees when an artifact follows it (builds its cases and hands them to kwiki::Runner):
 //  1. Every CUDA call is checked (KWIKI_CHECK, KWIKI_CHECK_LAST after launches, KWIKI_CHECK_STATUS for
 //     library status codes where 0 means success). A failure prints file:line to stderr and exits 2.
 //  2. Inputs are random, never zeros: fill_random() fills device buffers from a counter-based hash
 //     (splitmix64 of seed and index), so any element can also be regenerated on the host (random_unit()).
-//  3. Outputs are poisoned (0xFF bytes, a NaN for every float type) before each checked run, so an
-//     unwritten element fails the check.
+//     A case may keep several pre-filled input sets; each timed sample draws one at random (input_sets).
+//  3. Outputs are poisoned (0xFF bytes, a NaN for every float type) before the checked run AND before every
+//     timed sample, so an element the timed launch does not write fails when that sample is re-checked.
 //  4. compare() checks every element against a higher-precision reference: |got - ref| <= atol + rtol*|ref|.
-//     NaN or Inf in the output never passes. Tolerance presets per dtype: tolerance_for<T>().
-//  5. Timing (Bench): each candidate is warmed up, then all candidates are sampled round-robin
-//     (interleaved), so a kernel and its baseline see the same clocks, power and temperature. Before every
-//     timed sample an L2Flusher reads twice the L2 size (read from the device), outside the timed region:
-//     reading, not writing, so the timed launch starts with a cold L2 that holds no dirty lines to write back.
-//     A sample is the elapsed time between two CUDA events recorded on the launch stream around one launch.
-//  6. Stopping rule: a candidate stops sampling when it has at least min_samples and the relative standard
+//     NaN or Inf in the output never passes. Tolerance presets per dtype: tolerance_for<T>(). compare_device()
+//     is the same test on the GPU, for outputs too large to copy back at every re-check.
+//  5. Check, then time (kwiki::Runner): every case is checked first (poison, launch, compare). The cases that
+//     pass are sampled round-robin (interleaved), so a kernel and its baseline see the same clocks, power and
+//     temperature. Every timed sample is, in this order: reset L2 persistence, poison the outputs, flush the L2
+//     (read twice its size, from the device), then the launch. A random subset of the timed samples, drawn
+//     from a seed taken when the run starts (at least 2 per case, about 5%, at most 8), is compared with the
+//     reference right after its launch: a kernel that caches, skips or replays work after its first launch
+//     fails ("timed sample N differs from the reference"), with no timing.
+//  6. All work is on the clock: a sample's time is the GPU's busy time in the sample's window, the union of the
+//     intervals of every kernel, memcpy and memset the process ran, on any stream and from any thread, from
+//     CUPTI's GPU timestamps (kwiki_cupti.cuh): hidden work counts, host enqueue time (and the idle gaps it
+//     leaves between launches) does not. Without CUPTI the time is a CUDA event pair on the launch stream
+//     (timing_source "events"). Every record keeps the event median (extra.event_median_us) and, under CUPTI,
+//     the span from first start to last end (extra.span_median_us) as cross-checks; both include host time.
+//     L2 persistence is reset before every sample. A flush self-test at start-up (a read of a quarter of the
+//     L2, hot and after a flush, less an empty launch) must show the flushed read slower, or the run exits 2.
+//  7. Stopping rule: a case stops sampling when it has at least min_samples and the relative standard
 //     error of its median is <= target_rse (default 0.5%), or at max_samples, or when its samples have used
-//     max_seconds (default 2 s) of wall time. The standard error of the median is the large-sample formula
-//     1.2533 * sd / sqrt(n), with sd estimated robustly as IQR / 1.349 (the normal-consistent value), so a
-//     single outlier cannot keep a candidate sampling; rse = that / median.
-//  7. Clocks: the SM clock (MHz) is read through NVML, loaded at run time with dlopen("libnvidia-ml.so.1"),
-//     when a candidate takes its first sample and after its last; null in JSON when NVML is unavailable.
-//  8. Output: emit() prints exactly one JSON record per line on stdout (the format of kwiki/record.py),
-//     finite numbers only; a record whose check failed carries no timing and makes exit_code() return 1.
-//     Everything else (logs) goes to stderr.
+//     max_seconds (default 2 s) of wall time; never before its early re-checked samples have run. The standard
+//     error of the median is 1.2533 * sd / sqrt(n), with sd estimated robustly as IQR / 1.349.
+//  8. Clocks and power over each case's sampling window (NVML, loaded at run time), read while each sample's
+//     launch runs: the SM clock (min, median, max over the samples), the clock-event reasons (time under the
+//     power cap, thermal and hardware slowdown: the windows in which each was set; NVML's violation counters
+//     where the reasons are missing) and the board power (energy = power x window); null without NVML.
+//  9. Output: emit() prints exactly one JSON record per line on stdout (the format of kwiki/verify/record.py,
+//     carrying protocol PROTOCOL_VERSION), finite numbers only; a record whose check failed carries no timing
+//     and makes exit_code() return 1. Everything else (logs) goes to stderr.
+// 10. `--list-variants` prints the artifact's variant table, one name a line, and exits 0 before any CUDA call.
 //
-// Typical main():
-//   kwiki::Args args(argc, argv, kVariants);  // kVariants: the table of variants; exits 2 on an unknown --variants
-//   const auto shapes = args.get_shapes<Shape, 2>("shapes", "4096x4096", "MxK pairs with K a multiple of 8",
-//                                                 [](const std::vector<int>& d) { return d[1] % 8 == 0; });
-//   ... kwiki::poison(out, bytes); launch; KWIKI_CHECK_LAST(); ... CheckResult c = kwiki::compare(...);
-//   kwiki::Bench bench;  bench.add("vec", [&](cudaStream_t s) { kernel<<<g, b, 0, s>>>(...); });
-//   for (auto& r : bench.run()) { kwiki::Record rec; ...; kwiki::emit(rec); }
+// Typical main() (kwiki_runner.cuh says more):
+//   static constexpr kwiki::VariantInfo kVariants[] = {{"cublas", 0, "the baseline"}, {"tiled", 1, "smem tiles"}};
+//   kwiki::Args args(argc, argv, kVariants);  // --list-variants; exits 2 on an unknown --variants
+//   kwiki::Runner runner(args);
+//   std::vector<kwiki::Case> cases;  ... one per wanted variant: launch, poison, check, bytes, params ...
+//   runner.run(cases);                // check, time, emit
 //   return kwiki::exit_code();
 #pragma once
 
@@ -61,6 +75,10 @@
 #include <vector>
 
 namespace kwiki {
+
+// The measurement protocol a record was taken under (kwiki/verify/record.py reads it). 2: every timed sample
+// poisoned and flushed, a random subset re-checked, CUPTI spans over every stream, clocks and power per case.
+inline constexpr int PROTOCOL_VERSION = 2;
 
 // ===================================================================================================
 // Error checking
@@ -171,36 +189,58 @@ struct CheckResult {
     std::string detail;         // first bad element, atol, ...
 };
 
-// Every element: finite and |got - ref| <= atol + rtol * |ref|.
-inline CheckResult compare(const float* got, const double* ref, size_t n, Tolerance tol, std::string reference) {
+// The running result of comparing elements (host and device alike): how many are bad, the first bad index,
+// the largest absolute and relative errors (INFINITY once an error is not finite).
+struct CompareTally {
+    unsigned long long bad = 0;
+    unsigned long long first_bad = ~0ull;
+    double max_abs = 0, max_rel = 0;
+};
+
+__host__ __device__ inline bool is_finite(double x) { return fabs(x) <= 1.7976931348623157e308; }  // false for NaN, Inf
+
+// Element i, got g, want e: finite and |g - e| <= atol + rtol * |e|.
+__host__ __device__ inline void tally_one(CompareTally& t, unsigned long long i, double g, double e, double atol, double rtol) {
+    const double err = fabs(g - e);
+    const bool ok = is_finite(g) && err <= atol + rtol * fabs(e);
+    if (is_finite(err)) {
+        t.max_abs = fmax(t.max_abs, err);
+        t.max_rel = fmax(t.max_rel, err / fmax(fabs(e), atol));
+    } else {
+        t.max_abs = t.max_rel = INFINITY;
+    }
+    if (!ok) {
+        ++t.bad;
+        if (i < t.first_bad) t.first_bad = i;
+    }
+}
+
+// The CheckResult of a tally over n elements; got_first and want_first are the values at t.first_bad.
+inline CheckResult compare_result(const CompareTally& t, size_t n, Tolerance tol, std::string reference, double got_first,
+                                  double want_first) {
     CheckResult r;
     r.tolerance = tol.rtol;
     r.reference = std::move(reference);
-    size_t first_bad = n;
-    for (size_t i = 0; i < n; ++i) {
-        double g = got[i], e = ref[i];
-        double err = std::fabs(g - e);
-        bool ok = std::isfinite(g) && err <= tol.atol + tol.rtol * std::fabs(e);
-        if (std::isfinite(err)) {
-            r.max_abs_err = std::max(r.max_abs_err, err);
-            r.max_rel_err = std::max(r.max_rel_err, err / std::max(std::fabs(e), tol.atol));
-        } else {
-            r.max_abs_err = r.max_rel_err = INFINITY;
-        }
-        if (!ok) {
-            if (first_bad == n) first_bad = i;
-            ++r.bad;
-        }
-    }
+    r.bad = size_t(t.bad);
+    r.max_abs_err = t.max_abs;
+    r.max_rel_err = t.max_rel;
     r.passed = n > 0 && r.bad == 0;
     char buf[256];
     if (r.bad)
-        std::snprintf(buf, sizeof buf, "%zu of %zu outside atol=%.3g rtol=%.3g; first at %zu: got %.9g want %.9g",
-                      r.bad, n, tol.atol, tol.rtol, first_bad, double(got[first_bad]), ref[first_bad]);
+        std::snprintf(buf, sizeof buf, "%zu of %zu outside atol=%.3g rtol=%.3g; first at %llu: got %.9g want %.9g",
+                      r.bad, n, tol.atol, tol.rtol, t.first_bad, got_first, want_first);
     else
         std::snprintf(buf, sizeof buf, "%zu elements within atol=%.3g rtol=%.3g", n, tol.atol, tol.rtol);
     r.detail = buf;
     return r;
+}
+
+// Every element: finite and |got - ref| <= atol + rtol * |ref|.
+inline CheckResult compare(const float* got, const double* ref, size_t n, Tolerance tol, std::string reference) {
+    CompareTally t;
+    for (size_t i = 0; i < n; ++i) tally_one(t, i, got[i], ref[i], tol.atol, tol.rtol);
+    const bool bad = t.bad > 0;
+    return compare_result(t, n, tol, std::move(reference), bad ? double(got[t.first_bad]) : 0.0, bad ? ref[t.first_bad] : 0.0);
 }
 
 // Exact equality of two byte ranges (copies). max_abs_err counts differing bytes.
@@ -293,42 +333,216 @@ inline KernelRegs kernel_regs(const void* func) {
 }
 
 // ===================================================================================================
-// SM clock through NVML (optional: dlopen at run time, no link dependency)
+// Checking on the device: compare() for outputs too large to copy back at every re-check
 // ===================================================================================================
 
-class SmClock {
+__host__ __device__ inline double to_double(float v) { return v; }
+__host__ __device__ inline double to_double(double v) { return v; }
+__host__ __device__ inline double to_double(__half v) { return __half2float(v); }
+__host__ __device__ inline double to_double(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+namespace detail {
+// out[0] bad count, out[1] first bad index, out[2] and out[3] the bits of the largest absolute and relative
+// errors (non-negative doubles, and +Inf, order as their bits do). ref == nullptr: the reference is all zeros.
+template <typename T, typename R>
+__global__ void compare_kernel(const T* got, const R* ref, size_t n, double atol, double rtol, unsigned long long* out) {
+    CompareTally t;
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+        tally_one(t, i, to_double(got[i]), ref ? to_double(ref[i]) : 0.0, atol, rtol);
+    for (int o = 16; o; o >>= 1) {
+        t.bad += __shfl_xor_sync(0xffffffffu, t.bad, o);
+        t.first_bad = min(t.first_bad, __shfl_xor_sync(0xffffffffu, t.first_bad, o));
+        t.max_abs = fmax(t.max_abs, __shfl_xor_sync(0xffffffffu, t.max_abs, o));
+        t.max_rel = fmax(t.max_rel, __shfl_xor_sync(0xffffffffu, t.max_rel, o));
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (t.bad) atomicAdd(&out[0], t.bad), atomicMin(&out[1], t.first_bad);
+        atomicMax(&out[2], static_cast<unsigned long long>(__double_as_longlong(t.max_abs)));
+        atomicMax(&out[3], static_cast<unsigned long long>(__double_as_longlong(t.max_rel)));
+    }
+}
+}  // namespace detail
+
+// compare() on the GPU: every element of got (n of T) against ref (n of R, or all zeros when ref is nullptr),
+// with the same test, figures and detail. Synchronous; blockDim 256 (a multiple of 32: whole warps reduce).
+template <typename T, typename R>
+CheckResult compare_device(const T* got, const R* ref, size_t n, Tolerance tol, std::string reference) {
+    static unsigned long long* scratch = [] {
+        unsigned long long* p = nullptr;
+        KWIKI_CHECK(cudaMalloc(&p, 4 * sizeof(unsigned long long)));
+        return p;
+    }();
+    unsigned long long init[4] = {0, ~0ull, 0, 0};
+    KWIKI_CHECK(cudaMemcpy(scratch, init, sizeof init, cudaMemcpyHostToDevice));
+    const size_t blocks = std::min<size_t>((n + 255) / 256, size_t(sm_count()) * 8);
+    detail::compare_kernel<T, R><<<unsigned(std::max<size_t>(blocks, 1)), 256>>>(got, ref, n, tol.atol, tol.rtol, scratch);
+    KWIKI_CHECK_LAST();
+    unsigned long long res[4];
+    KWIKI_CHECK(cudaMemcpy(res, scratch, sizeof res, cudaMemcpyDeviceToHost));
+    CompareTally t;
+    t.bad = res[0], t.first_bad = res[1];
+    std::memcpy(&t.max_abs, &res[2], sizeof(double));
+    std::memcpy(&t.max_rel, &res[3], sizeof(double));
+    double g = 0, w = 0;
+    if (t.bad) {
+        T gv;
+        KWIKI_CHECK(cudaMemcpy(&gv, got + t.first_bad, sizeof gv, cudaMemcpyDeviceToHost));
+        g = to_double(gv);
+        if (ref) {
+            R wv;
+            KWIKI_CHECK(cudaMemcpy(&wv, ref + t.first_bad, sizeof wv, cudaMemcpyDeviceToHost));
+            w = to_double(wv);
+        }
+    }
+    return compare_result(t, n, tol, std::move(reference), g, w);
+}
+
+// ===================================================================================================
+// Clocks and power through NVML (optional: dlopen at run time, no link dependency)
+// ===================================================================================================
+
+// NVML's values used here (nvml.h): clock types, perf policies of nvmlDeviceGetViolationStatus, clock-event
+// reason bits of nvmlDeviceGetCurrentClocksEventReasons (formerly ...ClocksThrottleReasons, same bits).
+constexpr int kNvmlClockSm = 1;                                   // NVML_CLOCK_SM
+constexpr int kNvmlPerfPolicyPower = 0, kNvmlPerfPolicyThermal = 1;  // NVML_PERF_POLICY_POWER, _THERMAL
+constexpr unsigned long long kReasonSwPowerCap = 0x4, kReasonHwSlowdown = 0x8, kReasonSwThermal = 0x20,
+                             kReasonHwThermal = 0x40, kReasonHwPowerBrake = 0x80;
+
+class Nvml {
   public:
-    static SmClock& get() { static SmClock c; return c; }
-    // Current SM clock of the current CUDA device in MHz, or nothing when NVML is unavailable.
-    std::optional<double> mhz() {
-        if (!dev_) return std::nullopt;
+    static Nvml& get() {
+        static Nvml* n = new Nvml();  // never destroyed: it holds only a library handle
+        return *n;
+    }
+    bool available() const { return dev_ != nullptr; }
+
+    // Current SM clock of the current CUDA device in MHz.
+    std::optional<double> sm_mhz() const {
         unsigned v = 0;
-        if (clock_(dev_, 1 /* NVML_CLOCK_SM */, &v) != 0) return std::nullopt;
+        if (!dev_ || !clock_ || clock_(dev_, kNvmlClockSm, &v) != 0) return std::nullopt;
         return double(v);
+    }
+    // Board power, mW (on Ampere and later an average over about a second, NVML's documentation says).
+    std::optional<double> power_mw() const {
+        unsigned v = 0;
+        if (!dev_ || !power_ || power_(dev_, &v) != 0) return std::nullopt;
+        return double(v);
+    }
+    // Time the clocks were held down by a policy (power or thermal) since the driver loaded, ns.
+    std::optional<unsigned long long> violation_ns(int policy) const {
+        struct { unsigned long long reference_time, violation_time; } v{};  // nvmlViolationTime_t
+        if (!dev_ || !violation_ || violation_(dev_, policy, &v) != 0) return std::nullopt;
+        return v.violation_time;
+    }
+    // Why the clocks are below their maximum now: a bit mask of the kReason* values.
+    std::optional<unsigned long long> reasons() const {
+        unsigned long long v = 0;
+        if (!dev_ || !reasons_ || reasons_(dev_, &v) != 0) return std::nullopt;
+        return v;
     }
 
   private:
     using InitFn = int (*)();
     using ByBusFn = int (*)(const char*, void**);
     using ClockFn = int (*)(void*, int, unsigned*);
+    using PowerFn = int (*)(void*, unsigned*);
+    using ViolationFn = int (*)(void*, int, void*);
+    using ReasonsFn = int (*)(void*, unsigned long long*);
     void* dev_ = nullptr;
     ClockFn clock_ = nullptr;
+    PowerFn power_ = nullptr;
+    ViolationFn violation_ = nullptr;
+    ReasonsFn reasons_ = nullptr;
 
-    SmClock() {
+    Nvml() {
         void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
         if (!lib) return;
         auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
         auto by_bus = reinterpret_cast<ByBusFn>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
         clock_ = reinterpret_cast<ClockFn>(dlsym(lib, "nvmlDeviceGetClockInfo"));
+        power_ = reinterpret_cast<PowerFn>(dlsym(lib, "nvmlDeviceGetPowerUsage"));
+        violation_ = reinterpret_cast<ViolationFn>(dlsym(lib, "nvmlDeviceGetViolationStatus"));
+        reasons_ = reinterpret_cast<ReasonsFn>(dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons"));
+        if (!reasons_) reasons_ = reinterpret_cast<ReasonsFn>(dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons"));
         char bus[32] = {};
-        if (!init || !by_bus || !clock_ || init() != 0) return;
-        if (cudaDeviceGetPCIBusId(bus, sizeof bus, current_device()) != cudaSuccess) return;
+        if (!init || !by_bus || init() != 0) return;
+        if (cudaDeviceGetPCIBusId(bus, sizeof bus, current_device()) != cudaSuccess) {
+            (void)cudaGetLastError();  // not an error of the artifact's: no clocks, that is all
+            return;
+        }
         if (by_bus(bus, &dev_) != 0) dev_ = nullptr;
     }
 };
 
+// Clocks and power of one case over its sampling window (record.py's Clocks); every figure null without NVML.
 struct Clocks {
-    std::optional<double> sm_mhz_before, sm_mhz_after;
+    std::optional<double> sm_mhz_before, sm_mhz_after;             // the SM clock at the first and the last sample
+    std::optional<double> sm_mhz_min, sm_mhz_median, sm_mhz_max;   // over every sample
+    std::optional<double> power_cap_s, thermal_s, hw_slowdown_s;   // time held down, summed over the samples' windows
+    std::optional<double> energy_j;                                // energy used in the samples' windows
+    std::optional<double> window_s;                                // the samples' windows, summed (the denominator)
+};
+
+// What NVML says during one sample, read while its launch runs: the SM clock, the clock-event reasons, the board
+// power; and its cumulative violation counters before and after the window (read only where the reasons are
+// not available: NVML updates them every few milliseconds, coarser than most windows).
+struct SampleReading {
+    std::optional<double> mhz;
+    std::optional<unsigned long long> reasons;
+    std::optional<double> power_mw;
+    std::optional<unsigned long long> power_ns_before, power_ns_after, thermal_ns_before, thermal_ns_after;
+};
+
+// Pure (host-tested): a case's clocks and power, accumulated sample by sample. Time under the power cap, thermal
+// slowdown and hardware slowdown: each sample's window counts when the reason bit (SW power cap; SW or HW
+// thermal; HW slowdown, HW thermal or HW power brake) is set while its launch runs; without the reasons, the
+// violation counters' growth over the window, at most the window. Energy: the board power times the window.
+// NVML's cumulative energy counter is not used: it moves in steps of about 13 J on an H200, far coarser than a
+// window of microseconds to milliseconds.
+class ClockTally {
+  public:
+    void add(const SampleReading& r, double window_s) {
+        if (r.mhz) mhz_.push_back(*r.mhz);
+        if (!r.mhz && !r.reasons && !r.power_mw && !r.power_ns_before && !r.thermal_ns_before) return;  // no NVML
+        window_s_ += window_s;
+        any_ = true;
+        if (r.reasons) {
+            add_to(power_cap_s_, (*r.reasons & kReasonSwPowerCap) ? window_s : 0.0);
+            add_to(thermal_s_, (*r.reasons & (kReasonSwThermal | kReasonHwThermal)) ? window_s : 0.0);
+            add_to(hw_slowdown_s_, (*r.reasons & (kReasonHwSlowdown | kReasonHwThermal | kReasonHwPowerBrake)) ? window_s : 0.0);
+        } else {
+            add_delta(power_cap_s_, r.power_ns_before, r.power_ns_after, window_s);
+            add_delta(thermal_s_, r.thermal_ns_before, r.thermal_ns_after, window_s);
+        }
+        if (r.power_mw) add_to(energy_j_, *r.power_mw * 1e-3 * window_s);
+    }
+
+    Clocks summary() const {
+        Clocks c;
+        if (!mhz_.empty()) {
+            std::vector<double> sorted = mhz_;
+            std::sort(sorted.begin(), sorted.end());
+            c.sm_mhz_before = mhz_.front(), c.sm_mhz_after = mhz_.back();
+            c.sm_mhz_min = sorted.front(), c.sm_mhz_max = sorted.back();
+            const size_t m = sorted.size() / 2;
+            c.sm_mhz_median = sorted.size() % 2 ? sorted[m] : 0.5 * (sorted[m - 1] + sorted[m]);
+        }
+        c.energy_j = energy_j_, c.power_cap_s = power_cap_s_, c.thermal_s = thermal_s_, c.hw_slowdown_s = hw_slowdown_s_;
+        if (any_) c.window_s = window_s_;
+        return c;
+    }
+
+  private:
+    static void add_to(std::optional<double>& acc, double v) { acc = acc.value_or(0.0) + v; }
+    // A counter's growth in ns, as seconds, at most the window (a counter that went back: a reset, 0).
+    static void add_delta(std::optional<double>& acc, std::optional<unsigned long long> a, std::optional<unsigned long long> b,
+                          double window_s) {
+        if (a && b) add_to(acc, *b >= *a ? std::min(double(*b - *a) * 1e-9, window_s) : 0.0);
+    }
+    std::vector<double> mhz_;
+    std::optional<double> energy_j_, power_cap_s_, thermal_s_, hw_slowdown_s_;
+    double window_s_ = 0;
+    bool any_ = false;
 };
 
 // ===================================================================================================
@@ -379,7 +593,7 @@ class L2Flusher {
 };
 
 // ===================================================================================================
-// Bench: interleaved timing of named candidates
+// Timing figures and options
 // ===================================================================================================
 
 struct Timing {
@@ -392,9 +606,12 @@ struct BenchOptions {
     double target_rse = 0.005;   // stop when the median's relative standard error is at most this
     int min_samples = 20;
     int max_samples = 2000;
-    double max_seconds = 2.0;    // wall time of one candidate's samples (flush and sync included)
-    int warmup = 3;              // untimed launches per candidate before sampling
-    bool flush_l2 = true;
+    double max_seconds = 2.0;    // wall time of one case's samples (poison, flush, launch and syncs; not re-checks)
+    int warmup = 3;              // untimed launches per case before sampling
+    bool flush_l2 = true;        // false (--no-flush): no flush, no flush self-test (development only)
+    bool cupti = true;           // false (--timing=events): CUDA events even where CUPTI is available
+    std::optional<uint64_t> recheck_seed;  // --recheck-seed: which samples are re-checked (default: drawn at start)
+    bool selftest_record = false;          // --protocol-selftest: emit the flush self-test as a record
 };
 
 inline double quantile(const std::vector<double>& sorted, double q) {  // linear interpolation
@@ -420,103 +637,44 @@ inline Timing summarize(std::vector<double> us) {
     return t;
 }
 
-struct BenchResult {
-    std::string name;
-    Timing timing;
-    Clocks clocks;
-};
-
-class Bench {
-  public:
-    using Launch = std::function<void(cudaStream_t)>;
-
-    explicit Bench(BenchOptions opts = {}, cudaStream_t stream = nullptr) : opts_(opts), stream_(stream) {
-        if (!stream_) { KWIKI_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); own_ = true; }
-        if (opts_.flush_l2) flusher_.emplace();
-        KWIKI_CHECK(cudaEventCreate(&start_));
-        KWIKI_CHECK(cudaEventCreate(&stop_));
-    }
-    ~Bench() {
-        cudaEventDestroy(start_);
-        cudaEventDestroy(stop_);
-        if (own_) cudaStreamDestroy(stream_);
-    }
-    Bench(const Bench&) = delete;
-    Bench& operator=(const Bench&) = delete;
-
-    cudaStream_t stream() const { return stream_; }
-
-    // A candidate: one launch (or one library call) on the given stream.
-    void add(std::string name, Launch launch) { cands_.push_back({std::move(name), std::move(launch), {}, {}, 0, false}); }
-
-    // Warm up every candidate, then sample them round-robin until each meets the stopping rule.
-    std::vector<BenchResult> run() {
-        for (auto& c : cands_)
-            for (int i = 0; i < opts_.warmup; ++i) c.launch(stream_), KWIKI_CHECK_LAST();
-        KWIKI_CHECK(cudaStreamSynchronize(stream_));
-        for (size_t done = 0; done < cands_.size();) {
-            done = 0;
-            for (auto& c : cands_) {
-                if (c.done) { ++done; continue; }
-                sample(c);
-            }
-        }
-        std::vector<BenchResult> out;
-        for (auto& c : cands_) out.push_back({c.name, summarize(c.us), c.clocks});
-        cands_.clear();
-        return out;
-    }
-
-  private:
-    struct Cand {
-        std::string name;
-        Launch launch;
-        std::vector<double> us;
-        Clocks clocks;
-        double seconds;
-        bool done;
-    };
-
-    void sample(Cand& c) {
-        if (c.us.empty()) c.clocks.sm_mhz_before = SmClock::get().mhz();
-        auto t0 = std::chrono::steady_clock::now();
-        if (flusher_) flusher_->flush(stream_);
-        KWIKI_CHECK(cudaEventRecord(start_, stream_));
-        c.launch(stream_);
-        KWIKI_CHECK_LAST();
-        KWIKI_CHECK(cudaEventRecord(stop_, stream_));
-        KWIKI_CHECK(cudaEventSynchronize(stop_));
-        float ms = 0;
-        KWIKI_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-        c.us.push_back(double(ms) * 1e3);
-        c.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        int n = int(c.us.size());
-        bool stable = n >= opts_.min_samples && summarize(c.us).rse <= opts_.target_rse;
-        if (stable || n >= opts_.max_samples || (n >= 3 && c.seconds >= opts_.max_seconds)) {
-            c.done = true;
-            c.clocks.sm_mhz_after = SmClock::get().mhz();
-        }
-    }
-
-    BenchOptions opts_;
-    cudaStream_t stream_ = nullptr;
-    bool own_ = false;
-    std::optional<L2Flusher> flusher_;
-    cudaEvent_t start_ = nullptr, stop_ = nullptr;
-    std::vector<Cand> cands_;
-};
-
 // ===================================================================================================
-// Arguments: --variants a,b,c  --name=value  --name value  --flag
+// Variants and arguments: --variants a,b,c  --name=value  --name value  --flag  --list-variants
 // ===================================================================================================
+
+// One row of an artifact's variant table, declared once (artifact.yaml lists the same names, rungs and adds):
+//   static constexpr kwiki::VariantInfo kVariants[] = {{"cublas", 0, "the baseline"}, {"tiled", 1, "smem tiles"}};
+// An artifact that needs more per variant derives from it, and still declares one table:
+//   struct Variant : kwiki::VariantInfo { bool tf32; };
+//   static constexpr Variant kVariants[] = {{{"cublas", 0, "the baseline"}, false}, ...};
+struct VariantInfo {
+    const char* name;
+    int rung = -1;          // its place on the artifact's ladder (0: the library baseline); -1: not a rung
+    const char* adds = "";  // what this rung adds to the rung below it, in one line
+};
 
 class Args {
   public:
-    // An artifact's arguments: the parse below, then exit 2 when --variants names a variant that is not in
-    // `variants` (its table: anything iterable whose items have a `name`).
+    // An artifact's arguments: the parse below; then `--list-variants` prints the table's names, one a line on
+    // stdout, and exits 0 (before any CUDA call: construct Args first thing in main); then exit 2 when
+    // --variants names a variant that is not in `variants` (its table: anything iterable whose items have a
+    // `name`).
     template <typename Table>
     Args(int argc, char** argv, const Table& variants) : Args(argc, argv) {
+        if (has("list-variants")) {
+            list_variants(variants, stdout);
+            std::exit(0);
+        }
         require_known_in(variants);
+    }
+
+    // The names of a variant table, one a line.
+    template <typename Table>
+    static void list_variants(const Table& table, FILE* out) {
+        for (const auto& v : table) {
+            const std::string name = v.name;
+            std::fprintf(out, "%s\n", name.c_str());
+        }
+        std::fflush(out);
     }
 
     Args(int argc, char** argv) {
@@ -635,7 +793,8 @@ class Args {
         require_known(known);
     }
 
-    // Bench options from --target-rse, --min-samples, --max-samples, --max-seconds, --warmup, --no-flush.
+    // Runner options from --target-rse, --min-samples, --max-samples, --max-seconds, --warmup, --no-flush,
+    // --timing=cupti|events, --recheck-seed=N, --protocol-selftest; exit 2 on a value out of range.
     BenchOptions bench_options() const {
         BenchOptions o;
         o.target_rse = get_double("target-rse", o.target_rse);
@@ -644,6 +803,13 @@ class Args {
         o.max_seconds = get_double("max-seconds", o.max_seconds);
         o.warmup = int(get_int("warmup", o.warmup));
         o.flush_l2 = !has("no-flush");
+        const std::string timing = get_str("timing", "cupti");
+        if (timing != "cupti" && timing != "events") usage("--timing wants cupti or events, got '" + timing + "'");
+        o.cupti = timing == "cupti";
+        if (has("recheck-seed")) o.recheck_seed = uint64_t(get_int("recheck-seed", 0));
+        o.selftest_record = has("protocol-selftest");
+        if (o.max_samples < 1 || o.min_samples < 0 || o.warmup < 0 || !(o.max_seconds > 0) || !(o.target_rse >= 0))
+            usage("--max-samples wants >= 1, --min-samples and --warmup >= 0, --max-seconds > 0, --target-rse >= 0");
         return o;
     }
 
@@ -700,11 +866,15 @@ struct Record {
     std::string variant;
     Fields params;                   // shape, dtype, ... (what identifies the configuration)
     std::optional<double> bytes;     // bytes one launch moves (declared)
+    std::string bytes_level = "dram";  // where those bytes move: "dram", "l2" or "smem" (the physical gate's level)
     std::optional<double> flops;     // floating-point operations of one launch
+    std::string flops_dtype;         // the dtype they run in: "bf16", "tf32", "fp8", "fp16", "fp32"; empty: none
     std::optional<Timing> timing;    // dropped when the check failed
+    std::string timing_source;       // "cupti" or "events" (empty without timing)
+    int rechecked = 0;               // timed samples compared with the reference
     CheckResult check;
     Clocks clocks;
-    Fields extra;                    // registers, local_bytes, other numbers
+    Fields extra;                    // registers, local_bytes, event_median_us, other numbers
 
     void set_regs(const KernelRegs& r) {
         extra.emplace_back("registers", r.registers);
@@ -759,24 +929,32 @@ inline int& failures() { static int n = 0; return n; }
 // The record as one line of JSON (no newline).
 inline std::string to_json(const Record& r) {
     using namespace detail;
-    std::string o = "{\"kwiki_record\":1,\"variant\":" + quote(r.variant);
+    std::string o = "{\"kwiki_record\":1,\"protocol\":" + std::to_string(PROTOCOL_VERSION) + ",\"variant\":" + quote(r.variant);
     o += ",\"params\":" + object(r.params);
-    o += ",\"bytes\":" + number(r.bytes) + ",\"flops\":" + number(r.flops);
+    o += ",\"bytes\":" + number(r.bytes) + ",\"bytes_level\":" + quote(r.bytes_level);
+    o += ",\"flops\":" + number(r.flops) + ",\"flops_dtype\":" + (r.flops_dtype.empty() ? std::string("null") : quote(r.flops_dtype));
     const Timing* t = r.check.passed && r.timing ? &*r.timing : nullptr;
-    if (t && t->samples > 0 && t->min_us > 0)
+    const bool timed = t && t->samples > 0 && t->min_us > 0;
+    if (timed)
         o += ",\"timing\":{\"median_us\":" + number(t->median_us) + ",\"q1_us\":" + number(t->q1_us) +
              ",\"q3_us\":" + number(t->q3_us) + ",\"min_us\":" + number(t->min_us) +
              ",\"samples\":" + std::to_string(t->samples) + ",\"rse\":" + number(t->rse) + "}";
     else
         o += ",\"timing\":null";
+    o += ",\"timing_source\":" + (timed && !r.timing_source.empty() ? quote(r.timing_source) : std::string("null"));
+    o += ",\"rechecked\":" + std::to_string(std::max(r.rechecked, 0));
     const CheckResult& c = r.check;
     o += ",\"check\":{\"passed\":" + std::string(c.passed ? "true" : "false") +
          ",\"max_abs_err\":" + number(c.max_abs_err) + ",\"max_rel_err\":" + number(c.max_rel_err) +
          ",\"tolerance\":" + number(c.tolerance) +
          ",\"reference\":" + (c.reference.empty() ? std::string("null") : quote(c.reference)) +
          ",\"detail\":" + (c.detail.empty() ? std::string("null") : quote(c.detail)) + "}";
-    o += ",\"clocks\":{\"sm_mhz_before\":" + number(r.clocks.sm_mhz_before) +
-         ",\"sm_mhz_after\":" + number(r.clocks.sm_mhz_after) + "}";
+    const Clocks& k = r.clocks;
+    o += ",\"clocks\":{\"sm_mhz_before\":" + number(k.sm_mhz_before) + ",\"sm_mhz_after\":" + number(k.sm_mhz_after) +
+         ",\"sm_mhz_min\":" + number(k.sm_mhz_min) + ",\"sm_mhz_median\":" + number(k.sm_mhz_median) +
+         ",\"sm_mhz_max\":" + number(k.sm_mhz_max) + ",\"power_cap_s\":" + number(k.power_cap_s) +
+         ",\"thermal_s\":" + number(k.thermal_s) + ",\"hw_slowdown_s\":" + number(k.hw_slowdown_s) +
+         ",\"energy_j\":" + number(k.energy_j) + ",\"window_s\":" + number(k.window_s) + "}";
     o += ",\"extra\":" + object(r.extra) + "}";
     return o;
 }
@@ -793,3 +971,5 @@ inline void emit(const Record& r, FILE* out = stdout) {
 inline int exit_code() { return detail::failures() ? 1 : 0; }
 
 }  // namespace kwiki
+
+#include "kwiki_runner.cuh"  // the Runner (check, time, emit); it includes this header back (#pragma once)

@@ -1,10 +1,12 @@
 // kwiki_ceiling.cuh: a measured read ceiling for memory-bound artifacts.
 //
 // ReadCeiling streams a buffer of exactly the bytes a kernel under test declares (16-byte loads, four in
-// flight per thread, a grid that fills every SM), so a record of it, timed in the same Bench run, gives the
+// flight per thread, a grid that fills every SM), so a record of it, timed in the same Runner run, gives the
 // speed of light for that many bytes on this GPU now: time / ceiling time = ceiling GB/s / kernel GB/s.
 // The read is checked: the sum of the 32-bit words it loaded (mod 2^32, one partial per block, no atomics)
 // must equal the sum regenerated from the fill's hash. vector_loads_sm90a measures the load shapes this choice rests on.
+// As a kwiki::Case: launch(s), poison(s) (the partial sums), check_last() (the last launch's partials); case()
+// builds one.
 #pragma once
 
 #include "kwiki_bench.cuh"
@@ -52,6 +54,7 @@ class ReadCeiling {
         KWIKI_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel(), ceiling_detail::kThreads, 0));
         grid_ = unsigned(std::max(per_sm, 1) * sm_count());
         KWIKI_CHECK(cudaMalloc(&sum_, (grid_ + 1) * sizeof(uint32_t)));
+        KWIKI_CHECK(cudaMemset(sum_, 0, (grid_ + 1) * sizeof(uint32_t)));  // [grid_]: ref_sum adds into it
     }
     ~ReadCeiling() { cudaFree(buf_); cudaFree(sum_); }
     ReadCeiling(const ReadCeiling&) = delete;
@@ -62,25 +65,46 @@ class ReadCeiling {
             <<<grid_, ceiling_detail::kThreads, 0, s>>>(static_cast<const uint4*>(buf_), bytes_ / 16, sum_);  // partials
     }
 
-    // One run from a zeroed sum, compared with the regenerated words.
-    CheckResult check() {
-        KWIKI_CHECK(cudaMemset(sum_, 0, (grid_ + 1) * sizeof(uint32_t)));
-        launch(0);
-        KWIKI_CHECK_LAST();
-        ceiling_detail::ref_sum<<<unsigned(sm_count()) * 8, 256>>>(seed_, bytes_ / 4, sum_ + grid_);
-        KWIKI_CHECK_LAST();
-        std::vector<uint32_t> part(grid_ + 1);
+    // Every partial sum poisoned (0xFF bytes): a block that wrote none leaves the total wrong.
+    void poison(cudaStream_t s) { KWIKI_CHECK(cudaMemsetAsync(sum_, 0xFF, grid_ * sizeof(uint32_t), s)); }
+
+    // The last launch's partial sums against the words regenerated from the fill's hash (computed once).
+    CheckResult check_last() {
+        const uint32_t want = expected();
+        std::vector<uint32_t> part(grid_);
         KWIKI_CHECK(cudaMemcpy(part.data(), sum_, part.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost));
-        uint32_t got[2] = {0, part[grid_]};
-        for (unsigned i = 0; i < grid_; ++i) got[0] += part[i];
+        uint32_t got = 0;
+        for (uint32_t v : part) got += v;
         CheckResult c;
-        c.passed = got[0] == got[1];
+        c.passed = got == want;
         c.max_abs_err = c.passed ? 0.0 : 1.0;
         c.tolerance = 0;
         c.reference = "sum of the 32-bit words mod 2^32, regenerated from the fill's hash";
         char d[96];
-        std::snprintf(d, sizeof d, "checksum %u, expected %u", got[0], got[1]);
+        std::snprintf(d, sizeof d, "checksum %u, expected %u", got, want);
         c.detail = d;
+        return c;
+    }
+
+    // One run from poisoned partial sums, checked.
+    CheckResult check() {
+        poison(0);
+        launch(0);
+        KWIKI_CHECK_LAST();
+        KWIKI_CHECK(cudaDeviceSynchronize());
+        return check_last();
+    }
+
+    // The ceiling as a kwiki::Case (the caller sets variant, params and extras); this object must outlive it.
+    Case as_case() {
+        Case c;
+        c.bytes = double(bytes_);
+        c.bytes_level = "dram";
+        c.flops = 0.0;
+        c.launch = [this](cudaStream_t s) { launch(s); };
+        c.poison = [this](cudaStream_t s) { poison(s); };
+        c.check = [this] { return check_last(); };
+        add_regs(c.extra, kernel());
         return c;
     }
 
@@ -89,11 +113,24 @@ class ReadCeiling {
     const void* kernel() const { return reinterpret_cast<const void*>(ceiling_detail::read_kernel<ceiling_detail::kInFlight>); }
 
   private:
+    // The sum of the buffer's words, regenerated from the fill's hash on the device (once).
+    uint32_t expected() {
+        if (!expected_) {
+            ceiling_detail::ref_sum<<<unsigned(sm_count()) * 8, 256>>>(seed_, bytes_ / 4, sum_ + grid_);
+            KWIKI_CHECK_LAST();
+            uint32_t v = 0;
+            KWIKI_CHECK(cudaMemcpy(&v, sum_ + grid_, sizeof v, cudaMemcpyDeviceToHost));
+            expected_ = v;
+        }
+        return *expected_;
+    }
+
     size_t bytes_;
     uint64_t seed_;
     void* buf_ = nullptr;
     uint32_t* sum_ = nullptr;
     unsigned grid_ = 0;
+    std::optional<uint32_t> expected_;
 };
 
 }  // namespace kwiki

@@ -7,7 +7,7 @@
 // build needs neither.
 //
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o cublas_gemm cublas_gemm.cu
-// Run:   ./cublas_gemm [--variants a,b] [--shapes 2048x2048x2048,...] [--check-samples 2048] [--seed N]
+// Run:   ./cublas_gemm [--variants a,b] [--shapes 2048x2048x2048,...] [--check-samples 2048] [--seed N] [--input-sets 2]
 //
 // Variants (one cublasGemmEx or cublasLtMatmul each; per dtype the same call on different data):
 //   bf16_random   bf16 in and out, CUBLAS_COMPUTE_32F, inputs uniform in [-1, 1)
@@ -22,7 +22,11 @@
 // tolerance for bf16 output (or tf32 inputs) and fp32 accumulation over K (fp8: the dequantized e4m3
 // inputs, so only the accumulation and the bf16 output round); zero inputs must give exact
 // zeros in every element (outputs are poisoned with NaN first, so an unwritten element fails).
-// The variants of one shape are timed together, interleaved, so random and zeros see the same clocks.
+// The variants of one shape are timed together, interleaved, so random and zeros see the same clocks
+// (kwiki::Runner: every timed sample into a poisoned C, after an L2 flush). The random variants keep
+// --input-sets (2) pre-filled sets of A and B, each with its fp64 samples; a timed sample reads one at random,
+// and a re-checked one is compared with that set's samples. Zero inputs stay one set: their re-checked samples
+// must be exact zeros in every element (compared on the GPU).
 #include <cmath>
 #include <memory>
 #include <string>
@@ -65,6 +69,13 @@ kwiki::CheckResult check_samples(const void* C, Dtype dt, const std::vector<kwik
                                            : dt == Dtype::fp8 ? kwiki::GemmPrecision::fp8_bf16
                                                               : kwiki::GemmPrecision::bf16;
     return kwiki::compare_samples(got.data(), ref, kwiki::gemm_tolerance(precision, K), "host fp64 on sampled elements");
+}
+
+// Every element exactly zero (either sign), on the GPU (for re-checked samples).
+kwiki::CheckResult check_zeros_device(const void* C, Dtype dt, size_t n) {
+    const char* what = "exact zeros (zero inputs), every element on the GPU";
+    return dt == Dtype::tf32 ? kwiki::compare_device(static_cast<const float*>(C), static_cast<const float*>(nullptr), n, {0, 0}, what)
+                             : kwiki::compare_device(static_cast<const bf16*>(C), static_cast<const bf16*>(nullptr), n, {0, 0}, what);
 }
 
 // Every element exactly zero (either sign); NaN (poison) or anything else fails.
@@ -196,15 +207,15 @@ void run_cublaslt_fp8(kwiki::cublasLtHandle_t h, const LtFp8& plan, const void* 
 // Variants and shapes
 // ===================================================================================================
 
-struct VariantInfo {
-    const char* name;
+// The table of variants (artifact.yaml lists the same names).
+struct Variant : kwiki::VariantInfo {
     Dtype dtype;
     bool zeros;
 };
 
-const VariantInfo kVariants[] = {
-    {"bf16_random", Dtype::bf16, false}, {"bf16_zeros", Dtype::bf16, true}, {"tf32_random", Dtype::tf32, false},
-    {"tf32_zeros", Dtype::tf32, true},   {"fp8_random", Dtype::fp8, false}, {"fp8_zeros", Dtype::fp8, true},
+constexpr Variant kVariants[] = {
+    {{"bf16_random"}, Dtype::bf16, false}, {{"bf16_zeros"}, Dtype::bf16, true}, {{"tf32_random"}, Dtype::tf32, false},
+    {{"tf32_zeros"}, Dtype::tf32, true},   {{"fp8_random"}, Dtype::fp8, false}, {{"fp8_zeros"}, Dtype::fp8, true},
 };
 
 size_t input_bytes(Dtype dt) { return dt == Dtype::tf32 ? 4 : dt == Dtype::fp8 ? 1 : 2; }
@@ -227,6 +238,8 @@ int main(int argc, char** argv) {
     kwiki::Args args(argc, argv, kVariants);
     const auto shapes = parse_shapes(args);
     const int samples = int(args.get_int("check-samples", 2048));
+    const int sets = int(args.get_int("input-sets", 2));
+    if (sets < 1) kwiki::Args::usage("--input-sets wants a positive integer");
     const uint64_t seed = args.seed();
     std::fprintf(stderr, "cublas_gemm: seed %llu, %d SMs, L2 %zu MiB\n", (unsigned long long)seed, kwiki::sm_count(),
                  kwiki::l2_bytes() >> 20);
@@ -238,10 +251,11 @@ int main(int argc, char** argv) {
     kwiki::cublasLtHandle_t lt_handle = nullptr;
     if (any_gemmex) KWIKI_CHECK_STATUS(kwiki::cublas().Create(&handle));
     if (any_fp8) KWIKI_CHECK_STATUS(kwiki::cublasLt().Create(&lt_handle));
+    kwiki::Runner runner(args);
 
     for (const Problem& p : shapes) {
         const size_t nA = size_t(p.M) * p.K, nB = size_t(p.N) * p.K, nC = size_t(p.M) * p.N;
-        std::vector<const VariantInfo*> todo;
+        std::vector<const Variant*> todo;
         for (auto& v : kVariants)
             if (args.want(v.name)) todo.push_back(&v);
         if (todo.empty()) continue;
@@ -259,76 +273,76 @@ int main(int argc, char** argv) {
                 kwiki::gemm_tn(handle, A, B, C, p.M, p.N, p.K, dt == Dtype::tf32 ? kwiki::kGemmTf32 : kwiki::kGemmBf16, st);
         };
 
-        // per variant: its own inputs (random or zeros, in its dtype) and output
+        // per variant: its own input sets (random or zeros, in its dtype), their fp64 samples, and its output
         struct Slot {
-            void *A = nullptr, *B = nullptr, *C = nullptr;
-            kwiki::CheckResult check;
+            std::vector<void*> A, B;
+            std::vector<std::vector<kwiki::GemmSample>> ref;
+            void* C = nullptr;
+            int current = 0;
         };
         std::vector<Slot> slots(todo.size());
+        std::vector<kwiki::Case> cases;
         for (size_t i = 0; i < todo.size(); ++i) {
-            const VariantInfo& v = *todo[i];
+            const Variant& v = *todo[i];
             const size_t es = input_bytes(v.dtype), os = output_bytes(v.dtype);
             Slot& s = slots[i];
-            KWIKI_CHECK(cudaMalloc(&s.A, nA * es));
-            KWIKI_CHECK(cudaMalloc(&s.B, nB * es));
             KWIKI_CHECK(cudaMalloc(&s.C, nC * os));
-            const uint64_t sa = kwiki::hash64(seed, 1000 + p.M + 7ull * p.N + 13ull * p.K + uint64_t(v.dtype)),
-                           sb = kwiki::hash64(sa, 1);
-            if (v.zeros) {
-                KWIKI_CHECK(cudaMemset(s.A, 0, nA * es));
-                KWIKI_CHECK(cudaMemset(s.B, 0, nB * es));
-            } else if (v.dtype == Dtype::fp8) {
-                fill_random_e4m3(static_cast<e4m3*>(s.A), nA, sa, kFp8Amplitude);
-                fill_random_e4m3(static_cast<e4m3*>(s.B), nB, sb, kFp8Amplitude);
-            } else if (v.dtype == Dtype::tf32) {
-                kwiki::fill_random(static_cast<float*>(s.A), nA, sa), kwiki::fill_random(static_cast<float*>(s.B), nB, sb);
-            } else {
-                kwiki::fill_random(static_cast<bf16*>(s.A), nA, sa), kwiki::fill_random(static_cast<bf16*>(s.B), nB, sb);
+            const int n_sets = v.zeros ? 1 : sets;
+            for (int k = 0; k < n_sets; ++k) {
+                void *A, *B;
+                KWIKI_CHECK(cudaMalloc(&A, nA * es));
+                KWIKI_CHECK(cudaMalloc(&B, nB * es));
+                const uint64_t s0 = kwiki::hash64(seed, 1000 + p.M + 7ull * p.N + 13ull * p.K + uint64_t(v.dtype));
+                const uint64_t sa = k == 0 ? s0 : kwiki::hash64(s0, 0x5e7 + uint64_t(k)), sb = kwiki::hash64(sa, 1);
+                if (v.zeros) {
+                    KWIKI_CHECK(cudaMemset(A, 0, nA * es));
+                    KWIKI_CHECK(cudaMemset(B, 0, nB * es));
+                } else if (v.dtype == Dtype::fp8) {
+                    fill_random_e4m3(static_cast<e4m3*>(A), nA, sa, kFp8Amplitude);
+                    fill_random_e4m3(static_cast<e4m3*>(B), nB, sb, kFp8Amplitude);
+                } else if (v.dtype == Dtype::tf32) {
+                    kwiki::fill_random(static_cast<float*>(A), nA, sa), kwiki::fill_random(static_cast<float*>(B), nB, sb);
+                } else {
+                    kwiki::fill_random(static_cast<bf16*>(A), nA, sa), kwiki::fill_random(static_cast<bf16*>(B), nB, sb);
+                }
+                if (!v.zeros) {
+                    auto host = [&](const void* dev, size_t n) {
+                        switch (v.dtype) {
+                            case Dtype::tf32: return kwiki::to_host_float(static_cast<const float*>(dev), n);
+                            case Dtype::fp8: return to_host_dequantized(static_cast<const e4m3*>(dev), n, 1.f / kFp8Amplitude);
+                            default: return kwiki::to_host_float(static_cast<const bf16*>(dev), n);
+                        }
+                    };
+                    const std::vector<float> hA = host(A, nA), hB = host(B, nB);
+                    s.ref.push_back(kwiki::gemm_reference(hA, hB, p.M, p.N, p.K, samples, kwiki::hash64(sa, 2)));
+                }
+                s.A.push_back(A), s.B.push_back(B);
             }
-            kwiki::poison(s.C, nC * os);
-            launch(v.dtype, s.A, s.B, s.C, 0);
-            KWIKI_CHECK(cudaDeviceSynchronize());
+            kwiki::Case c;
+            c.variant = v.name;
+            c.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", dtype_name(v.dtype)}};
+            c.flops = 2.0 * p.M * p.N * double(p.K);
+            c.flops_dtype = v.dtype == Dtype::fp8 ? "fp8" : v.dtype == Dtype::tf32 ? "tf32" : "bf16";
+            c.bytes = double(nA + nB) * es + double(nC) * os;
+            const Dtype dt = v.dtype;
+            c.launch = [&s, dt, launch](cudaStream_t st) { launch(dt, s.A[size_t(s.current)], s.B[size_t(s.current)], s.C, st); };
+            c.poison = [&s, nC, os](cudaStream_t st) { kwiki::poison(s.C, nC * os, st); };
+            c.input_sets = n_sets;
+            c.use_inputs = [&s](int k) { s.current = k; };
             if (v.zeros) {
-                s.check = check_zeros(s.C, v.dtype, nC);
+                c.check = [&s, dt, nC] { return check_zeros(s.C, dt, nC); };
+                c.recheck = [&s, dt, nC] { return check_zeros_device(s.C, dt, nC); };
             } else {
-                auto host = [&](const void* dev, size_t n) {
-                    switch (v.dtype) {
-                        case Dtype::tf32: return kwiki::to_host_float(static_cast<const float*>(dev), n);
-                        case Dtype::fp8: return to_host_dequantized(static_cast<const e4m3*>(dev), n, 1.f / kFp8Amplitude);
-                        default: return kwiki::to_host_float(static_cast<const bf16*>(dev), n);
-                    }
-                };
-                const std::vector<float> hA = host(s.A, nA), hB = host(s.B, nB);
-                const auto ref = kwiki::gemm_reference(hA, hB, p.M, p.N, p.K, samples, kwiki::hash64(sa, 2));
-                s.check = check_samples(s.C, v.dtype, ref, p.N, p.K);
+                c.check = [&s, dt, p] { return check_samples(s.C, dt, s.ref[size_t(s.current)], p.N, p.K); };
             }
-            std::fprintf(stderr, "check %-12s %5dx%5dx%5d: %s\n", v.name, p.M, p.N, p.K, s.check.detail.c_str());
+            c.extra.emplace_back("inputs", v.zeros ? "zeros" : "random");
+            cases.push_back(std::move(c));
         }
-
-        kwiki::Bench bench(args.bench_options());
-        for (size_t i = 0; i < todo.size(); ++i) {
-            if (!slots[i].check.passed) continue;
-            const Slot s = slots[i];
-            const Dtype dt = todo[i]->dtype;
-            bench.add(todo[i]->name, [=](cudaStream_t st) { launch(dt, s.A, s.B, s.C, st); });
-        }
-        auto results = bench.run();
-
-        for (size_t i = 0; i < todo.size(); ++i) {
-            const VariantInfo& v = *todo[i];
-            kwiki::Record rec;
-            rec.variant = v.name;
-            rec.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", dtype_name(v.dtype)}};
-            rec.flops = 2.0 * p.M * p.N * double(p.K);
-            rec.bytes = double(nA + nB) * input_bytes(v.dtype) + double(nC) * output_bytes(v.dtype);
-            rec.check = slots[i].check;
-            for (auto& b : results)
-                if (b.name == v.name) rec.timing = b.timing, rec.clocks = b.clocks;
-            rec.extra.emplace_back("inputs", v.zeros ? "zeros" : "random");
-            kwiki::emit(rec);
-            KWIKI_CHECK(cudaFree(slots[i].A));
-            KWIKI_CHECK(cudaFree(slots[i].B));
-            KWIKI_CHECK(cudaFree(slots[i].C));
+        runner.run(cases);
+        for (Slot& s : slots) {
+            for (void* q : s.A) KWIKI_CHECK(cudaFree(q));
+            for (void* q : s.B) KWIKI_CHECK(cudaFree(q));
+            KWIKI_CHECK(cudaFree(s.C));
         }
     }
     if (handle) KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(handle));

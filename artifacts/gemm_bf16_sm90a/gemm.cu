@@ -9,6 +9,7 @@
 //
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o gemm gemm.cu
 // Run:   ./gemm [--variants a,b] [--shapes 4096x4096x4096,8192x8192x8192,4000x4000x4040] [--group 16] [--seed N]
+//        [--input-sets 2]
 //
 // Variants: the ladder of page algo-warp-specialization, one rung each. A rung adds one thing to the rung
 // above it, or to the rung it names; rung 0 is cuBLAS, the baseline (one per dtype).
@@ -39,6 +40,9 @@
 //
 // Checking (before any timing, every variant, every shape): all elements against cuBLAS's output, and
 // 4096 sampled elements against a host fp64 dot product of the same inputs (kwiki_gemm.cuh).
+// Timing (kwiki::Runner): --input-sets (2) pre-filled sets of A and B, each with cuBLAS's output (itself checked
+// against the host fp64 samples); every timed sample reads one set at random into a poisoned C, and the
+// re-checked samples are compared, every element, with that set's cuBLAS output on the GPU.
 #include <string>
 #include <vector>
 
@@ -579,7 +583,7 @@ void run_cublas(kwiki::cublasHandle_t h, const void* A, const void* B, void* C, 
 // ===================================================================================================
 
 // A variant at one shape, ready to run: how to launch it, and what its record reports.
-struct Runner {
+struct Prepared {
     std::function<void(cudaStream_t)> launch;
     const void* func = nullptr;  // the kernel, for its register count (null for cuBLAS)
     int grid = 0;
@@ -595,21 +599,21 @@ struct Buffers {
 };
 
 template <class C, bool PERSISTENT>
-Runner make_ws(const Buffers& b) {
+Prepared make_ws(const Buffers& b) {
     using T = typename C::Elem;
     auto l = prepare_ws<C>(static_cast<const T*>(b.A), static_cast<const T*>(b.B), static_cast<typename C::Out*>(b.out), b.p, PERSISTENT, b.group);
     return {[l](cudaStream_t s) { run_ws<C>(l, s); }, l.func, int(l.grid.x), C::SMEM_BYTES};
 }
 
 template <class C>
-Runner make_serial(const Buffers& b) {
+Prepared make_serial(const Buffers& b) {
     using T = typename C::Elem;
     auto l = prepare_serial<C>(static_cast<const T*>(b.A), static_cast<const T*>(b.B), static_cast<typename C::Out*>(b.out), b.p);
     return {[l](cudaStream_t s) { run_serial<C>(l, s); }, l.func, int(l.grid.x * l.grid.y), C::STAGE_BYTES + 8 + 1024};
 }
 
 template <bool TF32>
-Runner make_cublas(const Buffers& b) {
+Prepared make_cublas(const Buffers& b) {
     return {[b](cudaStream_t s) { run_cublas(b.handle, b.A, b.B, b.out, b.p, TF32, s); }, nullptr, 0, 0};
 }
 
@@ -627,52 +631,51 @@ using ClusterEpiBf16 = Config<bf16, 128, 256, 2, 3, 2, 0, true, true>;          
 using WideTf32 = Config<float, 128, 256, 2, 4, 1, 1>;                               // rung 14: rung 4 on fp32
 using ClusterTf32 = Config<float, 128, 256, 2, 4, 2, 0>;                            // rung 15: cluster 2, LAG 0 on fp32
 
-struct VariantInfo {
-    const char* name;
+// The ladder, one rung a row (rung numbers and what each adds as in the header comment, and in artifact.yaml).
+struct Variant : kwiki::VariantInfo {
     bool tf32;
     bool reference;  // cuBLAS: checked against the fp64 samples only
     const char* tile;
     int stages;
-    Runner (*make)(const Buffers&);
+    Prepared (*make)(const Buffers&);
     int group = 0;  // tile order: bands of this many tile-rows; 0 = take --group; -1 = Hilbert curve
 };
 
-// The ladder, one rung a row (rung numbers as in the header comment, and in artifact.yaml).
-const VariantInfo kVariants[] = {
-    // rung 0: the baseline: cuBLAS's bf16 GEMM, cublasGemmEx TN with fp32 compute
-    {"cublas", false, true, "library", 0, make_cublas<false>},
-    // rung 1: TMA and wgmma in one warpgroup, one k-block at a time: load, wait, multiply, wait
-    {"serial", false, false, "128x128x64", 1, make_serial<SerialBf16>},
-    // rung 2: warp specialization: a producer warpgroup feeds a consumer through a 6-stage mbarrier ring
-    {"ws_plain", false, false, "128x128x64", PlainBf16::STAGES, make_ws<PlainBf16, false>},
-    // rung 3: a 128x256 tile for two consumer warpgroups, registers moved to them by setmaxnreg
-    {"ws_2consumer", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, false>},
-    // rung 4: a persistent grid, one CTA per SM, walking the tiles in bands of --group (16) tile-rows
-    {"ws_persistent", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>},
-    // rung 5: rung 4 walking the tiles row by row (group 1)
-    {"ws_persistent_linear", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, 1},
-    // rung 6: rung 4 in bands of 8 tile-rows
-    {"ws_persistent_group8", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, 8},
-    // rung 7: rung 4 walking the tiles along a Hilbert curve
-    {"ws_persistent_hilbert", false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, -1},
-    // rung 8: rung 4 freeing each stage as soon as its wgmmas finish (wgmma_wait 0, not 1)
-    {"ws_persistent_lag0", false, false, "128x256x64", WideBf16Lag0::STAGES, make_ws<WideBf16Lag0, true>},
-    // rung 9: rung 4 with pingpong consumers: one's epilogue under the other's mainloop
-    {"ws_pingpong", false, false, "2x128x128x64", PingpongBf16::STAGES, make_ws<PingpongBf16, true>},
-    // rung 10: rung 4 with 2x1 clusters sharing the B tile by TMA multicast
-    {"ws_cluster", false, false, "2x(128x256x64)", ClusterBf16::STAGES, make_ws<ClusterBf16, true>},
-    // rung 11: rung 10 arriving on the peer's empty barriers with .release.cluster
-    {"ws_cluster_release_cluster", false, false, "2x(128x256x64)", ClusterBf16Slow::STAGES, make_ws<ClusterBf16Slow, true>},
-    // rung 12: rung 8 with the epilogue by TMA stores, overlapped with the next tile (3 stages)
-    {"ws_tma_epilogue", false, false, "128x256x64", EpiBf16::STAGES, make_ws<EpiBf16, true>},
-    // rung 13: rung 12 with rung 10's clusters
-    {"ws_cluster_tma_epilogue", false, false, "2x(128x256x64)", ClusterEpiBf16::STAGES, make_ws<ClusterEpiBf16, true>},
-    // rung 0: the tf32 baseline: cuBLAS on fp32 data, CUBLAS_COMPUTE_32F_FAST_TF32
-    {"cublas_tf32", true, true, "library", 0, make_cublas<true>},
-    // rung 14: rung 4 on fp32 inputs (m64n256k8 tf32 wgmma)
-    {"tf32_persistent", true, false, "128x256x32", WideTf32::STAGES, make_ws<WideTf32, true>},
-    // rung 15: rung 10 with rung 8's early stage release, on fp32 inputs
-    {"tf32_cluster", true, false, "2x(128x256x32)", ClusterTf32::STAGES, make_ws<ClusterTf32, true>},
+constexpr Variant kVariants[] = {
+    {{"cublas", 0, "the baseline: cuBLAS's bf16 GEMM, cublasGemmEx TN with fp32 compute"},
+     false, true, "library", 0, make_cublas<false>},
+    {{"serial", 1, "TMA and wgmma in one warpgroup, one k-block at a time: load, wait, multiply, wait"},
+     false, false, "128x128x64", 1, make_serial<SerialBf16>},
+    {{"ws_plain", 2, "warp specialization: a producer warpgroup feeds a consumer through a 6-stage mbarrier ring"},
+     false, false, "128x128x64", PlainBf16::STAGES, make_ws<PlainBf16, false>},
+    {{"ws_2consumer", 3, "a 128x256 tile for two consumer warpgroups, registers moved to them by setmaxnreg"},
+     false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, false>},
+    {{"ws_persistent", 4, "a persistent grid, one CTA per SM, walking the tiles in bands of --group (16) tile-rows"},
+     false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>},
+    {{"ws_persistent_linear", 5, "rung 4 walking the tiles row by row (group 1)"},
+     false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, 1},
+    {{"ws_persistent_group8", 6, "rung 4 in bands of 8 tile-rows"},
+     false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, 8},
+    {{"ws_persistent_hilbert", 7, "rung 4 walking the tiles along a Hilbert curve"},
+     false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, -1},
+    {{"ws_persistent_lag0", 8, "rung 4 freeing each stage as soon as its wgmmas finish (wgmma_wait 0, not 1)"},
+     false, false, "128x256x64", WideBf16Lag0::STAGES, make_ws<WideBf16Lag0, true>},
+    {{"ws_pingpong", 9, "rung 4 with pingpong consumers: one's epilogue under the other's mainloop"},
+     false, false, "2x128x128x64", PingpongBf16::STAGES, make_ws<PingpongBf16, true>},
+    {{"ws_cluster", 10, "rung 4 with 2x1 clusters sharing the B tile by TMA multicast"},
+     false, false, "2x(128x256x64)", ClusterBf16::STAGES, make_ws<ClusterBf16, true>},
+    {{"ws_cluster_release_cluster", 11, "rung 10 arriving on the peer's empty barriers with .release.cluster"},
+     false, false, "2x(128x256x64)", ClusterBf16Slow::STAGES, make_ws<ClusterBf16Slow, true>},
+    {{"ws_tma_epilogue", 12, "rung 8 with the epilogue by TMA stores, overlapped with the next tile (3 stages)"},
+     false, false, "128x256x64", EpiBf16::STAGES, make_ws<EpiBf16, true>},
+    {{"ws_cluster_tma_epilogue", 13, "rung 12 with rung 10's clusters"},
+     false, false, "2x(128x256x64)", ClusterEpiBf16::STAGES, make_ws<ClusterEpiBf16, true>},
+    {{"cublas_tf32", 0, "the tf32 baseline: cuBLAS on fp32 data, CUBLAS_COMPUTE_32F_FAST_TF32"},
+     true, true, "library", 0, make_cublas<true>},
+    {{"tf32_persistent", 14, "rung 4 on fp32 inputs (m64n256k8 tf32 wgmma)"},
+     true, false, "128x256x32", WideTf32::STAGES, make_ws<WideTf32, true>},
+    {{"tf32_cluster", 15, "rung 10 with rung 8's early stage release, on fp32 inputs"},
+     true, false, "2x(128x256x32)", ClusterTf32::STAGES, make_ws<ClusterTf32, true>},
 };
 
 const char* kDefaultShapes = "4096x4096x4096,8192x8192x8192,4000x4000x4040";
@@ -687,114 +690,147 @@ std::vector<Problem> parse_shapes(const kwiki::Args& args) {
 // main
 // ===================================================================================================
 
+// Device buffer of bf16 or fp32 (tf32 variants) to host floats.
+std::vector<float> host_floats(const void* dev, size_t n, bool tf32) {
+    return tf32 ? kwiki::to_host_float(static_cast<const float*>(dev), n) : kwiki::to_host_float(static_cast<const bf16*>(dev), n);
+}
+
+// Every element of out against ref (both bf16, or both fp32), on the GPU.
+kwiki::CheckResult compare_on_device(const void* out, const void* ref, size_t n, bool tf32, kwiki::Tolerance tol) {
+    const char* what = "cuBLAS on the same inputs (every element, on the GPU)";
+    return tf32 ? kwiki::compare_device(static_cast<const float*>(out), static_cast<const float*>(ref), n, tol, what)
+                : kwiki::compare_device(static_cast<const bf16*>(out), static_cast<const bf16*>(ref), n, tol, what);
+}
+
+// One shape and dtype: its input sets and their cuBLAS outputs, alive until the runner is done with its cases.
+struct Group {
+    Problem p;
+    bool tf32;
+    std::vector<void*> A, B, Cref;      // per input set
+    std::vector<kwiki::GemmSample> ref;  // host fp64 samples of set 0
+    std::vector<double> cref64;          // cuBLAS's output on set 0, every element, on the host
+    int current = 0;                     // the input set the next launch reads
+};
+
+// Fill the group's input sets and their cuBLAS outputs; set 0 from the shape's seed (as protocol 1 did). Every
+// set's cuBLAS output is checked against the host fp64 samples of that set (exit 2 if cuBLAS is wrong).
+void fill_group(Group& g, int sets, uint64_t seed, int samples, kwiki::cublasHandle_t handle) {
+    const Problem& p = g.p;
+    const size_t nA = size_t(p.M) * p.K, nB = size_t(p.N) * p.K, nC = size_t(p.M) * p.N;
+    const size_t in_size = g.tf32 ? 4 : 2;
+    const kwiki::Tolerance tol = kwiki::gemm_tolerance(g.tf32 ? kwiki::GemmPrecision::tf32 : kwiki::GemmPrecision::bf16, p.K);
+    for (int i = 0; i < sets; ++i) {
+        void *A, *B, *C;
+        KWIKI_CHECK(cudaMalloc(&A, nA * in_size));
+        KWIKI_CHECK(cudaMalloc(&B, nB * in_size));
+        KWIKI_CHECK(cudaMalloc(&C, nC * in_size));
+        const uint64_t s0 = kwiki::hash64(seed, 1000 + p.M + 7ull * p.N + 13ull * p.K + g.tf32);
+        const uint64_t sa = i == 0 ? s0 : kwiki::hash64(s0, 0x5e7 + uint64_t(i)), sb = kwiki::hash64(sa, 1);
+        if (g.tf32) kwiki::fill_random(static_cast<float*>(A), nA, sa), kwiki::fill_random(static_cast<float*>(B), nB, sb);
+        else kwiki::fill_random(static_cast<bf16*>(A), nA, sa), kwiki::fill_random(static_cast<bf16*>(B), nB, sb);
+        run_cublas(handle, A, B, C, p, g.tf32, 0);
+        KWIKI_CHECK(cudaDeviceSynchronize());
+        // host copies of the inputs (as rounded to their dtype) for the fp64 reference
+        const std::vector<float> hA = host_floats(A, nA, g.tf32), hB = host_floats(B, nB, g.tf32);
+        std::vector<kwiki::GemmSample> ref = kwiki::gemm_reference(hA, hB, p.M, p.N, p.K, samples, kwiki::hash64(sa, 2));
+        std::vector<float> cref = host_floats(C, nC, g.tf32);
+        if (i == 0) {
+            g.ref = ref;
+            g.cref64.assign(cref.begin(), cref.end());
+        } else {
+            std::vector<float> at(ref.size());
+            for (size_t j = 0; j < ref.size(); ++j) at[j] = cref[size_t(ref[j].row) * p.N + ref[j].col];
+            const kwiki::CheckResult c = kwiki::compare_samples(at.data(), ref, tol, "host fp64 on sampled elements");
+            if (!c.passed)
+                kwiki::fail_env(__FILE__, __LINE__, "cuBLAS on input set", ("disagrees with the host fp64 samples: " + c.detail).c_str());
+        }
+        g.A.push_back(A), g.B.push_back(B), g.Cref.push_back(C);
+    }
+}
+
 int main(int argc, char** argv) {
     kwiki::Args args(argc, argv, kVariants);
     const auto shapes = parse_shapes(args);
     const int group = int(args.get_int("group", 16));
     const int samples = int(args.get_int("check-samples", 4096));
+    const int sets = int(args.get_int("input-sets", 2));
+    if (sets < 1) kwiki::Args::usage("--input-sets wants a positive integer");
     const uint64_t seed = args.seed();
     std::fprintf(stderr, "gemm: seed %llu, %d SMs, L2 %zu MiB\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes() >> 20);
 
     kwiki::cublasHandle_t handle;
     KWIKI_CHECK_STATUS(kwiki::cublas().Create(&handle));
+    kwiki::Runner runner(args);
 
     for (const Problem& p : shapes) {
-        const size_t nA = size_t(p.M) * p.K, nB = size_t(p.N) * p.K, nC = size_t(p.M) * p.N;
+        const size_t nC = size_t(p.M) * p.N;
         for (bool tf32 : {false, true}) {
-            std::vector<const VariantInfo*> todo;
+            std::vector<const Variant*> todo;
             for (auto& v : kVariants)
                 if (v.tf32 == tf32 && args.want(v.name)) todo.push_back(&v);
             if (todo.empty()) continue;
-            const size_t in_size = tf32 ? 4 : 2, out_size = in_size;
-            void *A, *B, *Cref;
-            KWIKI_CHECK(cudaMalloc(&A, nA * in_size));
-            KWIKI_CHECK(cudaMalloc(&B, nB * in_size));
-            KWIKI_CHECK(cudaMalloc(&Cref, nC * out_size));
-            const uint64_t sa = kwiki::hash64(seed, 1000 + p.M + 7ull * p.N + 13ull * p.K + tf32), sb = kwiki::hash64(sa, 1);
-            if (tf32) kwiki::fill_random(static_cast<float*>(A), nA, sa), kwiki::fill_random(static_cast<float*>(B), nB, sb);
-            else kwiki::fill_random(static_cast<bf16*>(A), nA, sa), kwiki::fill_random(static_cast<bf16*>(B), nB, sb);
-            run_cublas(handle, A, B, Cref, p, tf32, 0);
-            KWIKI_CHECK(cudaDeviceSynchronize());
-
-            // host copies of the inputs (as rounded to their dtype) for the fp64 reference
-            std::vector<float> hA = tf32 ? kwiki::to_host_float(static_cast<float*>(A), nA) : kwiki::to_host_float(static_cast<bf16*>(A), nA);
-            std::vector<float> hB = tf32 ? kwiki::to_host_float(static_cast<float*>(B), nB) : kwiki::to_host_float(static_cast<bf16*>(B), nB);
-            const auto ref = kwiki::gemm_reference(hA, hB, p.M, p.N, p.K, samples, kwiki::hash64(sa, 2));
-            std::vector<float> cref = tf32 ? kwiki::to_host_float(static_cast<float*>(Cref), nC) : kwiki::to_host_float(static_cast<bf16*>(Cref), nC);
-            std::vector<double> cref64(cref.begin(), cref.end());
-            cref.clear(), cref.shrink_to_fit();
+            Group g{p, tf32, {}, {}, {}, {}, {}, 0};
+            fill_group(g, sets, seed, samples, handle);
+            const size_t out_size = tf32 ? 4 : 2;
             // tolerance: two roundings of the output dtype, plus fp32 accumulation (and tf32 inputs) over K terms
             const kwiki::Tolerance tol = kwiki::gemm_tolerance(tf32 ? kwiki::GemmPrecision::tf32 : kwiki::GemmPrecision::bf16, p.K);
 
-            std::vector<Runner> runners;
             std::vector<void*> outs;
-            for (const VariantInfo* v : todo) {
+            std::vector<std::vector<Prepared>> preps(todo.size());  // per variant, per input set
+            std::vector<kwiki::Case> cases;
+            for (size_t i = 0; i < todo.size(); ++i) {
+                const Variant* v = todo[i];
                 void* out;
                 KWIKI_CHECK(cudaMalloc(&out, nC * out_size));
                 outs.push_back(out);
-                runners.push_back(v->make(Buffers{A, B, out, p, v->group ? v->group : group, handle}));
-            }
-
-            // check every variant before timing any
-            std::vector<kwiki::CheckResult> checks;
-            for (size_t i = 0; i < runners.size(); ++i) {
-                Runner& r = runners[i];
-                const VariantInfo* v = todo[i];
-                kwiki::poison(outs[i], nC * out_size);
-                r.launch(0);
-                KWIKI_CHECK_LAST();
-                KWIKI_CHECK(cudaDeviceSynchronize());
-                std::vector<float> got = tf32 ? kwiki::to_host_float(static_cast<float*>(outs[i]), nC)
-                                              : kwiki::to_host_float(static_cast<bf16*>(outs[i]), nC);
-                kwiki::CheckResult c;
-                if (v->reference) {
-                    c.passed = true;
-                    c.detail = "is the reference";
-                } else {
-                    c = kwiki::compare(got.data(), cref64.data(), nC, tol, "");
+                for (int s = 0; s < sets; ++s)
+                    preps[i].push_back(v->make(Buffers{g.A[s], g.B[s], out, p, v->group ? v->group : group, handle}));
+                const std::vector<Prepared>& pr = preps[i];
+                kwiki::Case c;
+                c.variant = v->name;
+                c.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", tf32 ? "tf32" : "bf16"}};
+                c.flops = 2.0 * p.M * p.N * double(p.K);
+                c.flops_dtype = tf32 ? "tf32" : "bf16";
+                c.bytes = double(size_t(p.M) * p.K + size_t(p.N) * p.K) * out_size + double(nC) * out_size;
+                c.launch = [&pr, &g](cudaStream_t s) { pr[size_t(g.current)].launch(s); };
+                c.poison = [out, nC, out_size](cudaStream_t s) { kwiki::poison(out, nC * out_size, s); };
+                c.input_sets = sets;
+                c.use_inputs = [&g](int s) { g.current = s; };
+                c.recheck = [out, nC, tf32, tol, &g] { return compare_on_device(out, g.Cref[size_t(g.current)], nC, tf32, tol); };
+                // set 0: every element against cuBLAS and the sampled elements against fp64, on the host
+                c.check = [out, nC, tf32, tol, &g, v, recheck = c.recheck] {
+                    if (g.current != 0) return recheck();
+                    std::vector<float> got = host_floats(out, nC, tf32);
+                    kwiki::CheckResult cb;
+                    if (v->reference) {
+                        cb.passed = true;
+                        cb.detail = "is the reference";
+                    } else {
+                        cb = kwiki::compare(got.data(), g.cref64.data(), nC, tol, "");
+                    }
+                    std::vector<float> at(g.ref.size());
+                    for (size_t j = 0; j < g.ref.size(); ++j) at[j] = got[size_t(g.ref[j].row) * g.p.N + g.ref[j].col];
+                    kwiki::CheckResult h = kwiki::compare_samples(at.data(), g.ref, tol, "");
+                    kwiki::CheckResult both = cb;
+                    both.passed = cb.passed && h.passed;
+                    both.reference = v->reference ? "host fp64 on sampled elements" : "cuBLAS (every element) and host fp64 (sampled elements)";
+                    if (v->reference) both.max_abs_err = h.max_abs_err, both.max_rel_err = h.max_rel_err;
+                    both.detail = "vs cuBLAS: " + cb.detail + "; vs fp64: " + h.detail;
+                    return both;
+                };
+                c.extra.emplace_back("tile", v->tile);
+                c.extra.emplace_back("stages", v->stages);
+                if (pr[0].func) {
+                    kwiki::add_regs(c.extra, pr[0].func);
+                    c.extra.emplace_back("grid", pr[0].grid);
+                    c.extra.emplace_back("smem_bytes", pr[0].smem);
+                    if (v->group) c.extra.emplace_back("group", v->group);
                 }
-                std::vector<float> g(ref.size());
-                for (size_t j = 0; j < ref.size(); ++j) g[j] = got[size_t(ref[j].row) * p.N + ref[j].col];
-                kwiki::CheckResult h = kwiki::compare_samples(g.data(), ref, tol, "");
-                kwiki::CheckResult both = c;
-                both.passed = c.passed && h.passed;
-                both.reference = v->reference ? "host fp64 on sampled elements" : "cuBLAS (every element) and host fp64 (sampled elements)";
-                if (v->reference) both.max_abs_err = h.max_abs_err, both.max_rel_err = h.max_rel_err;
-                both.detail = "vs cuBLAS: " + c.detail + "; vs fp64: " + h.detail;
-                checks.push_back(both);
-                std::fprintf(stderr, "check %-20s %5dx%5dx%5d: %s\n", v->name, p.M, p.N, p.K, both.detail.c_str());
+                cases.push_back(std::move(c));
             }
-
-            kwiki::Bench bench(args.bench_options());
-            for (size_t i = 0; i < runners.size(); ++i)
-                if (checks[i].passed) bench.add(todo[i]->name, runners[i].launch);
-            auto results = bench.run();
-
-            for (size_t i = 0; i < runners.size(); ++i) {
-                const Runner& r = runners[i];
-                const VariantInfo* v = todo[i];
-                kwiki::Record rec;
-                rec.variant = v->name;
-                rec.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", tf32 ? "tf32" : "bf16"}};
-                rec.flops = 2.0 * p.M * p.N * double(p.K);
-                rec.bytes = double(nA + nB) * in_size + double(nC) * out_size;
-                rec.check = checks[i];
-                for (auto& b : results)
-                    if (b.name == v->name) rec.timing = b.timing, rec.clocks = b.clocks;
-                rec.extra.emplace_back("tile", v->tile);
-                rec.extra.emplace_back("stages", v->stages);
-                if (r.func) {
-                    rec.set_regs(kwiki::kernel_regs(r.func));
-                    rec.extra.emplace_back("grid", r.grid);
-                    rec.extra.emplace_back("smem_bytes", r.smem);
-                    if (v->group) rec.extra.emplace_back("group", v->group);
-                }
-                kwiki::emit(rec);
-            }
+            runner.run(cases);
             for (void* o : outs) KWIKI_CHECK(cudaFree(o));
-            KWIKI_CHECK(cudaFree(A));
-            KWIKI_CHECK(cudaFree(B));
-            KWIKI_CHECK(cudaFree(Cref));
+            for (int s = 0; s < sets; ++s) KWIKI_CHECK(cudaFree(g.A[s])), KWIKI_CHECK(cudaFree(g.B[s])), KWIKI_CHECK(cudaFree(g.Cref[s]));
         }
     }
     KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(handle));

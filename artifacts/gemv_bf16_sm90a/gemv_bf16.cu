@@ -2,11 +2,13 @@
 //
 // Build (kwiki does this):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -Xptxas=-v -o gemv_bf16 gemv_bf16.cu
-// Run: ./gemv_bf16 [--shapes=4096x7168,7168x16384,8192x8192,16384x16384] [--variants a,b,c]
+// Run: ./gemv_bf16 [--shapes=4096x7168,7168x16384,8192x8192,16384x16384] [--variants a,b,c] [--input-sets=2]
 //
 // A GEMV reads every matrix element once and does 2 flops per 2 bytes: it is bound by memory bandwidth,
 // so the ladder is about bytes in flight and load width, and the goal is the read ceiling for the same bytes.
 // Reference: fp64 on the host from the same bf16 inputs; tolerance: bf16 output rounding (rtol 2^-7) plus atol 1e-3.
+// Inputs: --input-sets (2) pre-filled sets of A and x, each with its reference; each timed sample reads one of
+// them at random (kwiki::Runner), and the re-checked samples are compared with that set's reference.
 //
 // Variants, a ladder: a rung adds one thing to the rung above it, or to the rung it names; rung 0 is the
 // baseline. Bytes per record: A + x + y.
@@ -29,7 +31,6 @@
 #include "kwiki_cublas.cuh"
 #include "kwiki_reduce.cuh"
 
-#include <map>
 
 namespace {
 
@@ -186,7 +187,7 @@ struct Launch {
 };
 
 template <int R, int U, int T>
-Launch block_cfg() { return {block_rows_kernel<R, U, T>, T, R}; }
+constexpr Launch block_cfg() { return {block_rows_kernel<R, U, T>, T, R}; }
 
 // Block configurations (rows per block, chunks in flight per row, threads) that --sweep times one by one,
 // and that the tuned table picks from.
@@ -235,40 +236,30 @@ void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
 void run_cublas(const Problem& p, cudaStream_t s) { kwiki::gemm_tn(p.blas, p.x, p.A, p.y, 1, p.M, p.K, kwiki::kGemmBf16, s); }
 
 // ===================================================================================================
-// The table of variants
+// The table of variants (artifact.yaml lists the same names, rungs and what each adds)
 // ===================================================================================================
 
 enum class Kind { Kernel, Tuned, Cublas, Ceiling };
 
-struct Variant {
-    std::string name;
+struct Variant : kwiki::VariantInfo {
     Kind kind;
     Launch launch;
 };
 
-const std::vector<Variant>& variants() {
-    static const std::vector<Variant> v = {
-        // rung 1: one thread per row
-        {"naive", Kind::Kernel, {naive_kernel, 256, 256}},
-        // rung 2: one warp per row, loads coalesced across the warp, warp-shuffle reduction
-        {"warp_row", Kind::Kernel, {warp_row_kernel, 256, 8}},
-        // rung 3: 16-byte loads of A and x
-        {"warp_row_v16", Kind::Kernel, {warp_row_v16_kernel, 256, 8}},
-        // rung 4: four rows per warp sharing each x chunk, two chunks per row in flight, cache hints
-        {"warp_r4_v16", Kind::Kernel, {warp_rows_kernel<4, 2>, 256, 32}},
-        // rung 5: block-wide split-K: 8 warps share two rows, four chunks per row in flight
-        {"block_r2_u4", Kind::Kernel, block_cfg<2, 4, 256>()},
-        // rung 6: rung 5 with four rows per block, two chunks per row in flight
-        {"block_r4_u2", Kind::Kernel, block_cfg<4, 2, 256>()},
-        // rung 7: rung 5's kernel with rows, chunks in flight and block size chosen per shape
-        {"tuned", Kind::Tuned, {}},
-        // rung 0: the baseline: cuBLAS (cublasGemmEx, a GEMM of one row)
-        {"cublas", Kind::Cublas, {}},
-        // not a rung: the ceiling the ladder climbs towards
-        {"read_ceiling", Kind::Ceiling, {}},
-    };
-    return v;
-}
+constexpr Variant kVariants[] = {
+    {{"naive", 1, "one thread per row"}, Kind::Kernel, {naive_kernel, 256, 256}},
+    {{"warp_row", 2, "one warp per row, loads coalesced across the warp, warp-shuffle reduction"}, Kind::Kernel,
+     {warp_row_kernel, 256, 8}},
+    {{"warp_row_v16", 3, "16-byte loads of A and x"}, Kind::Kernel, {warp_row_v16_kernel, 256, 8}},
+    {{"warp_r4_v16", 4, "four rows per warp sharing each x chunk, two chunks per row in flight, cache hints"}, Kind::Kernel,
+     {warp_rows_kernel<4, 2>, 256, 32}},
+    {{"block_r2_u4", 5, "block-wide split-K: 8 warps share two rows, four chunks per row in flight"}, Kind::Kernel,
+     block_cfg<2, 4, 256>()},
+    {{"block_r4_u2", 6, "rung 5 with four rows per block, two chunks per row in flight"}, Kind::Kernel, block_cfg<4, 2, 256>()},
+    {{"tuned", 7, "rung 5's kernel with rows, chunks in flight and block size chosen per shape"}, Kind::Tuned, {}},
+    {{"cublas", 0, "the baseline: cuBLAS (cublasGemmEx, a GEMM of one row)"}, Kind::Cublas, {}},
+    {{"read_ceiling"}, Kind::Ceiling, {}},  // not a rung: the ceiling the ladder climbs towards
+};
 
 const char* kDefaultShapes = "4096x7168,7168x16384,8192x8192,16384x16384";
 
@@ -284,87 +275,86 @@ std::vector<std::pair<int, int>> parse_shapes(const kwiki::Args& args) {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv, variants());
+    kwiki::Args args(argc, argv, kVariants);
     const auto shapes = parse_shapes(args);
     const uint64_t seed = args.seed();
+    const int sets = int(args.get_int("input-sets", 2));
+    if (sets < 1) kwiki::Args::usage("--input-sets wants a positive integer");
     std::fprintf(stderr, "gemv_bf16: seed %llu, %d SMs, L2 %zu bytes\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes());
 
     kwiki::cublasHandle_t blas = nullptr;  // cuBLAS is loaded only when its variant runs
     if (args.want("cublas")) KWIKI_CHECK_STATUS(kwiki::cublas().Create(&blas));
-    kwiki::Bench bench(args.bench_options());
+    kwiki::Runner runner(args);
 
-    std::vector<Variant> table = variants();
-    if (args.has("sweep"))  // development: every block configuration, to fill the tuned table
-        for (auto& c : configs()) table.push_back({std::string("sweep_") + c.name, Kind::Kernel, c.launch});
+    // the variants to run: the table's, plus with --sweep every block configuration (how the tuned table was filled)
+    struct Todo { std::string name; Kind kind; Launch launch; };
+    std::vector<Todo> todo;
+    for (const Variant& v : kVariants)
+        if (args.want(v.name)) todo.push_back({v.name, v.kind, v.launch});
+    if (args.has("sweep"))
+        for (auto& c : configs()) todo.push_back({std::string("sweep_") + c.name, Kind::Kernel, c.launch});
 
     for (auto [M, K] : shapes) {
         Problem p{M, K, nullptr, nullptr, nullptr, blas};
         const size_t a_elems = size_t(M) * K;
-        KWIKI_CHECK(cudaMalloc(&p.A, a_elems * sizeof(bf16)));
-        KWIKI_CHECK(cudaMalloc(&p.x, size_t(K) * sizeof(bf16)));
         KWIKI_CHECK(cudaMalloc(&p.y, size_t(M) * sizeof(bf16)));
+        // input sets: A and x filled at random (set 0 from the shape's seed, as protocol 1 did), each with its reference
+        std::vector<bf16*> As(sets), xs(sets);
+        std::vector<std::vector<double>> refs(sets);
         const uint64_t shape_seed = seed + uint64_t(M) * 1000003u + K;
-        kwiki::fill_random(p.A, a_elems, shape_seed, -1.0f, 1.0f);
-        kwiki::fill_random(p.x, size_t(K), shape_seed ^ 0x77, -1.0f, 1.0f);
-        std::vector<bf16> hA(a_elems), hx(K);
-        KWIKI_CHECK(cudaMemcpy(hA.data(), p.A, a_elems * sizeof(bf16), cudaMemcpyDeviceToHost));
-        KWIKI_CHECK(cudaMemcpy(hx.data(), p.x, size_t(K) * sizeof(bf16), cudaMemcpyDeviceToHost));
-        const std::vector<double> ref = reference(hA, hx, M, K);
+        for (int i = 0; i < sets; ++i) {
+            const uint64_t si = i == 0 ? shape_seed : kwiki::hash64(shape_seed, 0x5e7 + uint64_t(i));
+            KWIKI_CHECK(cudaMalloc(&As[i], a_elems * sizeof(bf16)));
+            KWIKI_CHECK(cudaMalloc(&xs[i], size_t(K) * sizeof(bf16)));
+            kwiki::fill_random(As[i], a_elems, si, -1.0f, 1.0f);
+            kwiki::fill_random(xs[i], size_t(K), si ^ 0x77, -1.0f, 1.0f);
+            std::vector<bf16> hA(a_elems), hx(K);
+            KWIKI_CHECK(cudaMemcpy(hA.data(), As[i], a_elems * sizeof(bf16), cudaMemcpyDeviceToHost));
+            KWIKI_CHECK(cudaMemcpy(hx.data(), xs[i], size_t(K) * sizeof(bf16), cudaMemcpyDeviceToHost));
+            refs[i] = reference(hA, hx, M, K);
+        }
+        int current = 0;
+        auto use_inputs = [&p, &As, &xs, &current](int i) { current = i, p.A = As[i], p.x = xs[i]; };
+        use_inputs(0);
         const double bytes = double(a_elems + K + M) * sizeof(bf16);
         kwiki::ReadCeiling ceiling(size_t(bytes), shape_seed ^ 0xce11);
 
-        struct Planned { const Variant* v; Launch launch; kwiki::CheckResult check; };
-        std::vector<Planned> plan;
-        for (auto& v : table) {
-            if (!args.want(v.name) && !(args.has("sweep") && v.name.rfind("sweep_", 0) == 0)) continue;
-            Planned pl{&v, v.kind == Kind::Tuned ? tuned_for(M, K) : v.launch, {}};
-            if (v.kind == Kind::Ceiling) {
-                pl.check = ceiling.check();
-            } else {
-                kwiki::poison(p.y, size_t(M) * sizeof(bf16));
-                if (v.kind == Kind::Cublas) run_cublas(p, 0);
-                else run_kernel(pl.launch, p, 0);
-                KWIKI_CHECK_LAST();
-                KWIKI_CHECK(cudaDeviceSynchronize());
-                std::vector<float> got = kwiki::to_host_float(p.y, size_t(M));
-                pl.check = kwiki::compare(got.data(), ref.data(), size_t(M), {1e-3, 2.0 / 128}, "host fp64 from the same bf16 inputs");
-            }
-            plan.push_back(pl);
-        }
-
-        for (auto& pl : plan) {
-            if (!pl.check.passed) continue;
-            switch (pl.v->kind) {
-                case Kind::Ceiling: bench.add(pl.v->name, [&ceiling](cudaStream_t s) { ceiling.launch(s); }); break;
-                case Kind::Cublas: bench.add(pl.v->name, [&p](cudaStream_t s) { run_cublas(p, s); }); break;
-                default: bench.add(pl.v->name, [&p, l = pl.launch](cudaStream_t s) { run_kernel(l, p, s); });
-            }
-        }
-        std::map<std::string, kwiki::BenchResult> timed;
-        for (auto& r : bench.run()) timed[r.name] = r;
-
         char shape[32];
         std::snprintf(shape, sizeof shape, "%dx%d", M, K);
-        for (auto& pl : plan) {
-            kwiki::Record rec;
-            rec.variant = pl.v->name;
-            rec.params = {{"shape", shape}, {"M", M}, {"K", K}, {"dtype", "bf16"}};
-            rec.bytes = pl.v->kind == Kind::Ceiling ? double(ceiling.bytes()) : bytes;
-            rec.flops = pl.v->kind == Kind::Ceiling ? 0.0 : 2.0 * double(M) * K;
-            rec.check = pl.check;
-            if (auto it = timed.find(pl.v->name); it != timed.end()) rec.timing = it->second.timing, rec.clocks = it->second.clocks;
-            if (pl.v->kind == Kind::Kernel || pl.v->kind == Kind::Tuned) {
-                rec.set_regs(kwiki::kernel_regs(reinterpret_cast<const void*>(pl.launch.kernel)));
-                rec.extra.emplace_back("threads", pl.launch.threads);
-                rec.extra.emplace_back("rows_per_block", pl.launch.rows_per_block);
-            } else if (pl.v->kind == Kind::Ceiling) {
-                rec.set_regs(kwiki::kernel_regs(ceiling.kernel()));
+        const kwiki::Fields params = {{"shape", shape}, {"M", M}, {"K", K}, {"dtype", "bf16"}};
+        std::vector<kwiki::Case> cases;
+        for (const Todo& v : todo) {
+            kwiki::Case c = v.kind == Kind::Ceiling ? ceiling.as_case() : kwiki::Case{};
+            c.variant = v.name;
+            c.params = params;
+            if (v.kind == Kind::Ceiling) {
+                cases.push_back(std::move(c));
+                continue;
             }
-            kwiki::emit(rec);
+            const Launch l = v.kind == Kind::Tuned ? tuned_for(M, K) : v.launch;
+            c.bytes = bytes;
+            c.flops = 2.0 * double(M) * K;
+            c.flops_dtype = v.kind == Kind::Cublas ? "bf16" : "fp32";  // the kernels multiply-add in fp32
+            if (v.kind == Kind::Cublas) c.launch = [&p](cudaStream_t s) { run_cublas(p, s); };
+            else c.launch = [&p, l](cudaStream_t s) { run_kernel(l, p, s); };
+            c.poison = [&p](cudaStream_t s) { kwiki::poison(p.y, size_t(p.M) * sizeof(bf16), s); };
+            c.check = [&p, &refs, &current] {
+                std::vector<float> got = kwiki::to_host_float(p.y, size_t(p.M));
+                return kwiki::compare(got.data(), refs[current].data(), size_t(p.M), {1e-3, 2.0 / 128},
+                                      "host fp64 from the same bf16 inputs");
+            };
+            c.input_sets = sets;
+            c.use_inputs = use_inputs;
+            if (v.kind != Kind::Cublas) {
+                kwiki::add_regs(c.extra, reinterpret_cast<const void*>(l.kernel));
+                c.extra.emplace_back("threads", l.threads);
+                c.extra.emplace_back("rows_per_block", l.rows_per_block);
+            }
+            cases.push_back(std::move(c));
         }
-        KWIKI_CHECK(cudaFree(p.A));
-        KWIKI_CHECK(cudaFree(p.x));
+        runner.run(cases);
         KWIKI_CHECK(cudaFree(p.y));
+        for (int i = 0; i < sets; ++i) KWIKI_CHECK(cudaFree(As[i])), KWIKI_CHECK(cudaFree(xs[i]));
     }
     if (blas) KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(blas));
     return kwiki::exit_code();

@@ -3,13 +3,15 @@
 //
 // Build (kwiki does this per target):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -Xptxas=-v -o nvfp4_gemv nvfp4_gemv.cu
-// Run: ./nvfp4_gemv [--shapes=7168x16384x1,4096x7168x8,7168x2048x4] [--variants a,b,c]
+// Run: ./nvfp4_gemv [--shapes=7168x16384x1,4096x7168x8,7168x2048x4] [--variants a,b,c] [--input-sets=2]
 //
 // Layout (the GPU MODE NVFP4 GEMV problem, K-major): A[l][m][k/2] bytes, two e2m1 values a byte, element 2j in
 // the low nibble; SFA[l][m][k/16] e4m3; b[l][k/2]; SFB[l][k/16]; c[l][m] fp16; alpha = global_a * global_b.
 // Reference: fp64 on the host, every value dequantized exactly; stricter than the contest's torch reference
 // (which compares with rtol 1e-3-ish on a float32 matmul): here the fp16 rounding of c (rtol 2^-9) and an atol
 // of 1e-5 of the largest sum |a_i b_i| (fp32 accumulation over up to 1024 blocks) are all that is allowed.
+// Inputs: --input-sets (2) pre-filled sets of A, SFA, b and SFB, each with its reference; each timed sample reads
+// one of them at random (kwiki::Runner), and the re-checked samples are compared with that set's reference.
 //
 // Exactness of the fp16 path: e2m1 values are multiples of 0.5 up to 6; a product of two is a multiple of 0.25
 // up to 36; a sum of 8 of them fits fp16's 11-bit significand. Each half of a half2 accumulator sums 8 products
@@ -34,7 +36,6 @@
 #include "kwiki_ceiling.cuh"
 #include "kwiki_reduce.cuh"
 
-#include <map>
 
 namespace {
 
@@ -304,7 +305,7 @@ struct Launch {
 };
 
 template <Dec D, int R, int U, int T>
-Launch block_cfg() { return {block_kernel<D, R, U, T>, T, R, product_scale<D>()}; }
+constexpr Launch block_cfg() { return {block_kernel<D, R, U, T>, T, R, product_scale<D>()}; }
 
 // Bit-decoder block configurations (rows per block, chunks in flight per row, threads) that --sweep times one
 // by one, and that the tuned table picks from.
@@ -345,32 +346,26 @@ Launch tuned_for(int M, int K, int L) {
 
 enum class Kind { Kernel, Tuned, Ceiling };
 
-struct Variant {
-    std::string name;
+// The table of variants (artifact.yaml lists the same names, rungs and what each adds).
+struct Variant : kwiki::VariantInfo {
     Kind kind;
     Launch launch;
     bool sm100_only;
 };
 
-const std::vector<Variant>& variants() {
-    static const std::vector<Variant> v = {
-        // rung 1: one thread per output, byte by byte, table decode
-        {"naive", Kind::Kernel, {naive_kernel, 128, 128, 1.0}, false},
-        // rung 2: one warp per row, 16-byte loads, bit-trick decode to fp16, exact half2 block sums
-        {"warp_bits", Kind::Kernel, block_cfg<Dec::Bits, 1, 2, 32>(), false},
-        // rung 3: block-wide split-K, 4 rows share each decoded chunk of b, cache hints
-        {"block_bits", Kind::Kernel, block_cfg<Dec::Bits, 4, 2, 128>(), false},
-        // rung 4: rung 3 decoding through the fp8 convert (e2m1 remapped to e4m3)
-        {"block_fp8cvt", Kind::Kernel, block_cfg<Dec::Fp8, 4, 2, 128>(), false},
-        // rung 5: rung 3 with rows, chunks in flight and block size chosen per shape
-        {"tuned", Kind::Tuned, {}, false},
-        // rung 6: rung 3 decoding through the sm_100 hardware e2m1 convert
-        {"hw_e2m1", Kind::Kernel, block_cfg<Dec::Hw, 4, 2, 128>(), true},
-        // not a rung: the baseline and the ceiling, a read stream over the same bytes
-        {"read_ceiling", Kind::Ceiling, {}, false},
-    };
-    return v;
-}
+constexpr Variant kVariants[] = {
+    {{"naive", 1, "one thread per output, byte by byte, table decode"}, Kind::Kernel, {naive_kernel, 128, 128, 1.0}, false},
+    {{"warp_bits", 2, "one warp per row, 16-byte loads, bit-trick decode to fp16, exact half2 block sums"}, Kind::Kernel,
+     block_cfg<Dec::Bits, 1, 2, 32>(), false},
+    {{"block_bits", 3, "block-wide split-K, 4 rows share each decoded chunk of b, cache hints"}, Kind::Kernel,
+     block_cfg<Dec::Bits, 4, 2, 128>(), false},
+    {{"block_fp8cvt", 4, "rung 3 decoding through the fp8 convert (e2m1 remapped to e4m3)"}, Kind::Kernel,
+     block_cfg<Dec::Fp8, 4, 2, 128>(), false},
+    {{"tuned", 5, "rung 3 with rows, chunks in flight and block size chosen per shape"}, Kind::Tuned, {}, false},
+    {{"hw_e2m1", 6, "rung 3 decoding through the sm_100 hardware e2m1 convert"}, Kind::Kernel, block_cfg<Dec::Hw, 4, 2, 128>(),
+     true},
+    {{"read_ceiling"}, Kind::Ceiling, {}, false},  // not a rung: the baseline and the ceiling, a read stream of the same bytes
+};
 
 void run_kernel(const Launch& l, Args4 p, int L, double global_alpha, cudaStream_t s) {
     p.alpha = float(global_alpha / l.product_scale);
@@ -399,17 +394,23 @@ std::vector<Shape> parse_shapes(const kwiki::Args& args) {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv, variants());
+    kwiki::Args args(argc, argv, kVariants);
     const auto shapes = parse_shapes(args);
     const uint64_t seed = args.seed();
+    const int sets = int(args.get_int("input-sets", 2));
+    if (sets < 1) kwiki::Args::usage("--input-sets wants a positive integer");
     const bool sm100 = kwiki::device_attr(cudaDevAttrComputeCapabilityMajor) >= 10;
     const double global_a = 0.37, global_b = 0.11;
     std::fprintf(stderr, "nvfp4_gemv: seed %llu, %d SMs, L2 %zu bytes\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes());
-    kwiki::Bench bench(args.bench_options());
+    kwiki::Runner runner(args);
 
-    std::vector<Variant> table = variants();
-    if (args.has("sweep"))  // development: every block configuration, to fill the tuned table
-        for (auto& c : configs()) table.push_back({std::string("sweep_") + c.name, Kind::Kernel, c.launch, false});
+    // the variants to run: the table's, plus with --sweep every block configuration (how the tuned table was filled)
+    struct Todo { std::string name; Kind kind; Launch launch; };
+    std::vector<Todo> todo;
+    for (const Variant& v : kVariants)
+        if (args.want(v.name) && (!v.sm100_only || sm100)) todo.push_back({v.name, v.kind, v.launch});
+    if (args.has("sweep"))
+        for (auto& c : configs()) todo.push_back({std::string("sweep_") + c.name, Kind::Kernel, c.launch});
 
     for (const Shape& sh : shapes) {
         const int M = sh.M, K = sh.K, L = sh.L;
@@ -418,79 +419,78 @@ int main(int argc, char** argv) {
         Args4 p{};
         p.M = M;
         p.K = K;
-        uint8_t *A, *SFA, *B, *SFB;
-        KWIKI_CHECK(cudaMalloc(&A, a_bytes));
-        KWIKI_CHECK(cudaMalloc(&SFA, sfa_bytes));
-        KWIKI_CHECK(cudaMalloc(&B, b_bytes));
-        KWIKI_CHECK(cudaMalloc(&SFB, sfb_bytes));
         KWIKI_CHECK(cudaMalloc(&p.C, c_elems * sizeof(__half)));
-        p.A = A, p.SFA = SFA, p.B = B, p.SFB = SFB;
+        // input sets (set 0 from the shape's seeds, as protocol 1 did), each with its reference and tolerance
+        struct Set { uint8_t *A, *SFA, *B, *SFB; std::vector<double> ref; kwiki::Tolerance tol; };
+        std::vector<Set> in(sets);
         const uint64_t s0 = seed + uint64_t(M) * 7919u + uint64_t(K) * 31u + L;
-        kwiki::fill_random(A, a_bytes, s0);
-        kwiki::fill_random(B, b_bytes, s0 + 1);
-        kwiki::fill_random(SFA, sfa_bytes, s0 + 2);
-        kwiki::fill_random(SFB, sfb_bytes, s0 + 3);
-        make_scales<<<1024, 256>>>(SFA, sfa_bytes);
-        make_scales<<<64, 256>>>(SFB, sfb_bytes);
-        KWIKI_CHECK_LAST();
-        Host h{std::vector<uint8_t>(a_bytes), std::vector<uint8_t>(sfa_bytes), std::vector<uint8_t>(b_bytes), std::vector<uint8_t>(sfb_bytes)};
-        KWIKI_CHECK(cudaMemcpy(h.A.data(), A, a_bytes, cudaMemcpyDeviceToHost));
-        KWIKI_CHECK(cudaMemcpy(h.SFA.data(), SFA, sfa_bytes, cudaMemcpyDeviceToHost));
-        KWIKI_CHECK(cudaMemcpy(h.B.data(), B, b_bytes, cudaMemcpyDeviceToHost));
-        KWIKI_CHECK(cudaMemcpy(h.SFB.data(), SFB, sfb_bytes, cudaMemcpyDeviceToHost));
-        double max_abs_sum = 0;
-        const std::vector<double> ref = reference(h, M, K, L, global_a * global_b, &max_abs_sum);
-        const kwiki::Tolerance tol{1e-5 * max_abs_sum, kwiki::tolerance_for<__half>().rtol};
+        for (int i = 0; i < sets; ++i) {
+            Set& t = in[i];
+            const uint64_t si = i == 0 ? s0 : kwiki::hash64(s0, 0x5e7 + uint64_t(i));
+            KWIKI_CHECK(cudaMalloc(&t.A, a_bytes));
+            KWIKI_CHECK(cudaMalloc(&t.SFA, sfa_bytes));
+            KWIKI_CHECK(cudaMalloc(&t.B, b_bytes));
+            KWIKI_CHECK(cudaMalloc(&t.SFB, sfb_bytes));
+            kwiki::fill_random(t.A, a_bytes, si);
+            kwiki::fill_random(t.B, b_bytes, si + 1);
+            kwiki::fill_random(t.SFA, sfa_bytes, si + 2);
+            kwiki::fill_random(t.SFB, sfb_bytes, si + 3);
+            make_scales<<<1024, 256>>>(t.SFA, sfa_bytes);
+            make_scales<<<64, 256>>>(t.SFB, sfb_bytes);
+            KWIKI_CHECK_LAST();
+            Host h{std::vector<uint8_t>(a_bytes), std::vector<uint8_t>(sfa_bytes), std::vector<uint8_t>(b_bytes),
+                   std::vector<uint8_t>(sfb_bytes)};
+            KWIKI_CHECK(cudaMemcpy(h.A.data(), t.A, a_bytes, cudaMemcpyDeviceToHost));
+            KWIKI_CHECK(cudaMemcpy(h.SFA.data(), t.SFA, sfa_bytes, cudaMemcpyDeviceToHost));
+            KWIKI_CHECK(cudaMemcpy(h.B.data(), t.B, b_bytes, cudaMemcpyDeviceToHost));
+            KWIKI_CHECK(cudaMemcpy(h.SFB.data(), t.SFB, sfb_bytes, cudaMemcpyDeviceToHost));
+            double max_abs_sum = 0;
+            t.ref = reference(h, M, K, L, global_a * global_b, &max_abs_sum);
+            t.tol = {1e-5 * max_abs_sum, kwiki::tolerance_for<__half>().rtol};
+        }
+        int current = 0;
+        auto use_inputs = [&p, &in, &current](int i) {
+            current = i;
+            p.A = in[i].A, p.SFA = in[i].SFA, p.B = in[i].B, p.SFB = in[i].SFB;
+        };
+        use_inputs(0);
         const double bytes = double(a_bytes + sfa_bytes + b_bytes + sfb_bytes + c_elems * sizeof(__half));
         kwiki::ReadCeiling ceiling(size_t(bytes), s0 ^ 0xce11);
 
-        struct Planned { const Variant* v; Launch launch; kwiki::CheckResult check; };
-        std::vector<Planned> plan;
-        for (auto& v : table) {
-            const bool swept = args.has("sweep") && v.name.rfind("sweep_", 0) == 0;
-            if ((!args.want(v.name) && !swept) || (v.sm100_only && !sm100)) continue;
-            Planned pl{&v, v.kind == Kind::Tuned ? tuned_for(M, K, L) : v.launch, {}};
-            if (v.kind == Kind::Ceiling) {
-                pl.check = ceiling.check();
-            } else {
-                KWIKI_REQUIRE(M % pl.launch.rows_per_block == 0, "M must be a multiple of the rows per block");
-                kwiki::poison(p.C, c_elems * sizeof(__half));
-                run_kernel(pl.launch, p, L, global_a * global_b, 0);
-                KWIKI_CHECK_LAST();
-                KWIKI_CHECK(cudaDeviceSynchronize());
-                std::vector<float> got = kwiki::to_host_float(p.C, c_elems);
-                pl.check = kwiki::compare(got.data(), ref.data(), c_elems, tol, "host fp64, exact dequantization");
-            }
-            plan.push_back(pl);
-        }
-
-        for (auto& pl : plan) {
-            if (!pl.check.passed) continue;
-            if (pl.v->kind == Kind::Ceiling) bench.add(pl.v->name, [&ceiling](cudaStream_t s) { ceiling.launch(s); });
-            else bench.add(pl.v->name, [=](cudaStream_t s) { run_kernel(pl.launch, p, L, global_a * global_b, s); });
-        }
-        std::map<std::string, kwiki::BenchResult> timed;
-        for (auto& r : bench.run()) timed[r.name] = r;
-
         char shape[48];
         std::snprintf(shape, sizeof shape, "%dx%dx%d", M, K, L);
-        for (auto& pl : plan) {
-            kwiki::Record rec;
-            rec.variant = pl.v->name;
-            rec.params = {{"shape", shape}, {"M", M}, {"K", K}, {"L", L}, {"dtype", "nvfp4"}};
-            rec.bytes = pl.v->kind == Kind::Ceiling ? double(ceiling.bytes()) : bytes;
-            rec.flops = pl.v->kind == Kind::Ceiling ? 0.0 : 2.0 * double(L) * M * K;
-            rec.check = pl.check;
-            if (auto it = timed.find(pl.v->name); it != timed.end()) rec.timing = it->second.timing, rec.clocks = it->second.clocks;
-            const void* f = pl.v->kind == Kind::Ceiling ? ceiling.kernel() : reinterpret_cast<const void*>(pl.launch.kernel);
-            rec.set_regs(kwiki::kernel_regs(f));
-            if (pl.v->kind != Kind::Ceiling) {
-                rec.extra.emplace_back("threads", pl.launch.threads);
-                rec.extra.emplace_back("rows_per_block", pl.launch.rows_per_block);
+        const kwiki::Fields params = {{"shape", shape}, {"M", M}, {"K", K}, {"L", L}, {"dtype", "nvfp4"}};
+        std::vector<kwiki::Case> cases;
+        for (const Todo& v : todo) {
+            kwiki::Case c = v.kind == Kind::Ceiling ? ceiling.as_case() : kwiki::Case{};
+            c.variant = v.name;
+            c.params = params;
+            if (v.kind == Kind::Ceiling) {
+                cases.push_back(std::move(c));
+                continue;
             }
-            kwiki::emit(rec);
+            const Launch l = v.kind == Kind::Tuned ? tuned_for(M, K, L) : v.launch;
+            KWIKI_REQUIRE(M % l.rows_per_block == 0, "M must be a multiple of the rows per block");
+            c.bytes = bytes;
+            c.flops = 2.0 * double(L) * M * K;
+            c.flops_dtype = "fp16";  // products summed in half2 FMAs (exactly), then fp32
+            c.launch = [&p, l, L, alpha = global_a * global_b](cudaStream_t s) { run_kernel(l, p, L, alpha, s); };
+            c.poison = [&p, c_elems](cudaStream_t s) { kwiki::poison(p.C, c_elems * sizeof(__half), s); };
+            c.check = [&p, &in, &current, c_elems] {
+                std::vector<float> got = kwiki::to_host_float(p.C, c_elems);
+                return kwiki::compare(got.data(), in[current].ref.data(), c_elems, in[current].tol, "host fp64, exact dequantization");
+            };
+            c.input_sets = sets;
+            c.use_inputs = use_inputs;
+            kwiki::add_regs(c.extra, reinterpret_cast<const void*>(l.kernel));
+            c.extra.emplace_back("threads", l.threads);
+            c.extra.emplace_back("rows_per_block", l.rows_per_block);
+            cases.push_back(std::move(c));
         }
-        for (void* q : {(void*)A, (void*)SFA, (void*)B, (void*)SFB, (void*)p.C}) KWIKI_CHECK(cudaFree(q));
+        runner.run(cases);
+        KWIKI_CHECK(cudaFree(p.C));
+        for (Set& t : in)
+            for (void* q : {(void*)t.A, (void*)t.SFA, (void*)t.B, (void*)t.SFB}) KWIKI_CHECK(cudaFree(q));
     }
     return kwiki::exit_code();
 }

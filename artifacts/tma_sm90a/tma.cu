@@ -9,7 +9,13 @@
 //   HBM stream: a 256 MiB matrix (16384 x 8192, 4x the L2), boxes dealt round-robin to CTAs (clusters),
 //   L2 flushed before every timed launch.
 //   L2-resident ("l2_" variants): every CTA (cluster) reads all of a 16 MiB matrix (its first 1024 rows)
-//   that stays in the L2 (no flush): the L2-to-SM path is the limit.
+//   that stays in the L2: no flush, and one untimed launch before each timed one brings it in (kwiki::Runner's
+//   flush_l2 = false): the L2-to-SM path is the limit.
+// Bytes' level (the physical gate's): the single-CTA HBM stream moves DRAM bytes; the copy variants count bytes
+// each CTA takes from the L2 ("l2"); the multicast variants count each box once per receiving CTA, bytes landed
+// in shared memory ("smem"), more than the L2 or DRAM delivered.
+// The kernel adds every CTA's word sum into one 32-bit counter: `poison` zeroes it before every launch (no
+// correct launch leaves it 0 in any but one case in 2^32), so the check sees that launch's sum alone.
 // Clusters of C: the C CTAs need the same boxes. "copy" variants load each whole box in every CTA (C reads
 // of it from the L2); "multicast" variants load 1/C of each box in each CTA and multicast it to all C (one
 // read). The same bytes land either way, so the time ratio copy / multicast is the amplification.
@@ -124,8 +130,8 @@ __global__ void __launch_bounds__(64, 1) tma_stream(const __grid_constant__ CUte
 // Variants
 // ===================================================================================================
 
-struct VariantInfo {
-    const char* name;
+// The table of variants (artifact.yaml lists the same names).
+struct Variant : kwiki::VariantInfo {
     int box_rows, box_cols;
     CUtensorMapSwizzle swizzle;
     const char* swizzle_name;
@@ -134,35 +140,38 @@ struct VariantInfo {
 };
 
 constexpr CUtensorMapSwizzle SW128 = CU_TENSOR_MAP_SWIZZLE_128B;
-const VariantInfo kVariants[] = {
-    {"box_16", 16, 64, SW128, "128B", 4, 1, 0, false},
-    {"box_32", 32, 64, SW128, "128B", 4, 1, 0, false},
-    {"box_64", 64, 64, SW128, "128B", 4, 1, 0, false},
-    {"box_128", 128, 64, SW128, "128B", 4, 1, 0, false},
-    {"box_256", 256, 64, SW128, "128B", 4, 1, 0, false},
-    {"swz_none", 128, 64, CU_TENSOR_MAP_SWIZZLE_NONE, "none", 4, 1, 0, false},
-    {"swz_64", 256, 32, CU_TENSOR_MAP_SWIZZLE_64B, "64B", 4, 1, 0, false},
-    {"swz_32", 256, 16, CU_TENSOR_MAP_SWIZZLE_32B, "32B", 4, 1, 0, false},
-    {"depth_1", 128, 64, SW128, "128B", 1, 1, 0, false},
-    {"depth_2", 128, 64, SW128, "128B", 2, 1, 0, false},
-    {"depth_8", 128, 64, SW128, "128B", 8, 1, 0, false},
-    {"c2_copy", 128, 64, SW128, "128B", 4, 2, 0, false},
-    {"c2_multicast", 128, 64, SW128, "128B", 4, 2, 1, false},
-    {"c4_copy", 128, 64, SW128, "128B", 4, 4, 0, false},
-    {"c4_multicast", 128, 64, SW128, "128B", 4, 4, 1, false},
-    {"c2_copy_d8", 128, 64, SW128, "128B", 8, 2, 0, false},
-    {"c2_multicast_d8", 128, 64, SW128, "128B", 8, 2, 1, false},
-    {"c4_copy_d8", 128, 64, SW128, "128B", 8, 4, 0, false},
-    {"c4_multicast_d8", 128, 64, SW128, "128B", 8, 4, 1, false},
-    {"l2_c1", 128, 64, SW128, "128B", 4, 1, 0, true},
-    {"l2_c2_copy", 128, 64, SW128, "128B", 4, 2, 0, true},
-    {"l2_c2_multicast", 128, 64, SW128, "128B", 4, 2, 1, true},
-    {"l2_c4_copy", 128, 64, SW128, "128B", 4, 4, 0, true},
-    {"l2_c4_multicast", 128, 64, SW128, "128B", 4, 4, 1, true},
+constexpr Variant kVariants[] = {
+    {{"box_16"}, 16, 64, SW128, "128B", 4, 1, 0, false},
+    {{"box_32"}, 32, 64, SW128, "128B", 4, 1, 0, false},
+    {{"box_64"}, 64, 64, SW128, "128B", 4, 1, 0, false},
+    {{"box_128"}, 128, 64, SW128, "128B", 4, 1, 0, false},
+    {{"box_256"}, 256, 64, SW128, "128B", 4, 1, 0, false},
+    {{"swz_none"}, 128, 64, CU_TENSOR_MAP_SWIZZLE_NONE, "none", 4, 1, 0, false},
+    {{"swz_64"}, 256, 32, CU_TENSOR_MAP_SWIZZLE_64B, "64B", 4, 1, 0, false},
+    {{"swz_32"}, 256, 16, CU_TENSOR_MAP_SWIZZLE_32B, "32B", 4, 1, 0, false},
+    {{"depth_1"}, 128, 64, SW128, "128B", 1, 1, 0, false},
+    {{"depth_2"}, 128, 64, SW128, "128B", 2, 1, 0, false},
+    {{"depth_8"}, 128, 64, SW128, "128B", 8, 1, 0, false},
+    {{"c2_copy"}, 128, 64, SW128, "128B", 4, 2, 0, false},
+    {{"c2_multicast"}, 128, 64, SW128, "128B", 4, 2, 1, false},
+    {{"c4_copy"}, 128, 64, SW128, "128B", 4, 4, 0, false},
+    {{"c4_multicast"}, 128, 64, SW128, "128B", 4, 4, 1, false},
+    {{"c2_copy_d8"}, 128, 64, SW128, "128B", 8, 2, 0, false},
+    {{"c2_multicast_d8"}, 128, 64, SW128, "128B", 8, 2, 1, false},
+    {{"c4_copy_d8"}, 128, 64, SW128, "128B", 8, 4, 0, false},
+    {{"c4_multicast_d8"}, 128, 64, SW128, "128B", 8, 4, 1, false},
+    {{"l2_c1"}, 128, 64, SW128, "128B", 4, 1, 0, true},
+    {{"l2_c2_copy"}, 128, 64, SW128, "128B", 4, 2, 0, true},
+    {{"l2_c2_multicast"}, 128, 64, SW128, "128B", 4, 2, 1, true},
+    {{"l2_c4_copy"}, 128, 64, SW128, "128B", 4, 4, 0, true},
+    {{"l2_c4_multicast"}, 128, 64, SW128, "128B", 4, 4, 1, true},
 };
 
+// Where a variant's counted bytes move (see the header): DRAM, the L2-to-SM path, or into shared memory.
+const char* bytes_level(const Variant& v) { return v.multicast ? "smem" : (v.l2 || v.cluster > 1) ? "l2" : "dram"; }
+
 // Ring + barriers + alignment slack, but never less than half an SM's shared memory (+1 KiB): one CTA per SM.
-int smem_for(const VariantInfo& v) {
+int smem_for(const Variant& v) {
     static const int half_sm = kwiki::device_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor) / 2 + 1024;
     return std::max(v.stages * v.box_rows * v.box_cols * 2 + 2 * MAX_STAGES * 8 + 1024, half_sm);
 }
@@ -178,7 +187,7 @@ struct Launch {
     uint32_t* sums;
 };
 
-Launch prepare(const VariantInfo& v, const bf16* matrix, uint32_t* sums) {
+Launch prepare(const Variant& v, const bf16* matrix, uint32_t* sums) {
     Launch l{};
     const int rows = v.l2 ? L2_ROWS : ROWS;
     l.a = {v.box_rows, v.box_cols, v.stages, v.cluster, v.multicast, COLS / v.box_cols, (rows / v.box_rows) * (COLS / v.box_cols), v.l2};
@@ -238,64 +247,43 @@ int main(int argc, char** argv) {
     words.resize(size_t(L2_ROWS) * COLS / 2);
     const uint32_t l2_total = host_word_sum(words);
 
-    struct Row {
-        const VariantInfo* info;
-        Launch l;
-        kwiki::CheckResult check;
-    };
-    std::vector<Row> rows;
-    for (auto& v : kVariants) {
+    kwiki::Runner runner(args);
+    std::vector<Launch> launches;  // one per case, alive until the runner is done
+    launches.reserve(std::size(kVariants));
+    std::vector<kwiki::Case> cases;
+    for (const Variant& v : kVariants) {
         if (!args.want(v.name)) continue;
-        Row r{&v, prepare(v, matrix, sums), {}};
-        KWIKI_CHECK(cudaMemset(sums, 0, sizeof(uint32_t)));
-        run(r.l, 0);
-        KWIKI_CHECK_LAST();
-        KWIKI_CHECK(cudaDeviceSynchronize());
-        uint32_t got = 0;
-        KWIKI_CHECK(cudaMemcpy(&got, sums, sizeof got, cudaMemcpyDeviceToHost));
+        const Launch& l = launches.emplace_back(prepare(v, matrix, sums));
         // every CTA of a cluster receives every box of its cluster; in L2 mode every CTA receives every box
-        const uint32_t want = v.l2 ? l2_total * uint32_t(r.l.grid) : total * uint32_t(v.cluster);
-        r.check.passed = got == want;
-        r.check.reference = "host sum of every 32-bit word of the matrix, times the CTAs that receive each box";
-        r.check.max_abs_err = got == want ? 0 : 1;
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "word sum %08x, expected %08x", got, want);
-        r.check.detail = buf;
-        std::fprintf(stderr, "check %-14s %s\n", v.name, buf);
-        rows.push_back(r);
-    }
-
-    // the kernel accumulates into `sums` on every launch; timing leaves it alone after the check.
-    // HBM variants: the protocol's L2 flush before every sample; L2-resident variants: no flush.
-    std::vector<kwiki::BenchResult> results;
-    for (bool l2 : {false, true}) {
-        kwiki::BenchOptions opts = args.bench_options();
-        if (l2) opts.flush_l2 = false;
-        kwiki::Bench bench(opts);
-        for (auto& r : rows)
-            if (r.check.passed && r.info->l2 == l2) {
-                Launch l = r.l;
-                bench.add(r.info->name, [l](cudaStream_t s) { run(l, s); });
-            }
-        for (auto& b : bench.run()) results.push_back(b);
-    }
-
-    for (auto& r : rows) {
-        const VariantInfo& v = *r.info;
-        kwiki::Record rec;
-        rec.variant = v.name;
+        const uint32_t want = v.l2 ? l2_total * uint32_t(l.grid) : total * uint32_t(v.cluster);
         const double matrix_bytes = double(v.l2 ? L2_ROWS : ROWS) * COLS * 2;
-        rec.params = {{"rows", v.l2 ? L2_ROWS : ROWS}, {"cols", COLS}, {"dtype", "bf16"}};
-        rec.bytes = v.l2 ? matrix_bytes * r.l.grid : matrix_bytes * v.cluster;
-        rec.check = r.check;
-        for (auto& b : results)
-            if (b.name == v.name) rec.timing = b.timing, rec.clocks = b.clocks;
-        rec.extra = {{"box_rows", v.box_rows}, {"box_cols", v.box_cols}, {"box_bytes", v.box_rows * v.box_cols * 2},
-                     {"swizzle", v.swizzle_name}, {"stages", v.stages}, {"cluster", v.cluster}, {"multicast", v.multicast != 0},
-                     {"ctas", r.l.grid}, {"l2_resident", v.l2}, {"smem_bytes", r.l.smem}};
-        rec.set_regs(kwiki::kernel_regs(reinterpret_cast<const void*>(tma_stream)));
-        kwiki::emit(rec);
+        kwiki::Case c;
+        c.variant = v.name;
+        c.params = {{"rows", v.l2 ? L2_ROWS : ROWS}, {"cols", COLS}, {"dtype", "bf16"}};
+        c.bytes = v.l2 ? matrix_bytes * l.grid : matrix_bytes * v.cluster;
+        c.bytes_level = bytes_level(v);
+        c.flush_l2 = !v.l2;  // L2-resident: warmed by an untimed launch instead of flushed
+        c.launch = [&l](cudaStream_t s) { run(l, s); };
+        c.poison = [sums](cudaStream_t s) { KWIKI_CHECK(cudaMemsetAsync(sums, 0, sizeof(uint32_t), s)); };  // see the header
+        c.check = [sums, want] {
+            uint32_t got = 0;
+            KWIKI_CHECK(cudaMemcpy(&got, sums, sizeof got, cudaMemcpyDeviceToHost));
+            kwiki::CheckResult r;
+            r.passed = got == want;
+            r.reference = "host sum of every 32-bit word of the matrix, times the CTAs that receive each box";
+            r.max_abs_err = got == want ? 0 : 1;
+            char buf[160];
+            std::snprintf(buf, sizeof buf, "word sum %08x, expected %08x", got, want);
+            r.detail = buf;
+            return r;
+        };
+        c.extra = {{"box_rows", v.box_rows}, {"box_cols", v.box_cols}, {"box_bytes", v.box_rows * v.box_cols * 2},
+                   {"swizzle", v.swizzle_name}, {"stages", v.stages}, {"cluster", v.cluster}, {"multicast", v.multicast != 0},
+                   {"ctas", l.grid}, {"l2_resident", v.l2}, {"smem_bytes", l.smem}};
+        kwiki::add_regs(c.extra, reinterpret_cast<const void*>(tma_stream));
+        cases.push_back(std::move(c));
     }
+    runner.run(cases);
     KWIKI_CHECK(cudaFree(matrix));
     KWIKI_CHECK(cudaFree(sums));
     return kwiki::exit_code();

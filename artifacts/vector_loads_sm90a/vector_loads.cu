@@ -8,6 +8,9 @@
 // Reads are checked: each thread sums the 32-bit words it loaded, each block writes its partial sum, and the
 // total must equal the sum of the same words regenerated from the fill's hash (mod 2^32), so no load can be
 // dropped and a wrong address fails. Writes and copies are compared word by word against the expected values.
+// Every timed sample poisons what the variant writes (the partial sums, or the whole destination) and is
+// flushed from the L2 first (kwiki::Runner); one input set: the stream's bytes are what is measured, and each
+// read starts cold after the flush (a second 4 GiB source would change nothing but the memory used).
 //
 // Variants (bytes per record: read = buffer, write = buffer, copy = read + written):
 //   read_v4_x1 .. read_v4_x8      4-byte loads, 1/4/8 loads issued per thread before the first use
@@ -37,7 +40,7 @@
 //   device_copy                   cudaMemcpyAsync device to device, the baseline
 #include "kwiki_bench.cuh"
 
-#include <map>
+#include <optional>
 
 namespace {
 
@@ -331,66 +334,67 @@ struct Buffers {
     uint32_t salt;         // write pattern
 };
 
-struct Variant {
-    const char* name;
+// The table of variants (artifact.yaml lists the same names). Not constexpr: it holds kernel addresses cast to
+// one type, which a constant expression cannot.
+struct Variant : kwiki::VariantInfo {
     Kind kind;
     int width, in_flight;  // bytes per access, accesses in flight per thread (0: not applicable)
     const void* func;      // the kernel (for registers and occupancy); null for device_copy
     bool flat;             // copy_flat: grid from the size, not from the SM count
     bool sm100_only;
-    int smem = 0;          // dynamic shared memory of a block (bulk copy stages)
+    int smem;              // dynamic shared memory of a block (bulk copy stages)
 };
 
 template <int W, int X, Cache C>
-Variant read_v(const char* name) { return {name, Kind::Read, W, X, (const void*)read_kernel<W, X, C>, false, W == 32}; }
+Variant read_v(const char* name) { return {{name}, Kind::Read, W, X, (const void*)read_kernel<W, X, C>, false, W == 32, 0}; }
 template <int X, int B>
 Variant regs_v(const char* name) {
-    if constexpr (B == 0) return {name, Kind::Read, 16, X, (const void*)read_regs_auto_kernel<X>, false, false};
-    else return {name, Kind::Read, 16, X, (const void*)read_regs_kernel<X, B>, false, false};
+    if constexpr (B == 0) return {{name}, Kind::Read, 16, X, (const void*)read_regs_auto_kernel<X>, false, false, 0};
+    else return {{name}, Kind::Read, 16, X, (const void*)read_regs_kernel<X, B>, false, false, 0};
+}
+Variant other_v(const char* name, Kind kind, int width, int in_flight, const void* func, bool flat = false, int smem = 0) {
+    return {{name}, kind, width, in_flight, func, flat, false, smem};
 }
 
-const std::vector<Variant>& variants() {
-    static const std::vector<Variant> v = {
-        read_v<4, 1, Cache::Plain>("read_v4_x1"),
-        read_v<4, 4, Cache::Plain>("read_v4_x4"),
-        read_v<4, 8, Cache::Plain>("read_v4_x8"),
-        read_v<8, 1, Cache::Plain>("read_v8_x1"),
-        read_v<8, 4, Cache::Plain>("read_v8_x4"),
-        read_v<8, 8, Cache::Plain>("read_v8_x8"),
-        read_v<16, 1, Cache::Plain>("read_v16_x1"),
-        read_v<16, 2, Cache::Plain>("read_v16_x2"),
-        read_v<16, 4, Cache::Plain>("read_v16_x4"),
-        read_v<16, 8, Cache::Plain>("read_v16_x8"),
-        read_v<32, 4, Cache::Plain>("read_v32_x4"),
-        read_v<16, 4, Cache::NC>("read_v16_nc"),
-        read_v<16, 4, Cache::L1NoAllocate>("read_v16_l1_no_allocate"),
-        read_v<16, 4, Cache::L1EvictLast>("read_v16_l1_evict_last"),
-        read_v<16, 4, Cache::L1EvictFirst>("read_v16_l1_evict_first"),
-        read_v<16, 4, Cache::L2Prefetch256>("read_v16_l2_256b"),
-        {"reuse_plain", Kind::Reuse, 16, 4, (const void*)reuse_kernel<Cache::Plain, Cache::Plain>, false, false},
-        {"reuse_nc", Kind::Reuse, 16, 4, (const void*)reuse_kernel<Cache::NC, Cache::NC>, false, false},
-        {"reuse_hinted", Kind::Reuse, 16, 4, (const void*)reuse_kernel<Cache::L1NoAllocate, Cache::L1EvictLast>, false, false},
-        regs_v<8, 0>("regs_x8_auto"),
-        regs_v<16, 1>("regs_x16_r255"),
-        regs_v<16, 4>("regs_x16_r64"),
-        regs_v<16, 8>("regs_x16_r32"),
-        {"write_v16", Kind::Write, 16, 1, (const void*)write_kernel<false>, false, false},
-        {"write_v16_cs", Kind::Write, 16, 1, (const void*)write_kernel<true>, false, false},
-        {"copy_v16_x1", Kind::Copy, 16, 1, (const void*)copy_kernel<1, Cache::Plain, false>, false, false},
-        {"copy_v16_x4", Kind::Copy, 16, 4, (const void*)copy_kernel<4, Cache::Plain, false>, false, false},
-        {"copy_v16_x4_cs", Kind::Copy, 16, 4, (const void*)copy_kernel<4, Cache::NCNoAllocate, true>, false, false},
-        {"copy_flat_x4_cs", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::Streaming>, true, false},
-        {"copy_flat_x2", Kind::Copy, 16, 2, (const void*)copy_flat_kernel<2, L2Pol::None>, true, false},
-        {"copy_flat_x4", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::None>, true, false},
-        {"copy_flat_x4_read_first", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::ReadFirst>, true, false},
-        {"copy_flat_x4_write_last", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::WriteLast>, true, false},
-        {"copy_flat_x4_write_first", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::WriteFirst>, true, false},
-        {"copy_flat_x2_write_first", Kind::Copy, 16, 2, (const void*)copy_flat_kernel<2, L2Pol::WriteFirst>, true, false},
-        {"copy_bulk_s6_32k", Kind::Copy, 32768, 5, (const void*)copy_bulk_kernel<6, 32768>, false, false, 6 * 32768},
-        {"device_copy", Kind::DeviceCopy, 0, 0, nullptr, false, false},
-    };
-    return v;
-}
+const Variant kVariants[] = {
+    read_v<4, 1, Cache::Plain>("read_v4_x1"),
+    read_v<4, 4, Cache::Plain>("read_v4_x4"),
+    read_v<4, 8, Cache::Plain>("read_v4_x8"),
+    read_v<8, 1, Cache::Plain>("read_v8_x1"),
+    read_v<8, 4, Cache::Plain>("read_v8_x4"),
+    read_v<8, 8, Cache::Plain>("read_v8_x8"),
+    read_v<16, 1, Cache::Plain>("read_v16_x1"),
+    read_v<16, 2, Cache::Plain>("read_v16_x2"),
+    read_v<16, 4, Cache::Plain>("read_v16_x4"),
+    read_v<16, 8, Cache::Plain>("read_v16_x8"),
+    read_v<32, 4, Cache::Plain>("read_v32_x4"),
+    read_v<16, 4, Cache::NC>("read_v16_nc"),
+    read_v<16, 4, Cache::L1NoAllocate>("read_v16_l1_no_allocate"),
+    read_v<16, 4, Cache::L1EvictLast>("read_v16_l1_evict_last"),
+    read_v<16, 4, Cache::L1EvictFirst>("read_v16_l1_evict_first"),
+    read_v<16, 4, Cache::L2Prefetch256>("read_v16_l2_256b"),
+    other_v("reuse_plain", Kind::Reuse, 16, 4, (const void*)reuse_kernel<Cache::Plain, Cache::Plain>),
+    other_v("reuse_nc", Kind::Reuse, 16, 4, (const void*)reuse_kernel<Cache::NC, Cache::NC>),
+    other_v("reuse_hinted", Kind::Reuse, 16, 4, (const void*)reuse_kernel<Cache::L1NoAllocate, Cache::L1EvictLast>),
+    regs_v<8, 0>("regs_x8_auto"),
+    regs_v<16, 1>("regs_x16_r255"),
+    regs_v<16, 4>("regs_x16_r64"),
+    regs_v<16, 8>("regs_x16_r32"),
+    other_v("write_v16", Kind::Write, 16, 1, (const void*)write_kernel<false>),
+    other_v("write_v16_cs", Kind::Write, 16, 1, (const void*)write_kernel<true>),
+    other_v("copy_v16_x1", Kind::Copy, 16, 1, (const void*)copy_kernel<1, Cache::Plain, false>),
+    other_v("copy_v16_x4", Kind::Copy, 16, 4, (const void*)copy_kernel<4, Cache::Plain, false>),
+    other_v("copy_v16_x4_cs", Kind::Copy, 16, 4, (const void*)copy_kernel<4, Cache::NCNoAllocate, true>),
+    other_v("copy_flat_x4_cs", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::Streaming>, true),
+    other_v("copy_flat_x2", Kind::Copy, 16, 2, (const void*)copy_flat_kernel<2, L2Pol::None>, true),
+    other_v("copy_flat_x4", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::None>, true),
+    other_v("copy_flat_x4_read_first", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::ReadFirst>, true),
+    other_v("copy_flat_x4_write_last", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::WriteLast>, true),
+    other_v("copy_flat_x4_write_first", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::WriteFirst>, true),
+    other_v("copy_flat_x2_write_first", Kind::Copy, 16, 2, (const void*)copy_flat_kernel<2, L2Pol::WriteFirst>, true),
+    other_v("copy_bulk_s6_32k", Kind::Copy, 32768, 5, (const void*)copy_bulk_kernel<6, 32768>, false, 6 * 32768),
+    other_v("device_copy", Kind::DeviceCopy, 0, 0, nullptr),
+};
 
 bool is_sm100() { return kwiki::device_attr(cudaDevAttrComputeCapabilityMajor) >= 10; }
 
@@ -445,39 +449,53 @@ double bytes_moved(const Variant& v, const Buffers& b) {
     }
 }
 
-// Run once on poisoned output and check it against the regenerated data.
-kwiki::CheckResult check(const Variant& v, const Buffers& b, unsigned grid) {
-    const unsigned ref_grid = unsigned(kwiki::sm_count()) * 8;
+// What a launch writes, poisoned: the partial sums of a read (grid words), or the whole destination.
+void poison_outputs(const Variant& v, const Buffers& b, unsigned grid, cudaStream_t s) {
+    if (v.kind == Kind::Read || v.kind == Kind::Reuse) kwiki::poison(b.sum, size_t(grid) * sizeof(uint32_t), s);
+    else kwiki::poison(b.dst, b.bytes, s);
+}
+
+// The reference checksums of the reads, regenerated from the fill's hash on the device (once each).
+struct Refs {
+    std::optional<uint32_t> read, reuse;
+    uint32_t get(const Variant& v, const Buffers& b) {
+        std::optional<uint32_t>& r = v.kind == Kind::Read ? read : reuse;
+        if (!r) {
+            uint32_t* out = b.sum + kMaxBlocks;
+            KWIKI_CHECK(cudaMemset(out, 0, sizeof(uint32_t)));
+            const unsigned ref_grid = unsigned(kwiki::sm_count()) * 8;
+            if (v.kind == Kind::Read) ref_sum<<<ref_grid, kThreads>>>(b.seed, b.bytes / 4, out);
+            else ref_dot<<<ref_grid, kThreads>>>(b.seed, b.vec_seed, b.bytes / 4, b.vec_bytes / 4, out);
+            KWIKI_CHECK_LAST();
+            uint32_t v32 = 0;
+            KWIKI_CHECK(cudaMemcpy(&v32, out, sizeof v32, cudaMemcpyDeviceToHost));
+            r = v32;
+        }
+        return *r;
+    }
+};
+
+// The last launch's output against the regenerated data.
+kwiki::CheckResult check_last(const Variant& v, const Buffers& b, unsigned grid, Refs& refs) {
     kwiki::CheckResult c;
     if (v.kind == Kind::Read || v.kind == Kind::Reuse) {
-        KWIKI_REQUIRE(grid <= kMaxBlocks, "grid larger than the partial-sum buffer");
-        uint32_t* ref = b.sum + kMaxBlocks;
-        KWIKI_CHECK(cudaMemset(b.sum, 0, (kMaxBlocks + 1) * sizeof(uint32_t)));
-        launch(v, b, grid, 0);
-        KWIKI_CHECK_LAST();
-        if (v.kind == Kind::Read) ref_sum<<<ref_grid, kThreads>>>(b.seed, b.bytes / 4, ref);
-        else ref_dot<<<ref_grid, kThreads>>>(b.seed, b.vec_seed, b.bytes / 4, b.vec_bytes / 4, ref);
-        KWIKI_CHECK_LAST();
-        std::vector<uint32_t> part(grid + 1);
+        const uint32_t want = refs.get(v, b);
+        std::vector<uint32_t> part(grid);
         KWIKI_CHECK(cudaMemcpy(part.data(), b.sum, grid * sizeof(uint32_t), cudaMemcpyDeviceToHost));
-        KWIKI_CHECK(cudaMemcpy(&part[grid], ref, sizeof(uint32_t), cudaMemcpyDeviceToHost));
-        uint32_t got[2] = {0, part[grid]};
-        for (unsigned i = 0; i < grid; ++i) got[0] += part[i];
-        c.passed = got[0] == got[1];
-        c.max_abs_err = got[0] == got[1] ? 0.0 : 1.0;
+        uint32_t got = 0;
+        for (uint32_t p : part) got += p;
+        c.passed = got == want;
+        c.max_abs_err = got == want ? 0.0 : 1.0;
         c.reference = v.kind == Kind::Read ? "sum of the 32-bit words mod 2^32, regenerated from the fill's hash"
                                            : "sum of matrix word * vector word mod 2^32, regenerated from the fill's hash";
         char d[96];
-        std::snprintf(d, sizeof d, "checksum %u, expected %u", got[0], got[1]);
+        std::snprintf(d, sizeof d, "checksum %u, expected %u", got, want);
         c.detail = d;
     } else {
         unsigned long long* bad = b.bad;
-        kwiki::poison(b.dst, b.bytes);
-        launch(v, b, grid, 0);
-        KWIKI_CHECK_LAST();
         KWIKI_CHECK(cudaMemset(bad, 0, sizeof *bad));
-        count_mismatch<<<ref_grid, kThreads>>>(reinterpret_cast<const uint32_t*>(b.dst), b.bytes / 4, b.seed,
-                                               v.kind == Kind::Write, b.salt, bad);
+        count_mismatch<<<unsigned(kwiki::sm_count()) * 8, kThreads>>>(reinterpret_cast<const uint32_t*>(b.dst), b.bytes / 4, b.seed,
+                                                                       v.kind == Kind::Write, b.salt, bad);
         KWIKI_CHECK_LAST();
         unsigned long long n_bad = 0;
         KWIKI_CHECK(cudaMemcpy(&n_bad, bad, sizeof n_bad, cudaMemcpyDeviceToHost));
@@ -499,7 +517,7 @@ kwiki::CheckResult check(const Variant& v, const Buffers& b, unsigned grid) {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv, variants());
+    kwiki::Args args(argc, argv, kVariants);
 
     Buffers b{};
     b.bytes = size_t(args.get_int("bytes", 4ll << 30));
@@ -518,43 +536,38 @@ int main(int argc, char** argv) {
     KWIKI_CHECK(cudaMalloc(&b.bad, sizeof(unsigned long long)));
     kwiki::fill_random(reinterpret_cast<uint32_t*>(b.src), b.bytes / 4, b.seed);
     kwiki::fill_random(reinterpret_cast<uint32_t*>(b.vec), b.vec_bytes / 4, b.vec_seed);
+    kwiki::Runner runner(args);
+    Refs refs;
 
     const bool sm100 = is_sm100();
-    struct Planned { const Variant* v; unsigned grid; kwiki::CheckResult check; };
-    std::vector<Planned> plan;
-    for (auto& v : variants()) {
+    const std::string shape = std::to_string(b.bytes);
+    std::vector<kwiki::Case> cases;
+    for (const Variant& v : kVariants) {
         if (!args.want(v.name)) continue;
         if (v.sm100_only && !sm100) {
             if (args.has("variants")) std::fprintf(stderr, "%s: needs sm_100, skipped\n", v.name);
             continue;
         }
-        unsigned grid = v.func ? grid_for(v, b) : 0;
-        plan.push_back({&v, grid, check(v, b, grid)});
-    }
-
-    kwiki::Bench bench(args.bench_options());
-    for (auto& p : plan)
-        if (p.check.passed) bench.add(p.v->name, [&b, &p](cudaStream_t s) { launch(*p.v, b, p.grid, s); });
-    std::map<std::string, kwiki::BenchResult> timed;
-    for (auto& r : bench.run()) timed[r.name] = r;
-
-    const std::string shape = std::to_string(b.bytes);
-    for (auto& p : plan) {
-        kwiki::Record rec;
-        rec.variant = p.v->name;
-        rec.params = {{"shape", shape}, {"dtype", "u8"}};
-        rec.bytes = bytes_moved(*p.v, b);
-        rec.check = p.check;
-        if (auto it = timed.find(p.v->name); it != timed.end()) rec.timing = it->second.timing, rec.clocks = it->second.clocks;
-        if (p.v->func) {
-            rec.set_regs(kwiki::kernel_regs(p.v->func));
-            rec.extra.emplace_back("grid", p.grid);
-            rec.extra.emplace_back("block", block_of(*p.v));
-            if (p.v->smem) rec.extra.emplace_back("smem_bytes", p.v->smem);
+        const unsigned grid = v.func ? grid_for(v, b) : 0;
+        KWIKI_REQUIRE(grid <= kMaxBlocks, "grid larger than the partial-sum buffer");
+        kwiki::Case c;
+        c.variant = v.name;
+        c.params = {{"shape", shape}, {"dtype", "u8"}};
+        c.bytes = bytes_moved(v, b);
+        c.bytes_level = "dram";
+        c.launch = [&v, &b, grid](cudaStream_t s) { launch(v, b, grid, s); };
+        c.poison = [&v, &b, grid](cudaStream_t s) { poison_outputs(v, b, grid, s); };
+        c.check = [&v, &b, grid, &refs] { return check_last(v, b, grid, refs); };
+        if (v.func) {
+            kwiki::add_regs(c.extra, v.func);
+            c.extra.emplace_back("grid", grid);
+            c.extra.emplace_back("block", block_of(v));
+            if (v.smem) c.extra.emplace_back("smem_bytes", v.smem);
         }
-        rec.extra.emplace_back("bytes_per_access", p.v->width);
-        rec.extra.emplace_back("accesses_in_flight", p.v->in_flight);
-        kwiki::emit(rec);
+        c.extra.emplace_back("bytes_per_access", v.width);
+        c.extra.emplace_back("accesses_in_flight", v.in_flight);
+        cases.push_back(std::move(c));
     }
+    runner.run(cases);
     return kwiki::exit_code();
 }

@@ -20,8 +20,12 @@
 //
 // Checking (before timing, every variant): the same kernel run with 3 k-blocks; CTA 0 writes its
 // accumulators, and every element of each warpgroup's 64xN tile is compared with 3 * (A B^T) computed in
-// fp64 on the host from the same bf16 (or tf32) values.
+// fp64 on the host from the same bf16 (or tf32) values (the record's check). Then the timed launch itself
+// (--iters k-blocks) is checked, and so are the re-checked timed samples (kwiki::Runner): iters * (A B^T),
+// within the bound of fp32 accumulation over 4 * iters wgmmas (iters_tolerance below). Bytes: none (the
+// operands stay in shared memory); flops only, in bf16 or tf32.
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,6 +49,20 @@ std::vector<double> host_reference(const std::vector<float>& A, const std::vecto
     for (int r = 0; r < 64 * wgs; ++r)
         for (int c = 0; c < N; ++c) out[size_t(r) * N + c] = iters * kwiki::gemm_element(A, B, kb, r, c);
     return out;
+}
+
+// The tolerance of the timed launch's output, iters * (A B^T) summed by 4 * iters wgmmas into fp32 accumulators:
+// each addition rounds by at most one ulp of the accumulator, which never exceeds iters * max_k-sum |a b|, so
+// |error| <= 4 * iters * 2^-23 * iters * max_abs_row_sum (a faithful fp32 sum's bound; the products are exact).
+kwiki::Tolerance iters_tolerance(const std::vector<float>& A, const std::vector<float>& B, int kb, int N, int wgs, int iters) {
+    double max_abs = 0;
+    for (int r = 0; r < 64 * wgs; ++r)
+        for (int c = 0; c < N; ++c) {
+            double s = 0;
+            for (int k = 0; k < kb; ++k) s += std::fabs(double(A[size_t(r) * kb + k]) * double(B[size_t(c) * kb + k]));
+            max_abs = std::max(max_abs, s);
+        }
+    return {1e-3 + 4.0 * iters * 0x1p-23 * iters * max_abs, 1e-3};
 }
 
 // fp32 values on the device -> rounded to tf32 (10 explicit mantissa bits, to nearest, ties away) on the
@@ -149,24 +167,24 @@ void run(const Launch& l, const void* A, const void* B, int iters, float* out, c
 // Variants
 // ===================================================================================================
 
-struct VariantInfo {
-    const char* name;
+// The table of variants (artifact.yaml lists the same names).
+struct Variant : kwiki::VariantInfo {
     int n, wgs;
     bool tf32;
     Launch (*prepare)();
 };
 
-const VariantInfo kVariants[] = {
-    {"n64_wg1", 64, 1, false, prepare<bf16, 64, 1>},
-    {"n128_wg1", 128, 1, false, prepare<bf16, 128, 1>},
-    {"n256_wg1", 256, 1, false, prepare<bf16, 256, 1>},
-    {"n64_wg2", 64, 2, false, prepare<bf16, 64, 2>},
-    {"n128_wg2", 128, 2, false, prepare<bf16, 128, 2>},
-    {"n256_wg2", 256, 2, false, prepare<bf16, 256, 2>},
-    {"tf32_n64_wg1", 64, 1, true, prepare<float, 64, 1>},
-    {"tf32_n128_wg1", 128, 1, true, prepare<float, 128, 1>},
-    {"tf32_n256_wg1", 256, 1, true, prepare<float, 256, 1>},
-    {"tf32_n256_wg2", 256, 2, true, prepare<float, 256, 2>},
+constexpr Variant kVariants[] = {
+    {{"n64_wg1"}, 64, 1, false, prepare<bf16, 64, 1>},
+    {{"n128_wg1"}, 128, 1, false, prepare<bf16, 128, 1>},
+    {{"n256_wg1"}, 256, 1, false, prepare<bf16, 256, 1>},
+    {{"n64_wg2"}, 64, 2, false, prepare<bf16, 64, 2>},
+    {{"n128_wg2"}, 128, 2, false, prepare<bf16, 128, 2>},
+    {{"n256_wg2"}, 256, 2, false, prepare<bf16, 256, 2>},
+    {{"tf32_n64_wg1"}, 64, 1, true, prepare<float, 64, 1>},
+    {{"tf32_n128_wg1"}, 128, 1, true, prepare<float, 128, 1>},
+    {{"tf32_n256_wg1"}, 256, 1, true, prepare<float, 256, 1>},
+    {{"tf32_n256_wg2"}, 256, 2, true, prepare<float, 256, 2>},
 };
 
 // ===================================================================================================
@@ -198,56 +216,54 @@ int main(int argc, char** argv) {
     const std::vector<float> hA = kwiki::to_host_float(A, rowsA * KB<bf16>), hB = kwiki::to_host_float(B, rowsB * KB<bf16>);
     const std::vector<float> hA32 = to_tf32(A32, rowsA * KB<float>), hB32 = to_tf32(B32, rowsB * KB<float>);
 
-    std::vector<const VariantInfo*> todo;
-    std::vector<Launch> launches;
-    std::vector<kwiki::CheckResult> checks;
-    for (auto& v : kVariants) {
+    kwiki::Runner runner(args);
+    std::vector<Launch> launches;  // one per case, alive until the runner is done
+    launches.reserve(std::size(kVariants));
+    std::vector<kwiki::Case> cases;
+    for (const Variant& v : kVariants) {
         if (!args.want(v.name)) continue;
-        todo.push_back(&v);
-        launches.push_back(v.prepare());
+        const Launch& l = launches.emplace_back(v.prepare());
         const size_t n = size_t(64) * v.wgs * v.n;
-        kwiki::poison(out, n * sizeof(float));
         const void* a = v.tf32 ? static_cast<const void*>(A32) : A;
         const void* b = v.tf32 ? static_cast<const void*>(B32) : B;
-        run(launches.back(), a, b, CHECK_ITERS, out, 0);
-        KWIKI_CHECK_LAST();
-        KWIKI_CHECK(cudaDeviceSynchronize());
-        std::vector<float> got = kwiki::to_host_float(out, n);
-        std::vector<double> ref = v.tf32 ? host_reference(hA32, hB32, KB<float>, v.n, v.wgs, CHECK_ITERS)
-                                         : host_reference(hA, hB, KB<bf16>, v.n, v.wgs, CHECK_ITERS);
-        // products of bf16 (or tf32) values are exact in fp32; the error is fp32 accumulation over 3 k-blocks
-        checks.push_back(kwiki::compare(got.data(), ref.data(), n, kwiki::Tolerance{1e-3, 1e-3},
-                                        "host fp64, every element of CTA 0's tiles, 3 k-blocks"));
-        std::fprintf(stderr, "check %-9s: %s\n", v.name, checks.back().detail.c_str());
-    }
-
-    kwiki::Bench bench(args.bench_options());
-    for (size_t i = 0; i < todo.size(); ++i)
-        if (checks[i].passed) {
-            const Launch l = launches[i];
-            const void* a = todo[i]->tf32 ? static_cast<const void*>(A32) : A;
-            const void* b = todo[i]->tf32 ? static_cast<const void*>(B32) : B;
-            bench.add(todo[i]->name, [=](cudaStream_t s) { run(l, a, b, iters, out, s); });
-        }
-    auto results = bench.run();
-
-    for (size_t i = 0; i < todo.size(); ++i) {
-        const VariantInfo& v = *todo[i];
-        const Launch& l = launches[i];
-        kwiki::Record rec;
-        rec.variant = v.name;
-        rec.params = {{"N", v.n}, {"warpgroups", v.wgs}, {"iters", iters}, {"dtype", v.tf32 ? "tf32" : "bf16"}};
-        // per warpgroup and k-block: 64 x N x KB multiply-adds (4 wgmmas of k16 bf16 or k8 tf32)
+        const std::vector<float>& ha = v.tf32 ? hA32 : hA;
+        const std::vector<float>& hb = v.tf32 ? hB32 : hB;
         const int kb = v.tf32 ? KB<float> : KB<bf16>;
-        rec.flops = double(l.grid) * v.wgs * double(iters) * 2.0 * 64 * v.n * kb;
-        rec.check = checks[i];
-        for (auto& b : results)
-            if (b.name == v.name) rec.timing = b.timing, rec.clocks = b.clocks;
-        rec.set_regs(kwiki::kernel_regs(reinterpret_cast<const void*>(l.kernel)));
-        rec.extra.emplace_back("grid", l.grid);
-        rec.extra.emplace_back("smem_bytes", l.smem);
-        kwiki::emit(rec);
+        // the timed launch's reference and tolerance (iters k-blocks), for its check and the re-checks
+        auto timed_ref = std::make_shared<std::vector<double>>(host_reference(ha, hb, kb, v.n, v.wgs, iters));
+        const kwiki::Tolerance timed_tol = iters_tolerance(ha, hb, kb, v.n, v.wgs, iters);
+        kwiki::Case c;
+        c.variant = v.name;
+        c.params = {{"N", v.n}, {"warpgroups", v.wgs}, {"iters", iters}, {"dtype", v.tf32 ? "tf32" : "bf16"}};
+        // per warpgroup and k-block: 64 x N x KB multiply-adds (4 wgmmas of k16 bf16 or k8 tf32)
+        c.flops = double(l.grid) * v.wgs * double(iters) * 2.0 * 64 * v.n * kb;
+        c.flops_dtype = v.tf32 ? "tf32" : "bf16";
+        c.bytes_level = "smem";  // no bytes declared: the operands are read from shared memory
+        c.launch = [&l, a, b, iters, out](cudaStream_t s) { run(l, a, b, iters, out, s); };
+        c.poison = [out, n](cudaStream_t s) { kwiki::poison(out, n * sizeof(float), s); };
+        // the record's check: 3 k-blocks, every element within 1e-3 (products of bf16 or tf32 values are exact in
+        // fp32; the error is fp32 accumulation over 3 k-blocks)
+        c.precheck = [&l, a, b, out, n, &ha, &hb, kb, &v] {
+            kwiki::poison(out, n * sizeof(float));
+            run(l, a, b, CHECK_ITERS, out, 0);
+            KWIKI_CHECK_LAST();
+            KWIKI_CHECK(cudaDeviceSynchronize());
+            std::vector<float> got = kwiki::to_host_float(out, n);
+            std::vector<double> ref = host_reference(ha, hb, kb, v.n, v.wgs, CHECK_ITERS);
+            return kwiki::compare(got.data(), ref.data(), n, kwiki::Tolerance{1e-3, 1e-3},
+                                  "host fp64, every element of CTA 0's tiles, 3 k-blocks");
+        };
+        c.check = [out, n, timed_ref, timed_tol] {
+            std::vector<float> got = kwiki::to_host_float(out, n);
+            return kwiki::compare(got.data(), timed_ref->data(), n, timed_tol, "host fp64, every element of CTA 0's tiles, iters k-blocks");
+        };
+        c.extra = {{"grid", l.grid}, {"smem_bytes", l.smem}};
+        kwiki::Fields regs;
+        kwiki::add_regs(regs, reinterpret_cast<const void*>(l.kernel));
+        c.extra.insert(c.extra.begin(), regs.begin(), regs.end());
+        cases.push_back(std::move(c));
     }
+    runner.run(cases);
     KWIKI_CHECK(cudaFree(A));
     KWIKI_CHECK(cudaFree(B));
     KWIKI_CHECK(cudaFree(A32));

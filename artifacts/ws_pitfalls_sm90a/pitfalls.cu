@@ -21,6 +21,10 @@
 //   tma_store_fenced      epilogue through shared memory and a TMA store, fence.proxy.async before it
 //   tma_store_no_fence    the same without the proxy fence (the TMA engine may read shared memory before
 //                         the threads' ordinary stores are visible to it), launched --repeats times
+//
+// Only cublas and stages_* are timed (kwiki::Runner: every timed sample poisoned, flushed, some re-checked on
+// the GPU against cuBLAS); the others are checked only, and the pitfalls fail their check (exit 1), never hang.
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -204,8 +208,8 @@ Launcher make_launch(const bf16* A, const bf16* B, bf16* C, Problem p, long long
 // Variants and shapes
 // ===================================================================================================
 
-struct VariantInfo {
-    const char* name;
+// The table of variants (artifact.yaml lists the same names).
+struct Variant : kwiki::VariantInfo {
     Problem shape;
     bool timed;     // part of the timed stage sweep
     int repeats;    // checked launches (the race variants run several)
@@ -215,18 +219,18 @@ struct VariantInfo {
 
 constexpr Problem kSweep{4096, 4096, 4096}, kSmall{1024, 1024, 4096};
 
-const VariantInfo kVariants[] = {
-    {"cublas", kSweep, true, 1, 0, nullptr},
-    {"stages_2", kSweep, true, 1, 2, make_launch<2, Bug::None>},
-    {"stages_3", kSweep, true, 1, 3, make_launch<3, Bug::None>},
-    {"stages_4", kSweep, true, 1, 4, make_launch<4, Bug::None>},
-    {"stages_5", kSweep, true, 1, 5, make_launch<5, Bug::None>},
-    {"stages_6", kSweep, true, 1, 6, make_launch<6, Bug::None>},
-    {"expect_tx_too_large", kSmall, false, 1, 4, make_launch<4, Bug::ExpectTxTooLarge>},
-    {"constant_phase", kSmall, false, 1, 2, make_launch<2, Bug::ConstantPhase>},
-    {"constant_phase_s6", kSmall, false, 1, 6, make_launch<6, Bug::ConstantPhase>},
-    {"tma_store_fenced", kSweep, false, 20, 4, make_launch<4, Bug::TmaStoreFenced>},
-    {"tma_store_no_fence", kSweep, false, 20, 4, make_launch<4, Bug::TmaStoreNoFence>},
+constexpr Variant kVariants[] = {
+    {{"cublas"}, kSweep, true, 1, 0, nullptr},
+    {{"stages_2"}, kSweep, true, 1, 2, make_launch<2, Bug::None>},
+    {{"stages_3"}, kSweep, true, 1, 3, make_launch<3, Bug::None>},
+    {{"stages_4"}, kSweep, true, 1, 4, make_launch<4, Bug::None>},
+    {{"stages_5"}, kSweep, true, 1, 5, make_launch<5, Bug::None>},
+    {{"stages_6"}, kSweep, true, 1, 6, make_launch<6, Bug::None>},
+    {{"expect_tx_too_large"}, kSmall, false, 1, 4, make_launch<4, Bug::ExpectTxTooLarge>},
+    {{"constant_phase"}, kSmall, false, 1, 2, make_launch<2, Bug::ConstantPhase>},
+    {{"constant_phase_s6"}, kSmall, false, 1, 6, make_launch<6, Bug::ConstantPhase>},
+    {{"tma_store_fenced"}, kSweep, false, 20, 4, make_launch<4, Bug::TmaStoreFenced>},
+    {{"tma_store_no_fence"}, kSweep, false, 20, 4, make_launch<4, Bug::TmaStoreNoFence>},
 };
 
 // ===================================================================================================
@@ -251,7 +255,7 @@ int main(int argc, char** argv) {
     int* errors;
     KWIKI_CHECK(cudaMalloc(&errors, sizeof(int)));
 
-    std::vector<Inputs> inputs;  // one set of random inputs per shape, shared by the variants of that shape
+    std::deque<Inputs> inputs;  // one set of random inputs per shape, shared by the variants of that shape
     auto inputs_for = [&](Problem p) -> Inputs& {
         for (auto& in : inputs)
             if (in.p.M == p.M && in.p.N == p.N && in.p.K == p.K) return in;
@@ -271,81 +275,72 @@ int main(int argc, char** argv) {
         return inputs.back();
     };
 
-    struct Row {
-        const VariantInfo* info;
-        Launcher launch;
-        bf16* out;
-        const void* func;
-        int smem;
-        kwiki::CheckResult check;
-        int timeouts;
+    kwiki::Runner runner(args);
+    struct Row {  // what a case's closures share, alive until the runner is done
+        bf16* out = nullptr;
+        const void* func = nullptr;
+        int smem = 0;
+        int timeouts = 0;
     };
-    std::vector<Row> rows;
-    for (auto& v : kVariants) {
+    std::deque<Row> rows;
+    std::vector<kwiki::Case> cases;
+    for (const Variant& v : kVariants) {
         if (!args.want(v.name)) continue;
         Inputs& in = inputs_for(v.shape);
         const Problem p = v.shape;
         const size_t nC = size_t(p.M) * p.N;
-        Row row{&v, nullptr, nullptr, nullptr, 0, {}, 0};
+        Row& row = rows.emplace_back();
         KWIKI_CHECK(cudaMalloc(&row.out, nC * 2));
-        if (v.make) row.launch = v.make(in.A, in.B, row.out, p, max_cycles, errors, &row.func, &row.smem);
-        else {
+        kwiki::Case c;
+        if (v.make) {
+            c.launch = v.make(in.A, in.B, row.out, p, max_cycles, errors, &row.func, &row.smem);
+        } else {
             bf16 *A = in.A, *B = in.B, *out = row.out;
-            row.launch = [=](cudaStream_t s) { kwiki::gemm_tn(handle, A, B, out, p.M, p.N, p.K, kwiki::kGemmBf16, s); };
+            c.launch = [=](cudaStream_t s) { kwiki::gemm_tn(handle, A, B, out, p.M, p.N, p.K, kwiki::kGemmBf16, s); };
         }
-        // checked launches: every one must pass (the race variants get several chances to fail)
-        const int n = repeats > 0 ? repeats : v.repeats;
+        c.variant = v.name;
+        c.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", "bf16"}};
+        c.flops = 2.0 * p.M * p.N * double(p.K);
+        c.flops_dtype = "bf16";
+        c.bytes = 2.0 * (double(p.M) * p.K + double(p.N) * p.K + double(p.M) * p.N);
+        c.timed = v.timed;
+        c.check_runs = repeats > 0 ? repeats : v.repeats;  // every checked launch must pass (races get several chances)
+        c.poison = [&row, nC, errors](cudaStream_t s) {
+            kwiki::poison(row.out, nC * 2, s);
+            KWIKI_CHECK(cudaMemsetAsync(errors, 0, sizeof(int), s));
+        };
         const kwiki::Tolerance tol = kwiki::gemm_tolerance(kwiki::GemmPrecision::bf16, p.K);
-        row.check.passed = true;
-        int failed_runs = 0;
-        for (int i = 0; i < n; ++i) {
-            kwiki::poison(row.out, nC * 2);
-            KWIKI_CHECK(cudaMemset(errors, 0, sizeof(int)));
-            row.launch(0);
-            KWIKI_CHECK_LAST();
-            KWIKI_CHECK(cudaDeviceSynchronize());
+        // the wait bound's timeouts, then the output: on the host (check) or on the GPU (re-checked samples)
+        auto judge = [&row, errors, max_cycles](kwiki::CheckResult c) {
             int e = 0;
             KWIKI_CHECK(cudaMemcpy(&e, errors, sizeof(int), cudaMemcpyDeviceToHost));
-            auto got = kwiki::to_host_float(row.out, nC);
-            kwiki::CheckResult c = kwiki::compare(got.data(), in.ref.data(), nC, tol, "cuBLAS on the same inputs (every element)");
             row.timeouts += e;
             if (e > 0) {
                 c.passed = false;
                 c.detail = std::to_string(e) + " mbarrier waits timed out after " + std::to_string(max_cycles) +
                            " cycles (an unbounded wait would hang); " + c.detail;
             }
-            if (!c.passed) ++failed_runs;
-            if (i == 0 || (!c.passed && row.check.passed)) row.check = c;
-        }
-        if (n > 1) row.check.detail += "; " + std::to_string(failed_runs) + " of " + std::to_string(n) + " launches failed";
-        std::fprintf(stderr, "check %-20s %dx%dx%d: %s\n", v.name, p.M, p.N, p.K, row.check.detail.c_str());
-        rows.push_back(std::move(row));
+            return c;
+        };
+        c.check = [&row, &in, nC, tol, judge] {
+            auto got = kwiki::to_host_float(row.out, nC);
+            return judge(kwiki::compare(got.data(), in.ref.data(), nC, tol, "cuBLAS on the same inputs (every element)"));
+        };
+        c.recheck = [&row, &in, nC, tol, judge] {
+            return judge(kwiki::compare_device(row.out, in.Cref, nC, tol, "cuBLAS on the same inputs (every element)"));
+        };
+        c.finish = [&row, &v](kwiki::Record& r) {
+            r.extra.emplace_back("stages", v.stages);
+            r.extra.emplace_back("wait_timeouts", row.timeouts);
+            if (row.func) {
+                r.set_regs(kwiki::kernel_regs(row.func));
+                r.extra.emplace_back("smem_bytes", row.smem);
+            }
+        };
+        cases.push_back(std::move(c));
     }
-
-    kwiki::Bench bench(args.bench_options());
-    for (auto& r : rows)
-        if (r.info->timed && r.check.passed) bench.add(r.info->name, r.launch);
-    auto results = bench.run();
-
-    for (auto& r : rows) {
-        const Problem p = r.info->shape;
-        kwiki::Record rec;
-        rec.variant = r.info->name;
-        rec.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", "bf16"}};
-        rec.flops = 2.0 * p.M * p.N * double(p.K);
-        rec.bytes = 2.0 * (double(p.M) * p.K + double(p.N) * p.K + double(p.M) * p.N);
-        rec.check = r.check;
-        for (auto& b : results)
-            if (b.name == r.info->name) rec.timing = b.timing, rec.clocks = b.clocks;
-        rec.extra.emplace_back("stages", r.info->stages);
-        rec.extra.emplace_back("wait_timeouts", r.timeouts);
-        if (r.func) {
-            rec.set_regs(kwiki::kernel_regs(r.func));
-            rec.extra.emplace_back("smem_bytes", r.smem);
-        }
-        kwiki::emit(rec);
-        KWIKI_CHECK(cudaFree(r.out));
-    }
+    runner.run(cases);
+    for (Row& r : rows) KWIKI_CHECK(cudaFree(r.out));
     for (auto& in : inputs) KWIKI_CHECK(cudaFree(in.A)), KWIKI_CHECK(cudaFree(in.B)), KWIKI_CHECK(cudaFree(in.Cref));
     KWIKI_CHECK(cudaFree(errors));
     KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(handle));

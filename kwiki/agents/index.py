@@ -43,8 +43,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple, Optional, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from kwiki.core.errors import KwikiError
 from kwiki.verify.storelines import RESULTS_DIR
@@ -458,7 +459,7 @@ def _apply(conn: sqlite3.Connection, root: Path, current: Snapshot, stored: Snap
     return done
 
 
-Known = tuple[Optional[str], Optional[int], Optional[str]]  # (head, page pk, raw) of an indexed file
+Known = tuple[str | None, int | None, str | None]  # (head, page pk, raw) of an indexed file
 
 
 def _heads(conn: sqlite3.Connection, paths: list[str]) -> dict[str, Known]:
@@ -466,7 +467,8 @@ def _heads(conn: sqlite3.Connection, paths: list[str]) -> dict[str, Known]:
     for i in range(0, len(paths), 500):
         chunk = paths[i : i + 500]
         marks = ",".join("?" * len(chunk))
-        for path, head, page, raw in conn.execute(f"SELECT path, head, page, raw FROM files WHERE path IN ({marks})", chunk):
+        rows = conn.execute(f"SELECT path, head, page, raw FROM files WHERE path IN ({marks})", chunk)
+        for path, head, page, raw in rows:
             out[path] = (head, page, raw)
     return out
 
@@ -714,8 +716,8 @@ def _insert(conn: sqlite3.Connection, record: _Record) -> None:
     traced = 1 if page is not None and page.get("traced") else None
     conn.execute(
         "INSERT INTO files (path, head, raw, page, page_id, problems, traced) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (record.path, record.head, record.raw, pk, record.page_id, json.dumps(record.problems) if page is None else None,
-         traced),
+        (record.path, record.head, record.raw, pk, record.page_id,
+         json.dumps(record.problems) if page is None else None, traced),
     )
 
 

@@ -16,8 +16,9 @@ edit to a page shows in the next call. Works with the official MCP Python SDK, 1
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -46,19 +47,26 @@ source-reported figures as claims, not facts."""
 
 Arch = Annotated[
     str,
-    Field(description="GPU architecture of the target hardware, e.g. 'sm_90' (H100/H200), 'sm_100' (B200), 'sm_80' (A100)"),
+    Field(description="GPU architecture of the target hardware, e.g. 'sm_90' (H100/H200), 'sm_100' (B200), "
+                      "'sm_80' (A100)"),
 ]
 Tags = Annotated[
     list[str] | None,
     Field(description="tags the page must all have, e.g. ['tma', 'warp-specialization']; list_tags() shows them"),
 ]
-Op = Annotated[str | None, Field(description="operation the page applies to, e.g. 'gemm', 'gemv', 'attention', 'reduction'")]
+Op = Annotated[
+    str | None,
+    Field(description="operation the page applies to, e.g. 'gemm', 'gemv', 'attention', 'reduction'"),
+]
 Evidence = Annotated[
     str | None,
     Field(description="minimum evidence level: 'spec', 'source-reported', 'measured' or 'verified'"),
 ]
 Limit = Annotated[int, Field(ge=1, le=500, description="maximum number of results")]
-PageId = Annotated[str, Field(description="page id, as in the 'id' of a search result, e.g. 'technique-vectorized-loads'")]
+PageId = Annotated[
+    str,
+    Field(description="page id, as in the 'id' of a search result, e.g. 'technique-vectorized-loads'"),
+]
 
 
 def _sdk() -> tuple[Any, Any, Any]:
@@ -141,14 +149,19 @@ def build_server(root: Path) -> Any:
         text: Annotated[str | None, Field(description="words to search for, e.g. 'tma multicast cluster'")] = None,
         tags: Tags = None,
         match_any_tag: Annotated[bool, Field(description="true: a page needs only one of `tags`")] = False,
-        arch: Annotated[str | None, Field(description="GPU architecture the page's code must run on, e.g. 'sm_90'")] = None,
+        arch: Annotated[
+            str | None, Field(description="GPU architecture the page's code must run on, e.g. 'sm_90'")
+        ] = None,
         type: Annotated[
             str | None,
-            Field(description="page type: technique, algorithm, kernel, pattern, skill, hardware, pitfalls, api, concept, guide, reference"),
+            Field(description="page type: technique, algorithm, kernel, pattern, skill, hardware, pitfalls, api, "
+                              "concept, guide, reference"),
         ] = None,
         evidence: Evidence = None,
         op: Op = None,
-        verified_on: Annotated[str | None, Field(description="part of a GPU name the page was verified on, e.g. 'H200'")] = None,
+        verified_on: Annotated[
+            str | None, Field(description="part of a GPU name the page was verified on, e.g. 'H200'")
+        ] = None,
         limit: Limit = 20,
     ) -> QueryOutput:
         q = Query(

@@ -52,7 +52,8 @@ class MeasuredView(_Out):
     drift: float | None = Field(default=None, description="relative move of the latest run from the series median, "
                                                           "set only when outside the run-to-run band")
     provisional: bool = Field(default=False, description="fewer runs than a verdict needs (3): not verified")
-    gates: list[GateView] = Field(default_factory=list, description="gates that refused the figure (value is then null)")
+    gates: list[GateView] = Field(default_factory=list,
+                                  description="gates that refused the figure (value is then null)")
 
 
 class ClaimView(_Out):
@@ -64,7 +65,8 @@ class ClaimView(_Out):
     unit: str
     claimed: ClaimedView
     measured: MeasuredView | None = Field(description="null until kwiki verify measured the claim")
-    verdict: str | None = Field(description="reproduced, better, worse, failed, not-applicable, ... or null if never measured")
+    verdict: str | None = Field(
+        description="reproduced, better, worse, failed, not-applicable, ... or null if never measured")
     gpu: str | None = Field(description="GPU of the latest measurement")
     date: str | None = Field(description="date of the latest measurement")
     traceable: bool | None = Field(default=None, description="whether the results store holds the runs the measured "

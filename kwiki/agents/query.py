@@ -57,8 +57,8 @@ class Query:
     """What `kwiki query` (and the MCP tools) ask the index for. A plain class, not a dataclass:
     importing `dataclasses` costs a warm query about 8 ms."""
 
-    __slots__ = ("tags", "any_tag", "arch", "type", "evidence", "op", "text", "verified_on", "limit", "types",
-                 "best_first")
+    __slots__ = ("any_tag", "arch", "best_first", "evidence", "limit", "op", "tags", "text", "type", "types",
+                 "verified_on")
 
     def __init__(self, *, tags: list[str] | None = None, any_tag: bool = False, arch: str | None = None,
                  type: str | None = None, evidence: str | None = None, op: str | None = None,
@@ -119,7 +119,8 @@ def _where(conn: sqlite3.Connection, q: Query) -> tuple[list[str], list[Any]]:
             raise UsageError(f"--arch: {exc}") from None
         known = [row[0] for row in conn.execute("SELECT DISTINCT value FROM facets WHERE kind = 'arch'")]
         archs = sorted(a for a in known if compatible(a, q.arch))
-        where.append(f"p.pk IN (SELECT page FROM facets WHERE kind = 'arch' AND value IN ({','.join('?' * len(archs))}))")
+        marks = ",".join("?" * len(archs))
+        where.append(f"p.pk IN (SELECT page FROM facets WHERE kind = 'arch' AND value IN ({marks}))")
         params += archs
     if q.type:
         where.append("p.type = ?")
@@ -167,7 +168,7 @@ def _page_types(conn: sqlite3.Connection, names: list[str]) -> list[str]:
     from kwiki.wiki.model import PageType  # only when no indexed page has the type: the model is slow to import
 
     valid = [t.value for t in PageType]
-    for name, given in zip(wanted, names):
+    for name, given in zip(wanted, names, strict=True):
         if name not in valid:
             raise UsageError(f"--type {given!r}: not a page type (one of: {', '.join(valid)})"
                              + did_you_mean(name, valid))

@@ -111,7 +111,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 
 
 def _dev_addr(text: str) -> str:
-    host, _, port = text.rpartition(":")
+    port = text.rpartition(":")[2]
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT with a port from 1 to 65535, "
                                          "such as 127.0.0.1:8000")
@@ -137,7 +137,8 @@ COMMANDS = {
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or (for a known `command`) one with that command's options only:
     building every subcommand's options costs a quick `kwiki query` a few milliseconds."""
-    parser = argparse.ArgumentParser(prog="kwiki", description="KernelWiki: GPU kernel techniques with re-measured numbers.")
+    parser = argparse.ArgumentParser(prog="kwiki",
+                                     description="KernelWiki: GPU kernel techniques with re-measured numbers.")
     parser.add_argument("--version", action="version", version=f"kwiki {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -46,7 +46,8 @@ def run(args: Any) -> int:
     shown, total = len(doc["results"]), doc["total"]
     print(f"{shown} of {total} pages" if shown < total else f"{total} page{'s' * (total != 1)}")
     if left_out:
-        print(f"({left_out} page{'s' * (left_out != 1)} with errors left out; 'kwiki check' lists them)", file=sys.stderr)
+        print(f"({left_out} page{'s' * (left_out != 1)} with errors left out; 'kwiki check' lists them)",
+              file=sys.stderr)
     return 0
 
 
@@ -71,4 +72,4 @@ def _print_table(header: list[str], rows: list[list[str]]) -> None:
         last = str(row[-1])
         if len(last) > room:
             last = last[: room - 3] + "..."
-        print("  ".join([*(str(c).ljust(w) for c, w in zip(row, widths)), last]).rstrip())
+        print("  ".join([*(str(c).ljust(w) for c, w in zip(row, widths, strict=False)), last]).rstrip())

@@ -58,7 +58,7 @@ def render_text(doc: dict[str, Any]) -> str:
                 verdict = f"UNTRACEABLE (says {verdict})"
             rows.append([c["id"], c["claimed"]["text"], measured, verdict, c["gpu"] or "-", c["date"] or "-"])
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+        lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     if untraceable:
         lines += ["", "Untraceable (nothing on this page counts as verified):"]
         lines += [f"  - {reason}" for reason in untraceable]

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Union
-
 from pydantic import BaseModel, ConfigDict
 
 # a value a record's params or extras, or a claim's selector, may hold
-Scalar = Union[bool, int, float, str]
+Scalar = bool | int | float | str
 
 
 class Strict(BaseModel):

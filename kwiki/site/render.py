@@ -27,7 +27,7 @@ LANGUAGES = {".cu": "cuda", ".cuh": "cuda", ".c": "c", ".h": "c", ".cc": "cpp", 
              ".cxx": "cpp", ".py": "python", ".sh": "bash", ".yaml": "yaml", ".yml": "yaml", ".json": "json",
              ".ptx": "text", ".txt": "text", ".mk": "make", ".cmake": "cmake", ".toml": "toml"}
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|#!~])")
-VERDICT_CLASS = {**{v: "pass" for v in PASSING}, **{v: "fail" for v in NOT_REPRODUCED},
+VERDICT_CLASS = {**dict.fromkeys(PASSING, "pass"), **dict.fromkeys(NOT_REPRODUCED, "fail"),
                  Verdict.error: "error", Verdict.ambiguous: "warn"}
 
 

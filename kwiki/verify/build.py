@@ -104,13 +104,14 @@ def cache_key(job: BuildJob, root: Path, compiler_version: str | None) -> str:
     return h.hexdigest()[:20]
 
 
-def artifact_hash(directory: Path, root: Path) -> str:
-    """Hash of an artifact's whole directory and the shared common directory (provenance).
+def artifact_hash(directory: Path, root: Path, also: list[Path] | None = None) -> str:
+    """Hash of an artifact's whole directory and the shared common directory (provenance), and of
+    the directories in `also` (the artifact whose binary it runs, for `build.binary_of`).
 
     A committed link that leads out of the repository is never read (the containment rule).
     """
     h = hashlib.sha256()
-    for base in (directory, root / COMMON_DIR):
+    for base in (directory, *(also or []), root / COMMON_DIR):
         if not base.is_dir():
             continue
         for path in sorted(p for p in base.rglob("*")
@@ -187,8 +188,9 @@ def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | N
         try:
             cached = json.loads(meta.read_text())
             kernels = {k: KernelResources(**v) for k, v in cached.get("kernels", {}).items()}
-            return BuildResult(job.artifact, job.target, True, True, key, str(binary), 0.0,
-                               cached.get("command", []), str(final / "build.log"), None, kernels)
+            hit = BuildResult(job.artifact, job.target, True, True, key, str(binary), 0.0,
+                              cached.get("command", []), str(final / "build.log"), None, kernels)
+            return agree_on_variants(job, root, hit)
         except (ValueError, TypeError):
             pass  # a damaged cache entry is rebuilt
     if started is not None:
@@ -226,8 +228,46 @@ def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | N
         indent=1, sort_keys=True).encode())
     shutil.rmtree(final, ignore_errors=True)
     os.replace(staging, final)
-    return BuildResult(job.artifact, job.target, True, False, key, str(binary), res.seconds, list(argv),
-                       str(final / "build.log"), None, kernels)
+    built = BuildResult(job.artifact, job.target, True, False, key, str(binary), res.seconds, list(argv),
+                        str(final / "build.log"), None, kernels)
+    return agree_on_variants(job, root, built)
+
+
+LIST_VARIANTS_TIMEOUT_S = 60.0
+
+
+def agree_on_variants(job: BuildJob, root: Path, result: BuildResult) -> BuildResult:
+    """A built CUDA binary must list (`--list-variants`, printed before any CUDA call, so no GPU is needed)
+    exactly the variants its manifest declares; otherwise the build fails with both lists, located at the
+    manifest. Not checked: `host` targets (fixtures need not implement the flag), and artifacts whose
+    run.command is not the binary itself (a driver runs it, and the driver's variants are the manifest's)."""
+    command_ = job.manifest.run.command
+    if not result.ok or not result.binary or job.target == HOST or (command_ and command_[0] != "{binary}"):
+        return result
+    manifest = job.directory / MANIFEST
+    where = f"{manifest.relative_to(root).as_posix() if manifest.is_relative_to(root) else manifest}: variants"
+    res = run_group([result.binary, "--list-variants"], cwd=job.directory, timeout=LIST_VARIANTS_TIMEOUT_S)
+    declared = [v.name for v in job.manifest.variants]
+    listed = [line.strip() for line in res.stdout.splitlines() if line.strip()]
+    if res.start_error or res.timed_out or res.returncode != 0:
+        why = res.start_error or (f"timed out after {LIST_VARIANTS_TIMEOUT_S:g} s" if res.timed_out else
+                                  f"exited {res.returncode}")
+        tail = " | ".join(res.stderr.strip().splitlines()[-2:])[:200]
+        result.error = (f"{where}: `{job.artifact} --list-variants` {why}{': ' + tail if tail else ''}; a CUDA "
+                        f"artifact prints its variant table with it (kwiki::Args does, before any CUDA call)")
+    elif sorted(listed) != sorted(declared) or len(set(listed)) != len(listed):
+        missing = [n for n in declared if n not in listed]
+        unknown = [n for n in listed if n not in declared]
+        diff = "; ".join(part for part in (f"missing from the binary: {', '.join(missing)}" if missing else "",
+                                           f"not in the manifest: {', '.join(unknown)}" if unknown else "",
+                                           "the binary lists a name twice" if len(set(listed)) != len(listed) else "")
+                         if part)
+        result.error = (f"{where}: the binary's --list-variants and the manifest disagree ({diff}): binary lists "
+                        f"[{', '.join(listed)}]; manifest lists [{', '.join(declared)}]")
+    else:
+        return result
+    result.ok = False
+    return result
 
 
 def build_all(jobs: list[BuildJob], root: Path, *, nvcc: str | None, nvcc_version: str | None,

@@ -161,12 +161,14 @@ def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str,
         res.matches_hardware = claim.conditions.gpu.lower() in gpu.name.lower()
     m = claim.measure
     if m is None:
-        res.detail = (f"{claim.evidence}: {claim.source}" if claim.source else claim.evidence) + "; no artifact measures it"
+        said = f"{claim.evidence}: {claim.source}" if claim.source else claim.evidence
+        res.detail = said + "; no artifact measures it"
         return res
     res.figure = _describe(m.of) + (f" / {_describe(m.per)}" if m.per else "")
     planned = plan.artifact_for(page, m.artifact)
     if planned is None:
-        res.verdict, res.detail = Verdict.error, f"artifact {m.artifact!r} is not an artifact directory with {'artifact.yaml'}"
+        res.verdict = Verdict.error
+        res.detail = f"artifact {m.artifact!r} is not an artifact directory with {'artifact.yaml'}"
         return res
     res.artifact = planned.path
     if planned.manifest is None:

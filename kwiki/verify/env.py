@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kwiki import __version__
 
@@ -69,24 +70,27 @@ def nvml_gpus() -> tuple[list[Gpu], str | None, str | None, str | None]:
         driver = _text(pynvml.nvmlSystemGetDriverVersion())
         cuda_v = pynvml.nvmlSystemGetCudaDriverVersion()
         cuda = f"{cuda_v // 1000}.{(cuda_v % 1000) // 10}"
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
-            gpus.append(Gpu(
-                index=i,
-                name=_text(pynvml.nvmlDeviceGetName(h)),
-                uuid=_text(pynvml.nvmlDeviceGetUUID(h)),
-                cc=major * 10 + minor,
-                sm_count=_try(lambda: pynvml.nvmlDeviceGetNumGpuCores(h) // _CORES_PER_SM.get(major * 10 + minor, 128)),
-                memory_gib=round(pynvml.nvmlDeviceGetMemoryInfo(h).total / 2**30, 1),
-                sm_mhz=_try(lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
-                sm_mhz_max=_try(lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)),
-                throttle=_try(lambda: _reasons(pynvml.nvmlDeviceGetCurrentClocksEventReasons(h))) or [],
-            ))
+        gpus = [_nvml_gpu(pynvml, i) for i in range(pynvml.nvmlDeviceGetCount())]
         return gpus, driver, cuda, None
     finally:
         pynvml.nvmlShutdown()
+
+
+def _nvml_gpu(pynvml: Any, i: int) -> Gpu:
+    """GPU `i` as NVML describes it; the optional queries are None where the driver lacks them."""
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+    major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+    return Gpu(
+        index=i,
+        name=_text(pynvml.nvmlDeviceGetName(h)),
+        uuid=_text(pynvml.nvmlDeviceGetUUID(h)),
+        cc=major * 10 + minor,
+        sm_count=_try(lambda: pynvml.nvmlDeviceGetNumGpuCores(h) // _CORES_PER_SM.get(major * 10 + minor, 128)),
+        memory_gib=round(pynvml.nvmlDeviceGetMemoryInfo(h).total / 2**30, 1),
+        sm_mhz=_try(lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
+        sm_mhz_max=_try(lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)),
+        throttle=_try(lambda: _reasons(pynvml.nvmlDeviceGetCurrentClocksEventReasons(h))) or [],
+    )
 
 
 def clocks(index: int) -> dict:

@@ -73,7 +73,8 @@ def physical(record: Record, gpu: Gpu) -> list[Finding]:
         peak = peaks.bytes_peak(gpu, record.bytes_level)
         if peak is not None and tb > peak.value * limit:
             out.append(Finding(PHYSICAL, f"{fmt(tb, 3)} TB/s of {LEVEL_NAMES[record.bytes_level]} bytes > "
-                                         f"{fmt(peak.value, 4, trim=True)} TB/s x {limit:g} physical peak of {gpu.name} ({peak.basis})"))
+                                         f"{fmt(peak.value, 4, trim=True)} TB/s x {limit:g} physical peak of "
+                                         f"{gpu.name} ({peak.basis})"))
     if tflop is not None:
         dtype = record.flops_dtype or record.params.get("dtype")
         peak, used = peaks.flops_peak(gpu, str(dtype) if dtype is not None else None)

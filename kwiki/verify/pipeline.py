@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from kwiki import SCHEMA_VERSION
 from kwiki.core.errors import EnvironmentProblem, Problem
@@ -22,7 +22,6 @@ from kwiki.verify.writeback import write_back
 from kwiki.wiki.catalog import load_wiki
 from kwiki.wiki.model import Provenance
 from kwiki.wiki.verdict import BLOCKING
-
 
 
 @dataclass
@@ -99,7 +98,7 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
            write: bool, jobs: int, progress: Callable[[str], None], until_runs: int | None = None,
            require_gpu: bool = False) -> Report:
     t0 = time.monotonic()
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     wiki = load_wiki(root)
     pages = select_pages(wiki, ids, tags, arch)
     problems = [p for page in pages for p in page.problems if p.severity == "error"]

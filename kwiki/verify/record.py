@@ -22,7 +22,7 @@ RECORD_VERSION = 1
 # Bump it when the measurement itself changes, in the same change that lands the new protocol;
 # never for a refactor, a new artifact, variant or shape (the artifact's own hash and the record's
 # params keep those apart), nor for a change of one artifact's sources (its hash already moves).
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: the shared runner (per-sample poison and re-checks, CUPTI busy time, NVML windows)
 
 
 class Timing(Strict):
@@ -55,8 +55,37 @@ class Check(Strict):
 
 
 class Clocks(Strict):
-    sm_mhz_before: float | None = None
-    sm_mhz_after: float | None = None
+    """The SM clock and NVML's power figures over a record's sampling window (protocol 2; all optional).
+
+    Protocol 1 read the clock only before the first and after the last sample (sm_mhz_before/after).
+    Protocol 2 reads NVML while each sample's launch runs: the SM clock; the clock-event reasons, so that a
+    sample's window counts towards power_cap_s, thermal_s or hw_slowdown_s when its reason is set (NVML's
+    violation counters where there are no reasons); and the board power, energy_j being power x window.
+    window_s is the samples' windows summed: the denominator of the three times."""
+
+    sm_mhz_before: float | None = Field(default=None, gt=0, description="SM clock at the first sample, MHz")
+    sm_mhz_after: float | None = Field(default=None, gt=0, description="SM clock at the last sample, MHz")
+    sm_mhz_min: float | None = Field(default=None, gt=0, description="lowest SM clock over the samples, MHz")
+    sm_mhz_median: float | None = Field(default=None, gt=0, description="median SM clock over the samples, MHz")
+    sm_mhz_max: float | None = Field(default=None, gt=0, description="highest SM clock over the samples, MHz")
+    power_cap_s: float | None = Field(default=None, ge=0, description="time the clocks were held down by the power cap")
+    thermal_s: float | None = Field(default=None, ge=0, description="time held down by thermal slowdown")
+    hw_slowdown_s: float | None = Field(default=None, ge=0, description="time under hardware slowdown (HW, HW thermal, "
+                                                                       "power brake)")
+    energy_j: float | None = Field(default=None, ge=0, description="NVML's board power times the samples' windows, J")
+    window_s: float | None = Field(default=None, ge=0, description="the samples' windows the counters cover, summed")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Clocks:
+        lo, mid, hi = self.sm_mhz_min, self.sm_mhz_median, self.sm_mhz_max
+        if lo is not None and mid is not None and hi is not None and not lo <= mid <= hi:
+            raise ValueError("clocks must satisfy sm_mhz_min <= sm_mhz_median <= sm_mhz_max")
+        return self
+
+    @property
+    def sm_mhz(self) -> float | None:
+        """The record's SM clock: the median over its samples, else the last reading."""
+        return self.sm_mhz_median if self.sm_mhz_median is not None else self.sm_mhz_after
 
 
 class Record(Strict):
@@ -72,6 +101,12 @@ class Record(Strict):
         default=None, description="the dtype `flops` run in (bf16, fp16, tf32, fp8, fp32, ...); when absent the "
                                   "physical gate takes params.dtype, else the architecture's highest rate")
     timing: Timing | None = None
+    timing_source: Literal["cupti", "events"] | None = Field(
+        default=None, description="what timed the samples: CUPTI's GPU timestamps of all work on every stream, or "
+                                  "a CUDA event pair on the launch stream (the fallback)")
+    protocol: int | None = Field(default=None, ge=1, description="the measurement protocol of the artifact's run "
+                                                                 "(PROTOCOL_VERSION of kwiki_bench.cuh)")
+    rechecked: int | None = Field(default=None, ge=0, description="timed samples compared with the reference")
     check: Check
     clocks: Clocks = Field(default_factory=Clocks)
     extra: dict[str, Scalar] = Field(default_factory=dict)
@@ -98,8 +133,8 @@ class Record(Strict):
         if self.flops:
             out["tflop_per_s"] = self.flops / t / 1e6
             out["gflop_per_s"] = self.flops / t / 1e3
-        if self.clocks.sm_mhz_after is not None:
-            out["sm_mhz"] = self.clocks.sm_mhz_after
+        if self.clocks.sm_mhz is not None:
+            out["sm_mhz"] = self.clocks.sm_mhz
         return out
 
 

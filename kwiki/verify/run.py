@@ -122,7 +122,8 @@ def _run(planned: PlannedArtifact, build: BuildResult, variants: list[str], time
                     max_output=planned.manifest.run.max_output_bytes)
     log_dir = root / RUNS_DIR / run_id
     log_dir.mkdir(parents=True, exist_ok=True)
-    suffix = "" if len(variants) > 1 or not planned.isolated or variants[0] not in planned.isolated else f"-{variants[0]}"
+    alone = len(variants) == 1 and variants[0] in planned.isolated
+    suffix = f"-{variants[0]}" if alone else ""
     log = log_dir / f"{name}{suffix}.log"
     log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
                    f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")

@@ -191,7 +191,8 @@ def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: G
             _figure(r, m.ceiling is not None), vs, of_sol, _sm_mhz(r), regs)) + " |")
     failed = [o for o in outcomes if o.status != "ok"]
     for o in failed:
-        rows.append(f"| `{','.join(o.variants)}` | run {o.status}: {_cell(o.message[:120])} | | — | — | — | — | — | — |")
+        rows.append(f"| `{','.join(o.variants)}` | run {o.status}: {_cell(o.message[:120])} "
+                    "| | — | — | — | — | — | — |")
     for name in planned.not_applicable:
         v = m.variant(name)
         rows.append(f"| `{name}` | {_cell(v.description if v else '')} | not applicable on "

@@ -22,8 +22,9 @@ state is "untraceable" (kwiki.verify.standing), never "verified".
 Blocks written before run ids (their claims name no `run_ids`, `runs` nor `series`) trace through
 the claim row the same older kwiki wrote alongside them: the store must hold a claim row of that
 page and claim, itself written before series, on the provenance's GPU and date, with the block's
-verdict and value, and a change that tells a drift as the block's does. Such a claim is traceable but `kwiki check` warns that it was written
-before traceability (re-run `kwiki verify`). A hand-written block without run ids finds no such
+verdict and value, and a change that tells a drift as the block's does. Such a claim is traceable
+but `kwiki check` warns that it was written before traceability (re-run `kwiki verify`). A
+hand-written block without run ids finds no such
 row and is untraceable.
 
 Threat model. The results store is a file committed next to the pages, so traceability catches

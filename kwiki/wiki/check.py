@@ -325,6 +325,6 @@ def check_links(page: Page, root: Path, known: frozenset[str] | None = None) -> 
         if not exists:
             out.append(Problem(page.path, line, "link", f"link {target!r} leads to a file that does not exist"))
         elif not str(resolved).startswith(str((root / WIKI_DIR).resolve()) + os.sep):
-            out.append(Problem(page.path, line, "link",
-                               f"link {target!r} leaves wiki/; the site cannot serve it (link to the source on the web or embed it)"))
+            out.append(Problem(page.path, line, "link", f"link {target!r} leaves wiki/; the site cannot serve it "
+                                                        "(link to the source on the web or embed it)"))
     return out

@@ -14,7 +14,8 @@ that whatever these functions accept, the model accepts and stores the same way.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _TAG_WORD = re.compile(r"[a-z0-9+#.*/]+(?:-[a-z0-9+#.*/]+)*")
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -118,7 +119,8 @@ def parse_yaml(source: str, first_line: int = 1) -> tuple[Any, dict[Path_, int]]
         line = to_line(mark.line) if mark else first_line
         raise FrontMatterError(f"invalid YAML: {exc.problem or exc.context}", line=line) from None
     except yaml.reader.ReaderError as exc:
-        raise FrontMatterError(f"invalid YAML: {exc.reason}", line=_reader_line(source, exc.position, to_line)) from None
+        line = _reader_line(source, exc.position, to_line)
+        raise FrontMatterError(f"invalid YAML: {exc.reason}", line=line) from None
     except yaml.YAMLError as exc:
         raise FrontMatterError(f"invalid YAML: {exc}", line=first_line) from None
     except UnicodeEncodeError as exc:
@@ -168,7 +170,7 @@ _NO_KEY = object()
 class _Frame:
     """An open mapping or sequence: its data, its path, and (mappings) the key awaiting a value."""
 
-    __slots__ = ("data", "path", "key")
+    __slots__ = ("data", "key", "path")
 
     def __init__(self, data: dict | list, path: Path_):
         self.data = data
@@ -205,9 +207,10 @@ class _Builder:
                     if event.tag is not None or (key == "<<" and event.implicit[0]):
                         self.check_key(top, event)
                     if key in top.data:
-                        path = top.path + (key,)
-                        raise self.fail(event, f"duplicate key '{key}' (first defined on line {lines.get(path, 0)})", path)
-                    lines[top.path + (key,)] = to_line(event.start_mark.line)
+                        path = (*top.path, key)
+                        first = lines.get(path, 0)
+                        raise self.fail(event, f"duplicate key '{key}' (first defined on line {first})", path)
+                    lines[(*top.path, key)] = to_line(event.start_mark.line)
                     top.key = key
                     continue
                 if event.tag is not None:
@@ -219,7 +222,7 @@ class _Builder:
                 if value is miss:
                     value = self.scalar(event, self.child(top, event))
                 elif top is not None and type(top.data) is list:
-                    lines[top.path + (len(top.data),)] = to_line(event.start_mark.line)
+                    lines[(*top.path, len(top.data))] = to_line(event.start_mark.line)
             elif kind is mapping_start or kind is sequence_start:
                 if top is not None and top.key is _NO_KEY and type(top.data) is dict:
                     raise self.fail(event, "a key must be a plain string, not a list or mapping", top.path)
@@ -261,9 +264,9 @@ class _Builder:
         if top is None:
             path: Path_ = ()
         elif type(top.data) is list:
-            path = top.path + (len(top.data),)
+            path = (*top.path, len(top.data))
         else:
-            path = top.path + (top.key,)
+            path = (*top.path, top.key)
         if path not in self.lines:
             self.lines[path] = self.to_line(event.start_mark.line)
         return path

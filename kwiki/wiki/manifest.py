@@ -15,9 +15,9 @@ from pydantic import (
 )
 
 from kwiki.core.arch import ArchError, normalize_arch
-from kwiki.core.strict import Strict
 from kwiki.core.errors import FrontMatterError, ManifestError
 from kwiki.core.paths import within
+from kwiki.core.strict import Strict
 from kwiki.wiki.frontmatter import decode, parse_yaml
 
 MANIFEST = "artifact.yaml"
@@ -59,7 +59,7 @@ class Build(Strict):
     timeout_s: float = Field(default=300, gt=0, le=3600)
 
     @model_validator(mode="after")
-    def _one_way(self) -> "Build":
+    def _one_way(self) -> Build:
         if sum(map(bool, (self.sources, self.script, self.binary_of))) != 1:
             raise ValueError("give one of 'sources', 'script' or 'binary_of'")
         return self
@@ -76,7 +76,7 @@ class Run(Strict):
     command: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _options(self) -> "Run":
+    def _options(self) -> Run:
         for i, arg in enumerate(self.args):
             if not arg.startswith("--"):
                 hint = (" (a YAML flow list splits at commas: quote the whole option)"
@@ -91,10 +91,12 @@ class Variant(Strict):
     name: Name
     description: str = ""
     targets: list[Target] = Field(default_factory=list, description="default: every target of the artifact")
-    isolated: bool = Field(default=False, description="run alone in its own process (for variants meant to hang or crash)")
+    isolated: bool = Field(default=False,
+                           description="run alone in its own process (for variants meant to hang or crash)")
     timeout_s: float | None = Field(default=None, gt=0, le=3600, description="run timeout of an isolated variant")
     rung: int | None = Field(default=None, ge=0, le=99,
-                             description="its place on the artifact's ladder (0: the library baseline), as fast.cu numbers kernels")
+                             description="its place on the artifact's ladder (0: the library baseline), "
+                                         "as fast.cu numbers kernels")
     adds: str | None = Field(default=None, description="what this rung adds to the rung below it, in one line")
 
 
@@ -112,7 +114,7 @@ class Manifest(Strict):
         default=None, description="variant whose bandwidth is the speed of light for records of the same params")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Manifest":
+    def _consistent(self) -> Manifest:
         names = [v.name for v in self.variants]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -167,7 +169,7 @@ def load_manifest(directory: Path, root: Path) -> Manifest:
     if manifest.name != directory.name:
         raise ManifestError(f"name {manifest.name!r} differs from its directory {directory.name!r}",
                             path=rel, line=lines.get(("name",), 1), field="name")
-    for i, src in enumerate([*manifest.build.sources, *manifest.build.headers, *filter(None, [manifest.build.script])]):
+    for src in [*manifest.build.sources, *manifest.build.headers, *filter(None, [manifest.build.script])]:
         if ".." in Path(src).parts or not (directory / src).is_file():
             raise ManifestError(f"{src!r} is not a file inside the artifact", path=rel, field="build")
         if not within(root, directory / src):

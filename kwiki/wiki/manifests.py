@@ -49,6 +49,7 @@ def check_manifests(page: Page, root: Path) -> list[Problem]:
         names = {v.name for v in manifests[m.artifact].variants}
         for label, sel in (("of", m.of), ("per", m.per)):
             if sel is not None and sel.variant not in names:
-                out.append(Problem(page.path, page.line_of("claims", i, "measure", label, "variant"), f"claims[{i}].measure.{label}.variant",
+                line = page.line_of("claims", i, "measure", label, "variant")
+                out.append(Problem(page.path, line, f"claims[{i}].measure.{label}.variant",
                                    f"variant {sel.variant!r} is not in {rel}/{MANIFEST}"))
     return out

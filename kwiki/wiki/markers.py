@@ -87,7 +87,7 @@ _SF_PREFIX = " \t>"
 def code_lines(lines: list[str]) -> list[bool]:
     """For each line, whether it is part of a fenced code block (its fences included) for CommonMark
     and for the site's renderer alike."""
-    return [a and b for a, b in zip(_commonmark_code(lines), _superfences_code(lines))]
+    return [a and b for a, b in zip(_commonmark_code(lines), _superfences_code(lines), strict=True)]
 
 
 def _commonmark_code(lines: list[str]) -> list[bool]:

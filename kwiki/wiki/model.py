@@ -7,7 +7,7 @@ hundreds of such pages); fields the models do not know are kept and reported as 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -20,11 +20,11 @@ from pydantic import (
 )
 
 from kwiki.core.arch import ArchError, normalize_arch
-from kwiki.wiki.evidence import EvidenceLevel
 from kwiki.core.strict import Scalar, Strict
-from kwiki.wiki.verdict import Verdict
+from kwiki.wiki.evidence import EvidenceLevel
 from kwiki.wiki.fields import tag as _tag
 from kwiki.wiki.fields import unique as _unique
+from kwiki.wiki.verdict import Verdict
 
 SLUG = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
 Slug = Annotated[str, StringConstraints(pattern=SLUG, max_length=120)]
@@ -179,7 +179,7 @@ class Claim(Strict):
     measure: Measure | None = None
 
     @model_validator(mode="after")
-    def _shape(self) -> "Claim":
+    def _shape(self) -> Claim:
         bound = self.at_least is not None or self.at_most is not None
         if self.metric == Metric.outcome:
             if self.expect is None:
@@ -328,7 +328,9 @@ class PageMeta(BaseModel):
     vendor: str | None = None
     languages: list[str] = Field(default_factory=list)
     status: Literal["draft", "review", "stable", "verified", "deprecated", "experimental"] | None = None
-    confidence: Literal["spec", "source-reported", "experimental", "measured", "verified", "low", "medium", "high"] | None = None
+    confidence: Literal[
+        "spec", "source-reported", "experimental", "measured", "verified", "low", "medium", "high"
+    ] | None = None
     reproducibility: Literal["none", "snippet", "artifact", "verified"] | None = None
     # references to other pages
     prerequisites: list[Slug] = Field(default_factory=list)
@@ -336,7 +338,7 @@ class PageMeta(BaseModel):
     related_skills: list[Slug] = Field(default_factory=list)
     related_apis: list[str] = Field(default_factory=list)
     # external sources
-    sources: list[Union[Slug, SourceEntry]] = Field(default_factory=list)
+    sources: list[Slug | SourceEntry] = Field(default_factory=list)
     source: list[SourceLocation] = Field(default_factory=list)
     source_refs: list[SourceRef] = Field(default_factory=list)
     upstream_repo: str | None = None
@@ -373,7 +375,7 @@ class PageMeta(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _claim_ids(self) -> "PageMeta":
+    def _claim_ids(self) -> PageMeta:
         seen: set[str] = set()
         for i, claim in enumerate(self.claims):
             if claim.id in seen:

@@ -58,7 +58,8 @@ class Rung:
 
 RUNGS: tuple[Rung, ...] = (
     Rung("device_copy", 0, "cudaMemcpyAsync device to device of the same bytes (the baseline)",
-         "the library baseline: the driver's own device-to-device copy of the same bytes", "launch_device_copy", "nullptr", False),
+         "the library baseline: the driver's own device-to-device copy of the same bytes", "launch_device_copy",
+         "nullptr", False),
     Rung("naive", 1, "one thread per element, 4-byte loads and stores",
          "a kernel: one thread per element, 4-byte accesses", "launch_naive", "naive_kernel", True),
     Rung("vec4", 2, "16-byte loads and stores (float4), a scalar tail for the last n % 4 elements",
@@ -290,7 +291,8 @@ int main(int argc, char** argv) {{
             KWIKI_CHECK_LAST();
             KWIKI_CHECK(cudaDeviceSynchronize());
             const std::vector<float> got = kwiki::to_host_float(y, n);
-            checks[v.name] = kwiki::compare(got.data(), (v.scales ? scaled : copied).data(), n, kwiki::tolerance_for<float>(),
+            checks[v.name] = kwiki::compare(got.data(), (v.scales ? scaled : copied).data(), n,
+                                            kwiki::tolerance_for<float>(),
                                             v.scales ? "host fp64 alpha * x" : "the input x (a copy)");
             if (checks[v.name].passed) bench.add(v.name, [&p, &v](cudaStream_t s) {{ v.launch(p, s); }});
         }}
@@ -305,7 +307,8 @@ int main(int argc, char** argv) {{
             rec.bytes = 2.0 * double(n) * sizeof(float);
             rec.flops = v.scales ? double(n) : 0.0;
             rec.check = checks[v.name];
-            if (auto it = timed.find(v.name); it != timed.end()) rec.timing = it->second.timing, rec.clocks = it->second.clocks;
+            if (auto it = timed.find(v.name); it != timed.end())
+                rec.timing = it->second.timing, rec.clocks = it->second.clocks;
             if (v.kernel) rec.set_regs(kwiki::kernel_regs(v.kernel));
             kwiki::emit(rec);
         }}
