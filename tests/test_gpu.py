@@ -40,3 +40,29 @@ def test_protocol_fixture_checks_times_and_writes_back(project, capsys):
     wrong = [r for r in rows if r["kind"] == "record" and r["variant"] == "saxpy_wrong"]
     assert wrong and not wrong[0]["passed"] and "time_us" not in wrong[0]["figures"]
     assert main(["check", "--root", str(project)]) == 0
+
+
+EXPLOITS = Path(__file__).parent / "fixtures" / "verify" / "exploits_gpu"
+
+
+def test_cheats_end_with_no_claim_reproduced_and_the_reason_named(tmp_path, capsys):
+    """The exploit suite on the GPU: every cheat's bandwidth claim (what the cheat would publish) ends
+    not reproduced with its reason; the honest saxpy in the same run is unaffected."""
+    root = tmp_path / "exploits"
+    shutil.copytree(EXPLOITS, root)
+    shutil.copytree(REPO / "artifacts" / "common", root / "artifacts" / "common")
+    main(["verify", "--quiet", "--json", "--no-write", "--root", str(root)])
+    report = json.loads(capsys.readouterr().out)
+    claims = {c["claim"].removesuffix("-bandwidth"): c for c in report["claims"]}
+    assert claims["honest"]["verdict"] == "reproduced", claims["honest"]
+    for cheat in ("first-launch-only", "cache-by-address", "writes-inputs", "half-accumulate"):
+        c = claims[cheat]
+        assert c["verdict"] == "failed", c  # the poisoned, re-checked timed samples (or the check) catch it
+        assert c["value"] is None
+    over = claims["overdeclared"]
+    assert over["verdict"] == "failed" and any(g["name"] == "physical" for g in over["gates"]), over
+    for honest_time in ("other-stream", "l2-persisting"):  # all streams on the clock; persistence reset
+        c = claims[honest_time]
+        assert c["verdict"] in ("worse", "failed"), c
+        assert c["value"] is None or c["value"] < 4.8 * 1.03, c
+    assert [k for k, c in claims.items() if c["verdict"] in ("reproduced", "better")] == ["honest"]

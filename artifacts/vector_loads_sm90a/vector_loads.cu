@@ -549,7 +549,9 @@ int main(int argc, char** argv) {
             continue;
         }
         const unsigned grid = v.func ? grid_for(v, b) : 0;
-        KWIKI_REQUIRE(grid <= kMaxBlocks, "grid larger than the partial-sum buffer");
+        // only the read and reuse kernels write one checksum per block (copy_flat's grid follows the size)
+        if (v.kind == Kind::Read || v.kind == Kind::Reuse)
+            KWIKI_REQUIRE(grid <= kMaxBlocks, "grid larger than the partial-sum buffer");
         kwiki::Case c;
         c.variant = v.name;
         c.params = {{"shape", shape}, {"dtype", "u8"}};
