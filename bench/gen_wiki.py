@@ -165,7 +165,8 @@ def _body(page: _Page, pages: list[_Page], rng: random.Random) -> list[str]:
     out = [f"# {page.id}", ""]
     for section in ("Overview", "How it works", "When to use it", "Pitfalls"):
         out += [f"## {section}", "", " ".join(sentence() for _ in range(rng.randint(2, 6))), ""]
-    out += ["```cuda", "__global__ void k(float* x) {", "  x[threadIdx.x] *= 2.0f;  // [not](a-link.md)", "}", "```", ""]
+    out += ["```cuda", "__global__ void k(float* x) {", "  x[threadIdx.x] *= 2.0f;  // [not](a-link.md)", "}", "```",
+            ""]
     out += ["## See also", ""]
     for j in page.links:
         out.append(f"- [{pages[j].id}]({_relative_link(page, pages[j])}) and `inline [x](y.md)` code")

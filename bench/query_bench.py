@@ -172,7 +172,8 @@ def report(args: argparse.Namespace, root: Path, files: list[Path], gen_s: float
     warm_cpu, grep_cpu = cpu_median(query), cpu_median(grep)
     everything = kwiki(root, "query", "--tag", args.tag, "--json", "--limit", "0")
     all_t, _, _, _ = interleaved(everything, grep, root, max(3, args.repeat // 3))
-    text_t, _, _, _ = interleaved(kwiki(root, "query", "--text", "warp barrier", "--json"), grep, root, max(3, args.repeat // 3))
+    text_query = kwiki(root, "query", "--text", "warp barrier", "--json")
+    text_t, _, _, _ = interleaved(text_query, grep, root, max(3, args.repeat // 3))
 
     step = max(1, len(files) // (3 * args.trials + 1))
     picked = files[::step][: 3 * args.trials]
@@ -224,15 +225,18 @@ def report(args: argparse.Namespace, root: Path, files: list[Path], gen_s: float
          f"+{st_extra * 1e3:.0f} ms", f"<= +{GOAL_EXTRA_MS:.0f} ms: {verdict('st')} (imports pydantic)"),
         ("  the query after that", ms(statistics.median(st_next)), f"warm {ms(warm_s)}",
          f"+{(statistics.median(st_next) - warm_s) * 1e3:.0f} ms", ""),
-        ("index size", f"{size / 2**20:.1f} MiB", f"wiki {sum(f.stat().st_size for f in files) / 2**20:.1f} MiB", "", ""),
+        ("index size", f"{size / 2**20:.1f} MiB", f"wiki {sum(f.stat().st_size for f in files) / 2**20:.1f} MiB",
+         "", ""),
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     sys.stdout.write(
         f"{args.pages} pages; warm figures: median of {args.repeat} interleaved runs; {os.cpu_count()} CPUs; "
-        f"python {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f} (other work on this machine slows every figure)\n"
+        f"python {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f} "
+        "(other work on this machine slows every figure)\n"
     )
     for row in rows:
-        sys.stdout.write("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=False)))
+        cells = enumerate(zip(row, widths, strict=False))  # the fifth cell, unpadded, goes last
+        sys.stdout.write("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in cells)
                          + f"  {row[4]}\n")
     return 0 if all(ok.values()) else 1
 

@@ -6,7 +6,8 @@ check, every figure), and every claim of the current pages is judged against the
 change to the judge (or to the package's layout) left every verdict alone:
 
     python bench/replay_claims.py > new.json
-    git worktree add /tmp/old <rev> && (cd /tmp/old && python /path/to/bench/replay_claims.py --root /tmp/old) > old.json
+    git worktree add /tmp/old <rev>
+    (cd /tmp/old && python /path/to/bench/replay_claims.py --root /tmp/old) > old.json
     cmp old.json new.json
 
 With --root, the pages and the store are read from that tree, and kwiki is imported from it.
@@ -104,7 +105,8 @@ def replay(root: Path, series_mode: str = "artifact") -> list[dict]:
             results = claims.evaluate(the_plan, builds, outcomes, gating)
             if series_mode == "artifact":
                 series.judge_over_runs(the_plan, results, earlier, keys, run_id)
-                failed = {id(r): [f.as_gate() for f in gating.failed(r)] for o in outcomes.values() for r in o[0].records}
+                failed = {id(r): [f.as_gate() for f in gating.failed(r)]
+                          for o in outcomes.values() for r in o[0].records}
                 earlier += _replayed_rows(runs[run_id], outcomes, by_name, keys, failed)
         for c in results:
             if c.artifact is None or c.artifact not in outcomes:

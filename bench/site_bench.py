@@ -12,8 +12,9 @@ For the repository's own wiki and for a generated wiki of N pages (bench/gen_wik
 - rebuild:  the whole `kwiki build` again with nothing changed (charts come from the cache).
 
 The goal is generate + export <= 30% of plain; `total` puts the whole kwiki build beside plain
-(its MkDocs step builds more: headers, claims tables, artifact sources, index pages). By default the generated wiki also gets a results
-store (two runs of every artifact its claims measure, and the claims' verdicts), so that charts are
+(its MkDocs step builds more: headers, claims tables, artifact sources, index pages). By default the
+generated wiki also gets a results store (two runs of every artifact its claims measure, and the
+claims' verdicts), so that charts are
 drawn as they will be once `kwiki verify` has run; --no-results times the pages alone.
 """
 

@@ -49,7 +49,8 @@ def test_args_parse_variants_and_values(host_test):
     p = run(host_test, "args", "--variants", "a,b", "--m=12", "--x", "2.5", "--flag")
     assert p.returncode == 0, p.stderr
     params = by_variant(p.stdout)["args"].params
-    assert params == {"variants": "a,b", "want_a": True, "want_z": False, "m": 12, "x": 2.5, "name": "none", "flag": True}
+    assert params == {"variants": "a,b", "want_a": True, "want_z": False, "m": 12, "x": 2.5, "name": "none",
+                      "flag": True}
 
 
 @pytest.mark.nvcc

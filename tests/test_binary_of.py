@@ -52,7 +52,8 @@ def test_a_variant_the_owner_lacks_is_a_located_problem(project: Path, capsys):
     page.write_text(page.read_text().replace("variant: fast", "variant: turbo"))
     code, report = verify(capsys, "--root", str(project), "--compile-only", "driver-page")
     problems = [p for p in report["problems"] if p["field"] == "build.binary_of"]
-    assert problems and "turbo" in problems[0]["message"] and problems[0]["path"] == "artifacts/host_driver/artifact.yaml"
+    assert problems and "turbo" in problems[0]["message"]
+    assert problems[0]["path"] == "artifacts/host_driver/artifact.yaml"
     assert code == 1
 
 

@@ -6,7 +6,8 @@ from kwiki.site.charts import draw, roofline_specs
 from kwiki.verify.history import RecordRow
 
 
-def row(artifact: str, variant: str, shape: str, tflops: float, gbs: float, date: str = "2026-11-29T10:00:00") -> RecordRow:
+def row(artifact: str, variant: str, shape: str, tflops: float, gbs: float,
+        date: str = "2026-11-29T10:00:00") -> RecordRow:
     figures = {"gb_per_s": gbs, "time_us": 10.0}
     if tflops:
         figures["tflop_per_s"] = tflops

@@ -70,14 +70,16 @@ EXPECTED: dict[str, tuple] = {
     "bad-id-slug.md": (3, "id", "'Bad ID!' is not a slug"),
     "missing-title.md": (1, "title", "required field is missing"),
     "unknown-type.md": (5, "type", "Input should be 'technique'"),
-    "bad-evidence-level.md": (6, "evidence_level", "Input should be 'spec', 'source-reported', 'measured' or 'verified'"),
+    "bad-evidence-level.md": (6, "evidence_level",
+                              "Input should be 'spec', 'source-reported', 'measured' or 'verified'"),
     "verified-by-hand.md": (6, "evidence_level", "'verified' is set only by kwiki verify"),
     "tags-not-strings.md": (8, "tags[1]", "a tag must be a non-empty string, not 42"),
     "claim-value-and-bound.md": (12, "claims[0].at_least", "give either 'value' or a bound"),
     "claim-no-value.md": (7, "claims[0]", "a claim needs either 'value' (with 'tolerance') or a bound"),
     "claim-source-missing.md": (7, "claims[0].source", "a source-reported claim needs its 'source'"),
     "claim-duplicate-ids.md": (12, "claims[1].id", "claim id 'same' appears twice"),
-    "claim-unknown-artifact.md": (15, "claims[0].measure.artifact", "measures artifact 'kernel', which is not a key of 'artifacts'"),
+    "claim-unknown-artifact.md": (15, "claims[0].measure.artifact",
+                                  "measures artifact 'kernel', which is not a key of 'artifacts'"),
     "claim-unit-mismatch.md": (12, "claims[0].unit", "figure 'time_us' is in us, but the claim's unit is 'ms'"),
     "claim-missing-metric.md": (7, "claims[0].metric", "required field is missing"),
     "unknown-field-strict.md": (6, "colour", "unknown field"),
@@ -280,7 +282,8 @@ def test_root_that_is_a_file_is_a_usage_error(tmp_path: Path, capsys):
 
 REFERENCE = FIXTURES / "reference"
 # ids the reference pages name that live on pages not among them
-REFERENCED_IDS = ("kernel-nvfp4-gemv", "pattern-memory-bound", "tma-ptx", "wgmma-ptx", "gemm-aligned", "persistent-kernel")
+REFERENCED_IDS = ("kernel-nvfp4-gemv", "pattern-memory-bound", "tma-ptx", "wgmma-ptx", "gemm-aligned",
+                  "persistent-kernel")
 
 
 def reference_wiki(root: Path, transform=lambda raw: raw) -> Path:
@@ -350,7 +353,8 @@ def test_reference_pages_with_other_line_endings_give_the_same_problems(tmp_path
 
 def test_reference_pages_check_clean_once_their_artifacts_exist(tmp_path: Path):
     root = reference_wiki(tmp_path)
-    for rel in ("gemm_compare_ws.cu", "build_warpspec.sh", "device.json", "2026-04-28-warp-specialization-ablation.csv"):
+    for rel in ("gemm_compare_ws.cu", "build_warpspec.sh", "device.json",
+                "2026-04-28-warp-specialization-ablation.csv"):
         target = root / "artifacts" / "experience" / "api-probes" / "gemm" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("x\n", encoding="utf-8")
@@ -486,8 +490,9 @@ def test_measured_by_hand_is_a_warning_and_strict_makes_it_an_error(tmp_path: Pa
 _REFERENCE_PAGES = sorted(p.read_bytes() for p in REFERENCE.rglob("*.md"))
 _EDIT = st.tuples(st.sampled_from(["insert", "delete", "replace"]), st.floats(0, 1),
                   st.sampled_from([b"", b"\n", b"\r\n", b":", b"- ", b"  ", b"[", b"{", b"&a ", b"*a", b"<<: ",
-                                   b"!!python/tuple ", b"\xff", b"\x00", b"\xef\xbb\xbf", b"---\n", b"<!-- kwiki:claims -->",
-                                   b"](../x.md)", b"sm_42", b"'", b'"', b"#", b"\t", b"\xe2\x80\xa8"]))
+                                   b"!!python/tuple ", b"\xff", b"\x00", b"\xef\xbb\xbf", b"---\n",
+                                   b"<!-- kwiki:claims -->", b"](../x.md)", b"sm_42", b"'", b'"', b"#", b"\t",
+                                   b"\xe2\x80\xa8"]))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -120,7 +120,8 @@ def _ladder(records: list[dict]) -> str:
                                  "variants": [{"name": n} for n in ("cublas", "tuned", "read_ceiling", "counted")],
                                  "baseline": "cublas", "ceiling": "read_ceiling"})
     planned = PlannedArtifact("artifacts/gemv", Path("."), m, run_target="sm_90a")
-    recs = [Record.model_validate({"kwiki_record": 1, "params": {"M": 8}, "check": {"passed": True}, **r}) for r in records]
+    recs = [Record.model_validate({"kwiki_record": 1, "params": {"M": 8}, "check": {"passed": True}, **r})
+            for r in records]
     return ladder_table(planned, [RunOutcome("gemv", "sm_90a", [r.variant for r in recs], "ok", records=recs)])
 
 

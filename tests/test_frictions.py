@@ -303,8 +303,8 @@ def _gpu_only_project(root: Path) -> Path:
     art = root / "artifacts" / "gpu_sm90a"
     art.mkdir(parents=True)
     # the stand-in binary answers --list-variants, as every CUDA artifact must (kwiki checks it after the build)
-    (art / "build.sh").write_text('printf "#!/bin/sh\\n[ \\"\\$1\\" = --list-variants ] && echo k\\nexit 0\\n" > "$KWIKI_OUT" '
-                                  '&& chmod +x "$KWIKI_OUT"\n')
+    (art / "build.sh").write_text('printf "#!/bin/sh\\n[ \\"\\$1\\" = --list-variants ] && echo k\\nexit 0\\n" '
+                                  '> "$KWIKI_OUT" && chmod +x "$KWIKI_OUT"\n')
     (art / "artifact.yaml").write_text(
         "name: gpu_sm90a\ntitle: a GPU-only fixture\ntargets: [sm_90a]\nbuild: {script: build.sh}\n"
         "variants:\n  - {name: k}\n")

@@ -68,13 +68,15 @@ def test_crlf_and_bom_give_the_same_data_and_lines():
     for raw in (PAGE.replace("\n", "\r\n").encode(), b"\xef\xbb\xbf" + PAGE.encode(),
                 b"\xef\xbb\xbf" + PAGE.replace("\n", "\r\n").encode()):
         other = parse_page(raw)
-        assert (other.data, other.lines, other.body, other.body_line) == (plain.data, plain.lines, plain.body, plain.body_line)
+        assert (other.data, other.lines, other.body, other.body_line) == (plain.data, plain.lines, plain.body,
+                                                                          plain.body_line)
     assert parse_page(PAGE.replace("\n", "\r\n").encode()).newline == "\r\n"
     assert parse_page(b"\xef\xbb\xbf" + PAGE.encode()).bom is True
 
 
 def test_scalars_are_plain_python_values():
-    fm = parse_page(b"---\na: 1\nb: 1.5\nc: true\nd: ~\ne: '1'\nf: 2024-05-01\ng: 2024-05-01 10:00:00\nh: |\n  x\n---\n")
+    fm = parse_page(b"---\na: 1\nb: 1.5\nc: true\nd: ~\ne: '1'\nf: 2024-05-01\ng: 2024-05-01 10:00:00\n"
+                    b"h: |\n  x\n---\n")
     assert fm.data == {"a": 1, "b": 1.5, "c": True, "d": None, "e": "1", "f": "2024-05-01",
                        "g": "2024-05-01T10:00:00", "h": "x\n"}
 

@@ -105,7 +105,8 @@ def test_editing_the_body_reindexes_the_text_only(root):
 def test_editing_the_front_matter_reparses_the_page(root):
     refresh(root)
     page = root / TMA
-    touch_later(page, page.read_text(encoding="utf-8").replace("tags: [tma, cluster, gemm]", "tags: [tma, cluster, gemm, multicast]"))
+    text = page.read_text(encoding="utf-8")
+    touch_later(page, text.replace("tags: [tma, cluster, gemm]", "tags: [tma, cluster, gemm, multicast]"))
     done = refresh(root)
     assert done.changed == [TMA] and done.body_only == 0
     assert ids(root, tags=["multicast"]) == ["technique-tma-multicast"]
@@ -124,7 +125,8 @@ def snapshot(root: Path) -> dict:
                 row["page"] = conn.execute("SELECT id, type, evidence FROM pages WHERE pk = ?", (pk,)).fetchone()
                 row["views"] = conn.execute("SELECT result, detail FROM views WHERE pk = ?", (pk,)).fetchone()
                 row["facets"] = sorted(conn.execute("SELECT kind, value FROM facets WHERE page = ?", (pk,)).fetchall())
-                row["fts"] = conn.execute("SELECT title, summary, tags, body FROM fts WHERE rowid = ?", (pk,)).fetchone()
+                row["fts"] = conn.execute("SELECT title, summary, tags, body FROM fts WHERE rowid = ?",
+                                          (pk,)).fetchone()
             out[path] = row
         return out
 
@@ -261,7 +263,8 @@ def test_a_same_size_edit_right_after_a_refresh_is_not_missed(root, monkeypatch)
     page.write_text(text.replace("mask.", "MASK."), encoding="utf-8")  # same size
     os.utime(page, ns=(st.st_atime_ns, st.st_mtime_ns))  # same timestamp
     assert ids(root, text="mask") == ["technique-tma-multicast"]
-    assert "MASK." in with_index(root, lambda c: c.execute("SELECT body FROM fts WHERE body LIKE '%MASK.%'").fetchone()[0])
+    body = with_index(root, lambda c: c.execute("SELECT body FROM fts WHERE body LIKE '%MASK.%'").fetchone()[0])
+    assert "MASK." in body
 
 
 def test_another_process_refreshing_meanwhile_is_harmless(root):

@@ -99,7 +99,7 @@ def test_two_verify_runs_in_one_second_keep_their_own_logs_and_rows(tmp_path, mo
         def now(cls, tz=None):
             return frozen
 
-    monkeypatch.setattr(pipeline, "dt", SimpleNamespace(datetime=Frozen, timezone=real_dt.timezone))
+    monkeypatch.setattr(pipeline, "dt", SimpleNamespace(datetime=Frozen, UTC=real_dt.UTC))
     monkeypatch.setenv(GPU_LOCK_DIR_ENV, str(tmp_path / "gpu-locks"))
     run_ids = []
     for _ in range(2):
@@ -182,7 +182,8 @@ def test_verify_waits_for_a_gpu_that_another_process_times_on(tmp_path, monkeypa
         holder.wait(timeout=30)
     err = capsys.readouterr().err
     assert code == 0
-    assert f"waiting for GPU 0 (Test GPU), held by pid {holder.pid}: kwiki verify in {tmp_path / 'other-checkout'}" in err
+    other = tmp_path / "other-checkout"
+    assert f"waiting for GPU 0 (Test GPU), held by pid {holder.pid}: kwiki verify in {other}" in err
     assert err.index("waiting for GPU 0") < err.index("run 1/1 host_sleeper")
 
 

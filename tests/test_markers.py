@@ -33,7 +33,8 @@ def test_render_adds_the_final_newline():
 
 def test_any_edit_inside_a_sealed_region_shows():
     sealed = render("claims", TABLE)
-    for edited in (sealed.replace("22.4", "12.4"), sealed.replace("| c1", "|  c1"), sealed.replace(TABLE, TABLE + "\n")):
+    edits = (sealed.replace("22.4", "12.4"), sealed.replace("| c1", "|  c1"), sealed.replace(TABLE, TABLE + "\n"))
+    for edited in edits:
         assert scan(edited)[0].edited
 
 
@@ -186,7 +187,8 @@ def test_text_without_markers_is_fast_path_and_empty():
     assert scan("no markers here\n" * 1000) == []
 
 
-_LINE = st.text(st.characters(codec="utf-8", exclude_characters="\n\r"), max_size=30).filter(lambda s: "kwiki:" not in s)
+_LINE = st.text(st.characters(codec="utf-8", exclude_characters="\n\r"), max_size=30).filter(
+    lambda s: "kwiki:" not in s)
 
 
 @settings(max_examples=200, deadline=None)

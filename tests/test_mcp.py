@@ -37,7 +37,8 @@ def session_run(root: Path, steps) -> Any:
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "kwiki.cli", "mcp", "--root", str(root)],
-            env={"PYTHONPATH": str(REPO), **({"KWIKI_DEBUG": os.environ["KWIKI_DEBUG"]} if "KWIKI_DEBUG" in os.environ else {})},
+            env={"PYTHONPATH": str(REPO),
+                 **({"KWIKI_DEBUG": os.environ["KWIKI_DEBUG"]} if "KWIKI_DEBUG" in os.environ else {})},
             cwd=str(REPO),
         )
         with open(os.devnull, "w") as errlog:
@@ -92,11 +93,13 @@ def test_find_techniques_best_evidence_first(root):
 def test_search_pages_text_and_filters(root):
     async def steps(session):
         ranked = await call(session, "search_pages", text="coalescing")
-        filtered = await call(session, "search_pages", tags=["tma", "split-k"], match_any_tag=True, evidence="source-reported")
+        filtered = await call(session, "search_pages", tags=["tma", "split-k"], match_any_tag=True,
+                              evidence="source-reported")
         return ranked, filtered
 
     ranked, filtered = session_run(root, steps)
-    assert [r["id"] for r in ranked["structuredContent"]["results"]] == ["concept-memory-coalescing", "technique-vectorized-loads"]
+    assert [r["id"] for r in ranked["structuredContent"]["results"]] == ["concept-memory-coalescing",
+                                                                          "technique-vectorized-loads"]
     assert [r["id"] for r in filtered["structuredContent"]["results"]] == ["pattern-split-k", "technique-tma-multicast"]
 
 
@@ -166,7 +169,8 @@ def test_unknown_arguments_types_and_oversized_searches_are_tool_errors(root):
     for result in (misspelt, bad_type, long_text, many_words, many_tags, extra):
         assert result["isError"], result
     assert "unknown argument 'txt' (did you mean 'text'?)" in misspelt["content"][0]["text"]
-    assert "not a page type" in bad_type["content"][0]["text"] and "did you mean 'kernel'" in bad_type["content"][0]["text"]
+    assert "not a page type" in bad_type["content"][0]["text"]
+    assert "did you mean 'kernel'" in bad_type["content"][0]["text"]
     assert "at most 1000 characters" in long_text["content"][0]["text"]
     assert "at most 64" in many_words["content"][0]["text"]
     assert "at most 64" in many_tags["content"][0]["text"]

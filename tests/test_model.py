@@ -32,7 +32,8 @@ def claim(**fields) -> dict:
 
 def test_minimal_page_has_defaults():
     m = meta()
-    assert (m.architectures, m.tags, m.claims, m.evidence_level, m.measurements) == ([], [], [], EvidenceLevel.spec, None)
+    assert (m.architectures, m.tags, m.claims, m.evidence_level, m.measurements) == ([], [], [], EvidenceLevel.spec,
+                                                                                     None)
     assert m.unknown_fields == []
 
 
@@ -83,10 +84,12 @@ def test_lone_source_entries_become_lists():
 
 def test_references_lists_every_page_reference():
     m = meta(prerequisites=["a"], related=["b", "c"], related_skills=["d"])
-    assert m.references() == [("prerequisites", 0, "a"), ("related", 0, "b"), ("related", 1, "c"), ("related_skills", 0, "d")]
+    assert m.references() == [("prerequisites", 0, "a"), ("related", 0, "b"), ("related", 1, "c"),
+                              ("related_skills", 0, "d")]
 
 
-@pytest.mark.parametrize("constraint, ok", [(">=9.0a", True), ("9.0", True), ("< 10", True), ("sm_90", False), ("=>9", False)])
+@pytest.mark.parametrize("constraint, ok",
+                         [(">=9.0a", True), ("9.0", True), ("< 10", True), ("sm_90", False), ("=>9", False)])
 def test_requires_sm(constraint, ok):
     if ok:
         assert meta(requires_sm=constraint).requires_sm == constraint
@@ -132,7 +135,8 @@ def test_claim_shapes_refused_with_the_field(fields, loc, message):
 
 
 @pytest.mark.parametrize("fields", [{"tolerance": -0.1, "value": 1}, {"tolerance": 11, "value": 1}, {"value": "fast"},
-                                    {"metric": "speed", "value": 1}, {"unit": "", "value": 1}, {"value": 1, "extra": 2}])
+                                    {"metric": "speed", "value": 1}, {"unit": "", "value": 1},
+                                    {"value": 1, "extra": 2}])
 def test_claim_field_types(fields):
     with pytest.raises(ValidationError):
         Claim.model_validate(claim(**fields))
@@ -165,7 +169,8 @@ def test_page_level_claim_rules_name_the_claim_field():
 
 
 def test_claim_measuring_a_listed_artifact_is_accepted():
-    m = meta(artifacts={"code": "artifacts/x.cu"}, claims=[claim(value=1, measure={"artifact": "code", "of": {"variant": "v"}})])
+    m = meta(artifacts={"code": "artifacts/x.cu"},
+             claims=[claim(value=1, measure={"artifact": "code", "of": {"variant": "v"}})])
     assert m.claims[0].measure.of.figure == "time_us"
 
 
@@ -207,7 +212,8 @@ _VALUES = st.one_of(
     st.text(alphabet=" \t\n\x1c\u00a0\u2003_-AbZ09+#./*!é", max_size=8),
     st.integers(), st.floats(allow_nan=False), st.booleans(), st.none(),
 )
-_SIMPLE_VALUES = st.one_of(_VALUES, st.lists(_VALUES, max_size=4), st.dictionaries(st.text(max_size=3), _VALUES, max_size=2))
+_SIMPLE_VALUES = st.one_of(_VALUES, st.lists(_VALUES, max_size=4),
+                           st.dictionaries(st.text(max_size=3), _VALUES, max_size=2))
 
 
 @settings(max_examples=400, deadline=None)

@@ -122,13 +122,15 @@ def test_page_for_an_existing_artifact_claims_its_last_variant_passes(root: Path
 def test_plain_artifact_says_a_page_must_name_it(root: Path, capsys):
     code, out, _ = _kwiki(capsys, "new", "artifact", "scale_f32_sm100a", "--arch", "sm_100a", "--root", str(root))
     assert code == 0
-    assert sorted(_files(root / "artifacts")) == ["scale_f32_sm100a/artifact.yaml", "scale_f32_sm100a/scale_f32_sm100a.cu"]
+    assert sorted(_files(root / "artifacts")) == ["scale_f32_sm100a/artifact.yaml",
+                                                  "scale_f32_sm100a/scale_f32_sm100a.cu"]
     assert "kwiki new page ID --artifact scale_f32_sm100a" in out
     assert yaml.safe_load((root / "artifacts/scale_f32_sm100a/artifact.yaml").read_text())["targets"] == ["sm_100a"]
 
 
 def test_artifact_with_a_new_page_id_writes_the_page_too(root: Path, capsys):
-    code, out, _ = _kwiki(capsys, "new", "artifact", "scale_f32_sm90a", "--page", "technique-scale", "--root", str(root))
+    code, out, _ = _kwiki(capsys, "new", "artifact", "scale_f32_sm90a", "--page", "technique-scale",
+                          "--root", str(root))
     assert code == 0
     assert [line.split(" (")[0] for line in out.splitlines()[:3]] == [
         "wrote wiki/nvidia/techniques/scale.md", "wrote artifacts/scale_f32_sm90a/artifact.yaml",
@@ -143,7 +145,8 @@ def test_artifact_added_to_existing_page_changes_only_its_artifacts(root: Path, 
     assert code == 0 and "edited wiki/nvidia/techniques/measured.md (artifacts.bench: artifacts/a_sm90a added)" in out
     first = page.read_text()
     # the mapping goes above kwiki's measurements block, whose sealed text is untouched
-    assert first == original.replace("# kwiki:measurements", "artifacts:\n  bench: artifacts/a_sm90a\n# kwiki:measurements")
+    assert first == original.replace("# kwiki:measurements",
+                                     "artifacts:\n  bench: artifacts/a_sm90a\n# kwiki:measurements")
     code, out, _ = _kwiki(capsys, "new", "artifact", "b_sm90a", "--page", "technique-measured", "--root", str(root))
     assert code == 0 and "(artifacts.b_sm90a: artifacts/b_sm90a added)" in out
     assert page.read_text() == first.replace("  bench: artifacts/a_sm90a\n",
@@ -271,8 +274,10 @@ def test_a_page_edited_after_planning_is_left_alone(root: Path):
 @pytest.mark.nvcc
 def test_artifact_skeleton_compiles_with_verify_compile_only(root: Path, capsys):
     shutil.copytree(COMMON, root / "artifacts" / "common", ignore=shutil.ignore_patterns("test", "*.py"))
-    assert _kwiki(capsys, "new", "page", "technique-scale", "--artifact", "scale_f32_sm90a", "--root", str(root))[0] == 0
-    code, out, _ = _kwiki(capsys, "verify", "--compile-only", "--quiet", "--json", "--root", str(root), "technique-scale")
+    assert _kwiki(capsys, "new", "page", "technique-scale", "--artifact", "scale_f32_sm90a",
+                  "--root", str(root))[0] == 0
+    code, out, _ = _kwiki(capsys, "verify", "--compile-only", "--quiet", "--json", "--root", str(root),
+                          "technique-scale")
     report = json.loads(out)
     assert code == 0, report["builds"]
     (build,) = report["builds"]

@@ -68,7 +68,8 @@ def test_any_matches_pages_with_one_of_the_tags(root):
 
 
 def test_tags_are_normalised_like_the_page_model(root):
-    assert ids(root, tags=["Memory_Bound"]) == ["concept-memory-coalescing", "kernel-nvfp4-gemv", "technique-vectorized-loads"]
+    assert ids(root, tags=["Memory_Bound"]) == ["concept-memory-coalescing", "kernel-nvfp4-gemv",
+                                                "technique-vectorized-loads"]
 
 
 def test_normalize_tag_agrees_with_the_model():
@@ -120,11 +121,15 @@ def test_filters_combine_with_and(root):
     "query_arch, expected",
     [
         # sm_90a code runs on sm_90 hardware; sm_80 code runs on every later GPU
-        ("sm_90", {"technique-tma-multicast", "technique-wgmma-pipeline", "technique-vectorized-loads", "pattern-split-k"}),
-        ("sm_90a", {"technique-tma-multicast", "technique-wgmma-pipeline", "technique-vectorized-loads", "pattern-split-k"}),
-        ("sm90", {"technique-tma-multicast", "technique-wgmma-pipeline", "technique-vectorized-loads", "pattern-split-k"}),
+        ("sm_90", {"technique-tma-multicast", "technique-wgmma-pipeline", "technique-vectorized-loads",
+                   "pattern-split-k"}),
+        ("sm_90a", {"technique-tma-multicast", "technique-wgmma-pipeline", "technique-vectorized-loads",
+                    "pattern-split-k"}),
+        ("sm90", {"technique-tma-multicast", "technique-wgmma-pipeline", "technique-vectorized-loads",
+                  "pattern-split-k"}),
         # sm_90a pages do not run on sm_100; sm_100a and the sm_100f family do
-        ("sm_100", {"kernel-nvfp4-gemv", "technique-cluster-launch-control", "technique-vectorized-loads", "pattern-split-k"}),
+        ("sm_100", {"kernel-nvfp4-gemv", "technique-cluster-launch-control", "technique-vectorized-loads",
+                    "pattern-split-k"}),
         # sm_100a is exactly sm_100; sm_100f covers sm_103
         ("sm_103", {"technique-cluster-launch-control", "technique-vectorized-loads", "pattern-split-k"}),
         ("sm_120", {"technique-vectorized-loads", "pattern-split-k"}),
@@ -329,18 +334,21 @@ def heavy_modules(proc: subprocess.CompletedProcess) -> str:
 def test_a_warm_query_imports_neither_pydantic_nor_yaml(root):
     first = run_entry("query", "--root", str(root), "--tag", "gemm", "--json")
     assert first.returncode == 0 and "pydantic" in heavy_modules(first)  # the first run builds the index
-    warm = run_entry("query", "--root", str(root), "--tag", "gemm", "--json", "--arch", "sm_90", "--evidence", "measured")
+    warm = run_entry("query", "--root", str(root), "--tag", "gemm", "--json", "--arch", "sm_90",
+                     "--evidence", "measured")
     assert warm.returncode == 0, warm.stderr
     assert heavy_modules(warm) == ""
     assert len(json.loads(warm.stdout)["results"]) == 2
-    for command in (["tags", "--json"], ["show", "technique-tma-multicast", "--json"], ["query", "--text", "tma", "--json"]):
+    for command in (["tags", "--json"], ["show", "technique-tma-multicast", "--json"],
+                    ["query", "--text", "tma", "--json"]):
         proc = run_entry(command[0], "--root", str(root), *command[1:])
         assert proc.returncode == 0 and heavy_modules(proc) == "", command
 
 
 def test_the_entry_point_modules_are_light():
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    code = "import sys, kwiki.cli, kwiki.agents.query; print(','.join(sorted(m for m in sys.modules if m.startswith(('pydantic', 'yaml')))))"
+    code = ("import sys, kwiki.cli, kwiki.agents.query; "
+            "print(','.join(sorted(m for m in sys.modules if m.startswith(('pydantic', 'yaml')))))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == ""
 

@@ -55,7 +55,8 @@ def test_stale_table_is_rewritten_between_the_markers_only(tmp_path: Path, capsy
     assert readme.main([str(path), "--check"]) == 0
 
 
-@pytest.mark.parametrize("text", ["no markers\n", f"{readme.END}\n{readme.BEGIN}\n", f"{readme.BEGIN}\n{readme.BEGIN}\n{readme.END}\n"])
+@pytest.mark.parametrize("text", ["no markers\n", f"{readme.END}\n{readme.BEGIN}\n",
+                                  f"{readme.BEGIN}\n{readme.BEGIN}\n{readme.END}\n"])
 def test_missing_or_broken_markers_are_an_error(tmp_path: Path, capsys, text: str):
     path = tmp_path / "README.md"
     path.write_text(text, encoding="utf-8")

@@ -40,7 +40,8 @@ def test_claims_carry_the_latest_measurement_and_verdict(root, capsys):
     assert claims["multicast-speedup"]["verdict"] == "reproduced"
     assert claims["multicast-time"]["verdict"] == "better"
     assert claims["multicast-time"]["measured"]["provenance"]["driver"] == "570.86.15"
-    assert doc["measurements"] == {"evidence_level": "verified", "verified_on": "NVIDIA H200", "date": "2026-01-15T10:00:00Z"}
+    assert doc["measurements"] == {"evidence_level": "verified", "verified_on": "NVIDIA H200",
+                                   "date": "2026-01-15T10:00:00Z"}
 
 
 def test_a_worse_result_shows_its_detail(root, capsys):

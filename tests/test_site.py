@@ -260,8 +260,8 @@ def test_remote_resources_finds_scripts_styles_and_images(tmp_path):
 def test_invalid_tags_fail_strict_and_render_as_text_otherwise(tmp_path):
     root = copy_project(FIXTURE, tmp_path)
     bad = root / "wiki" / "patterns" / "bad-tags.md"
-    bad.write_text('---\nid: bad-tags\ntitle: Bad tags\ntype: pattern\ntags: ["<b>x</b><script>window.__pwned=7</script>"]'
-                   '\n---\nBody.\n')
+    bad.write_text('---\nid: bad-tags\ntitle: Bad tags\ntype: pattern\n'
+                   'tags: ["<b>x</b><script>window.__pwned=7</script>"]\n---\nBody.\n')
     with pytest.raises(SiteError) as err:
         build_site(root, root / "site")
     assert any("wiki/patterns/bad-tags.md" in p and "tags" in p for p in err.value.problems)

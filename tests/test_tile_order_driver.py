@@ -48,7 +48,8 @@ FAKE_GEMM = textwrap.dedent('''\
     print("check " + variant, file=sys.stderr)
     print(json.dumps({{"kwiki_record": 1, "variant": variant, "params": {{"M": m, "N": n, "K": k, "dtype": "bf16"}},
                       "check": {{"passed": passed, "reference": "fp64", "max_abs_err": 0.01}},
-                      "timing": {{"median_us": 9.0, "q1_us": 8.0, "q3_us": 10.0, "min_us": 7.0, "samples": 2}} if passed else None}}))
+                      "timing": {{"median_us": 9.0, "q1_us": 8.0, "q3_us": 10.0, "min_us": 7.0, "samples": 2}}
+                                if passed else None}}))
     sys.exit(0 if passed else 1)
     ''')
 
@@ -76,7 +77,8 @@ def test_records_carry_the_counters_and_the_binarys_check(fakes):
     assert res.returncode == 0, res.stderr
     records = parse_records(res.stdout, "tile_order_sm90a")
     assert [(r.variant, r.params["M"]) for r in records] == [
-        ("ws_persistent_linear", 8192), ("ws_persistent_linear", 4096), ("ws_persistent", 8192), ("ws_persistent", 4096)]
+        ("ws_persistent_linear", 8192), ("ws_persistent_linear", 4096), ("ws_persistent", 8192),
+        ("ws_persistent", 4096)]
     first = records[0]
     assert first.check.passed and first.check.reference == "fp64"
     assert first.timing is None  # a profiled run's time is not the protocol's

@@ -164,3 +164,27 @@ def test_bad_manifest_is_an_error_of_that_artifact(project, capsys):
     assert code == 1
     assert any("artifact.yaml" in p["path"] and p["line"] >= 1 for p in report["problems"])
     assert {c["verdict"] for c in report["claims"] if c["claim"] != "reported-elsewhere"} == {"error"}
+
+
+def test_pages_and_results_written_by_a_run_leave_the_tree_clean(tmp_path):
+    """Provenance's `dirty` is about the measured code: the pages and store a first run wrote do not
+    make a second run's tree dirty; an edit of an artifact does."""
+    import subprocess
+
+    from kwiki.verify.env import git_state
+
+    root = tmp_path / "repo"
+    (root / "wiki").mkdir(parents=True)
+    (root / "results").mkdir()
+    (root / "artifacts").mkdir()
+    for rel in ("wiki/p.md", "results/gpu.jsonl", "artifacts/a.cu"):
+        (root / rel).write_text("v1\n")
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], cwd=root, check=True)
+    (root / "wiki" / "p.md").write_text("v2\n")
+    (root / "results" / "gpu.jsonl").write_text("v1\nv2\n")
+    assert git_state(root)[1] is False
+    (root / "artifacts" / "a.cu").write_text("v2\n")
+    assert git_state(root)[1] is True

@@ -214,8 +214,8 @@ def _connect(target: str) -> sqlite3.Connection:
 
 
 def _current(conn: sqlite3.Connection) -> bool:
-    app = conn.execute("PRAGMA application_id").fetchone()[0]
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    app: int = conn.execute("PRAGMA application_id").fetchone()[0]
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
     return app == APPLICATION_ID and version == INDEX_VERSION
 
 
@@ -328,7 +328,7 @@ def _utf8(name: str) -> bool:
 
 
 def _scan_paths(base: str) -> list[str]:  # pragma: no cover - Windows
-    out = []
+    out: list[str] = []
     for dirpath, dirnames, filenames in os.walk(os.path.join(base, WIKI_DIR)):
         dirnames[:] = [d for d in dirnames if not d.startswith(".")]
         rel = os.path.relpath(dirpath, base).replace(os.sep, "/")
@@ -742,7 +742,7 @@ def page_detail(conn: sqlite3.Connection, page_id: str, *, body: bool = True) ->
 
         ids = [row[0] for row in conn.execute("SELECT DISTINCT id FROM pages")]
         raise PageNotFound(f"no page with id '{page_id}'{did_you_mean(page_id, ids)}")
-    detail = stored_json(row[1])
+    detail: dict[str, Any] = stored_json(row[1])
     if body:
         detail["body"] = conn.execute("SELECT body FROM fts WHERE rowid = ?", (row[0],)).fetchone()[0]
     return detail

@@ -74,8 +74,8 @@ def _sdk() -> tuple[Any, Any, Any]:
     try:
         from mcp.server.mcpserver import MCPServer as Server
         from mcp.server.mcpserver.exceptions import ToolError
-    except ImportError:  # mcp 1.x
-        from mcp.server.fastmcp import FastMCP as Server  # type: ignore[no-redef]
+    except ImportError:  # mcp 1.x (mypy checks against 2.x, whose mcp.server.fastmcp is an empty stub)
+        from mcp.server.fastmcp import FastMCP as Server  # type: ignore[no-redef, attr-defined]
         from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
     from mcp.types import ToolAnnotations
 
@@ -90,7 +90,7 @@ def build_server(root: Path) -> Any:
     Server, ToolError, ToolAnnotations = _sdk()
     params: dict[str, list[str]] = {}  # tool -> the arguments it takes
 
-    class StrictServer(Server):  # type: ignore[misc, valid-type]
+    class StrictServer(Server):  # type: ignore[misc, valid-type]  # the SDK's class, chosen at run time
         """Refuses an argument a tool does not take (the SDK would drop it silently)."""
 
         async def call_tool(self, name: str, arguments: dict[str, Any], *rest: Any, **kw: Any) -> Any:
@@ -110,7 +110,8 @@ def build_server(root: Path) -> Any:
             import inspect
 
             params[options["name"]] = list(inspect.signature(fn).parameters)
-            return server.tool(**options)(fn)
+            registered: Callable[..., Any] = server.tool(**options)(fn)
+            return registered
 
         return register
     read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)

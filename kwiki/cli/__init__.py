@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Callable
 
 from kwiki import __version__
 from kwiki.core.errors import KwikiError
@@ -119,7 +120,7 @@ def _dev_addr(text: str) -> str:
 
 
 # command -> (help, options); the order is `kwiki --help`'s
-COMMANDS = {
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "new": ("write a skeleton page or artifact that passes kwiki check",
             lambda p: importlib.import_module("kwiki.cli.new").options(p)),
     "check": ("validate pages: schema, ids, references, links, artifact paths", _check_args),

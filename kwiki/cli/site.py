@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import shutil
 import sys
@@ -13,7 +14,7 @@ from kwiki.wiki.catalog import find_root
 log = logging.getLogger("kwiki.site")
 
 
-def run_build(args) -> int:
+def run_build(args: argparse.Namespace) -> int:
     root = find_root(args.root)
     site_dir = output_dir(root, args.site_dir)  # UsageError (exit 2) for a folder a build must not empty
     try:
@@ -29,7 +30,7 @@ def run_build(args) -> int:
     return 0
 
 
-def run_serve(args) -> int:
+def run_serve(args: argparse.Namespace) -> int:
     root = find_root(args.root)
     host, _, port = args.dev_addr.rpartition(":")
     if not port.isdigit():
@@ -41,7 +42,7 @@ def run_serve(args) -> int:
         logging.getLogger(name).setLevel(logging.INFO)
     server = live_server(root, host or "127.0.0.1", int(port))
     try:
-        server.serve()
+        server.serve()  # type: ignore[no-untyped-call]  # mkdocs leaves LiveReloadServer.serve unannotated
     except KeyboardInterrupt:
         log.info("kwiki serve: stopped")
     finally:

@@ -15,13 +15,15 @@ Compatibility rule (used by ``kwiki query --arch`` and by ``kwiki verify`` to pi
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # compute capabilities nvcc 13 knows, plus the ones older pages name
 KNOWN_CC: frozenset[int] = frozenset(
     {50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121}
 )
-SUFFIX_OK = {"a": lambda cc: cc >= 90, "f": lambda cc: cc >= 100, "": lambda cc: True}
+SUFFIX_OK: dict[str, Callable[[int], bool]] = {"a": lambda cc: cc >= 90, "f": lambda cc: cc >= 100,
+                                               "": lambda cc: True}
 
 _PATTERN = re.compile(r"^(?:sm|compute)?_?(\d{2,3})([af]?)$")
 

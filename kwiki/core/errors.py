@@ -6,7 +6,7 @@ Imported by every command, `kwiki query` included, so it imports nothing heavier
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 Severity = Literal["error", "warning"]
 
@@ -29,7 +29,7 @@ class Problem(NamedTuple):
         tag = "" if self.severity == "error" else " (warning)"
         return f"{where}:{field} {printable(self.message)}{tag}"
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {
             "path": self.path,
             "line": self.line,

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 SUPERVISOR = str(Path(__file__).resolve().with_name("supervise.py"))
 GRACE_S = 5.0  # how long a supervisor asked to stop may take before its group is SIGKILLed
@@ -115,7 +116,7 @@ def _killpg(pgid: int) -> None:
         pass
 
 
-def _stop(proc: subprocess.Popen, alive_w: int) -> None:
+def _stop(proc: subprocess.Popen[bytes], alive_w: int) -> None:
     """Ask the supervisor to clean up (end of file on its pipe); SIGKILL its group if it takes too long."""
     os.close(alive_w)
     try:
@@ -204,6 +205,6 @@ def _read_status(fd: int) -> str:
         os.close(fd)
 
 
-def _read(fh, limit: int) -> str:
+def _read(fh: IO[bytes], limit: int) -> str:
     fh.seek(0)
     return fh.read(limit).decode("utf-8", errors="replace")

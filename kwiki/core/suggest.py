@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from difflib import SequenceMatcher
 
 
 def close_names(name: str, known: Iterable[str], n: int = 3) -> list[str]:
@@ -27,7 +31,7 @@ def close_names(name: str, known: Iterable[str], n: int = 3) -> list[str]:
     return out[:n]
 
 
-def _similarity(word: str, name: str, matcher) -> float:
+def _similarity(word: str, name: str, matcher: type[SequenceMatcher[str]]) -> float:
     """difflib's ratio, 0 when what follows a shared prefix is not alike: ids share prefixes such
     as 'technique-', which alone must not make 'technique-nope' look like 'technique-wgmma-pipeline'."""
     ratio = matcher(None, word, name).ratio()

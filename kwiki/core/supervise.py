@@ -26,6 +26,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from types import FrameType
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -44,7 +45,7 @@ def _prctl(option: int, arg: int) -> None:
         _PRCTL(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
 
 
-def _on_signal(signum, frame):
+def _on_signal(signum: int, frame: FrameType | None) -> None:
     """Nothing: the signal's number reaches the wake-up pipe, which _wait watches (no exception can
     cut the clean-up short)."""
 
@@ -85,7 +86,7 @@ def _start(command: list[str], me: int) -> int:
     return pid
 
 
-def _wait(pid: int, alive_fd: int, stop_fd: int):
+def _wait(pid: int, alive_fd: int, stop_fd: int) -> int | None:
     """COMMAND's return code, or None when kwiki closed the pipe (or died) or a stop signal came first."""
     try:
         pidfd = os.pidfd_open(pid)

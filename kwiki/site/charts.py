@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import math
+from typing import Any
 
 from kwiki.core.numbers import fmt, params_text
 from kwiki.verify.history import ClaimRow, RecordRow
@@ -37,7 +38,7 @@ def _figure(rows: list[RecordRow], wanted: list[str]) -> str | None:
 
 
 def ladder_specs(records: list[RecordRow], variant_order: list[str], baseline: str | None = None,
-                 wanted: list[str] | None = None) -> list[dict]:
+                 wanted: list[str] | None = None) -> list[dict[str, Any]]:
     """Bar-chart specs of an artifact's latest passing run on each GPU model: one per parameter set.
 
     `wanted` names the figures the page's claims measure (charted first when the run has them).
@@ -74,7 +75,7 @@ def ladder_specs(records: list[RecordRow], variant_order: list[str], baseline: s
     return specs
 
 
-def roofline_specs(records: list[RecordRow], ceilings: dict[str, tuple[str, str | None]]) -> list[dict]:
+def roofline_specs(records: list[RecordRow], ceilings: dict[str, tuple[str, str | None]]) -> list[dict[str, Any]]:
     """One roofline per GPU model: each configuration's best variant (and its baseline) at its arithmetic
     intensity, under the bandwidth roof measured by the artifacts' ceiling variants in the same runs.
 
@@ -113,7 +114,7 @@ def roofline_specs(records: list[RecordRow], ceilings: dict[str, tuple[str, str 
     return specs
 
 
-def history_spec(claims: list[Claim], rows: list[ClaimRow]) -> dict | None:
+def history_spec(claims: list[Claim], rows: list[ClaimRow]) -> dict[str, Any] | None:
     """A line-chart spec: each claim's measured figure over time, as a multiple of the claimed one."""
     refs = {c.id: c.reference for c in claims}
     series: dict[str, list[tuple[str, float]]] = {}
@@ -177,7 +178,7 @@ def _svg(width: float, height: float, title: str, body: list[str]) -> bytes:
     return ("\n".join(parts) + "\n").encode()
 
 
-def draw_ladder(spec: dict) -> bytes:
+def draw_ladder(spec: dict[str, Any]) -> bytes:
     """Horizontal bars, one per variant, the best one green, with the run's spread as error bars."""
     bars = spec["bars"]
     row, top, bottom = 22, 30, 42
@@ -213,7 +214,7 @@ def draw_ladder(spec: dict) -> bytes:
     return _svg(WIDTH, height, title, body)
 
 
-def draw_history(spec: dict) -> bytes:
+def draw_history(spec: dict[str, Any]) -> bytes:
     """One line per claim: its measured figure over the runs, as a multiple of the claimed figure."""
     series = spec["series"]
     dates = sorted({d for s in series for d, _ in s["points"]})
@@ -261,7 +262,7 @@ def draw_history(spec: dict) -> bytes:
     return _svg(WIDTH, height, title, body)
 
 
-def draw_roofline(spec: dict) -> bytes:
+def draw_roofline(spec: dict[str, Any]) -> bytes:
     """Log-log: FLOP/s against FLOP per byte, the measured bandwidth roof as a line, one dot per kernel."""
     pts = spec["points"]
     left, right, top, bottom = 64, WIDTH - 24, 36, 330
@@ -307,6 +308,6 @@ def draw_roofline(spec: dict) -> bytes:
     return _svg(WIDTH, bottom + 52 + 14 * len(ours), title, body)
 
 
-def draw(spec: dict) -> bytes:
+def draw(spec: dict[str, Any]) -> bytes:
     """The SVG of a chart spec."""
     return {"ladder": draw_ladder, "history": draw_history, "roofline": draw_roofline}[spec["kind"]](spec)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from kwiki import SCHEMA_VERSION, __version__
 from kwiki.core.writefile import write_atomic
@@ -33,7 +34,7 @@ def page_url(rel: str, directory_urls: bool = True) -> str:
     return stem + "/"
 
 
-def _entry(p: SitePage, directory_urls: bool) -> dict:
+def _entry(p: SitePage, directory_urls: bool) -> dict[str, Any]:
     meta, st = p.meta, p.standing
     assert meta is not None and st is not None
     m = meta.measurements
@@ -57,7 +58,8 @@ def _entry(p: SitePage, directory_urls: bool) -> dict:
     }
 
 
-def index_json(pages: list[SitePage], site_name: str, run: LastRun | None, directory_urls: bool = True) -> dict:
+def index_json(pages: list[SitePage], site_name: str, run: LastRun | None,
+               directory_urls: bool = True) -> dict[str, Any]:
     entries = sorted((_entry(p, directory_urls) for p in pages if p.meta), key=lambda e: e["id"])
     tags: dict[str, list[str]] = {}
     arches: dict[str, list[str]] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
+from typing import Any
 
 from kwiki.site.render import (
     arch_anchor,
@@ -196,9 +197,9 @@ def _section_name(directory: str) -> str:
     return html_text(UPPER.get(directory, directory.replace("-", " ").replace("_", " ").capitalize()))
 
 
-def nav(pages: list[SitePage]) -> list:
+def nav(pages: list[SitePage]) -> list[Any]:
     """The navigation: home, the indexes, then the wiki's folders (pages by title, folders by name)."""
-    tree: dict = {}
+    tree: dict[str, Any] = {}  # folder name + '/' -> subtree, page rel -> SitePage
     for p in pages:
         if p.rel == HOME:
             continue
@@ -207,7 +208,7 @@ def nav(pages: list[SitePage]) -> list:
             node = node.setdefault(part + "/", {})
         node[p.rel] = p
 
-    def entries(node: dict) -> list:
+    def entries(node: dict[str, Any]) -> list[Any]:
         files = sorted((v for k, v in node.items() if not k.endswith("/")),
                        key=lambda p: (not p.rel.endswith("/index.md"), p.title.casefold(), p.rel))
         folders = sorted(k for k in node if k.endswith("/"))

@@ -12,6 +12,7 @@ import posixpath
 import re
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kwiki.core.errors import ManifestError
 from kwiki.core.numbers import fmt
@@ -21,6 +22,9 @@ from kwiki.verify.standing import Standing
 from kwiki.verify.trace import PageTrace
 from kwiki.wiki.model import MeasuredClaim, PageMeta
 from kwiki.wiki.verdict import NOT_REPRODUCED, PASSING, Verdict
+
+if TYPE_CHECKING:
+    from kwiki.wiki.manifest import Manifest
 
 MAX_SOURCE_BYTES = 256 * 1024
 LANGUAGES = {".cu": "cuda", ".cuh": "cuda", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".hpp": "cpp",
@@ -94,8 +98,8 @@ def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
 
     def verdict(mc: MeasuredClaim | None) -> str:
         why = untraceable.get(id(mc)) if mc is not None else None
-        if why is not None:
-            return badge(f"untraceable (says {mc.verdict.value})", "kw-verdict", "kw-v-untraceable")  # type: ignore[union-attr]
+        if why is not None and mc is not None:  # (a reason is looked up only for a measured claim)
+            return badge(f"untraceable (says {mc.verdict.value})", "kw-verdict", "kw-v-untraceable")
         return _verdict_badge(mc)
 
     table = tables.claims_table(meta.claims, measured, text=md_text, verdict=verdict)
@@ -134,7 +138,7 @@ def source_block(root: Path, path: Path, shown_as: str) -> str:
     return f'??? abstract "{title}"\n\n{_fence(text, lang, "    ")}\n'
 
 
-def build_lines(manifest, rel: str) -> list[str]:
+def build_lines(manifest: Manifest, rel: str) -> list[str]:
     """The commands that build the artifact, one per target, run from the repository root."""
     from kwiki.core.arch import parse_arch
     from kwiki.verify.build import BuildJob, command

@@ -203,11 +203,12 @@ def clean(html: str, own: str | None = None) -> tuple[str, list[str]]:
     def keep(tag: str, name: str, value: str) -> str | None:
         if name == "class" and own is not None and tag in TAGS:
             given = value
-            value, forged = own_classes(given, own)  # type: ignore[assignment]
+            kept, forged = own_classes(given, own)
             if forged:
                 problems.append(f"{_snippet(_tag_text(tag, name, given))}: {forged}")
-            if value is None:
+            if kept is None:
                 return None
+            value = kept
         why = attribute_problem(tag, name, value)
         if why is None:
             return value
@@ -228,12 +229,13 @@ def mark_own(markdown: str, key: str) -> str:
     author text is escaped (`render.md_text`): never for a page's body or a source file's text."""
     mark = OWN_MARK + key
 
-    def one(m: re.Match) -> str:
+    def one(m: re.Match[str]) -> str:
         if m.group("cls") is not None:
             return f'class="{m.group("cls")} {mark}"'
         if m.group("attrs") is not None:
             return f"{{ {m.group('attrs')} .{mark} }}"
-        return m.group(0)
+        whole: str = m.group(0)
+        return whole
 
     return _OWN.sub(one, markdown)
 
@@ -294,11 +296,12 @@ _REFRESH_URL = re.compile(r"""url\s*=\s*["']?([^"']*)""", re.IGNORECASE)
 
 
 def _css_unescape(text: str) -> str:
-    def one(m: re.Match) -> str:
+    def one(m: re.Match[str]) -> str:
         if m.group(1):
             code = int(m.group(1), 16)
             return chr(code) if 0 < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF else "\ufffd"
-        return m.group(2)
+        escaped: str = m.group(2)
+        return escaped
 
     return _CSS_ESCAPE.sub(one, text)
 
@@ -401,4 +404,4 @@ class Sanitizer:
         return WITHHELD.format(where=escape(where))  # fail safe: the theme's HTML cannot be repaired here
 
     on_page_content.mkdocs_priority = -100  # type: ignore[attr-defined]  # after every other plugin's changes
-    on_post_page.mkdocs_priority = -100  # type: ignore[attr-defined]
+    on_post_page.mkdocs_priority = -100  # type: ignore[attr-defined]  # (MkDocs reads it off the method)

@@ -21,6 +21,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -57,6 +58,9 @@ from kwiki.verify.history import RESULTS_DIR, ClaimRow, RecordRow, gpu_slug, rea
 from kwiki.verify.standing import claim_rows_by_page, standing
 from kwiki.verify.trace import Store, trace
 from kwiki.wiki.catalog import ARTIFACTS_DIR, WIKI_DIR, load_wiki
+
+if TYPE_CHECKING:
+    from mkdocs.livereload import LiveReloadServer
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +158,9 @@ def _own(ctx: _Context, markdown: str) -> str:
     return mark_own(markdown, ctx.key) if ctx.key else markdown
 
 
-def _add_chart(ctx: _Context, sp: SitePage, name: str, spec: dict, alt: str) -> str:
-    path = f"{ASSETS}/charts/{sp.meta.id}/{name}.svg"  # type: ignore[union-attr]
+def _add_chart(ctx: _Context, sp: SitePage, name: str, spec: dict[str, Any], alt: str) -> str:
+    assert sp.meta is not None  # charts are drawn for valid pages only
+    path = f"{ASSETS}/charts/{sp.meta.id}/{name}.svg"
     ctx.files[path] = charts.draw(spec)
     return chart(path, sp.rel, alt)
 
@@ -180,7 +185,8 @@ def _roofline(ctx: _Context, sp: SitePage) -> str:
     """For pages tagged 'roofline': every memory-bound artifact (one that names a ceiling variant) on a roofline."""
     from kwiki.wiki.manifest import MANIFEST, load_manifest
 
-    if "roofline" not in sp.meta.tags:  # type: ignore[union-attr]
+    assert sp.meta is not None
+    if "roofline" not in sp.meta.tags:
         return ""
     ceilings: dict[str, tuple[str, str | None]] = {}
     for path in sorted((ctx.root / ARTIFACTS_DIR).glob(f"*/{MANIFEST}")):
@@ -198,7 +204,8 @@ def _roofline(ctx: _Context, sp: SitePage) -> str:
 
 
 def _history(ctx: _Context, sp: SitePage, rows: list[ClaimRow]) -> str:
-    spec = charts.history_spec(sp.meta.claims, rows)  # type: ignore[union-attr]
+    assert sp.meta is not None
+    spec = charts.history_spec(sp.meta.claims, rows)
     return _add_chart(ctx, sp, "history", spec, "measured / claimed for each claim over time") if spec else ""
 
 
@@ -268,7 +275,7 @@ def _front(sp: SitePage) -> str:
         raw = data.get("tags")
         tags = [str(t) for t in (raw if isinstance(raw, list) else [raw] if raw else [])]
         summary = data.get("summary") if isinstance(data.get("summary"), str) else None
-    front: dict = {"title": html_text(sp.title)}
+    front: dict[str, Any] = {"title": html_text(sp.title)}
     if summary:
         front["description"] = html_text(" ".join(summary.split()))
     if tags:
@@ -371,11 +378,11 @@ def sync(directory: Path, files: dict[str, bytes]) -> None:
 # ---------------------------------------------------------------- MkDocs
 
 
-def _names(items: list) -> list[str]:
+def _names(items: list[Any]) -> list[str]:
     return [next(iter(i)) if isinstance(i, dict) else str(i) for i in items]
 
 
-def base_config(root: Path) -> dict:
+def base_config(root: Path) -> dict[str, Any]:
     """The repository's mkdocs.yml (read as MkDocs reads it), or nothing."""
     from mkdocs.exceptions import MkDocsException
     from mkdocs.utils.yaml import yaml_load
@@ -392,7 +399,8 @@ def base_config(root: Path) -> dict:
     return data
 
 
-def config_overrides(base: dict, docs_dir: Path, site_dir: Path, pages: list[SitePage], strict: bool) -> dict:
+def config_overrides(base: dict[str, Any], docs_dir: Path, site_dir: Path, pages: list[SitePage],
+                     strict: bool) -> dict[str, Any]:
     """The repository's mkdocs.yml, with what the generated site needs added."""
     theme = base.get("theme") or {}
     theme = {"name": theme} if isinstance(theme, str) else dict(theme)
@@ -423,7 +431,7 @@ class _Collect(logging.Handler):
         self.messages.append(f"{record.levelname}: {record.getMessage()}")
 
 
-def run_mkdocs(overrides: dict, config_file: Path, own: str | None = None) -> list[str]:
+def run_mkdocs(overrides: dict[str, Any], config_file: Path, own: str | None = None) -> list[str]:
     """Build with MkDocs in this process; the warnings it logged (raises SiteError in strict mode).
     `own` is the key that marked kwiki's own markup when the pages were staged (`site_key`)."""
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")  # Material's banner about MkDocs 2; pinned below it
@@ -440,7 +448,8 @@ def run_mkdocs(overrides: dict, config_file: Path, own: str | None = None) -> li
     sanitizer = Sanitizer(WIKI_DIR, exempt=ASSETS + "/", own=own)
     try:
         config = load_config(config_file=str(config_file), **overrides)
-        # an object, not an entry point (only kwiki's builds); MkDocs registers its on_* methods
+        # an object, not an entry point (only kwiki's builds); MkDocs registers its on_* methods, though
+        # its types want a BasePlugin
         config.plugins["kwiki/sanitize"] = sanitizer  # type: ignore[assignment]
         build(config)
     except MkDocsException as exc:
@@ -545,7 +554,6 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport
     files, pages, run = generate(root, strict, base.get("site_name") or "KernelWiki", key)
     sync(stage / "docs", files)
     overrides = config_overrides(base, stage / "docs", site_dir, pages, strict)
-    base = root / BASE_CONFIG
     t1 = time.perf_counter()
     config_file = root / BASE_CONFIG
     _mark(site_dir)
@@ -561,7 +569,7 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport
                       {"generate": t1 - t0, "mkdocs": t2 - t1, "export": t3 - t2}, warnings + remote)
 
 
-def live_server(root: Path, host: str, port: int):
+def live_server(root: Path, host: str, port: int) -> LiveReloadServer:
     """A MkDocs live-reload server over the kwiki-built site; it rebuilds when wiki, artifacts or results change."""
     from mkdocs.livereload import LiveReloadServer
 

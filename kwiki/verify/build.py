@@ -15,10 +15,11 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 from kwiki.core.arch import parse_arch
 from kwiki.core.paths import within
@@ -62,7 +63,7 @@ class BuildResult:
     error: str | None = None
     kernels: dict[str, KernelResources] = field(default_factory=dict)
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -292,4 +293,4 @@ def build_all(jobs: list[BuildJob], root: Path, *, nvcc: str | None, nvcc_versio
     return [r for r in results if r is not None]
 
 
-__all__ = ["BuildJob", "BuildResult", "build_all", "build_one", "artifact_hash", "parse_ptxas", "MANIFEST"]
+__all__ = ["MANIFEST", "BuildJob", "BuildResult", "artifact_hash", "build_all", "build_one", "parse_ptxas"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from kwiki.core.arch import parse_arch
 from kwiki.core.strict import Scalar
@@ -53,7 +53,7 @@ class ClaimResult:
         """Judged on fewer runs than a series needs: never shown as verified."""
         return self.runs is not None and self.runs < RUNS
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {
             "page": self.page, "claim": self.claim, "verdict": self.verdict.value, "value": self.value,
             "unit": self.unit, "spread": self.spread, "detail": self.detail, "artifact": self.artifact,
@@ -175,7 +175,8 @@ def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str,
         res.verdict, res.detail = Verdict.error, planned.error or "invalid manifest"
         return res
     if gpu is not None and claim.conditions.arch and not parse_arch(claim.conditions.arch).runs_on(gpu.cc):
-        res.verdict, res.detail = Verdict.not_applicable, f"claim is for {claim.conditions.arch}; this GPU is {gpu.arch}"
+        res.verdict = Verdict.not_applicable
+        res.detail = f"claim is for {claim.conditions.arch}; this GPU is {gpu.arch}"
         return res
     selectors = [m.of] + ([m.per] if m.per else [])
     na = [s.variant for s in selectors if s.variant in planned.not_applicable]

@@ -6,11 +6,14 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kwiki import __version__
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -43,7 +46,7 @@ class Environment:
     kwiki: str = __version__
     gpu_error: str | None = None
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -93,7 +96,7 @@ def _nvml_gpu(pynvml: Any, i: int) -> Gpu:
     )
 
 
-def clocks(index: int) -> dict:
+def clocks(index: int) -> dict[str, Any]:
     """Current SM clock and throttle reasons of one GPU (empty when NVML is missing)."""
     gpus, _, _, _ = nvml_gpus()
     for gpu in gpus:
@@ -106,14 +109,14 @@ def _reasons(mask: int) -> list[str]:
     return sorted(name for bit, name in _THROTTLE_NAMES.items() if mask & bit)
 
 
-def _try(fn):
+def _try(fn: Callable[[], T]) -> T | None:
     try:
         return fn()
     except Exception:  # noqa: BLE001 - optional NVML queries differ between drivers
         return None
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -141,7 +144,10 @@ def git_state(root: Path) -> tuple[str | None, bool | None]:
                               text=True, timeout=30)
         if head.returncode != 0:
             return None, None
-        status = subprocess.run([git, "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        # what kwiki itself writes (pages' generated blocks, the results store) does not make the
+        # measured code dirty: a second run right after a first one measures the same code
+        status = subprocess.run([git, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                 ":(exclude)results", ":(exclude)wiki"], cwd=root,
                                 capture_output=True, text=True, timeout=60)
         return head.stdout.strip(), bool(status.stdout.strip())
     except (OSError, subprocess.SubprocessError):

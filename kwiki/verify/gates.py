@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from kwiki.core.numbers import fmt, params_text
 from kwiki.verify import peaks
@@ -118,7 +119,7 @@ class Gating:
     def warnings(self, record: Record) -> list[Finding]:
         return [f for f in self._by_record.get(id(record), []) if not f.fail]
 
-    def as_json(self) -> list[dict]:
+    def as_json(self) -> list[dict[str, Any]]:
         return [{"artifact": artifact, "variant": r.variant, "params": r.params, "gate": f.gate,
                  "severity": "failed" if f.fail else "warning", "reason": f.reason}
                 for artifact, r, f in self.findings]

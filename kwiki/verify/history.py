@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -173,7 +173,7 @@ def change(new: float, new_spread: float | None, old: float, old_spread: float |
 
 def record_run(root: Path, base: Provenance, run_id: str, date: str, plan: Plan,
                outcomes: dict[str, list[RunOutcome]], claims: list[ClaimResult], *, write: bool,
-               series: dict[str, str] | None = None, gating: Gating | None = None) -> list[dict]:
+               series: dict[str, str] | None = None, gating: Gating | None = None) -> list[dict[str, Any]]:
     """Compare each record with the last run on this GPU model, then append the run's rows (each with
     its series and failed gates) to the store when `write`; returns the records whose time moved.
 
@@ -184,7 +184,7 @@ def record_run(root: Path, base: Provenance, run_id: str, date: str, plan: Plan,
     common = {**base.model_dump(exclude={"artifact_hash"}), "date": date, "run_id": run_id}
     path = store_path(root, common["gpu"])
     old_rows, _ = read_store(path)
-    changes: list[dict] = []
+    changes: list[dict[str, Any]] = []
     rows = (_record_rows(plan, outcomes, common, last_records(old_rows), changes, series or {}, gating)
             + _claim_rows(plan, claims, common))
     if write and rows:
@@ -192,8 +192,8 @@ def record_run(root: Path, base: Provenance, run_id: str, date: str, plan: Plan,
     return changes
 
 
-def _record_rows(plan: Plan, outcomes: dict[str, list[RunOutcome]], common: dict,
-                 last: dict[tuple[str, str, str], RecordRow], changes: list[dict], series: dict[str, str],
+def _record_rows(plan: Plan, outcomes: dict[str, list[RunOutcome]], common: dict[str, Any],
+                 last: dict[tuple[str, str, str], RecordRow], changes: list[dict[str, Any]], series: dict[str, str],
                  gating: Gating | None) -> list[Row]:
     """One row per record of the run; notes each record's change against its last passing run."""
     rows: list[Row] = []
@@ -221,7 +221,7 @@ def _record_rows(plan: Plan, outcomes: dict[str, list[RunOutcome]], common: dict
     return rows
 
 
-def _claim_rows(plan: Plan, claims: list[ClaimResult], common: dict) -> list[Row]:
+def _claim_rows(plan: Plan, claims: list[ClaimResult], common: dict[str, Any]) -> list[Row]:
     rows: list[Row] = []
     for c in claims:
         if c.artifact is None or c.verdict in NOT_MEASURED:

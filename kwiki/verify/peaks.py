@@ -87,7 +87,8 @@ class Peak:
 
     value: float
     unit: str
-    basis: str  # where it comes from, for the gate's reason: 'NVIDIA H200 datasheet', '132 SMs x 1980 MHz x 4096 FLOP/clk'
+    # where it comes from, for the gate's reason: 'NVIDIA H200 datasheet', '132 SMs x 1980 MHz x 4096 FLOP/clk'
+    basis: str
 
 
 def dram_peak(gpu: Gpu) -> Peak | None:

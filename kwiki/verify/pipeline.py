@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kwiki import SCHEMA_VERSION
 from kwiki.core.errors import EnvironmentProblem, Problem
@@ -36,9 +37,9 @@ class Report:
     problems: list[Problem] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    record_changes: list[dict] = field(default_factory=list)
+    record_changes: list[dict[str, Any]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
-    clocks_after: dict = field(default_factory=dict)
+    clocks_after: dict[str, Any] = field(default_factory=dict)
     gating: gates.Gating = field(default_factory=gates.Gating)
     series: dict[str, str] = field(default_factory=dict)  # artifact path -> series key
 
@@ -63,7 +64,7 @@ class Report:
                 and not any(f.fail for _, _, f in self.gating.findings)
                 and not any(p.severity == "error" for p in self.problems))
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         gpu = self.plan.gpu
         return {
             "schema_version": SCHEMA_VERSION,
@@ -179,6 +180,7 @@ def _run_stage(the_plan: Plan, builds: list[BuildResult], root: Path, run_id: st
     outcomes: dict[str, list[RunOutcome]] = {}
     seconds = 0.0
     for n, planned in enumerate(runnable, 1):
+        assert planned.run_target is not None  # runnable holds only artifacts with a run target
         progress(f"run {n}/{len(runnable)} {planned.name} [{planned.run_target}] "
                  f"{len(planned.run_variants)} variants + {len(planned.isolated)} isolated")
         outs = run_artifact(planned, by_key[(planned.build_name, planned.run_target)], gpu_index=gpu_index,

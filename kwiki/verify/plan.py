@@ -78,7 +78,7 @@ def select_pages(wiki: Wiki, ids: list[str], tags: list[str], arch: str | None) 
         except ValueError as exc:
             raise UsageError(f"--arch: {exc}") from None
     valid = [p for p in wiki.pages if p.meta is not None]
-    known = {t for p in valid for t in p.meta.tags}  # type: ignore[union-attr]
+    known = {t for p in valid if p.meta is not None for t in p.meta.tags}
     wanted = []
     for given in tags:
         try:
@@ -210,9 +210,9 @@ def _plan_artifact(rel: str, root: Path, env: Environment, gpu: Gpu | None, comp
         planned.why_not_run = "--compile-only"
     elif target is None and gpu is None:
         planned.why_not_run = f"no GPU here ({env.gpu_error})" if env.gpu_error else "no GPU here"
-    elif target is None:
+    elif target is None and gpu is not None:
         planned.why_not_run = f"{gpu.name} ({gpu.arch}) runs none of its targets {manifest.targets}"
-    if planned.why_not_run:
+    if planned.why_not_run or target is None:
         return planned
     planned.run_target = target
     runnable = set(manifest.variants_for(target))

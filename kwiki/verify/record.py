@@ -34,7 +34,7 @@ class Timing(Strict):
     rse: float | None = Field(default=None, ge=0, description="relative standard error of the median")
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Timing":
+    def _ordered(self) -> Timing:
         if not (self.min_us <= self.q1_us <= self.median_us <= self.q3_us):
             raise ValueError("timing must satisfy min <= q1 <= median <= q3")
         return self
@@ -112,7 +112,7 @@ class Record(Strict):
     extra: dict[str, Scalar] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _versioned(self) -> "Record":
+    def _versioned(self) -> Record:
         if self.kwiki_record != RECORD_VERSION:
             raise ValueError(f"record version {self.kwiki_record}, this kwiki reads {RECORD_VERSION}")
         if not self.check.passed and self.timing is not None:
@@ -121,7 +121,8 @@ class Record(Strict):
 
     def figures(self) -> dict[str, float]:
         """Every figure a claim can select: timing, derived bandwidth and throughput, extras."""
-        out: dict[str, float] = {k: float(v) for k, v in self.extra.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        out: dict[str, float] = {k: float(v) for k, v in self.extra.items()
+                                 if isinstance(v, (int, float)) and not isinstance(v, bool)}
         if self.timing is None:
             return out
         t = self.timing.median_us
@@ -147,7 +148,8 @@ def parse_records(stdout: str, artifact: str) -> list[Record]:
         try:
             data = json.loads(line, parse_constant=_no_constant)
         except (ValueError, RecursionError) as exc:
-            raise RecordError(f"stdout line {lineno} is not JSON: {str(exc)[:120]}", path=artifact, line=lineno) from None
+            raise RecordError(f"stdout line {lineno} is not JSON: {str(exc)[:120]}", path=artifact,
+                              line=lineno) from None
         try:
             records.append(Record.model_validate(data))
         except ValidationError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from kwiki.core.errors import Problem
 
@@ -27,12 +28,16 @@ def unreadable(path: Path, lineno: int, why: str) -> Problem:
                    f"not a result row, skipped by kwiki verify and kwiki build: {why}", "warning")
 
 
-def parse_line(path: Path, lineno: int, line: str) -> tuple[dict | None, Problem | None]:
+def parse_line(path: Path, lineno: int, line: str) -> tuple[dict[str, Any] | None, Problem | None]:
     """One line of a store file as a JSON object that may be a row, or why it cannot be one."""
     try:
         data = json.loads(line)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return None, unreadable(path, lineno, f"not JSON ({exc.msg})")
+    except ValueError as exc:  # valid JSON that Python refuses: an integer of more than 4300 digits
+        return None, unreadable(path, lineno, f"not JSON kwiki can read ({str(exc).split(':')[0]})")
+    except RecursionError:
+        return None, unreadable(path, lineno, "not JSON kwiki can read (nested too deeply)")
     if not isinstance(data, dict):
         return None, unreadable(path, lineno, f"a JSON {type(data).__name__}, not an object")
     if data.get("kind") not in KINDS:

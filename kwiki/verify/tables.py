@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from kwiki.core.numbers import NONE, fmt, fmt_spread, params_text
 from kwiki.verify.claims import ClaimResult
@@ -169,7 +170,8 @@ def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: G
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     order = {v.name: i for i, v in enumerate(m.variants)}
     for r in sorted(records, key=lambda r: (params_text(r.params), order.get(r.variant, 99))):
-        desc = (m.variant(r.variant).description if m.variant(r.variant) else "")
+        variant = m.variant(r.variant)
+        desc = variant.description if variant else ""
         if r.timing is None:
             what = "profiled (no timing)" if r.check.passed else "check failed"
             rows.append(f"| `{r.variant}` | {_cell(desc)} | {_cell(params_text(r.params))} | {what} | — | — | — "
@@ -259,5 +261,5 @@ def gates_section(gating: Gating) -> str:
     return "\n".join(lines)
 
 
-def dumps(data: dict) -> str:
+def dumps(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, sort_keys=True)

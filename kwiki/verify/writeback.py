@@ -7,7 +7,7 @@ validated before it replaces the old one, so a page is always either as it was o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,7 +32,7 @@ LOCK = ".kwiki/write.lock"
 
 
 @contextmanager
-def locked(root: Path):
+def locked(root: Path) -> Iterator[None]:
     """Hold the write lock of a project (one writer at a time, across processes)."""
     with lock.hold(root / LOCK, owner="kwiki verify write-back"):
         yield
@@ -197,5 +197,5 @@ def _measured(c: ClaimResult, provenance: Provenance) -> MeasuredClaim:
         verdict=c.verdict, value=round_sig(c.median if over_runs else c.value), unit=c.unit,
         spread=round_sig(c.band if over_runs else c.spread, 3), change=c.change, detail=c.detail or None,
         provenance=provenance, runs=c.runs,
-        range=(round_sig(c.range[0]), round_sig(c.range[1])) if c.range else None,  # type: ignore[arg-type]
+        range=(round_sig(c.range[0]), round_sig(c.range[1])) if c.range else None,
         drift=round_sig(c.drift, 3), run_ids=run_ids, series=c.series)

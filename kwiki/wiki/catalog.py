@@ -31,7 +31,7 @@ def find_root(start: Path | str | None = None) -> Path:
 
 
 def page_files(root: Path) -> list[Path]:
-    out = []
+    out: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root / WIKI_DIR):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         out.extend(Path(dirpath) / name for name in sorted(filenames) if name.endswith(".md"))

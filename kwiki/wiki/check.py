@@ -9,16 +9,16 @@ import multiprocessing
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from kwiki.core.errors import Problem
 from kwiki.core.paths import inside, links_out
-from kwiki.wiki.catalog import WIKI_DIR, page_files
+from kwiki.wiki.catalog import WIKI_DIR, Wiki, page_files
 from kwiki.wiki.evidence import EvidenceLevel
 from kwiki.wiki.manifests import check_manifests
 from kwiki.wiki.markers import code_lines
@@ -45,7 +45,7 @@ class Report:
     def ok(self) -> bool:
         return not self.errors
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         from kwiki import SCHEMA_VERSION
 
         return {
@@ -135,14 +135,18 @@ def check(root: Path, strict: bool = False, jobs: int = 0, traced: Traced | None
     return Report(pages=len(files), problems=sorted(set(problems)))
 
 
-def check_ids(pages, root: Path | None = None) -> list[Problem]:
+def check_ids(pages: Wiki | Iterable[Page | _Summary], root: Path | None = None) -> list[Problem]:
     """Pages whose id an older page already has. `pages`: a Wiki, Pages or summaries (path, id, id line).
 
     The page that had the id first keeps it, the others are blamed: see `_ages`.
     """
-    root = getattr(pages, "root", root)
-    by_id: dict[str, list] = {}
-    for page in getattr(pages, "pages", pages):
+    items: Iterable[Page | _Summary]
+    if isinstance(pages, Wiki):
+        root, items = pages.root, pages.pages
+    else:
+        items = pages
+    by_id: dict[str, list[Page | _Summary]] = {}
+    for page in items:
         if page.id:
             by_id.setdefault(page.id, []).append(page)
     shared = {page_id: group for page_id, group in by_id.items() if len(group) > 1}
@@ -187,7 +191,7 @@ def check_file(page: Page) -> list[Problem]:
     return out
 
 
-def _ages(root: Path | None, paths: list[str]) -> dict[str, tuple]:
+def _ages(root: Path | None, paths: list[str]) -> dict[str, tuple[int, int, str]]:
     """Sort keys, oldest page first: pages committed to git by the time of the commit that added
     them, then pages git does not know by modification time, then by path."""
     import subprocess
@@ -275,7 +279,7 @@ def check_regions(page: Page) -> list[Problem]:
     ]
 
 
-def _links(body: str, first_line: int):
+def _links(body: str, first_line: int) -> Iterator[tuple[int, str]]:
     lines = body.split("\n")
     code = code_lines(lines) if "](" in body else []
     for i, line in enumerate(lines):

@@ -39,22 +39,22 @@ class EvidenceLevel(str, Enum):
         return LADDER.index(self)
 
     # ordered by rank, not as the strings they are ('measured' < 'source-reported' as text)
-    def __ge__(self, other: object) -> bool:  # type: ignore[override]
+    def __ge__(self, other: object) -> bool:
         if not isinstance(other, EvidenceLevel):
             return NotImplemented
         return self.rank >= other.rank
 
-    def __gt__(self, other: object) -> bool:  # type: ignore[override]
+    def __gt__(self, other: object) -> bool:
         if not isinstance(other, EvidenceLevel):
             return NotImplemented
         return self.rank > other.rank
 
-    def __le__(self, other: object) -> bool:  # type: ignore[override]
+    def __le__(self, other: object) -> bool:
         if not isinstance(other, EvidenceLevel):
             return NotImplemented
         return self.rank <= other.rank
 
-    def __lt__(self, other: object) -> bool:  # type: ignore[override]
+    def __lt__(self, other: object) -> bool:
         if not isinstance(other, EvidenceLevel):
             return NotImplemented
         return self.rank < other.rank

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _TAG_WORD = re.compile(r"[a-z0-9+#.*/]+(?:-[a-z0-9+#.*/]+)*")
 
@@ -30,12 +32,12 @@ def tag(value: object) -> str:
     return out
 
 
-def unique(items: list) -> list:
+def unique(items: list[T]) -> list[T]:
     """`items` without repeats, first occurrence kept; linear time (a page may list 200,000 tags)."""
     try:
         return list(dict.fromkeys(items))
     except TypeError:  # an unhashable item: the slow way, only for values that are not plain tags
-        seen: list = []
+        seen: list[T] = []
         for item in items:
             if item not in seen:
                 seen.append(item)

@@ -25,7 +25,7 @@ from kwiki.core.errors import FrontMatterError
 try:  # libyaml's parser is several times faster; fall back to the pure-Python one
     from yaml import CSafeLoader as _Loader
 except ImportError:  # pragma: no cover - depends on how PyYAML was built
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+    from yaml import SafeLoader as _Loader  # type: ignore[assignment]  # a sibling class, not a subclass
 
 MAX_PAGE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 32
@@ -172,7 +172,7 @@ class _Frame:
 
     __slots__ = ("data", "key", "path")
 
-    def __init__(self, data: dict | list, path: Path_):
+    def __init__(self, data: dict[Any, Any] | list[Any], path: Path_):
         self.data = data
         self.path = path
         self.key: Any = _NO_KEY
@@ -184,7 +184,9 @@ class _Builder:
         self.lines: dict[Path_, int] = {}
 
     def fail(self, event: yaml.Event, message: str, path: Path_ = ()) -> FrontMatterError:
-        return FrontMatterError(message, line=self.to_line(event.start_mark.line), field=field_name(path))
+        # the parser gives every event its marks; the stubs allow None for events built by hand
+        line = self.to_line(event.start_mark.line)  # type: ignore[union-attr]
+        return FrontMatterError(message, line=line, field=field_name(path))
 
     def run(self, loader: Any) -> tuple[Any, dict[Path_, int]]:
         # the hot path (keys, plain scalars, collections) is inlined: it runs once per event
@@ -238,8 +240,10 @@ class _Builder:
                 value = stack.pop().data
                 top = stack[-1] if stack else None
             elif kind is alias_event:
-                as_key = top is not None and top.key is _NO_KEY and type(top.data) is dict
-                path = top.path if as_key else self.child(top, event)  # type: ignore[union-attr]
+                if top is not None and top.key is _NO_KEY and type(top.data) is dict:  # the alias is a key
+                    path = top.path
+                else:
+                    path = self.child(top, event)
                 raise self.fail(event, "YAML aliases (*name) are not allowed in front matter", path)
             elif kind is yaml.DocumentStartEvent:
                 documents += 1
@@ -268,7 +272,7 @@ class _Builder:
         else:
             path = (*top.path, top.key)
         if path not in self.lines:
-            self.lines[path] = self.to_line(event.start_mark.line)
+            self.lines[path] = self.to_line(event.start_mark.line)  # type: ignore[union-attr]  # as in `fail`
         return path
 
     def check_key(self, top: _Frame, event: yaml.ScalarEvent) -> None:
@@ -284,14 +288,16 @@ class _Builder:
         if tag is None or tag == "!":
             if not event.implicit[0]:  # quoted, literal or folded: a string
                 return event.value
-            tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False))
+            # types-PyYAML leaves BaseResolver.resolve unannotated
+            tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False))  # type: ignore[no-untyped-call]
         if tag == _STR:
             if event.tag is None and len(_PLAIN_VALUES) < 65536:
                 _PLAIN_VALUES[event.value] = event.value
             return event.value
         if tag not in _STANDARD_TAGS:
             raise self.fail(event, f"unsupported YAML tag {tag!r}", path)
-        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
+        # the stubs type an event's marks as the Python or the C parser's Mark, a node's as the Python one only
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)  # type: ignore[arg-type]
         try:
             value = _SCALARS[tag](_CONSTRUCTOR, node)
         except (ValueError, TypeError, OverflowError, IndexError, KeyError, AttributeError, yaml.YAMLError):

@@ -133,11 +133,11 @@ def _superfences_code(lines: list[str]) -> list[bool]:
         k = 0
         while k < len(line) and k < width and line[k] in _SF_PREFIX:
             k += 1
-        ws, content = line[:k], line[k:]
+        prefix, content = line[:k], line[k:]
         closed = abandoned = False
-        if ">" in ws:
+        if ">" in prefix:
             abandoned = True
-        elif not (ws + content).strip():
+        elif not (prefix + content).strip():
             pass
         elif k != width:
             abandoned = True

@@ -105,7 +105,8 @@ class Metric(str, Enum):
     bandwidth = "bandwidth"
     throughput = "throughput"
     ratio = "ratio"  # a/b of two measured figures: speedup, x cuBLAS, fraction of a ceiling
-    count = "count"  # registers, bytes, instructions
+    # registers, bytes, instructions; the member shadows str.count, and 'count' is the page format's word
+    count = "count"  # type: ignore[assignment]
     outcome = "outcome"  # the run ends a predicted way (a failed check, a timeout)
 
 
@@ -237,7 +238,8 @@ class Claim(Strict):
     def describe(self) -> str:
         """The claimed figure as text: '4.45 TB/s +-5%', '>= 1.15 x'."""
         if self.metric == Metric.outcome:
-            return f"ends: {self.expect.value}"  # type: ignore[union-attr]
+            assert self.expect is not None  # `_shape` requires it of an outcome claim
+            return f"ends: {self.expect.value}"
         if self.value is not None:
             return f"{self.value:g} {self.unit} ±{self.tolerance_or_default:.0%}"
         parts = []
@@ -399,7 +401,7 @@ class PageMeta(BaseModel):
 
     def references(self) -> list[tuple[str, int, str]]:
         """(field, index, page id) for every reference to another page."""
-        out = []
+        out: list[tuple[str, int, str]] = []
         for name in ("prerequisites", "related", "related_skills"):
             out.extend((name, i, ref) for i, ref in enumerate(getattr(self, name)))
         return out

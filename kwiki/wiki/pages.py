@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kwiki.core.errors import FrontMatterError, MarkerError, Problem
+from kwiki.core.errors import FrontMatterError, MarkerError, Problem, Severity
 from kwiki.core.paths import within
 from kwiki.wiki.frontmatter import MAX_PAGE_BYTES, FrontMatter, field_name, parse_page
 from kwiki.wiki.markers import Region, scan
 
 if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
+
     from kwiki.wiki.model import PageMeta
 
 
@@ -36,14 +38,14 @@ class Page:
     def id(self) -> str | None:
         return self.meta.id if self.meta else None
 
-    def problem(self, line: int, field_: str, message: str, severity: str = "error") -> None:
-        self.problems.append(Problem(self.path, line, field_, message, severity))  # type: ignore[arg-type]
+    def problem(self, line: int, field_: str, message: str, severity: Severity = "error") -> None:
+        self.problems.append(Problem(self.path, line, field_, message, severity))
 
     def line_of(self, *path: str | int) -> int:
         return self.fm.line_of(tuple(path)) if self.fm else 1
 
 
-def _data_path(data: Any, err: dict) -> tuple[Any, ...]:
+def _data_path(data: Any, err: ErrorDetails) -> tuple[Any, ...]:
     """The path in the data an error concerns: the parts of its pydantic location that walk the
     data (union and type labels dropped), then the missing field's name or the sub-location a
     model validator gave (`FieldError.loc`)."""
@@ -67,7 +69,7 @@ def _data_path(data: Any, err: dict) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _message(err: dict) -> str:
+def _message(err: ErrorDetails) -> str:
     msg = err["msg"]
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
@@ -91,7 +93,7 @@ def validate(page: Page, strict: bool = False) -> None:
     try:
         page.meta = PageMeta.model_validate(data)
     except ValidationError as exc:
-        seen: set[tuple] = set()
+        seen: set[tuple[tuple[Any, ...], str]] = set()
         for err in exc.errors(include_url=False):
             path = _data_path(data, err)
             key = (path, _message(err))
@@ -100,7 +102,7 @@ def validate(page: Page, strict: bool = False) -> None:
             seen.add(key)
             page.problem(page.fm.line_of(path), field_name(path), _message(err))
         return
-    severity = "error" if strict else "warning"
+    severity: Severity = "error" if strict else "warning"
     for name in page.meta.unknown_fields:
         page.problem(page.fm.line_of((name,)), name, "unknown field", severity)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
+from typing import Any
 
 from kwiki.core.writefile import write_atomic
 
@@ -19,7 +20,7 @@ SCHEMAS: dict[str, str] = {
 }
 
 
-def _load(spec: str):
+def _load(spec: str) -> Any:
     module, name = spec.split(":")
     return getattr(importlib.import_module(module), name)
 
