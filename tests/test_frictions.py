@@ -326,5 +326,6 @@ def test_verify_on_a_machine_without_a_gpu_builds_and_exits_0_unless_a_gpu_is_re
     code, out, err = run_cli(capsys, "verify", "--root", str(root), "--quiet", "--no-write")
     assert code == 0, out + err
     assert "1 not-run" in out and "no GPU found" in out
+    assert "kwiki verify: built only, nothing timed (no GPU here)" in out  # never "ok" when nothing ran
     code, out, err = run_cli(capsys, "verify", "--root", str(root), "--require-gpu", "--quiet", "--no-write")
     assert code == 2 and "--require-gpu: no GPU here" in err
