@@ -153,7 +153,9 @@ def test_cheats_are_failed_naming_the_gate_and_honest_records_are_unaffected(exp
     for cid in HONEST:
         assert claims[cid]["verdict"] == "reproduced" and claims[cid]["gates"] == [], cid
     failed = sorted(g["variant"] for g in report["gates"] if g["severity"] == "failed")
-    assert failed == ["first_launch_only", "gemm_skips_work", "hidden_stream", "ten_x_bytes"]
+    assert failed == ["first_launch_only", "gemm_skips_work", "hidden_stream", "ten_x_bytes", "throttled_stream"]
+    throttled = claims["throttled-bandwidth"]  # under the peak, honest work, but timed on a throttled card
+    assert throttled["verdict"] == "failed" and [g["name"] for g in throttled["gates"]] == ["clocks"]
 
 
 def test_a_record_above_the_measured_roof_warns_and_still_passes(exploits, capsys):
@@ -181,14 +183,39 @@ def test_refused_figures_are_not_written_and_the_gate_is_listed(exploits, capsys
     assert "value" not in claim_rows["first-launch-bandwidth"] and claim_rows["first-launch-bandwidth"]["gates"]
     refused = [r for r in rows if r["kind"] == "record" and r.get("gates")]
     assert sorted(r["variant"] for r in refused) == ["first_launch_only", "gemm_skips_work", "hidden_stream",
-                                                      "ten_x_bytes"]
+                                                      "ten_x_bytes", "throttled_stream"]
 
 
 def test_the_terminal_report_has_a_gates_section(exploits, capsys):
     assert main(["verify", "--quiet", "--no-write", "--root", str(exploits)]) == 1
     out = capsys.readouterr().out
     section = out[out.index("GATES"):]
-    assert "4 records FAILED a gate" in section
+    assert "5 records FAILED a gate" in section
+    assert "FAILED clocks: cheats_sm90a throttled_stream" in section
     assert ("FAILED physical: cheats_sm90a first_launch_only [n=1000000000]: 175 TB/s of DRAM bytes > "
             "4.8 TB/s x 1.03 physical peak of NVIDIA H200") in section
     assert "warning roof: cheats_sm90a above_roof" in section
+
+
+def _clocked(**clocks: float) -> Record:
+    return Record.model_validate({
+        "kwiki_record": 1, "variant": "k", "params": {"n": 1}, "bytes": 1e9,
+        "timing": {"median_us": 1000.0, "q1_us": 999.0, "q3_us": 1001.0, "min_us": 998.0, "samples": 20},
+        "check": {"passed": True}, "clocks": clocks})
+
+
+def test_the_clocks_gate_fails_a_throttled_record_and_only_reports_the_power_cap():
+    from kwiki.verify import gates
+
+    throttled = gates.clocks(_clocked(window_s=1.0, thermal_s=0.04, hw_slowdown_s=0.03))
+    assert throttled is not None and throttled.fail and throttled.gate == "clocks" and "7%" in throttled.reason
+    assert gates.clocks(_clocked(window_s=1.0, thermal_s=0.02)) is None  # a moment's slowdown is noise
+    assert gates.clocks(_clocked(window_s=1.0, power_cap_s=1.0)) is None  # GEMMs run at the power limit
+    assert gates.clocks(_clocked(sm_mhz_before=1980.0)) is None  # protocol 1: no window, nothing to judge
+
+
+def test_the_ladder_shows_the_clock_range_and_the_power_cap_share():
+    from kwiki.verify.tables import _sm_mhz
+
+    r = _clocked(sm_mhz_min=1740.0, sm_mhz_median=1750.0, sm_mhz_max=1755.0, window_s=2.0, power_cap_s=0.5)
+    assert _sm_mhz(r) == "1740–1755, 25% power-capped"

@@ -15,6 +15,11 @@ physical  a rate beyond the physical peak of its level by more than PHYSICAL_MAR
           ~930 of the H200's 1070 dense bf16 TFLOP/s, so a GEMM that skips a fifth of its work still
           passes. The profiler audit (counted instructions and bytes) is the real defence there;
           this gate is the floor no record may go through.
+clocks    a record whose sampling window spent more than SLOWDOWN_LIMIT of its time under thermal or
+          hardware slowdown (NVML's clock-event reasons, read while each sample ran): its figures
+          measure a throttled card, not the kernel. Time under the power cap is not gated, only
+          reported: dense GEMMs run at the power limit by design, and kernels of different
+          efficiency clock differently.
 roof      a record faster than the artifact's measured speed of light (its manifest's `ceiling`
           variant at the same params) beyond the two runs' noise. Not a cheat while it is under
           the physical peak: it means the roof is wrong. A warning only.
@@ -36,7 +41,9 @@ from kwiki.wiki.manifest import HOST
 from kwiki.wiki.model import Gate
 
 PHYSICAL = "physical"
+CLOCKS = "clocks"
 ROOF = "roof"
+SLOWDOWN_LIMIT = 0.05  # of a record's sampling window: a moment's slowdown is noise, a twentieth is a throttled card
 PHYSICAL_MARGIN = 0.03  # fixed: physical peaks have no noise, only the datasheet's rounding
 ROOF_NOISE_FLOOR = 0.01  # a record this far above the measured roof (or the runs' spreads) warns
 LEVEL_NAMES = {"dram": "DRAM", "l2": "L2", "smem": "shared-memory"}
@@ -83,6 +90,20 @@ def physical(record: Record, gpu: Gpu) -> list[Finding]:
             out.append(Finding(PHYSICAL, f"{fmt(tflop, 3)} TFLOP/s > {fmt(peak.value, 4)} TFLOP/s x {limit:g} "
                                          f"physical peak of {gpu.name} ({peak.basis}; rate: {used})"))
     return out
+
+
+def clocks(record: Record) -> Finding | None:
+    """Fails a record that spent more than SLOWDOWN_LIMIT of its sampling window under thermal or
+    hardware slowdown (protocol 2 records; older ones carry no window and pass)."""
+    c = record.clocks
+    if not c.window_s:
+        return None
+    slowed = (c.thermal_s or 0.0) + (c.hw_slowdown_s or 0.0)
+    share = slowed / c.window_s
+    if share <= SLOWDOWN_LIMIT:
+        return None
+    return Finding(CLOCKS, f"{share:.0%} of its sampling window under thermal or hardware slowdown "
+                          f"(more than {SLOWDOWN_LIMIT:.0%}): the card was throttled")
 
 
 def roof(record: Record, ceiling: Record, ceiling_name: str) -> Finding | None:
@@ -145,6 +166,9 @@ def check(plan: Plan, outcomes: dict[str, list[RunOutcome]]) -> Gating:
                 assert gpu is not None
                 for finding in physical(r, gpu):
                     gating.add(planned.name, r, finding)
+                slowed = clocks(r)
+                if slowed is not None:
+                    gating.add(planned.name, r, slowed)
                 ungated |= _ungated(r, gpu)
         _roofs(gating, planned, records)
     gating.notes = sorted(ungated)

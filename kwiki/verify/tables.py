@@ -139,14 +139,20 @@ def _rate_vs(record: Record, base: Record) -> float:
 
 
 def _sm_mhz(record: Record) -> str:
-    """The SM clock the record ran at, where the run read it ('—' where it did not)."""
+    """The SM clock the record ran at, where the run read it ('—' where it did not): the range over its
+    samples (protocol 2; before and after them in protocol 1), and the share of its sampling window
+    spent under the power cap when there was any ('1740–1755, 100% power-capped')."""
     c = record.clocks
-    clocks = [v for v in (c.sm_mhz_before, c.sm_mhz_after) if v is not None]
+    clocks = [v for v in (c.sm_mhz_min, c.sm_mhz_max) if v is not None] or \
+        [v for v in (c.sm_mhz_before, c.sm_mhz_after) if v is not None]
     if not clocks:
         mhz = record.figures().get("sm_mhz")
         return f"{mhz:.0f}" if mhz is not None else NONE
     low, high = min(clocks), max(clocks)
-    return f"{low:.0f}" if low == high else f"{low:.0f}–{high:.0f}"
+    text = f"{low:.0f}" if low == high else f"{low:.0f}–{high:.0f}"
+    if c.window_s and c.power_cap_s:
+        text += f", {c.power_cap_s / c.window_s:.0%} power-capped"
+    return text
 
 
 def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: Gating | None = None) -> str:
