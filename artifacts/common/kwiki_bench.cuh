@@ -721,6 +721,12 @@ class Args {
         if (end == v->c_str() || *end) usage("--" + name + " wants an integer, got '" + *v + "'");
         return x;
     }
+    // --input-sets: how many pre-filled input sets the timed samples rotate through (kwiki::Case::input_sets)
+    int input_sets(int def = 2) const {
+        const long long n = get_int("input-sets", def);
+        if (n < 1 || n > 64) usage("--input-sets wants an integer from 1 to 64");
+        return int(n);
+    }
     double get_double(const std::string& name, double def) const {
         auto v = get(name);
         if (!v) return def;

@@ -238,8 +238,7 @@ int main(int argc, char** argv) {
     kwiki::Args args(argc, argv, kVariants);
     const auto shapes = parse_shapes(args);
     const int samples = int(args.get_int("check-samples", 2048));
-    const int sets = int(args.get_int("input-sets", 2));
-    if (sets < 1) kwiki::Args::usage("--input-sets wants a positive integer");
+    const int sets = args.input_sets();
     const uint64_t seed = args.seed();
     std::fprintf(stderr, "cublas_gemm: seed %llu, %d SMs, L2 %zu MiB\n", (unsigned long long)seed, kwiki::sm_count(),
                  kwiki::l2_bytes() >> 20);

@@ -753,8 +753,7 @@ int main(int argc, char** argv) {
     const auto shapes = parse_shapes(args);
     const int group = int(args.get_int("group", 16));
     const int samples = int(args.get_int("check-samples", 4096));
-    const int sets = int(args.get_int("input-sets", 2));
-    if (sets < 1) kwiki::Args::usage("--input-sets wants a positive integer");
+    const int sets = args.input_sets();
     const uint64_t seed = args.seed();
     std::fprintf(stderr, "gemm: seed %llu, %d SMs, L2 %zu MiB\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes() >> 20);
 

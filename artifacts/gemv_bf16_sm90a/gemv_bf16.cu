@@ -278,8 +278,7 @@ int main(int argc, char** argv) {
     kwiki::Args args(argc, argv, kVariants);
     const auto shapes = parse_shapes(args);
     const uint64_t seed = args.seed();
-    const int sets = int(args.get_int("input-sets", 2));
-    if (sets < 1) kwiki::Args::usage("--input-sets wants a positive integer");
+    const int sets = args.input_sets();
     std::fprintf(stderr, "gemv_bf16: seed %llu, %d SMs, L2 %zu bytes\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes());
 
     kwiki::cublasHandle_t blas = nullptr;  // cuBLAS is loaded only when its variant runs

@@ -397,8 +397,7 @@ int main(int argc, char** argv) {
     kwiki::Args args(argc, argv, kVariants);
     const auto shapes = parse_shapes(args);
     const uint64_t seed = args.seed();
-    const int sets = int(args.get_int("input-sets", 2));
-    if (sets < 1) kwiki::Args::usage("--input-sets wants a positive integer");
+    const int sets = args.input_sets();
     const bool sm100 = kwiki::device_attr(cudaDevAttrComputeCapabilityMajor) >= 10;
     const double global_a = 0.37, global_b = 0.11;
     std::fprintf(stderr, "nvfp4_gemv: seed %llu, %d SMs, L2 %zu bytes\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes());

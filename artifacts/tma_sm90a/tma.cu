@@ -32,6 +32,7 @@
 //   c2_copy, c2_multicast, c4_copy, c4_multicast   HBM stream, 128 x 64 box, clusters of 2 and 4, 4 stages
 //   c2_copy_d8 .. c4_multicast_d8                  the same with 8 stages
 //   l2_c1, l2_c2_copy .. l2_c4_multicast           L2-resident, 128 x 64 box, 4 stages, no cluster / 2 / 4
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -248,8 +249,7 @@ int main(int argc, char** argv) {
     const uint32_t l2_total = host_word_sum(words);
 
     kwiki::Runner runner(args);
-    std::vector<Launch> launches;  // one per case, alive until the runner is done
-    launches.reserve(std::size(kVariants));
+    std::deque<Launch> launches;  // one per case, alive until the runner is done (a deque never moves them)
     std::vector<kwiki::Case> cases;
     for (const Variant& v : kVariants) {
         if (!args.want(v.name)) continue;

@@ -25,6 +25,7 @@
 // within the bound of fp32 accumulation over 4 * iters wgmmas (iters_tolerance below). Bytes: none (the
 // operands stay in shared memory); flops only, in bf16 or tf32.
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -217,8 +218,7 @@ int main(int argc, char** argv) {
     const std::vector<float> hA32 = to_tf32(A32, rowsA * KB<float>), hB32 = to_tf32(B32, rowsB * KB<float>);
 
     kwiki::Runner runner(args);
-    std::vector<Launch> launches;  // one per case, alive until the runner is done
-    launches.reserve(std::size(kVariants));
+    std::deque<Launch> launches;  // one per case, alive until the runner is done (a deque never moves them)
     std::vector<kwiki::Case> cases;
     for (const Variant& v : kVariants) {
         if (!args.want(v.name)) continue;
