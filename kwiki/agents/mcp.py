@@ -105,16 +105,21 @@ def build_server(root: Path) -> Any:
 
     server = StrictServer("kwiki", instructions=INSTRUCTIONS)
 
-    def tool(**options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+
+    def tool(name: str, description: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register a read-only tool, remembering its parameters (unknown arguments are refused)."""
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             import inspect
 
-            params[options["name"]] = list(inspect.signature(fn).parameters)
-            registered: Callable[..., Any] = server.tool(**options)(fn)
+            params[name] = list(inspect.signature(fn).parameters)
+            registered: Callable[..., Any] = server.tool(name=name, annotations=read_only, description=description)(fn)
             return registered
 
         return register
-    read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+
+    def search(q: Query) -> QueryOutput:
+        return QueryOutput.model_validate(run(lambda conn: search_conn(conn, q)))
 
     def run(fn: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
         try:
@@ -123,9 +128,8 @@ def build_server(root: Path) -> Any:
             raise ToolError(str(exc)) from None
 
     @tool(
-        name="find_techniques",
-        annotations=read_only,
-        description=(
+        "find_techniques",
+        (
             "Find techniques, algorithms, kernels and patterns that apply to a GPU architecture, "
             "optionally narrowed to pages having all the given tags and to one operation. Results come "
             "best evidence first (verified, measured, source-reported, spec), then by id; each has its "
@@ -134,12 +138,11 @@ def build_server(root: Path) -> Any:
     )
     def find_techniques(arch: Arch, tags: Tags = None, op: Op = None, limit: Limit = 20) -> QueryOutput:
         q = Query(tags=tags or [], arch=arch, op=op, types=TECHNIQUE_TYPES, best_first=True, limit=limit)
-        return QueryOutput.model_validate(run(lambda conn: search_conn(conn, q)))
+        return search(q)
 
     @tool(
-        name="search_pages",
-        annotations=read_only,
-        description=(
+        "search_pages",
+        (
             "Search the wiki. `text` is full-text over titles, summaries, tags and bodies (every word must "
             "occur; ranked by relevance, title matches first); the other filters narrow the results and all "
             "combine with AND. Without `text`, results are sorted by id. `total` says how many pages matched "
@@ -169,12 +172,11 @@ def build_server(root: Path) -> Any:
             tags=tags or [], any_tag=match_any_tag, arch=arch, type=type, evidence=evidence,
             op=op, text=text, verified_on=verified_on, limit=limit,
         )
-        return QueryOutput.model_validate(run(lambda conn: search_conn(conn, q)))
+        return search(q)
 
     @tool(
-        name="get_page",
-        annotations=read_only,
-        description=(
+        "get_page",
+        (
             "Read one page: its front matter (title, type, architectures, tags, sources, artifacts, ...), "
             "its claims each with the claimed figure, the latest measured figure, the verdict, GPU and date, "
             "and its Markdown body (leave out with include_body=false)."
@@ -187,9 +189,8 @@ def build_server(root: Path) -> Any:
         return ShowOutput.model_validate(run(lambda conn: page_detail(conn, id, body=include_body)))
 
     @tool(
-        name="get_measurements",
-        annotations=read_only,
-        description=(
+        "get_measurements",
+        (
             "The numbers of one page: its effective evidence level, the GPU and date of the latest "
             "`kwiki verify` run, and each claim with claimed figure, measured figure (null if never "
             "measured), verdict and provenance (GPU, driver, CUDA, commit)."
@@ -198,11 +199,7 @@ def build_server(root: Path) -> Any:
     def get_measurements(id: PageId) -> MeasurementsOutput:
         return MeasurementsOutput.model_validate(measurements_view(run(lambda conn: page_detail(conn, id, body=False))))
 
-    @tool(
-        name="list_tags",
-        annotations=read_only,
-        description="Every tag used in the wiki with the number of pages that have it, most used first.",
-    )
+    @tool("list_tags", "Every tag used in the wiki with the number of pages that have it, most used first.")
     def list_tags() -> TagsOutput:
         return TagsOutput.model_validate(run(tags_conn))
 
