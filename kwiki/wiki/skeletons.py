@@ -172,7 +172,7 @@ CU_TEMPLATE = """\
 // Variants (rung, name: what it adds; bytes per record: n reads and n writes of 4 bytes):
 {variant_lines}#include "kwiki_bench.cuh"
 
-#include <map>
+#include <deque>
 
 namespace {{
 
@@ -263,57 +263,56 @@ const std::vector<Variant>& variants() {{
 // ===================================================================================================
 
 int main(int argc, char** argv) {{
-    kwiki::Args args(argc, argv, variants());  // exit 2 when --variants names a variant not in the table
+    kwiki::Args args(argc, argv, variants());  // --list-variants, and exit 2 for a --variants name not in the table
     const auto sizes = args.get_sizes("sizes", kDefaultSizes, 1, "element counts");
     const float alpha = float(args.get_double("alpha", 1.5));
     const uint64_t seed = args.seed();
     std::fprintf(stderr, "{name}: seed %llu, %d SMs, L2 %zu bytes\\n", (unsigned long long)seed, kwiki::sm_count(),
                  kwiki::l2_bytes());
-    kwiki::Bench bench(args.bench_options());
+    kwiki::Runner runner(args);  // checks every case, times those that pass, emits one record each
 
+    struct Buffers {{
+        size_t n;
+        float* x;
+        float* y;
+        std::vector<double> scaled, copied;  // the references: alpha * x, and x itself (what a copy gives)
+    }};
+    std::deque<Buffers> buffers;  // one per size, alive (and never moved) until the runner is done
+    std::vector<kwiki::Case> cases;
     for (const auto& size : sizes) {{
-        const size_t n = size_t(size[0]);
-        float *x = nullptr, *y = nullptr;
-        KWIKI_CHECK(cudaMalloc(&x, n * sizeof(float)));
-        KWIKI_CHECK(cudaMalloc(&y, n * sizeof(float)));
-        kwiki::fill_random(x, n, seed + n, -1.0f, 1.0f);
-        std::vector<float> hx(n);
-        KWIKI_CHECK(cudaMemcpy(hx.data(), x, n * sizeof(float), cudaMemcpyDeviceToHost));
-        const std::vector<double> scaled = reference(hx, double(alpha)), copied = reference(hx, 1.0);
-        const Problem p{{n, alpha, x, y}};
-
-        // check every variant once (poison, run, compare); only those that pass are timed
-        std::map<std::string, kwiki::CheckResult> checks;
+        Buffers& b = buffers.emplace_back();
+        b.n = size_t(size[0]);
+        KWIKI_CHECK(cudaMalloc(&b.x, b.n * sizeof(float)));
+        KWIKI_CHECK(cudaMalloc(&b.y, b.n * sizeof(float)));
+        kwiki::fill_random(b.x, b.n, seed + b.n, -1.0f, 1.0f);
+        const std::vector<float> hx = kwiki::to_host_float(b.x, b.n);
+        b.scaled = reference(hx, double(alpha));
+        b.copied = reference(hx, 1.0);
         for (const auto& v : variants()) {{
             if (!args.want(v.name)) continue;
-            kwiki::poison(y, n * sizeof(float));
-            v.launch(p, 0);
-            KWIKI_CHECK_LAST();
-            KWIKI_CHECK(cudaDeviceSynchronize());
-            const std::vector<float> got = kwiki::to_host_float(y, n);
-            checks[v.name] = kwiki::compare(got.data(), (v.scales ? scaled : copied).data(), n,
-                                            kwiki::tolerance_for<float>(),
-                                            v.scales ? "host fp64 alpha * x" : "the input x (a copy)");
-            if (checks[v.name].passed) bench.add(v.name, [&p, &v](cudaStream_t s) {{ v.launch(p, s); }});
+            const Problem p{{b.n, alpha, b.x, b.y}};
+            kwiki::Case c;
+            c.variant = v.name;
+            c.params = {{{{"n", (unsigned long long)b.n}}, {{"dtype", "f32"}}}};
+            c.bytes = 2.0 * double(b.n) * sizeof(float);
+            c.bytes_level = "dram";
+            if (v.scales) c.flops = double(b.n), c.flops_dtype = "fp32";
+            c.launch = [p, &v](cudaStream_t s) {{ v.launch(p, s); }};
+            c.poison = [&b](cudaStream_t s) {{ kwiki::poison(b.y, b.n * sizeof(float), s); }};
+            c.check = [&b, &v] {{
+                const std::vector<float> got = kwiki::to_host_float(b.y, b.n);
+                return kwiki::compare(got.data(), (v.scales ? b.scaled : b.copied).data(), b.n,
+                                      kwiki::tolerance_for<float>(),
+                                      v.scales ? "host fp64 alpha * x" : "the input x (a copy)");
+            }};
+            if (v.kernel) kwiki::add_regs(c.extra, v.kernel);
+            cases.push_back(std::move(c));
         }}
-        std::map<std::string, kwiki::BenchResult> timed;
-        for (auto& r : bench.run()) timed[r.name] = r;
-
-        for (const auto& v : variants()) {{
-            if (!args.want(v.name)) continue;
-            kwiki::Record rec;
-            rec.variant = v.name;
-            rec.params = {{{{"n", (unsigned long long)n}}, {{"dtype", "f32"}}}};
-            rec.bytes = 2.0 * double(n) * sizeof(float);
-            rec.flops = v.scales ? double(n) : 0.0;
-            rec.check = checks[v.name];
-            if (auto it = timed.find(v.name); it != timed.end())
-                rec.timing = it->second.timing, rec.clocks = it->second.clocks;
-            if (v.kernel) rec.set_regs(kwiki::kernel_regs(v.kernel));
-            kwiki::emit(rec);
-        }}
-        KWIKI_CHECK(cudaFree(x));
-        KWIKI_CHECK(cudaFree(y));
+    }}
+    runner.run(cases);
+    for (const Buffers& b : buffers) {{
+        KWIKI_CHECK(cudaFree(b.x));
+        KWIKI_CHECK(cudaFree(b.y));
     }}
     return kwiki::exit_code();
 }}
