@@ -1,8 +1,8 @@
 """Evidence that traces (kwiki/verify/trace.py): a measured figure is verified only when the results store
 holds the runs it names, and nothing untraceable is shown as verified by check, show, query, MCP or build.
 
-`tests/fixtures/trace/` is a wiki of five pages over the host-only `drifting` artifact (its stream takes
-250 us x $KWIKI_TEST_SCALE):
+`tests/fixtures/trace/` is a wiki of five pages over the host-only `drifting` artifact of
+`tests/fixtures/verify/series/` (its stream takes 250 us x $KWIKI_TEST_SCALE):
 
 * honest.md, edited.md: claims that hold; `kwiki verify` (run three times by the `verified` fixture)
   writes their blocks; the tests then type a better time into edited.md's block and seal it again;
@@ -53,6 +53,7 @@ def verified(tmp_path_factory) -> Path:
     """The fixture wiki after three `kwiki verify` runs: honest and edited verified, worse not reproduced."""
     root = tmp_path_factory.mktemp("trace") / "project"
     shutil.copytree(TRACE, root)
+    shutil.copytree(FIXTURES / "verify" / "series" / "artifacts", root / "artifacts")  # the drifting stream
     old = os.environ.get("KWIKI_TEST_SCALE")
     os.environ["KWIKI_TEST_SCALE"] = "1"
     try:

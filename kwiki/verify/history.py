@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -141,7 +142,7 @@ def append_rows(path: Path, rows: list[Row]) -> None:
         write_atomic(path, old + new.encode("utf-8"))
 
 
-def last_records(rows: list[RecordRow | ClaimRow]) -> dict[tuple[str, str, str], RecordRow]:
+def last_records(rows: Sequence[RecordRow | ClaimRow]) -> dict[tuple[str, str, str], RecordRow]:
     """The latest passing row of each (artifact, variant, params)."""
     out: dict[tuple[str, str, str], RecordRow] = {}
     for row in rows:
@@ -173,9 +174,11 @@ def change(new: float, new_spread: float | None, old: float, old_spread: float |
 
 def record_run(root: Path, base: Provenance, run_id: str, date: str, plan: Plan,
                outcomes: dict[str, list[RunOutcome]], claims: list[ClaimResult], *, write: bool,
-               series: dict[str, str] | None = None, gating: Gating | None = None) -> list[dict[str, Any]]:
+               series: dict[str, str] | None = None, gating: Gating | None = None,
+               past: list[RecordRow] | None = None) -> list[dict[str, Any]]:
     """Compare each record with the last run on this GPU model, then append the run's rows (each with
     its series and failed gates) to the store when `write`; returns the records whose time moved.
+    `past`: the store's record rows, when the caller has read them already (else they are read here).
 
     A claim's `change` comes from its series (kwiki.verify.series), not from here."""
     if not outcomes:
@@ -183,7 +186,7 @@ def record_run(root: Path, base: Provenance, run_id: str, date: str, plan: Plan,
     # every row carries the run's provenance, with the full time of the run as its date
     common = {**base.model_dump(exclude={"artifact_hash"}), "date": date, "run_id": run_id}
     path = store_path(root, common["gpu"])
-    old_rows, _ = read_store(path)
+    old_rows = past if past is not None else read_store(path)[0]
     changes: list[dict[str, Any]] = []
     rows = (_record_rows(plan, outcomes, common, last_records(old_rows), changes, series or {}, gating)
             + _claim_rows(plan, claims, common))

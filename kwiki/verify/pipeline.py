@@ -137,7 +137,7 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
     report.clocks_after = envmod.clocks(the_plan.gpu.index) if the_plan.gpu else {}
     base = _provenance(report, None)
     report.record_changes = history.record_run(root, base, report.run_id, report.date, the_plan, outcomes, results,
-                                               write=write, series=keys, gating=gating)
+                                               write=write, series=keys, gating=gating, past=past)
     if write:
         written, failed = write_back(root, the_plan, outcomes, results, base, progress, gating)
         report.written += written
