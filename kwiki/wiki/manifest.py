@@ -37,6 +37,7 @@ def _target(value: object) -> str:
 Target = Annotated[str, BeforeValidator(_target)]
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=80)]
 RelPath = Annotated[str, StringConstraints(pattern=r"^[^/~].*$", min_length=1)]
+KernelPattern = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
 
 
 class Build(Strict):
@@ -98,6 +99,11 @@ class Variant(Strict):
                              description="its place on the artifact's ladder (0: the library baseline), "
                                          "as fast.cu numbers kernels")
     adds: str | None = Field(default=None, description="what this rung adds to the rung below it, in one line")
+    kernels: list[KernelPattern] = Field(
+        default_factory=list,
+        description="the kernels this variant launches: shell globs (fnmatch) over demangled kernel names, "
+                    "e.g. 'gemv_block<*>' or '*cutlass*' for a library; the mechanism checks and kernel "
+                    "identity use them")
 
 
 class Manifest(Strict):
