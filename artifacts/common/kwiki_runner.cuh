@@ -173,6 +173,10 @@ class Runner {
         if (opts_.flush_l2) flush_selftest();
     }
     ~Runner() {
+        if (phases_.cases > 0)  // where the wall time went (stderr: kwiki's overhead accounting, not a figure)
+            std::fprintf(stderr, "kwiki: runner wall time: %d cases, check %.2f s, warmup %.2f s, %d samples: "
+                         "prepare %.2f s, window %.2f s, re-check %.2f s\n", phases_.cases, phases_.check,
+                         phases_.warmup, phases_.samples, phases_.prepare, phases_.window, phases_.recheck);
         cudaEventDestroy(start_);
         cudaEventDestroy(stop_);
         cudaStreamDestroy(stream_);
@@ -195,7 +199,10 @@ class Runner {
             validate(cases[i]);
             states[i].c = &cases[i];
             states[i].id = next_case_id_++;
+            const auto t0 = std::chrono::steady_clock::now();
             check_case(states[i]);
+            phases_.check += seconds_since(t0);
+            ++phases_.cases;
         }
         if (!check_only_) time_cases(states, true);
         std::vector<Record> out;
@@ -295,6 +302,7 @@ class Runner {
             s.plan = checked ? RecheckPlan(seed_, s.id, opts_.max_samples) : RecheckPlan();
             todo.push_back(&s);
         }
+        const auto warm0 = std::chrono::steady_clock::now();
         for (State* s : todo)
             for (int i = 0; i < opts_.warmup; ++i) {
                 if (s->c->input_sets > 1) s->c->use_inputs(i % s->c->input_sets);
@@ -302,6 +310,7 @@ class Runner {
                 KWIKI_CHECK_LAST();
             }
         KWIKI_CHECK(cudaDeviceSynchronize());
+        phases_.warmup += seconds_since(warm0);
         for (size_t left = todo.size(); left > 0;) {
             left = 0;
             for (State* s : todo)
@@ -323,6 +332,9 @@ class Runner {
         if (c.poison) c.poison(stream_), KWIKI_CHECK_LAST();
         if (c.flush_l2 && flusher_) flusher_->flush(stream_);
         KWIKI_CHECK(cudaDeviceSynchronize());
+        const auto t1 = std::chrono::steady_clock::now();
+        phases_.prepare += std::chrono::duration<double>(t1 - t0).count();
+        ++phases_.samples;
 
         Window w = timed_window(c.launch);
         s.clocks.add(w.nvml, w.seconds);
@@ -334,10 +346,13 @@ class Runner {
         s.us.push_back(w.cupti ? w.activity.busy_us() : w.event_us);
         s.event_us.push_back(w.event_us);
         if (w.cupti) s.span_us.push_back(w.activity.span_us());
-        s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const auto t2 = std::chrono::steady_clock::now();
+        s.seconds += std::chrono::duration<double>(t2 - t0).count();
+        phases_.window += std::chrono::duration<double>(t2 - t1).count();
 
         if (checked && s.plan.next()) {  // compare this sample's outputs (not counted in its time budget)
             CheckResult r = c.recheck ? c.recheck() : c.check();
+            phases_.recheck += seconds_since(t2);
             ++s.rechecked;
             if (!r.passed) {
                 r.detail = "timed sample " + std::to_string(n) + " differs from the reference: " + r.detail;
@@ -565,6 +580,13 @@ class Runner {
     std::optional<L2Flusher> flusher_;
     uint64_t seed_ = 0;
     uint64_t next_case_id_ = 0;
+    struct Phases {
+        int cases = 0, samples = 0;
+        double check = 0, warmup = 0, prepare = 0, window = 0, recheck = 0;
+    } phases_;
+    static double seconds_since(std::chrono::steady_clock::time_point t0) {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
 };
 
 // ===================================================================================================
