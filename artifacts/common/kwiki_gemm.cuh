@@ -65,6 +65,35 @@ inline CheckResult compare_samples(const float* got, const std::vector<GemmSampl
     return compare(got, want.data(), ref.size(), tol, std::move(reference));
 }
 
+namespace detail {
+template <typename T>
+__global__ void gather_kernel(const T* c, const long long* at, float* out, int n) {
+    const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) out[i] = float(c[at[i]]);
+}
+}  // namespace detail
+
+// The output's elements at the samples' positions (C row-major with N columns), gathered on the GPU: a check
+// reads 4096 elements instead of copying the whole output to the host (512 MiB of floats at 8192^2 x 2 sets).
+template <typename T>
+std::vector<float> gather_samples(const T* C, int N, const std::vector<GemmSample>& ref) {
+    const int n = int(ref.size());
+    std::vector<long long> at(ref.size());
+    for (size_t j = 0; j < ref.size(); ++j) at[j] = (long long)ref[j].row * N + ref[j].col;
+    long long* d_at = nullptr;
+    float* d_out = nullptr;
+    KWIKI_CHECK(cudaMalloc(&d_at, at.size() * sizeof(long long) + 1));
+    KWIKI_CHECK(cudaMalloc(&d_out, at.size() * sizeof(float) + 1));
+    KWIKI_CHECK(cudaMemcpy(d_at, at.data(), at.size() * sizeof(long long), cudaMemcpyHostToDevice));
+    if (n > 0) detail::gather_kernel<T><<<(n + 255) / 256, 256>>>(C, d_at, d_out, n);
+    KWIKI_CHECK_LAST();
+    std::vector<float> out(ref.size());
+    KWIKI_CHECK(cudaMemcpy(out.data(), d_out, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    KWIKI_CHECK(cudaFree(d_at));
+    KWIKI_CHECK(cudaFree(d_out));
+    return out;
+}
+
 // What limits a GEMM output's agreement with the fp64 reference, by the dtypes it reads and writes.
 enum class GemmPrecision {
     bf16,      // bf16 in and out: products exact in fp32, fp32 accumulation, one bf16 rounding of C
