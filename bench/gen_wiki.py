@@ -141,9 +141,11 @@ def _front_matter(page: _Page, pages: list[_Page], rng: random.Random) -> tuple[
         lines.append("related: []")
     lines += [
         "sources:",
-        f"- blog-{rng.choice(WORDS)}",
+        "- {id: blog-example, title: An example blog post, url: \"https://example.org/blog-example\"}",
+        f"- {{id: blog-{(word := rng.choice(WORDS))}, url: \"https://example.org/{word}\"}}",
+        "- {id: cuda-toolkit-docs-13-2, title: CUDA Toolkit documentation 13.2, url: \"https://docs.nvidia.com/cuda/\"}",
         "source_refs:",
-        "- source_id: cuda-official/toolkit-docs-13.2",
+        "- source_id: cuda-toolkit-docs-13-2",
         "  path: CUDA Programming Guides/cuda-programming-guide/index.html.md",
         f"  anchor: L{rng.randint(1, 20000)}-L{rng.randint(20001, 40000)}",
         "hardware_features:",

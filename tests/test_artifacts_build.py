@@ -27,4 +27,9 @@ def test_every_artifact_of_the_wiki_builds_and_lists_its_manifests_variants(caps
     manifests = {p.parent.name for p in (REPO / "artifacts").glob("*/artifact.yaml")}
     borrowers = {"tile_order_sm90a"}  # runs gemm_bf16_sm90a's binary (build.binary_of): nothing of its own
     assert {name for name, _ in built} == manifests - borrowers
+    # every variant's SASS expectations hold on the binaries just built (issue 12: mechanism gate)
+    mechanism = report["mechanism"]
+    assert mechanism, "no variant declares SASS expectations"
+    assert [f"{m['manifest']}: {m['variant']} [{m['target']}]: {m['status']} {m['note'] or ''} {m['mismatches']}"
+            for m in mechanism if m["status"] != "passed"] == []
     assert code == 0

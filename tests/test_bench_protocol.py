@@ -293,6 +293,15 @@ def test_cupti_window_counts_busy_time_on_every_stream_and_skips_what_it_cannot_
 
 
 @pytest.mark.nvcc
+def test_cupti_window_keeps_the_distinct_kernel_names_demangled_for_the_record(host_test):
+    rec = by_variant(run(host_test, "kernels").stdout)["kernels"]
+    # two launches of one template kernel count once; the extern "C" name stays as is; the poison kernel that
+    # started before the window opened is earlier work, not the sample's
+    assert rec.kernels == ["void gemv_block<128>(float const*, float*, int)", "plain_kernel"]
+    assert rec.extra == {"mangled": 2, "first": "_Z10gemv_blockILi128EEvPKfPfi"}
+
+
+@pytest.mark.nvcc
 def test_protocol_two_record_validates_with_the_record_model(host_test):
     p = run(host_test, "protocol")
     assert p.returncode == 1  # the failed re-check counts

@@ -102,18 +102,20 @@ def test_home_page_shows_the_state_at_a_glance(page, site):
 
 def test_technique_page_shows_badges_claims_chart_and_source(page, site):
     page.goto(site + "techniques/vector-copy/")
-    assert page.locator(".kw-header .kw-ev-verified").is_visible()
-    assert page.locator(".kw-header").get_by_text("verified on NVIDIA H200, 2025-06-08").is_visible()
+    assert page.locator(".kw-header .kw-state-verified").is_visible()
+    assert page.locator(".kw-header").get_by_text("verified on NVIDIA H200, 2025-06-08", exact=False).is_visible()
     table = page.locator(".kw-claims table")
     assert table.is_visible() and table.get_by_text("4410 GB/s ±0.4%").is_visible()
-    chart = page.locator("img.kw-chart").first
+    chart = page.locator("img.kw-chart[src*=history]")
     chart.scroll_into_view_if_needed()
     assert chart.is_visible() and chart.evaluate("img => img.complete && img.naturalWidth > 0")
+    page.screenshot(path=str(SHOTS / "technique.png"), full_page=True)
+    page.locator(".kw-artifacts a", has_text="The artifact's sources").click()  # sources: a page of their own
+    page.wait_for_url("**/indexes/artifacts/copy_sm90a/")
     marker = page.locator(".kw-artifacts").get_by_text("KWIKI_FIXTURE_MARKER")
     assert not marker.is_visible()  # collapsed until opened
     page.locator(".kw-artifacts summary", has_text="copy_sm90a/copy.cu").click()
     assert marker.is_visible()
-    page.screenshot(path=str(SHOTS / "technique.png"), full_page=True)
 
 
 def test_tag_index_and_clicking_a_tag(page, site):
@@ -237,3 +239,116 @@ def test_files_a_browser_would_run_are_not_served(guarded, payload_site, path):
     response = guarded.goto(payload_site + path)
     assert response is not None and response.status == 404
     assert guarded.evaluate("typeof window.__pwned") == "undefined"
+
+
+# ---------------------------------------------------------------- readers: layout, charts, weight, accessibility
+
+VIEWS = {"home": "", "ladder": "nvidia/kernels/gemv-bf16/", "gemm": "nvidia/kernels/gemm-aligned/",
+         "tags": "indexes/tags/"}
+FIRST_VIEW_BYTES = 400_000  # HTML, CSS, JS and the search index a first view fetches, uncompressed
+FIRST_VIEW_TYPES = frozenset({"document", "stylesheet", "script", "xhr", "fetch"})
+MIN_CHART_PX = 11
+# every ladder or claims table, and the scroll wrapper Material puts around a Markdown table
+TABLE_REGIONS = ".kw-scroll, .kw-ladder-table, .kw-claims table, .kw-claims .md-typeset__scrollwrap"
+SERIOUS = frozenset({"serious", "critical"})
+
+
+@pytest.fixture(scope="module")
+def wiki_site(tmp_path_factory):
+    """The repository's own wiki, built as `kwiki build` builds it (its mkdocs.yml, artifacts and results)."""
+    root = tmp_path_factory.mktemp("wiki")
+    for name in ("wiki", "artifacts", "results"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.o", "build"))
+    shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
+    build_site(root, root / "site")
+    with _served(root / "site") as url:
+        yield url
+
+
+def _first_view(browser, url: str, width: int, scheme: str):
+    """A fresh context (empty cache) at `width` in `scheme`; the page loaded until the network is idle, and
+    the bytes of what it fetched by resource type."""
+    context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
+    pg = context.new_page()
+    fetched: dict[str, tuple[str, int]] = {}
+
+    def finished(request):
+        response = request.response()
+        fetched[request.url] = (request.resource_type, len(response.body()) if response is not None else 0)
+
+    pg.on("requestfinished", finished)
+    pg.goto(url, wait_until="networkidle")
+    pg.wait_for_timeout(200)  # the search worker's request starts after load
+    pg.wait_for_load_state("networkidle")
+    return context, pg, fetched
+
+
+def _overflowing(pg) -> list[str]:
+    return pg.eval_on_selector_all(TABLE_REGIONS, """els => els
+        .filter(e => e.getClientRects().length && e.scrollWidth > e.clientWidth + 1)
+        .map(e => `${e.className || e.tagName}: ${e.scrollWidth} > ${e.clientWidth}`)""")
+
+
+def _chart_text_px(pg) -> list[tuple[str, float]]:
+    """Each chart's smallest text as rendered: its smallest font-size x its shown width / its viewBox width."""
+    pg.evaluate("document.querySelectorAll('article details').forEach(d => d.open = true)")
+    return pg.evaluate("""async () => {
+        const out = [];
+        for (const img of document.querySelectorAll('article img.kw-chart')) {
+            const svg = await (await fetch(img.src)).text();
+            const sizes = [...svg.matchAll(/font-size="([\\d.]+)"/g)].map(m => parseFloat(m[1]));
+            const box = parseFloat(svg.match(/viewBox="0 0 ([\\d.]+)/)[1]);
+            out.push([img.getAttribute('src'), Math.min(...sizes) * img.getBoundingClientRect().width / box]);
+        }
+        return out;
+    }""")
+
+
+def _serious_violations(pg) -> list[str]:
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(pg)
+    return [f"{v['id']} ({v['impact']}): {v['help']}: {[n['target'] for n in v['nodes']][:3]}"
+            for v in results.response["violations"] if v["impact"] in SERIOUS]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [1400, 390])
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_reader_view(browser, wiki_site, view, width, scheme):
+    """At desktop and phone width, light and dark: no ladder or claims table scrolls sideways at 1400 px, no
+    chart text under 11 px at 390 px, a first view of at most 400 KB, and no serious accessibility violation."""
+    context, pg, fetched = _first_view(browser, wiki_site + VIEWS[view], width, scheme)
+    try:
+        offsite = [u for u in fetched if not u.startswith(wiki_site) and not u.startswith(("data:", "blob:"))]
+        assert offsite == []
+        dark = pg.evaluate("document.body.getAttribute('data-md-color-scheme')")
+        assert dark == ("slate" if scheme == "dark" else "default")
+        weight = sum(size for kind, size in fetched.values() if kind in FIRST_VIEW_TYPES)
+        assert weight <= FIRST_VIEW_BYTES, sorted(fetched.items(), key=lambda f: -f[1][1])[:8]
+        if view in ("ladder", "gemm"):
+            assert pg.locator(".kw-ladder-table").count() > 0 and pg.locator(".kw-claims").count() > 0
+        if width == 1400:
+            assert _overflowing(pg) == []
+        else:
+            small = [(src, px) for src, px in _chart_text_px(pg) if px < MIN_CHART_PX]
+            assert small == []
+        pg.screenshot(path=str(SHOTS / f"{view}-{width}-{scheme}.png"), full_page=view != "tags")
+        assert _serious_violations(pg) == []
+    finally:
+        context.close()
+
+
+def test_ladder_regions_are_reachable_by_keyboard_and_become_cards_on_a_phone(browser, wiki_site):
+    context, pg, _ = _first_view(browser, wiki_site + VIEWS["ladder"], 390, "light")
+    try:
+        region = pg.locator(".kw-scroll").first
+        assert region.get_attribute("tabindex") == "0" and region.get_attribute("role") == "region"
+        assert region.get_attribute("aria-label").startswith("gemv_bf16_sm90a ladder at ")
+        region.focus()
+        assert pg.evaluate("document.activeElement.classList.contains('kw-scroll')")
+        assert not pg.locator(".kw-ladder-table thead").first.is_visible()  # a card per row: labels in the cells
+        assert pg.locator(".kw-ladder-table caption").first.is_visible()
+        assert _overflowing(pg) == []
+    finally:
+        context.close()

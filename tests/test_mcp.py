@@ -20,7 +20,7 @@ from mcp.client.stdio import stdio_client
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"
-TOOLS = {"find_techniques", "get_measurements", "get_page", "list_tags", "search_pages"}
+TOOLS = {"find_techniques", "get_ladder", "get_measurements", "get_page", "list_tags", "search_pages"}
 
 
 @pytest.fixture
@@ -175,3 +175,24 @@ def test_unknown_arguments_types_and_oversized_searches_are_tool_errors(root):
     assert "at most 64" in many_words["content"][0]["text"]
     assert "at most 64" in many_tags["content"][0]["text"]
     assert "list_tags: unknown argument 'verbose'" in extra["content"][0]["text"]
+
+
+def test_answers_are_compact_and_the_ladder_tool_names_what_is_wrong(root):
+    """Each answer is sent once as compact JSON (no nulls, no indentation: the SDK indented it and filled
+    every null in, doubling 23-65 KB searches); get_ladder answers an unknown id with the closest ids."""
+    import json
+
+    async def steps(session):
+        return (await call(session, "search_pages", text="multicast"),
+                await call(session, "get_ladder", id="technique-tma-multicast"),
+                await call(session, "get_ladder", id="tma-multicast"),
+                await call(session, "find_techniques", arch="sm_90", op="gemm", text="speedup", detail="full"))
+
+    search, ladder, unknown, full = session_run(root, steps)
+    text = search["content"][0]["text"]
+    assert "null" not in text and "\n" not in text and json.loads(text) == search["structuredContent"]
+    assert search["structuredContent"]["results"][0]["claims"][0]["id"] == "multicast-speedup"
+    assert ladder["isError"] is False and ladder["structuredContent"]["ladders"] == []  # no manifest, no run
+    assert unknown["isError"] and "did you mean 'technique-tma-multicast'" in unknown["content"][0]["text"]
+    hit = full["structuredContent"]["results"][0]
+    assert hit["path"] and hit["runs"] and "provenance" not in json.dumps(hit)

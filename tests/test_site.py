@@ -88,7 +88,8 @@ def test_build_is_strict_and_leaves_wiki_untouched(built):
 
 def test_header_shows_evidence_architectures_and_verified_on(built):
     page = html(built, "techniques/vector-copy/index.html")
-    assert 'class="kw-badge kw-ev kw-ev-verified"' in page
+    assert 'class="kw-badge kw-state kw-state-verified"' in page  # one state badge, the line beside it
+    assert 'class="kw-badge kw-ev' not in page  # no 'verified' evidence badge beside a 'drifted' state
     assert "verified on NVIDIA H200, 2025-06-08: 2 of 2 claims reproduced" in page
     assert re.search(r'href="\.\./\.\./indexes/architectures/#sm-90a"[^>]*>sm_90a<', page)
 
@@ -101,7 +102,7 @@ def test_header_says_drifted_and_not_reproduced(built):
 
 def test_claims_table_has_claimed_measured_ratio_verdict_provenance(built):
     page = html(built, "techniques/vector-copy/index.html")
-    table = page[page.index('class="kw-claims"'):]
+    table = page[page.index('class="kw-claims'):]
     table = table[: table.index("</table>")]
     for text in ("4400 GB/s ±5%", "4410 GB/s ±0.4%", "1.00×", ">reproduced<", "&gt;= 1.2 x", "1.09×", ">better<",
                  "driver 570.86.15", "CUDA 12.8", "0123456789"):
@@ -153,11 +154,28 @@ def test_chart_is_deterministic():
 def test_artifact_sources_are_listed_collapsed_with_their_build_line(built):
     page = html(built, "techniques/vector-copy/index.html")
     artifacts = page[page.index('class="kw-artifacts"'):]
-    assert "<details" in artifacts and "artifacts/copy_sm90a/copy.cu" in artifacts
-    assert "KWIKI_FIXTURE_MARKER" in artifacts
+    assert "KWIKI_FIXTURE_MARKER" not in page  # the page links the sources: they weigh nothing on it
     build = re.sub(r"<[^>]+>", "", artifacts)
     assert "nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a" in build
     assert "artifacts/copy_sm90a/copy.cu -lcuda" in build
+    assert 'href="../../indexes/artifacts/copy_sm90a/"' in artifacts
+    sources = html(built, "indexes/artifacts/copy_sm90a/index.html")
+    sources = sources[sources.index('class="kw-artifacts"'):]
+    assert "<details" in sources and "artifacts/copy_sm90a/copy.cu" in sources and "KWIKI_FIXTURE_MARKER" in sources
+
+
+def test_search_index_is_small_ranks_titles_and_summaries_and_leaves_out_sources_and_tags(built):
+    index = json.loads(html(built, "search/search_index.json"))
+    assert index["config"]["fields"]["title"]["boost"] > index["config"]["fields"]["summary"]["boost"] > \
+        index["config"]["fields"]["text"]["boost"]
+    locations = [d["location"] for d in index["docs"]]
+    assert not any(loc.startswith(("indexes/tags/", "indexes/artifacts/", "indexes/evidence/")) for loc in locations)
+    text = json.dumps(index)
+    assert "KWIKI_FIXTURE_MARKER" not in text  # artifact sources are not indexed
+    assert "verified on NVIDIA H200" not in text  # nor the header's badges and state line
+    (first,) = [d for d in index["docs"] if d["location"] == "techniques/vector-copy/"]
+    assert first["summary"].startswith("Copy with 16-byte loads") and first["tags"]
+    assert all("tags" not in d for d in index["docs"] if "#" in d["location"])  # tags once per page
 
 
 # ---------------------------------------------------------------- indexes
@@ -203,7 +221,7 @@ def test_markdown_copies_keep_front_matter(built):
 
 def test_index_json_lists_pages_tags_architectures_measurements(built):
     data = json.loads(html(built, "index.json"))
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     pages = {p["id"]: p for p in data["pages"]}
     assert set(pages) == {"home", "vector-copy", "gemv-drift", "reduce-worse", "spec-only", "hostile-page"}
     copy = pages["vector-copy"]

@@ -881,6 +881,7 @@ struct Record {
     CheckResult check;
     Clocks clocks;
     Fields extra;                    // registers, local_bytes, event_median_us, other numbers
+    std::optional<std::vector<std::string>> kernels;  // kernels CUPTI saw in the timed samples (demangled); none: unseen
 
     void set_regs(const KernelRegs& r) {
         extra.emplace_back("registers", r.registers);
@@ -961,8 +962,13 @@ inline std::string to_json(const Record& r) {
          ",\"sm_mhz_max\":" + number(k.sm_mhz_max) + ",\"power_cap_s\":" + number(k.power_cap_s) +
          ",\"thermal_s\":" + number(k.thermal_s) + ",\"hw_slowdown_s\":" + number(k.hw_slowdown_s) +
          ",\"energy_j\":" + number(k.energy_j) + ",\"window_s\":" + number(k.window_s) + "}";
-    o += ",\"extra\":" + object(r.extra) + "}";
-    return o;
+    o += ",\"extra\":" + object(r.extra);
+    if (r.kernels) {
+        o += ",\"kernels\":[";
+        for (size_t i = 0; i < r.kernels->size(); ++i) o += (i ? "," : "") + quote((*r.kernels)[i]);
+        o += "]";
+    }
+    return o + "}";
 }
 
 // Print one record line (stdout by default). A failed check is counted for exit_code().

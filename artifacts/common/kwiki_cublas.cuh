@@ -25,6 +25,9 @@
 //   KWIKI_CHECK_STATUS(kwiki::cublasLt().Create(&lt));
 //   KWIKI_CHECK_STATUS(kwiki::cublasLt().MatmulAlgoGetHeuristic(lt, desc, Adesc, ..., pref, 1, &result, &n));
 //   KWIKI_CHECK_STATUS(kwiki::cublasLt().Matmul(lt, desc, &alpha, A, Adesc, ..., &result.algo, ws, ws_bytes, s));
+// gemm_tn's problem through cuBLASLt with the heuristic's candidates (a baseline that gets to pick its best):
+//   kwiki::LtGemmTn g(lt, M, N, K, kwiki::kGemmBf16, 8);  // up to 8 candidates
+//   g.run(i, A, B, C, stream);                             // candidate i, 0 <= i < g.algos()
 // Its values are those of the public cublasLt.h (CUDA 12 and 13); CUDA_R_8F_E4M3 is library_types.h's.
 #pragma once
 
@@ -35,6 +38,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "kwiki_bench.cuh"
 
@@ -231,5 +235,67 @@ class CublasLt {
 };
 
 inline const CublasLt& cublasLt() { return CublasLt::get(); }
+
+// ===================================================================================================
+// gemm_tn through cuBLASLt, with every candidate algorithm the heuristic offers
+// ===================================================================================================
+
+// The problem of gemm_tn (row-major C[M,N] = A[M,K] B[N,K]^T, so C^T = B (op T) * A^T (op N) in cuBLASLt's
+// column-major terms), set up once: descriptors, a workspace, and up to `max_algos` algorithms from
+// cublasLtMatmulAlgoGetHeuristic, best guess first. The heuristic's first guess is not always the fastest (a
+// GEMV is an unusual GEMM): a fair baseline times each candidate and keeps the fastest (kwiki::select_fastest, in
+// a selection pass of its own). Exits 2 when cuBLASLt offers none.
+class LtGemmTn {
+  public:
+    static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+    LtGemmTn(cublasLtHandle_t h, int M, int N, int K, GemmTypes t, int max_algos = 8) : h_(h) {
+        const auto& lt = cublasLt();
+        KWIKI_CHECK_STATUS(lt.MatmulDescCreate(&desc_, t.compute, CUDA_R_32F));
+        const int32_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+        KWIKI_CHECK_STATUS(lt.MatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t));
+        KWIKI_CHECK_STATUS(lt.MatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n));
+        KWIKI_CHECK_STATUS(lt.MatrixLayoutCreate(&a_, t.data, uint64_t(K), uint64_t(N), K));  // our B, K x N
+        KWIKI_CHECK_STATUS(lt.MatrixLayoutCreate(&b_, t.data, uint64_t(K), uint64_t(M), K));  // our A, K x M
+        KWIKI_CHECK_STATUS(lt.MatrixLayoutCreate(&c_, t.data, uint64_t(N), uint64_t(M), N));  // C^T, N x M
+        cublasLtMatmulPreference_t pref = nullptr;
+        KWIKI_CHECK_STATUS(lt.MatmulPreferenceCreate(&pref));
+        const uint64_t limit = kWorkspaceBytes;
+        KWIKI_CHECK_STATUS(lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof limit));
+        std::vector<cublasLtMatmulHeuristicResult_t> found(size_t(std::max(max_algos, 1)));
+        int n = 0;
+        KWIKI_CHECK_STATUS(lt.MatmulAlgoGetHeuristic(h, desc_, a_, b_, c_, c_, pref, int(found.size()), found.data(), &n));
+        KWIKI_CHECK_STATUS(lt.MatmulPreferenceDestroy(pref));
+        for (int i = 0; i < n; ++i)
+            if (found[size_t(i)].state == CUBLAS_STATUS_SUCCESS) algos_.push_back(found[size_t(i)]);
+        if (algos_.empty()) fail_env(__FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic", "cuBLASLt offers no algorithm");
+        KWIKI_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+    }
+    ~LtGemmTn() {
+        const auto& lt = cublasLt();
+        lt.MatrixLayoutDestroy(c_), lt.MatrixLayoutDestroy(b_), lt.MatrixLayoutDestroy(a_), lt.MatmulDescDestroy(desc_);
+        cudaFree(workspace_);
+    }
+    LtGemmTn(const LtGemmTn&) = delete;
+    LtGemmTn& operator=(const LtGemmTn&) = delete;
+
+    // How many candidate algorithms the heuristic returned (1 .. max_algos), and the workspace algorithm i asks for.
+    int algos() const { return int(algos_.size()); }
+    size_t workspace_of(int i) const { return algos_.at(size_t(i)).workspaceSize; }
+
+    // C = A B^T with candidate algorithm i, on stream s.
+    void run(int i, const void* A, const void* B, void* C, cudaStream_t s) const {
+        const float alpha = 1.f, beta = 0.f;
+        KWIKI_CHECK_STATUS(cublasLt().Matmul(h_, desc_, &alpha, B, a_, A, b_, &beta, C, c_, C, c_, &algos_.at(size_t(i)).algo,
+                                             workspace_, kWorkspaceBytes, s));
+    }
+
+  private:
+    cublasLtHandle_t h_ = nullptr;
+    cublasLtMatmulDesc_t desc_ = nullptr;
+    cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+    std::vector<cublasLtMatmulHeuristicResult_t> algos_;
+    void* workspace_ = nullptr;
+};
 
 }  // namespace kwiki

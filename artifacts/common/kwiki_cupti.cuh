@@ -21,13 +21,15 @@
 // cupti_activity.h of CUDA 12 and 13. Every record of the kinds enabled (kernel, memcpy, memcpy2, memset) starts
 // with its kind (4 bytes) and holds its start and end (uint64 ns) at byte offsets 16 and 24, in every version of
 // those records (CUpti_ActivityKernel4..10, Memcpy5..6, MemcpyPtoP2..4, Memset2..4); bench_host_test checks the
-// offsets against the installed header where there is one.
+// offsets against the installed header where there is one. Kernel records (CUpti_ActivityKernel4..10) also hold
+// the kernel's mangled name (a const char*, CUPTI's own string) at byte offset 104: a window keeps the distinct
+// names of the kernels that ran in it (Window::kernels), for kernel identity (kwiki/verify/gates.py).
 //
 // Use (the Runner of kwiki_runner.cuh does this around every timed sample):
 //   auto& cupti = kwiki::cupti::Activity::get();      // loads and enables once; cupti.enabled(), cupti.why_not()
 //   KWIKI_CHECK(cudaDeviceSynchronize());  cupti.open();        // everything before the window is discarded
 //   launch(...);  KWIKI_CHECK(cudaDeviceSynchronize());
-//   kwiki::cupti::Window w = cupti.close();                     // w.records, w.busy_us(), w.span_us()
+//   kwiki::cupti::Window w = cupti.close();                     // w.records, w.busy_us(), w.span_us(), w.kernels
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,6 +37,7 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <cxxabi.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -59,11 +62,13 @@ constexpr int kKindConcurrentKernel = 10;  // CUPTI_ACTIVITY_KIND_CONCURRENT_KER
 constexpr int kKindMemcpy2 = 22;           // CUPTI_ACTIVITY_KIND_MEMCPY2 (peer to peer)
 constexpr uint32_t kFlushForced = 1;       // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
 constexpr size_t kStartOffset = 16, kEndOffset = 24;
+constexpr size_t kNameOffset = 104;        // CUpti_ActivityKernel4..10::name (const char*, mangled)
 
 // One record's GPU timestamps (ns, CUPTI's time base); start or end 0 means CUPTI could not time it.
 struct Span {
     uint64_t start = 0, end = 0;
     int kind = 0;
+    std::string name;  // kernel records: the kernel's (mangled) name; empty for copies and memsets
 };
 
 // The activity of one timed window: how many records, how many CUPTI could not time, the span from the earliest
@@ -75,6 +80,7 @@ struct Window {
     size_t invalid = 0;
     uint64_t first_start = 0, last_end = 0;
     uint64_t busy_ns = 0;
+    std::vector<std::string> kernels;  // the distinct names of the kernels in the window (mangled), sorted
 
     bool any() const { return records > invalid; }
     double span_us() const { return any() ? double(last_end - first_start) * 1e-3 : 0.0; }
@@ -89,9 +95,12 @@ inline Window summarize(std::vector<Span> spans, uint64_t opened = 0) {
     for (const Span& s : spans) {
         if (opened && s.start != 0 && s.start < opened) continue;
         ++w.records;
+        if (!s.name.empty()) w.kernels.push_back(s.name);
         if (s.start == 0 || s.end == 0 || s.end < s.start) ++w.invalid;
         else valid.push_back(s);
     }
+    std::sort(w.kernels.begin(), w.kernels.end());
+    w.kernels.erase(std::unique(w.kernels.begin(), w.kernels.end()), w.kernels.end());
     std::sort(valid.begin(), valid.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
     uint64_t cur_start = 0, cur_end = 0;
     for (size_t i = 0; i < valid.size(); ++i) {
@@ -115,7 +124,23 @@ inline bool parse_record(const uint8_t* rec, Span* out) {
     out->kind = kind;
     std::memcpy(&out->start, rec + kStartOffset, sizeof out->start);
     std::memcpy(&out->end, rec + kEndOffset, sizeof out->end);
+    out->name.clear();
+    if (kind == kKindConcurrentKernel || kind == kKindKernel) {
+        const char* name = nullptr;
+        std::memcpy(&name, rec + kNameOffset, sizeof name);
+        if (name) out->name = name;
+    }
     return true;
+}
+
+// Pure (host-tested): a kernel's name as C++ spells it (`void k<128>(float const*, int)`), or the name itself
+// when it is not a mangled C++ name (extern "C" kernels) or cannot be demangled.
+inline std::string demangle(const std::string& name) {
+    int status = 0;
+    char* out = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+    std::string s = status == 0 && out ? out : name;
+    std::free(out);
+    return s;
 }
 
 // ===================================================================================================
@@ -309,7 +334,7 @@ class Activity {
         void* rec = nullptr;
         while (buffer && a.fn_.next_record(buffer, valid, &rec) == kSuccess) {
             Span s;
-            if (parse_record(static_cast<const uint8_t*>(rec), &s)) got.push_back(s);
+            if (parse_record(static_cast<const uint8_t*>(rec), &s)) got.push_back(std::move(s));
         }
         std::lock_guard<std::mutex> lock(a.mutex_);
         a.pending_.insert(a.pending_.end(), got.begin(), got.end());

@@ -38,14 +38,21 @@
 // no correct launch leaves behind in `poison` (and says so), or rotates pre-poisoned output buffers there.
 // Options (Args::bench_options): --target-rse --min-samples --max-samples --max-seconds --warmup --no-flush
 // --timing=cupti|events --recheck-seed=N --protocol-selftest --check-only (check and emit; no timing: for
-// sanitizers and profilers). $KWIKI_TIMING=events does what --timing=events does.
+// sanitizers and profilers) --profile-mode (--check-only, then one profiled launch per case: profile_cases).
+// $KWIKI_TIMING=events does what --timing=events does.
+//
+// Kernel identity: under CUPTI, a record lists the kernels that ran inside its timed samples (Record::kernels,
+// demangled by abi::__cxa_demangle; a name that is not a mangled C++ name, such as an extern "C" kernel, as is).
 #pragma once
 
 #include "kwiki_bench.cuh"
 #include "kwiki_cupti.cuh"
 
+#include <cuda_profiler_api.h>
+
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -144,6 +151,21 @@ inline void add_regs(Fields& extra, const void* func) {
     extra.emplace_back("local_bytes", static_cast<unsigned long long>(r.local_bytes));
 }
 
+// add_regs, and the kernel's occupancy at `threads` per block and `dynamic_smem` bytes of dynamic shared memory
+// as the runtime computes it (cudaOccupancyMaxActiveBlocksPerMultiprocessor): blocks_per_sm, warps_per_sm. A
+// page that states an occupancy quotes these, not arithmetic (registers are allocated per warp, in units).
+inline void add_occupancy(Fields& extra, const void* func, int threads, size_t dynamic_smem = 0) {
+    add_regs(extra, func);
+    int blocks = 0;
+    KWIKI_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, func, threads, dynamic_smem));
+    extra.emplace_back("blocks_per_sm", blocks);
+    extra.emplace_back("warps_per_sm", blocks * ((threads + 31) / 32));
+}
+
+// --profile-mode's markers around each profiled launch: a grid of 2i+1 blocks before case i's launch, 2i+2 after.
+template <int = 0>
+__global__ void profile_marker() {}
+
 // Kept for code written against protocol 1 (kwiki::Bench below).
 struct BenchResult {
     std::string name;
@@ -157,7 +179,9 @@ struct BenchResult {
 
 class Runner {
   public:
-    explicit Runner(const Args& args) : Runner(args.bench_options(), args.has("check-only")) {}
+    explicit Runner(const Args& args) : Runner(args.bench_options(), args.has("check-only") || args.has("profile-mode")) {
+        profile_ = args.has("profile-mode");
+    }
 
     explicit Runner(BenchOptions opts, bool check_only = false) : opts_(opts), check_only_(check_only) {
         KWIKI_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -204,6 +228,7 @@ class Runner {
             phases_.check += seconds_since(t0);
             ++phases_.cases;
         }
+        if (profile_) profile_cases(states);
         if (!check_only_) time_cases(states, true);
         std::vector<Record> out;
         for (const State& s : states) out.push_back(record_of(s));
@@ -231,6 +256,7 @@ class Runner {
         CheckResult check;
         RecheckPlan plan;
         std::vector<double> us, event_us, span_us;
+        std::vector<std::string> kernels;  // CUPTI's names of the kernels of the timed samples (mangled, distinct)
         ClockTally clocks;
         double seconds = 0;
         int rechecked = 0;
@@ -292,6 +318,32 @@ class Runner {
         return "[" + o + "]";
     }
 
+    // --- --profile-mode: one launch per case for a profiler ----------------------------------------------
+
+    // Every case that passed its check (and is timed) launches once more, alone in a profiler range
+    // (cudaProfilerStart/Stop: a profiler run with --profile-from-start off sees only these), between two
+    // profile_marker launches of 2i+1 and 2i+2 blocks, i being the case's place among the records this process
+    // prints: kwiki/verify/profile.py gives each profiled kernel to its record by them. Outputs poisoned first.
+    void profile_cases(std::vector<State>& states) {
+        for (size_t i = 0; i < states.size(); ++i) {
+            Case& c = *states[i].c;
+            if (!states[i].check.passed || !c.timed) continue;
+            if (c.input_sets > 1) c.use_inputs(0);
+            c.poison(stream_);
+            KWIKI_CHECK_LAST();
+            KWIKI_CHECK(cudaDeviceSynchronize());
+            KWIKI_CHECK(cudaProfilerStart());
+            profile_marker<<<unsigned(2 * i + 1), 32, 0, stream_>>>();
+            KWIKI_CHECK_LAST();
+            c.launch(stream_);
+            KWIKI_CHECK_LAST();
+            profile_marker<<<unsigned(2 * i + 2), 32, 0, stream_>>>();
+            KWIKI_CHECK_LAST();
+            KWIKI_CHECK(cudaDeviceSynchronize());
+            KWIKI_CHECK(cudaProfilerStop());
+        }
+    }
+
     // --- step 2: time ---------------------------------------------------------------------------------
 
     void time_cases(std::vector<State>& states, bool checked) {
@@ -343,6 +395,8 @@ class Runner {
                                std::to_string(w.activity.records) + " records, none with timestamps)");
             return;
         }
+        for (const std::string& k : w.activity.kernels)
+            if (std::find(s.kernels.begin(), s.kernels.end(), k) == s.kernels.end()) s.kernels.push_back(k);
         s.us.push_back(w.cupti ? w.activity.busy_us() : w.event_us);
         s.event_us.push_back(w.event_us);
         if (w.cupti) s.span_us.push_back(w.activity.span_us());
@@ -433,6 +487,12 @@ class Runner {
             r.timing_source = timing_source();
             r.extra.emplace_back("event_median_us", summarize(s.event_us).median_us);
             if (!s.span_us.empty()) r.extra.emplace_back("span_median_us", summarize(s.span_us).median_us);
+            if (r.timing_source == std::string("cupti")) {  // kernel identity: what ran in the timed samples
+                std::vector<std::string> names;
+                for (const std::string& k : s.kernels) names.push_back(cupti::demangle(k));
+                std::sort(names.begin(), names.end());
+                r.kernels = names;
+            }
         }
         r.clocks = s.clocks.summary();
         if (c.finish) c.finish(r);
@@ -572,6 +632,7 @@ class Runner {
 
     BenchOptions opts_;
     bool check_only_ = false;
+    bool profile_ = false;  // --profile-mode
     bool tool_ = false;
     bool persistence_ = false;
     bool limit_on_ = true, lines_on_ = true, window_on_ = true;  // the persistence resets the device supports
@@ -588,6 +649,56 @@ class Runner {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
 };
+
+// ===================================================================================================
+// Selection: a "best" (a tuned configuration, a library's algorithm) chosen in a pass of its own
+// ===================================================================================================
+
+// The selection pass's budget: the run's options with at most 0.25 s, 10 to 50 samples and a 1% target per case.
+inline BenchOptions selection_options(BenchOptions o) {
+    o.max_seconds = std::min(o.max_seconds, 0.25);
+    o.min_samples = std::min(o.min_samples, 10);
+    o.max_samples = std::max(1, std::min(o.max_samples, 50));
+    o.target_rse = std::max(o.target_rse, 0.01);
+    o.selftest_record = false;
+    return o;
+}
+
+// The Runner of a selection pass: selection_options' budget; only checks (it picks the first candidate that passes)
+// when the run itself only checks (--check-only, --profile-mode).
+inline std::unique_ptr<Runner> selection_runner(const Args& args) {
+    return std::make_unique<Runner>(selection_options(args.bench_options()), args.has("check-only") || args.has("profile-mode"));
+}
+
+// The outcome of a selection pass: the chosen candidate (-1: none passed), its median there (absent when the pass
+// was not timed), how many candidates there were.
+struct Selection {
+    int index = -1;
+    std::optional<double> median_us;
+    int tried = 0;
+};
+
+// Check and time `candidates` on `selector` (a Runner of its own, e.g. built from selection_options; no record is
+// emitted; each candidate's median goes to stderr) and choose the fastest median among those that passed; when
+// none was timed (a --check-only selector) the first that passed. The winner is then timed again, as a case of the
+// measured run: choosing it in the same samples that report it would inflate it by the noise (the least of N noisy
+// medians is biased low).
+inline Selection select_fastest(Runner& selector, std::vector<Case>& candidates) {
+    const std::vector<Record> r = selector.measure(candidates);
+    Selection out;
+    out.tried = int(r.size());
+    int first_passed = -1;
+    for (size_t i = 0; i < r.size(); ++i) {
+        std::fprintf(stderr, "selection %-28s %s\n", r[i].variant.c_str(),
+                     r[i].timing ? (std::to_string(r[i].timing->median_us) + " us").c_str() : r[i].check.detail.c_str());
+        if (!r[i].check.passed) continue;
+        if (first_passed < 0) first_passed = int(i);
+        if (r[i].timing && (!out.median_us || r[i].timing->median_us < *out.median_us))
+            out.index = int(i), out.median_us = r[i].timing->median_us;
+    }
+    if (out.index < 0) out.index = first_passed;
+    return out;
+}
 
 // ===================================================================================================
 // Bench: protocol 1's interface, kept so code written against it still builds (kwiki new's skeleton)

@@ -819,7 +819,8 @@ int main(int argc, char** argv) {
                 c.extra.emplace_back("tile", v->tile);
                 c.extra.emplace_back("stages", v->stages);
                 if (pr[0].func) {
-                    kwiki::add_regs(c.extra, pr[0].func);
+                    // registers and occupancy at the block size the kernel's __launch_bounds__ names (its launch's)
+                    kwiki::add_occupancy(c.extra, pr[0].func, kwiki::kernel_regs(pr[0].func).max_threads, size_t(pr[0].smem));
                     c.extra.emplace_back("grid", pr[0].grid);
                     c.extra.emplace_back("smem_bytes", pr[0].smem);
                     if (v->group) c.extra.emplace_back("group", v->group);

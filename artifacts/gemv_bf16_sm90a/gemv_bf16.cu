@@ -20,15 +20,22 @@
 //    5 block_r2_u4    block-wide split-K: the 8 warps of a block share two rows, each thread keeps 4 chunks per row
 //                     in flight, partial sums meet in shared memory; many small blocks fill the GPU at any M
 //    6 block_r4_u2    rung 5 with four rows per block, two chunks per row in flight
-//    7 tuned          rung 5's kernel with rows, chunks in flight and threads per block chosen per shape
-//                     (table below)
+//    7 tuned          rung 5's kernel with rows, chunks in flight and threads per block chosen per shape, in a
+//                     selection pass of this run over every configs() entry (samples of its own: the chosen one is
+//                     then timed afresh with the others, so the choice does not inflate its figure by the noise)
 //    0 cublas         cublasGemmEx (kwiki::gemm_tn: a GEMM of one row), bf16 in and out, fp32 compute; the baseline
-//      read_ceiling   not a rung: a 16-byte read stream over as many bytes as the GEMV moves (the measured
-//                     speed of light)
-// --sweep adds every block configuration of configs() as a variant sweep_<config> (how the tuned table was filled).
+//    0 cublaslt_best  cuBLASLt (kwiki::LtGemmTn), the fastest of the heuristic's first 8 algorithms for the shape,
+//                     chosen in the same kind of selection pass as `tuned`: the baseline given the same chance
+//      read_ceiling   not a rung: the speed of light, the GEMV's bytes over the read bandwidth fitted in the
+//                     same run over a size sweep of read kernels (kwiki_ceiling.cuh; the fixed cost is not in it)
+// --sweep adds every block configuration of configs() as a variant sweep_<config>.
+// Shapes: any M (the last block of an M that is not a multiple of its rows is guarded), K a multiple of 8 (rows are
+// read in 16-byte vectors, so each row must start 16-byte aligned); the default run includes 4099x4104, a shape
+// that is a multiple of no block's rows nor of any round of chunks. y carries a canary past its M elements, which
+// the check requires intact (a kernel that writes past y[M-1] fails).
 #include "kwiki_bench.cuh"
-#include "kwiki_ceiling.cuh"
 #include "kwiki_cublas.cuh"
+#include "kwiki_gemv.cuh"
 #include "kwiki_reduce.cuh"
 
 
@@ -86,8 +93,13 @@ __device__ __forceinline__ float dot8(uint4 a, uint4 x, float acc) {
 
 // s[r] += dot(row r of a, x) over this thread's chunks j = first, first + step, ... (16 B each); whole rounds of
 // U chunks per row are loaded before any is used (R * U loads in flight), the last partial round one by one.
+// Only the first `rows` (1..R) rows exist (the last block of an M that is not a multiple of R): rows past them
+// re-read the last row (in bounds; their sums are never stored).
 template <int R, int U, int Step>
-__device__ __forceinline__ void rows_dot(const uint4* a, const uint4* xv, int K8, int first, float (&s)[R]) {
+__device__ __forceinline__ void rows_dot(const uint4* a, const uint4* xv, int K8, int first, int rows, float (&s)[R]) {
+    size_t off[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) off[r] = size_t(min(r, rows - 1)) * K8;
     int j0 = first;
     for (; j0 + (U - 1) * Step < K8; j0 += U * Step) {
         uint4 av[R][U], xs[U];
@@ -95,7 +107,7 @@ __device__ __forceinline__ void rows_dot(const uint4* a, const uint4* xv, int K8
         for (int u = 0; u < U; ++u) {
             xs[u] = ld16<Hint::Keep>(xv + j0 + u * Step);
 #pragma unroll
-            for (int r = 0; r < R; ++r) av[r][u] = ld16<Hint::Stream>(a + size_t(r) * K8 + j0 + u * Step);
+            for (int r = 0; r < R; ++r) av[r][u] = ld16<Hint::Stream>(a + off[r] + j0 + u * Step);
         }
 #pragma unroll
         for (int u = 0; u < U; ++u)
@@ -105,7 +117,7 @@ __device__ __forceinline__ void rows_dot(const uint4* a, const uint4* xv, int K8
     for (; j0 < K8; j0 += Step) {
         uint4 xs = ld16<Hint::Keep>(xv + j0);
 #pragma unroll
-        for (int r = 0; r < R; ++r) s[r] = dot8(ld16<Hint::Stream>(a + size_t(r) * K8 + j0), xs, s[r]);
+        for (int r = 0; r < R; ++r) s[r] = dot8(ld16<Hint::Stream>(a + off[r] + j0), xs, s[r]);
     }
 }
 
@@ -146,7 +158,7 @@ __global__ void __launch_bounds__(256, 1) warp_rows_kernel(const bf16* A, const 
     const uint4* a = reinterpret_cast<const uint4*>(A + size_t(row0) * K);
     const uint4* xv = reinterpret_cast<const uint4*>(x);
     float s[R] = {};
-    rows_dot<R, U, 32>(a, xv, K8, lane, s);
+    rows_dot<R, U, 32>(a, xv, K8, lane, min(R, M - row0), s);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         float t = kwiki::warp_sum(s[r]);
@@ -154,7 +166,8 @@ __global__ void __launch_bounds__(256, 1) warp_rows_kernel(const bf16* A, const 
     }
 }
 
-// Block-wide split-K: T threads share R rows; each thread keeps U chunks per row in flight.
+// Block-wide split-K: T threads share R rows; each thread keeps U chunks per row in flight. The last block of an M
+// that is not a multiple of R has fewer rows (rows_dot and the store are guarded).
 template <int R, int U, int T>
 __global__ void __launch_bounds__(T, 1) block_rows_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
     constexpr int W = T / 32;
@@ -163,9 +176,9 @@ __global__ void __launch_bounds__(T, 1) block_rows_kernel(const bf16* A, const b
     const uint4* a = reinterpret_cast<const uint4*>(A + size_t(row0) * K);
     const uint4* xv = reinterpret_cast<const uint4*>(x);
     float s[R] = {};
-    rows_dot<R, U, T>(a, xv, K8, threadIdx.x, s);
+    rows_dot<R, U, T>(a, xv, K8, threadIdx.x, min(R, M - row0), s);
     const float t = kwiki::block_sum_rows<R, W>(s, part, threadIdx.x, lane, warp);
-    if (threadIdx.x < R) y[row0 + threadIdx.x] = __float2bfloat16_rn(t);
+    if (threadIdx.x < R && row0 + int(threadIdx.x) < M) y[row0 + threadIdx.x] = __float2bfloat16_rn(t);
 }
 
 // ===================================================================================================
@@ -190,8 +203,8 @@ template <int R, int U, int T>
 constexpr Launch block_cfg() { return {block_rows_kernel<R, U, T>, T, R}; }
 
 // Block configurations (rows per block, chunks in flight per row, threads) that --sweep times one by one,
-// and that the tuned table picks from.
-struct Config { const char* name; Launch launch; };
+// and that the selection pass of `tuned` times, in samples of its own.
+using Config = kwiki::GemvConfig<Launch>;
 const std::vector<Config>& configs() {
     static const std::vector<Config> c = {
         {"r1_u4_t256", block_cfg<1, 4, 256>()}, {"r1_u8_t128", block_cfg<1, 8, 128>()},
@@ -207,25 +220,7 @@ const std::vector<Config>& configs() {
     return c;
 }
 
-Launch config(const char* name) {
-    for (auto& c : configs())
-        if (std::strcmp(c.name, name) == 0) return c.launch;
-    kwiki::fail_env(__FILE__, __LINE__, "config", name);
-}
-
-// The tuned table: per shape, the configuration that measured fastest on the H200 (--sweep).
-Launch tuned_for(int M, int K) {
-    struct Row { int M, K; const char* config; };
-    static const Row table[] = {
-        {4096, 7168, "r4_u2_t256"},
-        {7168, 16384, "r1_u4_t256"},
-        {8192, 8192, "r2_u4_t256"},
-        {16384, 16384, "r1_u4_t256"},
-    };
-    for (auto& r : table)
-        if (r.M == M && r.K == K) return config(r.config);
-    return config("r2_u4_t256");
-}
+Launch config(const char* name) { return kwiki::find_config(configs(), name); }
 
 void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
     const int rows_per_block = l.rows_per_block;
@@ -235,11 +230,14 @@ void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
 // y[1,M] = x[1,K] * A[M,K]^T: the TN GEMM of kwiki_cublas.cuh with one row.
 void run_cublas(const Problem& p, cudaStream_t s) { kwiki::gemm_tn(p.blas, p.x, p.A, p.y, 1, p.M, p.K, kwiki::kGemmBf16, s); }
 
+// The same through cuBLASLt with candidate algorithm i of the shape's heuristic list.
+void run_cublaslt(const kwiki::LtGemmTn& g, int i, const Problem& p, cudaStream_t s) { g.run(i, p.x, p.A, p.y, s); }
+
 // ===================================================================================================
 // The table of variants (artifact.yaml lists the same names, rungs and what each adds)
 // ===================================================================================================
 
-enum class Kind { Kernel, Tuned, Cublas, Ceiling };
+enum class Kind { Kernel, Tuned, Cublas, CublasLt, Ceiling };
 
 struct Variant : kwiki::VariantInfo {
     Kind kind;
@@ -258,14 +256,16 @@ constexpr Variant kVariants[] = {
     {{"block_r4_u2", 6, "rung 5 with four rows per block, two chunks per row in flight"}, Kind::Kernel, block_cfg<4, 2, 256>()},
     {{"tuned", 7, "rung 5's kernel with rows, chunks in flight and block size chosen per shape"}, Kind::Tuned, {}},
     {{"cublas", 0, "the baseline: cuBLAS (cublasGemmEx, a GEMM of one row)"}, Kind::Cublas, {}},
-    {{"read_ceiling"}, Kind::Ceiling, {}},  // not a rung: the ceiling the ladder climbs towards
+    {{"cublaslt_best", 0, "the baseline given the same chance: the fastest of cuBLASLt's first 8 heuristic algorithms, chosen in a selection pass"},
+     Kind::CublasLt, {}},
+    {{"read_ceiling"}, Kind::Ceiling, {}},  // not a rung: the speed of light, from the run's read roof
 };
 
-const char* kDefaultShapes = "4096x7168,7168x16384,8192x8192,16384x16384";
+const char* kDefaultShapes = "4096x7168,7168x16384,8192x8192,16384x16384,4099x4104";
 
 std::vector<std::pair<int, int>> parse_shapes(const kwiki::Args& args) {
-    return args.get_shapes<std::pair<int, int>, 2>("shapes", kDefaultShapes, "MxK pairs with K a multiple of 256",
-                                                   [](const std::vector<int>& d) { return d[1] % 256 == 0; });
+    return args.get_shapes<std::pair<int, int>, 2>("shapes", kDefaultShapes, "MxK pairs with K a multiple of 8",
+                                                   [](const std::vector<int>& d) { return d[1] % 8 == 0; });
 }
 
 }  // namespace
@@ -275,32 +275,31 @@ std::vector<std::pair<int, int>> parse_shapes(const kwiki::Args& args) {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv, kVariants);
-    const auto shapes = parse_shapes(args);
-    const uint64_t seed = args.seed();
-    const int sets = args.input_sets();
-    std::fprintf(stderr, "gemv_bf16: seed %llu, %d SMs, L2 %zu bytes\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes());
+    kwiki::GemvMain<std::pair<int, int>> m(argc, argv, kVariants, "gemv_bf16", parse_shapes);
+    const kwiki::Args& args = m.args;
+    const int sets = m.sets;
 
     kwiki::cublasHandle_t blas = nullptr;  // cuBLAS is loaded only when its variant runs
     if (args.want("cublas")) KWIKI_CHECK_STATUS(kwiki::cublas().Create(&blas));
+    kwiki::cublasLtHandle_t lt = nullptr;
+    if (args.want("cublaslt_best")) KWIKI_CHECK_STATUS(kwiki::cublasLt().Create(&lt));
     kwiki::Runner runner(args);
+    // the selection pass of `tuned` and `cublaslt_best`: samples of their own, records not emitted
+    const auto selector = kwiki::selection_runner(args);
 
-    // the variants to run: the table's, plus with --sweep every block configuration (how the tuned table was filled)
-    struct Todo { std::string name; Kind kind; Launch launch; };
-    std::vector<Todo> todo;
-    for (const Variant& v : kVariants)
-        if (args.want(v.name)) todo.push_back({v.name, v.kind, v.launch});
-    if (args.has("sweep"))
-        for (auto& c : configs()) todo.push_back({std::string("sweep_") + c.name, Kind::Kernel, c.launch});
+    const auto roof = kwiki::gemv_roof(runner, args, m.seed, "read_ceiling");  // the read roof, swept once
+    const auto todo = kwiki::gemv_todo(args, kVariants, configs(), Kind::Kernel, [](const Variant& v) { return v.kind != Kind::Ceiling; });
+    using Todo = decltype(todo)::value_type;
 
-    for (auto [M, K] : shapes) {
+    for (auto [M, K] : m.shapes) {
         Problem p{M, K, nullptr, nullptr, nullptr, blas};
         const size_t a_elems = size_t(M) * K;
-        KWIKI_CHECK(cudaMalloc(&p.y, size_t(M) * sizeof(bf16)));
+        KWIKI_CHECK(cudaMalloc(&p.y, (size_t(M) + kwiki::kCanary) * sizeof(bf16)));
+        kwiki::set_canary(p.y, size_t(M));  // y[M..M+kCanary) must stay as set (kwiki_gemv.cuh)
         // input sets: A and x filled at random (set 0 from the shape's seed, as protocol 1 did), each with its reference
         std::vector<bf16*> As(sets), xs(sets);
         std::vector<std::vector<double>> refs(sets);
-        const uint64_t shape_seed = seed + uint64_t(M) * 1000003u + K;
+        const uint64_t shape_seed = m.seed + uint64_t(M) * 1000003u + K;
         for (int i = 0; i < sets; ++i) {
             const uint64_t si = i == 0 ? shape_seed : kwiki::hash64(shape_seed, 0x5e7 + uint64_t(i));
             KWIKI_CHECK(cudaMalloc(&As[i], a_elems * sizeof(bf16)));
@@ -316,45 +315,83 @@ int main(int argc, char** argv) {
         auto use_inputs = [&p, &As, &xs, &current](int i) { current = i, p.A = As[i], p.x = xs[i]; };
         use_inputs(0);
         const double bytes = double(a_elems + K + M) * sizeof(bf16);
-        kwiki::ReadCeiling ceiling(size_t(bytes), shape_seed ^ 0xce11);
 
         char shape[32];
         std::snprintf(shape, sizeof shape, "%dx%d", M, K);
         const kwiki::Fields params = {{"shape", shape}, {"M", M}, {"K", K}, {"dtype", "bf16"}};
-        std::vector<kwiki::Case> cases;
-        for (const Todo& v : todo) {
-            kwiki::Case c = v.kind == Kind::Ceiling ? ceiling.as_case() : kwiki::Case{};
-            c.variant = v.name;
+        // what every case of this shape shares: bytes, flops, poison, the check (with the canary), the input sets
+        auto fill_case = [&](kwiki::Case& c, std::function<void(cudaStream_t)> launch, const char* flops_dtype) {
             c.params = params;
-            if (v.kind == Kind::Ceiling) {
-                cases.push_back(std::move(c));
-                continue;
-            }
-            const Launch l = v.kind == Kind::Tuned ? tuned_for(M, K) : v.launch;
             c.bytes = bytes;
-            c.flops = 2.0 * double(M) * K;
-            c.flops_dtype = v.kind == Kind::Cublas ? "bf16" : "fp32";  // the kernels multiply-add in fp32
-            if (v.kind == Kind::Cublas) c.launch = [&p](cudaStream_t s) { run_cublas(p, s); };
-            else c.launch = [&p, l](cudaStream_t s) { run_kernel(l, p, s); };
+            c.flops = 2.0 * double(p.M) * p.K;
+            c.flops_dtype = flops_dtype;
+            c.launch = std::move(launch);
             c.poison = [&p](cudaStream_t s) { kwiki::poison(p.y, size_t(p.M) * sizeof(bf16), s); };
             c.check = [&p, &refs, &current] {
                 std::vector<float> got = kwiki::to_host_float(p.y, size_t(p.M));
-                return kwiki::compare(got.data(), refs[current].data(), size_t(p.M), {1e-3, 2.0 / 128},
-                                      "host fp64 from the same bf16 inputs");
+                return kwiki::with_canary(kwiki::compare(got.data(), refs[current].data(), size_t(p.M), {1e-3, 2.0 / 128},
+                                                         "host fp64 from the same bf16 inputs"), p.y, size_t(p.M));
             };
             c.input_sets = sets;
             c.use_inputs = use_inputs;
-            if (v.kind != Kind::Cublas) {
-                kwiki::add_regs(c.extra, reinterpret_cast<const void*>(l.kernel));
+        };
+        // the selection pass: every block configuration (tuned) and every cuBLASLt candidate (cublaslt_best)
+        auto want_kind = [&](Kind k) { return std::any_of(todo.begin(), todo.end(), [k](const Todo& t) { return t.kind == k; }); };
+        kwiki::Selection tuned, lt_best;
+        std::string tuned_name;
+        if (want_kind(Kind::Tuned)) {
+            tuned = kwiki::select_config(*selector, configs(), [&](kwiki::Case& c, Launch l) {
+                fill_case(c, [&p, l](cudaStream_t s) { run_kernel(l, p, s); }, "fp32");
+            });
+            if (tuned.index >= 0) tuned_name = configs()[size_t(tuned.index)].name;
+        }
+        std::unique_ptr<kwiki::LtGemmTn> ltg;
+        if (want_kind(Kind::CublasLt)) {
+            ltg = std::make_unique<kwiki::LtGemmTn>(lt, 1, M, K, kwiki::kGemmBf16, 8);
+            std::vector<kwiki::Case> cand;
+            for (int i = 0; i < ltg->algos(); ++i) {
+                kwiki::Case c;
+                c.variant = "select_cublaslt_" + std::to_string(i);
+                fill_case(c, [&p, g = ltg.get(), i](cudaStream_t s) { run_cublaslt(*g, i, p, s); }, "bf16");
+                cand.push_back(std::move(c));
+            }
+            lt_best = kwiki::select_fastest(*selector, cand);
+        }
+
+        std::vector<kwiki::Case> cases;
+        for (const Todo& v : todo) {
+            kwiki::Case c = kwiki::named_case(v.name, params);
+            const kwiki::Selection& sel = v.kind == Kind::Tuned ? tuned : lt_best;
+            if ((v.kind == Kind::Tuned || v.kind == Kind::CublasLt) && sel.index < 0) {  // no candidate passed (or --check-only)
+                kwiki::nothing_selected(c, "no candidate of the selection pass passed its check and was timed");
+                cases.push_back(std::move(c));
+                continue;
+            }
+            const Launch l = v.kind == Kind::Tuned ? config(tuned_name.c_str()) : v.launch;
+            const bool library = v.kind == Kind::Cublas || v.kind == Kind::CublasLt;
+            if (v.kind == Kind::Cublas) fill_case(c, [&p](cudaStream_t s) { run_cublas(p, s); }, "bf16");
+            else if (v.kind == Kind::CublasLt)
+                fill_case(c, [&p, g = ltg.get(), i = lt_best.index](cudaStream_t s) { run_cublaslt(*g, i, p, s); }, "bf16");
+            else fill_case(c, [&p, l](cudaStream_t s) { run_kernel(l, p, s); }, "fp32");  // the kernels multiply-add in fp32
+            c.variant = v.name;
+            if (!library) {
+                kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel), l.threads);
                 c.extra.emplace_back("threads", l.threads);
                 c.extra.emplace_back("rows_per_block", l.rows_per_block);
             }
+            if (v.kind == Kind::Tuned || v.kind == Kind::CublasLt) {
+                if (v.kind == Kind::Tuned) c.extra.emplace_back("selected", tuned_name);
+                else c.extra.emplace_back("selected", "heuristic algorithm " + std::to_string(sel.index));
+                c.extra.emplace_back("selected_from", sel.tried);
+                if (sel.median_us) c.extra.emplace_back("selection_median_us", *sel.median_us);
+            }
             cases.push_back(std::move(c));
         }
-        runner.run(cases);
+        kwiki::run_shape(runner, cases, roof.get(), "read_ceiling", params, bytes);
         KWIKI_CHECK(cudaFree(p.y));
         for (int i = 0; i < sets; ++i) KWIKI_CHECK(cudaFree(As[i])), KWIKI_CHECK(cudaFree(xs[i]));
     }
     if (blas) KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(blas));
+    if (lt) KWIKI_CHECK_STATUS(kwiki::cublasLt().Destroy(lt));
     return kwiki::exit_code();
 }

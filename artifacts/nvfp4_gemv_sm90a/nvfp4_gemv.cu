@@ -17,6 +17,12 @@
 // up to 36; a sum of 8 of them fits fp16's 11-bit significand. Each half of a half2 accumulator sums 8 products
 // of one 16-value block, so the block sum is exact before it is scaled and added in fp32. The software decoders
 // produce values times a power of two (2^-14 for A, 2^-6 for b), folded back into alpha.
+// Scale range: that fixed power of two bounds only the e2m1 products (|a b| <= 36, whatever the scales); the e4m3
+// block scales are converted to fp16 exactly (every e4m3 value is one) and applied in fp32, after the exact block
+// sums. So the kernels take every finite e4m3 scale (zero, subnormals from 2^-9, up to 448, either sign); what
+// bounds the scales' product is the fp16 output (|c| <= 65504). The --full-scale-shapes inputs (every finite e4m3
+// value, alpha fitted so the largest output is 2^13) check it; the other shapes use the contest's narrow
+// positive range [0.5, 1.875].
 //
 // Variants, a ladder: a rung adds one thing to the rung above it, or to the rung it names. There is no rung 0
 // (a library baseline): the rungs are compared with the read ceiling. Bytes per record: A + SFA + b + SFB + c.
@@ -27,13 +33,16 @@
 //                     L1::no_allocate, b and SFB .nc L1::evict_last; two chunks per row in flight
 //    4 block_fp8cvt   rung 3 with the e2m1 nibbles remapped to e4m3 bytes and decoded by the fp8 hardware
 //                     convert (cvt.rn.f16x2.e4m3x2, sm_89+)
-//    5 tuned          rung 3 with rows, chunks in flight and threads per block chosen per shape (table below)
+//    5 tuned          rung 3 with rows, chunks in flight and threads per block chosen per shape in a selection
+//                     pass of this run over every configs() entry (samples of its own; the chosen one is then timed
+//                     afresh with the others, so the choice does not inflate its figure by the noise)
 //    6 hw_e2m1        rung 3 with the sm_100 hardware e2m1 convert (cvt.rn.f16x2.e2m1x2); sm_100a only
-//      read_ceiling   not a rung: a 16-byte read stream over as many bytes as the GEMV moves (the measured
-//                     speed of light), the baseline and the ceiling
-// --sweep adds every block configuration of configs() as a variant sweep_<config> (how the tuned table was filled).
+//      read_ceiling   not a rung: the speed of light, the GEMV's bytes over the read bandwidth fitted in the
+//                     same run over a size sweep of read kernels (kwiki_ceiling.cuh; the fixed cost is not in
+//                     it); the baseline and the ceiling
+// --sweep adds every block configuration of configs() as a variant sweep_<config>.
 #include "kwiki_bench.cuh"
-#include "kwiki_ceiling.cuh"
+#include "kwiki_gemv.cuh"
 #include "kwiki_reduce.cuh"
 
 
@@ -242,6 +251,8 @@ __device__ __forceinline__ uint32_t ld_keep_u16(const uint16_t* p) {
 
 // T threads share R rows of batch blockIdx.y; chunk c of a row = 16 bytes of A and 2 scale bytes.
 // Whole rounds of U chunks per row are loaded before any is used; the last partial round one chunk at a time.
+// The last block of an M that is not a multiple of R has fewer rows: the rows past M re-read the last row (in
+// bounds) and are not stored.
 template <Dec D, int R, int U, int T>
 __global__ void __launch_bounds__(T, 1) block_kernel(Args4 p) {
 #if __CUDA_ARCH__ < 1000
@@ -255,6 +266,10 @@ __global__ void __launch_bounds__(T, 1) block_kernel(Args4 p) {
     const uint16_t* sa = reinterpret_cast<const uint16_t*>(p.SFA + row_index * (p.K / 16));
     const uint4* b = reinterpret_cast<const uint4*>(p.B + size_t(l) * (p.K / 2));
     const uint16_t* sb = reinterpret_cast<const uint16_t*>(p.SFB + size_t(l) * (p.K / 16));
+    const int rows = min(R, p.M - row0);
+    size_t off[R];  // row r's offset in chunks (rows past M re-read the last row)
+#pragma unroll
+    for (int r = 0; r < R; ++r) off[r] = size_t(min(r, rows - 1)) * chunks;
     float s[R] = {};
     int c0 = threadIdx.x;
     for (; c0 + (U - 1) * T < chunks; c0 += U * T) {
@@ -267,8 +282,8 @@ __global__ void __launch_bounds__(T, 1) block_kernel(Args4 p) {
             sbv[u] = ld_keep_u16(sb + c);
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-                av[r][u] = ld_stream(a + size_t(r) * chunks + c);
-                sav[r][u] = ld_stream_u16(sa + size_t(r) * chunks + c);
+                av[r][u] = ld_stream(a + off[r] + c);
+                sav[r][u] = ld_stream_u16(sa + off[r] + c);
             }
         }
 #pragma unroll
@@ -286,10 +301,10 @@ __global__ void __launch_bounds__(T, 1) block_kernel(Args4 p) {
         const float2 sbf = scales(ld_keep_u16(sb + c0));
 #pragma unroll
         for (int r = 0; r < R; ++r)
-            s[r] = chunk_dot<D>(ld_stream(a + size_t(r) * chunks + c0), ld_stream_u16(sa + size_t(r) * chunks + c0), bh, sbf, s[r]);
+            s[r] = chunk_dot<D>(ld_stream(a + off[r] + c0), ld_stream_u16(sa + off[r] + c0), bh, sbf, s[r]);
     }
     const float t = kwiki::block_sum_rows<R, W>(s, part, threadIdx.x, threadIdx.x & 31, threadIdx.x / 32);
-    if (threadIdx.x < R) p.C[row_index + threadIdx.x] = __float2half_rn(t * p.alpha);
+    if (threadIdx.x < R && int(threadIdx.x) < rows) p.C[row_index + threadIdx.x] = __float2half_rn(t * p.alpha);
 }
 
 // ===================================================================================================
@@ -308,8 +323,8 @@ template <Dec D, int R, int U, int T>
 constexpr Launch block_cfg() { return {block_kernel<D, R, U, T>, T, R, product_scale<D>()}; }
 
 // Bit-decoder block configurations (rows per block, chunks in flight per row, threads) that --sweep times one
-// by one, and that the tuned table picks from.
-struct Config { const char* name; Launch launch; };
+// by one, and that the selection pass of `tuned` times, in samples of its own.
+using Config = kwiki::GemvConfig<Launch>;
 const std::vector<Config>& configs() {
     static const std::vector<Config> c = {
         {"r1_u2_t128", block_cfg<Dec::Bits, 1, 2, 128>()}, {"r2_u2_t128", block_cfg<Dec::Bits, 2, 2, 128>()},
@@ -323,25 +338,6 @@ const std::vector<Config>& configs() {
         {"r8_u1_t32", block_cfg<Dec::Bits, 8, 1, 32>()}, {"r2_u2_t32", block_cfg<Dec::Bits, 2, 2, 32>()},
     };
     return c;
-}
-
-Launch config(const char* name) {
-    for (auto& c : configs())
-        if (std::strcmp(c.name, name) == 0) return c.launch;
-    kwiki::fail_env(__FILE__, __LINE__, "config", name);
-}
-
-// The tuned table: per shape (M, K, L), the configuration that measured fastest on the H200 (--sweep).
-Launch tuned_for(int M, int K, int L) {
-    struct Row { int M, K, L; const char* config; };
-    static const Row table[] = {
-        {7168, 16384, 1, "r4_u1_t64"},
-        {4096, 7168, 8, "r4_u2_t32"},
-        {7168, 2048, 4, "r4_u1_t32"},
-    };
-    for (auto& r : table)
-        if (r.M == M && r.K == K && r.L == L) return config(r.config);
-    return config("r4_u2_t128");
 }
 
 enum class Kind { Kernel, Tuned, Ceiling };
@@ -364,27 +360,40 @@ constexpr Variant kVariants[] = {
     {{"tuned", 5, "rung 3 with rows, chunks in flight and block size chosen per shape"}, Kind::Tuned, {}, false},
     {{"hw_e2m1", 6, "rung 3 decoding through the sm_100 hardware e2m1 convert"}, Kind::Kernel, block_cfg<Dec::Hw, 4, 2, 128>(),
      true},
-    {{"read_ceiling"}, Kind::Ceiling, {}, false},  // not a rung: the baseline and the ceiling, a read stream of the same bytes
+    {{"read_ceiling"}, Kind::Ceiling, {}, false},  // not a rung: the baseline and the speed of light, from the run's read roof
 };
 
 void run_kernel(const Launch& l, Args4 p, int L, double global_alpha, cudaStream_t s) {
     p.alpha = float(global_alpha / l.product_scale);
     const bool naive = l.kernel == naive_kernel;
-    dim3 grid(naive ? (p.M + l.threads - 1) / l.threads : p.M / l.rows_per_block, L);
+    dim3 grid(naive ? (p.M + l.threads - 1) / l.threads : (p.M + l.rows_per_block - 1) / l.rows_per_block, L);
     l.kernel<<<grid, l.threads, 0, s>>>(p);
 }
 
-// Scale bytes: e4m3 in [0.5, 1.875] (exponent 6 or 7, any mantissa), positive.
-__global__ void make_scales(uint8_t* p, size_t n) {
+// Scale bytes from random bytes. Narrow (the contest's kind of data): e4m3 in [0.5, 1.875] (exponent 6 or 7, any
+// mantissa), positive. Full: every finite e4m3 value, both signs, zero and subnormals (2^-9) to 448: only the two
+// NaN codes (0x7F, 0xFF) are moved to their neighbours.
+__global__ void make_scales(uint8_t* p, size_t n, bool full) {
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-        p[i] = uint8_t(0x30 | (p[i] & 0x0F));
+        p[i] = full ? ((p[i] & 0x7F) == 0x7F ? uint8_t(p[i] ^ 1) : p[i]) : uint8_t(0x30 | (p[i] & 0x0F));
 }
 
-struct Shape { int M, K, L; };
+// full_scales: the shape's inputs take every e4m3 scale (--full-scale-shapes), and alpha is set so that the largest
+// output of input set 0 is about 2^13 (fp16's largest finite value is 65504: the output format, not the kernel, is
+// what bounds the product of the scales).
+struct Shape { int M, K, L; bool full_scales = false; };
 
+// --shapes (narrow scales) then --full-scale-shapes; K a multiple of 32 (a 16-byte chunk of A), any M. The default
+// runs include M = 4099 (a multiple of no block's rows) and K = 2080 or 16416 (65 and 513 chunks: partial rounds).
 std::vector<Shape> parse_shapes(const kwiki::Args& args) {
-    return args.get_shapes<Shape, 3>("shapes", "7168x16384x1,4096x7168x8,7168x2048x4", "MxKxL triples (M a multiple of 8, K of 32)",
-                                     [](const std::vector<int>& d) { return d[0] % 8 == 0 && d[1] % 32 == 0; });
+    auto valid = [](const std::vector<int>& d) { return d[1] % 32 == 0; };
+    std::vector<Shape> out = args.get_shapes<Shape, 3>("shapes", "7168x16384x1,4096x7168x8,7168x2048x4,4099x2080x2",
+                                                       "MxKxL triples (K a multiple of 32)", valid);
+    for (Shape s : args.get_shapes<Shape, 3>("full-scale-shapes", "4099x16416x1", "MxKxL triples (K a multiple of 32)", valid)) {
+        s.full_scales = true;
+        out.push_back(s);
+    }
+    return out;
 }
 
 }  // namespace
@@ -394,35 +403,34 @@ std::vector<Shape> parse_shapes(const kwiki::Args& args) {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv, kVariants);
-    const auto shapes = parse_shapes(args);
-    const uint64_t seed = args.seed();
-    const int sets = args.input_sets();
+    kwiki::GemvMain<Shape> m(argc, argv, kVariants, "nvfp4_gemv", parse_shapes);
+    const kwiki::Args& args = m.args;
+    const int sets = m.sets;
     const bool sm100 = kwiki::device_attr(cudaDevAttrComputeCapabilityMajor) >= 10;
     const double global_a = 0.37, global_b = 0.11;
-    std::fprintf(stderr, "nvfp4_gemv: seed %llu, %d SMs, L2 %zu bytes\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes());
     kwiki::Runner runner(args);
+    // the selection pass of `tuned`: samples of its own, records not emitted
+    const auto selector = kwiki::selection_runner(args);
 
-    // the variants to run: the table's, plus with --sweep every block configuration (how the tuned table was filled)
-    struct Todo { std::string name; Kind kind; Launch launch; };
-    std::vector<Todo> todo;
-    for (const Variant& v : kVariants)
-        if (args.want(v.name) && (!v.sm100_only || sm100)) todo.push_back({v.name, v.kind, v.launch});
-    if (args.has("sweep"))
-        for (auto& c : configs()) todo.push_back({std::string("sweep_") + c.name, Kind::Kernel, c.launch});
+    const auto roof = kwiki::gemv_roof(runner, args, m.seed, "read_ceiling");  // the read roof, swept once
+    const auto todo = kwiki::gemv_todo(args, kVariants, configs(), Kind::Kernel,
+                                       [sm100](const Variant& v) { return v.kind != Kind::Ceiling && (!v.sm100_only || sm100); });
+    using Todo = decltype(todo)::value_type;
 
-    for (const Shape& sh : shapes) {
+    for (const Shape& sh : m.shapes) {
         const int M = sh.M, K = sh.K, L = sh.L;
         const size_t a_bytes = size_t(L) * M * K / 2, sfa_bytes = size_t(L) * M * K / 16;
         const size_t b_bytes = size_t(L) * K / 2, sfb_bytes = size_t(L) * K / 16, c_elems = size_t(L) * M;
         Args4 p{};
         p.M = M;
         p.K = K;
-        KWIKI_CHECK(cudaMalloc(&p.C, c_elems * sizeof(__half)));
+        KWIKI_CHECK(cudaMalloc(&p.C, (c_elems + kwiki::kCanary) * sizeof(__half)));
+        kwiki::set_canary(p.C, c_elems);  // c[L*M..L*M+kCanary) must stay as set (kwiki_gemv.cuh)
+        double alpha = global_a * global_b;  // full-range scales: refitted from input set 0 below
         // input sets (set 0 from the shape's seeds, as protocol 1 did), each with its reference and tolerance
         struct Set { uint8_t *A, *SFA, *B, *SFB; std::vector<double> ref; kwiki::Tolerance tol; };
         std::vector<Set> in(sets);
-        const uint64_t s0 = seed + uint64_t(M) * 7919u + uint64_t(K) * 31u + L;
+        const uint64_t s0 = m.seed + uint64_t(M) * 7919u + uint64_t(K) * 31u + L;
         for (int i = 0; i < sets; ++i) {
             Set& t = in[i];
             const uint64_t si = i == 0 ? s0 : kwiki::hash64(s0, 0x5e7 + uint64_t(i));
@@ -434,8 +442,8 @@ int main(int argc, char** argv) {
             kwiki::fill_random(t.B, b_bytes, si + 1);
             kwiki::fill_random(t.SFA, sfa_bytes, si + 2);
             kwiki::fill_random(t.SFB, sfb_bytes, si + 3);
-            make_scales<<<1024, 256>>>(t.SFA, sfa_bytes);
-            make_scales<<<64, 256>>>(t.SFB, sfb_bytes);
+            make_scales<<<1024, 256>>>(t.SFA, sfa_bytes, sh.full_scales);
+            make_scales<<<64, 256>>>(t.SFB, sfb_bytes, sh.full_scales);
             KWIKI_CHECK_LAST();
             Host h{std::vector<uint8_t>(a_bytes), std::vector<uint8_t>(sfa_bytes), std::vector<uint8_t>(b_bytes),
                    std::vector<uint8_t>(sfb_bytes)};
@@ -444,7 +452,13 @@ int main(int argc, char** argv) {
             KWIKI_CHECK(cudaMemcpy(h.B.data(), t.B, b_bytes, cudaMemcpyDeviceToHost));
             KWIKI_CHECK(cudaMemcpy(h.SFB.data(), t.SFB, sfb_bytes, cudaMemcpyDeviceToHost));
             double max_abs_sum = 0;
-            t.ref = reference(h, M, K, L, global_a * global_b, &max_abs_sum);
+            t.ref = reference(h, M, K, L, alpha, &max_abs_sum);
+            if (sh.full_scales && i == 0) {  // alpha such that the largest |output| is 2^13, then the reference again
+                double peak = 0;
+                for (double v : t.ref) peak = std::max(peak, std::fabs(v));
+                if (peak > 0) alpha *= 8192.0 / peak;
+                t.ref = reference(h, M, K, L, alpha, &max_abs_sum);
+            }
             t.tol = {1e-5 * max_abs_sum, kwiki::tolerance_for<__half>().rtol};
         }
         int current = 0;
@@ -454,39 +468,52 @@ int main(int argc, char** argv) {
         };
         use_inputs(0);
         const double bytes = double(a_bytes + sfa_bytes + b_bytes + sfb_bytes + c_elems * sizeof(__half));
-        kwiki::ReadCeiling ceiling(size_t(bytes), s0 ^ 0xce11);
 
         char shape[48];
         std::snprintf(shape, sizeof shape, "%dx%dx%d", M, K, L);
-        const kwiki::Fields params = {{"shape", shape}, {"M", M}, {"K", K}, {"L", L}, {"dtype", "nvfp4"}};
-        std::vector<kwiki::Case> cases;
-        for (const Todo& v : todo) {
-            kwiki::Case c = v.kind == Kind::Ceiling ? ceiling.as_case() : kwiki::Case{};
-            c.variant = v.name;
+        kwiki::Fields params = {{"shape", shape}, {"M", M}, {"K", K}, {"L", L}, {"dtype", "nvfp4"}};
+        if (sh.full_scales) params.emplace_back("scales", "e4m3-full");
+        // what every case of this shape shares: bytes, flops, poison, the check (with the canary), the input sets
+        auto fill_case = [&, c_elems, L](kwiki::Case& c, const Launch& l) {
             c.params = params;
-            if (v.kind == Kind::Ceiling) {
-                cases.push_back(std::move(c));
-                continue;
-            }
-            const Launch l = v.kind == Kind::Tuned ? tuned_for(M, K, L) : v.launch;
-            KWIKI_REQUIRE(M % l.rows_per_block == 0, "M must be a multiple of the rows per block");
             c.bytes = bytes;
-            c.flops = 2.0 * double(L) * M * K;
+            c.flops = 2.0 * double(L) * p.M * p.K;
             c.flops_dtype = "fp16";  // products summed in half2 FMAs (exactly), then fp32
-            c.launch = [&p, l, L, alpha = global_a * global_b](cudaStream_t s) { run_kernel(l, p, L, alpha, s); };
+            c.launch = [&p, l, L, alpha](cudaStream_t s) { run_kernel(l, p, L, alpha, s); };
             c.poison = [&p, c_elems](cudaStream_t s) { kwiki::poison(p.C, c_elems * sizeof(__half), s); };
             c.check = [&p, &in, &current, c_elems] {
                 std::vector<float> got = kwiki::to_host_float(p.C, c_elems);
-                return kwiki::compare(got.data(), in[current].ref.data(), c_elems, in[current].tol, "host fp64, exact dequantization");
+                return kwiki::with_canary(kwiki::compare(got.data(), in[current].ref.data(), c_elems, in[current].tol,
+                                                         "host fp64, exact dequantization"), p.C, c_elems);
             };
             c.input_sets = sets;
             c.use_inputs = use_inputs;
-            kwiki::add_regs(c.extra, reinterpret_cast<const void*>(l.kernel));
+        };
+        // the selection pass of `tuned`: every block configuration, in samples of its own
+        kwiki::Selection tuned;
+        if (std::any_of(todo.begin(), todo.end(), [](const Todo& t) { return t.kind == Kind::Tuned; }))
+            tuned = kwiki::select_config(*selector, configs(), [&](kwiki::Case& c, Launch l) { fill_case(c, l); });
+        std::vector<kwiki::Case> cases;
+        for (const Todo& v : todo) {
+            kwiki::Case c = kwiki::named_case(v.name, params);
+            if (v.kind == Kind::Tuned && tuned.index < 0) {  // no candidate passed its check
+                kwiki::nothing_selected(c, "no candidate of the selection pass passed its check");
+                cases.push_back(std::move(c));
+                continue;
+            }
+            const Launch l = v.kind == Kind::Tuned ? configs()[size_t(tuned.index)].launch : v.launch;
+            fill_case(c, l);
+            kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel), l.threads);
             c.extra.emplace_back("threads", l.threads);
             c.extra.emplace_back("rows_per_block", l.rows_per_block);
+            if (v.kind == Kind::Tuned) {
+                c.extra.emplace_back("selected", configs()[size_t(tuned.index)].name);
+                c.extra.emplace_back("selected_from", tuned.tried);
+                if (tuned.median_us) c.extra.emplace_back("selection_median_us", *tuned.median_us);
+            }
             cases.push_back(std::move(c));
         }
-        runner.run(cases);
+        kwiki::run_shape(runner, cases, roof.get(), "read_ceiling", params, bytes);
         KWIKI_CHECK(cudaFree(p.C));
         for (Set& t : in)
             for (void* q : {(void*)t.A, (void*)t.SFA, (void*)t.B, (void*)t.SFB}) KWIKI_CHECK(cudaFree(q));

@@ -14,7 +14,12 @@ One record per variant and shape, with the binary's check and these extras:
   l2_hit_rate_pct       lts__t_sector_hit_rate.pct: L2 sector lookups that hit, all operations
   l2_read_hit_rate_pct  lts__t_sector_op_read_hit_rate.pct: the same for reads (TMA loads of A and B)
   dram_read_mb          dram__bytes_read.sum / 1e6: what came from HBM
-  l2_read_mb            lts__t_sectors_op_read.sum * 32 / 1e6: what the SMs asked the L2 for
+  l2_read_mb            lts__t_sectors_op_read.sum * 32 / 1e6: read sectors looked up in the L2 slices,
+                        from every source unit (the SMs' TMA loads, and lookups the L2 fabric forwards
+                        between the two L2 partitions). It is not what the SMs asked the L2 for: that
+                        demand, (M/128) (N/256) K (128 + 256) * 2 bytes for these 128x256 tiles, is the
+                        same for every tile order, while this figure moves with the order and has come
+                        out both above and below it. Compare it between orders of one shape only.
   compulsory_mb         (M*K + N*K) * 2 / 1e6: A and B read once, the least any order can read
   group                 the tile order's band height in tile-rows (1 = row-major, -1 = Hilbert curve)
 A run whose check fails, or that ncu cannot profile, gives a record without figures and exit 1;

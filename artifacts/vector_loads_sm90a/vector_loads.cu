@@ -38,6 +38,10 @@
 //   copy_bulk_s6_32k              one thread per block drives cp.async.bulk global -> shared -> global copies,
 //                                 6 stages of 32 KiB (bytes_per_access = chunk, accesses_in_flight = 5 chunks)
 //   device_copy                   cudaMemcpyAsync device to device, the baseline
+//   device_read                   cub::DeviceReduce::Sum over the 32-bit words: a library's read-only stream (the
+//                                 read twin of device_copy: compare read kernels with it, copy kernels with device_copy)
+#include <cub/device/device_reduce.cuh>
+
 #include "kwiki_bench.cuh"
 
 #include <optional>
@@ -320,7 +324,7 @@ __global__ void __launch_bounds__(32, 1) copy_bulk_kernel(const uint4* src, uint
 // Launchers and the table of variants
 // ===================================================================================================
 
-enum class Kind { Read, Reuse, Write, Copy, DeviceCopy };
+enum class Kind { Read, Reuse, Write, Copy, DeviceCopy, DeviceRead };
 
 struct Buffers {
     uint8_t* src;          // filled once with fill_random<uint32_t>(seed)
@@ -394,7 +398,20 @@ const Variant kVariants[] = {
     other_v("copy_flat_x2_write_first", Kind::Copy, 16, 2, (const void*)copy_flat_kernel<2, L2Pol::WriteFirst>, true),
     other_v("copy_bulk_s6_32k", Kind::Copy, 32768, 5, (const void*)copy_bulk_kernel<6, 32768>, false, 6 * 32768),
     other_v("device_copy", Kind::DeviceCopy, 0, 0, nullptr),
+    other_v("device_read", Kind::DeviceRead, 0, 0, nullptr),
 };
+
+// cub::DeviceReduce::Sum's temporary storage for the buffer's words (sized once, kept for the process).
+void* cub_temp(const Buffers& b, size_t* bytes) {
+    static void* temp = nullptr;
+    static size_t temp_bytes = 0;
+    if (!temp) {
+        KWIKI_CHECK(cub::DeviceReduce::Sum(nullptr, temp_bytes, reinterpret_cast<const uint32_t*>(b.src), b.sum, b.bytes / 4));
+        KWIKI_CHECK(cudaMalloc(&temp, std::max<size_t>(temp_bytes, 16)));
+    }
+    *bytes = temp_bytes;
+    return temp;
+}
 
 bool is_sm100() { return kwiki::device_attr(cudaDevAttrComputeCapabilityMajor) >= 10; }
 
@@ -438,12 +455,18 @@ void launch(const Variant& v, const Buffers& b, unsigned grid, cudaStream_t s) {
         case Kind::DeviceCopy:
             KWIKI_CHECK(cudaMemcpyAsync(b.dst, b.src, b.bytes, cudaMemcpyDeviceToDevice, s));
             break;
+        case Kind::DeviceRead: {  // the sum of the words into b.sum[0] (grid is 1: one "partial")
+            size_t temp_bytes = 0;
+            void* temp = cub_temp(b, &temp_bytes);
+            KWIKI_CHECK(cub::DeviceReduce::Sum(temp, temp_bytes, reinterpret_cast<const uint32_t*>(b.src), b.sum, b.bytes / 4, s));
+            break;
+        }
     }
 }
 
 double bytes_moved(const Variant& v, const Buffers& b) {
     switch (v.kind) {
-        case Kind::Read: case Kind::Write: return double(b.bytes);
+        case Kind::Read: case Kind::Write: case Kind::DeviceRead: return double(b.bytes);
         case Kind::Reuse: return double(b.bytes + b.vec_bytes);
         default: return 2.0 * double(b.bytes);
     }
@@ -451,7 +474,8 @@ double bytes_moved(const Variant& v, const Buffers& b) {
 
 // What a launch writes, poisoned: the partial sums of a read (grid words), or the whole destination.
 void poison_outputs(const Variant& v, const Buffers& b, unsigned grid, cudaStream_t s) {
-    if (v.kind == Kind::Read || v.kind == Kind::Reuse) kwiki::poison(b.sum, size_t(grid) * sizeof(uint32_t), s);
+    if (v.kind == Kind::Read || v.kind == Kind::Reuse || v.kind == Kind::DeviceRead)
+        kwiki::poison(b.sum, size_t(grid) * sizeof(uint32_t), s);
     else kwiki::poison(b.dst, b.bytes, s);
 }
 
@@ -459,12 +483,13 @@ void poison_outputs(const Variant& v, const Buffers& b, unsigned grid, cudaStrea
 struct Refs {
     std::optional<uint32_t> read, reuse;
     uint32_t get(const Variant& v, const Buffers& b) {
-        std::optional<uint32_t>& r = v.kind == Kind::Read ? read : reuse;
+        const bool plain = v.kind == Kind::Read || v.kind == Kind::DeviceRead;
+        std::optional<uint32_t>& r = plain ? read : reuse;
         if (!r) {
             uint32_t* out = b.sum + kMaxBlocks;
             KWIKI_CHECK(cudaMemset(out, 0, sizeof(uint32_t)));
             const unsigned ref_grid = unsigned(kwiki::sm_count()) * 8;
-            if (v.kind == Kind::Read) ref_sum<<<ref_grid, kThreads>>>(b.seed, b.bytes / 4, out);
+            if (plain) ref_sum<<<ref_grid, kThreads>>>(b.seed, b.bytes / 4, out);
             else ref_dot<<<ref_grid, kThreads>>>(b.seed, b.vec_seed, b.bytes / 4, b.vec_bytes / 4, out);
             KWIKI_CHECK_LAST();
             uint32_t v32 = 0;
@@ -478,7 +503,7 @@ struct Refs {
 // The last launch's output against the regenerated data.
 kwiki::CheckResult check_last(const Variant& v, const Buffers& b, unsigned grid, Refs& refs) {
     kwiki::CheckResult c;
-    if (v.kind == Kind::Read || v.kind == Kind::Reuse) {
+    if (v.kind == Kind::Read || v.kind == Kind::Reuse || v.kind == Kind::DeviceRead) {
         const uint32_t want = refs.get(v, b);
         std::vector<uint32_t> part(grid);
         KWIKI_CHECK(cudaMemcpy(part.data(), b.sum, grid * sizeof(uint32_t), cudaMemcpyDeviceToHost));
@@ -486,7 +511,7 @@ kwiki::CheckResult check_last(const Variant& v, const Buffers& b, unsigned grid,
         for (uint32_t p : part) got += p;
         c.passed = got == want;
         c.max_abs_err = got == want ? 0.0 : 1.0;
-        c.reference = v.kind == Kind::Read ? "sum of the 32-bit words mod 2^32, regenerated from the fill's hash"
+        c.reference = v.kind != Kind::Reuse ? "sum of the 32-bit words mod 2^32, regenerated from the fill's hash"
                                            : "sum of matrix word * vector word mod 2^32, regenerated from the fill's hash";
         char d[96];
         std::snprintf(d, sizeof d, "checksum %u, expected %u", got, want);
@@ -548,7 +573,7 @@ int main(int argc, char** argv) {
             if (args.has("variants")) std::fprintf(stderr, "%s: needs sm_100, skipped\n", v.name);
             continue;
         }
-        const unsigned grid = v.func ? grid_for(v, b) : 0;
+        const unsigned grid = v.func ? grid_for(v, b) : v.kind == Kind::DeviceRead ? 1 : 0;
         // only the read and reuse kernels write one checksum per block (copy_flat's grid follows the size)
         if (v.kind == Kind::Read || v.kind == Kind::Reuse)
             KWIKI_REQUIRE(grid <= kMaxBlocks, "grid larger than the partial-sum buffer");
@@ -561,7 +586,7 @@ int main(int argc, char** argv) {
         c.poison = [&v, &b, grid](cudaStream_t s) { poison_outputs(v, b, grid, s); };
         c.check = [&v, &b, grid, &refs] { return check_last(v, b, grid, refs); };
         if (v.func) {
-            kwiki::add_regs(c.extra, v.func);
+            kwiki::add_occupancy(c.extra, v.func, block_of(v), size_t(v.smem));
             c.extra.emplace_back("grid", grid);
             c.extra.emplace_back("block", block_of(v));
             if (v.smem) c.extra.emplace_back("smem_bytes", v.smem);

@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
         };
         c.extra = {{"grid", l.grid}, {"smem_bytes", l.smem}};
         kwiki::Fields regs;
-        kwiki::add_regs(regs, reinterpret_cast<const void*>(l.kernel));
+        kwiki::add_occupancy(regs, reinterpret_cast<const void*>(l.kernel), l.threads, size_t(l.smem));
         c.extra.insert(c.extra.begin(), regs.begin(), regs.end());
         cases.push_back(std::move(c));
     }

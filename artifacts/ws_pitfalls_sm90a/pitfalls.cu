@@ -12,15 +12,32 @@
 //
 // Variants:
 //   stages_2 .. stages_6  the correct kernel with 2..6 stages (32 KiB each), timed at 4096^3
+//   stages_4_odd          the correct 4-stage kernel checked (not timed) at 1000^3: edge tiles in M, N and K
 //   cublas                cuBLAS at 4096^3, for scale
 //   expect_tx_too_large   the producer announces one stage's bytes + 1 KiB: full[s] never completes -> the
 //                         consumer's wait times out (without the bound it would hang)
+//   expect_tx_too_small   the producer announces only A's bytes (half the stage): the phase completes as soon as
+//                         16 KiB have landed, B's tile may still be in flight (the consumer multiplies a half-written
+//                         stage); the late bytes count against the barrier's next phase, which completes at the
+//                         producer's arrive before any of its data lands, and from then on each trip leaves the
+//                         transaction count 16 KiB further below zero: it never returns to zero, so the waits time
+//                         out (without the bound it would hang) and C is wrong
 //   constant_phase        the consumer always waits for parity 0 (2 stages): from the second trip round the
 //                         ring it no longer waits and multiplies stale or half-written tiles -> wrong C
 //   constant_phase_s6     the same mistake with 6 stages: a deeper ring narrows the race
 //   tma_store_fenced      epilogue through shared memory and a TMA store, fence.proxy.async before it
 //   tma_store_no_fence    the same without the proxy fence (the TMA engine may read shared memory before
 //                         the threads' ordinary stores are visible to it), launched --repeats times
+//   tma_store_fenced_wide the widest window we can build: the warpgroup stages the tile, then the issuing thread
+//                         itself copies all 32 KiB into the store's source (2048 16-byte st.shared) and issues the
+//                         TMA store right after them, with fence.proxy.async between
+//   tma_store_no_fence_wide the same without the fence: thousands of the issuing thread's own stores may still be
+//                         in flight when TMA reads the tile
+//   cluster_exit_synced   clusters of 2: CTA 1 writes 4 KiB into CTA 0's shared memory (distributed shared memory,
+//                         st.shared::cluster) after a delay; a cluster barrier before CTA 0 reads and before either
+//                         CTA leaves; CTA 0 stores the sum
+//   cluster_exit_early    the same without the barrier: CTA 0 reads at once and leaves while its peer still writes
+//                         its shared memory (undefined: a wrong sum, or the launch fails)
 //
 // Only cublas and stages_* are timed (kwiki::Runner: every timed sample poisoned, flushed, some re-checked on
 // the GPU against cuBLAS); the others are checked only, and the pitfalls fail their check (exit 1), never hang.
@@ -46,14 +63,21 @@ using bf16 = __nv_bfloat16;
 // Kernel
 // ===================================================================================================
 
-enum class Bug { None, ExpectTxTooLarge, ConstantPhase, TmaStoreFenced, TmaStoreNoFence };
+// (the manifest's kernel globs name these by number: append, never reorder)
+enum class Bug { None, ExpectTxTooLarge, ConstantPhase, TmaStoreFenced, TmaStoreNoFence, ExpectTxTooSmall, TmaStoreFencedWide, TmaStoreNoFenceWide };
 
 constexpr int BM = 128, BN = 128, BK = 64, WK = 16;
 constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK, STAGE_BYTES = (A_ELEMS + B_ELEMS) * 2;
 constexpr int C_TILE_BYTES = BM * BN * 2;  // epilogue tile for the TMA-store variants
 
-__host__ __device__ constexpr bool stores_through_tma(Bug b) { return b == Bug::TmaStoreFenced || b == Bug::TmaStoreNoFence; }
-constexpr int smem_bytes(int stages, Bug b) { return stages * STAGE_BYTES + (stores_through_tma(b) ? C_TILE_BYTES : 0) + 2 * stages * 8 + 1024; }
+__host__ __device__ constexpr bool wide_store(Bug b) { return b == Bug::TmaStoreFencedWide || b == Bug::TmaStoreNoFenceWide; }
+__host__ __device__ constexpr bool stores_through_tma(Bug b) {
+    return b == Bug::TmaStoreFenced || b == Bug::TmaStoreNoFence || wide_store(b);
+}
+__host__ __device__ constexpr bool fenced_store(Bug b) { return b == Bug::TmaStoreFenced || b == Bug::TmaStoreFencedWide; }
+// the C tile(s) of the epilogue: the store's source, and for the wide variants a staging tile before it
+__host__ __device__ constexpr int c_tiles_bytes(Bug b) { return stores_through_tma(b) ? C_TILE_BYTES * (wide_store(b) ? 2 : 1) : 0; }
+constexpr int smem_bytes(int stages, Bug b) { return stages * STAGE_BYTES + c_tiles_bytes(b) + 2 * stages * 8 + 1024; }
 
 // A bounded wait that remembers a timeout: after the first one this thread waits no more (it runs on with
 // whatever shared memory holds), so a broken protocol costs one bound, not one per iteration. The code
@@ -80,8 +104,7 @@ gemm_pitfall(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CU
     bf16* sA = reinterpret_cast<bf16*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     bf16* sB = sA + STAGES * A_ELEMS;
     bf16* sC = sB + STAGES * B_ELEMS;  // only the TMA-store variants use it
-    uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(sA) + STAGES * STAGE_BYTES +
-                                                 (stores_through_tma(BUG) ? C_TILE_BYTES : 0));
+    uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(sA) + STAGES * STAGE_BYTES + c_tiles_bytes(BUG));
     uint64_t* empty = full + STAGES;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) sm90::mbar_init(&full[s], 1), sm90::mbar_init(&empty[s], 1);
@@ -93,7 +116,7 @@ gemm_pitfall(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CU
 
     if (threadIdx.x < 128) {  // producer warpgroup: thread 0 issues
         if (threadIdx.x == 0) {
-            const uint32_t tx = BUG == Bug::ExpectTxTooLarge ? STAGE_BYTES + 1024 : STAGE_BYTES;
+            const uint32_t tx = BUG == Bug::ExpectTxTooLarge ? STAGE_BYTES + 1024 : BUG == Bug::ExpectTxTooSmall ? A_ELEMS * 2 : STAGE_BYTES;
             int stage = 0;
             uint32_t phase = 0;
             for (int kb = 0; kb < k_blocks; ++kb) {
@@ -143,7 +166,9 @@ gemm_pitfall(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CU
 
         const int t = threadIdx.x - 128, warp = t / 32, lane = t % 32;
         if constexpr (stores_through_tma(BUG)) {
-            // registers -> shared tile (row-major 128x128) -> one TMA store; TMA clips the edges
+            // registers -> shared tile (row-major 128x128) -> one TMA store; TMA clips the edges. The wide
+            // variants write a staging tile, and the issuing thread copies it into the store's source itself.
+            bf16* sW = wide_store(BUG) ? sC + BM * BN : sC;
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
@@ -151,12 +176,19 @@ gemm_pitfall(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CU
 #pragma unroll
                     for (int j = 0; j < BN / 8; ++j) {
                         int r = mi * 64 + warp * 16 + lane / 4 + 8 * h, c = 8 * j + 2 * (lane % 4);
-                        *reinterpret_cast<__nv_bfloat162*>(sC + r * BN + c) =
+                        *reinterpret_cast<__nv_bfloat162*>(sW + r * BN + c) =
                             __floats2bfloat162_rn(d[mi][4 * j + 2 * h], d[mi][4 * j + 2 * h + 1]);
                     }
             if constexpr (BUG == Bug::TmaStoreFenced) sm90::fence_proxy_async();
             asm volatile("bar.sync 1, 128;" ::: "memory");  // the consumer warpgroup only
             if (t == 0) {
+                if constexpr (wide_store(BUG)) {  // 2048 16-byte stores by the issuing thread, right before the issue
+                    const uint4* src = reinterpret_cast<const uint4*>(sW);
+                    uint4* dst = reinterpret_cast<uint4*>(sC);
+#pragma unroll 8
+                    for (int q = 0; q < C_TILE_BYTES / 16; ++q) dst[q] = src[q];
+                    if constexpr (fenced_store(BUG)) sm90::fence_proxy_async();
+                }
                 sm90::tma_store_2d(&tmC, sC, col0, row0);
                 sm90::tma_store_commit_and_wait();
             }
@@ -182,6 +214,53 @@ gemm_pitfall(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CU
 }
 
 // ===================================================================================================
+// The cluster-exit pitfall: a CTA leaves while its peer still writes its shared memory
+// ===================================================================================================
+
+constexpr int EXIT_WORDS = 1024;  // 4 KiB that CTA 1 of each cluster writes into CTA 0's shared memory
+
+__host__ __device__ inline uint32_t exit_word(uint32_t cluster, uint32_t i) { return (cluster * EXIT_WORDS + i) * 2654435761u + 1; }
+
+// Clusters of 2, 128 threads. CTA 1 waits ~20 us, then stores EXIT_WORDS words into CTA 0's buffer through
+// distributed shared memory; CTA 0 sums its buffer into sums[cluster]. SYNC: a cluster barrier (release/acquire)
+// after the stores and before CTA 0 reads, so CTA 0 reads them all and no CTA leaves while its peer may still
+// touch its shared memory. Without it CTA 0 reads at once and leaves: the stores target a CTA that is gone.
+template <bool SYNC>
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(128) cluster_exit(uint32_t* sums) {
+    __shared__ uint32_t buf[EXIT_WORDS];
+    __shared__ uint32_t warp_sums[4];
+    for (int i = threadIdx.x; i < EXIT_WORDS; i += blockDim.x) buf[i] = 0;
+    sm90::cluster_sync();  // both CTAs run, both buffers zeroed
+    const uint32_t rank = sm90::cluster_ctarank(), cluster = blockIdx.x / 2;
+    if (rank == 1) {
+        for (int i = 0; i < 20; ++i) __nanosleep(1000);
+        for (int i = threadIdx.x; i < EXIT_WORDS; i += blockDim.x) {
+            const uint32_t local = sm90::smem_u32(&buf[i]), v = exit_word(cluster, uint32_t(i));
+            asm volatile("{ .reg .b32 r; mapa.shared::cluster.u32 r, %0, 0; st.shared::cluster.u32 [r], %1; }" ::"r"(local), "r"(v) : "memory");
+        }
+    }
+    if constexpr (SYNC) sm90::cluster_sync();
+    if (rank == 0) {
+        uint32_t v = 0;
+        for (int i = threadIdx.x; i < EXIT_WORDS; i += blockDim.x) v += buf[i];
+        for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
+        __syncthreads();
+        if (threadIdx.x == 0) sums[cluster] = warp_sums[0] + warp_sums[1] + warp_sums[2] + warp_sums[3];
+    }
+}
+
+constexpr int EXIT_CLUSTERS = 64;
+
+// What every cluster's CTA 0 must store.
+std::vector<uint32_t> cluster_exit_expected() {
+    std::vector<uint32_t> want(EXIT_CLUSTERS, 0);
+    for (uint32_t c = 0; c < EXIT_CLUSTERS; ++c)
+        for (uint32_t i = 0; i < EXIT_WORDS; ++i) want[c] += exit_word(c, i);
+    return want;
+}
+
+// ===================================================================================================
 // Launchers
 // ===================================================================================================
 
@@ -204,6 +283,15 @@ Launcher make_launch(const bf16* A, const bf16* B, bf16* C, Problem p, long long
     return [=](cudaStream_t s) { f<<<grid, 256, smem, s>>>(a, b, c, C, p.M, p.N, p.K, max_cycles, errors); };
 }
 
+// The cluster-exit kernel, in the make_launch signature: C's first EXIT_CLUSTERS words take the sums.
+template <bool SYNC>
+Launcher make_cluster_exit(const bf16*, const bf16*, bf16* C, Problem, long long, int*, const void** func, int* smem_out) {
+    *func = reinterpret_cast<const void*>(cluster_exit<SYNC>);
+    *smem_out = 0;
+    uint32_t* sums = reinterpret_cast<uint32_t*>(C);
+    return [sums](cudaStream_t s) { cluster_exit<SYNC><<<2 * EXIT_CLUSTERS, 128, 0, s>>>(sums); };
+}
+
 // ===================================================================================================
 // Variants and shapes
 // ===================================================================================================
@@ -215,9 +303,12 @@ struct Variant : kwiki::VariantInfo {
     int repeats;    // checked launches (the race variants run several)
     int stages;
     Launcher (*make)(const bf16*, const bf16*, bf16*, Problem, long long, int*, const void**, int*);
+    bool cluster_sums = false;  // checked against cluster_exit_expected(), not cuBLAS
 };
 
-constexpr Problem kSweep{4096, 4096, 4096}, kSmall{1024, 1024, 4096};
+// kOdd: M and N no multiple of the 128x128 tile, K no multiple of the 64-deep k-block (TMA fills the edges with
+// zeros, the epilogue guards its stores): the correct kernel must be right there too.
+constexpr Problem kSweep{4096, 4096, 4096}, kSmall{1024, 1024, 4096}, kOdd{1000, 1000, 1000};
 
 constexpr Variant kVariants[] = {
     {{"cublas"}, kSweep, true, 1, 0, nullptr},
@@ -226,11 +317,17 @@ constexpr Variant kVariants[] = {
     {{"stages_4"}, kSweep, true, 1, 4, make_launch<4, Bug::None>},
     {{"stages_5"}, kSweep, true, 1, 5, make_launch<5, Bug::None>},
     {{"stages_6"}, kSweep, true, 1, 6, make_launch<6, Bug::None>},
+    {{"stages_4_odd"}, kOdd, false, 1, 4, make_launch<4, Bug::None>},
     {{"expect_tx_too_large"}, kSmall, false, 1, 4, make_launch<4, Bug::ExpectTxTooLarge>},
+    {{"expect_tx_too_small"}, kSmall, false, 1, 4, make_launch<4, Bug::ExpectTxTooSmall>},
     {{"constant_phase"}, kSmall, false, 1, 2, make_launch<2, Bug::ConstantPhase>},
     {{"constant_phase_s6"}, kSmall, false, 1, 6, make_launch<6, Bug::ConstantPhase>},
     {{"tma_store_fenced"}, kSweep, false, 20, 4, make_launch<4, Bug::TmaStoreFenced>},
     {{"tma_store_no_fence"}, kSweep, false, 20, 4, make_launch<4, Bug::TmaStoreNoFence>},
+    {{"tma_store_fenced_wide"}, kSweep, false, 20, 4, make_launch<4, Bug::TmaStoreFencedWide>},
+    {{"tma_store_no_fence_wide"}, kSweep, false, 20, 4, make_launch<4, Bug::TmaStoreNoFenceWide>},
+    {{"cluster_exit_synced"}, kSmall, false, 20, 0, make_cluster_exit<true>, true},
+    {{"cluster_exit_early"}, kSmall, false, 20, 0, make_cluster_exit<false>, true},
 };
 
 // ===================================================================================================
@@ -322,11 +419,20 @@ int main(int argc, char** argv) {
         c.check = [&row, &in, nC, tol, judge] {  // also the re-check of timed samples
             return judge(kwiki::compare_device(row.out, in.Cref, nC, tol, "cuBLAS on the same inputs (every element, on the GPU)"));
         };
+        if (v.cluster_sums)
+            c.check = [&row] {
+                static const std::vector<uint32_t> want = cluster_exit_expected();
+                std::vector<uint32_t> got(EXIT_CLUSTERS);
+                KWIKI_CHECK(cudaMemcpy(got.data(), row.out, got.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+                return kwiki::compare_bytes(got.data(), want.data(), got.size() * sizeof(uint32_t),
+                                            "the host's sum of the words each cluster's CTA 1 writes into CTA 0");
+            };
         c.finish = [&row, &v](kwiki::Record& r) {
             r.extra.emplace_back("stages", v.stages);
             r.extra.emplace_back("wait_timeouts", row.timeouts);
             if (row.func) {
-                r.set_regs(kwiki::kernel_regs(row.func));
+                // registers and occupancy at the block size the kernel's __launch_bounds__ names (its launch's)
+                kwiki::add_occupancy(r.extra, row.func, kwiki::kernel_regs(row.func).max_threads, size_t(row.smem));
                 r.extra.emplace_back("smem_bytes", row.smem);
             }
         };

@@ -2,31 +2,35 @@
 
 Tools (typed inputs, typed structured outputs, all read-only):
 
-* ``find_techniques(arch, tags, op)``: techniques, algorithms, kernels and patterns that
-  apply to a GPU, best evidence first;
+* ``find_techniques(arch, tags, op, text)``: pages of every type that apply to a GPU, the page
+  whose tags and ops match best first, then best evidence;
 * ``search_pages(text, tags, ...)``: every filter of `kwiki query`;
 * ``get_page(id)``: front matter, claims with latest measurements, body (`kwiki show`);
 * ``get_measurements(id)``: a page's claims with claimed and measured figures, verdicts;
+* ``get_ladder(id, shape)``: a page's ladders as data: each variant's time, rate, ratio to the
+  baseline and share of the speed of light, by shape (`kwiki show --ladder`);
 * ``list_tags()``: tags with page counts.
 
-Every call reads the same index as `kwiki query` (kwiki/agents/index.py), refreshed first, so an
-edit to a page shows in the next call. Works with the official MCP Python SDK, 1.x
-(`FastMCP`) and 2.x (`MCPServer`).
+Answers are compact (kwiki.agents.views): no nulls, no empty fields, JSON without indentation,
+each run's provenance once (`runs`, referenced by `measured.run`); a search hit is brief (id,
+title, type, evidence, summary, the claims that match; about half a kilobyte) unless
+`detail="full"`. Every call reads the same index as `kwiki query` (kwiki/agents/index.py),
+refreshed first, so an edit to a page shows in the next call. Works with the official MCP Python
+SDK, 1.x (`FastMCP`) and 2.x (`MCPServer`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
 
-from kwiki.agents.outputs import MeasurementsOutput, QueryOutput, ShowOutput, TagsOutput
+from kwiki.agents.outputs import LadderOutput, MeasurementsOutput, QueryOutput, ShowOutput, TagsOutput
 from kwiki.agents.views import measurements_view
 from kwiki.core.errors import KwikiError
-
-TECHNIQUE_TYPES = ["technique", "algorithm", "kernel", "pattern"]
 
 INSTRUCTIONS = """\
 KernelWiki: GPU kernel-optimization techniques (CUDA, PTX, CUTLASS/CuTe, Triton) whose
@@ -38,8 +42,12 @@ A page whose measured figures do not trace to the results store (`traceable: fal
 evidence level and state "untraceable") was edited or written by hand: treat none of its
 verdicts as verified.
 
-Start with find_techniques(arch="sm_90", tags=[...], op="gemm") or search_pages(text=...);
-then get_page(id) for the whole page or get_measurements(id) for its numbers only.
+Start with find_techniques(arch="sm_90", tags=[...], op="gemm", text=...) or
+search_pages(text=...): each hit carries the page's summary and the claims that match, with
+claimed and measured figures and verdicts, often enough to answer. Then get_measurements(id)
+for every claim of a page with its provenance, get_ladder(id, shape="8192x8192") for the
+absolute times and rates of each variant of its benchmark, get_page(id) for the prose.
+Fields that would be null are left out; `runs` holds each run's provenance once.
 Architectures are GPU targets such as sm_80, sm_90, sm_90a, sm_100a; a query names the
 hardware, and matches pages whose code runs on it (sm_90a code runs on sm_90 GPUs such as
 the H100/H200; sm_100a code does not). Prefer verified or measured pages; treat
@@ -63,6 +71,12 @@ Evidence = Annotated[
     Field(description="minimum evidence level: 'spec', 'source-reported', 'measured' or 'verified'"),
 ]
 Limit = Annotated[int, Field(ge=1, le=500, description="maximum number of results")]
+Detail = Annotated[
+    str,
+    Field(description="'brief' (default): id, title, type, evidence, summary and the claims that match; "
+                      "'full': every field and every claim"),
+]
+Text = Annotated[str | None, Field(description="words to search for, e.g. 'tma multicast cluster'")]
 PageId = Annotated[
     str,
     Field(description="page id, as in the 'id' of a search result, e.g. 'technique-vectorized-loads'"),
@@ -118,39 +132,47 @@ def build_server(root: Path) -> Any:
 
         return register
 
-    def search(q: Query) -> QueryOutput:
-        return QueryOutput.model_validate(run(lambda conn: search_conn(conn, q)))
+    def search(q: Query) -> Any:
+        return reply(QueryOutput, run(lambda conn: search_conn(conn, q)))
 
     def run(fn: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        return guarded(lambda: with_index(root, fn))
+
+    def guarded(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         try:
-            return with_index(root, fn)
+            return fn()
         except KwikiError as exc:  # a usage problem or an unknown id: tell the agent what was wrong
             raise ToolError(str(exc)) from None
 
     @tool(
         "find_techniques",
         (
-            "Find techniques, algorithms, kernels and patterns that apply to a GPU architecture, "
-            "optionally narrowed to pages having all the given tags and to one operation. Results come "
-            "best evidence first (verified, measured, source-reported, spec), then by id; each has its "
-            "summary and its claims with claimed and measured figures. Use get_page(id) to read one."
+            "Find pages of every type (techniques, algorithms, kernels, patterns, skills, pitfalls, hardware, "
+            "...) that apply to a GPU architecture, optionally narrowed to pages having all the given tags, "
+            "to one operation and to pages containing every word of `text`. The page whose tags and "
+            "operations match best comes first (tagged with the op, applying to fewest other ops), then the "
+            "best evidence (verified, measured, source-reported, spec). Each hit has its summary and the "
+            "claims that match `text` (or its first measured ones), with claimed and measured figures."
         ),
     )
-    def find_techniques(arch: Arch, tags: Tags = None, op: Op = None, limit: Limit = 20) -> QueryOutput:
-        q = Query(tags=tags or [], arch=arch, op=op, types=TECHNIQUE_TYPES, best_first=True, limit=limit)
-        return search(q)
+    def find_techniques(arch: Arch, tags: Tags = None, op: Op = None, text: Text = None, detail: Detail = "brief",
+                        limit: Limit = 10) -> QueryOutput:
+        q = Query(tags=tags or [], arch=arch, op=op, text=text, best_first=True, by_match=True, limit=limit,
+                  detail=detail)
+        return search(q)  # type: ignore[no-any-return]  # a CallToolResult holding a QueryOutput
 
     @tool(
         "search_pages",
         (
-            "Search the wiki. `text` is full-text over titles, summaries, tags and bodies (every word must "
-            "occur; ranked by relevance, title matches first); the other filters narrow the results and all "
-            "combine with AND. Without `text`, results are sorted by id. `total` says how many pages matched "
-            "before `limit`."
+            "Search the wiki. `text` is full-text over titles, summaries, tags, page types, claims and bodies "
+            "(every word must occur; pages naming more of the words in their title, summary or tags first, "
+            "then by relevance); the other filters narrow the results and all combine with AND. Without "
+            "`text`, results are sorted by id. Each hit has its summary and the claims that match `text`, "
+            "with claimed and measured figures; `total` says how many pages matched before `limit`."
         ),
     )
     def search_pages(
-        text: Annotated[str | None, Field(description="words to search for, e.g. 'tma multicast cluster'")] = None,
+        text: Text = None,
         tags: Tags = None,
         match_any_tag: Annotated[bool, Field(description="true: a page needs only one of `tags`")] = False,
         arch: Annotated[
@@ -166,41 +188,76 @@ def build_server(root: Path) -> Any:
         verified_on: Annotated[
             str | None, Field(description="part of a GPU name the page was verified on, e.g. 'H200'")
         ] = None,
-        limit: Limit = 20,
+        detail: Detail = "brief",
+        limit: Limit = 10,
     ) -> QueryOutput:
         q = Query(
             tags=tags or [], any_tag=match_any_tag, arch=arch, type=type, evidence=evidence,
-            op=op, text=text, verified_on=verified_on, limit=limit,
+            op=op, text=text, verified_on=verified_on, limit=limit, detail=detail,
         )
-        return search(q)
+        return search(q)  # type: ignore[no-any-return]
 
     @tool(
         "get_page",
         (
             "Read one page: its front matter (title, type, architectures, tags, sources, artifacts, ...), "
-            "its claims each with the claimed figure, the latest measured figure, the verdict, GPU and date, "
-            "and its Markdown body (leave out with include_body=false)."
+            "its claims once, each with the claimed figure, the latest measured figure, the verdict and the "
+            "run it comes from (`runs`: each run's GPU, driver, CUDA, date, commit), and its Markdown body "
+            "without kwiki's generated tables (leave the body out with include_body=false; the ladders "
+            "are in get_ladder)."
         ),
     )
     def get_page(
         id: PageId,
         include_body: Annotated[bool, Field(description="include the Markdown body")] = True,
     ) -> ShowOutput:
-        return ShowOutput.model_validate(run(lambda conn: page_detail(conn, id, body=include_body)))
+        return reply(ShowOutput, run(lambda conn: page_detail(conn, id, body=include_body)))  # type: ignore[no-any-return]
 
     @tool(
         "get_measurements",
         (
             "The numbers of one page: its effective evidence level, the GPU and date of the latest "
-            "`kwiki verify` run, and each claim with claimed figure, measured figure (null if never "
-            "measured), verdict and provenance (GPU, driver, CUDA, commit)."
+            "`kwiki verify` run, and each claim with claimed figure, measured figure (absent if never "
+            "measured), verdict and the run it comes from; `runs` gives each run's provenance once "
+            "(GPU, driver, CUDA, date, commit)."
         ),
     )
     def get_measurements(id: PageId) -> MeasurementsOutput:
-        return MeasurementsOutput.model_validate(measurements_view(run(lambda conn: page_detail(conn, id, body=False))))
+        doc = measurements_view(run(lambda conn: page_detail(conn, id, body=False)))
+        return reply(MeasurementsOutput, doc)  # type: ignore[no-any-return]
+
+    @tool(
+        "get_ladder",
+        (
+            "The ladders of a page's benchmark artifacts as data, from the latest run on each GPU model: "
+            "for each shape, every variant with its rung, what it adds, median time (us), rate with its "
+            "unit (TB/s or TFLOP/s), ratio to the baseline (e.g. cuBLAS), share of the speed of light, "
+            "registers and SM clock, and gates that refused a figure. `shape` (e.g. '8192x8192' or "
+            "'4 GiB') keeps the shapes that contain it."
+        ),
+    )
+    def get_ladder(
+        id: PageId,
+        shape: Annotated[str | None, Field(description="only shapes whose label contains this, e.g. "
+                                                       "'16384x16384' or '4 GiB'")] = None,
+    ) -> LadderOutput:
+        from kwiki.agents.ladder import page_ladders
+
+        return reply(LadderOutput, guarded(lambda: page_ladders(root, id, shape)))  # type: ignore[no-any-return]
 
     @tool("list_tags", "Every tag used in the wiki with the number of pages that have it, most used first.")
     def list_tags() -> TagsOutput:
-        return TagsOutput.model_validate(run(tags_conn))
+        return reply(TagsOutput, run(tags_conn))  # type: ignore[no-any-return]
 
     return server
+
+
+def reply(model: Any, doc: dict[str, Any]) -> Any:
+    """A tool's answer: `doc` checked against its output model, sent compact (no nulls, no defaults, no
+    indentation) as both the text an agent reads and the structured content (the SDK would indent the
+    text and fill every null in)."""
+    from mcp.types import CallToolResult
+
+    data = model.model_validate(doc).model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return CallToolResult.model_validate({"content": [{"type": "text", "text": text}], "structuredContent": data})

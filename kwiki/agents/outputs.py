@@ -1,15 +1,21 @@
 """The documents `kwiki query`, `show`, `tags` and the MCP tools print, as pydantic models.
 
 `kwiki schema` writes their JSON Schema (schema/query.schema.json, show.schema.json,
-tags.schema.json); the MCP server returns them as typed, structured tool outputs. The data
-itself is built by kwiki/agents/views.py (plain dicts, stored by the index).
+tags.schema.json, ladder.schema.json); the MCP server returns them as typed, structured tool
+outputs. The data itself is built by kwiki/agents/views.py (plain dicts, stored by the index),
+kwiki/agents/query.py (brief search hits) and kwiki/agents/ladder.py.
+
+Every document is compact: what is null or empty is left out, so each optional field here has a
+default, and a reader treats an absent field as null (or empty, or "goal" for `evidence`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from kwiki.verify.ladders import Ladder
 
 
 class _Out(BaseModel):
@@ -20,11 +26,11 @@ class ClaimedView(_Out):
     """The figure a claim states."""
 
     text: str = Field(description="the claimed figure as text, e.g. '4.45 TB/s ±5%' or '>= 1.15 x'")
-    value: float | None = Field(description="the claimed point value, if the claim gives one")
-    tolerance: float | None = Field(description="relative tolerance of `value` (0.05 = 5%)")
-    at_least: float | None
-    at_most: float | None
-    expect: str | None = Field(description="for outcome claims: how the run must end")
+    value: float | None = Field(default=None, description="the claimed point value, if the claim gives one")
+    tolerance: float | None = Field(default=None, description="relative tolerance of `value` (0.05 = 5%)")
+    at_least: float | None = None
+    at_most: float | None = None
+    expect: str | None = Field(default=None, description="for outcome claims: how the run must end")
 
 
 class GateView(_Out):
@@ -37,23 +43,42 @@ class GateView(_Out):
 class MeasuredView(_Out):
     """The latest figure `kwiki verify` measured for a claim."""
 
-    value: float | None
-    unit: str | None
-    spread: float | None = Field(description="relative run-to-run band of the figure over its runs (blocks written "
-                                             "before verdicts over runs: that run's half-spread)")
-    change: str | None = Field(description="the latest run against its series: new (its first run), same (inside the "
-                                            "run-to-run band), faster or slower (outside it: drifted); blocks written "
-                                            "before verdicts over runs: against the previous run, or ambiguous")
-    detail: str | None
-    provenance: dict[str, Any] | None = Field(description="gpu, driver, cuda, date, commit, ... of the run")
+    value: float | None = Field(default=None, description="absent when a gate refused the figure")
+    unit: str | None = None
+    spread: float | None = Field(default=None, description="relative run-to-run band of the figure over its runs "
+                                                           "(blocks written before verdicts over runs: that run's "
+                                                           "half-spread)")
+    change: str | None = Field(default=None, description="the latest run against its series: new (its first run), "
+                                                         "same (inside the run-to-run band), faster or slower "
+                                                         "(outside it: drifted); blocks written before verdicts "
+                                                         "over runs: against the previous run, or ambiguous")
+    detail: str | None = None
+    run: str | None = Field(default=None, description="the run the figure comes from: a key of the document's `runs`")
+    artifact_hash: str | None = Field(default=None, description="hash of the artifact's sources in that run")
     runs: int | None = Field(default=None, description="runs of the claim's series that `value` is the median of "
-                                                        "(null: written before verdicts over runs)")
+                                                        "(absent: written before verdicts over runs)")
     range: list[float] | None = Field(default=None, description="lowest and highest figure over those runs")
     drift: float | None = Field(default=None, description="relative move of the latest run from the series median, "
                                                           "set only when outside the run-to-run band")
     provisional: bool = Field(default=False, description="fewer runs than a verdict needs (3): not verified")
-    gates: list[GateView] = Field(default_factory=list,
-                                  description="gates that refused the figure (value is then null)")
+    gates: list[GateView] = Field(default_factory=list, description="gates that refused the figure")
+
+
+class SourceView(_Out):
+    """A source a claim cites: its id and where a reader opens it."""
+
+    id: str
+    title: str | None = None
+    url: str | None = Field(default=None, description="http(s) URL, 'doi:...' or 'arXiv:...'")
+    path: str | None = Field(default=None, description="a file of the repository, relative to its root")
+
+
+class ContradictionView(_Out):
+    """The measured claim that contradicts an outside figure."""
+
+    claim: str
+    page: str | None = Field(default=None, description="the page of that claim; absent: the same page")
+    note: str
 
 
 class ClaimView(_Out):
@@ -64,15 +89,34 @@ class ClaimView(_Out):
     metric: str
     unit: str
     claimed: ClaimedView
-    measured: MeasuredView | None = Field(description="null until kwiki verify measured the claim")
-    verdict: str | None = Field(
-        description="reproduced, better, worse, failed, not-applicable, ... or null if never measured")
-    gpu: str | None = Field(description="GPU of the latest measurement")
-    date: str | None = Field(description="date of the latest measurement")
+    measured: MeasuredView | None = Field(default=None, description="absent until kwiki verify measured the claim")
+    verdict: str | None = Field(default=None, description="reproduced, better, worse, failed, not-applicable, ...; "
+                                                          "absent if never measured")
     traceable: bool | None = Field(default=None, description="whether the results store holds the runs the measured "
-                                                             "figure names, with its value and verdict (null: not "
+                                                             "figure names, with its value and verdict (absent: not "
                                                              "measured); an untraceable figure is never verified")
     untraceable: str | None = Field(default=None, description="why the measured figure does not trace, in one line")
+    evidence: str = Field(default="goal", description="where the claimed figure comes from: 'goal' (a bound we set "
+                                                      "and kwiki measures), 'spec' (documentation) or "
+                                                      "'source-reported' (an outside measurement, see `source`)")
+    conditions: dict[str, Any] = Field(default_factory=dict, description="where the claim holds: gpu, arch, shape, "
+                                                                         "dtype, variant, note")
+    source: SourceView | None = Field(default=None, description="the source the claim cites")
+    contradicted_by: ContradictionView | None = Field(
+        default=None, description="set on an outside figure our own measurement contradicts: kept as history, it "
+                                  "never counts towards the page's state")
+
+
+class BriefClaim(_Out):
+    """A claim in a search hit: enough to answer from, nothing more (`get_measurements` has the rest)."""
+
+    id: str
+    claimed: str = Field(description="the claimed figure as text, e.g. '>= 1.15 x'")
+    measured: float | None = Field(default=None, description="the measured figure (median over its runs)")
+    unit: str | None = None
+    verdict: str | None = Field(default=None, description="absent if never measured")
+    provisional: bool = Field(default=False, description="fewer runs than a verdict needs (3)")
+    evidence: str = Field(default="goal", description="'spec' or 'source-reported' for a cited figure")
 
 
 def _state() -> Any:
@@ -87,40 +131,57 @@ def _untraceable() -> Any:
                                                    "results store, one line each (empty: it traces)")
 
 
+def _runs() -> Any:
+    return Field(default_factory=dict, description="run -> its provenance (gpu, driver, cuda, nvcc, date, commit, "
+                                                   "...), once for every claim measured in it")
+
+
+EVIDENCE_LEVEL = ("effective level: spec < source-reported < measured < verified; 'untraceable' when kwiki's "
+                  "measurements block does not trace to the results store (ranked as the author's own level)")
+
+
 class QueryResult(_Out):
-    """A page that matched a query."""
+    """A page that matched a query. Brief (the default): id, title, type, evidence level, state, summary and
+    the claims that match the query (at most 3, `claims_total` counting all); `detail=full`: every field,
+    every claim in full, each run's provenance once."""
 
     id: str
     title: str
-    path: str = Field(description="page file, relative to the project root")
     type: str
-    tags: list[str]
-    architectures: list[str]
-    evidence_level: str = Field(description="effective level: spec < source-reported < measured < verified; "
-                                            "'untraceable' when kwiki's measurements block does not trace to the "
-                                            "results store (ranked as the author's own level)")
+    evidence_level: str = Field(description=EVIDENCE_LEVEL)
     state: str | None = _state()
-    summary: str | None
-    claims: list[ClaimView]
-    artifacts: dict[str, str] = Field(description="artifact name -> directory or file, relative to the project root")
+    summary: str | None = None
+    claims: list[ClaimView | BriefClaim] = Field(default_factory=list)
+    claims_total: int | None = Field(default=None, description="brief: the page's claims, of which `claims` shows "
+                                                               "those that match")
+    path: str | None = Field(default=None, description="full: page file, relative to the project root")
+    tags: list[str] = Field(default_factory=list, description="full: the page's tags")
+    architectures: list[str] = Field(default_factory=list, description="full: the page's architectures")
+    ops: list[str] = Field(default_factory=list, description="full: the operations the page applies to")
+    runs: dict[str, dict[str, Any]] = _runs()
+    artifacts: dict[str, str] = Field(default_factory=dict, description="full: artifact name -> directory or "
+                                                                        "file, relative to the project root")
 
 
 class QueryOutput(_Out):
-    """`kwiki query --json`."""
+    """`kwiki query --json` and the MCP tools `search_pages` and `find_techniques`."""
 
     schema_version: int
-    total: int = Field(description="pages that matched, before --limit")
+    detail: Literal["brief", "full"] = Field(default="brief", description="how much each result carries")
+    total: int = Field(description="pages that matched, before the limit")
     results: list[QueryResult]
 
 
 class MeasurementsSummary(_Out):
     evidence_level: str
-    verified_on: str | None
+    verified_on: str | None = None
     date: str
 
 
 class ShowOutput(_Out):
-    """`kwiki show ID --json`: a page's front matter, claims with latest measurements, body."""
+    """`kwiki show ID --json` and the MCP tool `get_page`: a page's front matter (without its claims and
+    measurements block, which `claims` shows once), its claims with their latest measurements, each run's
+    provenance once, and its body (kwiki's generated tables left out: `claims` and `get_ladder` hold them)."""
 
     schema_version: int
     id: str
@@ -131,10 +192,13 @@ class ShowOutput(_Out):
                                             "'untraceable' when they do not trace to the results store")
     state: str | None = _state()
     untraceable: list[str] = _untraceable()
-    front_matter: dict[str, Any] = Field(description="the front matter as written, normalised (tags, architectures)")
-    claims: list[ClaimView]
-    measurements: MeasurementsSummary | None
-    body: str | None = Field(default=None, description="the Markdown body")
+    front_matter: dict[str, Any] = Field(description="the front matter as written, normalised (tags, architectures), "
+                                                     "without `claims` and `measurements`")
+    claims: list[ClaimView] = Field(default_factory=list)
+    measurements: MeasurementsSummary | None = None
+    runs: dict[str, dict[str, Any]] = _runs()
+    body: str | None = Field(default=None, description="the Markdown body; each kwiki-generated region (claims "
+                                                       "table, ladder, charts) is left out, its markers kept")
 
 
 class TagCount(_Out):
@@ -159,7 +223,20 @@ class MeasurementsOutput(_Out):
     evidence_level: str
     state: str | None = _state()
     untraceable: list[str] = _untraceable()
-    verified_on: str | None = Field(description="GPU of the latest kwiki verify run, null if never verified or if "
-                                                "its measurements do not trace")
-    date: str | None = Field(description="date of that run")
-    claims: list[ClaimView]
+    verified_on: str | None = Field(default=None, description="GPU of the latest kwiki verify run; absent if never "
+                                                              "verified or if its measurements do not trace")
+    date: str | None = Field(default=None, description="date of that run")
+    claims: list[ClaimView] = Field(default_factory=list)
+    runs: dict[str, dict[str, Any]] = _runs()
+
+
+class LadderOutput(_Out):
+    """`kwiki show ID --ladder --json` and the MCP tool `get_ladder`: the ladders of a page's artifacts, each
+    from its latest run on each GPU model in the results store (absolute times and rates, ratios to the
+    baseline and to the speed of light), grouped by shape."""
+
+    schema_version: int
+    id: str
+    title: str
+    shape: str | None = Field(default=None, description="the shape asked for: only groups whose label contains it")
+    ladders: list[Ladder]

@@ -3,7 +3,8 @@
 Filters combine with AND. Within `--tag`, every tag must match unless `--any` is given.
 
 * ``--tag T``: tags are compared as the page model normalises them (lower case, spaces and
-  underscores become '-'), so ``--tag "Warp Specialization"`` finds ``warp-specialization``.
+  underscores become '-'), so ``--tag "Warp Specialization"`` finds ``warp-specialization``;
+  a tag no page has is a usage error that names the closest ones (so is an unknown ``--op``).
 * ``--arch A``: pages with at least one architecture whose code runs on A-class hardware,
   by `kwiki.core.arch.compatible`: the query names hardware, so its own suffix is ignored;
   ``sm_90a`` pages run on sm_90 GPUs (H100, H200) and match ``--arch sm_90``, ``sm_100a``
@@ -18,9 +19,13 @@ Filters combine with AND. Within `--tag`, every tag must match unless `--any` is
   GPU, whole and in order, case-insensitive (``--verified-on h200`` finds "NVIDIA H200",
   ``--verified-on h20`` does not).
 * ``--text WORDS``: full-text search (SQLite FTS5, Porter stemming) over titles, summaries,
-  tags and bodies; every word must occur; results are ranked by BM25 with a title weighing
-  10 times, a summary or tag 4 times, what the body says. Without ``--text`` results are
-  sorted by id.
+  tags, page types, claims and bodies (without kwiki's generated tables); every word must
+  occur; results are ranked by BM25 with a title weighing 10 times, a summary, tag or type 4
+  times, a claim twice what the body says. Without ``--text`` results are sorted by id.
+* ``--detail brief|full``: brief (the default of ``--json`` and of the MCP tools) gives each
+  hit's id, title, type, evidence level, state, summary and the (at most 3) claims that match
+  the text, measured ones first; full gives every field and every claim, with each run's
+  provenance once (``runs``).
 * ``--limit N``: at most N results (0: all); ``total`` in the JSON says how many matched.
 
 Bounds, so that no query can take the index hostage: ``--text`` at most `MAX_TEXT_CHARS`
@@ -43,8 +48,8 @@ from kwiki import SCHEMA_VERSION
 from kwiki.agents.index import Damaged, crc, stored_json, with_index
 from kwiki.core.errors import UsageError
 
-# BM25 column weights: title, summary, tags, body (the order of the fts table's columns)
-RANK = "bm25(fts, 10.0, 4.0, 4.0, 1.0)"
+# BM25 column weights: title, summary, tags (and type), body, claims (the order of the fts table's columns)
+RANK = "bm25(fts, 10.0, 4.0, 4.0, 1.0, 2.0)"
 _WORD = re.compile(r"[^\W_]+")  # letters and digits, as FTS5's unicode61 tokenizer splits words
 _GPU_WORD = re.compile(r"[a-z0-9]+")
 MAX_TEXT_CHARS = 1000
@@ -57,13 +62,14 @@ class Query:
     """What `kwiki query` (and the MCP tools) ask the index for. A plain class, not a dataclass:
     importing `dataclasses` costs a warm query about 8 ms."""
 
-    __slots__ = ("any_tag", "arch", "best_first", "evidence", "limit", "op", "tags", "text", "type", "types",
-                 "verified_on")
+    __slots__ = ("any_tag", "arch", "best_first", "by_match", "detail", "evidence", "limit", "op", "tags", "text",
+                 "type", "types", "verified_on")
 
     def __init__(self, *, tags: list[str] | None = None, any_tag: bool = False, arch: str | None = None,
                  type: str | None = None, evidence: str | None = None, op: str | None = None,
                  text: str | None = None, verified_on: str | None = None, limit: int = 50,
-                 types: list[str] | None = None, best_first: bool = False):
+                 types: list[str] | None = None, best_first: bool = False, by_match: bool = False,
+                 detail: str = "full"):
         self.tags = list(tags or [])
         self.any_tag = any_tag
         self.arch = arch
@@ -75,6 +81,8 @@ class Query:
         self.limit = limit  # 0: no limit
         self.types = list(types or [])  # any of these page types (with `type`, both apply)
         self.best_first = best_first  # highest evidence level first (before rank or id)
+        self.by_match = by_match  # pages whose tags and ops match the query best first (before evidence)
+        self.detail = detail  # "brief": id, title, type, evidence, summary, the matching claims; "full": all
 
     def __repr__(self) -> str:
         return "Query(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
@@ -105,6 +113,7 @@ def _where(conn: sqlite3.Connection, q: Query) -> tuple[list[str], list[Any]]:
     if len(q.tags) > MAX_TAGS:
         raise UsageError(f"--tag: {len(q.tags)} tags given; a query takes at most {MAX_TAGS}")
     tags = sorted({normalize_tag(t) for t in q.tags if t.strip()})
+    _known(conn, "tag", tags, "--tag", "no page has this tag")
     if tags:
         marks = ",".join("?" * len(tags))
         having = "" if q.any_tag or len(tags) == 1 else f" GROUP BY page HAVING count(*) = {len(tags)}"
@@ -139,6 +148,7 @@ def _where(conn: sqlite3.Connection, q: Query) -> tuple[list[str], list[Any]]:
         where.append("p.evidence >= ?")
         params.append(rank)
     if q.op:
+        _known(conn, "op", [q.op.strip().lower()], "--op", "no page applies to this operation")
         where.append("p.pk IN (SELECT page FROM facets WHERE kind = 'op' AND value = ?)")
         params.append(q.op.strip().lower())
     if q.verified_on:
@@ -150,6 +160,18 @@ def _where(conn: sqlite3.Connection, q: Query) -> tuple[list[str], list[Any]]:
         where.append(f"p.pk IN (SELECT page FROM facets WHERE kind = 'gpu' AND value IN ({','.join('?' * len(gpus))}))")
         params += gpus
     return where, params
+
+
+def _known(conn: sqlite3.Connection, kind: str, values: list[str], option: str, why: str) -> None:
+    """A usage error, with the closest known values, for a tag or op no page has (it would match nothing)."""
+    if not values:
+        return
+    known = {row[0] for row in conn.execute("SELECT DISTINCT value FROM facets WHERE kind = ?", (kind,))}
+    for value in values:
+        if value not in known:
+            from kwiki.core.suggest import did_you_mean
+
+            raise UsageError(f"{option} {value!r}: {why}{did_you_mean(value, sorted(known))}")
 
 
 def _has_words(words: list[str], want: list[str]) -> bool:
@@ -194,24 +216,142 @@ def search_conn(conn: sqlite3.Connection, q: Query, *, raw: bool = False) -> dic
         order = "p.evidence DESC, " + order
     condition = (" WHERE " + " AND ".join(where)) if where else ""
     sql = f"SELECT p.pk FROM {source}{condition} ORDER BY {order}"
-    hits = [row[0] for row in conn.execute(sql + (f" LIMIT {int(q.limit)}" if q.limit else ""), params)]
-    if q.limit and len(hits) == q.limit:
-        total = conn.execute(f"SELECT count(*) FROM {source}{condition}", params).fetchone()[0]
-    else:
+    if q.by_match or q.text:  # every hit, ranked here, then cut
+        hits = [row[0] for row in conn.execute(sql, params)]
+        if q.text:
+            hits = _by_coverage(conn, hits, q.text)
+        if q.by_match:
+            hits = _by_match(conn, hits, q)
         total = len(hits)
+        hits = hits[: q.limit] if q.limit else hits
+    else:
+        hits = [row[0] for row in conn.execute(sql + (f" LIMIT {int(q.limit)}" if q.limit else ""), params)]
+        if q.limit and len(hits) == q.limit:
+            total = conn.execute(f"SELECT count(*) FROM {source}{condition}", params).fetchone()[0]
+        else:
+            total = len(hits)
     stored: dict[int, tuple[str, int]] = {}
     for i in range(0, len(hits), 500):
         chunk = hits[i : i + 500]
         marks = ",".join("?" * len(chunk))
         stored.update((pk, (text, sum_)) for pk, text, sum_ in
                       conn.execute(f"SELECT pk, result, crc FROM views WHERE pk IN ({marks})", chunk))
-    if raw:  # pasted as they are: each must be what the index wrote (a damaged index is rebuilt)
+    if q.detail not in DETAILS:
+        raise UsageError(f"--detail {q.detail!r}: one of {', '.join(DETAILS)}")
+    if q.detail == "brief":
+        words = [w.lower() for w in _WORD.findall(q.text or "")]
+        results: list[Any] = [brief(stored_json(stored[pk][0]), words) for pk in hits]
+    elif raw:  # pasted as they are: each must be what the index wrote (a damaged index is rebuilt)
         results = [stored[pk][0] for pk in hits]
         if any(crc(text) != sum_ for text, sum_ in stored.values()):
             raise Damaged("a stored query result does not match its checksum")
     else:
         results = [stored_json(stored[pk][0]) for pk in hits]
-    return {"schema_version": SCHEMA_VERSION, "total": total, "results": results}
+    return {"schema_version": SCHEMA_VERSION, "detail": q.detail, "total": total, "results": results}
+
+
+def _by_coverage(conn: sqlite3.Connection, hits: list[int], text: str) -> list[int]:
+    """`hits` (in BM25 order) with the pages whose title, tags or type name more of the words first, then
+    those whose summary does: on a small wiki a word every page has somewhere ('pitfalls' in a link) weighs nothing in
+    BM25, though the page titled with it is the one asked for. Stable within a count."""
+    if len(hits) < 2:
+        return hits
+    named = dict.fromkeys(hits, 0)  # words in the title, tags or type
+    summed = dict.fromkeys(hits, 0)  # words in the summary
+    for token in fts_query(text).split(" "):
+        for count, columns in ((named, "{title tags}"), (summed, "summary")):
+            for (pk,) in conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (f"{columns} : {token}",)):
+                if pk in count:
+                    count[pk] += 1
+    position = {pk: n for n, pk in enumerate(hits)}
+    return sorted(hits, key=lambda pk: (-named[pk], -summed[pk], position[pk]))
+
+
+def _by_match(conn: sqlite3.Connection, hits: list[int], q: Query) -> list[int]:
+    """`hits` with the pages that match the query most specifically first: a page tagged with the op
+    asked for, then one that applies to fewer ops (a bf16 GEMV kernel before a technique for every
+    memory-bound op), then more of the tags asked for; then the highest evidence; then as they came."""
+    if not hits:
+        return hits
+    tags = {normalize_tag(t) for t in q.tags}
+    op = q.op.strip().lower() if q.op else None
+    page_tags: dict[int, set[str]] = {pk: set() for pk in hits}
+    page_ops: dict[int, set[str]] = {pk: set() for pk in hits}
+    evidence: dict[int, int] = {}
+    for i in range(0, len(hits), 500):
+        chunk = hits[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        for kind, value, pk in conn.execute(
+                f"SELECT kind, value, page FROM facets WHERE kind IN ('tag', 'op') AND page IN ({marks})", chunk):
+            (page_tags if kind == "tag" else page_ops)[pk].add(value)
+        evidence.update(conn.execute(f"SELECT pk, evidence FROM pages WHERE pk IN ({marks})", chunk).fetchall())
+
+    def score(pk: int) -> float:
+        value = float(len(tags & page_tags[pk]))
+        if op is not None:
+            value += (op in page_tags[pk]) + 1 / max(1, len(page_ops[pk]))
+        return value
+
+    position = {pk: n for n, pk in enumerate(hits)}
+    return sorted(hits, key=lambda pk: (-score(pk), -evidence.get(pk, 0), position[pk]))
+
+
+DETAILS = ("brief", "full")
+BRIEF_FIELDS = ("id", "title", "type", "evidence_level", "state", "summary")
+BRIEF_CLAIMS = 3  # claims a brief hit shows at most
+
+
+def brief(result: dict[str, Any], words: list[str]) -> dict[str, Any]:
+    """A search hit as an agent needs it (about half a kilobyte): the page's id, title, type, evidence
+    level, state and summary, and the claims that match `words` best (those measured first), each as
+    its claimed and measured figure and verdict; `claims_total` counts all of the page's claims."""
+    claims = result.get("claims") or []
+    out = {k: result[k] for k in BRIEF_FIELDS if result.get(k) is not None}
+    picked = _matching(claims, words)
+    if picked:
+        out["claims"] = [_brief_claim(c) for c in picked]
+    if claims:
+        out["claims_total"] = len(claims)
+    return out
+
+
+def _stem(word: str) -> str:
+    """A word cut to what its inflections share ('stages' -> 'stag', 'specialized' -> 'specializ')."""
+    return word if len(word) <= 4 else word[: max(4, len(word) - 2)]
+
+
+def _matching(claims: list[dict[str, Any]], words: list[str]) -> list[dict[str, Any]]:
+    """The claims that name most of `words` (in their id, counted twice, statement or conditions), measured
+    ones first;
+    without words, or when none names one, the measured claims in page order."""
+    stems = [_stem(w) for w in dict.fromkeys(words)]
+
+    def hits(c: dict[str, Any]) -> int:  # a word in the id (the claim's headline) counts twice
+        hay = " ".join([c.get("statement", ""), *map(str, (c.get("conditions") or {}).values())]).lower()
+        return sum((s in hay) + 2 * (s in c["id"]) for s in stems)
+
+    def measured(c: dict[str, Any]) -> bool:
+        return (c.get("measured") or {}).get("value") is not None or c.get("verdict") is not None
+
+    ranked = sorted(enumerate(claims), key=lambda ic: (-hits(ic[1]), not measured(ic[1]), ic[0]))
+    best = [c for _, c in ranked if hits(c) > 0]
+    if not best:
+        best = [c for _, c in ranked if measured(c)]
+    return best[:BRIEF_CLAIMS]
+
+
+def _brief_claim(c: dict[str, Any]) -> dict[str, Any]:
+    m = c.get("measured") or {}
+    out: dict[str, Any] = {"id": c["id"], "claimed": c["claimed"]["text"]}
+    if m.get("value") is not None:
+        out["measured"] = m["value"]
+        out["unit"] = m.get("unit") or c["unit"]
+    for key in ("verdict", "evidence"):
+        if c.get(key) is not None:
+            out[key] = c[key]
+    if m.get("provisional"):
+        out["provisional"] = True
+    return out
 
 
 def render_json(doc: dict[str, Any]) -> str:
@@ -219,7 +359,8 @@ def render_json(doc: dict[str, Any]) -> str:
     items = "[]"
     if doc["results"]:
         items = "[\n    " + ",\n    ".join(text.replace("\n", "\n    ") for text in doc["results"]) + "\n  ]"
-    return f'{{\n  "results": {items},\n  "schema_version": {doc["schema_version"]},\n  "total": {doc["total"]}\n}}'
+    return (f'{{\n  "detail": "{doc["detail"]}",\n  "results": {items},\n  "schema_version": {doc["schema_version"]},\n'
+            f'  "total": {doc["total"]}\n}}')
 
 
 def search(root: Path, q: Query) -> dict[str, Any]:

@@ -5,22 +5,30 @@ reads the page, and stores their JSON; queries then print that JSON without impo
 this module. kwiki/agents/outputs.py describes the same documents as pydantic models, for
 `schema/query.schema.json`, `schema/show.schema.json` and the MCP tools' output types.
 
-A claim is shown the same way everywhere::
+Every document is compact: a field that is null, an empty list or an empty mapping is left out
+(an absent `measured` means never measured, an absent `evidence` means "goal"). A claim is shown the
+same way everywhere::
 
     {"id", "statement", "metric", "unit",
-     "claimed":  {"text", "value", "tolerance", "at_least", "at_most", "expect"},
-     "measured": {"value", "unit", "spread", "change", "detail", "provenance",
-                  "runs", "range", "drift", "provisional", "gates"} | null,
-     "verdict": "reproduced" | ... | null, "gpu": str | null, "date": str | null,
-     "traceable": bool | null, "untraceable": str | null}
+     "claimed":  {"text", "value"?, "tolerance"?, "at_least"?, "at_most"?, "expect"?},
+     "measured"?: {"value"?, "unit"?, "spread"?, "change"?, "detail"?, "run"?, "artifact_hash"?,
+                   "runs"?, "range"?, "drift"?, "provisional"?: true, "gates"?},
+     "verdict"?: "reproduced" | ..., "traceable"?: bool, "untraceable"?: str,
+     "evidence"?: "spec" | "source-reported", "conditions"?: {"gpu", "arch", "shape", ...},
+     "source"?: {"id", "title"?, "url"?, "path"?}, "contradicted_by"?: {"claim", "page"?, "note"}}
 
-`measured` is null until `kwiki verify` has written a measurement for the claim;
-`verdict`, `gpu` and `date` come from that measurement (the latest one). Its `value` is the median
-over the `runs` of the claim's series (`range`: the lowest and highest run); fewer than 3 runs and it
-is `provisional`; `gates` lists the gates that refused its figure (then `value` is null).
-`traceable` says whether the results store holds the runs the figure names (kwiki.verify.trace;
-null when nothing was measured), `untraceable` why not. A page whose measurements block does not
-trace has the state and the evidence level "untraceable", whatever the block says.
+`evidence`, `conditions` and `source` say where a figure comes from and where it holds, so a B200
+contest figure and an H200 measurement never look alike; `contradicted_by` marks an outside figure
+that our own measurement contradicts (history: it never counts towards the page's state).
+
+`measured` is there once `kwiki verify` has written a measurement for the claim; `verdict` comes
+from it. `measured.run` names the run it comes from (the results store's run id), and the document's
+`runs` maps each run to its provenance (GPU, driver, CUDA, date, commit, ...) once, however many
+claims it measured. Its `value` is the median over the `runs` of the claim's series (`range`: the
+lowest and highest run); fewer than 3 runs and it is `provisional`; `gates` lists the gates that
+refused its figure (then there is no `value`). `traceable` says whether the results store holds the
+runs the figure names (kwiki.verify.trace), `untraceable` why not. A page whose measurements block
+does not trace has the state and the evidence level "untraceable", whatever the block says.
 """
 
 from __future__ import annotations
@@ -38,61 +46,123 @@ if TYPE_CHECKING:
 NOT_MEASURED = "not-measured"  # kwiki.verify.standing.State.not_measured, the state of a page without a block
 
 
+def compact(value: Any) -> Any:
+    """`value` without nulls, empty lists and empty mappings, at any depth (False and 0 stay)."""
+    if isinstance(value, dict):
+        out = {k: compact(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v is not None and v != [] and v != {}}
+    if isinstance(value, list):
+        return [compact(v) for v in value]
+    return value
+
+
+def _compact(doc: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = compact(doc)
+    return out
+
+
 def claimed_view(claim: Claim) -> dict[str, Any]:
-    return {
+    return _compact({
         "text": claim.describe(),
         "value": claim.value,
         "tolerance": claim.tolerance_or_default if claim.value is not None else None,
         "at_least": claim.at_least,
         "at_most": claim.at_most,
         "expect": claim.expect.value if claim.expect is not None else None,
-    }
+    })
 
 
-def measured_view(measured: MeasuredClaim | None) -> dict[str, Any] | None:
+def run_key(measured: MeasuredClaim, block: Measurements | None = None) -> str | None:
+    """The run a measured figure comes from: the latest of its series' runs (the results store's run id);
+    for blocks written before series, 'gpu date commit' of its provenance (or of the block)."""
+    if measured.run_ids:
+        return measured.run_ids[-1]
+    prov = measured.provenance
+    if prov is not None:
+        return " ".join(filter(None, (prov.gpu, prov.date, prov.commit)))
+    if block is not None:
+        return " ".join(filter(None, (block.verified_on, block.date))) or None
+    return None
+
+
+def run_provenance(measured: MeasuredClaim, block: Measurements | None = None) -> dict[str, Any]:
+    """What `runs[run_key]` says: the provenance of the run, without what differs per artifact."""
+    prov = measured.provenance
+    if prov is not None:
+        return prov.model_dump(mode="json", exclude_none=True, exclude={"artifact_hash"})
+    return _compact({"gpu": block.verified_on if block else None, "date": block.date if block else None})
+
+
+def runs_view(block: Measurements | None) -> dict[str, dict[str, Any]]:
+    """Each run a page's measured figures come from, once: run key -> provenance."""
+    if block is None:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for measured in block.claims.values():
+        key = run_key(measured, block)
+        if key is not None and key not in out:
+            out[key] = run_provenance(measured, block)
+    return dict(sorted(out.items()))
+
+
+def measured_view(measured: MeasuredClaim | None, block: Measurements | None = None) -> dict[str, Any] | None:
     if measured is None:
         return None
     prov = measured.provenance
-    return {
+    return _compact({
         "value": measured.value,
         "unit": measured.unit,
         "spread": measured.spread,
         "change": measured.change,
         "detail": measured.detail,
-        "provenance": prov.model_dump(mode="json", exclude_none=True) if prov is not None else None,
+        "run": run_key(measured, block),
+        "artifact_hash": prov.artifact_hash if prov is not None else None,
         "runs": measured.runs,
         "range": list(measured.range) if measured.range is not None else None,
         "drift": measured.drift,
-        "provisional": measured.runs is not None and measured.runs < RUNS,
+        "provisional": True if measured.runs is not None and measured.runs < RUNS else None,
         "gates": [g.model_dump() for g in measured.gates or []],
-    }
+    })
 
 
-def claim_view(claim: Claim, block: Measurements | None, trace: PageTrace | None = None) -> dict[str, Any]:
+def sources_of(meta: PageMeta) -> dict[str, dict[str, Any]]:
+    """The page's sources by id, as a claim shows the one it cites: id, title, url, path."""
+    out: dict[str, dict[str, Any]] = {}
+    for s in meta.sources:
+        if isinstance(s, str):
+            out[s] = {"id": s}
+        else:
+            out[s.id] = compact({"id": s.id, "title": s.title, "url": s.url, "path": s.path})
+    return out
+
+
+def claim_view(claim: Claim, block: Measurements | None, trace: PageTrace | None = None,
+               sources: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A claim with its latest measurement; `sources` (sources_of) resolves the source it cites."""
     measured = block.claims.get(claim.id) if block is not None else None
     traceable = untraceable = None
     if measured is not None and trace is not None:
         untraceable = trace.untraceable(claim.id)
         traceable = untraceable is None
-    verdict = gpu = date = None
-    if block is not None and measured is not None:
-        prov = measured.provenance
-        verdict = measured.verdict.value
-        gpu = prov.gpu if prov is not None else block.verified_on
-        date = prov.date if prov is not None else block.date
-    return {
+    source = None
+    if claim.source:
+        source = (sources or {}).get(claim.source) or {"id": claim.source}
+    return _compact({
         "id": claim.id,
         "statement": claim.statement,
         "metric": claim.metric.value,
         "unit": claim.unit,
+        "evidence": claim.evidence if claim.evidence != "goal" else None,
+        "conditions": claim.conditions.model_dump(mode="json", exclude_none=True),
+        "source": source,
+        "contradicted_by": (claim.contradicted_by.model_dump(mode="json", exclude_none=True)
+                            if claim.contradicted_by is not None else None),
         "claimed": claimed_view(claim),
-        "measured": measured_view(measured),
-        "verdict": verdict,
-        "gpu": gpu,
-        "date": date,
+        "measured": measured_view(measured, block),
+        "verdict": measured.verdict.value if measured is not None else None,
         "traceable": traceable,
         "untraceable": untraceable,
-    }
+    })
 
 
 def _state(meta: PageMeta, st: Standing | None, trace: PageTrace | None) -> tuple[str, str]:
@@ -108,31 +178,39 @@ def _state(meta: PageMeta, st: Standing | None, trace: PageTrace | None) -> tupl
 
 def result_view(meta: PageMeta, path: str, trace: PageTrace | None = None, st: Standing | None = None
                 ) -> dict[str, Any]:
-    """One entry of `kwiki query --json`'s `results`; `trace` and `st` (kwiki.verify.trace, .standing)
-    say whether its measurements block traces, and where the page stands."""
+    """One entry of `kwiki query --json --detail full`'s `results`; `trace` and `st` (kwiki.verify.trace,
+    .standing) say whether its measurements block traces, and where the page stands. The brief entry
+    (the default) is cut from it at query time (kwiki.agents.query.brief)."""
     state, evidence = _state(meta, st, trace)
-    return {
+    return _compact({
         "id": meta.id,
         "title": meta.title,
         "path": path,
         "type": meta.type.value,
         "tags": list(meta.tags),
         "architectures": list(meta.architectures),
+        "ops": list(meta.applies_to_ops),
         "evidence_level": evidence,
         "state": state,
         "summary": meta.summary,
-        "claims": [claim_view(c, meta.measurements, trace) for c in meta.claims],
+        "claims": [claim_view(c, meta.measurements, trace, sources_of(meta)) for c in meta.claims],
+        "runs": runs_view(meta.measurements),
         "artifacts": dict(meta.artifacts),
-    }
+    })
+
+
+# front-matter fields `detail_view` gives elsewhere: the claims (with their measurements) and the block
+SHOWN_APART = frozenset({"claims", "measurements"})
 
 
 def detail_view(meta: PageMeta, path: str, trace: PageTrace | None = None, st: Standing | None = None
                 ) -> dict[str, Any]:
-    """`kwiki show --json` without the body (the index stores the body apart, for search)."""
+    """`kwiki show --json` without the body (the index stores the body apart, for search). Each claim
+    once, with its measurement; each run's provenance once, in `runs`."""
     block = meta.measurements
     state, evidence = _state(meta, st, trace)
-    return {
-        "schema_version": SCHEMA_VERSION,
+    front = meta.model_dump(mode="json", exclude_unset=True, exclude=set(SHOWN_APART))
+    return {"schema_version": SCHEMA_VERSION, **compact({
         "id": meta.id,
         "title": meta.title,
         "path": path,
@@ -140,20 +218,21 @@ def detail_view(meta: PageMeta, path: str, trace: PageTrace | None = None, st: S
         "evidence_level": evidence,
         "state": state,
         "untraceable": trace.reasons() if trace is not None else [],
-        "front_matter": meta.model_dump(mode="json", exclude_unset=True),
-        "claims": [claim_view(c, block, trace) for c in meta.claims],
+        "front_matter": front,
+        "claims": [claim_view(c, block, trace, sources_of(meta)) for c in meta.claims],
         "measurements": None if block is None else {
             "evidence_level": block.evidence_level.value,
             "verified_on": block.verified_on,
             "date": block.date,
         },
-    }
+        "runs": runs_view(block),
+    })}
 
 
 def measurements_view(detail: dict[str, Any]) -> dict[str, Any]:
     """`MeasurementsOutput` from a `detail_view` document."""
     block = detail.get("measurements") or {}
-    return {
+    return _compact({
         "schema_version": detail["schema_version"],
         "id": detail["id"],
         "title": detail["title"],
@@ -163,5 +242,6 @@ def measurements_view(detail: dict[str, Any]) -> dict[str, Any]:
         "untraceable": detail.get("untraceable", []),
         "verified_on": None if detail.get("untraceable") else block.get("verified_on"),
         "date": block.get("date"),
-        "claims": detail["claims"],
-    }
+        "claims": detail.get("claims", []),
+        "runs": detail.get("runs", {}),
+    })

@@ -28,6 +28,7 @@ HANDLERS = {
     "mcp": "kwiki.cli.mcp:run",
     "build": "kwiki.cli.site:run_build",
     "serve": "kwiki.cli.site:run_serve",
+    "export": "kwiki.cli.export:run",
 }
 
 
@@ -61,9 +62,40 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
                    help="run only the artifacts whose series have fewer than N runs in results/ (any session)")
     p.add_argument("--require-gpu", action="store_true",
                    help="exit 2 when no GPU is found (CI on GPU runners); without it a GPU-less machine only builds")
+    p.add_argument("--require-disassembler", action="store_true",
+                   help="exit 2 when no cuobjdump is found to check the SASS expectations (the default under CI); "
+                        "without it they are skipped with a warning")
+    p.add_argument("--profile", action="store_true",
+                   help="after the runs, profile each artifact once under Nsight Compute (ncu): counters become "
+                        "figures; declared bytes or FLOPs above the profiled ones fail the profile gate")
+    p.add_argument("--profile-tolerance", type=_tolerance, default=0.10, metavar="T",
+                   help="the profile gate fails declared work above profiled x (1 + T) (default 0.10)")
+    p.add_argument("--sanitize", nargs="?", const="memcheck,racecheck,synccheck", type=_tools, metavar="TOOLS",
+                   help="run each variant, small, under compute-sanitizer's tools (default: memcheck,racecheck,"
+                        "synccheck); errors the manifest does not expect fail the sanitize gate")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     _json_arg(p)
     _root_arg(p)
+
+
+def _tolerance(text: str) -> float:
+    try:
+        t = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"wants a number, got {text!r}") from None
+    if not 0 <= t < 10:
+        raise argparse.ArgumentTypeError(f"wants a number from 0 to 10, got {text!r}")
+    return t
+
+
+def _tools(text: str) -> list[str]:
+    from kwiki.wiki.manifest import SANITIZE_TOOLS
+
+    tools = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in tools if t not in SANITIZE_TOOLS]
+    if bad or not tools:
+        raise argparse.ArgumentTypeError(f"wants tools among {', '.join(SANITIZE_TOOLS)}, got {text!r}")
+    return tools
 
 
 def _runs(text: str) -> int:
@@ -78,6 +110,9 @@ def _runs(text: str) -> int:
 
 def _show_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("id", metavar="ID")
+    p.add_argument("--ladder", action="store_true",
+                   help="the page's ladders as data instead (each variant's time, rate, ratio to the baseline)")
+    p.add_argument("--shape", help="with --ladder: only shapes whose label contains this, e.g. 8192x8192")
     _json_arg(p)
     _root_arg(p)
 
@@ -92,12 +127,20 @@ def _query_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text", help="full-text search over titles and bodies")
     p.add_argument("--verified-on", metavar="GPU", help="pages verified on this GPU")
     p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N results (default 50; 0: all)")
+    p.add_argument("--detail", choices=["brief", "full"], default="brief",
+                   help="JSON: brief hits (id, title, type, evidence, summary, matching claims; the default) or full")
     _json_arg(p)
     _root_arg(p)
 
 
 def _tags_args(p: argparse.ArgumentParser) -> None:
     _json_arg(p)
+    _root_arg(p)
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("format", choices=["skills"], help="skills: one Agent Skill per page, and a router skill")
+    p.add_argument("dir", metavar="DIR", help="directory to write (created; kwiki's skills in it are replaced)")
     _root_arg(p)
 
 
@@ -132,6 +175,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "mcp": ("serve the wiki to coding agents over MCP (stdio)", _root_arg),
     "build": ("build the static site (strict)", _build_args),
     "serve": ("serve the site with live reload", _serve_args),
+    "export": ("write the wiki as Agent Skills (export skills DIR)", _export_args),
 }
 
 

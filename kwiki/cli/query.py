@@ -31,13 +31,17 @@ def run(args: Any) -> int:
         text=args.text,
         verified_on=args.verified_on,
         limit=args.limit,
+        detail=getattr(args, "detail", "brief"),
     )
     as_json = _wants_json(args)
+    if not as_json:
+        q.detail = "full"  # the table shows every page's architectures
+    raw = as_json and q.detail == "full"  # the stored results, pasted unparsed
     doc, left_out = with_index(
-        root, lambda conn: (search_conn(conn, q, raw=as_json), 0 if as_json else len(skipped(conn)))
+        root, lambda conn: (search_conn(conn, q, raw=raw), 0 if as_json else len(skipped(conn)))
     )
     if as_json:
-        sys.stdout.write(render_json(doc) + "\n")
+        sys.stdout.write((render_json(doc) if raw else json.dumps(doc, indent=2, sort_keys=True)) + "\n")
         return 0
     _print_table(
         ["ID", "TYPE", "EVIDENCE", "ARCH", "TITLE"],

@@ -7,10 +7,51 @@ import sys
 from typing import Any
 
 from kwiki.agents.show import show
+from kwiki.core.errors import UsageError
 from kwiki.wiki.catalog import find_root
 
 
+def _ladder(args: Any) -> int:
+    """`kwiki show ID --ladder`: the page's ladders (kwiki.agents.ladder), JSON or one table per shape."""
+    from kwiki.agents.ladder import page_ladders
+
+    doc = page_ladders(find_root(args.root), args.id, args.shape)
+    if getattr(args, "json", False) or not sys.stdout.isatty():
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_ladders(doc))
+    return 0
+
+
+def render_ladders(doc: dict[str, Any]) -> str:
+    """The ladders for a terminal: per artifact and GPU, one table per shape, rows in the manifest's order."""
+    from kwiki.core.numbers import fmt
+
+    lines = [f"{doc['id']}: {doc['title']}"]
+    if not doc["ladders"]:
+        lines.append("  no measured ladder in results/")
+    for ladder in doc["ladders"]:
+        where = ", ".join(filter(None, (ladder.get("gpu"), (ladder.get("date") or "")[:10], ladder.get("run_id"))))
+        lines += ["", f"{ladder['artifact']} ({where}); baseline {ladder.get('baseline', '-')}"]
+        for group in ladder["groups"]:
+            rows = [["VARIANT", "TIME US", "RATE", "VS BASE", "OF SOL", "REGS"]]
+            for r in group["rows"]:
+                rate = f"{fmt(r['rate'])} {r['rate_unit']}" if "rate" in r else r["status"]
+                rows.append([r["variant"], fmt(r.get("time_us")), rate,
+                             f"{fmt(r['vs_baseline'], 3)}x" if "vs_baseline" in r else "-",
+                             f"{r['of_speed_of_light']:.0%}" if "of_speed_of_light" in r else "-",
+                             str(r.get("registers", "-"))])
+            widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+            lines += ["", f"  {group['label']}"]
+            lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines) + "\n"
+
+
 def run(args: Any) -> int:
+    if getattr(args, "shape", None) and not getattr(args, "ladder", False):
+        raise UsageError("--shape goes with --ladder")
+    if getattr(args, "ladder", False):
+        return _ladder(args)
     doc = show(find_root(args.root), args.id)
     if getattr(args, "json", False) or not sys.stdout.isatty():
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
@@ -42,21 +83,24 @@ def render_text(doc: dict[str, Any]) -> str:
     if doc["claims"]:
         lines += ["", "Claims:"]
         rows = [["ID", "CLAIMED", "MEASURED", "VERDICT", "GPU", "DATE"]]
+        run_of = doc.get("runs") or {}
         for c in doc["claims"]:
-            m = c["measured"]
+            m = c.get("measured")
+            prov = run_of.get(m.get("run", ""), {}) if m is not None else {}
             measured = "-"
-            if m is not None and m["value"] is not None:
-                measured = f"{m['value']:g} {m['unit'] or c['unit']}"
+            if m is not None and m.get("value") is not None:
+                measured = f"{m['value']:g} {m.get('unit') or c['unit']}"
                 if m.get("runs"):  # the median over its series' runs, with their range
                     low, high = m.get("range") or (m["value"], m["value"])
                     runs = f"{m['runs']} runs {low:g}-{high:g}" if m["runs"] > 1 else "1 run"
                     measured += f" ({runs}{', provisional' if m.get('provisional') else ''})"
             elif m is not None and m.get("gates"):
                 measured = "refused by gate " + ", ".join(g["name"] for g in m["gates"])
-            verdict = c["verdict"] or "not measured"
+            verdict = c.get("verdict") or "not measured"
             if c.get("traceable") is False:
                 verdict = f"UNTRACEABLE (says {verdict})"
-            rows.append([c["id"], c["claimed"]["text"], measured, verdict, c["gpu"] or "-", c["date"] or "-"])
+            rows.append([c["id"], c["claimed"]["text"], measured, verdict, prov.get("gpu") or "-",
+                         prov.get("date") or "-"])
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     if untraceable:

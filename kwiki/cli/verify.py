@@ -32,7 +32,9 @@ def run(args: argparse.Namespace) -> int:
         with stop_on_signals():  # Ctrl-C, SIGTERM, SIGHUP: kill every artifact process, then stop
             report = verify(root, ids=args.pages, tags=args.tag, arch=args.arch, compile_only=args.compile_only,
                             write=not args.no_write, jobs=args.jobs, progress=progress,
-                            until_runs=args.until_runs, require_gpu=args.require_gpu)
+                            until_runs=args.until_runs, require_gpu=args.require_gpu,
+                            require_disassembler=args.require_disassembler, profile=args.profile,
+                            profile_tolerance=args.profile_tolerance, sanitize=args.sanitize)
     except Stopped as exc:
         print(f"kwiki verify: stopped by {exc}; every artifact process it started was killed", file=sys.stderr)
         return 128 + exc.signum
@@ -84,7 +86,8 @@ def _print_human(report: Report, nothing: str | None = None) -> None:
     if report.written:
         print(f"  wrote {len(report.written)} pages and results/ (run {report.run_id})")
     s = report.seconds
-    print(f"  time: {s['total']:.1f} s total, builds {s['build_wall']:.1f} s, runs {s['run']:.1f} s, "
+    stages = "".join(f", {k} {s[k]:.1f} s" for k in ("profile", "sanitize") if k in s)
+    print(f"  time: {s['total']:.1f} s total, builds {s['build_wall']:.1f} s, runs {s['run']:.1f} s{stages}, "
           f"kwiki overhead {s['kwiki_overhead_per_artifact']:.2f} s per artifact")
 
 

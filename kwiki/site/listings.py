@@ -147,7 +147,7 @@ def home_block(pages: list[SitePage], run: LastRun | None, from_rel: str = HOME)
 
 def evidence_page(pages: list[SitePage]) -> str:
     groups = _by_state(pages)
-    out = ["---", "title: By evidence", "---", "", "What kwiki measured, what drifted, what was never reproduced.", ""]
+    out = ["---", "title: By evidence", "search:", "  exclude: true", "---", "", "What kwiki measured, what drifted, what was never reproduced.", ""]
     for state in STATE_ORDER:
         name, meaning = SECTION[state]
         group = groups[state]
@@ -174,7 +174,7 @@ def architectures_page(pages: list[SitePage]) -> str:
             continue
         for arch in p.meta.architectures or ["any"]:
             by_arch.setdefault(arch, []).append(p)
-    out = ["---", "title: By architecture", "---", "",
+    out = ["---", "title: By architecture", "search:", "  exclude: true", "---", "",
            "Pages by the GPU architecture their code targets (`sm_90a` code runs only on sm_90 parts such as "
            "the H100 and H200; plain `sm_80` code runs on sm_80 and later).", ""]
     known = sorted((a for a in by_arch if a != "any"), key=lambda a: (int("".join(filter(str.isdigit, a))), a))
@@ -190,7 +190,8 @@ def architectures_page(pages: list[SitePage]) -> str:
 
 
 def tags_page() -> str:
-    return "---\ntitle: Tags\n---\n\nEvery tag with its pages.\n\n<!-- material/tags -->\n"
+    # out of the search index: it names every tag and title, so it would match nearly every query
+    return "---\ntitle: Tags\nsearch:\n  exclude: true\n---\n\nEvery tag with its pages.\n\n<!-- material/tags -->\n"
 
 
 def _section_name(directory: str) -> str:

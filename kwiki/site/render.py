@@ -8,6 +8,7 @@ are Markdown links, which MkDocs checks and rewrites; raw HTML carries no links.
 from __future__ import annotations
 
 import html
+import json
 import posixpath
 import re
 import shlex
@@ -21,7 +22,7 @@ from kwiki.verify import tables
 from kwiki.verify.standing import Standing
 from kwiki.verify.trace import PageTrace
 from kwiki.wiki.model import MeasuredClaim, PageMeta
-from kwiki.wiki.verdict import NOT_REPRODUCED, PASSING, Verdict
+from kwiki.wiki.verdict import NOT_REPRODUCED, OUT_OF_SCOPE, PASSING, Verdict
 
 if TYPE_CHECKING:
     from kwiki.wiki.manifest import Manifest
@@ -64,19 +65,89 @@ def relative(path: str, start: str) -> str:
 # ---------------------------------------------------------------- header
 
 
+def _drift(meta: PageMeta, st: Standing) -> list[str]:
+    """'bw-16384 +8.4% (regressed)' for each drifted claim: the size of its move and whether it went the
+    claim's better way (`standing` decided which claims drifted; this only reads their figures)."""
+    claims = {c.id: c for c in meta.claims}
+    measured = meta.measurements.claims if meta.measurements else {}
+    out = []
+    for cid in st.moved:
+        mc, claim = measured.get(cid), claims.get(cid)
+        if mc is not None and mc.drift is not None and claim is not None:
+            better = claim.better or ("lower" if claim.metric.value == "time" else "higher")
+            way = "improved" if (mc.drift > 0) == (better == "higher") else "regressed"
+            out.append(f"{cid} {mc.drift * 100:+.1f}% vs its series ({way})")
+        elif mc is not None and mc.change in ("faster", "slower"):
+            out.append(f"{cid} {mc.change} than the run before")
+        else:
+            out.append(cid)
+    return out
+
+
+def state_line(meta: PageMeta, st: Standing) -> str:
+    """One line: where the page stands (`Standing.summary`), then what was not reproduced, what a run could
+    not settle, how many claims are cited figures this machine cannot test, and each drift with its size
+    and direction."""
+    measured = meta.measurements.claims if meta.measurements else {}
+    unsettled = st.judged - st.passing - st.failing
+    cited = sum(1 for c in meta.claims if (measured[c.id].verdict in OUT_OF_SCOPE if c.id in measured
+                                           else c.measure is None))
+    parts = [st.summary()]
+    if unsettled > 0 and st.state.value != "untraceable":
+        parts.append(f"{unsettled} too close to call or not run")
+    if cited and st.state.value != "not-measured":
+        parts.append(f"{cited} cited figure{'s' if cited != 1 else ''} not testable here")
+    elif cited:
+        parts.append(f"{cited} of {len(meta.claims)} cited figures not testable here")
+    drift = _drift(meta, st)
+    if drift:
+        parts.append("drifted: " + "; ".join(drift))
+    return " · ".join(parts)
+
+
 def header(meta: PageMeta, st: Standing, page_rel: str, arch_index: str) -> str:
-    """Badges: evidence level, what the last run found, the architectures (linked to their index)."""
-    state = badge(st.summary(), "kw-state", f"kw-state-{st.state.value}")
-    parts = [badge(st.evidence, "kw-ev", f"kw-ev-{st.evidence}"), state]
+    """The page's state badge and state line, its architectures (linked to their index), its summary; kept out
+    of the search index (the summary reaches it as its own field, kwiki.site.searchindex)."""
+    badges = [state_badge(st)]
+    if st.state.value == "not-measured":  # nothing measured: what the figures rest on is the news
+        badges.append(evidence_badge(st.evidence))
     to_index = relative(arch_index, page_rel)
     arches = " ".join(f"[{md_text(a)}]({to_index}#{arch_anchor(a)}){{ .kw-arch }}" for a in meta.architectures)
-    lines = ['<div class="kw-header" markdown>', "", " ".join(parts), ""]
+    lines = ['<div class="kw-header" markdown data-search-exclude>', "", " ".join(badges), "",
+             f'<p class="kw-stateline">{html_text(state_line(meta, st))}</p>', ""]
     if arches:
         lines += [f"**Architectures:** {arches}", ""]
     if meta.summary:
         lines += [f"*{md_text(meta.summary)}*", ""]
     lines += ["</div>", ""]
     return "\n".join(lines)
+
+
+def sources_section(meta: PageMeta) -> str:
+    """The page's sources (front matter `sources`): title and link of each, and the claims that cite it with
+    the hardware they were measured on. A source without a URL is named, not linked."""
+    from kwiki.wiki.model import SourceEntry
+
+    entries = [s if isinstance(s, SourceEntry) else SourceEntry(id=s) for s in meta.sources]
+    if not entries:
+        return ""
+    cited: dict[str, list[str]] = {}
+    for c in meta.claims:
+        if c.source:
+            cited.setdefault(c.source, []).append(c.id)
+    out = ['<div class="kw-sources" markdown>', "", "## Sources", ""]
+    for s in entries:
+        title = md_text(s.title or s.id)
+        url = s.url if s.url and s.url.startswith(("https://", "http://")) else None
+        line = f"- <span id=\"source-{html_text(s.id)}\"></span>" + (f"[{title}](<{url}>)" if url else title)
+        line += f" (`{s.id}`)" if "`" not in s.id else ""
+        if s.note:
+            line += f": {md_text(s.note)}"
+        if cited.get(s.id):
+            line += " · cited by " + ", ".join(f"`{cid}`" for cid in cited[s.id])
+        out.append(line)
+    out += ["", "</div>", ""]
+    return "\n".join(out)
 
 
 # ---------------------------------------------------------------- claims
@@ -103,7 +174,13 @@ def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
         return _verdict_badge(mc)
 
     table = tables.claims_table(meta.claims, measured, text=md_text, verdict=verdict)
-    out = ['<div class="kw-claims" markdown>', "", table]
+    titles = {e.id: e.title or e.id for e in meta.sources if not isinstance(e, str)}
+    for source in sorted({c.source for c in meta.claims if c.source}, key=len, reverse=True):
+        # each cited figure links to its entry in the page's sources section (`sources_section`)
+        if source in titles or source in meta.sources:
+            link = f"source: [{md_text(titles.get(source, source))}](#source-{html_text(source)})"
+            table = table.replace(f"source: {md_text(source)}", link)
+    out = ['<div class="kw-claims kw-wide" markdown data-search-exclude>', "", table]
     if trace is not None and not trace.traceable:
         out += [("**Untraceable:** these figures do not trace to the results store, so none counts as verified "
                  "(re-run `kwiki verify`):"), "", *[f"- {md_text(reason)}" for reason in trace.reasons()], ""]
@@ -182,9 +259,44 @@ def _manifest_section(root: Path, rel: str) -> str:
     return "\n".join(lines) + "\n" + "".join(blocks)
 
 
-def artifact_section(root: Path, meta: PageMeta) -> str:
-    """Each artifact the page names: its manifest, build line and source files (collapsed)."""
+def artifact_sources(root: Path, rel: str) -> str | None:
+    """The Markdown of an artifact's own page (`artifact_page`): its manifest, build line and source files,
+    collapsed; None when there is nothing to publish (refused by the containment rule, or missing)."""
     from kwiki.wiki.manifest import MANIFEST
+
+    if inside(root, rel, must_exist=False):  # before stripping: '/' must stay absolute
+        return None
+    rel = rel.rstrip("/")
+    path = root / rel
+    if (path / MANIFEST).is_file():
+        return _manifest_section(root, rel)
+    if path.is_file():
+        return source_block(root, path, rel)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in LANGUAGES)
+        return "".join(source_block(root, p, f"{rel}/{p.name}") for p in files[:20])
+    return None
+
+
+def artifact_page(root: Path, rel: str) -> str | None:
+    """A page of its own for an artifact's sources, shared by every page that names it: kept out of the
+    navigation and the search index (the same file is indexed nowhere rather than on each page)."""
+    body = artifact_sources(root, rel)
+    if body is None:
+        return None
+    rel = rel.rstrip("/")
+    front = {"title": html_text(f"Artifact {rel}"), "search": {"exclude": True}}
+    lines = ["---", *[f"{k}: {json.dumps(v)}" for k, v in front.items()], "---", "",
+             '<div class="kw-artifacts" markdown>', "",
+             f"The sources of `{rel}`, as `kwiki verify` builds and runs them." if "`" not in rel else "", "",
+             body, "</div>", ""]
+    return "\n".join(lines)
+
+
+def artifact_section(root: Path, meta: PageMeta, pages: dict[str, str] | None = None, page_rel: str = "") -> str:
+    """Each artifact the page names, and a link to the page of its sources (`pages`: artifact rel -> staged
+    page); without `pages`, the sources themselves, collapsed."""
+    from kwiki.wiki.manifest import MANIFEST, load_manifest
 
     if not meta.artifacts:
         return ""
@@ -196,15 +308,20 @@ def artifact_section(root: Path, meta: PageMeta) -> str:
         out += [f"### {md_text(key)}: `{rel}`" if "`" not in rel else f"### {md_text(key)}", ""]
         if why:
             out.append(f'!!! failure "not published"\n\n    {md_text(why)}.\n')
-        elif (path / MANIFEST).is_file():
-            out.append(_manifest_section(root, rel))
-        elif path.is_file():
-            out.append(source_block(root, path, rel))
-        elif path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in LANGUAGES)
-            out.append("".join(source_block(root, p, f"{rel}/{p.name}") for p in files[:20]))
+        elif pages is None or rel not in pages:
+            body = artifact_sources(root, rel)
+            out.append(body if body is not None else f'!!! failure "missing artifact"\n\n    {md_text(rel)} does not '
+                                                     "exist.\n")
         else:
-            out.append(f'!!! failure "missing artifact"\n\n    {md_text(rel)} does not exist.\n')
+            if (path / MANIFEST).is_file():
+                try:
+                    m = load_manifest(path, root)
+                    out += [f"**{md_text(m.title)}**: targets {md_text(', '.join(m.targets))}"
+                            + (f"; baseline `{m.baseline}`" if m.baseline and "`" not in m.baseline else "") + ".", "",
+                            "Build (from the repository root):", "", _fence("\n".join(build_lines(m, rel)), "sh")]
+                except ManifestError as exc:
+                    out.append(f'!!! failure "manifest problem"\n\n    {md_text(str(exc))}\n')
+            out += [f"[The artifact's sources, manifest and variants]({relative(pages[rel], page_rel)})", ""]
     out += ["</div>", ""]
     return "\n".join(out)
 
@@ -213,7 +330,8 @@ def artifact_section(root: Path, meta: PageMeta) -> str:
 
 
 def chart(image: str, page_rel: str, alt: str) -> str:
-    return f"![{md_text(alt)}]({relative(image, page_rel)}){{ .kw-chart }}\n"
+    """A chart's image, fetched only when it scrolls into view (charts are not part of a first view)."""
+    return f"![{md_text(alt)}]({relative(image, page_rel)}){{ .kw-chart loading=lazy }}\n"
 
 
 def problems_note(messages: list[str]) -> str:
@@ -237,29 +355,105 @@ def headline(st: Standing) -> str:
 
 
 STYLESHEET = """\
-/* kwiki: badges, header, claims, home page (generated; no web fonts, no remote resources) */
+/* kwiki: badges, header, claims, ladders, charts, home page (generated; no web fonts, no remote resources).
+   Badge colours hold WCAG AA (4.5:1) against their text in both schemes. */
 .kw-badge { display: inline-block; padding: .05em .6em; margin: 0 .3em .3em 0; border-radius: .8em;
-  font-size: .72rem; font-weight: 600; line-height: 1.6; color: #fff; background: #757575; }
-.kw-ev-spec { background: #757575; }
-.kw-ev-source-reported { background: #8d6e63; }
+  font-size: .72rem; font-weight: 600; line-height: 1.6; color: #fff; background: #616161; }
+.kw-ev-spec { background: #616161; }
+.kw-ev-source-reported { background: #6d4c41; }
 .kw-ev-measured { background: #1565c0; }
 .kw-ev-verified { background: #2e7d32; }
 .kw-state-verified, .kw-v-pass { background: #2e7d32; }
 .kw-state-measured { background: #1565c0; }
-.kw-state-provisional { background: #5c6bc0; }
-.kw-state-drifted, .kw-v-error { background: #e65100; }
+.kw-state-provisional { background: #3f51b5; }
+.kw-state-drifted, .kw-v-error { background: #bf360c; }
 .kw-state-not-reproduced, .kw-v-fail { background: #c62828; }
-.kw-state-not-measured, .kw-v-none { background: #9e9e9e; }
+.kw-state-not-measured, .kw-v-none { background: #616161; }
 .kw-v-warn { background: #f9a825; color: #000; }
 .kw-state-untraceable, .kw-ev-untraceable, .kw-v-untraceable { background: #f9a825; color: #000; }
 .kw-header { border-left: .25rem solid var(--md-primary-fg-color); padding: .3rem .9rem; margin: 0 0 1.2rem; }
 .kw-header p { margin: .3em 0; }
+.kw-stateline { font-size: .75rem; }
 .kw-arch { font-family: var(--md-code-font-family); font-size: .8em; }
-.kw-claims table { font-size: .75rem; }
-.kw-chart { display: block; max-width: 100%; background: #fff; border-radius: .2rem; margin: .6rem 0; }
+.kw-sources li { margin-bottom: .2em; }
+/* pages with a ladder or a claims table use the width of the window (up to 90rem) */
+body:has(.kw-wide) .md-grid { max-width: 90rem; }
+/* claims: every column in view, text wrapping inside its cell */
+.md-typeset .kw-claims table:not([class]) { display: table; width: 100%; font-size: .7rem; }
+.md-typeset .kw-claims td, .md-typeset .kw-claims th { padding: .5em .6em; overflow-wrap: anywhere; }
+.md-typeset .kw-claims td:first-child { min-width: 12em; }
+/* ladders: a table per shape; the variant column stays in view when the table scrolls */
+.kw-scroll { overflow-x: auto; margin: .4rem 0 1rem; }
+.kw-scroll:focus-visible { outline: .1rem solid var(--md-accent-fg-color); }
+.md-typeset table.kw-ladder-table { border-collapse: separate; border-spacing: 0; font-size: .7rem; width: 100%;
+  background: var(--md-default-bg-color); }
+.md-typeset .kw-ladder-table caption { text-align: left; font-weight: 700; padding: .3em 0; caption-side: top; }
+.md-typeset .kw-ladder-table th, .md-typeset .kw-ladder-table td { padding: .35em .6em; text-align: right;
+  border-top: .05rem solid var(--md-typeset-table-color, var(--md-default-fg-color--lightest));
+  white-space: nowrap; vertical-align: top; }
+.md-typeset .kw-ladder-table thead th { font-weight: 700; border-top: 0; }
+.md-typeset .kw-ladder-table th:first-child { position: sticky; left: 0; z-index: 1; text-align: left;
+  background: var(--md-default-bg-color); }
+.md-typeset .kw-ladder-table tbody th { font-weight: 400; }
+.kw-ladder-table code { white-space: nowrap; }
+.md-typeset .kw-ladder-variants { font-size: .7rem; columns: 2 24rem; margin: .3rem 0 .6rem; }
+.md-typeset .kw-ladder-variants li { margin: 0 0 .2em 1em; break-inside: avoid; }
+.kw-rung { display: inline-block; min-width: 1.2em; font-weight: 700; }
+.kw-role { font-size: .62rem; color: var(--md-default-fg-color--light); }
+.kw-best td:nth-child(2), .kw-best td:nth-child(3) { font-weight: 700; }
+.kw-ladder-about { font-size: .75rem; }
+/* charts: drawn to be read at phone width; the dark scheme inverts their white card */
+.kw-chart { display: block; width: 100%; max-width: 30rem; height: auto; background: #fff; border-radius: .2rem;
+  margin: .6rem 0; }
+[data-md-color-scheme="slate"] .kw-chart { filter: invert(.88) hue-rotate(180deg); }
+.md-typeset .kw-chart-data table:not([class]) { font-size: .65rem; }
 .kw-stats { display: flex; flex-wrap: wrap; gap: .8rem; margin: 1rem 0; }
 .kw-stat { flex: 1 1 0; min-width: 5rem; border: 1px solid var(--md-default-fg-color--lightest); border-radius: .3rem;
   padding: .6rem .8rem; }
 .kw-stat-n { display: block; font-size: 1.35rem; font-weight: 700; line-height: 1.2; white-space: nowrap; }
 .kw-stat-l { font-size: .7rem; color: var(--md-default-fg-color--light); }
+/* WCAG AA where the theme falls short: links in running text underlined, footer and code variables darker */
+.md-typeset :is(p, li, td, dd) a:not(.md-tag):not(.headerlink) { text-decoration: underline;
+  text-decoration-thickness: .06em; text-underline-offset: .15em; }
+.md-copyright { color: hsla(0, 0%, 100%, .72); }
+[data-md-color-scheme="default"] { --md-code-hl-variable-color: #5e5e5e; }
+.md-typeset .kw-claims small { opacity: 1; }
+/* phones: each ladder or claims row a card, each cell labelled */
+@media screen and (max-width: 44.9375em) {
+  .md-typeset table.kw-ladder-table, .kw-ladder-table tbody, .kw-ladder-table tr,
+  .md-typeset .kw-claims table:not([class]), .kw-claims tbody, .kw-claims tr { display: block; width: 100%; }
+  .kw-ladder-table thead, .kw-claims thead { display: none; }
+  .md-typeset__table { width: 100%; }
+  .md-typeset table:not([class]) { display: table; width: 100%; table-layout: fixed; }
+  .md-typeset table:not([class]) :is(td, th) { overflow-wrap: anywhere; padding: .4em .5em; }
+  .kw-ladder-table caption { display: block; }
+  .kw-ladder-table tr, .kw-claims tr { display: grid; grid-template-columns: 1fr 1fr; gap: 0 .8em; padding: .4em 0;
+    border-top: .05rem solid var(--md-default-fg-color--lightest); }
+  .md-typeset .kw-ladder-table th, .md-typeset .kw-ladder-table td,
+  .md-typeset .kw-claims td { display: block; border: 0; padding: .1em 0; text-align: left; white-space: normal;
+    min-width: 0; }
+  .md-typeset .kw-ladder-table tbody th, .md-typeset .kw-claims td:first-child { grid-column: 1 / -1; position: static;
+    max-width: none; }
+  .kw-ladder-table td::before, .kw-claims td::before { display: block; font-size: .6rem;
+    color: var(--md-default-fg-color--light); }
+  .kw-ladder-table td:nth-of-type(1)::before { content: "vs baseline"; }
+  .kw-ladder-table td:nth-of-type(2)::before { content: "of speed of light"; }
+  .kw-ladder-table td:nth-of-type(3)::before { content: "rate"; }
+  .kw-ladder-table td:nth-of-type(4)::before { content: "time (µs)"; }
+  .kw-ladder-table td:nth-of-type(5)::before { content: "registers"; }
+  .kw-ladder-table td:nth-of-type(6)::before { content: "SM MHz"; }
+  .kw-claims td:nth-of-type(2)::before { content: "claimed"; }
+  .kw-claims td:nth-of-type(3)::before { content: "measured"; }
+  .kw-claims td:nth-of-type(4)::before { content: "ratio"; }
+  .kw-claims td:nth-of-type(5)::before { content: "verdict"; }
+  .kw-claims td:nth-of-type(6)::before { content: "runs"; }
+  .kw-claims td:nth-of-type(7)::before { content: "provenance"; }
+}
 """
+
+
+def stylesheet() -> str:
+    """STYLESHEET as the site serves it: comments and indentation dropped (it is part of every first view)."""
+    text = re.sub(r"/\*.*?\*/", "", STYLESHEET, flags=re.DOTALL)
+    text = re.sub(r"\s*([{};,>])\s*", r"\1", text)
+    return re.sub(r"\s+", " ", text).strip() + "\n"

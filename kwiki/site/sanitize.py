@@ -56,6 +56,9 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
     "time": frozenset({"datetime"}),
     "input": frozenset({"checked", "disabled", "name"}),  # Markdown task lists and tabs; `type` below
     "label": frozenset({"for"}),
+    # a scroll region a keyboard can reach (tabindex, role, aria-label), a block kept out of the search index
+    "div": frozenset({"tabindex", "role", "aria-label", "data-search-exclude"}),
+    "table": frozenset({"aria-label"}),
 }
 INPUT_TYPES = frozenset({"checkbox", "radio"})
 STYLE_PROPERTIES = frozenset({"text-align"})  # what Markdown tables write on td/th
@@ -88,7 +91,7 @@ OWN_MARK = "kw-own-"  # + the build's key: the class that marks an element as ge
 _OWN = re.compile(
     r"(?P<code>(?<!`)(?P<tick>`+)[^`](?:.*?[^`])?(?P=tick)(?!`))"
     + r'|(?<![\w-])class="(?P<cls>kw-[^"<>`]*)"'
-    + r"|(?<!\\)\{ (?P<attrs>\.kw-[\w-]+(?: \.[\w-]+)*) \}")
+    + r"|(?<!\\)\{ (?P<attrs>\.kw-[\w-]+(?: \.[\w-]+)*)(?P<rest>(?: [a-z]+=[\w-]+)*) \}")
 WITHHELD = ("<!doctype html>\n<meta charset=\"utf-8\">\n<title>Page withheld</title>\n"
             "<p>{where} is withheld: its HTML would run script or load from another host "
             "(see the build's warnings).</p>\n")
@@ -233,7 +236,7 @@ def mark_own(markdown: str, key: str) -> str:
         if m.group("cls") is not None:
             return f'class="{m.group("cls")} {mark}"'
         if m.group("attrs") is not None:
-            return f"{{ {m.group('attrs')} .{mark} }}"
+            return f"{{ {m.group('attrs')} .{mark}{m.group('rest')} }}"
         whole: str = m.group(0)
         return whole
 

@@ -28,7 +28,7 @@ import yaml
 from kwiki.core.errors import KwikiError, ManifestError, UsageError
 from kwiki.core.paths import inside, links_out
 from kwiki.core.writefile import write_atomic
-from kwiki.site import charts
+from kwiki.site import charts, searchindex
 from kwiki.site.listings import (
     ARCHITECTURES,
     EVIDENCE,
@@ -45,13 +45,16 @@ from kwiki.site.listings import (
     tags_page,
 )
 from kwiki.site.render import (
-    STYLESHEET,
+    artifact_page,
     artifact_section,
     chart,
     claims_table,
     header,
     html_text,
+    md_text,
     problems_note,
+    sources_section,
+    stylesheet,
 )
 from kwiki.site.sanitize import Sanitizer, mark_own, remote_in_css, remote_in_html
 from kwiki.verify.history import RESULTS_DIR, ClaimRow, RecordRow, gpu_slug, read_all
@@ -62,6 +65,8 @@ from kwiki.wiki.catalog import ARTIFACTS_DIR, WIKI_DIR, load_wiki
 if TYPE_CHECKING:
     from mkdocs.livereload import LiveReloadServer
 
+    from kwiki.wiki.manifest import Manifest
+
 log = logging.getLogger(__name__)
 
 STAGE_DIR = ".kwiki/site"
@@ -70,6 +75,7 @@ SITE_MARK = ".kwiki-site"  # in every output directory kwiki built (MkDocs keeps
 # the repository's own folders, present or not: no build may write its site there
 OWN_FOLDERS = (WIKI_DIR, ARTIFACTS_DIR, RESULTS_DIR, "schema", "kwiki", "tests", "bench", ".git", ".kwiki")
 ASSETS = "assets/kwiki"
+SOURCES_DIR = f"{INDEX_DIR}/artifacts"  # one page per artifact: its sources (out of the nav and the search index)
 CSS = f"{ASSETS}/kwiki.css"
 BASE_CONFIG = "mkdocs.yml"
 DESCRIPTION = "GPU kernel techniques whose numbers are re-measured by a machine"
@@ -77,6 +83,13 @@ EXTENSIONS = ["admonition", "attr_list", "md_in_html", "tables", "toc", "pymdown
               "pymdownx.superfences", "pymdownx.highlight"]
 VALIDATION = {"links": {"not_found": "warn", "absolute_links": "warn", "unrecognized_links": "warn", "anchors": "warn"},
               "nav": {"omitted_files": "warn", "not_found": "warn", "absolute_links": "warn"}}
+# Material's light and dark schemes, following the reader's system setting until they toggle
+PALETTE = [
+    {"media": "(prefers-color-scheme: light)", "scheme": "default", "primary": "indigo", "accent": "indigo",
+     "toggle": {"icon": "material/brightness-4", "name": "Switch to dark mode"}},
+    {"media": "(prefers-color-scheme: dark)", "scheme": "slate", "primary": "indigo", "accent": "indigo",
+     "toggle": {"icon": "material/brightness-7", "name": "Switch to light mode"}},
+]
 _H1 = re.compile(r"^#\s+\S")
 _SCRIPT = re.compile(r"<(/?)(script|iframe|object|embed)\b", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -108,6 +121,8 @@ class _Context:
     key: str = ""  # marks the markup kwiki generates as its own (`site_key`, sanitize.mark_own)
     manifests: dict[str, tuple[str, list[str], str | None]] = field(default_factory=dict)  # rel -> name, ...
     files: dict[str, bytes] = field(default_factory=dict)  # staged path -> content
+    sources: dict[str, str] = field(default_factory=dict)  # artifact rel -> the staged page of its sources
+    loaded: dict[str, Manifest | None] = field(default_factory=dict)  # artifact rel -> its manifest
 
 
 # ---------------------------------------------------------------- staging
@@ -165,8 +180,39 @@ def _add_chart(ctx: _Context, sp: SitePage, name: str, spec: dict[str, Any], alt
     return chart(path, sp.rel, alt)
 
 
+def _manifest(ctx: _Context, rel: str) -> Manifest | None:
+    """The artifact's manifest (None: refused by the containment rule, missing or invalid)."""
+    from kwiki.wiki.manifest import MANIFEST, load_manifest
+
+    rel = rel.rstrip("/")
+    if rel not in ctx.loaded:
+        ctx.loaded[rel] = None
+        if not inside(ctx.root, rel, must_exist=False) and (ctx.root / rel / MANIFEST).is_file():
+            try:
+                ctx.loaded[rel] = load_manifest(ctx.root / rel, ctx.root)
+            except ManifestError:
+                pass  # the artifact section shows the problem
+    return ctx.loaded[rel]
+
+
+def _ladder_tables(ctx: _Context, sp: SitePage) -> str:
+    """Each artifact's ladder from its latest run per GPU in the results store: a table per shape group."""
+    from kwiki.site.ladder import ladders_block
+    from kwiki.verify.ladders import from_store
+
+    meta = sp.meta
+    assert meta is not None
+    found = []
+    for rel in sorted({r.rstrip("/") for r in meta.artifacts.values()}):
+        m = _manifest(ctx, rel)
+        if m is not None:
+            found += from_store(m, ctx.records.get(m.name, []), path=rel)
+    return ladders_block(found)
+
+
 def _ladders(ctx: _Context, sp: SitePage) -> str:
-    """A bar chart of each artifact's variants (per GPU and parameter set), charting what the claims measure."""
+    """A bar chart of each artifact's variants (per GPU and parameter set), charting what the claims measure,
+    collapsed under the ladder's tables."""
     meta = sp.meta
     assert meta is not None
     out = []
@@ -178,16 +224,35 @@ def _ladders(ctx: _Context, sp: SitePage) -> str:
         for n, spec in enumerate(charts.ladder_specs(ctx.records.get(name, []), variants, baseline, wanted)):
             alt = f"{name}: {spec['figure']} of each variant on {spec['gpu']}, {spec['date']} {spec['params']}"
             out.append(_add_chart(ctx, sp, f"ladder-{name}-{gpu_slug(spec['gpu'])}-{n}", spec, alt.strip()))
-    return "\n".join(out)
+    if not out:
+        return ""
+    body = "\n".join("    " + line if line else line for line in "\n".join(out).split("\n"))
+    return f'??? note "Charts of the ladder ({len(out)})"\n\n{body}\n'
 
 
 def _roofline(ctx: _Context, sp: SitePage) -> str:
-    """For pages tagged 'roofline': every memory-bound artifact (one that names a ceiling variant) on a roofline."""
+    """For pages tagged 'roofline': a page whose artifacts are memory-bound (one names a ceiling variant) gets
+    every memory-bound artifact under the measured bandwidth roof; any other (GEMM) gets its own artifacts'
+    points under the datasheet memory roof and the best measured compute rate per dtype."""
+    from kwiki.verify.env import Gpu
+    from kwiki.verify.peaks import dram_peak
     from kwiki.wiki.manifest import MANIFEST, load_manifest
 
     assert sp.meta is not None
     if "roofline" not in sp.meta.tags:
         return ""
+    own = [m for m in (_manifest(ctx, rel) for rel in sorted(set(sp.meta.artifacts.values()))) if m is not None]
+    if own and not any(m.ceiling for m in own):
+        rows = [r for m in own for r in ctx.records.get(m.name, [])]
+        dram = {}
+        for gpu in {r.gpu for r in rows}:
+            peak = dram_peak(Gpu(index=0, name=gpu, uuid=None, cc=0))
+            if peak is not None:
+                dram[gpu] = peak.value
+        return "\n".join(
+            _add_chart(ctx, sp, f"roofline-{gpu_slug(spec['gpu'])}", spec,
+                       f"compute roofline of this page's artifacts on {spec['gpu']}, {spec['date']}")
+            for spec in charts.compute_roofline_specs(rows, [m.name for m in own], dram))
     ceilings: dict[str, tuple[str, str | None]] = {}
     for path in sorted((ctx.root / ARTIFACTS_DIR).glob(f"*/{MANIFEST}")):
         try:
@@ -204,9 +269,17 @@ def _roofline(ctx: _Context, sp: SitePage) -> str:
 
 
 def _history(ctx: _Context, sp: SitePage, rows: list[ClaimRow]) -> str:
+    """Each claim over the runs, and the same values as a table beside the chart (collapsed)."""
     assert sp.meta is not None
     spec = charts.history_spec(sp.meta.claims, rows)
-    return _add_chart(ctx, sp, "history", spec, "measured / claimed for each claim over time") if spec else ""
+    if not spec:
+        return ""
+    image = _add_chart(ctx, sp, "history", spec, "measured / claimed for each claim over the runs, by commit")
+    table = charts.history_table(spec)
+    lines = ["| " + " | ".join(md_text(c) for c in row) + " |" for row in table]
+    lines.insert(1, "|" + " --- |" * len(table[0]))
+    body = "\n".join("    " + line for line in lines)
+    return f'{image}\n??? note "Values of the chart (measured / claimed)"\n\n{body}\n'
 
 
 def _neutral(lines: list[str]) -> list[str]:
@@ -237,7 +310,8 @@ def _body(ctx: _Context, sp: SitePage) -> list[str]:
     regions = sorted(sp.page.regions, key=lambda r: r.open_line)
     claims = _own(ctx, claims_table(sp.meta, sp.trace))
     history = _own(ctx, _history(ctx, sp, sp.history)) if claims else ""
-    ladders = _own(ctx, _ladders(ctx, sp))
+    tables = _ladder_tables(ctx, sp)
+    ladders = _own(ctx, "\n".join(x for x in (tables, _ladders(ctx, sp)) if x))
     out: list[str] = []
     pos = 0
     for region in regions:
@@ -247,6 +321,11 @@ def _body(ctx: _Context, sp: SitePage) -> list[str]:
             out += [claims, history]
             claims = history = ""
         else:
+            if region.name == "ladder" and tables:  # the store's latest run, laid out: replaces every ladder region
+                out += ["", ladders]
+                ladders = ""
+                pos = end + 1
+                continue
             out += _neutral(region.content.rstrip("\n").split("\n"))
             if region.name == "ladder":
                 out += ["", ladders]
@@ -260,10 +339,31 @@ def _body(ctx: _Context, sp: SitePage) -> list[str]:
     roofline = _own(ctx, _roofline(ctx, sp))
     if roofline:
         out += ["", "## Roofline", "", roofline]
+    sources = sources_section(sp.meta)
+    if sources:
+        out += ["", _own(ctx, sources)]
     # only the section's wrapper is marked: the sources it shows are the artifact's text, not kwiki's
-    wrapper, _, sources = artifact_section(ctx.root, sp.meta).partition("\n")
+    wrapper, _, sources = artifact_section(ctx.root, sp.meta, ctx.sources, sp.rel).partition("\n")
     out += ["", _own(ctx, wrapper) + ("\n" + sources if sources else "")]
     return out
+
+
+def _artifact_pages(ctx: _Context, pages: list[SitePage]) -> None:
+    """One staged page per artifact that a page names, holding its sources (`render.artifact_page`)."""
+    taken: set[str] = set()
+    for rel in sorted({r.rstrip("/") for sp in pages if sp.meta for r in sp.meta.artifacts.values()}):
+        text = artifact_page(ctx.root, rel)
+        if text is None:
+            continue
+        stem = re.sub(r"[^A-Za-z0-9_.]+", "-", rel.removeprefix(ARTIFACTS_DIR + "/")).strip("-.") or "artifact"
+        name, n = stem, 1
+        while name in taken:
+            n += 1
+            name = f"{stem}-{n}"
+        taken.add(name)
+        ctx.sources[rel] = f"{SOURCES_DIR}/{name}.md"
+        wrapper, _, body = text.partition('<div class="kw-artifacts" markdown>')
+        ctx.files[ctx.sources[rel]] = (wrapper + _own(ctx, '<div class="kw-artifacts" markdown>') + body).encode()
 
 
 def _front(sp: SitePage) -> str:
@@ -317,6 +417,21 @@ def _site_pages(root: Path, rows: list[RecordRow | ClaimRow], strict: bool) -> l
     return out
 
 
+def page_url(rel: str, directory_urls: bool = True) -> str:
+    """The URL MkDocs gives staged page `rel`, relative to the site's root ('' for the home page)."""
+    stem = rel.removesuffix(".md")
+    if not directory_urls:
+        return stem + ".html"
+    if stem == "index" or stem.endswith("/index"):
+        return stem.removesuffix("index")
+    return stem + "/"
+
+
+def _summaries(pages: list[SitePage], directory_urls: bool) -> dict[str, str]:
+    return {page_url(sp.rel, directory_urls): " ".join(sp.meta.summary.split())
+            for sp in pages if sp.meta is not None and sp.meta.summary}
+
+
 def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki", key: str | None = None
              ) -> tuple[dict[str, bytes], list[SitePage], LastRun | None]:
     """Every file of the staged docs directory (path -> bytes), the pages, and the last verify run;
@@ -346,6 +461,7 @@ def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki", key
             raise SiteError(f"wiki/{taken[0]}: the site generates '{reserved}'; move this file elsewhere")
     run = last_run(rows)
     block = home_block(pages, run)
+    _artifact_pages(ctx, pages)
     for sp in pages:
         ctx.files[sp.rel] = stage_page(ctx, sp, block if sp.rel == HOME else None).encode()
     if HOME not in ctx.files:
@@ -354,7 +470,7 @@ def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki", key
     ctx.files[EVIDENCE] = _own(ctx, evidence_page(pages)).encode()
     ctx.files[ARCHITECTURES] = _own(ctx, architectures_page(pages)).encode()
     ctx.files[TAGS] = tags_page().encode()
-    ctx.files[CSS] = STYLESHEET.encode()
+    ctx.files[CSS] = stylesheet().encode()
     return ctx.files, pages, run
 
 
@@ -399,12 +515,36 @@ def base_config(root: Path) -> dict[str, Any]:
     return data
 
 
+def theme_overrides(directory: Path) -> Path | None:
+    """Material's templates that kwiki amends, written under `directory` (None when none applies): the search
+    dialog gets the accessible name Material leaves out (axe: aria-dialog-name)."""
+    import material
+
+    template = Path(material.__file__).parent / "templates" / "partials" / "search.html"
+    try:
+        text = template.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    dialog = 'data-md-component="search" role="dialog">'
+    if dialog not in text:
+        return None
+    target = directory / "partials" / "search.html"
+    data = text.replace(dialog, dialog[:-1] + ' aria-label="Search">', 1).encode()
+    if not target.is_file() or target.read_bytes() != data:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, data)
+    return directory
+
+
 def config_overrides(base: dict[str, Any], docs_dir: Path, site_dir: Path, pages: list[SitePage],
-                     strict: bool) -> dict[str, Any]:
+                     strict: bool, overrides: Path | None = None) -> dict[str, Any]:
     """The repository's mkdocs.yml, with what the generated site needs added."""
     theme = base.get("theme") or {}
     theme = {"name": theme} if isinstance(theme, str) else dict(theme)
     theme.update({"name": "material", "font": False})
+    theme.setdefault("palette", PALETTE)
+    if overrides is not None:
+        theme.setdefault("custom_dir", str(overrides))
     plugins = list(base.get("plugins") or [])
     plugins += [p for p in ("search", "tags") if p not in _names(plugins)]
     extensions = list(base.get("markdown_extensions") or [])
@@ -419,6 +559,7 @@ def config_overrides(base: dict[str, Any], docs_dir: Path, site_dir: Path, pages
         "docs_dir": str(docs_dir), "site_dir": str(site_dir), "strict": strict,
         "theme": theme, "plugins": plugins, "markdown_extensions": extensions, "validation": validation,
         "extra_css": [*(base.get("extra_css") or []), CSS], "nav": nav(pages),
+        "not_in_nav": "\n".join([*([str(base["not_in_nav"])] if base.get("not_in_nav") else []), f"/{SOURCES_DIR}/"]),
     }
 
 
@@ -553,7 +694,7 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport
     key = site_key(root)
     files, pages, run = generate(root, strict, base.get("site_name") or "KernelWiki", key)
     sync(stage / "docs", files)
-    overrides = config_overrides(base, stage / "docs", site_dir, pages, strict)
+    overrides = config_overrides(base, stage / "docs", site_dir, pages, strict, theme_overrides(stage / "overrides"))
     t1 = time.perf_counter()
     config_file = root / BASE_CONFIG
     _mark(site_dir)
@@ -561,6 +702,8 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport
     t2 = time.perf_counter()
     write_exports(site_dir, pages, overrides["site_name"], overrides["site_description"], run,
                   overrides["use_directory_urls"])
+    searchindex.rewrite(site_dir, _summaries(pages, overrides["use_directory_urls"]))
+    searchindex.compact_site(site_dir)  # a first view fetches the page's HTML: no template indentation in it
     remote = remote_resources(site_dir)
     if remote and strict:
         raise SiteError(f"{len(remote)} resources would be fetched from another host", remote)

@@ -62,6 +62,7 @@ class BuildResult:
     log: str | None = None
     error: str | None = None
     kernels: dict[str, KernelResources] = field(default_factory=dict)
+    not_runnable: str | None = None  # why a good build cannot run here (a Python artifact without torch)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -180,6 +181,10 @@ def cxx_version(cxx: str | None) -> str | None:
 def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None,
               started: Callable[[BuildJob], None] | None = None) -> BuildResult:
     """Build one job, or take it from the cache; `started(job)` is told before a compiler runs."""
+    if job.manifest.kind == "python":  # nothing to compile: import the module and check its contract
+        from kwiki.verify.pyartifact import check_module
+
+        return check_module(job, root)
     compiler_version = nvcc_version if job.manifest.build.compiler == "nvcc" or job.target != HOST else cxx_version(cxx)
     key = cache_key(job, root, compiler_version)
     final = root / BUILD_DIR / job.artifact / f"{job.target}-{key}"

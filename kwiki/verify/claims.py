@@ -178,7 +178,7 @@ def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str,
         res.verdict = Verdict.not_applicable
         res.detail = f"claim is for {claim.conditions.arch}; this GPU is {gpu.arch}"
         return res
-    selectors = [m.of] + ([m.per] if m.per else [])
+    selectors = [s for s in [m.of, m.per] if s is not None and s.artifact in (None, m.artifact)]
     na = [s.variant for s in selectors if s.variant in planned.not_applicable]
     if na:
         res.verdict, res.detail = Verdict.not_applicable, f"variant {na[0]!r} does not target {planned.run_target}"
@@ -195,10 +195,10 @@ def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str,
     if claim.metric == Metric.outcome:
         return _judge_outcome(res, claim, runs)
     try:
-        value, spread, record = _figure(runs, m.of)
+        value, spread, record = _figure(_runs_of(page, m.of, m.artifact, plan, builds, outcomes), m.of)
         records = [record]
         if m.per is not None:
-            denominator, spread2, record2 = _figure(runs, m.per)
+            denominator, spread2, record2 = _figure(_runs_of(page, m.per, m.artifact, plan, builds, outcomes), m.per)
             records.append(record2)
             if denominator == 0:
                 raise _Missing(Verdict.error, f"figure {m.per.figure!r} of {m.per.variant!r} is zero")
@@ -216,6 +216,27 @@ def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str,
     return res
 
 
+def _runs_of(page: Page, sel: Selector, default: str, plan: Plan, builds: dict[tuple[str, str], BuildResult],
+             outcomes: dict[str, list[RunOutcome]]) -> list[RunOutcome]:
+    """The run outcomes a selector reads: its own artifact's (a figure of another artifact of the same run)
+    or the measure's; _Missing, with a verdict, when that other artifact was not run here."""
+    if sel.artifact is None or sel.artifact == default:
+        planned = plan.artifact_for(page, default)
+        return outcomes.get(planned.path, []) if planned else []
+    other = plan.artifact_for(page, sel.artifact)
+    if other is None or other.manifest is None:
+        raise _Missing(Verdict.error, f"artifact {sel.artifact!r}: " + (other.error or "invalid manifest" if other
+                                                                          else "not an artifact directory"))
+    if sel.variant in other.not_applicable:
+        raise _Missing(Verdict.not_applicable, f"variant {sel.variant!r} of {other.name} does not target "
+                                               f"{other.run_target}")
+    build = builds.get((other.build_name, other.run_target or ""))
+    if other.why_not_run or build is None or not build.ok:
+        why = other.why_not_run or (build.error if build else None) or "not built"
+        raise _Missing(Verdict.not_run if other.why_not_run else Verdict.error, f"{other.name} not run: {why}")
+    return outcomes.get(other.path, [])
+
+
 def _gate(res: ClaimResult, records: list[Record], gating: Gating) -> None:
     """A figure from a record that failed a gate is never reproduced or better: the claim fails, naming the gate."""
     for r in records:
@@ -228,7 +249,8 @@ def _gate(res: ClaimResult, records: list[Record], gating: Gating) -> None:
 
 def _describe(sel: Selector) -> str:
     params = ",".join(f"{k}={v}" for k, v in sorted(sel.params.items()))
-    return f"{sel.variant}" + (f"[{params}]" if params else "") + f".{sel.figure}"
+    where = f"{sel.artifact}:" if sel.artifact else ""
+    return f"{where}{sel.variant}" + (f"[{params}]" if params else "") + f".{sel.figure}"
 
 
 def _judge_outcome(res: ClaimResult, claim: Claim, runs: list[RunOutcome]) -> ClaimResult:

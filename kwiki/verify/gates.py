@@ -20,9 +20,19 @@ clocks    a record whose sampling window spent more than SLOWDOWN_LIMIT of its t
           measure a throttled card, not the kernel. Time under the power cap is not gated, only
           reported: dense GEMMs run at the power limit by design, and kernels of different
           efficiency clock differently.
-roof      a record faster than the artifact's measured speed of light (its manifest's `ceiling`
-          variant at the same params) beyond the two runs' noise. Not a cheat while it is under
-          the physical peak: it means the roof is wrong. A warning only.
+roof      a record faster than the artifact's measured speed of light beyond noise: bytes over the
+          read roof its `ceiling` variant fitted in the same run (kwiki.verify.roof; a ceiling
+          variant without a roof: that variant's own bandwidth at the same params). Not a cheat while
+          it is under the physical peak: it means the roof is wrong. A warning only. The ceiling's
+          own record fails it when its points do not give the BW and t0 it states (and warns when
+          the fit is poor).
+identity  a record whose timed samples ran a kernel its variant's `kernels:` globs do not name (a
+          cuBLAS call hidden in a "custom" variant), or a variant one of whose globs named no kernel
+          that ran in any of its timed samples (kernel names from CUPTI, kwiki_cupti.cuh; matching:
+          kwiki.verify.kernels). Not checked, and said in the notes, where a record carries no
+          kernel list (timed without CUPTI) or the manifest names no kernels for the variant.
+profile, sanitize  added by `kwiki verify --profile` / `--sanitize` (kwiki.verify.profile,
+          kwiki.verify.sanitize): declared bytes or FLOPs above the profiled ones, sanitizer errors.
 """
 
 from __future__ import annotations
@@ -32,10 +42,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kwiki.core.numbers import fmt, params_text
+from kwiki.verify import kernels as kmatch
 from kwiki.verify import peaks
+from kwiki.verify import roof as roofs
 from kwiki.verify.env import Gpu
 from kwiki.verify.plan import Plan, PlannedArtifact
-from kwiki.verify.record import Record
+from kwiki.verify.record import Record, Roof
 from kwiki.verify.run import RunOutcome
 from kwiki.wiki.manifest import HOST
 from kwiki.wiki.model import Gate
@@ -43,6 +55,7 @@ from kwiki.wiki.model import Gate
 PHYSICAL = "physical"
 CLOCKS = "clocks"
 ROOF = "roof"
+IDENTITY = "identity"
 SLOWDOWN_LIMIT = 0.05  # of a record's sampling window: a moment's slowdown is noise, a twentieth is a throttled card
 PHYSICAL_MARGIN = 0.03  # fixed: physical peaks have no noise, only the datasheet's rounding
 ROOF_NOISE_FLOOR = 0.01  # a record this far above the measured roof (or the runs' spreads) warns
@@ -107,8 +120,20 @@ def clocks(record: Record) -> Finding | None:
 
 
 def roof(record: Record, ceiling: Record, ceiling_name: str) -> Finding | None:
-    """Warns when `record` moves bytes faster than the measured roof `ceiling` (same params) beyond noise."""
-    if record is ceiling or record.timing is None or ceiling.timing is None or not record.bytes or not ceiling.bytes:
+    """Warns when `record` moves bytes faster than the measured roof beyond noise: the read roof `ceiling`
+    carries (fitted over a size sweep in the same run), else `ceiling`'s own bandwidth (same params)."""
+    if record is ceiling or record.timing is None or not record.bytes:
+        return None
+    fitted = ceiling.roof
+    if fitted is not None:
+        over = roofs.above(record, fitted)
+        if over is None:
+            return None
+        return Finding(ROOF, f"{1 + over:.0%} of the speed of light at {params_text(record.params) or 'its params'}: "
+                             f"{fmt(record.figures()['gb_per_s'] / 1e3)} TB/s over the read roof `{ceiling_name}` "
+                             f"({fmt(fitted.gb_per_s / 1e3)} TB/s, fitted in the same run): the measured roof is "
+                             "wrong (not a bound)", fail=False)
+    if ceiling.timing is None or not ceiling.bytes:
         return None
     mine, roof_gb = record.figures()["gb_per_s"], ceiling.figures()["gb_per_s"]
     noise = max(math.hypot(record.timing.spread, ceiling.timing.spread), ROOF_NOISE_FLOOR)
@@ -171,8 +196,61 @@ def check(plan: Plan, outcomes: dict[str, list[RunOutcome]]) -> Gating:
                     gating.add(planned.name, r, slowed)
                 ungated |= _ungated(r, gpu)
         _roofs(gating, planned, records)
+        if on_gpu:
+            ungated |= _identities(gating, planned, records)
     gating.notes = sorted(ungated)
     return gating
+
+
+def identity(records: list[Record], patterns: list[str], where: str) -> list[tuple[Record, Finding]]:
+    """Kernel identity of one variant: every kernel CUPTI saw in a record's timed samples must be named by one of
+    `patterns`, and every pattern must name a kernel that ran in one of the records (a split-K reduction may run
+    at one shape only). Records without a kernel list are not judged."""
+    seen = [r for r in records if r.kernels is not None and r.timing is not None]
+    ran = {k for r in seen for k in r.kernels or []}
+    never = [p for p in patterns if not any(kmatch.matches(p, k) for k in ran)]
+    out = []
+    for r in seen:
+        undeclared = sorted(k for k in r.kernels or [] if not kmatch.declared(k, patterns))
+        why = []
+        if undeclared:
+            why.append(f"ran {len(undeclared)} kernel{'s' * (len(undeclared) != 1)} its `kernels` "
+                       f"({', '.join(patterns)}) do not name: {'; '.join(undeclared)}")
+        if never:
+            why.append(f"`kernels` names {', '.join(never)}, which ran in none of its timed samples "
+                       f"(ran: {'; '.join(sorted(ran)) or 'no kernel'})")
+        if why:
+            out.append((r, Finding(IDENTITY, f"{where}: " + "; ".join(why))))
+    return out
+
+
+def _identities(gating: Gating, planned: PlannedArtifact, records: list[Record]) -> set[str]:
+    """The identity gate over an artifact's records; notes on what it could not check."""
+    m = planned.manifest
+    if m is None or not records:
+        return set()
+    where_file = f"{planned.path}/artifact.yaml"
+    unnamed, unseen = [], []
+    for name in sorted({r.variant for r in records}):
+        variant = m.variant(name)
+        mine = [r for r in records if r.variant == name]
+        if not any(r.kernels is not None for r in mine if r.timing is not None):
+            if any(r.timing is not None for r in mine):
+                unseen.append(name)
+            continue
+        if variant is None or not variant.kernels:
+            unnamed.append(name)
+            continue
+        for r, finding in identity(mine, variant.kernels, f"{where_file}: variant {name!r} kernels"):
+            gating.add(planned.name, r, finding)
+    notes = set()
+    if unseen:
+        notes.add(f"identity gate: not checked for {planned.name} ({', '.join(unseen)}): no kernel list in the "
+                  "records (timed without CUPTI)")
+    if unnamed:
+        notes.add(f"identity gate: not checked for {planned.name} ({', '.join(unnamed)}): the manifest names no "
+                  "`kernels` for them")
+    return notes
 
 
 def _roofs(gating: Gating, planned: PlannedArtifact, records: list[Record]) -> None:
@@ -180,13 +258,27 @@ def _roofs(gating: Gating, planned: PlannedArtifact, records: list[Record]) -> N
     if m is None or m.ceiling is None:
         return
     ceilings = {params_text(r.params): r for r in records if r.variant == m.ceiling}
+    for c in ceilings.values():
+        if c.roof is not None:
+            for bad in roof_record(c.roof):
+                gating.add(planned.name, c, bad)
+    # one sweep per run: a roof bounds records of any params (a timed ceiling only its own params)
+    fitted = next((c for c in ceilings.values() if c.roof is not None and not gating.failed(c)), None)
     for r in records:
-        c = ceilings.get(params_text(r.params))
-        if c is None or r.variant == m.ceiling or gating.failed(r):
+        same = ceilings.get(params_text(r.params))
+        bound = fitted or (same if same is not None and same.roof is None else None)
+        if bound is None or r.variant == m.ceiling or gating.failed(r):
             continue
-        finding = roof(r, c, m.ceiling)
+        finding = roof(r, bound, m.ceiling)
         if finding is not None:
             gating.add(planned.name, r, finding)
+
+
+def roof_record(fitted: Roof) -> list[Finding]:
+    """A ceiling record's own roof: failed when its points do not give its BW and t0, warned when they fit poorly."""
+    fails, warns = roofs.problems(fitted)
+    return [Finding(ROOF, f"the read roof is not what its sweep measured: {f}") for f in fails] + \
+        [Finding(ROOF, f"the read roof fits its sweep poorly: {w}", fail=False) for w in warns]
 
 
 def _ungated(record: Record, gpu: Gpu) -> set[str]:

@@ -23,6 +23,7 @@ from kwiki.verify.gates import Gating
 from kwiki.verify.plan import Plan
 from kwiki.verify.record import PROTOCOL_VERSION
 from kwiki.verify.run import RunOutcome
+from kwiki.verify.sass import MechanismEvidence, MechanismReport, evidence
 from kwiki.wiki.model import Gate, Provenance
 from kwiki.wiki.verdict import NOT_MEASURED
 
@@ -53,6 +54,7 @@ class RecordRow(Row):
     registers: int | None = None
     protocol: int | None = None  # kwiki.verify.record.PROTOCOL_VERSION of the run
     bytes_level: str | None = None  # where the record's bytes were moved, when not DRAM
+    mechanism: MechanismEvidence | None = None  # the variant's SASS check on the binary that ran (kwiki.verify.sass)
 
 
 class ClaimRow(Row):
@@ -175,7 +177,7 @@ def change(new: float, new_spread: float | None, old: float, old_spread: float |
 def record_run(root: Path, base: Provenance, run_id: str, date: str, plan: Plan,
                outcomes: dict[str, list[RunOutcome]], claims: list[ClaimResult], *, write: bool,
                series: dict[str, str] | None = None, gating: Gating | None = None,
-               past: list[RecordRow] | None = None) -> list[dict[str, Any]]:
+               past: list[RecordRow] | None = None, mechanism: MechanismReport | None = None) -> list[dict[str, Any]]:
     """Compare each record with the last run on this GPU model, then append the run's rows (each with
     its series and failed gates) to the store when `write`; returns the records whose time moved.
     `past`: the store's record rows, when the caller has read them already (else they are read here).
@@ -188,7 +190,7 @@ def record_run(root: Path, base: Provenance, run_id: str, date: str, plan: Plan,
     path = store_path(root, common["gpu"])
     old_rows = past if past is not None else read_store(path)[0]
     changes: list[dict[str, Any]] = []
-    rows = (_record_rows(plan, outcomes, common, last_records(old_rows), changes, series or {}, gating)
+    rows = (_record_rows(plan, outcomes, common, last_records(old_rows), changes, series or {}, gating, mechanism)
             + _claim_rows(plan, claims, common))
     if write and rows:
         append_rows(path, rows)
@@ -197,7 +199,7 @@ def record_run(root: Path, base: Provenance, run_id: str, date: str, plan: Plan,
 
 def _record_rows(plan: Plan, outcomes: dict[str, list[RunOutcome]], common: dict[str, Any],
                  last: dict[tuple[str, str, str], RecordRow], changes: list[dict[str, Any]], series: dict[str, str],
-                 gating: Gating | None) -> list[Row]:
+                 gating: Gating | None, mechanism: MechanismReport | None = None) -> list[Row]:
     """One row per record of the run; notes each record's change against its last passing run."""
     rows: list[Row] = []
     for path_key, outs in sorted(outcomes.items()):
@@ -220,7 +222,12 @@ def _record_rows(plan: Plan, outcomes: dict[str, list[RunOutcome]], common: dict
                     samples=r.timing.samples if r.timing else None, passed=r.check.passed,
                     registers=int(regs) if isinstance(regs, (int, float)) else None,
                     series=series.get(path_key), protocol=PROTOCOL_VERSION, gates=failed or None,
-                    bytes_level=r.bytes_level if r.bytes_level != "dram" else None))
+                    bytes_level=r.bytes_level if r.bytes_level != "dram" else None,
+                    mechanism=evidence(mechanism.for_variant(planned.name, r.variant, o.target))
+                    if mechanism else None))
+                for k in ("torch", "triton"):  # a Python artifact's record says what ran it
+                    if isinstance(r.extra.get(k), str):
+                        setattr(rows[-1], k, r.extra[k])
     return rows
 
 

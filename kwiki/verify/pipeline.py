@@ -12,7 +12,9 @@ from typing import Any
 from kwiki import SCHEMA_VERSION
 from kwiki.core.errors import EnvironmentProblem, Problem
 from kwiki.verify import env as envmod
-from kwiki.verify import gates, history, series
+from kwiki.verify import gates, history, pyartifact, sass, series
+from kwiki.verify import profile as profiler
+from kwiki.verify import sanitize as sanitizer
 from kwiki.verify.build import BuildJob, BuildResult, build_all
 from kwiki.verify.claims import ClaimResult, evaluate
 from kwiki.verify.plan import Plan, select_pages
@@ -41,7 +43,10 @@ class Report:
     seconds: dict[str, float] = field(default_factory=dict)
     clocks_after: dict[str, Any] = field(default_factory=dict)
     gating: gates.Gating = field(default_factory=gates.Gating)
+    mechanism: sass.MechanismReport = field(default_factory=sass.MechanismReport)  # the SASS checks (mechanism gate)
     series: dict[str, str] = field(default_factory=dict)  # artifact path -> series key
+    profiled: profiler.ProfileStage | None = None  # --profile
+    sanitized: sanitizer.SanitizeStage | None = None  # --sanitize
 
     def nothing_verified(self, *, compile_only: bool, until_runs: int | None) -> str | None:
         """Why a run that asked for measurements established nothing, or None. On a machine with no GPU
@@ -87,6 +92,9 @@ class Report:
             } for path in sorted(self.outcomes) for o in self.outcomes[path]],
             "claims": [c.as_json() for c in self.claims],
             "gates": self.gating.as_json(),
+            "profile": self.profiled.as_json() if self.profiled else None,
+            "sanitize": self.sanitized.as_json() if self.sanitized else None,
+            "mechanism": self.mechanism.as_json(),
             "record_changes": self.record_changes,
             "problems": [p.as_json() for p in self.problems],
             "written": self.written,
@@ -97,7 +105,8 @@ class Report:
 
 def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, compile_only: bool,
            write: bool, jobs: int, progress: Callable[[str], None], until_runs: int | None = None,
-           require_gpu: bool = False) -> Report:
+           require_gpu: bool = False, require_disassembler: bool = False, profile: bool = False,
+           profile_tolerance: float = profiler.DEFAULT_TOLERANCE, sanitize: list[str] | None = None) -> Report:
     t0 = time.monotonic()
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     wiki = load_wiki(root)
@@ -126,27 +135,50 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
     t_build = time.monotonic()
     builds = _build_stage(the_plan, environment, root, jobs, progress)
     build_wall = time.monotonic() - t_build
+    for note in pyartifact.not_runnable(the_plan, builds):  # Python artifacts without torch here
+        notes.append(note)
+        progress(note)
+    mechanism = sass.check_builds(the_plan, builds, root, require=sass.required_here(require_disassembler))
+    problems += mechanism.problems()
+    notes += [*mechanism.notes, *filter(None, [sass.summary(mechanism)])]
+    for note in mechanism.notes:
+        progress(note)
     with gpu_lock(the_plan.gpu, root, progress):  # one timing run per GPU, across processes
         outcomes, run_seconds, ran = _run_stage(the_plan, builds, root, run_id, progress)
+        profiled = (profiler.run_stage(the_plan, builds, outcomes, root, progress, profile_tolerance)
+                    if profile and not compile_only else None)
+        sanitized = (sanitizer.run_stage(the_plan, builds, root, progress, sanitize)
+                     if sanitize and not compile_only else None)
 
     gating = gates.check(the_plan, outcomes)
+    for stage, mod in ((profiled, profiler), (sanitized, sanitizer)):  # opt-in stages: their gates and notes
+        if stage is not None:
+            problems += mod.gate(gating, stage, outcomes, the_plan)
+            notes += stage.notes
+    sass.gate(gating, the_plan, outcomes, mechanism)
     results = evaluate(the_plan, builds, outcomes, gating)
     series.judge_over_runs(the_plan, results, past, keys, run_id)
     report = Report(run_id, now.isoformat(), environment, the_plan, builds, outcomes, results, problems,
-                    notes=notes + gating.notes, gating=gating, series=keys)
+                    notes=notes + gating.notes, gating=gating, series=keys, mechanism=mechanism,
+                    profiled=profiled, sanitized=sanitized)
     report.clocks_after = envmod.clocks(the_plan.gpu.index) if the_plan.gpu else {}
     base = _provenance(report, None)
     report.record_changes = history.record_run(root, base, report.run_id, report.date, the_plan, outcomes, results,
-                                               write=write, series=keys, gating=gating, past=past)
+                                               write=write, series=keys, gating=gating, past=past,
+                                               mechanism=mechanism)
     if write:
         written, failed = write_back(root, the_plan, outcomes, results, base, progress, gating)
         report.written += written
         report.problems += failed
     total_s = time.monotonic() - t0
+    stages_s = (profiled.seconds if profiled else 0.0) + (sanitized.seconds if sanitized else 0.0)
     report.seconds = {
         "total": round(total_s, 3), "build_wall": round(build_wall, 3), "run": round(run_seconds, 3),
-        "kwiki_overhead": round(total_s - build_wall - run_seconds, 3),
-        "kwiki_overhead_per_artifact": round((total_s - build_wall - run_seconds) / max(1, ran), 3),
+        "mechanism": round(mechanism.seconds, 3),
+        **({"profile": round(profiled.seconds, 3)} if profiled else {}),
+        **({"sanitize": round(sanitized.seconds, 3)} if sanitized else {}),
+        "kwiki_overhead": round(total_s - build_wall - run_seconds - stages_s, 3),
+        "kwiki_overhead_per_artifact": round((total_s - build_wall - run_seconds - stages_s) / max(1, ran), 3),
     }
     return report
 

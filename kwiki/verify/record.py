@@ -88,6 +88,40 @@ class Clocks(Strict):
         return self.sm_mhz_median if self.sm_mhz_median is not None else self.sm_mhz_after
 
 
+class Roof(Strict):
+    """A measured read roof (artifacts/common/kwiki_ceiling.cuh): time = t0 + bytes / BW fitted over a size
+    sweep of read kernels in the same run. A record of an artifact's `ceiling` variant carries it in its
+    extras (roof_*); the speed of light for that record's bytes is bytes / BW, t0 is reported, never added."""
+
+    gb_per_s: float = Field(gt=0, description="BW: the fitted read bandwidth")
+    t0_us: float = Field(description="the fitted fixed cost of a launch (not part of the roof)")
+    r2: float = Field(le=1, description="weighted coefficient of determination of the fit")
+    max_residual: float = Field(ge=0, description="largest |time - fit| / time over the points")
+    bw_rse: float = Field(ge=0, description="relative standard error of BW")
+    points: list[tuple[float, float, str]] = Field(
+        min_length=3, description="(bytes, median us, fastest kernel) per size of the sweep")
+    kernels: list[str] = Field(default_factory=list, description="the read kernels each size was timed with")
+
+
+ROOF_KEYS = ("roof_gb_per_s", "roof_t0_us", "roof_r2", "roof_max_residual", "roof_bw_rse", "roof_points")
+
+
+def _points(text: object) -> list[tuple[float, float, str]]:
+    """'bytes:us:kernel;...' -> [(bytes, us, kernel), ...]"""
+    if not isinstance(text, str):
+        raise ValueError("extra.roof_points must be a string 'bytes:us:kernel;...'")
+    out = []
+    for part in text.split(";"):
+        fields = part.split(":")
+        if len(fields) != 3:
+            raise ValueError(f"extra.roof_points: {part!r} is not 'bytes:us:kernel'")
+        try:
+            out.append((float(fields[0]), float(fields[1]), fields[2]))
+        except ValueError:
+            raise ValueError(f"extra.roof_points: {part!r} holds a value that is not a number") from None
+    return out
+
+
 class Record(Strict):
     kwiki_record: int = Field(description=f"record format version; this kwiki reads {RECORD_VERSION}")
     variant: str
@@ -101,15 +135,20 @@ class Record(Strict):
         default=None, description="the dtype `flops` run in (bf16, fp16, tf32, fp8, fp32, ...); when absent the "
                                   "physical gate takes params.dtype, else the architecture's highest rate")
     timing: Timing | None = None
-    timing_source: Literal["cupti", "events"] | None = Field(
-        default=None, description="what timed the samples: CUPTI's GPU timestamps of all work on every stream, or "
-                                  "a CUDA event pair on the launch stream (the fallback)")
+    timing_source: Literal["cupti", "events", "wall"] | None = Field(
+        default=None, description="what timed the samples: CUPTI's GPU timestamps of all work on every stream, "
+                                  "a CUDA event pair on the launch stream (the fallback), or a host clock around "
+                                  "the call (host-target Python artifacts)")
     protocol: int | None = Field(default=None, ge=1, description="the measurement protocol of the artifact's run "
                                                                  "(PROTOCOL_VERSION of kwiki_bench.cuh)")
     rechecked: int | None = Field(default=None, ge=0, description="timed samples compared with the reference")
     check: Check
     clocks: Clocks = Field(default_factory=Clocks)
     extra: dict[str, Scalar] = Field(default_factory=dict)
+    kernels: list[str] | None = Field(
+        default=None, description="the kernels CUPTI saw run inside the timed samples (demangled C++ names; an "
+                                  "extern \"C\" name as is); absent: not seen (timed without CUPTI, or not timed). "
+                                  "The identity gate holds them to the manifest's `kernels` globs")
 
     @model_validator(mode="after")
     def _versioned(self) -> Record:
@@ -117,15 +156,44 @@ class Record(Strict):
             raise ValueError(f"record version {self.kwiki_record}, this kwiki reads {RECORD_VERSION}")
         if not self.check.passed and self.timing is not None:
             raise ValueError("a record whose check failed must carry no timing")
+        have = [k for k in ROOF_KEYS if k in self.extra]
+        if have and len(have) < len(ROOF_KEYS):
+            raise ValueError(f"a roof needs every one of {', '.join(ROOF_KEYS)}; missing "
+                             f"{', '.join(k for k in ROOF_KEYS if k not in self.extra)}")
+        if have and self.timing is not None:
+            raise ValueError("a roof record carries no timing of its own (its time is bytes / BW)")
+        if have:
+            try:
+                self.roof  # noqa: B018 - validated here, so a bad roof is an error of the record's line
+            except ValidationError as exc:
+                err = exc.errors(include_url=False)[0]
+                raise ValueError(f"roof.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
         return self
 
+    @property
+    def roof(self) -> Roof | None:
+        """The read roof a ceiling record carries in its extras, else None."""
+        if "roof_gb_per_s" not in self.extra:
+            return None
+        e = self.extra
+        kernels = e.get("roof_kernels")
+        return Roof.model_validate({
+            "gb_per_s": e["roof_gb_per_s"], "t0_us": e["roof_t0_us"], "r2": e["roof_r2"],
+            "max_residual": e["roof_max_residual"], "bw_rse": e["roof_bw_rse"], "points": _points(e["roof_points"]),
+            "kernels": kernels.split(",") if isinstance(kernels, str) and kernels else []})
+
     def figures(self) -> dict[str, float]:
-        """Every figure a claim can select: timing, derived bandwidth and throughput, extras."""
+        """Every figure a claim can select: timing, derived bandwidth and throughput, extras. A roof record
+        (no timing of its own) has the roof's: time_us = bytes / BW, gb_per_s = BW."""
         out: dict[str, float] = {k: float(v) for k, v in self.extra.items()
                                  if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        if self.timing is None:
+        roof = self.roof if self.timing is None else None
+        if self.timing is not None:
+            t = self.timing.median_us
+        elif roof is not None and self.bytes:
+            t = self.bytes / roof.gb_per_s / 1e3
+        else:
             return out
-        t = self.timing.median_us
         out["time_us"] = t
         out["time_ms"] = t / 1e3
         if self.bytes:

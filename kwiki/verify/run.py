@@ -99,6 +99,10 @@ def run_artifact(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int
                  run_id: str) -> list[RunOutcome]:
     """Run the shared-process variants together, then each isolated variant alone."""
     assert planned.manifest is not None and build.binary is not None
+    if planned.manifest.kind == "python":  # kwiki's harness, one process, a watchdog per variant
+        from kwiki.verify.pyartifact import run_python
+
+        return run_python(planned, build, gpu_index=gpu_index, root=root, run_id=run_id)
     outcomes = []
     groups = ([planned.run_variants] if planned.run_variants else []) + [[v] for v in planned.isolated]
     for variants in groups:

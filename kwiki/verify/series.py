@@ -52,6 +52,9 @@ def series_key(planned: PlannedArtifact, gpu_name: str, root: Path) -> str | Non
     own = [builder.directory / f for f in [*b.sources, *b.headers, *filter(None, [b.script])]]
     directory = planned.directory
     own += [directory / part for part in m.run.command if "{" not in part and (directory / part).is_file()]
+    if m.kind == "python":  # its module's helpers beside it, and the harness that checks and times it
+        harness = ("kwiki_harness.py", "kwiki_bench.py")
+        own += [*sorted(directory.glob("*.py")), *(root / COMMON_DIR / f for f in harness)]
     files = {*own, *included_files(own, [root / COMMON_DIR])}
     h = hashlib.sha256()
     h.update(json.dumps(b.model_dump(mode="json", exclude={"timeout_s"}), sort_keys=True).encode())
@@ -141,16 +144,37 @@ def _row_figure(rows: list[RecordRow], sel: Selector) -> float | None:
     return found[0].figures.get(sel.figure)
 
 
-def claim_value(rows: list[RecordRow], claim: Claim) -> float | None:
-    """The claim's figure in one past run, from its record rows (None where that run has none)."""
+def claim_value(rows: list[RecordRow], claim: Claim, per_rows: list[RecordRow] | None = None) -> float | None:
+    """The claim's figure in one past run, from its record rows (None where that run has none); `per_rows`:
+    the same run's rows of the artifact `measure.per` names, when that is another artifact."""
     m = claim.measure
     if m is None:
         return None
     value = _row_figure(rows, m.of)
     if value is None or m.per is None:
         return value
-    per = _row_figure(rows, m.per)
+    other = m.per.artifact not in (None, m.artifact)
+    if other and per_rows is None:
+        return None  # that run did not measure the other artifact (in its current series)
+    per = _row_figure(per_rows if other and per_rows is not None else rows, m.per)
     return value / per if per else None
+
+
+def _per_rows(plan: Plan, page_id: str, claim: Claim, series: dict[str, str],
+              by_series: dict[tuple[str | None, str], list[RecordRow]]) -> dict[str, list[RecordRow]]:
+    """run id -> the rows of the other artifact a claim's `per` names, in that artifact's current series."""
+    m = claim.measure
+    page = next((p for p in plan.pages if (p.id or p.path) == page_id), None)
+    if m is None or m.per is None or m.per.artifact in (None, m.artifact) or page is None:
+        return {}
+    other = plan.artifact_for(page, m.per.artifact)
+    key = series.get(other.path) if other else None
+    if other is None or key is None:
+        return {}
+    out: dict[str, list[RecordRow]] = {}
+    for row in by_series.get((key, other.name), []):
+        out.setdefault(row.run_id, []).append(row)
+    return out
 
 
 def run_counts(rows: list[RecordRow]) -> dict[tuple[str, str], int]:
@@ -189,7 +213,9 @@ def judge_over_runs(plan: Plan, results: list[ClaimResult], rows: list[RecordRow
         if r.value is None:
             r.runs = min(n, 1 + len(past))  # an outcome (or a failed check): judged on this run alone
             continue
-        used = [(run[0].run_id, v) for run, v in ((run, claim_value(run, claim)) for run in past)
+        per_rows = _per_rows(plan, r.page, claim, series, by_series)
+        used = [(run[0].run_id, v) for run, v in
+                ((run, claim_value(run, claim, per_rows.get(run[0].run_id))) for run in past)
                 if v is not None][-(n - 1):] if n > 1 else []
         values = [v for _, v in used]
         r.run_ids = [rid for rid, _ in used] + this if this else []

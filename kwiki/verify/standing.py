@@ -107,16 +107,20 @@ def standing(meta: PageMeta, history: list[ClaimRow] | None = None, trace: PageT
     page untraceable: its evidence reads 'untraceable', no GPU is named, and only the claims that do
     trace are counted."""
     m = meta.measurements
-    out = Standing(state=State.not_measured, evidence=evidence(meta, trace)[0], claims=len(meta.claims))
+    # an outside figure our measurement contradicts is history: it never counts towards the state
+    history_only = {c.id for c in meta.claims if c.contradicted_by is not None}
+    out = Standing(state=State.not_measured, evidence=evidence(meta, trace)[0],
+                   claims=len(meta.claims) - len(history_only))
     if m is None:
         return out
     out.verified_on, out.date = m.verified_on, m.date
+    counted = {cid: mc for cid, mc in m.claims.items() if cid not in history_only}
     if trace is not None and not trace.traceable:
-        traced = {cid: mc for cid, mc in m.claims.items() if trace.untraceable(cid) is None}
+        traced = {cid: mc for cid, mc in counted.items() if trace.untraceable(cid) is None}
         _count(out, meta, traced, history)
         out.state, out.untraceable, out.verified_on = State.untraceable, trace.reasons(), None
         return out
-    _count(out, meta, m.claims, history)
+    _count(out, meta, counted, history)
     if out.failing or (out.judged and not out.passing):
         out.state = State.not_reproduced
     elif out.moved:

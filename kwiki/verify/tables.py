@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kwiki.core.numbers import NONE, fmt, fmt_spread, params_text
+from kwiki.verify import ladders
+from kwiki.verify import roof as roofs
 from kwiki.verify.claims import ClaimResult
 from kwiki.verify.gates import Gating
 from kwiki.verify.plan import PlannedArtifact
@@ -113,99 +115,66 @@ def claims_table(claims: list[Claim], measured: Mapping[str, MeasuredClaim], *,
     return "\n".join(rows) + "\n"
 
 
-def _figure(record: Record, memory_bound: bool) -> str:
-    figs = record.figures()
-    if "tb_per_s" in figs and memory_bound:
-        return f"{fmt(figs['tb_per_s'])} TB/s"
-    if "tflop_per_s" in figs:
-        return f"{fmt(figs['tflop_per_s'])} TFLOP/s"
-    if "tb_per_s" in figs:
-        return f"{fmt(figs['tb_per_s'])} TB/s"
-    return "—"
-
-
-def _rate_vs(record: Record, base: Record) -> float:
-    """How much faster `record` went than `base`, in like units only: FLOP/s over FLOP/s when both
-    declare FLOPs, else bytes/s over bytes/s when both declare bytes, else the inverse ratio of times.
-
-    Ratios of rates compare runs that do different amounts of work fairly (a read stream against a
-    copy that moves each byte twice); for the same work they equal the ratio of times.
-    """
-    mine, theirs = record.figures(), base.figures()
-    for unit in ("tflop_per_s", "gb_per_s"):
-        if mine.get(unit) and theirs.get(unit):
-            return mine[unit] / theirs[unit]
-    return theirs["time_us"] / mine["time_us"]
-
-
 def _sm_mhz(record: Record) -> str:
     """The SM clock the record ran at, where the run read it ('—' where it did not): the range over its
     samples (protocol 2; before and after them in protocol 1), and the share of its sampling window
     spent under the power cap when there was any ('1740–1755, 100% power-capped')."""
-    c = record.clocks
-    clocks = [v for v in (c.sm_mhz_min, c.sm_mhz_max) if v is not None] or \
-        [v for v in (c.sm_mhz_before, c.sm_mhz_after) if v is not None]
-    if not clocks:
-        mhz = record.figures().get("sm_mhz")
-        return f"{mhz:.0f}" if mhz is not None else NONE
-    low, high = min(clocks), max(clocks)
+    return _clock_text(*ladders.record_clock(record))
+
+
+def _clock_text(mhz: tuple[float, float] | None, capped: float | None) -> str:
+    if mhz is None:
+        return NONE
+    low, high = mhz
     text = f"{low:.0f}" if low == high else f"{low:.0f}–{high:.0f}"
-    if c.window_s and c.power_cap_s:
-        text += f", {c.power_cap_s / c.window_s:.0%} power-capped"
+    if capped:
+        text += f", {capped:.0%} power-capped"
     return text
 
 
+def _rung_cells(rung: ladders.Rung, params: str) -> list[str]:
+    """One row of the page's ladder table (cells not yet escaped)."""
+    regs = str(rung.registers) if rung.registers is not None else NONE
+    clock = _clock_text(rung.sm_mhz, rung.power_capped)
+    head = [f"`{rung.variant}`", rung.description or "", params]
+    if rung.status in ("profiled", "check-failed"):
+        what = "profiled (no timing)" if rung.status == "profiled" else "check failed"
+        return [*head, what, NONE, NONE, NONE, clock, regs]
+    if rung.status == "refused":
+        gates = ", ".join(g.name for g in rung.gates)
+        return [*head, fmt(rung.time_us), f"refused: gate {gates}", NONE, NONE, clock, regs]
+    if rung.status in ("run-failed", "not-applicable"):
+        return [head[0], rung.note or "" if rung.status == "run-failed" else head[1],
+                "" if rung.status == "run-failed" else rung.note or "", NONE, NONE, NONE, NONE, NONE, NONE]
+    rate = f"{fmt(rung.rate)} {rung.rate_unit}" if rung.rate is not None else NONE
+    vs = f"{fmt(rung.vs_baseline, 3)}x" if rung.vs_baseline is not None else NONE
+    sol = f"{rung.of_speed_of_light:.0%}" if rung.of_speed_of_light is not None else NONE
+    return [*head, fmt(rung.time_us) + fmt_spread(rung.spread), rate, vs, sol, clock, regs]
+
+
 def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: Gating | None = None) -> str:
-    """Every variant of one artifact run: time, throughput, ratio to the baseline, what changed, SM clock.
+    """Every variant of one artifact run: time, throughput, ratio to the baseline, what changed, SM clock
+    (the data: kwiki.verify.ladders).
 
     A record a gate failed keeps its row and time, but shows no rate: the gate stands in its place."""
-    assert planned.manifest is not None
-    m = planned.manifest
-    records = [r for o in outcomes for r in o.records]
-    base: dict[str, Record] = {}
-    sol: dict[str, float] = {}
-    for r in records:
-        if r.variant == m.baseline and r.timing is not None:
-            base[params_text(r.params)] = r
-        if r.variant == m.ceiling and r.timing is not None and r.bytes:
-            sol[params_text(r.params)] = r.figures()["gb_per_s"]
-    head = f"**{m.title}** (`{planned.path}`, target {planned.run_target}"
-    head += f"; baseline `{m.baseline}`)\n\n" if m.baseline else ")\n\n"
+    ladder = ladders.from_run(planned, outcomes, gating)
+    head = f"**{ladder.title}** (`{planned.path}`, target {planned.run_target}"
+    head += f"; baseline `{ladder.baseline}`)\n\n" if ladder.baseline else ")\n\n"
     rows = [("| variant | what changed | params | time (us) | throughput | rate vs baseline | of speed of light "
              "| SM MHz | registers |"),
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    order = {v.name: i for i, v in enumerate(m.variants)}
-    for r in sorted(records, key=lambda r: (params_text(r.params), order.get(r.variant, 99))):
-        variant = m.variant(r.variant)
-        desc = variant.description if variant else ""
-        if r.timing is None:
-            what = "profiled (no timing)" if r.check.passed else "check failed"
-            rows.append(f"| `{r.variant}` | {_cell(desc)} | {_cell(params_text(r.params))} | {what} | — | — | — "
-                        f"| {_sm_mhz(r)} | {_cell(str(r.extra.get('registers', '—')))} |")
-            continue
-        refused = gating.failed(r) if gating else []
-        if refused:
-            rows.append(f"| `{r.variant}` | {_cell(desc)} | {_cell(params_text(r.params))} "
-                        f"| {fmt(r.timing.median_us)} | refused: gate {', '.join(f.gate for f in refused)} | — | — "
-                        f"| {_sm_mhz(r)} | {_cell(str(r.extra.get('registers', '—')))} |")
-            continue
-        baseline = base.get(params_text(r.params))
-        vs = f"{fmt(_rate_vs(r, baseline), 3)}x" if baseline is not None else "—"
-        ceiling = sol.get(params_text(r.params))
-        of_sol = f"{r.figures()['gb_per_s'] / ceiling:.0%}" if ceiling and r.bytes else "—"
-        regs = r.extra.get("registers", "—")
-        rows.append("| " + " | ".join(_cell(str(c)) for c in (
-            f"`{r.variant}`", desc, params_text(r.params), fmt(r.timing.median_us) + fmt_spread(r.timing.spread),
-            _figure(r, m.ceiling is not None), vs, of_sol, _sm_mhz(r), regs)) + " |")
-    failed = [o for o in outcomes if o.status != "ok"]
-    for o in failed:
-        rows.append(f"| `{','.join(o.variants)}` | run {o.status}: {_cell(o.message[:120])} "
-                    "| | — | — | — | — | — | — |")
-    for name in planned.not_applicable:
-        v = m.variant(name)
-        rows.append(f"| `{name}` | {_cell(v.description if v else '')} | not applicable on "
-                    f"{planned.run_target} (targets {', '.join(v.targets) if v else '?'}) | — | — | — | — | — | — |")
-    return head + "\n".join(rows) + "\n"
+    for group in ladder.groups:
+        rows += ["| " + " | ".join(_cell(c) for c in _rung_cells(r, params_text(group.params))) + " |"
+                 for r in group.rows]
+    rows += ["| " + " | ".join(_cell(c) for c in _rung_cells(r, "")) + " |" for r in ladder.others]
+    return head + "\n".join(rows) + "\n" + roof_note(planned, outcomes)
+
+
+def roof_note(planned: PlannedArtifact, outcomes: list[RunOutcome]) -> str:
+    """The line under a memory-bound ladder that says how its speed of light was obtained ('' without a roof)."""
+    ceiling = planned.manifest.ceiling if planned.manifest else None
+    fitted = roofs.of_run([r for o in outcomes for r in o.records], ceiling)
+    return f"\n*The {roofs.describe(fitted)}.*\n" if fitted is not None else ""
 
 
 def terminal_table(results: list[ClaimResult]) -> str:

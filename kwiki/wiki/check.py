@@ -70,6 +70,8 @@ class _Summary:
     id_line: int
     refs: tuple[tuple[str, int, int, str], ...]  # (field, index, line, page id)
     measured: tuple[PageMeta, int] | None = None  # a page with a measurements block: its meta, the block's line
+    measures: frozenset[str] = frozenset()  # ids of its claims that kwiki measures (they have a `measure`)
+    contradicted: tuple[tuple[str, int, str, str], ...] = ()  # (field, line, page id, claim id) on other pages
 
 
 def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> tuple[list[_Summary], list[Problem]]:
@@ -88,7 +90,14 @@ def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> t
             continue
         refs = tuple((name, i, page.line_of(name, i), ref) for name, i, ref in page.meta.references())
         measured = (page.meta, page.line_of("measurements")) if page.meta.measurements is not None else None
-        summaries.append(_Summary(page.path, page.id, page.line_of("id"), refs, measured))
+        measures = frozenset(c.id for c in page.meta.claims if c.measure is not None)
+        contradicted = tuple(
+            (f"claims[{i}].contradicted_by.page", page.line_of("claims", i, "contradicted_by"), c.contradicted_by.page,
+             c.contradicted_by.claim)
+            for i, c in enumerate(page.meta.claims)
+            if c.contradicted_by is not None and c.contradicted_by.page not in (None, page.id))
+        summaries.append(_Summary(page.path, page.id, page.line_of("id"), refs, measured, measures, contradicted))
+        problems.extend(check_sources(page, root))
         problems.extend(check_artifacts(page, root))
         problems.extend(check_manifests(page, root))
         problems.extend(check_evidence(page))
@@ -129,6 +138,7 @@ def check(root: Path, strict: bool = False, jobs: int = 0, traced: Traced | None
         Problem(s.path, line, f"{name}[{i}]", f"no page has id {ref!r}")
         for s in summaries for name, i, line, ref in s.refs if ref not in ids
     )
+    problems.extend(check_contradictions(summaries))
     if strict:
         problems = [Problem(p.path, p.line, p.field, p.message, "error") for p in problems]
     if traced is not None:
@@ -335,6 +345,76 @@ def check_links(page: Page, root: Path, known: frozenset[str] | None = None) -> 
     return out
 
 
+# ---------------------------------------------------------------- sources a reader can open
+
+_WEB = re.compile(r"^https?://(?!(?:localhost|127\.|0\.0\.0\.0|\[::1\]))[^\s/?#@]+\.[^\s/?#@]+(?:[/?#]\S*)?$",
+                  re.IGNORECASE)
+_DOI = re.compile(r"^doi:10\.\d{4,9}/\S+$", re.IGNORECASE)
+_ARXIV = re.compile(r"^arxiv:(?:\d{4}\.\d{4,5}|[a-z.-]+/\d{7})(?:v\d+)?$", re.IGNORECASE)
+LOCATORS = "an http(s) URL, 'doi:10.…' or 'arXiv:NNNN.NNNNN' as `url`, or a file of this repository as `path`"
+
+
+def public(url: str) -> bool:
+    """Whether `url` is a locator any reader can open: an http(s) URL on a public host name, a DOI, an arXiv id."""
+    return bool(_WEB.match(url) or _DOI.match(url) or _ARXIV.match(url))
+
+
+def check_sources(page: Page, root: Path) -> list[Problem]:
+    """Every source a page cites can be opened by a reader: each `sources` entry has a public locator or
+    an in-repo path (the containment rule, kwiki.core.paths.inside), and every claim's `source` and every
+    `source_refs` entry names one of those entries."""
+    meta = page.meta
+    assert meta is not None
+    out: list[Problem] = []
+    ids: set[str] = set()
+    for i, entry in enumerate(meta.sources):
+        line = page.line_of("sources", i)
+        if isinstance(entry, str):
+            ids.add(entry)
+            out.append(Problem(page.path, line, f"sources[{i}]", f"source {entry!r} names no locator a reader can "
+                                                                 f"open; write it as {{id, title, url}} ({LOCATORS})"))
+            continue
+        ids.add(entry.id)
+        if entry.url is not None and not public(entry.url):
+            out.append(Problem(page.path, page.line_of("sources", i, "url"), f"sources[{i}].url",
+                               f"{entry.url!r} is not a public locator ({LOCATORS})"))
+        if entry.path is not None:
+            why = inside(root, entry.path)
+            if why:
+                out.append(Problem(page.path, page.line_of("sources", i, "path"), f"sources[{i}].path", why))
+        if entry.url is None and entry.path is None:
+            out.append(Problem(page.path, line, f"sources[{i}]", f"source {entry.id!r} names no locator a reader "
+                                                                 f"can open ({LOCATORS})"))
+    for i, loc in enumerate(meta.source):
+        if not public(loc.path) and inside(root, loc.path):
+            out.append(Problem(page.path, page.line_of("source", i, "path"), f"source[{i}].path",
+                               f"{loc.path!r} is neither a public locator nor a file of this repository"))
+    for i, ref in enumerate(meta.source_refs):
+        if ref.source_id not in ids:
+            out.append(Problem(page.path, page.line_of("source_refs", i, "source_id"), f"source_refs[{i}].source_id",
+                               f"no entry of 'sources' has id {ref.source_id!r}"))
+    for i, claim in enumerate(meta.claims):
+        if claim.source is not None and claim.source not in ids:
+            out.append(Problem(page.path, page.line_of("claims", i, "source"), f"claims[{i}].source",
+                               f"no entry of 'sources' has id {claim.source!r}"))
+    return out
+
+
+def check_contradictions(summaries: Iterable[_Summary]) -> list[Problem]:
+    """A claim marked `contradicted_by` a claim of another page: that page exists and kwiki measures that claim."""
+    pages = {s.id: s for s in summaries if s.id}
+    out = []
+    for s in summaries:
+        for field, line, page_id, claim_id in s.contradicted:
+            other = pages.get(page_id)
+            if other is None:
+                out.append(Problem(s.path, line, field, f"no page has id {page_id!r}"))
+            elif claim_id not in other.measures:
+                out.append(Problem(s.path, line, field, f"page {page_id!r} has no claim {claim_id!r} that kwiki "
+                                                        "measures (one with a 'measure')"))
+    return out
+
+
 # ---------------------------------------------------------------- the artifacts a page names
 
 
@@ -373,10 +453,12 @@ def check_manifests(page: Page, root: Path) -> list[Problem]:
                 out.append(Problem(page.path, where, f"claims[{i}].measure.artifact",
                                    f"{rel!r} is not an artifact directory (no {MANIFEST})"))
             continue
-        names = {v.name for v in manifests[m.artifact].variants}
         for label, sel in (("of", m.of), ("per", m.per)):
-            if sel is not None and sel.variant not in names:
+            key = (sel.artifact or m.artifact) if sel is not None else m.artifact
+            if sel is None or key not in manifests:  # another artifact's manifest problem is reported above
+                continue
+            if sel.variant not in {v.name for v in manifests[key].variants}:
                 line = page.line_of("claims", i, "measure", label, "variant")
                 out.append(Problem(page.path, line, f"claims[{i}].measure.{label}.variant",
-                                   f"variant {sel.variant!r} is not in {rel}/{MANIFEST}"))
+                                   f"variant {sel.variant!r} is not in {meta.artifacts.get(key, '')}/{MANIFEST}"))
     return out

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     Field,
     StringConstraints,
@@ -19,6 +20,7 @@ from kwiki.core.errors import FrontMatterError, ManifestError
 from kwiki.core.paths import within
 from kwiki.core.strict import Strict
 from kwiki.wiki.frontmatter import decode, parse_yaml
+from kwiki.wiki.instructions import parse_pattern
 
 MANIFEST = "artifact.yaml"
 MAX_OUTPUT_BYTES = 256 * 1024 * 1024  # a run's output is held in memory: a bound, not a wish
@@ -38,6 +40,45 @@ Target = Annotated[str, BeforeValidator(_target)]
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=80)]
 RelPath = Annotated[str, StringConstraints(pattern=r"^[^/~].*$", min_length=1)]
 KernelPattern = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
+
+
+def _required(value: str) -> str:
+    parse_pattern(value)
+    return value.strip()
+
+
+def _forbidden(value: str) -> str:
+    parse_pattern(value, counted=False)
+    return value.strip()
+
+
+RequiredSass = Annotated[str, StringConstraints(max_length=200), AfterValidator(_required)]
+ForbiddenSass = Annotated[str, StringConstraints(max_length=200), AfterValidator(_forbidden)]
+
+
+class Sass(Strict):
+    """What the compiled code (SASS, read by `cuobjdump -sass`) of each of a variant's kernels must and
+    must not contain. A pattern is OPCODE(.MODIFIER)*, matched by opcode and modifier SET, never by
+    substring: `LDG.128` is any LDG having the modifier 128 (`LDG.E.128`, `LDG.E.NA.128.CONSTANT`,
+    `LDG.E.LTC256B.128`, ...); `*` globs within one part (`HGMMA.64x256x*.BF16`); a require pattern
+    may end in `>= N` or `== N` (static instruction count per kernel, default >= 1).
+    Grammar and examples: kwiki/wiki/instructions.py and CONTRIBUTING.md."""
+
+    require: list[RequiredSass] = Field(
+        default_factory=list, description="patterns each kernel of the variant must contain (e.g. 'LDG.E.128', "
+                                          "'HGMMA.F32.BF16 >= 4', 'UTMALDG'); counts are per kernel")
+    forbid: list[ForbiddenSass] = Field(
+        default_factory=list, description="patterns no kernel of the variant may contain (e.g. 'LDG.128' for a "
+                                          "variant about 4-byte loads); no count: one occurrence fails")
+    targets: list[Target] = Field(
+        default_factory=list, description="check only these targets' binaries (default: every target the variant "
+                                          "builds for); for spellings that differ by architecture")
+
+    @model_validator(mode="after")
+    def _something(self) -> Sass:
+        if not self.require and not self.forbid:
+            raise ValueError("give 'require' or 'forbid' (or drop 'sass')")
+        return self
 
 
 class Build(Strict):
@@ -88,6 +129,34 @@ class Run(Strict):
     max_output_bytes: int = Field(default=4 * 1024 * 1024, gt=0, le=MAX_OUTPUT_BYTES)
 
 
+SANITIZE_TOOLS = ("memcheck", "racecheck", "synccheck")
+SanitizeTool = Literal["memcheck", "racecheck", "synccheck"]
+
+
+class SanitizeRun(Strict):
+    """How `kwiki verify --sanitize` runs the artifact: each variant alone, under each compute-sanitizer tool,
+    as `<binary> run.args args --check-only --variants <name>` (no timing loop)."""
+
+    args: list[str] = Field(default_factory=list, description="options after run.args that make the run small "
+                                                              "(e.g. '--shapes=256x256x256', '--repeats=1')")
+    timeout_s: float = Field(default=600, gt=0, le=3600, description="per variant and tool")
+
+    @model_validator(mode="after")
+    def _options(self) -> SanitizeRun:
+        bad = [a for a in self.args if not a.startswith("--")]
+        if bad:
+            raise ValueError(f"args {bad[0]!r} is not an option of the form --name=value")
+        return self
+
+
+class SanitizeExpect(Strict):
+    """What each compute-sanitizer tool reports on this variant: `clean` (the default for every tool), `error`
+    (the variant's bug is within the tool's reach: it must report it) or `either` (not judged)."""
+
+    expect: dict[SanitizeTool, Literal["clean", "error", "either"]] = Field(default_factory=dict)
+    why: str = Field(default="", description="why, in one line (e.g. racecheck does not see async-proxy races)")
+
+
 class Variant(Strict):
     name: Name
     description: str = ""
@@ -104,6 +173,50 @@ class Variant(Strict):
         description="the kernels this variant launches: shell globs (fnmatch) over demangled kernel names, "
                     "e.g. 'gemv_block<*>' or '*cutlass*' for a library; the mechanism checks and kernel "
                     "identity use them")
+    sanitize: SanitizeExpect | None = Field(
+        default=None, description="what compute-sanitizer's tools report on it (kwiki verify --sanitize); "
+                                  "default: every tool clean")
+    sass: Sass | None = Field(
+        default=None, description="mechanism evidence: SASS instructions every kernel that `kernels` matches in "
+                                  "the built binary must (`require`) and must not (`forbid`) contain; checked "
+                                  "after every build (also --compile-only), a mismatch fails the variant's "
+                                  "`mechanism` gate. Library variants (cuBLAS) name their kernels and no `sass`")
+
+    @model_validator(mode="after")
+    def _sass_needs_kernels(self) -> Variant:
+        if self.sass is not None and not self.kernels:
+            raise ValueError(f"variant {self.name!r} has 'sass' but no 'kernels': name the kernels it checks")
+        if self.sass is not None and self.targets:
+            extra = sorted(set(self.sass.targets) - set(self.targets))
+            if extra:
+                raise ValueError(f"variant {self.name!r}: sass.targets {extra} are not targets of the variant")
+        return self
+
+
+class Python(Strict):
+    """A Python artifact (`kind: python`): a module that supplies kernels; kwiki's harness
+    (artifacts/common/kwiki_harness.py) owns the inputs, the reference comparison and the clock.
+
+    The module defines GRID (a list of params mappings), VARIANTS (the variant names), TOLERANCES
+    ({dtype: (atol, rtol, reason)}), make_inputs(params, seed, device), make_outputs(params, inputs),
+    reference(params, inputs), work(params) and load(name) (the variant's callable); it imports torch
+    and Triton inside those functions only, so kwiki can import it on a machine without them.
+    CONTRIBUTING.md, "Python artifacts", has the whole contract.
+    """
+
+    module: RelPath = Field(description="the artifact's module, a .py file inside its directory")
+    call_timeout_s: float = Field(default=120, gt=0, le=3600,
+                                  description="watchdog of one call of a variant (the first call compiles); a "
+                                              "variant's own `timeout_s` replaces it; a call that overruns it is "
+                                              "that variant's `timeout`")
+    input_sets: int = Field(default=3, ge=2, le=16, description="pre-filled input sets the timed samples rotate "
+                                                                "through (fewer when they do not fit in memory)")
+
+    @model_validator(mode="after")
+    def _py(self) -> Python:
+        if not self.module.endswith(".py") or ".." in Path(self.module).parts:
+            raise ValueError(f"module {self.module!r} must be a .py file inside the artifact")
+        return self
 
 
 class Manifest(Strict):
@@ -111,16 +224,40 @@ class Manifest(Strict):
 
     name: Name
     title: str
+    kind: Literal["binary", "python"] = Field(
+        default="binary", description="binary: a built program that checks and times itself and prints records; "
+                                      "python: a module of kernels that kwiki's harness checks and times")
     targets: list[Target] = Field(min_length=1)
+    python: Python | None = Field(default=None, description="the module of a `kind: python` artifact")
     build: Build
     run: Run = Field(default_factory=Run)
     variants: list[Variant] = Field(min_length=1)
     baseline: Name | None = Field(default=None, description="variant every other one is compared with")
+    sanitize: SanitizeRun = Field(default_factory=SanitizeRun,
+                                  description="how kwiki verify --sanitize runs it (small shapes)")
     ceiling: Name | None = Field(
         default=None, description="variant whose bandwidth is the speed of light for records of the same params")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _python_build(cls, data: object) -> object:
+        """A Python artifact has no build section: its module is its one source (hashed, checked to exist)."""
+        if not isinstance(data, dict) or data.get("kind") != "python":
+            return data
+        if "build" in data:
+            raise ValueError("a `kind: python` artifact has no 'build': kwiki imports its module (python.module)")
+        if isinstance(data.get("run"), dict) and data["run"].get("command"):
+            raise ValueError("a `kind: python` artifact has no run.command: kwiki's harness runs it (run.args "
+                             "gives the harness bench options, e.g. --max-seconds=1)")
+        module = data["python"].get("module") if isinstance(data.get("python"), dict) else None
+        if not isinstance(module, str) or not module:
+            raise ValueError("a `kind: python` artifact names its module: python: {module: <file>.py}")
+        return {**data, "build": {"sources": [module]}}
+
     @model_validator(mode="after")
     def _consistent(self) -> Manifest:
+        if (self.kind == "python") != (self.python is not None):
+            raise ValueError("give 'python' (its module) exactly when kind is python")
         names = [v.name for v in self.variants]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -74,11 +74,13 @@ class PageType(str, Enum):
 
 
 class SourceEntry(Strict):
-    """An external source named by a page: a short id, and where to find it."""
+    """A source named by a page: a short id, and where a reader opens it: `url` (http(s), a DOI or an
+    arXiv id) or `path` (a file of this repository). `kwiki check` requires one (kwiki.wiki.check)."""
 
     id: Slug
     title: str | None = None
     url: str | None = None
+    path: str | None = Field(default=None, description="a file or folder of this repository, relative to its root")
     note: str | None = None
 
 
@@ -138,6 +140,9 @@ class Selector(Strict):
     variant: NonEmpty
     params: dict[str, Scalar] = Field(default_factory=dict)
     figure: str = "time_us"
+    artifact: NonEmpty | None = Field(
+        default=None, description="a key of the page's `artifacts` whose run of the same verify holds this figure "
+                                  "(default: the measure's artifact), so a claim compares two artifacts")
 
 
 class Measure(Strict):
@@ -160,6 +165,16 @@ class Conditions(Strict):
     note: str | None = None
 
 
+class Contradiction(Strict):
+    """An outside figure our own measurement contradicts: the claim that measures it (on this page, or
+    on `page`) and a note. The outside claim stays on the page as history, marked, and never counts
+    towards the page's state (kwiki.verify.standing)."""
+
+    claim: Slug
+    page: Slug | None = Field(default=None, description="the page of that claim (default: this page)")
+    note: NonEmpty
+
+
 class Claim(Strict):
     """One checkable statement with a number (or an outcome) and the conditions it holds under."""
 
@@ -178,9 +193,13 @@ class Claim(Strict):
     evidence: Literal["source-reported", "spec", "goal"] = "goal"
     source: str | None = None
     measure: Measure | None = None
+    contradicted_by: Contradiction | None = None
 
     @model_validator(mode="after")
     def _shape(self) -> Claim:
+        if self.contradicted_by is not None and (self.measure is not None or self.evidence == "goal"):
+            raise FieldError("'contradicted_by' marks an outside figure (evidence source-reported or spec, no "
+                             "'measure'); a claim kwiki measures is judged by its runs", "contradicted_by")
         bound = self.at_least is not None or self.at_most is not None
         if self.metric == Metric.outcome:
             if self.expect is None:
@@ -267,6 +286,8 @@ class Provenance(Strict):
     dirty: bool | None = None
     kwiki: str | None = None
     artifact_hash: str | None = None
+    torch: str | None = Field(default=None, description="torch's version, for figures of Python artifacts")
+    triton: str | None = Field(default=None, description="Triton's version, for figures of Python artifacts")
 
 
 class Gate(Strict):
@@ -389,6 +410,18 @@ class PageMeta(BaseModel):
                     f"which is not a key of 'artifacts'",
                     "claims", i, "measure", "artifact",
                 )
+            for label in ("of", "per"):
+                sel = getattr(claim.measure, label, None) if claim.measure is not None else None
+                if sel is not None and sel.artifact is not None and sel.artifact not in self.artifacts:
+                    raise FieldError(f"claim {claim.id!r}: measure.{label}.artifact {sel.artifact!r} is not a key of "
+                                     "'artifacts'", "claims", i, "measure", label, "artifact")
+        measured = {c.id for c in self.claims if c.measure is not None}
+        for i, claim in enumerate(self.claims):
+            by = claim.contradicted_by
+            if by is not None and by.page in (None, self.id) and by.claim not in measured:
+                raise FieldError(f"claim {claim.id!r} is contradicted by {by.claim!r}, which is not a claim of "
+                                 "this page that kwiki measures (one with a 'measure')",
+                                 "claims", i, "contradicted_by", "claim")
         return self
 
     @property

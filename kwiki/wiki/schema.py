@@ -17,6 +17,7 @@ SCHEMAS: dict[str, str] = {
     "query.schema.json": "kwiki.agents.outputs:QueryOutput",
     "show.schema.json": "kwiki.agents.outputs:ShowOutput",
     "tags.schema.json": "kwiki.agents.outputs:TagsOutput",
+    "ladder.schema.json": "kwiki.agents.outputs:LadderOutput",
 }
 
 

@@ -15,6 +15,7 @@
 //   clocks   a ClockTally fed fixed NVML readings (reason bits and power; violation counters only; no NVML);
 //            the records' clocks are its summaries
 //   window   cupti::summarize and cupti::parse_record over fixed activity records
+//   kernels  the distinct kernel names of a window (cupti::parse_record reads them), demangled into Record::kernels
 //   protocol a complete protocol-2 record (every new field set), as an artifact run prints it
 #include "kwiki_bench.cuh"
 
@@ -25,6 +26,9 @@
 static_assert(offsetof(CUpti_ActivityKernel10, start) == kwiki::cupti::kStartOffset, "kernel start");
 static_assert(offsetof(CUpti_ActivityKernel10, end) == kwiki::cupti::kEndOffset, "kernel end");
 static_assert(offsetof(CUpti_ActivityKernel9, start) == kwiki::cupti::kStartOffset, "kernel9 start");
+static_assert(offsetof(CUpti_ActivityKernel10, name) == kwiki::cupti::kNameOffset, "kernel name");
+static_assert(offsetof(CUpti_ActivityKernel9, name) == kwiki::cupti::kNameOffset, "kernel9 name");
+static_assert(offsetof(CUpti_ActivityKernel4, name) == kwiki::cupti::kNameOffset, "kernel4 name");
 static_assert(offsetof(CUpti_ActivityMemcpy6, start) == kwiki::cupti::kStartOffset, "memcpy start");
 static_assert(offsetof(CUpti_ActivityMemcpy6, end) == kwiki::cupti::kEndOffset, "memcpy end");
 static_assert(offsetof(CUpti_ActivityMemcpyPtoP4, start) == kwiki::cupti::kStartOffset, "memcpy2 start");
@@ -269,6 +273,37 @@ static int case_window() {
     return kwiki::exit_code();
 }
 
+// Kernel identity: the names of the kernel records in a window, distinct, demangled for the record.
+static int case_kernels() {
+    using namespace kwiki::cupti;
+    static const char* kGemv = "_Z10gemv_blockILi128EEvPKfPfi";
+    static const char* kPlain = "plain_kernel";  // extern "C": not mangled, kept as is
+    static const char* kPoison = "_Z6poisonPf";  // started before the window opened: earlier work
+    std::vector<uint8_t> buf;
+    const char* names[] = {kGemv, kPlain, kGemv, kPoison};
+    const uint64_t starts[] = {3000, 4000, 5000, 1000};
+    for (int i = 0; i < 4; ++i) {
+        put_record(buf, kKindConcurrentKernel, starts[i], starts[i] + 500, 128);
+        std::memcpy(buf.data() + buf.size() - 128 + kNameOffset, &names[i], sizeof(const char*));
+    }
+    put_record(buf, kKindMemcpy, 2500, 2600, 96);
+    std::vector<Span> spans;
+    for (size_t at = 0; at < buf.size(); at += at < 4 * 128 ? 128 : 96) {
+        Span sp;
+        if (parse_record(buf.data() + at, &sp)) spans.push_back(sp);
+    }
+    const Window w = summarize(spans, 2000);
+    kwiki::Record r;
+    r.variant = "kernels";
+    r.check = ok_check();
+    std::vector<std::string> demangled;
+    for (const std::string& k : w.kernels) demangled.push_back(demangle(k));
+    r.kernels = demangled;
+    r.extra = {{"mangled", static_cast<unsigned long long>(w.kernels.size())}, {"first", w.kernels.empty() ? "" : w.kernels[0]}};
+    kwiki::emit(r);
+    return kwiki::exit_code();
+}
+
 static int case_protocol() {
     kwiki::Record r;
     r.variant = "ws_persistent";
@@ -311,6 +346,7 @@ int main(int argc, char** argv) {
     if (which == "recheck") return case_recheck(argc - 1, argv + 1);
     if (which == "clocks") return case_clocks();
     if (which == "window") return case_window();
+    if (which == "kernels") return case_kernels();
     if (which == "protocol") return case_protocol();
     std::fprintf(stderr, "unknown case '%s'\n", which.c_str());
     return 2;

@@ -1,0 +1,126 @@
+"""The search index Material wrote, cut to what a first view can afford and ranked by title and summary.
+
+Material fetches `search/search_index.json` on every first view, with its theme; the whole site's
+text would be most of what a reader waits for (600 KB, two thirds of a page view, before this
+pass). kwiki's generated tables, badges and artifact sources are kept out of it at the source
+(`data-search-exclude`, `search: exclude`); this pass then keeps, for each section, its title only (the
+site's weight budget: 400 KB a first view, 300 of them Material's), and for each page:
+
+- its summary, shown under the page's hit and indexed as a `summary` field that lunr boosts below
+  the title and above everything else (`FIELDS`);
+- its tags, once (Material repeats them on every section);
+- its `terms`: every distinct code span of the page (`cp.async.bulk`, `mbarrier`, `ldmatrix`), the
+  words an engineer searches for.
+
+`kwiki query` and the MCP tools search the full text; the site's search finds pages and sections.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from kwiki.core.writefile import write_atomic
+
+INDEX = "search/search_index.json"
+# lunr boosts per field: a title match first, then the page's summary, its terms and tags, then the text
+FIELDS = {"title": {"boost": 1000.0}, "summary": {"boost": 100.0}, "terms": {"boost": 20.0},
+          "tags": {"boost": 20.0}, "text": {"boost": 1.0}}
+SENTENCE = 0  # characters of a section's text kept (0: none; its title names it)
+_CODE = re.compile(r"<code>(.*?)</code>", re.DOTALL)
+_MARKUP = re.compile(r"<[^>]*>")
+_SPACE = re.compile(r"\s+")
+_END = re.compile(r"(?<=[.:;!?])\s")
+
+
+def plain(text: str) -> str:
+    """An entry's text as words: markup dropped, whitespace collapsed."""
+    return _SPACE.sub(" ", _MARKUP.sub(" ", text)).strip()
+
+
+def first_sentence(text: str, limit: int = SENTENCE) -> str:
+    if limit <= 0:
+        return ""
+    sentence = _END.split(text, maxsplit=1)[0]
+    return sentence if len(sentence) <= limit else sentence[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def _terms(texts: list[str]) -> str:
+    seen: dict[str, str] = {}
+    for text in texts:
+        for m in _CODE.finditer(text):
+            term = plain(m.group(1))
+            if term and len(term) <= 40:
+                seen.setdefault(term.lower(), term)
+    return " ".join(seen.values())
+
+
+def slim(data: dict[str, object], summaries: dict[str, str]) -> dict[str, object]:
+    """The index `data` cut down (see the module's docstring); `summaries` maps a page's location to its summary."""
+    docs = data.get("docs")
+    config = data.get("config")
+    if not isinstance(docs, list) or not isinstance(config, dict):
+        return data
+    entries = [e for e in docs if isinstance(e, dict) and isinstance(e.get("location"), str)]
+    by_page: dict[str, list[str]] = {}
+    for e in entries:
+        by_page.setdefault(e["location"].split("#")[0], []).append(str(e.get("text", "")))
+    out = []
+    for e in entries:
+        location = e["location"]
+        item: dict[str, object] = {"location": location, "title": plain(str(e.get("title", ""))),
+                                   "text": first_sentence(plain(str(e.get("text", ""))))}
+        if "#" not in location:  # the page's first entry carries what belongs to the whole page
+            summary = summaries.get(location)
+            if summary:
+                item["summary"] = summary
+                item["text"] = summary
+            terms = _terms(by_page[location])
+            if terms:
+                item["terms"] = terms
+            if e.get("tags"):
+                item["tags"] = e["tags"]
+        if "boost" in e:
+            item["boost"] = e["boost"]
+        out.append(item)
+    return {"config": {**config, "fields": FIELDS}, "docs": out}
+
+
+def rewrite(site_dir: Path, summaries: dict[str, str]) -> int:
+    """Rewrite the site's search index in place (see `slim`); its size in bytes (0: the site has none)."""
+    path = site_dir / INDEX
+    if not path.is_file():
+        return 0
+    data = json.loads(path.read_text(encoding="utf-8"))
+    text = json.dumps(slim(data, summaries), separators=(",", ":"), ensure_ascii=False)
+    write_atomic(path, text.encode("utf-8"))
+    return len(text.encode("utf-8"))
+
+
+_KEEP = re.compile(r"(<(pre|script|style|textarea)\b.*?</\2\s*>)", re.IGNORECASE | re.DOTALL)
+_INDENT = re.compile(r"[ \t\r\f]*\n\s*")
+
+
+def compact_html(text: str) -> str:
+    """HTML with each run of whitespace that holds a line break (the templates' indentation and blank lines)
+    cut to one line break, outside <pre>, <script>, <style> and <textarea>: renders the same (HTML collapses
+    such runs), weighs a third less."""
+    parts = _KEEP.split(text)
+    out = []
+    for i, part in enumerate(parts):
+        kind = i % 3  # re.split with two groups: text, whole kept element, its tag name
+        if kind == 0:
+            out.append(_INDENT.sub("\n", part))
+        elif kind == 1:
+            out.append(part)
+    return "".join(out)
+
+
+def compact_site(site_dir: Path) -> None:
+    """`compact_html` over every HTML page of the site, in place."""
+    for path in sorted(site_dir.rglob("*.html")):
+        text = path.read_text(encoding="utf-8")
+        compact = compact_html(text)
+        if compact != text:
+            write_atomic(path, compact.encode("utf-8"))

@@ -1,0 +1,316 @@
+"""An artifact's ladder as data: each variant's time, rate, ratio to the baseline and share of the speed of
+light, grouped by shape. One definition for the page's Markdown table (kwiki.verify.tables), the site's
+layout (kwiki.site) and the agents' JSON (kwiki.agents).
+
+A ladder comes from one run: either the records of the run `kwiki verify` is writing back (`from_run`),
+or the latest run of an artifact on each GPU model in the results store (`from_store`). Rows keep the
+order the manifest declares its variants in; groups are sorted by their parameters, numbers as numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field
+
+from kwiki.core.numbers import params_text, round_sig
+from kwiki.core.strict import Scalar, Strict
+from kwiki.verify.gates import Gating
+from kwiki.verify.history import RecordRow
+from kwiki.verify.plan import PlannedArtifact
+from kwiki.verify.record import Record
+from kwiki.verify.run import RunOutcome
+from kwiki.wiki.manifest import Manifest, Variant
+from kwiki.wiki.model import FIGURE_UNITS, Gate
+
+Status = Literal["measured", "refused", "profiled", "check-failed", "run-failed", "not-applicable"]
+BYTE_DTYPES = frozenset({"u8", "i8", "s8", "byte", "bytes"})
+DIMS = ("M", "N", "K", "L")  # GEMM and GEMV dimensions, in the order a shape is written (MxNxK)
+
+
+class Rung(Strict):
+    """One variant on one shape: what it adds and how fast it went (absent fields: not measured)."""
+
+    variant: str
+    rung: int | None = Field(default=None, description="its place on the ladder (0: the library baseline)")
+    adds: str | None = Field(default=None, description="what this rung adds to the one below it")
+    description: str | None = Field(default=None, description="the variant, in one line")
+    role: Literal["baseline", "ceiling"] | None = Field(
+        default=None, description="the variant every other is compared with, or the speed-of-light variant")
+    status: Status = Field(description="measured; refused (a gate failed the record, its rate is withheld); "
+                                       "profiled (no timing); check-failed; run-failed; not-applicable")
+    time_us: float | None = Field(default=None, description="median time of one launch, microseconds")
+    spread: float | None = Field(default=None, description="the run's half inter-quartile range, relative")
+    rate: float | None = Field(default=None, description="throughput, in rate_unit")
+    rate_unit: str | None = Field(default=None, description="TB/s (memory-bound ladders) or TFLOP/s")
+    vs_baseline: float | None = Field(default=None, description="rate over the baseline's rate on the same shape "
+                                                                "(like units only; else the inverse ratio of times)")
+    of_speed_of_light: float | None = Field(default=None, description="bandwidth over the ceiling variant's on the "
+                                                                      "same shape (1.0 = the speed of light)")
+    registers: int | None = Field(default=None, description="registers per thread of its kernel")
+    sm_mhz: tuple[float, float] | None = Field(default=None, description="lowest and highest SM clock the run read")
+    power_capped: float | None = Field(default=None, description="share of the sampling window under the power cap")
+    gates: list[Gate] = Field(default_factory=list, description="gates the record failed (status refused)")
+    note: str | None = Field(default=None, description="why a row has no figures (a failed run, a target)")
+
+
+class ShapeGroup(Strict):
+    """Every variant measured on one parameter set."""
+
+    params: dict[str, Scalar]
+    label: str = Field(description="the parameters as a reader writes them: '8192x8192, bf16', '4 GiB, u8'")
+    rows: list[Rung]
+
+
+class Ladder(Strict):
+    """One artifact's variants in one run on one GPU model."""
+
+    artifact: str
+    title: str
+    path: str | None = Field(default=None, description="the artifact's directory, relative to the project root")
+    target: str | None = None
+    gpu: str | None = None
+    date: str | None = None
+    run_id: str | None = Field(default=None, description="the run in the results store (its provenance)")
+    baseline: str | None = None
+    ceiling: str | None = None
+    groups: list[ShapeGroup]
+    others: list[Rung] = Field(default_factory=list, description="rows of no shape: failed runs, variants not "
+                                                                 "applicable on the target")
+
+    def compact(self) -> dict[str, object]:
+        """JSON for agents: no nulls, no empty lists."""
+        return self.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+
+
+# ---------------------------------------------------------------- readable parameters
+
+
+def size_text(n: int, unit: str = "B") -> str:
+    """4294967296 -> '4 GiB', 65536 elements -> '64 Ki elements': binary prefixes where the count is a
+    multiple of a sixteenth of one (1.5 GiB), else the plain count ('1000 B')."""
+    for power, prefix in ((4, "Ti"), (3, "Gi"), (2, "Mi"), (1, "Ki")):
+        scale = 1024 ** power
+        if n >= scale and n % (scale // 16) == 0:
+            return f"{n / scale:g} {prefix}{unit}" if unit == "B" else f"{n / scale:g} {prefix} {unit}"
+    return f"{n} {unit}"
+
+
+def _int(value: Scalar) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def shape_label(params: Mapping[str, Scalar]) -> str:
+    """A parameter set as a reader writes it: dimensions joined by 'x' (MxNxK, rows x cols), a byte count
+    in binary units, then the dtype and any other parameter as name=value."""
+    rest = dict(params)
+    parts: list[str] = []
+    shape = rest.pop("shape", None)
+    dtype = rest.pop("dtype", None)
+    dims = [k for k in DIMS if k in rest]
+    if isinstance(shape, str) and "x" in shape:
+        parts.append(shape)
+        for k in dims:
+            rest.pop(k)
+    else:
+        count = _int(shape) if shape is not None else None
+        if count is not None:
+            parts.append(size_text(count, "B" if dtype in BYTE_DTYPES else "elements"))
+        elif shape is not None:
+            parts.append(str(shape))
+        if len(dims) > 1:  # one dimension alone keeps its name (N=256)
+            parts.append("x".join(str(rest.pop(k)) for k in dims))
+    if "rows" in rest and "cols" in rest:
+        parts.append(f"{rest.pop('rows')}x{rest.pop('cols')}")
+    for key, least in (("bytes", 1024), ("n", 1024 ** 2)):
+        count = _int(rest[key]) if key in rest else None
+        if count is not None and count >= least:
+            rest.pop(key)
+            parts.append(size_text(count, "B" if key == "bytes" else "elements"))
+    if dtype is not None:
+        parts.append(str(dtype))
+    parts += [f"{k}={v}" for k, v in sorted(rest.items())]
+    return ", ".join(parts)
+
+
+def _natural(params: Mapping[str, Scalar]) -> tuple[tuple[str, int, float, str], ...]:
+    """Sort key of a parameter set: by name, numbers as numbers ('1024' before '8192')."""
+    out = []
+    for k, v in sorted(params.items()):
+        number = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        if number is None and isinstance(v, str):
+            digits = v.replace("x", "")
+            number = float(v.split("x")[0]) if digits.isdigit() and v.split("x")[0] else None
+        out.append((k, 0 if number is not None else 1, number or 0.0, str(v)))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- one measurement, from a run or the store
+
+
+@dataclass
+class _Entry:
+    """What a ladder needs of one record, whichever way it came (a run's Record, a store row)."""
+
+    variant: str
+    params: dict[str, Scalar]
+    passed: bool
+    figures: dict[str, float]  # time_us, gb_per_s, tflop_per_s, ... (none without a timing)
+    spread: float | None = None
+    registers: int | None = None
+    sm_mhz: tuple[float, float] | None = None
+    power_capped: float | None = None
+    gates: list[Gate] = field(default_factory=list)
+
+
+def record_clock(record: Record) -> tuple[tuple[float, float] | None, float | None]:
+    """The SM clock range a record ran at (over its samples in protocol 2; before and after them in
+    protocol 1; its `sm_mhz` figure otherwise) and the share of its window under the power cap."""
+    c = record.clocks
+    clocks = [v for v in (c.sm_mhz_min, c.sm_mhz_max) if v is not None] or \
+        [v for v in (c.sm_mhz_before, c.sm_mhz_after) if v is not None]
+    capped = c.power_cap_s / c.window_s if c.window_s and c.power_cap_s else None
+    if not clocks:
+        mhz = record.figures().get("sm_mhz")
+        return ((mhz, mhz) if mhz is not None else None), capped
+    return (min(clocks), max(clocks)), capped
+
+
+def _registers(value: object) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _from_record(record: Record, gating: Gating | None) -> _Entry:
+    mhz, capped = record_clock(record)
+    return _Entry(record.variant, dict(record.params), record.check.passed,
+                  record.figures() if record.timing is not None or record.roof is not None else {},
+                  record.timing.spread if record.timing else None, _registers(record.extra.get("registers")),
+                  mhz, capped, [f.as_gate() for f in gating.failed(record)] if gating else [])
+
+
+def _from_row(row: RecordRow) -> _Entry:
+    figures = dict(row.figures) if "time_us" in row.figures else {}
+    mhz = row.figures.get("sm_mhz")
+    regs = row.registers if row.registers is not None else _registers(row.figures.get("registers"))
+    return _Entry(row.variant, dict(row.params), row.passed, figures, row.spread, regs,
+                  (mhz, mhz) if mhz is not None else None, None, list(row.gates or []))
+
+
+# ---------------------------------------------------------------- the ladder
+
+
+def rate_of(figures: Mapping[str, float], memory_bound: bool) -> tuple[float, str] | None:
+    """The rate a ladder shows: TB/s on a memory-bound ladder (one with a ceiling variant), else TFLOP/s,
+    else TB/s."""
+    order = ("tb_per_s", "tflop_per_s") if memory_bound else ("tflop_per_s", "tb_per_s")
+    for name in order:
+        if name in figures:
+            return figures[name], FIGURE_UNITS[name]
+    return None
+
+
+def rate_vs(mine: Mapping[str, float], theirs: Mapping[str, float]) -> float:
+    """How much faster one record went than another, in like units only: FLOP/s over FLOP/s when both
+    declare FLOPs, else bytes/s over bytes/s when both declare bytes, else the inverse ratio of times.
+
+    Ratios of rates compare runs that do different amounts of work fairly (a read stream against a
+    copy that moves each byte twice); for the same work they equal the ratio of times.
+    """
+    for unit in ("tflop_per_s", "gb_per_s"):
+        if mine.get(unit) and theirs.get(unit):
+            return mine[unit] / theirs[unit]
+    return theirs["time_us"] / mine["time_us"]
+
+
+def speed_of_light(entries: Sequence[_Entry], ceiling: str | None) -> dict[str, float]:
+    """GB/s of the ceiling variant per parameter set (params_text): the speed of light of that shape."""
+    out: dict[str, float] = {}
+    for e in entries:
+        if ceiling and e.variant == ceiling and not e.gates and e.figures.get("gb_per_s"):
+            out[params_text(e.params)] = e.figures["gb_per_s"]
+    return out
+
+
+def _about(v: Variant | None) -> dict[str, Any]:
+    return {"rung": v.rung, "adds": v.adds, "description": v.description or None} if v else {}
+
+
+def _rung(m: Manifest, e: _Entry, base: _Entry | None, sol: float | None) -> Rung:
+    v = m.variant(e.variant)
+    role = "baseline" if e.variant == m.baseline else "ceiling" if e.variant == m.ceiling else None
+    common = {"variant": e.variant, **_about(v), "role": role, "registers": e.registers, "sm_mhz": e.sm_mhz,
+              "power_capped": e.power_capped}
+    if "time_us" not in e.figures:
+        return Rung(**common, status="profiled" if e.passed else "check-failed")
+    timed = {"time_us": e.figures["time_us"], "spread": e.spread}
+    if e.gates:
+        return Rung(**common, **timed, status="refused", gates=e.gates)
+    rate = rate_of(e.figures, m.ceiling is not None)
+    gbs = e.figures.get("gb_per_s")
+    return Rung(**common, **timed, status="measured", rate=rate[0] if rate else None,
+                rate_unit=rate[1] if rate else None,
+                vs_baseline=round_sig(rate_vs(e.figures, base.figures), 4) if base is not None else None,
+                of_speed_of_light=round_sig(gbs / sol, 4) if sol and gbs else None)
+
+
+def _ladder(m: Manifest, entries: Sequence[_Entry], **about: str | None) -> Ladder:
+    base = {params_text(e.params): e for e in entries if e.variant == m.baseline and "time_us" in e.figures}
+    sol = speed_of_light(entries, m.ceiling)
+    order = {v.name: i for i, v in enumerate(m.variants)}
+    groups: dict[str, list[_Entry]] = {}
+    for e in entries:
+        groups.setdefault(params_text(e.params), []).append(e)
+    out = []
+    for key in sorted(groups, key=lambda k: _natural(groups[k][0].params)):
+        rows = sorted(groups[key], key=lambda e: (order.get(e.variant, len(order)), e.variant))
+        params = rows[0].params
+        out.append(ShapeGroup(params=params, label=shape_label(params),
+                              rows=[_rung(m, e, base.get(key), sol.get(key)) for e in rows]))
+    return Ladder(artifact=m.name, title=m.title, baseline=m.baseline, ceiling=m.ceiling, groups=out, **about)
+
+
+def from_run(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: Gating | None = None) -> Ladder:
+    """The ladder of the run `kwiki verify` just made: its records, failed runs and the variants that do
+    not apply on its target."""
+    m = planned.manifest
+    assert m is not None
+    entries = [_from_record(r, gating) for o in outcomes for r in o.records]
+    ladder = _ladder(m, entries, path=planned.path, target=planned.run_target)
+    for o in outcomes:
+        if o.status != "ok":
+            ladder.others.append(Rung(variant=",".join(o.variants), status="run-failed",
+                                      note=f"run {o.status}: {o.message[:120]}"))
+    for name in planned.not_applicable:
+        v = m.variant(name)
+        ladder.others.append(Rung(
+            variant=name, **_about(v), status="not-applicable",
+            note=f"not applicable on {planned.run_target} (targets {', '.join(v.targets) if v else '?'})"))
+    return ladder
+
+
+def from_store(m: Manifest, rows: Sequence[RecordRow], path: str | None = None) -> list[Ladder]:
+    """The ladder of the artifact's latest run on each GPU model in the results store (rows of other
+    artifacts are ignored), GPU models in name order."""
+    by_gpu: dict[str, list[RecordRow]] = {}
+    for row in rows:
+        if row.artifact == m.name:
+            by_gpu.setdefault(row.gpu, []).append(row)
+    out = []
+    for gpu in sorted(by_gpu):
+        latest = max(by_gpu[gpu], key=lambda r: (r.date, r.run_id))
+        run = [r for r in by_gpu[gpu] if r.run_id == latest.run_id]
+        out.append(_ladder(m, [_from_row(r) for r in run], path=path, target=latest.target, gpu=gpu,
+                           date=latest.date, run_id=latest.run_id))
+    return out
+
+
+__all__ = ["Ladder", "Rung", "ShapeGroup", "from_run", "from_store", "rate_of", "rate_vs", "record_clock",
+           "shape_label", "size_text", "speed_of_light"]

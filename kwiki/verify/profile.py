@@ -1,0 +1,470 @@
+"""`kwiki verify --profile`: Nsight Compute counters per record, and the one-sided audit of declared bytes and FLOPs.
+
+One `ncu` process per artifact runs its binary in profile mode (`--profile-mode` of kwiki_runner.cuh: check
+every case, then launch each case that passed once more, alone in a cudaProfilerStart/Stop range between two
+marker kernels whose grids say which record it is). ncu runs with `--profile-from-start off` (it sees only
+those ranges), `--kernel-name regex:` (the literals of the manifest's `kernels:` globs, plus the markers: a
+superset, narrowed by the globs afterwards), `--cache-control all` (a cold L2, as in the timing protocol) and
+always `--clock-control none` (the clocks stay as the timing runs had them; `ncu_argv` adds it whatever the
+caller asks). ncu's own `--launch-count` bounds a whole process, so it is not the way to see each variant once:
+the profile mode launches each case once instead.
+
+The audit is one-sided: a record whose declared bytes (at its `bytes_level`: DRAM or L2) or FP32 FLOPs exceed
+the profiled ones x (1 + tolerance) fails the `profile` gate; a kernel that moves or computes more than it
+declares (a GEMM re-reads panels, a padded tile computes zeros) passes, and the ratio is reported either way.
+Tensor-core FLOPs have no counter here and are not audited. The counters become figures claims can name
+(`ncu_dram_read_bytes`, ...). Profiles are cached under .kwiki/profile/, keyed by the binary's hash, its
+arguments, the metric set, the ncu executable and the GPU model: a session profiles only what changed.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import hashlib
+import io
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kwiki.core.errors import RecordError
+from kwiki.core.numbers import fmt, params_text
+from kwiki.core.proc import run_group
+from kwiki.core.writefile import write_atomic
+from kwiki.verify import kernels as kmatch
+from kwiki.verify.build import BuildResult
+from kwiki.verify.gates import Finding
+from kwiki.verify.plan import PlannedArtifact
+from kwiki.verify.record import Record, parse_records
+from kwiki.verify.run import argv_for
+
+PROFILE = "profile"
+CACHE_DIR = ".kwiki/profile"
+CACHE_VERSION = 1
+DEFAULT_TOLERANCE = 0.10
+TIMEOUT_FACTOR = 4.0  # a profiled run replays each kernel several times
+MARKER = "profile_marker"  # kwiki::profile_marker<0>() of kwiki_runner.cuh
+PROFILE_MODE = "--profile-mode"
+
+# ncu metric -> figure (sums over a record's kernels, except the rates: those of its longest kernel)
+SUMS = {
+    "dram__bytes_read.sum": "ncu_dram_read_bytes",
+    "dram__bytes_write.sum": "ncu_dram_write_bytes",
+    "lts__t_bytes.sum": "ncu_l2_bytes",
+    "smsp__inst_executed.sum": "ncu_inst_executed",
+    "smsp__sass_inst_executed_op_global_ld.sum": "ncu_inst_global_ld",
+    "smsp__sass_inst_executed_op_global_st.sum": "ncu_inst_global_st",
+    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": "ffma",
+    "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum": "fadd",
+    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum": "fmul",
+}
+RATES = {
+    "lts__t_sector_hit_rate.pct": "ncu_l2_hit_rate_pct",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "ncu_occupancy_pct",
+}
+TENSOR = r"regex:^sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active$"  # the name moves by arch
+HELPERS = ["gpu__time_duration.sum", "launch__grid_size"]
+METRICS = [*HELPERS, *SUMS, *RATES, TENSOR]
+
+
+# ---------------------------------------------------------------- ncu itself
+
+
+def find_ncu(environ: Mapping[str, str] | None = None) -> str | None:
+    """ncu from $KWIKI_NCU, the PATH, or the usual install places; None when absent."""
+    env = os.environ if environ is None else environ
+    tried = [env.get("KWIKI_NCU") or "", shutil.which("ncu", path=env.get("PATH")) or ""]
+    tried += sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)
+    tried += sorted(glob.glob("/usr/local/cuda*/bin/ncu"), reverse=True)
+    return next((p for p in tried if p and os.access(p, os.X_OK)), None)
+
+
+def ncu_argv(ncu: str, app: list[str], *, metrics: list[str], log_file: str, kernel_regex: str | None = None,
+             launch_count: int | None = None, profile_from_start: bool = False,
+             cache_control: str = "all", extra: list[str] | None = None) -> list[str]:
+    """The ncu command line: `--clock-control none` always (whatever `extra` says: a locked base clock would
+    measure another GPU than the timing runs did), CSV of the raw page in base units to `log_file`, then `app`."""
+    out = [ncu, "--clock-control", "none", "--cache-control", cache_control]
+    if not profile_from_start:
+        out += ["--profile-from-start", "off"]
+    if kernel_regex:
+        out += ["--kernel-name-base", "demangled", "--kernel-name", f"regex:{kernel_regex}"]
+    if launch_count is not None:
+        out += ["--launch-count", str(launch_count)]
+    rest = list(extra or [])
+    while "--clock-control" in rest:  # the caller's clock control is dropped, value and all
+        i = rest.index("--clock-control")
+        del rest[i:i + 2]
+    rest = [a for a in rest if not a.startswith("--clock-control=")]
+    return [*out, *rest, "--metrics", ",".join(metrics), "--csv", "--page", "raw", "--print-units", "base",
+            "--log-file", log_file, *app]
+
+
+def read_csv(report: str) -> list[dict[str, str]]:
+    """The kernel rows of `ncu --csv --page raw --print-units base`, by column name (the units row dropped)."""
+    lines = [line for line in report.splitlines() if line.startswith('"')]  # ==PROF== and app lines dropped
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    if not rows:
+        return []
+    header = rows[0]  # "ID", "Process ID", ..., "Kernel Name", ..., the metrics; then the units row (ID blank)
+    return [dict(zip(header, r, strict=True)) for r in rows[1:] if len(r) == len(header) and r[0].strip().isdigit()]
+
+
+def number(text: str | None) -> float | None:
+    """ncu's '1,266,100,000' -> 1266100000.0; 'n/a' and blanks -> None."""
+    if text is None:
+        return None
+    try:
+        return float(text.replace(",", "").strip())
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------- rows -> records
+
+
+def by_record(rows: list[dict[str, str]]) -> dict[int, list[dict[str, str]]]:
+    """The profiled kernels of each record index, from the markers around each case's launch (2i+1 blocks
+    before record i's launch, 2i+2 after). Rows outside a marker pair belong to no record."""
+    out: dict[int, list[dict[str, str]]] = {}
+    current: int | None = None
+    for row in rows:
+        if MARKER in row.get("Kernel Name", ""):
+            grid = int(number(row.get("launch__grid_size")) or 0)
+            current = (grid - 1) // 2 if grid % 2 == 1 else None
+            if current is not None:
+                out.setdefault(current, [])
+            continue
+        if current is not None:
+            out[current].append(row)
+    return out
+
+
+def figures(rows: list[dict[str, str]]) -> dict[str, float]:
+    """One record's figures from its kernels' rows: counts summed, rates of its longest kernel."""
+    out: dict[str, float] = {"ncu_kernels": float(len(rows))}
+    if not rows:
+        return out
+    for metric, name in SUMS.items():
+        vals = [number(r.get(metric)) for r in rows]
+        if any(v is not None for v in vals):
+            out[name] = sum(v or 0.0 for v in vals)
+    longest = max(rows, key=lambda r: number(r.get("gpu__time_duration.sum")) or 0.0)
+    for metric, name in RATES.items():
+        v = number(longest.get(metric))
+        if v is not None:
+            out[name] = v
+    tensor = [v for k, v in longest.items() if k.startswith("sm__pipe_tensor") and number(v) is not None]
+    if tensor:
+        out["ncu_tensor_pipe_pct"] = max(number(v) or 0.0 for v in tensor)
+    if "ncu_dram_read_bytes" in out or "ncu_dram_write_bytes" in out:
+        out["ncu_dram_bytes"] = out.get("ncu_dram_read_bytes", 0.0) + out.get("ncu_dram_write_bytes", 0.0)
+    if "ffma" in out:
+        out["ncu_fp32_flops"] = 2 * out["ffma"] + out.get("fadd", 0.0) + out.get("fmul", 0.0)
+    for k in ("ffma", "fadd", "fmul"):
+        out.pop(k, None)
+    return out
+
+
+# ---------------------------------------------------------------- the audit
+
+
+@dataclass
+class Audit:
+    """One record's declared work against its profile."""
+
+    variant: str
+    params: dict[str, Any]
+    figures: dict[str, float]
+    kernels: list[str]
+    bytes_declared: float | None = None
+    bytes_measured: float | None = None
+    bytes_level: str = "dram"
+    flops_declared: float | None = None
+    flops_measured: float | None = None
+    finding: Finding | None = None
+    note: str | None = None
+
+    @property
+    def bytes_ratio(self) -> float | None:
+        return _ratio(self.bytes_declared, self.bytes_measured)
+
+    @property
+    def flops_ratio(self) -> float | None:
+        return _ratio(self.flops_declared, self.flops_measured)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"variant": self.variant, "params": self.params, "figures": self.figures, "kernels": self.kernels,
+                "bytes_level": self.bytes_level, "bytes_declared": self.bytes_declared,
+                "bytes_profiled": self.bytes_measured, "bytes_ratio": self.bytes_ratio,
+                "flops_declared": self.flops_declared, "flops_profiled": self.flops_measured,
+                "flops_ratio": self.flops_ratio, "failed": self.finding.reason if self.finding else None,
+                "note": self.note}
+
+
+def _ratio(declared: float | None, measured: float | None) -> float | None:
+    if declared is None or measured is None or measured <= 0:
+        return None
+    return declared / measured
+
+
+FP32 = {"fp32", "f32", "float"}
+
+
+def audit(record: Record, figs: dict[str, float], tolerance: float, where: str) -> Audit:
+    """Hold `record`'s declared bytes (DRAM or L2 level) and FP32 FLOPs to the profiled ones x (1 + tolerance)."""
+    a = Audit(record.variant, dict(record.params), figs, [], bytes_level=record.bytes_level)
+    limit = 1 + tolerance
+    why = []
+    if record.bytes:
+        key = {"dram": "ncu_dram_bytes", "l2": "ncu_l2_bytes"}.get(record.bytes_level)
+        a.bytes_declared = record.bytes
+        a.bytes_measured = figs.get(key) if key else None
+        if key is None:
+            a.note = f"{record.bytes_level} bytes are not audited (no counter here)"
+        elif a.bytes_measured is not None and record.bytes > a.bytes_measured * limit:
+            why.append(f"declares {fmt(record.bytes, 3)} {record.bytes_level.upper()} bytes, Nsight Compute saw "
+                       f"{fmt(a.bytes_measured, 3)} (x{record.bytes / max(a.bytes_measured, 1.0):.2f}; more than "
+                       f"x{limit:g} fails)")
+    dtype = str(record.flops_dtype or record.params.get("dtype") or "").lower()
+    if record.flops:
+        a.flops_declared = record.flops
+        if dtype in FP32:
+            a.flops_measured = figs.get("ncu_fp32_flops")
+            if a.flops_measured is not None and record.flops > a.flops_measured * limit:
+                why.append(f"declares {fmt(record.flops, 3)} FP32 FLOPs, Nsight Compute counted "
+                           f"{fmt(a.flops_measured, 3)} (x{record.flops / max(a.flops_measured, 1.0):.2f})")
+        else:
+            a.note = "; ".join(filter(None, [a.note, f"{dtype or 'tensor'} FLOPs are not audited (no counter)"]))
+    if why:
+        a.finding = Finding(PROFILE, f"{where}: " + "; ".join(why))
+    return a
+
+
+# ---------------------------------------------------------------- one artifact
+
+
+@dataclass
+class ArtifactProfile:
+    artifact: str
+    audits: list[Audit] = field(default_factory=list)
+    error: str | None = None
+    cached: bool = False
+    seconds: float = 0.0
+    log: str | None = None
+    skipped: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"artifact": self.artifact, "error": self.error, "cached": self.cached, "skipped": self.skipped,
+                "seconds": round(self.seconds, 3), "log": self.log, "records": [a.as_json() for a in self.audits]}
+
+
+def _file_hash(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def cache_key(binary: str, app: list[str], ncu: str, gpu: str | None) -> str:
+    st = os.stat(ncu)
+    doc = {"v": CACHE_VERSION, "binary": _file_hash(binary), "args": app[1:], "metrics": METRICS,
+           "ncu": [ncu, st.st_size, int(st.st_mtime)], "gpu": gpu}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def kernel_regex(planned: PlannedArtifact, variants: list[str]) -> str | None:
+    assert planned.manifest is not None
+    patterns = [p for v in variants if (m := planned.manifest.variant(v)) for p in m.kernels]
+    if not patterns:
+        return None
+    literal = kmatch.prefilter(patterns)
+    return None if literal is None else f"{literal}|{MARKER}"
+
+
+def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, root: Path, gpu: str | None,
+                     gpu_index: int | None, tolerance: float = DEFAULT_TOLERANCE) -> ArtifactProfile:
+    """Profile the artifact's shared-process variants in one ncu process (or read the cache) and audit them."""
+    m = planned.manifest
+    assert m is not None and build.binary is not None
+    out = ArtifactProfile(m.name)
+    if m.run.command and m.run.command[0] != "{binary}":
+        out.skipped = "its run.command is a driver, not the binary: not profiled here"
+        return out
+    variants = planned.run_variants
+    if not variants:
+        out.skipped = "no variant runs in the shared process"
+        return out
+    app = [*argv_for(planned, build.binary, variants), PROFILE_MODE]
+    key = cache_key(build.binary, app, ncu, gpu)
+    cache = root / CACHE_DIR / m.name / f"{key}.json"
+    rel = (planned.directory / "artifact.yaml").relative_to(root).as_posix() if planned.directory.is_relative_to(
+        root) else str(planned.directory / "artifact.yaml")
+    if cache.is_file():
+        try:
+            doc = json.loads(cache.read_text())
+            stdout, report = doc["stdout"], doc["report"]
+            out.cached = True
+        except (OSError, ValueError, KeyError):
+            stdout = report = None
+    else:
+        stdout = report = None
+    if stdout is None or report is None:
+        log_dir = root / CACHE_DIR / m.name
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_file = log_dir / f"{key}.csv.tmp{os.getpid()}"
+        argv = ncu_argv(ncu, app, metrics=METRICS, log_file=str(log_file), kernel_regex=kernel_regex(planned, variants))
+        env = dict(os.environ)
+        if gpu_index is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+        res = run_group(argv, cwd=planned.directory, env=env, timeout=min(3600.0, m.run.timeout_s * TIMEOUT_FACTOR),
+                        max_output=m.run.max_output_bytes)
+        out.seconds = res.seconds
+        report = log_file.read_text(errors="replace") if log_file.exists() else ""
+        log_file.unlink(missing_ok=True)
+        log = log_dir / f"{key}.log"
+        log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n--- report\n{report}\n"
+                       f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
+        out.log = str(log.relative_to(root))
+        tail = [ln for ln in (res.stderr + "\n" + report).splitlines() if ln.startswith("==ERROR==")][:2]
+        if res.start_error or res.timed_out or res.returncode not in (0, 1) or tail:
+            why = res.start_error or ("timed out" if res.timed_out else f"exit {res.returncode}")
+            out.error = f"{rel}: ncu {why}" + (f": {' | '.join(tail)[:300]}" if tail else "")
+            return out
+        stdout = res.stdout
+        write_atomic(cache, json.dumps({"stdout": stdout, "report": report}, sort_keys=True).encode())
+    try:
+        records = parse_records(stdout, m.name)
+        rows = by_record(read_csv(report))
+    except (RecordError, csv.Error) as exc:
+        out.error = f"{rel}: cannot read the profiled run: {getattr(exc, 'message', exc)}"
+        return out
+    for i, r in enumerate(records):
+        if i not in rows:
+            continue
+        figs = figures(rows[i])
+        a = audit(r, figs, tolerance, f"{rel}: variant {r.variant!r} at {params_text(r.params) or 'its params'}")
+        a.kernels = sorted({row.get("Kernel Name", "") for row in rows[i]})
+        if a.bytes_ratio is not None:
+            figs["ncu_bytes_ratio"] = a.bytes_ratio
+        if a.flops_ratio is not None:
+            figs["ncu_flops_ratio"] = a.flops_ratio
+        out.audits.append(a)
+    if not out.audits:
+        out.error = f"{rel}: ncu profiled no case (no marker pair in its report: was the binary built with " \
+                    f"kwiki_runner.cuh's --profile-mode?)"
+    return out
+
+
+def attach(profiles: list[ArtifactProfile], outcomes: Mapping[str, list[Any]],
+           names: Mapping[str, str]) -> None:
+    """Copy each audit's figures into the extras of the timed records of the same artifact, variant and params,
+    so claims can name them (`ncu_dram_read_bytes`, ...)."""
+    by_name = {p.artifact: p for p in profiles}
+    for path, outs in outcomes.items():
+        prof = by_name.get(names.get(path, ""))
+        if prof is None:
+            continue
+        index = {(a.variant, params_text(a.params)): a for a in prof.audits}
+        for o in outs:
+            for r in o.records:
+                a = index.get((r.variant, params_text(r.params)))
+                if a is not None:
+                    r.extra.update(a.figures)
+
+
+def closing_note(p: ArtifactProfile) -> str:
+    """One line per artifact: declared vs profiled bytes, and every mismatch."""
+    if p.skipped:
+        return f"profile {p.artifact}: skipped ({p.skipped})"
+    if p.error:
+        return f"profile {p.artifact}: FAILED: {p.error}"
+    parts = []
+    for a in p.audits:
+        ratio = a.bytes_ratio
+        parts.append(f"{a.variant}[{params_text(a.params)}] declared {fmt(a.bytes_declared or 0, 3)} / profiled "
+                     f"{fmt(a.bytes_measured or 0, 3)} {a.bytes_level} B"
+                     + (f" (x{ratio:.2f})" if ratio is not None else "") + (" MISMATCH" if a.finding else ""))
+    state = "cached" if p.cached else f"{p.seconds:.1f} s"
+    return f"profile {p.artifact} ({state}): " + "; ".join(parts)
+
+
+# ---------------------------------------------------------------- the stage
+
+
+@dataclass
+class ProfileStage:
+    """`kwiki verify --profile` over a run: one profile per artifact, the stage's own time, notes."""
+
+    profiles: list[ArtifactProfile] = field(default_factory=list)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    tolerance: float = DEFAULT_TOLERANCE
+
+    def as_json(self) -> dict[str, Any]:
+        return {"seconds": round(self.seconds, 3), "tolerance": self.tolerance, "notes": self.notes,
+                "artifacts": [p.as_json() for p in self.profiles]}
+
+
+def run_stage(plan: Any, builds: list[BuildResult], outcomes: Mapping[str, list[Any]], root: Path,
+              progress: Any, tolerance: float = DEFAULT_TOLERANCE, ncu: str | None = None) -> ProfileStage:
+    """Profile every artifact that ran (its shared-process variants), audit, and copy the figures into the
+    run's records. Without ncu or a GPU: a note, nothing profiled."""
+    import time
+
+    t0 = time.monotonic()
+    stage = ProfileStage(tolerance=tolerance)
+    ncu = ncu or find_ncu()
+    if plan.gpu is None or ncu is None:
+        stage.notes.append("--profile: " + ("no GPU here" if plan.gpu is None else
+                                            "Nsight Compute (ncu) not found: set KWIKI_NCU or put ncu on the PATH")
+                           + "; nothing profiled")
+        return stage
+    by_key = {(b.artifact, b.target): b for b in builds}
+    names = {}
+    for path in sorted(outcomes):
+        planned = plan.artifacts.get(path)
+        if planned is None or planned.manifest is None or planned.run_target is None:
+            continue
+        build = by_key.get((planned.build_name, planned.run_target))
+        if build is None or not build.ok or build.binary is None:
+            continue
+        names[path] = planned.name
+        progress(f"profile {planned.name}: ncu")
+        p = profile_artifact(planned, build, ncu=ncu, root=root, gpu=plan.gpu.name, gpu_index=plan.gpu.index,
+                             tolerance=tolerance)
+        stage.profiles.append(p)
+        progress(closing_note(p))
+    attach(stage.profiles, outcomes, names)
+    stage.seconds = time.monotonic() - t0
+    stage.notes += [closing_note(p) for p in stage.profiles]
+    stage.notes.append(f"--profile: {len(stage.profiles)} artifacts in {stage.seconds:.1f} s "
+                       f"({sum(p.cached for p in stage.profiles)} from the cache)")
+    return stage
+
+
+def gate(gating: Any, stage: ProfileStage, outcomes: Mapping[str, list[Any]], plan: Any) -> list[Any]:
+    """The profile gate's findings onto the run's records (same artifact, variant, params); the Problems of
+    artifacts ncu could not profile, and of failed audits with no record to carry them."""
+    from kwiki.core.errors import Problem
+
+    problems = []
+    for p in stage.profiles:
+        path = next((k for k, a in plan.artifacts.items() if a.name == p.artifact), None)
+        records = [r for o in outcomes.get(path, []) for r in o.records] if path else []
+        if p.error:
+            problems.append(Problem(f"{path}/artifact.yaml" if path else p.artifact, 0, PROFILE, p.error))
+        for a in p.audits:
+            if a.finding is None:
+                continue
+            mine = [r for r in records if r.variant == a.variant and params_text(r.params) == params_text(a.params)]
+            for r in mine:
+                gating.add(p.artifact, r, a.finding)
+            if not mine:
+                problems.append(Problem(f"{path}/artifact.yaml" if path else p.artifact, 0, PROFILE, a.finding.reason))
+    return problems

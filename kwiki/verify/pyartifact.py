@@ -1,0 +1,231 @@
+"""`kind: python` artifacts: import-check their module (their "build"), then run kwiki's harness on them.
+
+The harness (artifacts/common/kwiki_harness.py) runs in a process of its own, one per artifact, with the
+Python running kwiki. It owns the inputs, the reference comparison and the clock, and prints the records
+of kwiki_bench.cuh. This parent judges: the harness writes one event line per call of a variant (and
+faulthandler, its watchdog, a "Timeout" line when a call overruns); when the process ends early, the
+variant it was calling gets the verdict (a hang: `timeout`; an exception: `exit-error`; a signal:
+`crash`) and the harness runs again for the variants that had not finished. Every variant gets a
+RunOutcome of its own, so one variant's hang never costs another its figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kwiki.core.errors import RecordError
+from kwiki.core.proc import ProcResult, run_group
+from kwiki.verify.build import COMMON_DIR, BuildJob, BuildResult
+from kwiki.verify.plan import Plan, PlannedArtifact
+from kwiki.verify.record import Record, parse_records
+from kwiki.verify.run import RUNS_DIR, RunOutcome, Status
+from kwiki.wiki.manifest import HOST, MANIFEST
+
+HARNESS = "kwiki_harness.py"
+TRITON_CACHE = ".kwiki/triton-cache"  # Triton's compiled kernels: a second verify compiles nothing
+DESCRIBE_TIMEOUT_S = 120.0
+EXIT_RAISED = 3  # kwiki_harness.EXIT_RAISED
+
+
+PYTHON_ENV = "KWIKI_PYTHON"  # the Python that runs the harness (default: kwiki's own); it needs torch, not kwiki
+
+
+def harness(root: Path) -> Path:
+    return root / COMMON_DIR / HARNESS
+
+
+def python() -> str:
+    return os.environ.get(PYTHON_ENV) or sys.executable
+
+
+def environment(root: Path, gpu_index: int | None = None, events: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TRITON_CACHE_DIR"] = str(root / TRITON_CACHE)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in artifact directories (they are hashed)
+    if gpu_index is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    if events is not None:
+        env["KWIKI_HARNESS_EVENTS"] = str(events)
+    return env
+
+
+# ---------------------------------------------------------------- the "build": import and contract check
+
+
+def check_module(job: BuildJob, root: Path) -> BuildResult:
+    """Import the artifact's module in a fresh process (no torch needed) and check its contract against
+    the manifest; a BuildResult whose `binary` is the module, `not_runnable` set when torch is missing."""
+    m = job.manifest
+    assert m.python is not None
+    module = job.directory / m.python.module
+    where = f"{(job.directory / MANIFEST).relative_to(root).as_posix()}: python.module"
+    argv = [python(), str(harness(root)), "describe", str(module)]
+    res = run_group(argv, cwd=job.directory, env=environment(root), timeout=DESCRIBE_TIMEOUT_S)
+    result = BuildResult(job.artifact, job.target, False, False, key="python", command=argv, seconds=res.seconds)
+    try:
+        info: dict[str, Any] = json.loads(res.stdout) if res.returncode == 0 else {}
+    except ValueError:
+        info = {}
+    if not info:
+        why = res.start_error or ("timed out" if res.timed_out else f"exit {res.returncode}")
+        tail = " | ".join(res.stderr.strip().splitlines()[-2:])[:300]
+        result.error = f"{where}: the harness could not describe {m.python.module} ({why}){': ' + tail if tail else ''}"
+        return result
+    if info.get("problems"):
+        result.error = f"{where}: {m.python.module}: " + "; ".join(info["problems"])
+        return result
+    declared = [v.name for v in m.variants]
+    listed = list(info.get("variants", []))
+    if sorted(declared) != sorted(listed):
+        missing = [n for n in declared if n not in listed]
+        unknown = [n for n in listed if n not in declared]
+        diff = "; ".join(p for p in (f"missing from the module: {', '.join(missing)}" if missing else "",
+                                     f"not in the manifest: {', '.join(unknown)}" if unknown else "") if p)
+        result.error = f"{root_rel(job, root)}: variants: the module's VARIANTS and the manifest disagree ({diff})"
+        return result
+    result.ok, result.binary = True, str(module)
+    result.not_runnable = info.get("torch_missing")
+    result.log = json.dumps({k: info.get(k) for k in ("torch", "triton", "python", "tolerances")}, sort_keys=True)
+    return result
+
+
+def root_rel(job: BuildJob, root: Path) -> str:
+    return (job.directory / MANIFEST).relative_to(root).as_posix()
+
+
+# ---------------------------------------------------------------- the run: one process, a watchdog per variant
+
+
+@dataclass
+class _Ended:
+    """How one harness process ended, read from its events."""
+
+    current: str | None  # the variant it was calling when it ended (None: it finished)
+    status: Status
+    message: str
+
+
+def _read_events(path: Path) -> tuple[list[dict[str, Any]], bool]:
+    """(the JSON events, whether the watchdog fired)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return [], False
+    events, timeout = [], False
+    for line in text.splitlines():
+        if line.startswith("Timeout ("):
+            timeout = True
+        elif line.startswith("{"):
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+    return events, timeout
+
+
+def _ended(res: ProcResult, events: list[dict[str, Any]], watchdog: bool, timeout: float) -> _Ended:
+    calls = [e["call"] for e in events if "call" in e]
+    current = calls[-1] if calls else None
+    raised = next((e for e in reversed(events) if "raised" in e), None)
+    if any(e.get("done") for e in events) and res.returncode in (0, 1):
+        return _Ended(None, "ok", "")
+    if raised is not None:
+        said = f"raised in its {raised.get('phase')} call: {raised.get('message')}"
+        return _Ended(raised["raised"], "exit-error", said)
+    if watchdog:
+        return _Ended(current, "timeout", "a call overran its watchdog (killed; its other calls were fine)")
+    if res.timed_out:
+        return _Ended(current, "timeout", f"the harness was killed after {timeout:g} s")
+    if res.signal is not None:
+        return _Ended(current, "crash", f"died of signal {res.signal}")
+    tail = " | ".join(res.stderr.strip().splitlines()[-2:])[:300]
+    return _Ended(current, "exit-error", f"exit {res.returncode}" + (f": {tail}" if tail else ""))
+
+
+def run_python(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int | None, root: Path,
+               run_id: str) -> list[RunOutcome]:
+    """Run every variant of a Python artifact; one RunOutcome per variant."""
+    m = planned.manifest
+    assert m is not None and m.python is not None and build.binary is not None
+    remaining = [*planned.run_variants, *planned.isolated]
+    outcomes: dict[str, RunOutcome] = {}
+    log_dir = root / RUNS_DIR / run_id
+    log_dir.mkdir(parents=True, exist_ok=True)
+    attempt = 0
+    while remaining:
+        attempt += 1
+        events_path = log_dir / f"{m.name}.events{attempt}.jsonl"
+        timeouts = {v: (m.variant(v).timeout_s or m.python.call_timeout_s) for v in remaining}  # type: ignore[union-attr]
+        argv = [python(), str(harness(root)), "run", build.binary,
+                "--device", "cpu" if build.target == HOST else "cuda", "--input-sets", str(m.python.input_sets),
+                "--timeouts", json.dumps(timeouts, sort_keys=True), "--call-timeout", str(m.python.call_timeout_s),
+                *m.run.args, "--variants", ",".join(remaining)]
+        res = run_group(argv, cwd=planned.directory, env=environment(root, gpu_index if build.target != HOST else None,
+                                                                      events_path),
+                        timeout=m.run.timeout_s, max_output=m.run.max_output_bytes)
+        log = log_dir / f"{m.name}{'' if attempt == 1 else f'-{attempt}'}.log"
+        log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
+                       f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
+        rel_log = str(log.relative_to(root))
+        events, watchdog = _read_events(events_path)
+        ended = _ended(res, events, watchdog, m.run.timeout_s)
+        try:
+            records = parse_records(res.stdout, m.name)
+        except RecordError as exc:
+            for v in remaining:
+                outcomes[v] = RunOutcome(m.name, build.target, [v], "bad-output", [], res.seconds, rel_log,
+                                         exc.message, res.returncode)
+            break
+        by_variant: dict[str, list[Record]] = {}
+        for r in records:
+            by_variant.setdefault(r.variant, []).append(r)
+        unknown = sorted(set(by_variant) - set(remaining))
+        if ended.current is None or ended.current not in remaining:
+            # finished (or ended where no variant can be blamed): every variant is judged on this run
+            for v in remaining:
+                outcomes[v] = _outcome(m.name, build.target, v, by_variant.get(v, []), res, rel_log,
+                                       None if ended.current is None else ended)
+                if unknown:
+                    outcomes[v].status = "bad-output"
+                    outcomes[v].message = f"records for variants not asked for: {unknown}"
+            break
+        culprit = ended.current
+        outcomes[culprit] = RunOutcome(m.name, build.target, [culprit], ended.status, by_variant.get(culprit, []),
+                                       res.seconds, rel_log, ended.message, res.returncode)
+        remaining = [v for v in remaining if v != culprit]  # the others run again, without it
+    order = [*planned.run_variants, *planned.isolated]
+    return [outcomes[v] for v in order if v in outcomes]
+
+
+def _outcome(artifact: str, target: str, variant: str, records: list[Record], res: ProcResult, log: str,
+             ended: _Ended | None) -> RunOutcome:
+    out = RunOutcome(artifact, target, [variant], "ok", records, res.seconds, log, "", res.returncode)
+    failed = [r for r in records if not r.check.passed]
+    if ended is not None:
+        out.status, out.message = ended.status, ended.message
+    elif failed:
+        out.status = "check-failed"
+        out.message = f"correctness check failed: {failed[0].check.detail or variant}"
+    elif not records:
+        out.status, out.message = "bad-output", "the harness printed no record for it"
+    return out
+
+
+def not_runnable(plan: Plan, builds: list[BuildResult]) -> list[str]:
+    """Mark the Python artifacts whose module imports but cannot run here (no torch): not run, with the
+    reason, also under --compile-only. Returns a note per artifact."""
+    notes = []
+    reasons = {b.artifact: b.not_runnable for b in builds if b.ok and b.not_runnable}
+    for a in plan.artifacts.values():
+        why = reasons.get(a.build_name)
+        if a.manifest is None or a.manifest.kind != "python" or why is None:
+            continue
+        a.why_not_run = f"{a.why_not_run}; not runnable here: {why}" if a.why_not_run else f"not runnable here: {why}"
+        a.run_target = None
+        notes.append(f"{a.name}: not runnable here: {why}")
+    return sorted(notes)

@@ -1,0 +1,251 @@
+"""`kwiki verify --sanitize`: compute-sanitizer's memcheck, racecheck and synccheck on each variant, at a small shape.
+
+Each variant runs alone under each tool as `<binary> run.args sanitize.args --check-only --variants <name>`
+(the manifest's `sanitize.args` make it small; --check-only skips the timing loop). A tool's errors fail the
+variant's `sanitize` gate with the report's first lines, unless the variant's manifest entry expects them
+(`sanitize: {expect: {racecheck: error}}`); a tool the manifest expects to see the variant's bug that reports
+nothing fails too (the page's "which tool sees which pitfall" table is then wrong).
+
+The tools' reach, which the expectations encode: memcheck checks the generic accesses of threads (out of
+bounds, misaligned) and API errors, not the bytes a TMA copy moves; racecheck checks shared-memory accesses of
+threads against each other, and largely cannot see a race between the async proxy (TMA, wgmma) and ordinary
+accesses (a missing fence.proxy.async); synccheck checks barrier use (divergent __syncthreads, bar.sync
+masks) and does not model mbarrier phases (a wrong parity, an expect_tx that never completes).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kwiki.core.proc import run_group
+from kwiki.verify.build import BuildResult
+from kwiki.verify.gates import Finding
+from kwiki.verify.plan import PlannedArtifact
+from kwiki.verify.run import argv_for
+from kwiki.wiki.manifest import SANITIZE_TOOLS
+
+SANITIZE = "sanitize"
+REPORT_LINES = 4  # of the first error, in a gate's reason
+PREFIX = "========="
+_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
+_RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warnings?\)")
+_NOT_FINDINGS = ("COMPUTE-SANITIZER", "Target application returned an error", "ERROR SUMMARY", "RACECHECK SUMMARY",
+                 "LEAK SUMMARY")
+
+
+def find_sanitizer(environ: Mapping[str, str] | None = None) -> str | None:
+    """compute-sanitizer from $KWIKI_COMPUTE_SANITIZER, the PATH or the usual install places; None when absent."""
+    env = os.environ if environ is None else environ
+    tried = [env.get("KWIKI_COMPUTE_SANITIZER") or "", shutil.which("compute-sanitizer", path=env.get("PATH")) or ""]
+    tried += sorted(glob.glob("/usr/local/cuda*/bin/compute-sanitizer"), reverse=True)
+    tried += sorted(glob.glob("/usr/local/cuda*/compute-sanitizer/compute-sanitizer"), reverse=True)
+    return next((p for p in tried if p and os.access(p, os.X_OK)), None)
+
+
+def sanitizer_argv(sanitizer: str, tool: str, app: list[str]) -> list[str]:
+    if tool not in SANITIZE_TOOLS:
+        raise ValueError(f"unknown compute-sanitizer tool {tool!r}")
+    return [sanitizer, "--tool", tool, "--print-limit", "20", *app]
+
+
+@dataclass
+class ToolReport:
+    """What one tool said about one run."""
+
+    errors: int | None  # None: no summary line (the tool did not finish)
+    lines: list[str] = field(default_factory=list)  # the first error's lines, prefix stripped
+    warnings: int = 0
+
+
+def parse_report(text: str) -> ToolReport:
+    """compute-sanitizer's output: the error count of its summary (less the line it adds for a non-zero exit
+    of the application, which kwiki reads from the records), and the first error's lines."""
+    lines = [ln[len(PREFIX):].rstrip() for ln in text.splitlines() if ln.startswith(PREFIX)]
+    errors: int | None = None
+    warnings = 0
+    for ln in lines:
+        if m := _RACE_SUMMARY.search(ln):
+            errors, warnings = int(m.group(1)), int(m.group(2))
+        elif (m := _SUMMARY.search(ln)) and errors is None:
+            errors = int(m.group(1))
+    if errors is not None and any("Target application returned an error" in ln for ln in lines):
+        errors = max(0, errors - 1)
+    first: list[str] = []
+    for ln in lines:
+        headline = ln[:1] == " " and not ln[:2] == "  "
+        if first and not ln.startswith("  "):
+            break
+        if first:
+            first.append(ln.strip())
+        elif headline and not any(k in ln for k in _NOT_FINDINGS) and not ln.strip().startswith("Warning"):
+            first.append(ln.strip())
+        if len(first) >= REPORT_LINES:
+            break
+    return ToolReport(errors, first, warnings)
+
+
+@dataclass
+class Result:
+    """One variant under one tool."""
+
+    artifact: str
+    variant: str
+    tool: str
+    expected: str  # clean, error or either
+    errors: int | None
+    lines: list[str]
+    seconds: float = 0.0
+    finding: Finding | None = None
+    log: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.finding is None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"artifact": self.artifact, "variant": self.variant, "tool": self.tool, "expected": self.expected,
+                "errors": self.errors, "first_lines": self.lines, "seconds": round(self.seconds, 3),
+                "failed": self.finding.reason if self.finding else None, "log": self.log}
+
+
+def judge(where: str, tool: str, expected: str, report: ToolReport, why: str = "") -> Finding | None:
+    """The gate over one tool's report: errors where `clean` is expected, silence where `error` is."""
+    if report.errors is None:
+        return Finding(SANITIZE, f"{where}: {tool} did not finish (no summary line)"
+                                 + (f": {' | '.join(report.lines)}" if report.lines else ""))
+    if expected == "clean" and report.errors > 0:
+        return Finding(SANITIZE, f"{where}: {tool} reported {report.errors} error{'s' * (report.errors != 1)}: "
+                                 + " | ".join(report.lines))
+    if expected == "error" and report.errors == 0:
+        return Finding(SANITIZE, f"{where}: {tool} reported nothing, but the manifest expects it to see this "
+                                 f"variant's bug" + (f" ({why})" if why else "") + ": the expectation (and the page's "
+                                 "table of which tool sees which pitfall) is wrong")
+    return None
+
+
+def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer: str, tools: list[str], root: Path,
+                      gpu_index: int | None) -> tuple[list[Result], str | None]:
+    """Every variant that runs here, alone, under each tool; (results, why it was skipped)."""
+    m = planned.manifest
+    assert m is not None and build.binary is not None
+    if m.run.command and m.run.command[0] != "{binary}":
+        return [], "its run.command is a driver, not the binary"
+    rel = (planned.directory / "artifact.yaml").relative_to(root).as_posix() if planned.directory.is_relative_to(
+        root) else str(planned.directory / "artifact.yaml")
+    env = dict(os.environ)
+    if gpu_index is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    log_dir = root / ".kwiki" / "sanitize" / m.name
+    log_dir.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name in [*planned.run_variants, *planned.isolated]:
+        variant = m.variant(name)
+        expect = variant.sanitize if variant and variant.sanitize else None
+        app = [*argv_for(planned, build.binary, [name]), *m.sanitize.args, "--check-only"]
+        for tool in tools:
+            argv = sanitizer_argv(sanitizer, tool, app)
+            res = run_group(argv, cwd=planned.directory, env=env, timeout=m.sanitize.timeout_s,
+                            max_output=m.run.max_output_bytes)
+            log = log_dir / f"{name}-{tool}.log"
+            log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
+                           f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
+            report = parse_report(res.stdout + "\n" + res.stderr)
+            if res.timed_out or res.start_error:
+                report = ToolReport(None, [res.start_error or f"killed after {m.sanitize.timeout_s:g} s"])
+            expected: str = expect.expect.get(tool, "clean") if expect and tool in SANITIZE_TOOLS else "clean"  # type: ignore[call-overload]
+            where = f"{rel}: variant {name!r}"
+            r = Result(m.name, name, tool, expected, report.errors, report.lines, res.seconds,
+                       None if expected == "either" and report.errors is not None else
+                       judge(where, tool, expected, report, expect.why if expect else ""),
+                       str(log.relative_to(root)))
+            out.append(r)
+    return out, None
+
+
+def attach(results: list[Result], outcomes: Mapping[str, list[Any]], names: Mapping[str, str]) -> None:
+    """Each variant's error counts into the extras of its records (`sanitize_<tool>_errors`), for claims and
+    `kwiki show --json`."""
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for r in results:
+        if r.errors is not None:
+            counts.setdefault((r.artifact, r.variant), {})[f"sanitize_{r.tool}_errors"] = r.errors
+    for path, outs in outcomes.items():
+        for o in outs:
+            for rec in o.records:
+                rec.extra.update(counts.get((names.get(path, ""), rec.variant), {}))
+
+
+@dataclass
+class SanitizeStage:
+    """`kwiki verify --sanitize` over a run."""
+
+    results: list[Result] = field(default_factory=list)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"seconds": round(self.seconds, 3), "tools": self.tools, "notes": self.notes,
+                "results": [r.as_json() for r in self.results]}
+
+
+def run_stage(plan: Any, builds: list[BuildResult], root: Path, progress: Any, tools: list[str],
+              sanitizer: str | None = None) -> SanitizeStage:
+    """Every artifact of the plan that has a GPU build here, each variant under each tool."""
+    import time
+
+    t0 = time.monotonic()
+    stage = SanitizeStage(tools=list(tools))
+    sanitizer = sanitizer or find_sanitizer()
+    if plan.gpu is None or sanitizer is None:
+        stage.notes.append("--sanitize: " + ("no GPU here" if plan.gpu is None else "compute-sanitizer not found: "
+                                             "set KWIKI_COMPUTE_SANITIZER or put it on the PATH") + "; nothing run")
+        return stage
+    by_key = {(b.artifact, b.target): b for b in builds}
+    for planned in sorted(plan.artifacts.values(), key=lambda a: a.path):
+        if planned.manifest is None or planned.run_target is None:
+            continue
+        build = by_key.get((planned.build_name, planned.run_target))
+        if build is None or not build.ok or build.binary is None:
+            continue
+        progress(f"sanitize {planned.name}: {', '.join(tools)}")
+        results, skipped = sanitize_artifact(planned, build, sanitizer=sanitizer, tools=tools, root=root,
+                                             gpu_index=plan.gpu.index)
+        if skipped:
+            stage.notes.append(f"sanitize {planned.name}: skipped ({skipped})")
+        stage.results += results
+        bad = [r for r in results if not r.ok]
+        progress(f"    {len(results) - len(bad)} of {len(results)} as expected"
+                 + "".join(f"\n    {r.finding.reason}" for r in bad if r.finding))
+    stage.seconds = time.monotonic() - t0
+    seen = sum(1 for r in stage.results if r.errors)
+    stage.notes.append(f"--sanitize: {len(stage.results)} variant x tool runs in {stage.seconds:.1f} s, "
+                       f"{seen} with errors, {sum(not r.ok for r in stage.results)} not as the manifests expect")
+    return stage
+
+
+def gate(gating: Any, stage: SanitizeStage, outcomes: Mapping[str, list[Any]], plan: Any) -> list[Any]:
+    """The sanitize gate's findings onto every record of the variant; a Problem where the variant has no record."""
+    from kwiki.core.errors import Problem
+
+    paths = {a.name: k for k, a in plan.artifacts.items()}
+    names = {k: a.name for k, a in plan.artifacts.items()}
+    attach(stage.results, outcomes, names)
+    problems = []
+    for r in stage.results:
+        if r.finding is None:
+            continue
+        path = paths.get(r.artifact)
+        mine = [rec for o in outcomes.get(path, []) for rec in o.records if rec.variant == r.variant] if path else []
+        for rec in mine:
+            gating.add(r.artifact, rec, r.finding)
+        if not mine:
+            problems.append(Problem(f"{path}/artifact.yaml" if path else r.artifact, 0, SANITIZE, r.finding.reason))
+    return problems

@@ -1,0 +1,38 @@
+"""On the GPU: kwiki's Python harness with Triton (run these on the H200, where torch and Triton are)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kwiki.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+CHEATS = Path(__file__).parent / "fixtures" / "python_gpu"
+
+pytestmark = [pytest.mark.gpu]  # the harness's Python ($KWIKI_PYTHON, default this one) needs torch and Triton
+
+
+def test_triton_cheats_fail_and_the_honest_copy_is_timed(tmp_path: Path, capsys):
+    root = tmp_path / "cheats"
+    shutil.copytree(CHEATS, root)
+    shutil.copytree(REPO / "artifacts" / "common", root / "artifacts" / "common")
+    main(["verify", "--quiet", "--json", "--no-write", "--root", str(root)])
+    report = json.loads(capsys.readouterr().out)
+    runs = {r["variants"][0]: r for r in report["runs"]}
+    claims = {c["claim"]: c for c in report["claims"]}
+    assert runs["honest"]["status"] == "ok", runs["honest"]
+    assert claims["honest-bandwidth"]["verdict"] == "reproduced", claims["honest-bandwidth"]
+    for cheat in ("cached_return", "skips_launch"):
+        assert runs[cheat]["status"] == "check-failed", runs[cheat]
+        assert "timed sample" in runs[cheat]["message"], runs[cheat]
+    assert claims["cached-return-bandwidth"]["verdict"] == "failed"
+    assert claims["skips-launch-bandwidth"]["verdict"] == "failed"
+    log = (root / runs["honest"]["log"]).read_text()
+    record = json.loads(next(ln for ln in log.splitlines() if ln.startswith('{"kwiki_record"') and '"honest"' in ln))
+    assert record["timing_source"] == "cupti", record  # the torch profiler saw the kernels
+    assert record["extra"]["triton"] and record["extra"]["torch"]
+    assert (root / ".kwiki" / "triton-cache").is_dir()  # Triton's kernels cached under .kwiki/

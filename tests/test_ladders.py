@@ -1,0 +1,89 @@
+"""The ladder as data (kwiki.verify.ladders): readable shapes, grouping, the latest run of the store."""
+
+from __future__ import annotations
+
+import pytest
+
+from kwiki.verify import ladders
+from kwiki.verify.history import RecordRow
+from kwiki.wiki.manifest import Manifest
+
+MANIFEST = Manifest.model_validate({
+    "name": "gemv", "title": "GEMV", "targets": ["sm_90a"], "build": {"sources": ["g.cu"]},
+    "variants": [{"name": "cublas", "rung": 0, "adds": "the baseline"}, {"name": "tuned", "rung": 1, "adds": "tuning"},
+                 {"name": "read_ceiling", "description": "a read stream"}],
+    "baseline": "cublas", "ceiling": "read_ceiling"})
+
+
+@pytest.mark.parametrize("params, label", [
+    ({"dtype": "u8", "shape": "4294967296"}, "4 GiB, u8"),  # a byte count, not 'shape=4294967296'
+    ({"K": 4096, "M": 16384, "N": 2048, "dtype": "fp8_e4m3"}, "16384x2048x4096, fp8_e4m3"),  # MxNxK
+    ({"K": 16384, "M": 8192, "dtype": "bf16", "shape": "8192x16384"}, "8192x16384, bf16"),  # the shape, once
+    ({"cols": 8192, "dtype": "bf16", "rows": 1024}, "1024x8192, bf16"),
+    ({"N": 256, "dtype": "tf32", "warpgroups": 2}, "tf32, N=256, warpgroups=2"),  # one dimension keeps its name
+    ({"n": 1024, "dtype": "f32"}, "f32, n=1024"),
+    ({"n": 64 * 1024 ** 2}, "64 Mi elements"),
+    ({"bytes": 1536 * 1024 ** 2}, "1.5 GiB"),
+    ({"bytes": 1000}, "bytes=1000"),
+])
+def test_shapes_read_as_a_reader_writes_them(params, label):
+    assert ladders.shape_label(params) == label
+
+
+def _row(variant: str, run: str, params: dict, us: float, **kw) -> RecordRow:
+    gb = 1e9 / us / 1e3
+    return RecordRow.model_validate({
+        "gpu": "NVIDIA H200", "date": f"2026-11-{run}T00:00:00+00:00", "run_id": f"r{run}", "artifact": "gemv",
+        "target": "sm_90a", "variant": variant, "params": params, "passed": True,
+        "figures": {"time_us": us, "gb_per_s": gb, "tb_per_s": gb / 1e3}, "spread": 0.01, **kw})
+
+
+def test_the_store_gives_the_latest_run_grouped_by_shape_numbers_as_numbers():
+    small, big = {"M": 1024, "dtype": "bf16"}, {"M": 8192, "dtype": "bf16"}
+    rows = [_row("cublas", "01", small, 50.0),  # an older run: left out
+            *[_row(v, "02", p, us) for p in (big, small) for v, us in
+              (("tuned", 80.0), ("read_ceiling", 40.0), ("cublas", 100.0))],
+            _row("tuned", "02", {"M": 99}, 1.0).model_copy(update={"artifact": "other"})]
+    (ladder,) = ladders.from_store(MANIFEST, rows, path="artifacts/gemv")
+    assert (ladder.run_id, ladder.gpu, ladder.path) == ("r02", "NVIDIA H200", "artifacts/gemv")
+    assert [g.label for g in ladder.groups] == ["bf16, M=1024", "bf16, M=8192"]  # not text order ('8192' < '99')
+    tuned = ladder.groups[0].rows[1]
+    assert [r.variant for r in ladder.groups[0].rows] == ["cublas", "tuned", "read_ceiling"]  # manifest order
+    assert (tuned.rung, tuned.adds, tuned.rate_unit, tuned.vs_baseline, tuned.of_speed_of_light) == (
+        1, "tuning", "TB/s", 1.25, 0.5)
+    assert ladder.groups[0].rows[0].role == "baseline" and ladder.groups[0].rows[2].role == "ceiling"
+
+
+def test_a_refused_record_keeps_its_time_but_no_rate_and_compact_json_has_no_nulls():
+    gate = {"name": "physical", "reason": "faster than the board"}
+    rows = [_row("cublas", "02", {"M": 8}, 100.0), _row("tuned", "02", {"M": 8}, 1.0, gates=[gate])]
+    (ladder,) = ladders.from_store(MANIFEST, rows)
+    refused = ladder.groups[0].rows[1]
+    assert refused.status == "refused" and refused.time_us == 1.0
+    assert refused.rate is None and refused.vs_baseline is None and refused.gates[0].name == "physical"
+    data = ladder.compact()
+
+    def nulls(x: object) -> bool:
+        if isinstance(x, dict):
+            return any(v is None or v == [] or nulls(v) for v in x.values())
+        return isinstance(x, list) and any(nulls(v) for v in x)
+
+    assert not nulls(data) and "ceiling" in data and "others" not in data
+
+
+def test_a_pages_ladder_by_shape_and_an_unknown_shape_names_the_known_ones():
+    """`get_ladder` / `kwiki show --ladder` on this repository's GEMV page: absolute figures without the body."""
+    from pathlib import Path
+
+    from kwiki.agents.ladder import page_ladders
+    from kwiki.core.errors import UsageError
+
+    repo = Path(__file__).resolve().parent.parent
+    doc = page_ladders(repo, "kernel-gemv-bf16", "16384x16384")
+    (ladder,) = doc["ladders"]
+    (group,) = ladder["groups"]
+    assert group["label"] == "16384x16384, bf16" and ladder["run_id"] and ladder["baseline"] == "cublas"
+    tuned = next(r for r in group["rows"] if r["variant"] == "tuned")
+    assert tuned["time_us"] > 0 and tuned["rate_unit"] == "TB/s" and tuned["vs_baseline"] > 0
+    with pytest.raises(UsageError, match=r"shape '999'.*shapes: .*8192x8192, bf16"):
+        page_ladders(repo, "kernel-gemv-bf16", "999")

@@ -1,0 +1,375 @@
+"""`kind: python` artifacts on the CPU: the manifest, the import check (--compile-only, also without torch),
+and the harness's verdicts on variants that each break one rule (tests/fixtures/python/artifacts/host_py).
+
+The harness runs in subprocesses (CPU torch, `pip install -e '.[torch]'`); these tests never import torch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kwiki.cli import main
+from kwiki.core.errors import ManifestError
+from kwiki.wiki.manifest import load_manifest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = Path(__file__).parent / "fixtures" / "python"
+HARNESS_FILES = ("kwiki_harness.py", "kwiki_bench.py")
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="needs torch (pip install -e '.[torch]')")
+
+
+def make_project(dest: Path) -> Path:
+    shutil.copytree(FIXTURE, dest)
+    common = dest / "artifacts" / "common"
+    common.mkdir(parents=True, exist_ok=True)
+    for name in HARNESS_FILES:
+        shutil.copy(ROOT / "artifacts" / "common" / name, common / name)
+    return dest
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path / "p")
+
+
+def verify(capsys: pytest.CaptureFixture[str], root: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    code = main(["verify", "--quiet", "--json", "--no-write", "--root", str(root), *args])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def harness_module() -> Any:
+    spec = importlib.util.spec_from_file_location("kwiki_harness_t", ROOT / "artifacts" / "common" / "kwiki_harness.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ---------------------------------------------------------------- the manifest
+
+
+def write_manifest(directory: Path, text: str) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "artifact.yaml").write_text(text)
+
+
+PY = "name: a\ntitle: t\nkind: python\ntargets: [sm_90a]\nvariants: [{name: v}]\n"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ("", "names its module"),
+    ("python: {module: m.py}\nbuild: {sources: [m.py]}\n", "has no 'build'"),
+    ("python: {module: m.py}\nrun: {command: [sh, x]}\n", "has no run.command"),
+    ("python: {module: m.txt}\n", "must be a .py file"),
+    ("python: {module: missing.py}\n", "'missing.py' is not a file inside the artifact"),
+])
+def test_a_python_manifest_is_checked_with_a_location(tmp_path: Path, extra: str, message: str):
+    d = tmp_path / "a"
+    write_manifest(d, PY + extra)
+    (d / "m.py").write_text("")
+    (d / "m.txt").write_text("")
+    with pytest.raises(ManifestError, match=message) as err:
+        load_manifest(d, tmp_path)
+    assert str(err.value).startswith("a/artifact.yaml")
+
+
+def test_python_section_only_with_kind_python(tmp_path: Path):
+    d = tmp_path / "a"
+    write_manifest(d, PY.replace("kind: python\n", "") + "python: {module: m.py}\nbuild: {sources: [m.py]}\n")
+    (d / "m.py").write_text("")
+    with pytest.raises(ManifestError, match="exactly when kind is python"):
+        load_manifest(d, tmp_path)
+
+
+def test_a_python_manifest_needs_no_build(tmp_path: Path):
+    d = tmp_path / "a"
+    write_manifest(d, PY + "python: {module: m.py}\n")
+    (d / "m.py").write_text("")
+    m = load_manifest(d, tmp_path)
+    assert m.kind == "python" and m.build.sources == ["m.py"]  # the module is its one source (hashed, checked)
+
+
+# ---------------------------------------------------------------- the import check (--compile-only)
+
+
+def test_compile_only_imports_the_module_and_checks_its_variants(project: Path, capsys: pytest.CaptureFixture[str]):
+    code, report = verify(capsys, project, "--compile-only")
+    builds = {b["artifact"]: b for b in report["builds"]}
+    assert builds["host_py"]["ok"] and builds["host_py"]["binary"].endswith("ops.py"), builds
+    assert builds["host_py_same"]["ok"]
+    assert report["runs"] == [] and code == 0
+
+
+def test_a_module_whose_variants_disagree_with_the_manifest_fails_its_build(project: Path, capsys):
+    ops = project / "artifacts" / "host_py" / "ops.py"
+    ops.write_text(ops.read_text().replace('"hangs"]', '"hangs", "extra"]'))
+    code, report = verify(capsys, project, "--compile-only")
+    build = next(b for b in report["builds"] if b["artifact"] == "host_py")
+    assert not build["ok"] and "not in the manifest: extra" in build["error"]
+    assert build["error"].startswith("artifacts/host_py/artifact.yaml")
+    assert code == 1
+
+
+def test_a_module_that_fails_to_import_is_a_located_build_error(project: Path, capsys):
+    ops = project / "artifacts" / "host_py" / "ops.py"
+    ops.write_text(ops.read_text() + "\nraise RuntimeError('broken at import')\n")
+    _, report = verify(capsys, project, "--compile-only")
+    build = next(b for b in report["builds"] if b["artifact"] == "host_py")
+    assert not build["ok"] and "ops.py:" in build["error"] and "broken at import" in build["error"]
+
+
+def test_a_contract_problem_is_named(project: Path, capsys):
+    ops = project / "artifacts" / "host_py" / "ops.py"
+    ops.write_text(ops.read_text().replace('"one float32 multiply-add per element: exact up to rounding"', '""'))
+    _, report = verify(capsys, project, "--compile-only")
+    build = next(b for b in report["builds"] if b["artifact"] == "host_py")
+    assert not build["ok"] and "TOLERANCES['float32'] must be (atol >= 0, rtol >= 0, a reason)" in build["error"]
+
+
+@pytest.fixture
+def no_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The harness's Python sees no torch: a sitecustomize that blocks the import, as if it were not installed."""
+    block = tmp_path / "block"
+    block.mkdir()
+    (block / "sitecustomize.py").write_text("import sys\nsys.modules['torch'] = None\nsys.modules['triton'] = None\n")
+    monkeypatch.setenv("PYTHONPATH", str(block))
+
+
+@pytest.mark.parametrize("compile_only", [True, False])
+def test_without_torch_a_python_artifact_is_not_runnable_with_a_reason(project: Path, capsys, no_torch,
+                                                                     compile_only: bool):
+    _, report = verify(capsys, project, *(["--compile-only"] if compile_only else []))
+    assert len(report["builds"]) == 2
+    for build in report["builds"]:
+        assert build["ok"], build  # the module imports without torch: it imports torch inside its functions
+        assert "torch is not installed" in (build["not_runnable"] or "")
+    for artifact in report["artifacts"]:
+        assert "not runnable here: torch is not installed" in artifact["not_run"]
+    assert report["runs"] == []
+    claims = {c["claim"]: c for c in report["claims"]}
+    assert claims["good-time"]["verdict"] == "not-run"
+    assert "torch is not installed" in claims["good-time"]["detail"]
+    assert any("host_py: not runnable here" in n for n in report["notes"])
+
+
+def test_a_module_that_imports_torch_at_the_top_is_refused_without_torch(project: Path, capsys, no_torch):
+    ops = project / "artifacts" / "host_py" / "ops.py"
+    ops.write_text("import torch\n" + ops.read_text())
+    _, report = verify(capsys, project, "--compile-only")
+    build = next(b for b in report["builds"] if b["artifact"] == "host_py")
+    assert not build["ok"] and "importing the module failed" in build["error"]
+
+
+# ---------------------------------------------------------------- the harness, pure parts
+
+
+def test_busy_time_is_the_union_of_intervals_on_every_stream():
+    h = harness_module()
+    assert h.busy_and_span([(10, 20), (15, 30), (50, 60)]) == (30, 50)
+    assert h.busy_and_span([]) == (0, 0)
+
+
+def test_a_sample_window_holds_the_device_work_its_launch_calls_made():
+    h = harness_module()
+    e = h.Event
+    events = [
+        e(True, "kwiki.sample.a.0", 100, 200), e(True, "kwiki.sample.a.1", 300, 400),
+        e(True, "cudaLaunchKernel", 40, 45, 1), e(False, "poison_fill", 5050, 5099, 1),  # before: not timed
+        e(True, "cuLaunchKernelEx", 110, 115, 2), e(False, "triton_kernel", 5110, 5150, 2),  # GPU clock differs
+        e(True, "cudaLaunchKernel", 116, 118, 3), e(False, "kernel_stream2", 5120, 5160, 3),  # two streams: once
+        e(False, "kwiki.sample.a.0", 5110, 5160),  # the label's GPU annotation: not work
+        e(True, "aten::copy_", 120, 130, 9), e(False, "unrelated", 5170, 5180, 9),  # not a launch call
+        e(True, "cudaMemcpyAsync", 310, 311, 4), e(False, "Memcpy DtoD", 5310, 5320, 4),
+        e(False, "cudaStreamSynchronize", 5321, 5400, 5),  # an API call the profiler files as device work
+    ]
+    assert h.sample_windows(events) == {"kwiki.sample.a.0": (50, 50), "kwiki.sample.a.1": (10, 10)}
+
+
+def test_without_launch_calls_a_window_takes_the_work_that_started_in_it():
+    h = harness_module()
+    e = h.Event
+    events = [e(True, "kwiki.sample.a.0", 100, 200), e(False, "flush", 50, 99), e(False, "k", 110, 150),
+              e(False, "k2", 120, 160)]
+    assert h.sample_windows(events) == {"kwiki.sample.a.0": (50, 50)}
+
+
+# ---------------------------------------------------------------- the harness's verdicts (one verify run)
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("needs torch (pip install -e '.[torch]')")
+    root = make_project(tmp_path_factory.mktemp("py") / "p")
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    out = StringIO()
+    with redirect_stdout(out):  # writes back, as on the GPU machine: the page's ladder and the results store
+        main(["verify", "--quiet", "--json", "--root", str(root)])
+    report = json.loads(out.getvalue())
+    report["by_variant"] = {r["variants"][0]: r for r in report["runs"] if r["artifact"] == "host_py"}
+    report["same"] = {r["variants"][0]: r for r in report["runs"] if r["artifact"] == "host_py_same"}
+    report["root"] = root
+    return report
+
+
+def status(ran: dict[str, Any], variant: str) -> tuple[str, str]:
+    r = ran["by_variant"][variant]
+    return r["status"], r["message"]
+
+
+@needs_torch
+def test_every_variant_gets_a_verdict_of_its_own(ran):
+    assert all(len(r["variants"]) == 1 for r in ran["runs"])
+    assert set(ran["by_variant"]) == {"good", "good_returns", "wrong", "nan", "mutates", "skips_timed",
+                                      "cached_return", "lazy_view", "subclass", "raises", "hangs"}
+
+
+@needs_torch
+@pytest.mark.parametrize("variant", ["good", "good_returns"])
+def test_an_honest_variant_is_timed(ran, variant: str):
+    assert status(ran, variant) == ("ok", "")
+    claim = next(c for c in ran["claims"] if c["claim"] == "good-time")
+    assert claim["verdict"] == "reproduced" and claim["value"] > 0
+
+
+@needs_torch
+def test_a_wrong_output_fails_its_check(ran):
+    s, msg = status(ran, "wrong")
+    assert s == "check-failed" and "not within atol" in msg
+    claim = next(c for c in ran["claims"] if c["claim"] == "wrong-time")
+    assert claim["verdict"] == "failed" and claim["value"] is None
+
+
+@needs_torch
+def test_a_nan_fails_its_check(ran):
+    s, msg = status(ran, "nan")
+    assert s == "check-failed" and "got nan" in msg
+
+
+@needs_torch
+def test_a_variant_that_writes_its_input_fails(ran):
+    s, msg = status(ran, "mutates")
+    assert s == "check-failed" and "input 'x' was changed" in msg
+
+
+@needs_torch
+@pytest.mark.parametrize("variant", ["skips_timed", "cached_return"])
+def test_a_variant_right_only_when_checked_is_caught_on_a_timed_sample(ran, variant: str):
+    s, msg = status(ran, variant)
+    assert s == "check-failed" and "timed sample" in msg and "differs from the reference" in msg
+
+
+@needs_torch
+@pytest.mark.parametrize(("variant", "why"), [("lazy_view", "is a view of another tensor"),
+                                              ("subclass", "not a plain torch.Tensor")])
+def test_outputs_must_be_plain_materialised_tensors(ran, variant: str, why: str):
+    s, msg = status(ran, variant)
+    assert s == "check-failed" and why in msg
+
+
+@needs_torch
+@pytest.mark.parametrize("variant", ["skips_timed", "cached_return"])
+def test_the_poison_catches_stale_outputs_when_every_input_set_is_the_same(ran, variant: str):
+    """Rotating inputs cannot tell a stale output from a fresh one here: the poison before every timed
+    sample (harness outputs), and after every call (returned outputs), does."""
+    assert ran["same"]["good"]["status"] == "ok"
+    r = ran["same"][variant]
+    assert r["status"] == "check-failed" and "got nan" in r["message"], r
+
+
+@needs_torch
+def test_a_variant_that_raises_is_its_own_verdict(ran):
+    s, msg = status(ran, "raises")
+    assert s == "exit-error" and msg.startswith("raised in its check call: ZeroDivisionError")
+
+
+@needs_torch
+def test_a_variant_that_hangs_is_killed_by_its_watchdog(ran):
+    s, msg = status(ran, "hangs")
+    assert s == "timeout" and "watchdog" in msg
+    assert ran["by_variant"]["hangs"]["seconds"] < 25  # its own 3 s watchdog, not the run's 30 s timeout
+
+
+@needs_torch
+def test_records_carry_the_shared_format_and_provenance(ran):
+    log = next(Path(ran["root"], r["log"]) for r in ran["runs"] if r["variants"] == ["good"])
+    line = next(ln for ln in log.read_text().splitlines() if '"variant":"good"' in ln)
+    rec = json.loads(line)
+    assert rec["protocol"] == 2 and rec["timing_source"] == "wall" and rec["rechecked"] >= 2
+    assert rec["extra"]["torch"].startswith("2.") and rec["extra"]["harness"] == "python"
+    assert rec["extra"]["input_sets"] >= 2
+
+
+@needs_torch
+def test_the_store_and_the_page_get_the_python_artifacts_figures(ran):
+    rows = [json.loads(ln) for f in Path(ran["root"], "results").glob("*.jsonl") for ln in f.read_text().splitlines()]
+    good = next(r for r in rows if r["kind"] == "record" and r["artifact"] == "host_py" and r["variant"] == "good")
+    assert good["passed"] and good["torch"].startswith("2.") and "time_us" in good["figures"]
+    wrong = next(r for r in rows if r["kind"] == "record" and r["variant"] == "wrong")
+    assert not wrong["passed"] and "time_us" not in wrong["figures"]
+    page = Path(ran["root"], "wiki", "pyfixture.md").read_text()
+    assert "<!-- kwiki:ladder" in page and "`good_returns`" in page  # one ladder row per variant
+
+
+def test_the_harness_never_imports_torch_to_describe(tmp_path: Path):
+    """`describe` runs where torch is absent: the harness and kwiki_bench import it only inside functions."""
+    import subprocess
+
+    block = tmp_path / "block"
+    block.mkdir()
+    (block / "sitecustomize.py").write_text("import sys\nsys.modules['torch'] = None\n")
+    ops = FIXTURE / "artifacts" / "host_py" / "ops.py"
+    done = subprocess.run([sys.executable, str(ROOT / "artifacts" / "common" / "kwiki_harness.py"), "describe",
+                           str(ops)], capture_output=True, text=True, env={"PYTHONPATH": str(block)}, timeout=60)
+    info = json.loads(done.stdout)
+    assert info["problems"] == [] and info["torch"] is None and "not installed" in info["torch_missing"]
+
+
+# ---------------------------------------------------------------- claims across artifacts
+
+
+@needs_torch
+def test_a_claim_compares_figures_of_two_artifacts_of_the_same_run(ran):
+    claim = next(c for c in ran["claims"] if c["claim"] == "cross-artifact-ratio")
+    assert claim["verdict"] == "reproduced", claim
+    assert claim["figure"] == "good[n=4096].time_us / same:good[n=4096].time_us"
+    logs = {r["artifact"]: Path(ran["root"], r["log"]) for r in ran["runs"] if r["variants"] == ["good"]}
+    times = {a: next(json.loads(ln) for ln in p.read_text().splitlines() if ln.startswith('{"kwiki_record"')
+                     and '"variant":"good"' in ln)["timing"]["median_us"] for a, p in logs.items()}
+    assert claim["value"] == pytest.approx(times["host_py"] / times["host_py_same"])
+
+
+def test_a_selector_naming_an_unknown_artifact_key_is_a_located_error(project: Path, capsys):
+    page = project / "wiki" / "pyfixture.md"
+    page.write_text(page.read_text().replace("per: {artifact: same,", "per: {artifact: nosuch,"))
+    code = main(["check", "--root", str(project), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    problems = [p for p in out["problems"] if "nosuch" in p["message"]]
+    assert code == 1 and problems and problems[0]["field"].startswith("claims[2].measure.per.artifact"), out
+
+
+def test_a_selector_is_checked_against_its_own_artifacts_variants(project: Path, capsys):
+    page = project / "wiki" / "pyfixture.md"
+    page.write_text(page.read_text().replace("per: {artifact: same, variant: good,", "per: {artifact: same, "
+                                                                                    "variant: wrong,"))
+    main(["check", "--root", str(project), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    problems = [p for p in out["problems"] if p["field"] == "claims[2].measure.per.variant"]
+    assert problems and "artifacts/host_py_same/artifact.yaml" in problems[0]["message"], out
+
+
+def test_a_claim_whose_other_artifact_did_not_run_is_not_run(project: Path, capsys, no_torch):
+    _, report = verify(capsys, project)
+    claim = next(c for c in report["claims"] if c["claim"] == "cross-artifact-ratio")
+    assert claim["verdict"] == "not-run"

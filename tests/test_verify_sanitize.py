@@ -1,0 +1,124 @@
+"""kwiki verify --sanitize on the CPU: a stand-in compute-sanitizer (tests/fixtures/sanitizer/) around a stand-in
+artifact binary; report parsing, the manifest's expectations, the gate's located messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kwiki.verify import sanitize
+from kwiki.verify.build import BuildResult
+from kwiki.verify.gates import Gating
+from kwiki.verify.plan import PlannedArtifact
+from kwiki.verify.record import Record
+from kwiki.verify.run import RunOutcome
+from kwiki.wiki.manifest import Manifest
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SANITIZER = str(FIXTURES / "sanitizer" / "fake_compute_sanitizer")
+BINARY = str(FIXTURES / "profile" / "fake_artifact")
+
+MEMCHECK = """========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 16 bytes
+=========     at gemv_rows<8>(const bf16 *, const bf16 *, float *, int, int)+0x2d0 in gemv_bf16.cu:141
+=========     by thread (31,0,0) in block (1023,0,0)
+=========     Address 0x7f0c1e800010 is out of bounds
+=========     and is 17 bytes after the nearest allocation at 0x7f0c1e000000 of size 8388608 bytes
+=========
+========= Target application returned an error
+========= ERROR SUMMARY: 2 errors
+"""
+RACECHECK_CLEAN = """========= COMPUTE-SANITIZER
+========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)
+"""
+
+
+def planned(root: Path) -> PlannedArtifact:
+    manifest = Manifest.model_validate({
+        "name": "pit_sm90a", "title": "pitfalls", "targets": ["sm_90a"], "build": {"sources": ["p.cu"]},
+        "sanitize": {"args": ["--shapes=256x256x256", "--repeats=1"]},
+        "variants": [{"name": "good"},
+                     {"name": "no_fence", "isolated": True,
+                      "sanitize": {"expect": {"racecheck": "clean", "memcheck": "either"},
+                                   "why": "racecheck does not see async-proxy races"}},
+                     {"name": "oob", "isolated": True, "sanitize": {"expect": {"memcheck": "error"}}}]})
+    directory = root / "artifacts" / "pit_sm90a"
+    directory.mkdir(parents=True, exist_ok=True)
+    return PlannedArtifact("artifacts/pit_sm90a", directory, manifest, run_target="sm_90a", run_variants=["good"],
+                           isolated=["no_fence", "oob"])
+
+
+def sanitize_all(tmp_path, monkeypatch, finds: str = "", tools=("memcheck", "racecheck", "synccheck")):
+    monkeypatch.setenv("FAKE_SANITIZER_FINDS", finds)
+    monkeypatch.setenv("FAKE_SANITIZER_LOG", str(tmp_path / "calls.log"))
+    results, skipped = sanitize.sanitize_artifact(planned(tmp_path), BuildResult("pit_sm90a", "sm_90a", True, False,
+                                                                                 "k", binary=BINARY),
+                                                  sanitizer=SANITIZER, tools=list(tools), root=tmp_path, gpu_index=0)
+    assert skipped is None
+    return {(r.variant, r.tool): r for r in results}
+
+
+def test_parse_report_counts_errors_without_the_applications_exit_and_keeps_the_first_lines():
+    r = sanitize.parse_report(MEMCHECK)
+    assert r.errors == 1  # the non-zero exit is the records' business
+    assert r.lines == ["Invalid __global__ read of size 16 bytes",
+                       "at gemv_rows<8>(const bf16 *, const bf16 *, float *, int, int)+0x2d0 in gemv_bf16.cu:141",
+                       "by thread (31,0,0) in block (1023,0,0)", "Address 0x7f0c1e800010 is out of bounds"]
+    assert sanitize.parse_report(RACECHECK_CLEAN).errors == 0
+    assert sanitize.parse_report("segfault before any summary\n").errors is None
+
+
+def test_each_variant_runs_alone_small_and_check_only_under_each_tool(tmp_path, monkeypatch):
+    got = sanitize_all(tmp_path, monkeypatch, finds="memcheck:oob")
+    assert sorted(got) == sorted((v, t) for v in ("good", "no_fence", "oob")
+                                 for t in ("memcheck", "racecheck", "synccheck"))
+    calls = [json.loads(x) for x in (tmp_path / "calls.log").read_text().splitlines()]
+    assert len(calls) == 9
+    first = calls[0]
+    assert first[:2] == ["--tool", "memcheck"]
+    assert first[-4:] == ["good", "--shapes=256x256x256", "--repeats=1", "--check-only"]
+    assert all(r.ok for r in got.values()), [r.finding for r in got.values() if r.finding]
+
+
+def test_an_unexpected_error_fails_the_gate_with_the_first_report_lines(tmp_path, monkeypatch):
+    got = sanitize_all(tmp_path, monkeypatch, finds="memcheck:good,memcheck:oob", tools=["memcheck"])
+    bad = got[("good", "memcheck")]
+    assert bad.errors == 1 and bad.finding is not None and bad.finding.gate == "sanitize"
+    assert bad.finding.reason.startswith("artifacts/pit_sm90a/artifact.yaml: variant 'good': memcheck reported 1 "
+                                         "error: Invalid __global__ write of size 4 bytes | at copy_kernel<4>")
+
+
+def test_an_expected_error_that_is_not_reported_fails(tmp_path, monkeypatch):
+    got = sanitize_all(tmp_path, monkeypatch, finds="", tools=["memcheck"])
+    silent = got[("oob", "memcheck")]
+    assert silent.finding is not None and "memcheck reported nothing, but the manifest expects" in silent.finding.reason
+
+
+def test_either_is_not_judged_and_clean_is_the_default(tmp_path, monkeypatch):
+    got = sanitize_all(tmp_path, monkeypatch, finds="memcheck:no_fence,memcheck:oob,synccheck:no_fence")
+    assert got[("no_fence", "memcheck")].ok  # either
+    assert not got[("no_fence", "synccheck")].ok  # not named: clean expected
+    assert got[("oob", "memcheck")].ok and got[("oob", "memcheck")].expected == "error"
+
+
+def test_findings_reach_the_records(tmp_path, monkeypatch):
+    got = sanitize_all(tmp_path, monkeypatch, finds="racecheck:good", tools=["racecheck"])
+    rec = Record.model_validate({"kwiki_record": 1, "variant": "good", "check": {"passed": True}})
+    outcomes = {"artifacts/pit_sm90a": [RunOutcome("pit_sm90a", "sm_90a", ["good"], "ok", [rec])]}
+
+    plan = SimpleNamespace(artifacts={"artifacts/pit_sm90a": planned(tmp_path)})
+
+    gating = Gating()
+    stage = sanitize.SanitizeStage(list(got.values()), tools=["racecheck"])
+    problems = sanitize.gate(gating, stage, outcomes, plan)
+    assert [f.gate for f in gating.failed(rec)] == ["sanitize"] and rec.extra["sanitize_racecheck_errors"] == 1
+    assert "Race reported between Write access" in gating.failed(rec)[0].reason
+    assert problems == []  # oob expects memcheck only: racecheck clean is as expected
+
+
+def test_an_unknown_tool_is_refused():
+    with pytest.raises(ValueError):
+        sanitize.sanitizer_argv("cs", "leakcheck", ["app"])
