@@ -13,7 +13,7 @@ from kwiki.verify import profile
 from kwiki.verify.build import BuildResult
 from kwiki.verify.gates import Gating
 from kwiki.verify.plan import PlannedArtifact
-from kwiki.verify.record import Record
+from kwiki.verify.record import Record, parse_records
 from kwiki.verify.run import RunOutcome
 from kwiki.wiki.manifest import Manifest
 
@@ -147,13 +147,101 @@ def test_figures_reach_the_records_and_the_gate_reaches_the_claims(tmp_path, mon
     assert [x.message.split(":")[1].strip() for x in problems] == ["variant 'vec4' at dtype=f32, n=1048576"]
 
 
-def test_by_record_ignores_kernels_outside_the_markers():
+# The H200 run of 2026-11-30 (/tmp/kw/gpu7/profile.txt): "bf16_random[K=2048, M=2048, N=2048] declared 25165824 /
+# profiled 1.91e+09 dram B". cublas_gemm calls Runner::run() once per shape, and the runner numbered its markers per
+# call: every shape's launch of a variant was summed into the first shape's record. The reports below are what ncu
+# writes for two shapes of two variants (bf16 at 4096^3 is two kernels: the GEMM and its split-K reduction).
+CUBLAS_STDOUT = (FIXTURES / "cublas_two_shapes.stdout").read_text()
+NVJET = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"
+
+
+def dram(report: str) -> dict[tuple[str, int], tuple[float, float]]:
+    """(variant, M) -> (profiled DRAM bytes, kernels) of each record, from `report`."""
+    out = {}
+    for r, rows in profile.cases(parse_records(CUBLAS_STDOUT, "cublas_gemm_sm90a"), profile.read_csv(report)):
+        f = profile.figures(rows)
+        out[(r.variant, r.params["M"])] = (f["ncu_dram_bytes"], f["ncu_kernels"])
+    return out
+
+
+EXACT = {("bf16_random", 2048): (16_920_576 + 8_392_704, 1), ("tf32_random", 2048): (34_078_720 + 16_785_408, 1),
+         ("bf16_random", 4096): (68_157_440 + 67_108_864 + 67_174_400 + 33_570_816, 2),
+         ("tf32_random", 4096): (136_577_024 + 67_141_632, 1)}
+
+
+def test_each_record_gets_the_dram_bytes_of_its_one_launch_in_bytes():
+    assert dram((FIXTURES / "ncu_cublas_two_shapes.csv").read_text()) == EXACT
+
+
+def test_a_report_without_a_units_row_reads_the_same():
+    lines = (FIXTURES / "ncu_cublas_two_shapes.csv").read_text().splitlines()
+    assert lines[2].startswith('"","",')  # the units row
+    assert dram("\n".join(lines[:2] + lines[3:])) == EXACT
+
+
+def test_scaled_units_are_turned_back_into_bytes():
+    got = dram((FIXTURES / "ncu_cublas_two_shapes_auto_units.csv").read_text())  # Mbyte, usecond, Minst
+    for key, (exact, kernels) in EXACT.items():
+        assert got[key][1] == kernels and got[key][0] == pytest.approx(exact, abs=kernels * 2 * 5e3)  # 2 decimals
+    assert profile.unit_scale("Mbyte") == 1e6 and profile.unit_scale("Gbyte/second") == 1e9
+    assert profile.unit_scale("usecond") == 1e3 and profile.unit_scale("byte") == 1 and profile.unit_scale("%") == 1
+    assert profile.unit_scale("Kinst") == 1e3 and profile.unit_scale("inst") == 1
+    assert profile.unit_scale("msecond") == 1e6
+
+
+def test_the_audit_of_the_reproduction_passes():
+    records = parse_records(CUBLAS_STDOUT, "cublas_gemm_sm90a")
+    (r, rows), *_ = profile.cases(records, profile.read_csv((FIXTURES / "ncu_cublas_two_shapes.csv").read_text()))
+    a = profile.audit(r, profile.figures(rows), 0.1, "x")
+    assert a.bytes_declared == 25_165_824 and a.bytes_measured == 25_313_280 and a.finding is None
+    assert a.bytes_ratio == pytest.approx(0.994, abs=1e-3)
+
+
+def test_a_marker_seen_twice_is_an_error_not_a_sum():
+    old = (FIXTURES / "ncu_old_runner_two_shapes.csv").read_text()  # 2i+1/2i+2 markers, i restarting per shape
+    with pytest.raises(profile.ReportError, match="profile marker 0 appears twice"):
+        profile.by_case(profile.read_csv(old))
+
+
+def test_records_without_a_profile_case_are_an_error_when_markers_exist():
+    old_stdout = CUBLAS_STDOUT.replace(', "profile_case": 0', "").replace(', "profile_case": 1', "")
+    old_stdout = old_stdout.replace(', "profile_case": 2', "").replace(', "profile_case": 3', "")
+    assert "profile_case" not in old_stdout
+    with pytest.raises(profile.ReportError, match=r"no record carries extra\.profile_case"):
+        profile.cases(parse_records(old_stdout, "c"), profile.read_csv((FIXTURES / "ncu_cublas_two_shapes.csv")
+                                                                       .read_text()))
+
+
+def test_kernels_before_the_first_marker_belong_to_no_record():
     rows = [{"Kernel Name": "void init(float*)", "launch__grid_size": "64"},
             {"Kernel Name": "void kwiki::profile_marker<0>()", "launch__grid_size": "3"},
             {"Kernel Name": "k1", "launch__grid_size": "1"}, {"Kernel Name": "k2", "launch__grid_size": "1"},
-            {"Kernel Name": "void kwiki::profile_marker<0>()", "launch__grid_size": "4"},
-            {"Kernel Name": "void later(float*)", "launch__grid_size": "1"}]
-    assert {i: [r["Kernel Name"] for r in rs] for i, rs in profile.by_record(rows).items()} == {1: ["k1", "k2"]}
+            {"Kernel Name": "void kwiki::profile_marker<0>()", "launch__grid_size": "1"},
+            {"Kernel Name": "k3", "launch__grid_size": "1"}]
+    assert {i: [r["Kernel Name"] for r in rs] for i, rs in profile.by_case(rows).items()} == {2: ["k1", "k2"],
+                                                                                              0: ["k3"]}
+
+
+def test_shapes_of_one_process_keep_their_own_launches(tmp_path, monkeypatch):
+    p = run(tmp_path, monkeypatch, FAKE_SHAPES="1048576,2097152")
+    assert [(a.variant, a.params["n"], a.figures["ncu_kernels"]) for a in p.audits] == [
+        ("copy", 1048576, 1), ("vec4", 1048576, 1), ("copy", 2097152, 1), ("vec4", 2097152, 1)]
+
+
+def test_a_timed_run_reads_the_cached_profile_of_the_same_binary_without_ncu(tmp_path, monkeypatch):
+    plan = SimpleNamespace(gpu=SimpleNamespace(name="NVIDIA H200"),
+                           artifacts={"artifacts/copy_sm90a": planned(tmp_path)})
+    timed = Record.model_validate({"kwiki_record": 1, "variant": "copy", "params": {"n": 1048576, "dtype": "f32"},
+                                   "bytes": 8e6, "check": {"passed": True},
+                                   "timing": {"median_us": 4, "q1_us": 4, "q3_us": 4, "min_us": 4, "samples": 9}})
+    outcomes = {"artifacts/copy_sm90a": [RunOutcome("copy_sm90a", "sm_90a", ["copy"], "ok", [timed])]}
+    assert profile.cached_stage(plan, [build()], outcomes, tmp_path) is None  # never profiled: nothing
+    run(tmp_path, monkeypatch)  # kwiki verify --profile
+    stage = profile.cached_stage(plan, [build()], outcomes, tmp_path)
+    assert stage is not None and stage.profiles[0].cached and len(calls(tmp_path)) == 1
+    assert timed.figures()["ncu_dram_bytes"] == 8e6
+    other = SimpleNamespace(gpu=SimpleNamespace(name="NVIDIA H100"), artifacts=plan.artifacts)
+    assert profile.cached_stage(other, [build()], outcomes, tmp_path) is None  # another GPU model
 
 
 def test_read_csv_drops_the_units_row_and_app_lines():

@@ -191,7 +191,10 @@ def test_a_sample_window_holds_the_device_work_its_launch_calls_made():
         e(True, "cudaMemcpyAsync", 310, 311, 4), e(False, "Memcpy DtoD", 5310, 5320, 4),
         e(False, "cudaStreamSynchronize", 5321, 5400, 5),  # an API call the profiler files as device work
     ]
-    assert h.sample_windows(events) == {"kwiki.sample.a.0": (50, 50), "kwiki.sample.a.1": (10, 10)}
+    assert h.sample_windows(events) == {
+        "kwiki.sample.a.0": (50, 50, frozenset({"triton_kernel", "kernel_stream2"})),
+        "kwiki.sample.a.1": (10, 10, frozenset()),  # a memcpy is work, not a kernel
+    }
 
 
 def test_without_launch_calls_a_window_takes_the_work_that_started_in_it():
@@ -199,7 +202,7 @@ def test_without_launch_calls_a_window_takes_the_work_that_started_in_it():
     e = h.Event
     events = [e(True, "kwiki.sample.a.0", 100, 200), e(False, "flush", 50, 99), e(False, "k", 110, 150),
               e(False, "k2", 120, 160)]
-    assert h.sample_windows(events) == {"kwiki.sample.a.0": (50, 50)}
+    assert h.sample_windows(events) == {"kwiki.sample.a.0": (50, 50, frozenset({"k", "k2"}))}
 
 
 # ---------------------------------------------------------------- the harness's verdicts (one verify run)
@@ -373,3 +376,22 @@ def test_a_claim_whose_other_artifact_did_not_run_is_not_run(project: Path, caps
     _, report = verify(capsys, project)
     claim = next(c for c in report["claims"] if c["claim"] == "cross-artifact-ratio")
     assert claim["verdict"] == "not-run"
+
+
+def test_a_cross_artifact_claim_over_past_runs_reads_the_other_artifacts_rows_of_that_run():
+    from kwiki.verify.history import RecordRow
+    from kwiki.verify.series import claim_value
+    from kwiki.wiki.model import Claim
+
+    claim = Claim.model_validate({
+        "id": "x", "statement": "s", "metric": "ratio", "unit": "x", "at_least": 0.5,
+        "measure": {"artifact": "py", "of": {"variant": "a", "figure": "gb_per_s"},
+                    "per": {"artifact": "cuda", "variant": "b", "figure": "gb_per_s"}}})
+
+    def row(artifact: str, variant: str, gb: float) -> RecordRow:
+        return RecordRow(gpu="H200", date="2026-11-30", run_id="r1", artifact=artifact, target="sm_90a",
+                         variant=variant, figures={"gb_per_s": gb}, passed=True)
+
+    mine, other = [row("py", "a", 3000.0)], [row("cuda", "b", 4000.0)]
+    assert claim_value(mine, claim, other) == pytest.approx(0.75)
+    assert claim_value(mine, claim) is None  # that run did not measure the other artifact: no value, not a wrong one

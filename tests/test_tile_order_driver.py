@@ -7,6 +7,7 @@ would print for its check. What the driver makes of them must be valid kwiki rec
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -23,8 +24,11 @@ DRIVER = ROOT / "artifacts" / "tile_order_sm90a" / "l2_profile.py"
 
 FAKE_NCU = textwrap.dedent('''\
     #!{python}
-    import os, subprocess, sys
+    import json, os, subprocess, sys
     args = sys.argv[1:]
+    if os.environ.get("FAKE_NCU_ARGV"):
+        with open(os.environ["FAKE_NCU_ARGV"], "w") as fh:
+            json.dump(args, fh)
     log = args[args.index("--log-file") + 1]
     app = args[args.index("--log-file") + 2:]
     mode = os.environ.get("FAKE_NCU_MODE", "ok")
@@ -118,3 +122,12 @@ def test_no_ncu_is_an_environment_problem(fakes, tmp_path):
 def test_unknown_variant_is_a_usage_error(fakes):
     res = drive(fakes, "--variants", "ws_hilbert")
     assert res.returncode == 2 and "ws_hilbert" in res.stderr
+
+
+def test_the_driver_uses_kwikis_ncu_command_line(fakes, tmp_path):
+    res = drive(fakes, "--shapes=256x256x256", "--variants", "ws_persistent", FAKE_NCU_ARGV=str(tmp_path / "argv"))
+    assert res.returncode == 0, res.stderr
+    argv = json.loads((tmp_path / "argv").read_text())
+    assert argv[argv.index("--clock-control") + 1] == "none" and argv[argv.index("--print-units") + 1] == "base"
+    assert argv[argv.index("--kernel-name") + 1] == "regex:gemm_ws" and argv[argv.index("--launch-count") + 1] == "1"
+    assert "--profile-from-start" not in argv  # the first launch: the check's, on fresh inputs

@@ -299,15 +299,15 @@ def test_the_site_shows_untraceable_pages_as_such_never_with_the_green_badge(sit
         html = page_html(site_dir, rel)
         header = html[html.index('class="kw-header"'):]
         header = header[: header.index("</div>")]
-        assert 'class="kw-badge kw-ev kw-ev-untraceable"' in header, rel
+        assert 'class="kw-badge kw-state kw-state-untraceable"' in header, rel
         assert "kw-state-untraceable" in header and "untraceable: kwiki's measurements do not trace" in header, rel
         assert "kw-ev-verified" not in html and "kw-state-verified" not in html, rel
-        claims = html[html.index('class="kw-claims"'):]
+        claims = html[html.index('class="kw-claims'):]
         first_row = claims[claims.index("<tbody>"): claims.index("</tr>", claims.index("<tbody>"))]
         assert 'class="kw-badge kw-verdict kw-v-untraceable">untraceable (says ' in first_row, rel
         assert "kw-v-pass" not in first_row, rel
     honest = page_html(site_dir, "honest")
-    assert 'class="kw-badge kw-ev kw-ev-verified"' in honest and "kw-v-untraceable" not in honest
+    assert 'class="kw-badge kw-state kw-state-verified"' in honest and "kw-v-untraceable" not in honest
     index = page_html(site_dir, "indexes/evidence")
     untraceable = index[index.index('id="untraceable"'):]
     assert all(title in untraceable for title in ("A fused kernel 42x", "A stream claimed faster",

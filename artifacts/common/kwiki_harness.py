@@ -66,6 +66,7 @@ RECHECK_WINDOW, RECHECK_AT_LEAST, RECHECK_AT_MOST, RECHECK_RATE = 8, 2, 8, 0.05
 EXIT_RAISED = 3
 SAMPLE_PREFIX = "kwiki.sample."
 API_CALL = re.compile(r"^cu(da)?[A-Z]")  # a CUDA runtime or driver call (cudaLaunchKernel, cuLaunchKernelEx), not work
+COPY = re.compile(r"^(Memcpy|Memset)\b")  # the profiler's names of copies and fills: work, but not kernels
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,8 +277,10 @@ class Nvml:
             import torch
 
             pynvml.nvmlInit()
-            bus = torch.cuda.get_device_properties(torch.cuda.current_device()).pci_bus_id
-            self.h, self.nv = pynvml.nvmlDeviceGetHandleByPciBusId(bus), pynvml
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            uuid = str(props.uuid)  # NVML's handle by UUID: CUDA_VISIBLE_DEVICES renumbers indices, not UUIDs
+            self.h = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+            self.nv = pynvml
         except (ImportError, AttributeError, OSError) as exc:
             print(f"kwiki_harness: no NVML counters ({exc})", file=sys.stderr)
         except Exception as exc:  # noqa: BLE001  (pynvml.NVMLError and its many subclasses)
@@ -364,8 +367,8 @@ def _ns(ev, which: str) -> int:
     return int((ev.start_us() + ev.duration_us()) * 1000)
 
 
-def windows(prof) -> dict[str, tuple[int, int]]:
-    """Per sample label: (busy ns, span ns) of the GPU work launched inside its CPU range (sample_windows)."""
+def windows(prof) -> dict[str, tuple[int, int, frozenset[str]]]:
+    """Per sample label: (busy ns, span ns, kernel names) of the GPU work launched inside its CPU range."""
     from torch.autograd import DeviceType
 
     events = []
@@ -386,8 +389,8 @@ class Event:
     correlation: int = 0  # CUPTI's id linking a runtime/driver launch call to the work it launched
 
 
-def sample_windows(events: list[Event]) -> dict[str, tuple[int, int]]:
-    """Per sample label: (busy, span) of the GPU activity (kernels, memcpys, memsets, any stream) that the
+def sample_windows(events: list[Event]) -> dict[str, tuple[int, int, frozenset[str]]]:
+    """Per sample label: (busy, span, kernels) of the GPU activity (kernels, memcpys, memsets, any stream) that the
     CUDA runtime or driver calls made inside the label's CPU range launched, matched by correlation id,
     so no host and GPU clocks are compared. The range holds the call and the sync after it; the poison and
     the L2 flush are launched (and finished) before it opens. Where no launch call correlates (a profiler
@@ -401,10 +404,11 @@ def sample_windows(events: list[Event]) -> dict[str, tuple[int, int]]:
     out = {}
     for lo, hi, name in ranges:
         ids = {c for t, c in launches if lo <= t <= hi}
-        mine = [(d.start, d.end) for c in ids for d in by_corr.get(c, [])]
+        mine = [d for c in ids for d in by_corr.get(c, [])]
         if not launches:
-            mine = [(d.start, d.end) for d in device if lo <= d.start <= hi]
-        out[name] = busy_and_span(mine)
+            mine = [d for d in device if lo <= d.start <= hi]
+        busy, span = busy_and_span([(d.start, d.end) for d in mine])
+        out[name] = (busy, span, frozenset(d.name for d in mine if not COPY.match(d.name)))
     return out
 
 
@@ -429,6 +433,7 @@ class Case:
     plan: set[int] = field(default_factory=set)
     counters: Counters = field(default_factory=Counters)
     timing_source: str = "cupti"
+    kernels: frozenset[str] = frozenset()  # the kernels CUPTI saw in its timed samples
 
 
 class Harness:
@@ -603,7 +608,11 @@ class Harness:
             active = [c for c in active if not self.done(c)]
 
     def profiler(self):
+        import warnings
+
         from torch.profiler import ProfilerActivity, profile
+
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")  # one per session
 
         return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=False)
 
@@ -659,9 +668,9 @@ class Harness:
 
     def collect(self, prof, labels: dict[str, tuple[Case, int]]) -> None:
         found = windows(prof)
-        any_activity = any(b > 0 for b, _ in found.values())
+        any_activity = any(b > 0 for b, _, _ in found.values())
         for label, (case, k) in sorted(labels.items(), key=lambda x: x[1][1]):
-            busy, span = found.get(label, (0, 0))
+            busy, span, kernels = found.get(label, (0, 0, frozenset()))
             if not any_activity:  # no CUPTI here: the event pair's time, said so
                 case.timing_source = "events"
                 case.samples.append(case.events_us[len(case.samples)])
@@ -671,6 +680,7 @@ class Harness:
                 continue
             case.samples.append(busy / 1e3)
             case.spans.append(span / 1e3)
+            case.kernels |= kernels
 
     def record(self, case: Case, params: dict, tol, n_sets: int) -> dict[str, Any]:
         torch = self.torch
@@ -700,6 +710,8 @@ class Harness:
                       "max_rel_err": kb._finite(case.max_rel), "tolerance": kb._finite(tol[1]),
                       "reference": f"torch reference ({tol[2]})", "detail": case.detail},
             "clocks": case.counters.as_record() if timing else {},
+            "kernels": sorted(case.kernels) if timing and case.timing_source == "cupti" and self.device == "cuda"
+            else None,
             "extra": {k: v for k, v in extra.items() if isinstance(v, str) or kb._finite(v) is not None},
         }
 

@@ -162,7 +162,8 @@ inline void add_occupancy(Fields& extra, const void* func, int threads, size_t d
     extra.emplace_back("warps_per_sm", blocks * ((threads + 31) / 32));
 }
 
-// --profile-mode's markers around each profiled launch: a grid of 2i+1 blocks before case i's launch, 2i+2 after.
+// --profile-mode's marker before each profiled launch: a grid of n+1 blocks before the process's n-th profiled case
+// (the record says which: extra.profile_case = n).
 template <int = 0>
 __global__ void profile_marker() {}
 
@@ -260,6 +261,7 @@ class Runner {
         ClockTally clocks;
         double seconds = 0;
         int rechecked = 0;
+        int profiled = -1;  // --profile-mode: the process's count of profiled cases at this one's launch
         bool done = false, timed = false;
     };
 
@@ -321,23 +323,25 @@ class Runner {
     // --- --profile-mode: one launch per case for a profiler ----------------------------------------------
 
     // Every case that passed its check (and is timed) launches once more, alone in a profiler range
-    // (cudaProfilerStart/Stop: a profiler run with --profile-from-start off sees only these), between two
-    // profile_marker launches of 2i+1 and 2i+2 blocks, i being the case's place among the records this process
-    // prints: kwiki/verify/profile.py gives each profiled kernel to its record by them. Outputs poisoned first.
+    // (cudaProfilerStart/Stop: a profiler run with --profile-from-start off sees only these), after a
+    // profile_marker launch of n+1 blocks, n counting the profiled cases of the whole process (an artifact calls
+    // run() once per shape; a count per call would give every shape's kernels to the first shape's records), and
+    // its record carries extra.profile_case = n: kwiki/verify/profile.py gives each profiled kernel to its record by
+    // them. Outputs poisoned first.
     void profile_cases(std::vector<State>& states) {
+        static int next = 0;  // per process, across Runner objects and calls
         for (size_t i = 0; i < states.size(); ++i) {
             Case& c = *states[i].c;
             if (!states[i].check.passed || !c.timed) continue;
+            const int n = states[i].profiled = next++;
             if (c.input_sets > 1) c.use_inputs(0);
             c.poison(stream_);
             KWIKI_CHECK_LAST();
             KWIKI_CHECK(cudaDeviceSynchronize());
             KWIKI_CHECK(cudaProfilerStart());
-            profile_marker<<<unsigned(2 * i + 1), 32, 0, stream_>>>();
+            profile_marker<<<unsigned(n + 1), 32, 0, stream_>>>();
             KWIKI_CHECK_LAST();
             c.launch(stream_);
-            KWIKI_CHECK_LAST();
-            profile_marker<<<unsigned(2 * i + 2), 32, 0, stream_>>>();
             KWIKI_CHECK_LAST();
             KWIKI_CHECK(cudaDeviceSynchronize());
             KWIKI_CHECK(cudaProfilerStop());
@@ -482,6 +486,7 @@ class Runner {
         r.check = s.check;
         r.rechecked = s.rechecked;
         r.extra = c.extra;
+        if (s.profiled >= 0) r.extra.emplace_back("profile_case", s.profiled);
         if (s.check.passed && s.timed && !s.us.empty()) {
             r.timing = summarize(s.us);
             r.timing_source = timing_source();

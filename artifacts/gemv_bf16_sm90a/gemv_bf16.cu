@@ -17,7 +17,7 @@
 //    3 warp_row_v16   16-byte loads of A and x
 //    4 warp_r4_v16    one warp per four rows: each x chunk is loaded once for four rows, two chunks per row in
 //                     flight; A loads L1::no_allocate, x loads L1::evict_last (x stays in L1 for the next rows)
-//    5 block_r2_u4    block-wide split-K: the 8 warps of a block share two rows, each thread keeps 4 chunks per row
+//    5 block_r2_u4    K split inside one block: the 8 warps of a block share two rows, each thread keeps 4 chunks per row
 //                     in flight, partial sums meet in shared memory; many small blocks fill the GPU at any M
 //    6 block_r4_u2    rung 5 with four rows per block, two chunks per row in flight
 //    7 tuned          rung 5's kernel with rows, chunks in flight and threads per block chosen per shape, in a
@@ -251,7 +251,7 @@ constexpr Variant kVariants[] = {
     {{"warp_row_v16", 3, "16-byte loads of A and x"}, Kind::Kernel, {warp_row_v16_kernel, 256, 8}},
     {{"warp_r4_v16", 4, "four rows per warp sharing each x chunk, two chunks per row in flight, cache hints"}, Kind::Kernel,
      {warp_rows_kernel<4, 2>, 256, 32}},
-    {{"block_r2_u4", 5, "block-wide split-K: 8 warps share two rows, four chunks per row in flight"}, Kind::Kernel,
+    {{"block_r2_u4", 5, "K split inside one block: 8 warps share two rows, four chunks per row in flight"}, Kind::Kernel,
      block_cfg<2, 4, 256>()},
     {{"block_r4_u2", 6, "rung 5 with four rows per block, two chunks per row in flight"}, Kind::Kernel, block_cfg<4, 2, 256>()},
     {{"tuned", 7, "rung 5's kernel with rows, chunks in flight and block size chosen per shape"}, Kind::Tuned, {}},

@@ -29,7 +29,7 @@
 //    1 naive          one thread per output, byte by byte, table decode to fp32
 //    2 warp_bits      one warp per output row, 16-byte loads, e2m1 decoded to fp16 by bit tricks
 //                     (11 integer ops per 8 values), exact half2 block sums, fp32 accumulation
-//    3 block_bits     block-wide split-K: 4 rows per block share each decoded chunk of b; A and SFA loads
+//    3 block_bits     K split inside one block: 4 rows per block share each decoded chunk of b; A and SFA loads
 //                     L1::no_allocate, b and SFB .nc L1::evict_last; two chunks per row in flight
 //    4 block_fp8cvt   rung 3 with the e2m1 nibbles remapped to e4m3 bytes and decoded by the fp8 hardware
 //                     convert (cvt.rn.f16x2.e4m3x2, sm_89+)
@@ -353,7 +353,7 @@ constexpr Variant kVariants[] = {
     {{"naive", 1, "one thread per output, byte by byte, table decode"}, Kind::Kernel, {naive_kernel, 128, 128, 1.0}, false},
     {{"warp_bits", 2, "one warp per row, 16-byte loads, bit-trick decode to fp16, exact half2 block sums"}, Kind::Kernel,
      block_cfg<Dec::Bits, 1, 2, 32>(), false},
-    {{"block_bits", 3, "block-wide split-K, 4 rows share each decoded chunk of b, cache hints"}, Kind::Kernel,
+    {{"block_bits", 3, "K split inside one block, 4 rows share each decoded chunk of b, cache hints"}, Kind::Kernel,
      block_cfg<Dec::Bits, 4, 2, 128>(), false},
     {{"block_fp8cvt", 4, "rung 3 decoding through the fp8 convert (e2m1 remapped to e4m3)"}, Kind::Kernel,
      block_cfg<Dec::Fp8, 4, 2, 128>(), false},

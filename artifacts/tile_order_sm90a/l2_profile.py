@@ -24,16 +24,14 @@ One record per variant and shape, with the binary's check and these extras:
   group                 the tile order's band height in tile-rows (1 = row-major, -1 = Hilbert curve)
 A run whose check fails, or that ncu cannot profile, gives a record without figures and exit 1;
 no ncu on this machine is exit 2 (an environment problem).
+
+Finding ncu, its command line (`--clock-control none` always) and reading its CSV (in base units) are those of
+`kwiki verify --profile` (kwiki/verify/profile.py: find_ncu, ncu_argv, read_csv), run by the same Python.
 """
 
 from __future__ import annotations
 
-import csv
-import glob
-import io
 import json
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,9 +40,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "common"))
 import kwiki_bench as kb  # noqa: E402
 
+from kwiki.verify.profile import find_ncu, ncu_argv, number, read_csv  # noqa: E402
+
 # variant -> the tile order's band height in tile-rows (1: row-major), -1 for the Hilbert curve
 VARIANTS = {"ws_persistent_linear": 1, "ws_persistent_group8": 8, "ws_persistent": 16, "ws_persistent_hilbert": -1}
-KERNEL = "regex:gemm_ws"
+KERNEL = "gemm_ws"  # a regular expression over demangled names
 METRICS = {
     "lts__t_sector_hit_rate.pct": "l2_hit_rate_pct",
     "lts__t_sector_op_read_hit_rate.pct": "l2_read_hit_rate_pct",
@@ -55,16 +55,13 @@ METRICS = {
 QUIET_TIMING = ["--warmup=0", "--min-samples=1", "--max-samples=2", "--max-seconds=0.01"]
 
 
-def find_ncu() -> str:
-    """ncu from $KWIKI_NCU, the PATH, or the usual install places; exit 2 naming them when absent."""
-    tried = [os.environ.get("KWIKI_NCU") or "", shutil.which("ncu") or ""]
-    tried += sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)
-    tried += sorted(glob.glob("/usr/local/cuda*/bin/ncu"), reverse=True)
-    for path in tried:
-        if path and os.access(path, os.X_OK):
-            return path
-    print("l2_profile: Nsight Compute (ncu) not found: set KWIKI_NCU, or put ncu on the PATH", file=sys.stderr)
-    sys.exit(2)
+def ncu_or_exit() -> str:
+    """ncu (kwiki's find_ncu: $KWIKI_NCU, the PATH, the usual install places); exit 2 naming them when absent."""
+    ncu = find_ncu()
+    if ncu is None:
+        print("l2_profile: Nsight Compute (ncu) not found: set KWIKI_NCU, or put ncu on the PATH", file=sys.stderr)
+        sys.exit(2)
+    return ncu
 
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
@@ -80,18 +77,16 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
 
 
 def read_metrics(report: str) -> dict[str, float]:
-    """The first kernel row of ncu's `--csv --page raw --print-units base` output, by metric name."""
-    lines = [line for line in report.splitlines() if line.startswith('"')]  # drop ==PROF== and app lines
-    rows = list(csv.reader(io.StringIO("\n".join(lines))))
-    if len(rows) < 3:  # header, units, one kernel
+    """The first kernel row of ncu's `--csv --page raw` report (kwiki's read_csv: base units), by metric name."""
+    rows = read_csv(report)
+    if not rows:
         raise ValueError("ncu printed no kernel row (was the kernel launched?)")
-    header, values = rows[0], rows[2]
     out = {}
     for name in METRICS:
-        if name not in header:
-            raise ValueError(f"ncu's report has no column {name}")
-        raw = values[header.index(name)].replace(",", "")
-        out[name] = float(raw)
+        value = number(rows[0].get(name))
+        if value is None:
+            raise ValueError(f"ncu's report has no value in column {name}")
+        out[name] = value
     return out
 
 
@@ -100,10 +95,9 @@ def profile(ncu: str, binary: str, variant: str, shape: tuple[int, int, int], se
     params = {"M": m, "N": n, "K": k}
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "ncu.csv"
-        argv = [ncu, "--clock-control", "none", "--cache-control", "all", "-k", KERNEL, "--launch-count", "1",
-                "--metrics", ",".join(METRICS), "--csv", "--page", "raw", "--print-units", "base",
-                "--log-file", str(log), binary, f"--shapes={m}x{n}x{k}", "--variants", variant, f"--seed={seed}",
-                *QUIET_TIMING]
+        app = [binary, f"--shapes={m}x{n}x{k}", "--variants", variant, f"--seed={seed}", *QUIET_TIMING]
+        argv = ncu_argv(ncu, app, metrics=list(METRICS), log_file=str(log), kernel_regex=KERNEL, launch_count=1,
+                        profile_from_start=True)
         print("l2_profile: " + " ".join(argv), file=sys.stderr, flush=True)
         proc = subprocess.run(argv, capture_output=True, text=True)
         sys.stderr.write(proc.stderr[-4000:])
@@ -142,7 +136,7 @@ def main(argv: list[str]) -> int:
         return 2
     binary, args = argv[0], kb.parse_args(argv[1:], known=list(VARIANTS))
     shapes = parse_shapes(args.rest.get("shapes", "8192x8192x8192,4096x4096x4096"))
-    ncu = find_ncu()
+    ncu = ncu_or_exit()
     for variant in VARIANTS:
         if args.want(variant):
             for shape in shapes:

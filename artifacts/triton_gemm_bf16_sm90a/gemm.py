@@ -1,8 +1,8 @@
 """triton_gemm_bf16_sm90a: Triton bf16 GEMMs against cuBLAS (torch.matmul), C = A @ Bt^T, fp32 accumulation.
 
 Rungs: 0 cuBLAS through torch.matmul (the baseline); 1 a kernel of plain pointer tiles, one program per
-tile in grouped order (no TMA; the block-pointer spelling is gone from newer Triton); 2 a persistent kernel, one program per SM, TMA descriptors built on the device
-(tl.make_tensor_descriptor), grouped order; 3 rung 2 with Triton's warp specialization of the tile loop
+tile in grouped order (no TMA; the block-pointer spelling is gone from newer Triton); 2 a persistent kernel,
+one program per SM, TMA descriptors built on the device (tl.make_tensor_descriptor), grouped order; 3 rung 2 with Triton's warp specialization of the tile loop
 (tl.range(warp_specialize=True)), kept only to learn whether this Triton emits it on sm_90 (a compile
 error is that variant's verdict, not the others'). Tiles 128x256x64, 8 warps, 3 stages, GROUP_M 8.
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.

@@ -65,8 +65,6 @@ def work(params):
 
 
 def load(name):
-    import torch
-
     if name == "torch_copy":
         def torch_copy(i, o):
             o["y"].copy_(i["x"])

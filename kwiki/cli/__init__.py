@@ -66,13 +66,17 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
                    help="exit 2 when no cuobjdump is found to check the SASS expectations (the default under CI); "
                         "without it they are skipped with a warning")
     p.add_argument("--profile", action="store_true",
-                   help="after the runs, profile each artifact once under Nsight Compute (ncu): counters become "
-                        "figures; declared bytes or FLOPs above the profiled ones fail the profile gate")
+                   help="build, then profile each artifact once under Nsight Compute (ncu) instead of timing it: "
+                        "declared bytes or FLOPs above the profiled ones fail the profile gate; a later timed run "
+                        "gives its records the (cached) counters as figures")
     p.add_argument("--profile-tolerance", type=_tolerance, default=0.10, metavar="T",
                    help="the profile gate fails declared work above profiled x (1 + T) (default 0.10)")
     p.add_argument("--sanitize", nargs="?", const="memcheck,racecheck,synccheck", type=_tools, metavar="TOOLS",
-                   help="run each variant, small, under compute-sanitizer's tools (default: memcheck,racecheck,"
-                        "synccheck); errors the manifest does not expect fail the sanitize gate")
+                   help="build, then run each variant, small, under compute-sanitizer's tools instead of timing "
+                        "it (default: memcheck,racecheck,synccheck); errors the manifest does not expect fail the "
+                        "sanitize gate")
+    p.add_argument("--variants", type=_names, metavar="A,B",
+                   help="with --profile or --sanitize: only these variants (of the selected pages' artifacts)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     _json_arg(p)
     _root_arg(p)
@@ -86,6 +90,13 @@ def _tolerance(text: str) -> float:
     if not 0 <= t < 10:
         raise argparse.ArgumentTypeError(f"wants a number from 0 to 10, got {text!r}")
     return t
+
+
+def _names(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"wants variant names separated by commas, got {text!r}")
+    return names
 
 
 def _tools(text: str) -> list[str]:

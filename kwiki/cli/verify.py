@@ -34,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
                             write=not args.no_write, jobs=args.jobs, progress=progress,
                             until_runs=args.until_runs, require_gpu=args.require_gpu,
                             require_disassembler=args.require_disassembler, profile=args.profile,
-                            profile_tolerance=args.profile_tolerance, sanitize=args.sanitize)
+                            profile_tolerance=args.profile_tolerance, sanitize=args.sanitize,
+                            variants=args.variants)
     except Stopped as exc:
         print(f"kwiki verify: stopped by {exc}; every artifact process it started was killed", file=sys.stderr)
         return 128 + exc.signum

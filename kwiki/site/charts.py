@@ -117,7 +117,7 @@ def roofline_specs(records: list[RecordRow], ceilings: dict[str, tuple[str, str 
 def history_spec(claims: list[Claim], rows: list[ClaimRow]) -> dict[str, Any] | None:
     """A line-chart spec: each claim's measured figure over time, as a multiple of the claimed one."""
     refs = {c.id: c.reference for c in claims}
-    series: dict[str, list[tuple[str, float]]] = {}
+    series: dict[str, list[tuple[str, str, float]]] = {}
     gpus = {r.gpu for r in rows}
     for row in sorted(rows, key=lambda r: (r.date, r.claim)):
         ref = refs.get(row.claim)
@@ -165,8 +165,9 @@ def compute_roofline_specs(records: list[RecordRow], artifacts: list[str], dram_
             if key not in best or r.figures["tflop_per_s"] > best[key].figures["tflop_per_s"]:
                 best[key] = r
             roofs[dtype] = max(roofs.get(dtype, 0.0), r.figures["tflop_per_s"])
-        points = [{"label": f"{k}", "variant": r.variant, "baseline": False, "tflop_per_s": r.figures["tflop_per_s"],
-                   "intensity": r.figures["tflop_per_s"] * 1e3 / r.figures["gb_per_s"]} for k, r in sorted(best.items())]
+        points = [{"label": k, "variant": r.variant, "baseline": False, "tflop_per_s": r.figures["tflop_per_s"],
+                   "intensity": r.figures["tflop_per_s"] * 1e3 / r.figures["gb_per_s"]}
+                  for k, r in sorted(best.items())]
         specs.append({"kind": "roofline", "gpu": gpu, "date": max(latest.values())[:10],
                       "roof_gb_per_s": dram_tb_per_s[gpu] * 1e3, "points": points,
                       "compute_roofs": [{"label": f"{d or 'all'}: best measured {fmt(v, 3)} TFLOP/s", "tflop_per_s": v}

@@ -147,7 +147,8 @@ def home_block(pages: list[SitePage], run: LastRun | None, from_rel: str = HOME)
 
 def evidence_page(pages: list[SitePage]) -> str:
     groups = _by_state(pages)
-    out = ["---", "title: By evidence", "search:", "  exclude: true", "---", "", "What kwiki measured, what drifted, what was never reproduced.", ""]
+    out = ["---", "title: By evidence", "search:", "  exclude: true", "---", "",
+           "What kwiki measured, what drifted, what was never reproduced.", ""]
     for state in STATE_ORDER:
         name, meaning = SECTION[state]
         group = groups[state]

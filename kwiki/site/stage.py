@@ -518,7 +518,7 @@ def base_config(root: Path) -> dict[str, Any]:
 def theme_overrides(directory: Path) -> Path | None:
     """Material's templates that kwiki amends, written under `directory` (None when none applies): the search
     dialog gets the accessible name Material leaves out (axe: aria-dialog-name)."""
-    import material
+    import material  # type: ignore[import-untyped]
 
     template = Path(material.__file__).parent / "templates" / "partials" / "search.html"
     try:

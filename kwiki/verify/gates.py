@@ -27,7 +27,9 @@ roof      a record faster than the artifact's measured speed of light beyond noi
           own record fails it when its points do not give the BW and t0 it states (and warns when
           the fit is poor).
 identity  a record whose timed samples ran a kernel its variant's `kernels:` globs do not name (a
-          cuBLAS call hidden in a "custom" variant), or a variant one of whose globs named no kernel
+          cuBLAS call hidden in a "custom" variant), or ran none that they name (the variant's own
+          kernel never ran). The globs are alternatives (a library picks its kernel per dtype and
+          shape); a variant with `kernels_all: true` also fails when one of its globs named no kernel
           that ran in any of its timed samples (kernel names from CUPTI, kwiki_cupti.cuh; matching:
           kwiki.verify.kernels). Not checked, and said in the notes, where a record carries no
           kernel list (timed without CUPTI) or the manifest names no kernels for the variant.
@@ -202,22 +204,32 @@ def check(plan: Plan, outcomes: dict[str, list[RunOutcome]]) -> Gating:
     return gating
 
 
-def identity(records: list[Record], patterns: list[str], where: str) -> list[tuple[Record, Finding]]:
-    """Kernel identity of one variant: every kernel CUPTI saw in a record's timed samples must be named by one of
-    `patterns`, and every pattern must name a kernel that ran in one of the records (a split-K reduction may run
-    at one shape only). Records without a kernel list are not judged."""
+def identity(records: list[Record], patterns: list[str], where: str,
+             every: bool = False) -> list[tuple[Record, Finding]]:
+    """Kernel identity of one variant. Its `patterns` are alternatives for what may run (cuBLAS picks nvjet_* for
+    bf16 and sm90_xmma_* for tf32, with or without a split-K reduction): every kernel CUPTI saw in a record's timed
+    samples must be named by one of them (a hidden, undeclared kernel fails), and at least one kernel a pattern
+    names must have run in each record (a record whose own kernel never ran fails). With `every` (the manifest's
+    `kernels_all: true`, for a multi-kernel custom variant) each pattern must also name a kernel that ran in one of
+    the variant's records (a split-K reduction may run at one shape only). Records without a kernel list are not
+    judged."""
     seen = [r for r in records if r.kernels is not None and r.timing is not None]
     ran = {k for r in seen for k in r.kernels or []}
-    never = [p for p in patterns if not any(kmatch.matches(p, k) for k in ran)]
+    never = [p for p in patterns if not any(kmatch.matches(p, k) for k in ran)] if every else []
+    named = ", ".join(patterns)
     out = []
     for r in seen:
-        undeclared = sorted(k for k in r.kernels or [] if not kmatch.declared(k, patterns))
+        mine = r.kernels or []
+        undeclared = sorted(k for k in mine if not kmatch.declared(k, patterns))
         why = []
         if undeclared:
             why.append(f"ran {len(undeclared)} kernel{'s' * (len(undeclared) != 1)} its `kernels` "
-                       f"({', '.join(patterns)}) do not name: {'; '.join(undeclared)}")
+                       f"({named}) do not name: {'; '.join(undeclared)}")
+        if len(undeclared) == len(mine):
+            why.append(f"none of the kernels its `kernels` ({named}) name ran in its timed samples"
+                       + ("" if mine else " (no kernel ran)"))
         if never:
-            why.append(f"`kernels` names {', '.join(never)}, which ran in none of its timed samples "
+            why.append(f"`kernels_all`: `kernels` names {', '.join(never)}, which ran in none of its timed samples "
                        f"(ran: {'; '.join(sorted(ran)) or 'no kernel'})")
         if why:
             out.append((r, Finding(IDENTITY, f"{where}: " + "; ".join(why))))
@@ -241,7 +253,8 @@ def _identities(gating: Gating, planned: PlannedArtifact, records: list[Record])
         if variant is None or not variant.kernels:
             unnamed.append(name)
             continue
-        for r, finding in identity(mine, variant.kernels, f"{where_file}: variant {name!r} kernels"):
+        for r, finding in identity(mine, variant.kernels, f"{where_file}: variant {name!r} kernels",
+                                   every=variant.kernels_all):
             gating.add(planned.name, r, finding)
     notes = set()
     if unseen:

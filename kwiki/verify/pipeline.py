@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from kwiki import SCHEMA_VERSION
-from kwiki.core.errors import EnvironmentProblem, Problem
+from kwiki.core.errors import EnvironmentProblem, Problem, UsageError
+from kwiki.core.suggest import did_you_mean
 from kwiki.verify import env as envmod
 from kwiki.verify import gates, history, pyartifact, sass, series
 from kwiki.verify import profile as profiler
@@ -45,8 +46,9 @@ class Report:
     gating: gates.Gating = field(default_factory=gates.Gating)
     mechanism: sass.MechanismReport = field(default_factory=sass.MechanismReport)  # the SASS checks (mechanism gate)
     series: dict[str, str] = field(default_factory=dict)  # artifact path -> series key
-    profiled: profiler.ProfileStage | None = None  # --profile
+    profiled: profiler.ProfileStage | None = None  # --profile (or the cached profiles a timed run attached)
     sanitized: sanitizer.SanitizeStage | None = None  # --sanitize
+    stage_only: bool = False  # --profile / --sanitize: build -> stage, no timed runs, no claims, nothing written
 
     def nothing_verified(self, *, compile_only: bool, until_runs: int | None) -> str | None:
         """Why a run that asked for measurements established nothing, or None. On a machine with no GPU
@@ -55,6 +57,13 @@ class Report:
         pages = len(self.plan.pages)
         if not self.plan.artifacts:
             return f"nothing verified: the {pages} selected page{'s' * (pages != 1)} name no artifact to build or run"
+        if self.stage_only:
+            if self.plan.gpu is None:  # the stages' notes say so; like --compile-only, not a failure
+                return None if self.builds else "nothing verified: no artifact of the selected pages could be " \
+                                                "built here"
+            done = (self.profiled and self.profiled.profiles) or (self.sanitized and self.sanitized.results)
+            return None if done else "nothing profiled or sanitized: no artifact of the selected pages has a GPU " \
+                                     "build here (see the notes above)"
         could_run = any(a.run_target for a in self.plan.artifacts.values())
         if compile_only or (self.plan.gpu is None and not could_run):
             return None if self.builds else "nothing verified: no artifact of the selected pages could be built here"
@@ -106,8 +115,14 @@ class Report:
 def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, compile_only: bool,
            write: bool, jobs: int, progress: Callable[[str], None], until_runs: int | None = None,
            require_gpu: bool = False, require_disassembler: bool = False, profile: bool = False,
-           profile_tolerance: float = profiler.DEFAULT_TOLERANCE, sanitize: list[str] | None = None) -> Report:
+           profile_tolerance: float = profiler.DEFAULT_TOLERANCE, sanitize: list[str] | None = None,
+           variants: list[str] | None = None) -> Report:
+    """The pipeline. With `profile` or `sanitize` (and not `compile_only`) it runs only build -> those stages: no timed
+    runs, no claims, no write-back or history (a timed run, later, reads the cached profiles)."""
     t0 = time.monotonic()
+    stage_only = bool(profile or sanitize) and not compile_only
+    if variants and not stage_only:
+        raise UsageError("--variants selects what --profile and --sanitize run; a timed run runs every variant")
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     wiki = load_wiki(root)
     pages = select_pages(wiki, ids, tags, arch)
@@ -120,7 +135,13 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
     run_id = new_run_id(now, environment.commit)
     the_plan = make_plan(wiki, pages, environment, compile_only=compile_only)
     keys, past = series.keys(the_plan), series.store_rows(the_plan)
+    if variants:
+        _only_variants(the_plan, variants)
     notes = _notes(the_plan, environment, compile_only)
+    if stage_only:
+        notes.append(f"--{' and --'.join(n for n, on in (('profile', profile), ('sanitize', sanitize)) if on)}: "
+                     "build, then only that stage: no timed runs, no claims judged, nothing written (a timed "
+                     "`kwiki verify` gives its records the cached profile figures)")
     if until_runs is not None:
         skipped = series.until_runs(the_plan, past, keys, until_runs)
         notes.append(f"--until-runs {until_runs}: {len(skipped)} artifacts whose series have {until_runs} runs "
@@ -143,12 +164,16 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
     notes += [*mechanism.notes, *filter(None, [sass.summary(mechanism)])]
     for note in mechanism.notes:
         progress(note)
+    outcomes: dict[str, list[RunOutcome]] = {}
+    run_seconds, ran, profiled, sanitized = 0.0, 0, None, None
     with gpu_lock(the_plan.gpu, root, progress):  # one timing run per GPU, across processes
-        outcomes, run_seconds, ran = _run_stage(the_plan, builds, root, run_id, progress)
-        profiled = (profiler.run_stage(the_plan, builds, outcomes, root, progress, profile_tolerance)
-                    if profile and not compile_only else None)
-        sanitized = (sanitizer.run_stage(the_plan, builds, root, progress, sanitize)
-                     if sanitize and not compile_only else None)
+        if stage_only:  # the opt-in stages cost only their own time
+            profiled = profiler.run_stage(the_plan, builds, root, progress, profile_tolerance) if profile else None
+            sanitized = sanitizer.run_stage(the_plan, builds, root, progress, sanitize) if sanitize else None
+        else:
+            outcomes, run_seconds, ran = _run_stage(the_plan, builds, root, run_id, progress)
+    if not stage_only and outcomes:  # figures of earlier --profile runs of these binaries (no ncu)
+        profiled = profiler.cached_stage(the_plan, builds, outcomes, root, profile_tolerance)
 
     gating = gates.check(the_plan, outcomes)
     for stage, mod in ((profiled, profiler), (sanitized, sanitizer)):  # opt-in stages: their gates and notes
@@ -156,31 +181,46 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
             problems += mod.gate(gating, stage, outcomes, the_plan)
             notes += stage.notes
     sass.gate(gating, the_plan, outcomes, mechanism)
-    results = evaluate(the_plan, builds, outcomes, gating)
-    series.judge_over_runs(the_plan, results, past, keys, run_id)
+    results = [] if stage_only else evaluate(the_plan, builds, outcomes, gating)
+    if not stage_only:
+        series.judge_over_runs(the_plan, results, past, keys, run_id)
     report = Report(run_id, now.isoformat(), environment, the_plan, builds, outcomes, results, problems,
                     notes=notes + gating.notes, gating=gating, series=keys, mechanism=mechanism,
-                    profiled=profiled, sanitized=sanitized)
+                    profiled=profiled, sanitized=sanitized, stage_only=stage_only)
     report.clocks_after = envmod.clocks(the_plan.gpu.index) if the_plan.gpu else {}
     base = _provenance(report, None)
-    report.record_changes = history.record_run(root, base, report.run_id, report.date, the_plan, outcomes, results,
-                                               write=write, series=keys, gating=gating, past=past,
-                                               mechanism=mechanism)
-    if write:
+    if not stage_only:
+        report.record_changes = history.record_run(root, base, report.run_id, report.date, the_plan, outcomes,
+                                                   results, write=write, series=keys, gating=gating, past=past,
+                                                   mechanism=mechanism)
+    if write and not stage_only:
         written, failed = write_back(root, the_plan, outcomes, results, base, progress, gating)
         report.written += written
         report.problems += failed
     total_s = time.monotonic() - t0
-    stages_s = (profiled.seconds if profiled else 0.0) + (sanitized.seconds if sanitized else 0.0)
+    stages_s = (profiled.seconds if profiled else 0.0) + (sanitized.seconds if sanitized else 0.0)  # cached: 0
     report.seconds = {
         "total": round(total_s, 3), "build_wall": round(build_wall, 3), "run": round(run_seconds, 3),
         "mechanism": round(mechanism.seconds, 3),
-        **({"profile": round(profiled.seconds, 3)} if profiled else {}),
+        **({"profile": round(profiled.seconds, 3)} if profiled and stage_only else {}),
         **({"sanitize": round(sanitized.seconds, 3)} if sanitized else {}),
         "kwiki_overhead": round(total_s - build_wall - run_seconds - stages_s, 3),
         "kwiki_overhead_per_artifact": round((total_s - build_wall - run_seconds - stages_s) / max(1, ran), 3),
     }
     return report
+
+
+def _only_variants(the_plan: Plan, variants: list[str]) -> None:
+    """--variants: keep only the named variants of each planned artifact (an artifact with none of them runs
+    nothing); a name no planned artifact declares is a usage error."""
+    known = {v.name for a in the_plan.artifacts.values() if a.manifest for v in a.manifest.variants}
+    unknown = [v for v in variants if v not in known]
+    if unknown:
+        raise UsageError(f"--variants: {', '.join(unknown)}: no artifact of the selected pages has such a variant"
+                         + did_you_mean(unknown[0], sorted(known)))
+    for a in the_plan.artifacts.values():
+        a.run_variants = [v for v in a.run_variants if v in variants]
+        a.isolated = [v for v in a.isolated if v in variants]
 
 
 def _build_stage(the_plan: Plan, environment: envmod.Environment, root: Path, jobs: int,

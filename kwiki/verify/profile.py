@@ -1,20 +1,26 @@
 """`kwiki verify --profile`: Nsight Compute counters per record, and the one-sided audit of declared bytes and FLOPs.
 
-One `ncu` process per artifact runs its binary in profile mode (`--profile-mode` of kwiki_runner.cuh: check
-every case, then launch each case that passed once more, alone in a cudaProfilerStart/Stop range between two
-marker kernels whose grids say which record it is). ncu runs with `--profile-from-start off` (it sees only
-those ranges), `--kernel-name regex:` (the literals of the manifest's `kernels:` globs, plus the markers: a
-superset, narrowed by the globs afterwards), `--cache-control all` (a cold L2, as in the timing protocol) and
-always `--clock-control none` (the clocks stay as the timing runs had them; `ncu_argv` adds it whatever the
-caller asks). ncu's own `--launch-count` bounds a whole process, so it is not the way to see each variant once:
-the profile mode launches each case once instead.
+`kwiki verify --profile` runs build -> profile only (no timed runs: kwiki.verify.pipeline). One `ncu` process per
+artifact runs its binary in profile mode (`--profile-mode` of kwiki_runner.cuh: check every case, then launch each
+case that passed once more, alone in a cudaProfilerStart/Stop range after a marker kernel of n+1 blocks, n
+counting the profiled cases of the whole process; the case's record carries extra.profile_case = n). A record's
+figures are the counters of the kernels of that ONE launch (a cuBLAS call may be two kernels: the GEMM and its
+split-K reduction), summed: DRAM bytes = dram__bytes_read.sum + dram__bytes_write.sum, in bytes (the report is
+asked for in base units; scaled units, Kbyte/Mbyte/..., are converted back). ncu runs with
+`--profile-from-start off` (it sees only those ranges), `--kernel-name regex:` (the literals of the manifest's
+`kernels:` globs, plus the markers: a superset, narrowed by the globs afterwards), `--cache-control all` (a cold
+L2, as in the timing protocol) and always `--clock-control none` (the clocks stay as the timing runs had them;
+`ncu_argv` adds it whatever the caller asks). ncu's own `--launch-count` bounds a whole process, so it is not
+the way to see each variant once: the profile mode launches each case once instead.
 
 The audit is one-sided: a record whose declared bytes (at its `bytes_level`: DRAM or L2) or FP32 FLOPs exceed
 the profiled ones x (1 + tolerance) fails the `profile` gate; a kernel that moves or computes more than it
 declares (a GEMM re-reads panels, a padded tile computes zeros) passes, and the ratio is reported either way.
 Tensor-core FLOPs have no counter here and are not audited. The counters become figures claims can name
-(`ncu_dram_read_bytes`, ...). Profiles are cached under .kwiki/profile/, keyed by the binary's hash, its
-arguments, the metric set, the ncu executable and the GPU model: a session profiles only what changed.
+(`ncu_dram_read_bytes`, ...): the profiles are cached under .kwiki/profile/, keyed by the binary's hash, its
+arguments, the metric set and the GPU model, so a session profiles only what changed, and a later timed
+`kwiki verify` of the same binaries copies the cached figures into its records (`cached_stage`: no ncu run) and
+applies the same audit there.
 """
 
 from __future__ import annotations
@@ -44,10 +50,11 @@ from kwiki.verify.run import argv_for
 
 PROFILE = "profile"
 CACHE_DIR = ".kwiki/profile"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: one marker per profiled case, numbered per process (1 summed every shape into shape 1)
 DEFAULT_TOLERANCE = 0.10
 TIMEOUT_FACTOR = 4.0  # a profiled run replays each kernel several times
 MARKER = "profile_marker"  # kwiki::profile_marker<0>() of kwiki_runner.cuh
+PROFILE_CASE = "profile_case"  # a profile-mode record's extra: the number of its marker
 PROFILE_MODE = "--profile-mode"
 
 # ncu metric -> figure (sums over a record's kernels, except the rates: those of its longest kernel)
@@ -104,14 +111,42 @@ def ncu_argv(ncu: str, app: list[str], *, metrics: list[str], log_file: str, ker
             "--log-file", log_file, *app]
 
 
+# ncu's scaled units (`--print-units auto`, its default): a decimal prefix on any unit (Kbyte, Mbyte, Gbyte/second,
+# Minst, Kcycle), and the time units, whose base is the nanosecond
+_PREFIX = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_TIME = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9}
+
+
+def unit_scale(unit: str) -> float:
+    """The factor that turns a value in ncu's `unit` into its base unit: 'Mbyte' -> 1e6, 'usecond' -> 1e3."""
+    head = unit.strip().partition("/")[0]  # a rate's prefix is its numerator's: Gbyte/second -> byte/second
+    if head in _TIME:
+        return _TIME[head]
+    return _PREFIX[head[0]] if len(head) > 1 and head[0] in _PREFIX and head[1].islower() else 1.0
+
+
 def read_csv(report: str) -> list[dict[str, str]]:
-    """The kernel rows of `ncu --csv --page raw --print-units base`, by column name (the units row dropped)."""
-    lines = [line for line in report.splitlines() if line.startswith('"')]  # ==PROF== and app lines dropped
+    """The kernel rows of `ncu --csv --page raw`, by column name, each value in its metric's base unit: bytes, not
+    Mbyte (kwiki asks for `--print-units base`; a report in scaled units is converted by its units row, the row
+    whose ID cell is blank, which is then dropped). ==PROF== and application lines are dropped."""
+    lines = [line for line in report.splitlines() if line.startswith('"')]
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
     if not rows:
         return []
     header = rows[0]  # "ID", "Process ID", ..., "Kernel Name", ..., the metrics; then the units row (ID blank)
-    return [dict(zip(header, r, strict=True)) for r in rows[1:] if len(r) == len(header) and r[0].strip().isdigit()]
+    units = next((r for r in rows[1:2] if len(r) == len(header) and not r[0].strip()), None)
+    scale = {h: unit_scale(u) for h, u in zip(header, units, strict=True)} if units else {}
+    out = []
+    for r in rows[1:]:
+        if len(r) != len(header) or not r[0].strip().isdigit():
+            continue
+        row = dict(zip(header, r, strict=True))
+        for h, f in scale.items():
+            v = number(row[h]) if f != 1.0 else None
+            if v is not None:
+                row[h] = repr(v * f)
+        out.append(row)
+    return out
 
 
 def number(text: str | None) -> float | None:
@@ -127,20 +162,52 @@ def number(text: str | None) -> float | None:
 # ---------------------------------------------------------------- rows -> records
 
 
-def by_record(rows: list[dict[str, str]]) -> dict[int, list[dict[str, str]]]:
-    """The profiled kernels of each record index, from the markers around each case's launch (2i+1 blocks
-    before record i's launch, 2i+2 after). Rows outside a marker pair belong to no record."""
+class ReportError(ValueError):
+    """An ncu report whose markers cannot give kernels to records."""
+
+
+def by_case(rows: list[dict[str, str]]) -> dict[int, list[dict[str, str]]]:
+    """The profiled kernels of each profiled case: the rows after the marker of n+1 blocks, up to the next marker,
+    are case n's (its launch alone in a profiler range: nothing else is profiled in between). Rows before the first
+    marker belong to no case. A marker number seen twice is a ReportError: its rows would be summed into one
+    record (a binary whose runner numbered the cases per run() call, once per shape, did that)."""
     out: dict[int, list[dict[str, str]]] = {}
     current: int | None = None
     for row in rows:
         if MARKER in row.get("Kernel Name", ""):
             grid = int(number(row.get("launch__grid_size")) or 0)
-            current = (grid - 1) // 2 if grid % 2 == 1 else None
-            if current is not None:
-                out.setdefault(current, [])
+            if grid < 1:
+                raise ReportError("a profile marker without a grid size (launch__grid_size "
+                                  f"{row.get('launch__grid_size')!r})")
+            current = grid - 1
+            if current in out:
+                raise ReportError(f"profile marker {current} appears twice: the report cannot say which record each "
+                                  "kernel belongs to (rebuild the binary: its kwiki_runner.cuh predates per-process "
+                                  "case numbers)")
+            out[current] = []
             continue
         if current is not None:
             out[current].append(row)
+    return out
+
+
+def cases(records: list[Record], rows: list[dict[str, str]]) -> list[tuple[Record, list[dict[str, str]]]]:
+    """Each profiled record with the rows of its ONE profiled launch (by its extra.profile_case). Records without
+    one were not profiled (a failed check, an untimed case)."""
+    by = by_case(rows)
+    out = []
+    for r in records:
+        n = r.extra.get(PROFILE_CASE)
+        if n is None:
+            continue
+        if isinstance(n, bool) or not isinstance(n, int | float) or n != int(n):
+            raise ReportError(f"variant {r.variant!r}: extra.{PROFILE_CASE} is {n!r}, not a case number")
+        mine = by.get(int(n))
+        if mine is not None:
+            out.append((r, mine))
+    if by and not out:
+        raise ReportError(f"no record carries extra.{PROFILE_CASE} (rebuild the binary: its kwiki_runner.cuh "
+                          "predates per-process case numbers)")
     return out
 
 
@@ -271,10 +338,10 @@ def _file_hash(path: str) -> str:
     return h.hexdigest()
 
 
-def cache_key(binary: str, app: list[str], ncu: str, gpu: str | None) -> str:
-    st = os.stat(ncu)
-    doc = {"v": CACHE_VERSION, "binary": _file_hash(binary), "args": app[1:], "metrics": METRICS,
-           "ncu": [ncu, st.st_size, int(st.st_mtime)], "gpu": gpu}
+def cache_key(binary: str, app: list[str], gpu: str | None) -> str:
+    """The profile's cache key: the binary's contents, its arguments, the metric set and the GPU model (not the ncu
+    executable: a later timed run must find the profile without one; the cached document names it)."""
+    doc = {"v": CACHE_VERSION, "binary": _file_hash(binary), "args": app[1:], "metrics": METRICS, "gpu": gpu}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -287,38 +354,70 @@ def kernel_regex(planned: PlannedArtifact, variants: list[str]) -> str | None:
     return None if literal is None else f"{literal}|{MARKER}"
 
 
+def _manifest_path(planned: PlannedArtifact, root: Path) -> str:
+    f = planned.directory / "artifact.yaml"
+    return f.relative_to(root).as_posix() if planned.directory.is_relative_to(root) else str(f)
+
+
+def _app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile) -> list[str] | None:
+    """The profiled command (the binary in profile mode over the shared-process variants), or None (out.skipped)."""
+    m = planned.manifest
+    assert m is not None and build.binary is not None
+    if m.run.command and m.run.command[0] != "{binary}":
+        out.skipped = "its run.command is a driver, not the binary: not profiled here"
+        return None
+    if not planned.run_variants:
+        out.skipped = "no variant runs in the shared process"
+        return None
+    return [*argv_for(planned, build.binary, planned.run_variants), PROFILE_MODE]
+
+
+def _read_cache(path: Path) -> tuple[str, str] | None:
+    try:
+        doc = json.loads(path.read_text())
+        return str(doc["stdout"]), str(doc["report"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def cached_profile(planned: PlannedArtifact, build: BuildResult, *, root: Path, gpu: str | None,
+                   tolerance: float = DEFAULT_TOLERANCE) -> ArtifactProfile | None:
+    """The audited profile `kwiki verify --profile` cached for this very binary, arguments and GPU model, or None
+    (no ncu run: for a timed run, whose records then carry the figures)."""
+    m = planned.manifest
+    if m is None or build.binary is None or not (root / CACHE_DIR / m.name).is_dir():
+        return None
+    out = ArtifactProfile(m.name, cached=True)
+    app = _app(planned, build, out)
+    if app is None:
+        return None
+    got = _read_cache(root / CACHE_DIR / m.name / f"{cache_key(build.binary, app, gpu)}.json")
+    if got is None:
+        return None
+    _audit_all(out, *got, tolerance, _manifest_path(planned, root))
+    return out
+
+
 def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, root: Path, gpu: str | None,
                      gpu_index: int | None, tolerance: float = DEFAULT_TOLERANCE) -> ArtifactProfile:
     """Profile the artifact's shared-process variants in one ncu process (or read the cache) and audit them."""
     m = planned.manifest
     assert m is not None and build.binary is not None
     out = ArtifactProfile(m.name)
-    if m.run.command and m.run.command[0] != "{binary}":
-        out.skipped = "its run.command is a driver, not the binary: not profiled here"
+    app = _app(planned, build, out)
+    if app is None:
         return out
-    variants = planned.run_variants
-    if not variants:
-        out.skipped = "no variant runs in the shared process"
-        return out
-    app = [*argv_for(planned, build.binary, variants), PROFILE_MODE]
-    key = cache_key(build.binary, app, ncu, gpu)
+    key = cache_key(build.binary, app, gpu)
     cache = root / CACHE_DIR / m.name / f"{key}.json"
-    rel = (planned.directory / "artifact.yaml").relative_to(root).as_posix() if planned.directory.is_relative_to(
-        root) else str(planned.directory / "artifact.yaml")
-    if cache.is_file():
-        try:
-            doc = json.loads(cache.read_text())
-            stdout, report = doc["stdout"], doc["report"]
-            out.cached = True
-        except (OSError, ValueError, KeyError):
-            stdout = report = None
-    else:
-        stdout = report = None
-    if stdout is None or report is None:
+    rel = _manifest_path(planned, root)
+    got = _read_cache(cache) if cache.is_file() else None
+    out.cached = got is not None
+    if got is None:
         log_dir = root / CACHE_DIR / m.name
         log_dir.mkdir(parents=True, exist_ok=True)
         log_file = log_dir / f"{key}.csv.tmp{os.getpid()}"
-        argv = ncu_argv(ncu, app, metrics=METRICS, log_file=str(log_file), kernel_regex=kernel_regex(planned, variants))
+        argv = ncu_argv(ncu, app, metrics=METRICS, log_file=str(log_file),
+                        kernel_regex=kernel_regex(planned, planned.run_variants))
         env = dict(os.environ)
         if gpu_index is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
@@ -336,29 +435,35 @@ def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, 
             why = res.start_error or ("timed out" if res.timed_out else f"exit {res.returncode}")
             out.error = f"{rel}: ncu {why}" + (f": {' | '.join(tail)[:300]}" if tail else "")
             return out
-        stdout = res.stdout
-        write_atomic(cache, json.dumps({"stdout": stdout, "report": report}, sort_keys=True).encode())
-    try:
-        records = parse_records(stdout, m.name)
-        rows = by_record(read_csv(report))
-    except (RecordError, csv.Error) as exc:
-        out.error = f"{rel}: cannot read the profiled run: {getattr(exc, 'message', exc)}"
+        got = (res.stdout, report)
+        if _audit_all(out, *got, tolerance, rel):
+            write_atomic(cache, json.dumps({"stdout": got[0], "report": got[1], "ncu": ncu}, sort_keys=True).encode())
         return out
-    for i, r in enumerate(records):
-        if i not in rows:
-            continue
-        figs = figures(rows[i])
+    _audit_all(out, *got, tolerance, rel)
+    return out
+
+
+def _audit_all(out: ArtifactProfile, stdout: str, report: str, tolerance: float, rel: str) -> bool:
+    """Audit every profiled record of one run into `out`; False (and out.error) when the run cannot be read."""
+    try:
+        profiled = cases(parse_records(stdout, out.artifact), read_csv(report))
+    except (RecordError, csv.Error, ReportError) as exc:
+        out.error = f"{rel}: cannot read the profiled run: {getattr(exc, 'message', exc)}"
+        return False
+    for r, rows in profiled:
+        figs = figures(rows)
         a = audit(r, figs, tolerance, f"{rel}: variant {r.variant!r} at {params_text(r.params) or 'its params'}")
-        a.kernels = sorted({row.get("Kernel Name", "") for row in rows[i]})
+        a.kernels = sorted({row.get("Kernel Name", "") for row in rows})
         if a.bytes_ratio is not None:
             figs["ncu_bytes_ratio"] = a.bytes_ratio
         if a.flops_ratio is not None:
             figs["ncu_flops_ratio"] = a.flops_ratio
         out.audits.append(a)
     if not out.audits:
-        out.error = f"{rel}: ncu profiled no case (no marker pair in its report: was the binary built with " \
-                    f"kwiki_runner.cuh's --profile-mode?)"
-    return out
+        out.error = (f"{rel}: ncu profiled no case (no profile marker in its report: was the binary built with "
+                     "kwiki_runner.cuh's --profile-mode, and did a case pass its check?)")
+        return False
+    return True
 
 
 def attach(profiles: list[ArtifactProfile], outcomes: Mapping[str, list[Any]],
@@ -411,10 +516,26 @@ class ProfileStage:
                 "artifacts": [p.as_json() for p in self.profiles]}
 
 
-def run_stage(plan: Any, builds: list[BuildResult], outcomes: Mapping[str, list[Any]], root: Path,
-              progress: Any, tolerance: float = DEFAULT_TOLERANCE, ncu: str | None = None) -> ProfileStage:
-    """Profile every artifact that ran (its shared-process variants), audit, and copy the figures into the
-    run's records. Without ncu or a GPU: a note, nothing profiled."""
+def _gpu_builds(plan: Any, builds: list[BuildResult], paths: Any) -> list[tuple[str, PlannedArtifact, BuildResult]]:
+    """(path, planned, build) of each of `paths` with a successful build for this GPU."""
+    by_key = {(b.artifact, b.target): b for b in builds}
+    out = []
+    for path in sorted(paths):
+        planned = plan.artifacts.get(path)
+        if planned is None or planned.manifest is None or planned.run_target is None:
+            continue
+        if not planned.run_variants and not planned.isolated:  # --variants left none of its variants
+            continue
+        build = by_key.get((planned.build_name, planned.run_target))
+        if build is not None and build.ok and build.binary is not None:
+            out.append((path, planned, build))
+    return out
+
+
+def run_stage(plan: Any, builds: list[BuildResult], root: Path, progress: Any,
+              tolerance: float = DEFAULT_TOLERANCE, ncu: str | None = None) -> ProfileStage:
+    """`kwiki verify --profile`: profile every artifact of the plan with a GPU build here (its shared-process
+    variants; no timed run before it) and audit them. Without ncu or a GPU: a note, nothing profiled."""
     import time
 
     t0 = time.monotonic()
@@ -425,26 +546,39 @@ def run_stage(plan: Any, builds: list[BuildResult], outcomes: Mapping[str, list[
                                             "Nsight Compute (ncu) not found: set KWIKI_NCU or put ncu on the PATH")
                            + "; nothing profiled")
         return stage
-    by_key = {(b.artifact, b.target): b for b in builds}
-    names = {}
-    for path in sorted(outcomes):
-        planned = plan.artifacts.get(path)
-        if planned is None or planned.manifest is None or planned.run_target is None:
-            continue
-        build = by_key.get((planned.build_name, planned.run_target))
-        if build is None or not build.ok or build.binary is None:
-            continue
-        names[path] = planned.name
+    for _path, planned, build in _gpu_builds(plan, builds, plan.artifacts):
         progress(f"profile {planned.name}: ncu")
         p = profile_artifact(planned, build, ncu=ncu, root=root, gpu=plan.gpu.name, gpu_index=plan.gpu.index,
                              tolerance=tolerance)
         stage.profiles.append(p)
         progress(closing_note(p))
-    attach(stage.profiles, outcomes, names)
     stage.seconds = time.monotonic() - t0
     stage.notes += [closing_note(p) for p in stage.profiles]
     stage.notes.append(f"--profile: {len(stage.profiles)} artifacts in {stage.seconds:.1f} s "
-                       f"({sum(p.cached for p in stage.profiles)} from the cache)")
+                       f"({sum(p.cached for p in stage.profiles)} from the cache); a timed `kwiki verify` of the "
+                       "same binaries gives their records these figures")
+    return stage
+
+
+def cached_stage(plan: Any, builds: list[BuildResult], outcomes: Mapping[str, list[Any]], root: Path,
+                 tolerance: float = DEFAULT_TOLERANCE) -> ProfileStage | None:
+    """For a timed run: the profiles `kwiki verify --profile` cached for the binaries that ran (no ncu), their
+    figures copied into the run's records so claims can name them; None when no binary that ran has one."""
+    if plan.gpu is None:
+        return None
+    stage = ProfileStage(tolerance=tolerance)
+    names = {}
+    for path, planned, build in _gpu_builds(plan, builds, outcomes):
+        p = cached_profile(planned, build, root=root, gpu=plan.gpu.name, tolerance=tolerance)
+        if p is not None:
+            stage.profiles.append(p)
+            names[path] = planned.name
+    if not stage.profiles:
+        return None
+    attach(stage.profiles, outcomes, names)
+    stage.notes.append(f"profile: the ncu figures of {len(stage.profiles)} artifacts "
+                       f"({', '.join(p.artifact for p in stage.profiles)}) come from an earlier `kwiki verify "
+                       "--profile` of the same binaries (.kwiki/profile/)")
     return stage
 
 

@@ -1,5 +1,8 @@
 """`kwiki verify --sanitize`: compute-sanitizer's memcheck, racecheck and synccheck on each variant, at a small shape.
 
+`kwiki verify --sanitize` runs build -> sanitize only (no timed runs: kwiki.verify.pipeline); `--variants a,b`
+narrows it to those variants.
+
 Each variant runs alone under each tool as `<binary> run.args sanitize.args --check-only --variants <name>`
 (the manifest's `sanitize.args` make it small; --check-only skips the timing loop). A tool's errors fail the
 variant's `sanitize` gate with the report's first lines, unless the variant's manifest entry expects them
@@ -211,6 +214,8 @@ def run_stage(plan: Any, builds: list[BuildResult], root: Path, progress: Any, t
     by_key = {(b.artifact, b.target): b for b in builds}
     for planned in sorted(plan.artifacts.values(), key=lambda a: a.path):
         if planned.manifest is None or planned.run_target is None:
+            continue
+        if not planned.run_variants and not planned.isolated:  # --variants left none of its variants
             continue
         build = by_key.get((planned.build_name, planned.run_target))
         if build is None or not build.ok or build.binary is None:

@@ -172,7 +172,11 @@ class Variant(Strict):
         default_factory=list,
         description="the kernels this variant launches: shell globs (fnmatch) over demangled kernel names, "
                     "e.g. 'gemv_block<*>' or '*cutlass*' for a library; the mechanism checks and kernel "
-                    "identity use them")
+                    "identity use them. They are alternatives: every kernel that runs must match one, and one "
+                    "of them must run")
+    kernels_all: bool = Field(
+        default=False, description="every glob of `kernels` must name a kernel that ran in one of the variant's "
+                                   "timed samples (a multi-kernel custom variant); default: any one of them")
     sanitize: SanitizeExpect | None = Field(
         default=None, description="what compute-sanitizer's tools report on it (kwiki verify --sanitize); "
                                   "default: every tool clean")
@@ -186,6 +190,8 @@ class Variant(Strict):
     def _sass_needs_kernels(self) -> Variant:
         if self.sass is not None and not self.kernels:
             raise ValueError(f"variant {self.name!r} has 'sass' but no 'kernels': name the kernels it checks")
+        if self.kernels_all and not self.kernels:
+            raise ValueError(f"variant {self.name!r} has 'kernels_all' but no 'kernels'")
         if self.sass is not None and self.targets:
             extra = sorted(set(self.sass.targets) - set(self.targets))
             if extra:
