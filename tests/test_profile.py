@@ -249,3 +249,18 @@ def test_read_csv_drops_the_units_row_and_app_lines():
             '"0","k","1,266,100,000"\n')
     assert profile.read_csv(text) == [{"ID": "0", "Kernel Name": "k", "dram__bytes_read.sum": "1,266,100,000"}]
     assert profile.number("1,266,100,000") == 1266100000.0 and profile.number("n/a") is None
+
+
+def test_a_python_artifact_is_skipped_with_its_reason_not_handed_to_ncu(tmp_path, monkeypatch):
+    # the H200 run of 2026-11-30: ncu was handed the module and failed ("not an executable binary")
+    manifest = Manifest.model_validate({
+        "name": "tri_sm90a", "title": "a Triton kernel", "kind": "python", "python": {"module": "ops.py"},
+        "targets": ["sm_90a"], "variants": [{"name": "tri", "kernels": ["tri_kernel*"]}]})
+    directory = tmp_path / "artifacts" / "tri_sm90a"
+    directory.mkdir(parents=True)
+    p = PlannedArtifact("artifacts/tri_sm90a", directory, manifest, run_target="sm_90a", run_variants=["tri"])
+    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu.log"))
+    b = BuildResult("tri_sm90a", "sm_90a", True, False, "k", binary=str(directory / "ops.py"))
+    out = profile.profile_artifact(p, b, ncu=NCU, root=tmp_path, gpu="NVIDIA H200", gpu_index=0)
+    assert out.skipped and "Python artifact" in out.skipped and out.error is None
+    assert calls(tmp_path) == []

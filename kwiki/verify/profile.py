@@ -362,7 +362,11 @@ def _manifest_path(planned: PlannedArtifact, root: Path) -> str:
 def _app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile) -> list[str] | None:
     """The profiled command (the binary in profile mode over the shared-process variants), or None (out.skipped)."""
     m = planned.manifest
-    assert m is not None and build.binary is not None
+    assert m is not None
+    if m.kind == "python":
+        out.skipped = "a Python artifact: ncu would profile the interpreter; not profiled here"
+        return None
+    assert build.binary is not None
     if m.run.command and m.run.command[0] != "{binary}":
         out.skipped = "its run.command is a driver, not the binary: not profiled here"
         return None

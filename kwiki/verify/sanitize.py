@@ -137,7 +137,10 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
                       gpu_index: int | None) -> tuple[list[Result], str | None]:
     """Every variant that runs here, alone, under each tool; (results, why it was skipped)."""
     m = planned.manifest
-    assert m is not None and build.binary is not None
+    assert m is not None
+    if m.kind == "python":
+        return [], "a Python artifact: compute-sanitizer would check the interpreter; not sanitized here"
+    assert build.binary is not None
     if m.run.command and m.run.command[0] != "{binary}":
         return [], "its run.command is a driver, not the binary"
     rel = (planned.directory / "artifact.yaml").relative_to(root).as_posix() if planned.directory.is_relative_to(
