@@ -255,11 +255,12 @@ def _run_stage(the_plan: Plan, builds: list[BuildResult], root: Path, run_id: st
         assert planned.run_target is not None  # runnable holds only artifacts with a run target
         progress(f"run {n}/{len(runnable)} {planned.name} [{planned.run_target}] "
                  f"{len(planned.run_variants)} variants + {len(planned.isolated)} isolated")
+        t0 = time.perf_counter()
         outs = run_artifact(planned, by_key[(planned.build_name, planned.run_target)], gpu_index=gpu_index,
                             root=root, run_id=run_id)
+        seconds += time.perf_counter() - t0  # wall time: a Python artifact's outcomes share one process's seconds
         outcomes[planned.path] = outs
         for o in outs:
-            seconds += o.seconds
             progress(f"    {o.status}: {len(o.records)} records in {o.seconds:.1f} s"
                      + (f" ({o.message})" if o.message else ""))
     return outcomes, seconds, len(runnable)

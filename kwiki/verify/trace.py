@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from kwiki.core.errors import Problem
 from kwiki.verify.claims import judge
@@ -103,6 +103,7 @@ class Store:
         self.claim_rows: dict[tuple[str, str, str], ClaimRow] = {}
         self.legacy_rows: dict[tuple[str, str], list[ClaimRow]] = {}
         self.records: dict[tuple[str | None, str, str], list[RecordRow]] = {}
+        self.run_records: dict[tuple[str, str], list[RecordRow]] = {}  # (artifact, run): one run, one series
         self.by_page: dict[str, list[ClaimRow]] = {}
         for row in rows:
             if isinstance(row, ClaimRow):
@@ -112,6 +113,7 @@ class Store:
                     self.legacy_rows.setdefault((row.page, row.claim), []).append(row)
             else:
                 self.records.setdefault((row.series, row.artifact, row.run_id), []).append(row)
+                self.run_records.setdefault((row.artifact, row.run_id), []).append(row)
 
     @classmethod
     def load(cls, root: Path) -> Store:
@@ -172,10 +174,19 @@ def trace_claim(meta: PageMeta, claim_id: str, mc: MeasuredClaim, store: Store, 
         return _no(f"change {mc.change or 'none'} (drift {mc.drift}), but run {last} found {row.change or 'none'}")
     if mc.value is None:
         return ClaimTrace(True, gpu=row.gpu)
-    return _figure(claim, mc, row, store)
+    return _figure(claim, mc, row, store, _other_artifact(meta, claim))
 
 
-def _figure(claim: Claim, mc: MeasuredClaim, row: ClaimRow, store: Store) -> ClaimTrace:
+def _other_artifact(meta: PageMeta, claim: Claim) -> str | None:
+    """The artifact (by name) whose figure a cross-artifact claim divides by, when it is not the claim's own."""
+    m = claim.measure
+    if m is None or m.per is None or m.per.artifact in (None, m.artifact):
+        return None
+    path = meta.artifacts.get(m.per.artifact)
+    return PurePosixPath(path).name if path else None
+
+
+def _figure(claim: Claim, mc: MeasuredClaim, row: ClaimRow, store: Store, other: str | None = None) -> ClaimTrace:
     """The value and range of a measured claim, recomputed from the record rows of its runs, and its
     verdict, judged again from them against the claim as the page states it now (the claim lies outside
     the sealed block: a figure raised after the run would otherwise keep the run's verdict)."""
@@ -183,7 +194,8 @@ def _figure(claim: Claim, mc: MeasuredClaim, row: ClaimRow, store: Store) -> Cla
     values = []
     for run_id in mc.run_ids or []:
         rows = store.records.get((mc.series, row.artifact, run_id), [])
-        value = claim_value(rows, claim) if rows else None
+        per_rows = store.run_records.get((other, run_id)) if other else None  # the same run's other artifact
+        value = claim_value(rows, claim, per_rows) if rows else None
         if value is None:
             return _no(f"run {run_id} holds no figure of this claim in series {mc.series or 'none'} in results/")
         values.append(value)
