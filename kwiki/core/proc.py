@@ -10,14 +10,16 @@ start no new one, and raise `Stopped`.
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +50,16 @@ class ProcResult:
         if self.returncode is not None and self.returncode < 0:
             return -self.returncode
         return None
+
+
+def find_tool(name: str, env_var: str, places: list[str], environ: Mapping[str, str] | None = None) -> str | None:
+    """An executable from $env_var, the PATH, or the first of `places` (globs, newest version first); None
+    when absent. The one search behind kwiki's optional tools (ncu, compute-sanitizer)."""
+    env = os.environ if environ is None else environ
+    tried = [env.get(env_var) or "", shutil.which(name, path=env.get("PATH")) or ""]
+    for pattern in places:
+        tried += sorted(glob.glob(pattern), reverse=True)
+    return next((p for p in tried if p and os.access(p, os.X_OK)), None)
 
 
 def stop_all() -> None:

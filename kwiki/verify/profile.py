@@ -26,12 +26,10 @@ applies the same audit there.
 from __future__ import annotations
 
 import csv
-import glob
 import hashlib
 import io
 import json
 import os
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +37,7 @@ from typing import Any
 
 from kwiki.core.errors import RecordError
 from kwiki.core.numbers import fmt, params_text
-from kwiki.core.proc import run_group
+from kwiki.core.proc import find_tool, run_group
 from kwiki.core.writefile import write_atomic
 from kwiki.verify import kernels as kmatch
 from kwiki.verify.build import BuildResult
@@ -83,11 +81,7 @@ METRICS = [*HELPERS, *SUMS, *RATES, TENSOR]
 
 def find_ncu(environ: Mapping[str, str] | None = None) -> str | None:
     """ncu from $KWIKI_NCU, the PATH, or the usual install places; None when absent."""
-    env = os.environ if environ is None else environ
-    tried = [env.get("KWIKI_NCU") or "", shutil.which("ncu", path=env.get("PATH")) or ""]
-    tried += sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)
-    tried += sorted(glob.glob("/usr/local/cuda*/bin/ncu"), reverse=True)
-    return next((p for p in tried if p and os.access(p, os.X_OK)), None)
+    return find_tool("ncu", "KWIKI_NCU", ["/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda*/bin/ncu"], environ)
 
 
 def ncu_argv(ncu: str, app: list[str], *, metrics: list[str], log_file: str, kernel_regex: str | None = None,

@@ -18,16 +18,14 @@ masks) and does not model mbarrier phases (a wrong parity, an expect_tx that nev
 
 from __future__ import annotations
 
-import glob
 import os
 import re
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kwiki.core.proc import run_group
+from kwiki.core.proc import find_tool, run_group
 from kwiki.verify.build import BuildResult
 from kwiki.verify.gates import Finding
 from kwiki.verify.plan import PlannedArtifact
@@ -45,11 +43,8 @@ _NOT_FINDINGS = ("COMPUTE-SANITIZER", "Target application returned an error", "E
 
 def find_sanitizer(environ: Mapping[str, str] | None = None) -> str | None:
     """compute-sanitizer from $KWIKI_COMPUTE_SANITIZER, the PATH or the usual install places; None when absent."""
-    env = os.environ if environ is None else environ
-    tried = [env.get("KWIKI_COMPUTE_SANITIZER") or "", shutil.which("compute-sanitizer", path=env.get("PATH")) or ""]
-    tried += sorted(glob.glob("/usr/local/cuda*/bin/compute-sanitizer"), reverse=True)
-    tried += sorted(glob.glob("/usr/local/cuda*/compute-sanitizer/compute-sanitizer"), reverse=True)
-    return next((p for p in tried if p and os.access(p, os.X_OK)), None)
+    return find_tool("compute-sanitizer", "KWIKI_COMPUTE_SANITIZER", [
+        "/usr/local/cuda*/bin/compute-sanitizer", "/usr/local/cuda*/compute-sanitizer/compute-sanitizer"], environ)
 
 
 def sanitizer_argv(sanitizer: str, tool: str, app: list[str]) -> list[str]:
