@@ -66,7 +66,7 @@ def test_a_variant_whose_own_kernel_never_ran_fails():
     assert f.reason.endswith("name ran in its timed samples (no kernel ran)")
 
 
-# The H200 run of 2026-11-30 (/tmp/kw/gpu6/v.json): 46 identity failures, every library record, because a glob
+# The H200 run of 2026-11-30: 46 identity failures, every library record, because a glob
 # that matched nothing failed the variant. cuBLAS picks nvjet_* for bf16/fp8 and sm90_xmma_* for tf32, with or
 # without a split-K reduction: the globs are alternatives.
 LIBRARY = ["nvjet_*", "*sm90_xmma_*", "cutlass*", "*splitKreduce*"]

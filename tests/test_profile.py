@@ -147,7 +147,7 @@ def test_figures_reach_the_records_and_the_gate_reaches_the_claims(tmp_path, mon
     assert [x.message.split(":")[1].strip() for x in problems] == ["variant 'vec4' at dtype=f32, n=1048576"]
 
 
-# The H200 run of 2026-11-30 (/tmp/kw/gpu7/profile.txt): "bf16_random[K=2048, M=2048, N=2048] declared 25165824 /
+# The H200 run of 2026-11-30: "bf16_random[K=2048, M=2048, N=2048] declared 25165824 /
 # profiled 1.91e+09 dram B". cublas_gemm calls Runner::run() once per shape, and the runner numbered its markers per
 # call: every shape's launch of a variant was summed into the first shape's record. The reports below are what ncu
 # writes for two shapes of two variants (bf16 at 4096^3 is two kernels: the GEMM and its split-K reduction).

@@ -64,6 +64,8 @@ def test_verdicts_for_good_and_faulty_artifacts(project, capsys):
     assert statuses[("garbage",)] == "bad-output"
     assert statuses[("flood",)] == "output-overflow"
     assert statuses[("cuda_error",)] == "cuda-error"
+    (cuda_error,) = [r for r in report["runs"] if r["variants"] == ["cuda_error"]]
+    assert cuda_error["message"] == "artifacts/host_faults/main.cu:42: CUDA error: an illegal memory access"
     values = {c["claim"]: c["value"] for c in report["claims"]}
     assert values["fast-time"] == pytest.approx(100.0)
     assert values["fast-vs-baseline"] == pytest.approx(1.5)

@@ -133,7 +133,7 @@ def _run(planned: PlannedArtifact, build: BuildResult, variants: list[str], time
                    f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
     outcome = RunOutcome(name, build.target, variants, "ok", seconds=res.seconds, log=str(log.relative_to(root)),
                          returncode=res.returncode)
-    tail = _tail(res.stderr)
+    tail = _tail(res.stderr).replace(f"{root.resolve()}{os.sep}", "")  # a page never shows a machine's path
     if res.start_error:
         outcome.status, outcome.message = "not-started", res.start_error
         return outcome
