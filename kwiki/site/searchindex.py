@@ -28,6 +28,9 @@ INDEX = "search/search_index.json"
 FIELDS = {"title": {"boost": 1000.0}, "summary": {"boost": 100.0}, "terms": {"boost": 20.0},
           "tags": {"boost": 20.0}, "text": {"boost": 1.0}}
 SENTENCE = 0  # characters of a section's text kept (0: none; its title names it)
+# sections kwiki writes on every page (render.py's sources and artifact-source lists, the measurements
+# heading of every page): the same few titles on each page, which a search hit never needs
+GENERATED = frozenset({"Measurements", "Sources", "Artifact sources"})
 _CODE = re.compile(r"<code>(.*?)</code>", re.DOTALL)
 _MARKUP = re.compile(r"<[^>]*>")
 _SPACE = re.compile(r"\s+")
@@ -69,6 +72,8 @@ def slim(data: dict[str, object], summaries: dict[str, str]) -> dict[str, object
     out = []
     for e in entries:
         location = e["location"]
+        if "#" in location and plain(str(e.get("title", ""))) in GENERATED:
+            continue
         item: dict[str, object] = {"location": location, "title": plain(str(e.get("title", ""))),
                                    "text": first_sentence(plain(str(e.get("text", ""))))}
         if "#" not in location:  # the page's first entry carries what belongs to the whole page
