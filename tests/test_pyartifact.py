@@ -409,3 +409,19 @@ def test_the_run_stage_counts_wall_time_once_per_artifact(ran):
     # in a verify of 111 s, kwiki_overhead -151 s
     s = ran["seconds"]
     assert 0 <= s["run"] <= s["total"] and s["kwiki_overhead"] >= 0, s
+
+
+@pytest.mark.parametrize("where", ["outside the repository", "elsewhere in the repository"])
+def test_a_module_that_links_out_of_its_artifact_is_never_imported(project: Path, tmp_path: Path, capsys, where):
+    # the containment rule (issue 14) for the Python kind: the harness imports the module, so a link to a
+    # file outside the artifact's folder would run code kwiki never planned
+    folder = tmp_path if where == "outside the repository" else project / "wiki"
+    outside = folder / "elsewhere.py"
+    outside.write_text("import pathlib\npathlib.Path(__file__).with_name('ran').write_text('1')\n")
+    module = project / "artifacts" / "host_py" / "ops.py"
+    module.unlink()
+    module.symlink_to(outside)
+    _, report = verify(capsys, project, "--compile-only")
+    said = [p["message"] for p in report["problems"]] + [b.get("error") or "" for b in report["builds"]]
+    assert any("leads out of the" in m for m in said), report
+    assert not (folder / "ran").exists()

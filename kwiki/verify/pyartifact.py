@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kwiki.core.errors import RecordError
+from kwiki.core.paths import within
 from kwiki.core.proc import ProcResult, run_group
 from kwiki.verify.build import COMMON_DIR, BuildJob, BuildResult
 from kwiki.verify.plan import Plan, PlannedArtifact
@@ -64,6 +65,9 @@ def check_module(job: BuildJob, root: Path) -> BuildResult:
     assert m.python is not None
     module = job.directory / m.python.module
     where = f"{(job.directory / MANIFEST).relative_to(root).as_posix()}: python.module"
+    if not within(job.directory, module):  # the containment rule (kwiki/core/paths.py): nothing outside runs
+        return BuildResult(job.artifact, job.target, False, False, key="python",
+                           error=f"{where}: {m.python.module} is missing or leads out of the artifact's folder")
     argv = [python(), str(harness(root)), "describe", str(module)]
     res = run_group(argv, cwd=job.directory, env=environment(root), timeout=DESCRIBE_TIMEOUT_S)
     result = BuildResult(job.artifact, job.target, False, False, key="python", command=argv, seconds=res.seconds)
