@@ -84,6 +84,10 @@ class Sleepers:
                 pass
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _verify_until_running(tmp_path: Path, stage: str = "run") -> tuple[subprocess.Popen, Sleepers]:
     """A real `kwiki verify` subprocess, once the fixture's build or run and its sleepers all run."""
     root = tmp_path / "project"
@@ -92,9 +96,11 @@ def _verify_until_running(tmp_path: Path, stage: str = "run") -> tuple[subproces
     roles, leader, var = ((["artifact", "grandchild", "escaped"], "artifact", "KWIKI_TEST_PIDS") if stage == "run"
                           else (["build", "grandchild"], "build", "KWIKI_TEST_BUILD_PIDS"))
     env = {**os.environ, var: str(pids_file), "KWIKI_TEST_PYTHON": sys.executable}
+    # a shell without job control starts background jobs with SIGINT ignored, and kwiki keeps an ignored
+    # signal ignored (nohup): give verify the default, as a terminal would, whatever started the tests
     verify = subprocess.Popen([sys.executable, "-m", "kwiki.cli", "verify", "--root", str(root), "--no-write"],
                               cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              start_new_session=True)
+                              start_new_session=True, preexec_fn=_default_sigint)
 
     def all_started() -> bool:
         if verify.poll() is not None:
