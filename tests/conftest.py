@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,19 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def compile_host_test(tmp_path_factory: pytest.TempPathFactory):
+    """compile_host_test(NAME): artifacts/common/test/NAME.cu built with nvcc for the host (skips without nvcc)."""
+    def build(name: str) -> Path:
+        nvcc = shutil.which("nvcc")
+        if nvcc is None:
+            pytest.skip("nvcc not on PATH")
+        common = REPO / "artifacts" / "common"
+        out = tmp_path_factory.mktemp(name) / name
+        subprocess.run([nvcc, "-std=c++17", f"-I{common}", "-o", str(out), str(common / "test" / f"{name}.cu")],
+                       check=True, capture_output=True, timeout=300)
+        return out
+
+    return build

@@ -25,14 +25,8 @@ COMMON = ROOT / "artifacts" / "common"
 
 
 @pytest.fixture(scope="module")
-def host_test(tmp_path_factory) -> Path:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not on PATH")
-    out = tmp_path_factory.mktemp("bench") / "bench_host_test"
-    subprocess.run([nvcc, "-std=c++17", f"-I{COMMON}", "-o", str(out), str(COMMON / "test" / "bench_host_test.cu")],
-                   check=True, capture_output=True, timeout=300)
-    return out
+def host_test(compile_host_test) -> Path:
+    return compile_host_test("bench_host_test")
 
 
 def run(binary: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:

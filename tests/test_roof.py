@@ -22,8 +22,6 @@ from kwiki.verify.env import Gpu
 from kwiki.verify.record import Record
 from kwiki.wiki.frontmatter import parse_page
 
-ROOT = Path(__file__).resolve().parent.parent
-COMMON = ROOT / "artifacts" / "common"
 FIXTURE = Path(__file__).parent / "fixtures" / "verify" / "roof"
 H200 = Gpu(index=0, name="NVIDIA H200", uuid=None, cc=90, sm_count=132, memory_gib=139.8, sm_mhz=1980,
            sm_mhz_max=1980)
@@ -173,14 +171,8 @@ def test_an_honest_looking_record_above_the_roof_is_flagged_and_one_within_noise
 
 
 @pytest.fixture(scope="module")
-def host_test(tmp_path_factory) -> Path:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not on PATH")
-    out = tmp_path_factory.mktemp("roof") / "roof_host_test"
-    subprocess.run([nvcc, "-std=c++17", f"-I{COMMON}", "-o", str(out), str(COMMON / "test" / "roof_host_test.cu")],
-                   check=True, capture_output=True, timeout=300)
-    return out
+def host_test(compile_host_test) -> Path:
+    return compile_host_test("roof_host_test")
 
 
 @pytest.mark.nvcc

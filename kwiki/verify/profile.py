@@ -357,13 +357,10 @@ def _app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile) -> 
     """The profiled command (the binary in profile mode over the shared-process variants), or None (out.skipped)."""
     m = planned.manifest
     assert m is not None
-    if m.kind == "python":
-        out.skipped = "a Python artifact: ncu would profile the interpreter; not profiled here"
+    if why := m.not_the_binary():
+        out.skipped = f"{why}: not profiled here"
         return None
     assert build.binary is not None
-    if m.run.command and m.run.command[0] != "{binary}":
-        out.skipped = "its run.command is a driver, not the binary: not profiled here"
-        return None
     if not planned.run_variants:
         out.skipped = "no variant runs in the shared process"
         return None

@@ -133,11 +133,9 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
     """Every variant that runs here, alone, under each tool; (results, why it was skipped)."""
     m = planned.manifest
     assert m is not None
-    if m.kind == "python":
-        return [], "a Python artifact: compute-sanitizer would check the interpreter; not sanitized here"
+    if why := m.not_the_binary():
+        return [], why
     assert build.binary is not None
-    if m.run.command and m.run.command[0] != "{binary}":
-        return [], "its run.command is a driver, not the binary"
     rel = (planned.directory / "artifact.yaml").relative_to(root).as_posix() if planned.directory.is_relative_to(
         root) else str(planned.directory / "artifact.yaml")
     env = dict(os.environ)

@@ -283,6 +283,14 @@ class Manifest(Strict):
     def variant(self, name: str) -> Variant | None:
         return next((v for v in self.variants if v.name == name), None)
 
+    def not_the_binary(self) -> str | None:
+        """Why a tool that wraps the artifact's binary (ncu, compute-sanitizer) would not see its kernels, or None."""
+        if self.kind == "python":
+            return "a Python artifact: the tool would wrap the interpreter"
+        if self.run.command and self.run.command[0] != "{binary}":
+            return "its run.command is a driver, not the binary"
+        return None
+
     def variants_for(self, target: str) -> list[str]:
         return [v.name for v in self.variants if not v.targets or target in v.targets]
 
