@@ -95,6 +95,26 @@ def test_the_audit_is_one_sided_and_tolerant(tmp_path, monkeypatch):
     assert within.finding is None
 
 
+def test_an_output_left_in_the_l2_counts_as_the_dram_writes_it_owes(tmp_path, monkeypatch):
+    # 2048^3 cuBLAS: the output stays in the 60 MiB L2 and is written back after the kernel ends (DRAM writes ~0);
+    # the SMs wrote 125,000 sectors (4 MB) into the L2, which the DRAM-level audit counts instead
+    a = run(tmp_path, monkeypatch, FAKE_NCU_DRAM_WRITE="0", FAKE_NCU_L2_WRITE_SECTORS="125,000").audits[0]
+    assert a.figures["ncu_l2_write_bytes"] == 4e6 and a.figures["ncu_dram_bytes"] == 4e6
+    assert a.figures["ncu_dram_owed_bytes"] == 8e6 and a.bytes_measured == 8e6
+    assert a.finding is None and a.bytes_ratio == pytest.approx(1.0)
+    (tmp_path / ".kwiki").rename(tmp_path / "old")
+    # without the L2 write counter the same launch fails: the DRAM counters alone undercount it
+    monkeypatch.delenv("FAKE_NCU_L2_WRITE_SECTORS")
+    b = run(tmp_path, monkeypatch, FAKE_NCU_DRAM_WRITE="0").audits[0]
+    assert "ncu_dram_owed_bytes" not in b.figures and b.finding is not None
+    (tmp_path / "old").rename(tmp_path / "old2")
+    (tmp_path / ".kwiki").rename(tmp_path / "old")
+    # the larger of the two write counts: DRAM writes above the L2 writes (evictions of a large output) count
+    monkeypatch.delenv("FAKE_NCU_DRAM_WRITE")
+    c = run(tmp_path, monkeypatch, FAKE_NCU_L2_WRITE_SECTORS="1,000").audits[0]
+    assert c.figures["ncu_dram_owed_bytes"] == 8e6 and c.finding is None
+
+
 def test_declared_fp32_flops_above_the_counted_ones_fail(tmp_path, monkeypatch):
     a = run(tmp_path, monkeypatch, FAKE_FLOPS="5000").audits[0]  # 2 x 0 FFMA + 1000 FADD = 1000 counted
     assert a.flops_ratio == pytest.approx(5.0) and "FP32 FLOPs" in a.finding.reason
