@@ -40,14 +40,16 @@ def planned(root: Path) -> PlannedArtifact:
     manifest = Manifest.model_validate({
         "name": "pit_sm90a", "title": "pitfalls", "targets": ["sm_90a"], "build": {"sources": ["p.cu"]},
         "sanitize": {"args": ["--shapes=256x256x256", "--repeats=1"]},
-        "variants": [{"name": "good"},
+        "variants": [{"name": "good", "kernels": ["good_kernel<*>"]}, {"name": "good2", "kernels": ["good2_kernel<*>"]},
+                     {"name": "host", "kernels": ["host_kernel<*>"]}, {"name": "plain"},
                      {"name": "no_fence", "isolated": True,
                       "sanitize": {"expect": {"racecheck": "clean", "memcheck": "either"},
                                    "why": "racecheck does not see async-proxy races"}},
                      {"name": "oob", "isolated": True, "sanitize": {"expect": {"memcheck": "error"}}}]})
     directory = root / "artifacts" / "pit_sm90a"
     directory.mkdir(parents=True, exist_ok=True)
-    return PlannedArtifact("artifacts/pit_sm90a", directory, manifest, run_target="sm_90a", run_variants=["good"],
+    return PlannedArtifact("artifacts/pit_sm90a", directory, manifest, run_target="sm_90a",
+                           run_variants=["good", "good2", "host", "plain"],
                            isolated=["no_fence", "oob"])
 
 
@@ -71,16 +73,22 @@ def test_parse_report_counts_errors_without_the_applications_exit_and_keeps_the_
     assert sanitize.parse_report("segfault before any summary\n").errors is None
 
 
-def test_each_variant_runs_alone_small_and_check_only_under_each_tool(tmp_path, monkeypatch):
+def calls(tmp_path: Path) -> list[list[str]]:
+    return [json.loads(x) for x in (tmp_path / "calls.log").read_text().splitlines()]
+
+
+def test_variants_that_name_kernels_share_a_process_per_tool_and_the_rest_run_alone(tmp_path, monkeypatch):
     got = sanitize_all(tmp_path, monkeypatch, finds="memcheck:oob")
-    assert sorted(got) == sorted((v, t) for v in ("good", "no_fence", "oob")
+    assert sorted(got) == sorted((v, t) for v in ("good", "good2", "host", "plain", "no_fence", "oob")
                                  for t in ("memcheck", "racecheck", "synccheck"))
-    calls = [json.loads(x) for x in (tmp_path / "calls.log").read_text().splitlines()]
-    assert len(calls) == 9
-    first = calls[0]
+    runs = calls(tmp_path)
+    assert len(runs) == 12  # per tool: good+good2+host together; plain (no kernels), no_fence, oob (isolated) alone
+    first = runs[0]
     assert first[:2] == ["--tool", "memcheck"]
-    assert first[-4:] == ["good", "--shapes=256x256x256", "--repeats=1", "--check-only"]
+    assert first[-4:] == ["good,good2,host", "--shapes=256x256x256", "--repeats=1", "--check-only"]
+    assert [r[r.index("--variants") + 1] for r in runs[1:4]] == ["plain", "no_fence", "oob"]
     assert all(r.ok for r in got.values()), [r.finding for r in got.values() if r.finding]
+    assert got[("good", "memcheck")].shared == 3 and got[("plain", "memcheck")].shared == 1
 
 
 def test_an_unexpected_error_fails_the_gate_with_the_first_report_lines(tmp_path, monkeypatch):
@@ -88,7 +96,24 @@ def test_an_unexpected_error_fails_the_gate_with_the_first_report_lines(tmp_path
     bad = got[("good", "memcheck")]
     assert bad.errors == 1 and bad.finding is not None and bad.finding.gate == "sanitize"
     assert bad.finding.reason.startswith("artifacts/pit_sm90a/artifact.yaml: variant 'good': memcheck reported 1 "
-                                         "error: Invalid __global__ write of size 4 bytes | at copy_kernel<4>")
+                                         "error: Invalid __global__ write of size 4 bytes | at good_kernel<4>")
+    assert got[("good2", "memcheck")].ok and got[("good2", "memcheck")].errors == 0  # the kernel says whose it is
+    assert len(calls(tmp_path)) == 4  # the shared run could say: nothing ran again
+
+
+@pytest.mark.parametrize("env", [{"FAKE_SANITIZER_FINDS": "memcheck:host,memcheck:good2"},  # an error in no kernel
+                                 {"FAKE_SANITIZER_DIES": "good2"}])  # no record of good2 or of host
+def test_a_shared_run_that_cannot_say_whose_errors_they_are_runs_every_variant_alone(tmp_path, monkeypatch, env):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    finds = env.get("FAKE_SANITIZER_FINDS", "")
+    got = sanitize_all(tmp_path, monkeypatch, finds=finds, tools=["memcheck"])
+    runs = [r[r.index("--variants") + 1] for r in calls(tmp_path)]
+    assert runs == ["good,good2,host", "good", "good2", "host", "plain", "no_fence", "oob"]
+    assert got[("good", "memcheck")].shared == 1 and got[("good", "memcheck")].ok
+    if finds:
+        assert not got[("host", "memcheck")].ok and "cudaErrorInvalidValue" in got[("host", "memcheck")].finding.reason
+        assert not got[("good2", "memcheck")].ok
 
 
 def test_an_expected_error_that_is_not_reported_fails(tmp_path, monkeypatch):

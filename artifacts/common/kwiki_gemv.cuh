@@ -146,7 +146,8 @@ struct GemvMain {
 // The read roof of this run, swept now, when the `ceiling` variant is wanted; else null.
 inline std::unique_ptr<ReadRoof> gemv_roof(Runner& runner, const Args& args, uint64_t seed, const char* ceiling) {
     if (!args.want(ceiling)) return nullptr;
-    return std::make_unique<ReadRoof>(runner, hash64(seed, 0xce11), args.has("check-only"));
+    // a run that only checks (a sanitizer's, a profiler's) times nothing: the sweep's reads are checked, no roof fitted
+    return std::make_unique<ReadRoof>(runner, hash64(seed, 0xce11), args.has("check-only") || args.has("profile-mode"));
 }
 
 // One shape: check, time and emit its cases, then the roof's record for its bytes (when there is a roof).

@@ -22,9 +22,13 @@
 //   L2-resident ("l2_" variants): every CTA (cluster) reads all of a 16 MiB matrix (its first 1024 rows)
 //   that stays in the L2: no flush, and one untimed launch before each timed one brings it in (kwiki::Runner's
 //   flush_l2 = false): the L2-to-SM path is the limit.
-// Bytes' level (the physical gate's): the single-CTA HBM stream moves DRAM bytes; the copy variants count bytes
-// each CTA takes from the L2 ("l2"); the multicast variants count each box once per receiving CTA, bytes landed
-// in shared memory ("smem"), more than the L2 or DRAM delivered (extra.l2_bytes: what the L2 delivered).
+// Bytes' level (the physical gate's and the profile audit's): the single-CTA HBM stream moves DRAM bytes; the
+// L2-resident stream without clusters (l2_c1*) counts bytes each CTA takes from the L2 ("l2"); every cluster
+// variant, copy or multicast, counts each box once per receiving CTA, bytes landed in shared memory ("smem"),
+// more than the L2 delivered (extra.l2_bytes: what the program asked of the L2). Not "l2" for the cluster
+// copies: `kwiki verify --profile` on the H200 saw the L2 slices serve far fewer bytes (lts__t_bytes) than the
+// C CTAs of a cluster request when they load the same box at nearly the same time, so the L2 level would
+// overstate what the L2 did.
 // The kernel adds every CTA's sum into one 32-bit counter: `poison` zeroes it before every launch (no
 // correct launch leaves it 0 in any but one case in 2^32), so the check sees that launch's sum alone.
 // Clusters of C: the C CTAs need the same boxes. "copy" variants load each whole box in every CTA (C reads
@@ -256,7 +260,7 @@ constexpr Variant kVariants[] = {
 };
 
 // Where a variant's counted bytes move (see the header): DRAM, the L2-to-SM path, or into shared memory.
-const char* bytes_level(const Variant& v) { return v.multicast ? "smem" : (v.l2 || v.cluster > 1) ? "l2" : "dram"; }
+const char* bytes_level(const Variant& v) { return v.cluster > 1 ? "smem" : v.l2 ? "l2" : "dram"; }
 
 // Ring + barriers + alignment slack, but never less than half an SM's shared memory (+1 KiB): one CTA per SM.
 int smem_for(const Variant& v) {

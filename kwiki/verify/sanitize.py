@@ -3,11 +3,18 @@
 `kwiki verify --sanitize` runs build -> sanitize only (no timed runs: kwiki.verify.pipeline); `--variants a,b`
 narrows it to those variants.
 
-Each variant runs alone under each tool as `<binary> run.args sanitize.args --check-only --variants <name>`
-(the manifest's `sanitize.args` make it small; --check-only skips the timing loop). A tool's errors fail the
-variant's `sanitize` gate with the report's first lines, unless the variant's manifest entry expects them
-(`sanitize: {expect: {racecheck: error}}`); a tool the manifest expects to see the variant's bug that reports
-nothing fails too (the page's "which tool sees which pitfall" table is then wrong).
+Under each tool, the variants the manifest expects clean that name their kernels run together, in ONE process:
+`<binary> run.args sanitize.args --check-only --variants a,b,...` (the manifest's `sanitize.args` make it small;
+--check-only skips the timing loop). Each error the tool reports names the kernel it was seen in, and the
+`kernels:` globs give it to its variant. The variants run alone instead, one process each (as all of them did
+before: a process per variant and tool, ~170 variants x 3 tools, took longer than the H200 session had), when
+the shared run cannot say whose errors they are: an error in no kernel or in a kernel two variants name, a
+variant with no record (the process died before it), no summary line; and always for isolated variants, those
+the manifest expects the tool to catch (`error`), and those that name no kernels. A tool's errors fail the variant's `sanitize`
+gate with the report's first lines, unless the manifest expects them (`sanitize: {expect: {racecheck: error}}`,
+per variant, or per artifact for every variant, e.g. the library's own kernels: `sanitize: {expect: ...}`); a
+tool the manifest expects to see the variant's bug that reports nothing fails too (the page's "which tool sees
+which pitfall" table is then wrong).
 
 The tools' reach, which the expectations encode: memcheck checks the generic accesses of threads (out of
 bounds, misaligned) and API errors, not the bytes a TMA copy moves; racecheck checks shared-memory accesses of
@@ -25,10 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kwiki.core.errors import RecordError
 from kwiki.core.proc import find_tool, run_group
+from kwiki.verify import kernels as kmatch
 from kwiki.verify.build import BuildResult
 from kwiki.verify.gates import Finding
 from kwiki.verify.plan import PlannedArtifact
+from kwiki.verify.record import parse_records
 from kwiki.verify.run import argv_for
 from kwiki.wiki.manifest import SANITIZE_TOOLS
 
@@ -89,6 +99,40 @@ def parse_report(text: str) -> ToolReport:
     return ToolReport(errors, first, warnings)
 
 
+_AT = re.compile(r"\bat (.+?)\+0x[0-9a-fA-F]+")  # 'at copy_kernel<4>(float *)+0x1b0 in x.cu:88', 'access at k+0x9b0'
+
+
+@dataclass
+class Hazard:
+    """One error of a report: its lines (prefix stripped) and the kernel they name (None: a host API error)."""
+
+    lines: list[str]
+    kernel: str | None
+
+
+def hazards(text: str) -> list[Hazard]:
+    """Every error block of a report: a headline (one space after the prefix) and its indented lines; summaries,
+    banners and warnings are not errors."""
+    out: list[Hazard] = []
+    block: list[str] | None = None
+    for raw in text.splitlines():
+        if not raw.startswith(PREFIX):
+            continue
+        ln = raw[len(PREFIX):].rstrip()
+        if block is not None and ln.startswith("  "):
+            block.append(ln.strip())
+            continue
+        block = None
+        if ln[:1] == " " and ln.strip() and not any(k in ln for k in _NOT_FINDINGS) \
+                and not ln.strip().startswith("Warning"):
+            block = [ln.strip()]
+            out.append(Hazard(block, None))
+    for h in out:
+        m = next((m for m in map(_AT.search, h.lines) if m), None)
+        h.kernel = m.group(1).strip() if m else None
+    return out
+
+
 @dataclass
 class Result:
     """One variant under one tool."""
@@ -102,6 +146,7 @@ class Result:
     seconds: float = 0.0
     finding: Finding | None = None
     log: str | None = None
+    shared: int = 1  # how many variants the process ran (its seconds are theirs together)
 
     @property
     def ok(self) -> bool:
@@ -110,7 +155,8 @@ class Result:
     def as_json(self) -> dict[str, Any]:
         return {"artifact": self.artifact, "variant": self.variant, "tool": self.tool, "expected": self.expected,
                 "errors": self.errors, "first_lines": self.lines, "seconds": round(self.seconds, 3),
-                "failed": self.finding.reason if self.finding else None, "log": self.log}
+                "shared_with": self.shared - 1, "failed": self.finding.reason if self.finding else None,
+                "log": self.log}
 
 
 def judge(where: str, tool: str, expected: str, report: ToolReport, why: str = "") -> Finding | None:
@@ -128,14 +174,70 @@ def judge(where: str, tool: str, expected: str, report: ToolReport, why: str = "
     return None
 
 
+def expectation(m: Any, name: str, tool: str) -> tuple[str, str]:
+    """(clean|error|either, why) of variant `name` under `tool`: the variant's own, else the artifact's, else clean."""
+    v = m.variant(name)
+    for e in (v.sanitize if v else None, m.sanitize):
+        if e is not None and tool in e.expect:
+            return e.expect[tool], e.why
+    return "clean", ""
+
+
+class _Run:
+    """One process under one tool: its report, records and log."""
+
+    def __init__(self, planned: PlannedArtifact, build: BuildResult, sanitizer: str, tool: str, names: list[str],
+                 env: dict[str, str], log: Path, root: Path) -> None:
+        m = planned.manifest
+        assert m is not None and build.binary is not None
+        app = [*argv_for(planned, build.binary, names), *m.sanitize.args, "--check-only"]
+        argv = sanitizer_argv(sanitizer, tool, app)
+        res = run_group(argv, cwd=planned.directory, env=env, timeout=m.sanitize.timeout_s * len(names),
+                        max_output=m.run.max_output_bytes)
+        log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
+                       f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
+        self.log = str(log.relative_to(root)) if log.is_relative_to(root) else str(log)
+        self.tool = tool
+        self.seconds = res.seconds
+        text = res.stdout + "\n" + res.stderr
+        self.report = parse_report(text)
+        if res.timed_out or res.start_error:
+            self.report = ToolReport(None, [res.start_error or f"killed after {m.sanitize.timeout_s * len(names):g} s"])
+        self.hazards = hazards(text)
+        ours = "\n".join(ln for ln in res.stdout.splitlines() if not ln.startswith(PREFIX))  # the tool writes there too
+        try:
+            self.variants = {r.variant for r in parse_records(ours, m.name)}
+        except RecordError:
+            self.variants = set()
+
+
+def _owners(m: Any, names: list[str], run: _Run) -> dict[str, list[Hazard]] | None:
+    """Each variant's errors in a shared run, or None when the run cannot say (see the module's docstring)."""
+    if run.report.errors is None or not set(names) <= run.variants:
+        return None
+    mine: dict[str, list[Hazard]] = {n: [] for n in names}
+    for h in run.hazards:
+        if h.kernel is None:
+            return None
+        who = [n for n in names if (v := m.variant(n)) and kmatch.declared(h.kernel, v.kernels)]
+        # one owner; or several that all leave this tool unjudged (the library kernels every cuBLAS variant runs)
+        if not who or (len(who) > 1 and any(expectation(m, n, run.tool)[0] != "either" for n in who)):
+            return None
+        for n in who:
+            mine[n].append(h)
+    if (run.report.errors or 0) > len(run.hazards):  # errors counted beyond those printed: whose are they?
+        return None
+    return mine
+
+
 def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer: str, tools: list[str], root: Path,
                       gpu_index: int | None) -> tuple[list[Result], str | None]:
-    """Every variant that runs here, alone, under each tool; (results, why it was skipped)."""
+    """Every variant that runs here under each tool (shared processes where they can be; see the module's
+    docstring); (results, why it was skipped)."""
     m = planned.manifest
     assert m is not None
     if why := m.not_the_binary():
         return [], why
-    assert build.binary is not None
     rel = (planned.directory / "artifact.yaml").relative_to(root).as_posix() if planned.directory.is_relative_to(
         root) else str(planned.directory / "artifact.yaml")
     env = dict(os.environ)
@@ -143,29 +245,35 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
         env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
     log_dir = root / ".kwiki" / "sanitize" / m.name
     log_dir.mkdir(parents=True, exist_ok=True)
-    out = []
-    for name in [*planned.run_variants, *planned.isolated]:
-        variant = m.variant(name)
-        expect = variant.sanitize if variant and variant.sanitize else None
-        app = [*argv_for(planned, build.binary, [name]), *m.sanitize.args, "--check-only"]
-        for tool in tools:
-            argv = sanitizer_argv(sanitizer, tool, app)
-            res = run_group(argv, cwd=planned.directory, env=env, timeout=m.sanitize.timeout_s,
-                            max_output=m.run.max_output_bytes)
-            log = log_dir / f"{name}-{tool}.log"
-            log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
-                           f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
-            report = parse_report(res.stdout + "\n" + res.stderr)
-            if res.timed_out or res.start_error:
-                report = ToolReport(None, [res.start_error or f"killed after {m.sanitize.timeout_s:g} s"])
-            expected: str = expect.expect.get(tool, "clean") if expect and tool in SANITIZE_TOOLS else "clean"  # type: ignore[call-overload]
-            where = f"{rel}: variant {name!r}"
-            r = Result(m.name, name, tool, expected, report.errors, report.lines, res.seconds,
-                       None if expected == "either" and report.errors is not None else
-                       judge(where, tool, expected, report, expect.why if expect else ""),
-                       str(log.relative_to(root)))
-            out.append(r)
-    return out, None
+    order = [*planned.run_variants, *planned.isolated]
+    out: dict[tuple[str, str], Result] = {}
+
+    def result(name: str, tool: str, errors: int | None, lines: list[str], run: _Run, shared: int,
+               report: ToolReport) -> None:
+        expected, why = expectation(m, name, tool)
+        finding = None if expected == "either" and errors is not None else judge(
+            f"{rel}: variant {name!r}", tool, expected, report, why)
+        out[(name, tool)] = Result(m.name, name, tool, expected, errors, lines, run.seconds, finding, run.log, shared)
+
+    for tool in tools:
+        together = [n for n in planned.run_variants
+                    if expectation(m, n, tool)[0] != "error" and (v := m.variant(n)) is not None and v.kernels]
+        alone = [n for n in order if n not in together]
+        if len(together) > 1:
+            run = _Run(planned, build, sanitizer, tool, together, env, log_dir / f"shared-{tool}.log", root)
+            owners = _owners(m, together, run)
+            if owners is None:
+                alone = order  # the shared run cannot say whose errors they are: every variant alone
+            else:
+                for n, hs in owners.items():
+                    rep = ToolReport(len(hs), hs[0].lines[:REPORT_LINES] if hs else [])
+                    result(n, tool, len(hs), rep.lines, run, len(together), rep)
+        else:
+            alone = order
+        for name in alone:
+            run = _Run(planned, build, sanitizer, tool, [name], env, log_dir / f"{name}-{tool}.log", root)
+            result(name, tool, run.report.errors, run.report.lines, run, 1, run.report)
+    return [out[(n, t)] for n in order for t in tools if (n, t) in out], None
 
 
 def attach(results: list[Result], outcomes: Mapping[str, list[Any]], names: Mapping[str, str]) -> None:

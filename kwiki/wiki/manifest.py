@@ -133,13 +133,23 @@ SANITIZE_TOOLS = ("memcheck", "racecheck", "synccheck")
 SanitizeTool = Literal["memcheck", "racecheck", "synccheck"]
 
 
-class SanitizeRun(Strict):
-    """How `kwiki verify --sanitize` runs the artifact: each variant alone, under each compute-sanitizer tool,
-    as `<binary> run.args args --check-only --variants <name>` (no timing loop)."""
+class SanitizeExpect(Strict):
+    """What each compute-sanitizer tool reports on this variant: `clean` (the default for every tool), `error`
+    (the variant's bug is within the tool's reach: it must report it) or `either` (not judged)."""
+
+    expect: dict[SanitizeTool, Literal["clean", "error", "either"]] = Field(default_factory=dict)
+    why: str = Field(default="", description="why, in one line (e.g. racecheck does not see async-proxy races)")
+
+
+class SanitizeRun(SanitizeExpect):
+    """How `kwiki verify --sanitize` runs the artifact under each compute-sanitizer tool: `<binary> run.args args
+    --check-only --variants ...` (no timing loop; kwiki.verify.sanitize says which variants share a process). Its `expect` and `why` hold for
+    every variant that does not name the tool in its own (e.g. variants that run a library's kernels)."""
 
     args: list[str] = Field(default_factory=list, description="options after run.args that make the run small "
                                                               "(e.g. '--shapes=256x256x256', '--repeats=1')")
-    timeout_s: float = Field(default=600, gt=0, le=3600, description="per variant and tool")
+    timeout_s: float = Field(default=600, gt=0, le=3600, description="per variant and tool (a shared process: "
+                                                                         "times its variants)")
 
     @model_validator(mode="after")
     def _options(self) -> SanitizeRun:
@@ -147,14 +157,6 @@ class SanitizeRun(Strict):
         if bad:
             raise ValueError(f"args {bad[0]!r} is not an option of the form --name=value")
         return self
-
-
-class SanitizeExpect(Strict):
-    """What each compute-sanitizer tool reports on this variant: `clean` (the default for every tool), `error`
-    (the variant's bug is within the tool's reach: it must report it) or `either` (not judged)."""
-
-    expect: dict[SanitizeTool, Literal["clean", "error", "either"]] = Field(default_factory=dict)
-    why: str = Field(default="", description="why, in one line (e.g. racecheck does not see async-proxy races)")
 
 
 class Variant(Strict):
