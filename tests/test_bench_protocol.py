@@ -146,9 +146,9 @@ def test_python_twin_imports_without_torch_and_agrees_on_summary():
 def test_python_twin_records_validate_and_drop_timing_on_failure(capsys):
     kb = load_twin()
     res = kb.Result("x", kb.summarize([2.0, 3.0, 4.0]), kb.Clocks(1980.0, None))
-    kb.emit(kb.record("ok", params={"shape": "8"}, check=kb.CheckResult(True, 0.0), result=res, bytes_=1e6,
+    kb.emit(kb.record("ok", params={"shape": "8"}, check=kb.check(True, 0.0), result=res, bytes_=1e6,
                       extra={"registers": 32, "inf": float("inf")}))
-    kb.emit(kb.record("bad", params={"shape": "8"}, check=kb.CheckResult(False, float("nan")), result=res))
+    kb.emit(kb.record("bad", params={"shape": "8"}, check=kb.check(False, float("nan")), result=res))
     recs = {r.variant: r for r in parse_records(capsys.readouterr().out, "twin")}
     assert recs["ok"].timing.median_us == 3.0 and recs["ok"].extra == {"registers": 32}
     assert recs["bad"].timing is None

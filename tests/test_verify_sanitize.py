@@ -82,11 +82,14 @@ def test_variants_that_name_kernels_share_a_process_per_tool_and_the_rest_run_al
     assert sorted(got) == sorted((v, t) for v in ("good", "good2", "host", "plain", "no_fence", "oob")
                                  for t in ("memcheck", "racecheck", "synccheck"))
     runs = calls(tmp_path)
-    assert len(runs) == 12  # per tool: good+good2+host together; plain (no kernels), no_fence, oob (isolated) alone
+    # per tool: good+good2+host together; plain (no kernels), no_fence, oob (isolated) alone; but no_fence is not
+    # judged by memcheck (`either`), so it does not run under it
+    assert len(runs) == 11
     first = runs[0]
     assert first[:2] == ["--tool", "memcheck"]
     assert first[-4:] == ["good,good2,host", "--shapes=256x256x256", "--repeats=1", "--check-only"]
-    assert [r[r.index("--variants") + 1] for r in runs[1:4]] == ["plain", "no_fence", "oob"]
+    assert [r[r.index("--variants") + 1] for r in runs[1:3]] == ["plain", "oob"]
+    assert got[("no_fence", "memcheck")].shared == 0 and got[("no_fence", "memcheck")].errors is None
     assert all(r.ok for r in got.values()), [r.finding for r in got.values() if r.finding]
     assert got[("good", "memcheck")].shared == 3 and got[("plain", "memcheck")].shared == 1
 
@@ -98,7 +101,7 @@ def test_an_unexpected_error_fails_the_gate_with_the_first_report_lines(tmp_path
     assert bad.finding.reason.startswith("artifacts/pit_sm90a/artifact.yaml: variant 'good': memcheck reported 1 "
                                          "error: Invalid __global__ write of size 4 bytes | at good_kernel<4>")
     assert got[("good2", "memcheck")].ok and got[("good2", "memcheck")].errors == 0  # the kernel says whose it is
-    assert len(calls(tmp_path)) == 4  # the shared run could say: nothing ran again
+    assert len(calls(tmp_path)) == 3  # the shared run could say whose: nothing ran again
 
 
 @pytest.mark.parametrize("env", [{"FAKE_SANITIZER_FINDS": "memcheck:host,memcheck:good2"},  # an error in no kernel
@@ -109,7 +112,7 @@ def test_a_shared_run_that_cannot_say_whose_errors_they_are_runs_every_variant_a
     finds = env.get("FAKE_SANITIZER_FINDS", "")
     got = sanitize_all(tmp_path, monkeypatch, finds=finds, tools=["memcheck"])
     runs = [r[r.index("--variants") + 1] for r in calls(tmp_path)]
-    assert runs == ["good,good2,host", "good", "good2", "host", "plain", "no_fence", "oob"]
+    assert runs == ["good,good2,host", "good", "good2", "host", "plain", "oob"]
     assert got[("good", "memcheck")].shared == 1 and got[("good", "memcheck")].ok
     if finds:
         assert not got[("host", "memcheck")].ok and "cudaErrorInvalidValue" in got[("host", "memcheck")].finding.reason

@@ -66,16 +66,6 @@ class Result:
 
 
 @dataclass
-class CheckResult:
-    passed: bool
-    max_abs_err: float | None = None
-    max_rel_err: float | None = None
-    tolerance: float | None = None
-    reference: str | None = None
-    detail: str | None = None
-
-
-@dataclass
 class Args:
     variants: list[str] | None
     options: Options
@@ -147,7 +137,14 @@ def tolerance_for(dtype) -> tuple[float, float]:
     return TOLERANCES[str(dtype).removeprefix("torch.")]
 
 
-def compare(got, ref, atol: float, rtol: float, reference: str) -> CheckResult:
+def check(passed: bool, max_abs_err: float | None = None, max_rel_err: float | None = None,
+          tolerance: float | None = None, reference: str | None = None, detail: str | None = None) -> dict:
+    """A record's check in the record format, non-finite errors left out: the one place the Python side spells it."""
+    return {"passed": bool(passed), "max_abs_err": _finite(max_abs_err), "max_rel_err": _finite(max_rel_err),
+            "tolerance": _finite(tolerance), "reference": reference, "detail": detail}
+
+
+def compare(got, ref, atol: float, rtol: float, reference: str) -> dict:
     """Every element finite and |got - ref| <= atol + rtol*|ref| (ref in float64)."""
     import torch
 
@@ -160,7 +157,7 @@ def compare(got, ref, atol: float, rtol: float, reference: str) -> CheckResult:
     max_abs = float(err[finite].max()) if bool(finite.all()) and err.numel() else None
     max_rel = float((err / r.abs().clamp_min(atol)).max()) if max_abs is not None else None
     detail = f"{bad} of {g.numel()} outside atol={atol:.3g} rtol={rtol:.3g}" if bad else f"{g.numel()} elements within atol={atol:.3g} rtol={rtol:.3g}"
-    return CheckResult(bad == 0 and g.numel() > 0, max_abs, max_rel, rtol, reference, detail)
+    return check(bad == 0 and g.numel() > 0, max_abs, max_rel, rtol, reference, detail)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,11 +248,12 @@ def _finite(v):
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
-def record(variant: str, *, params: Mapping[str, object], check: CheckResult, result: Result | None = None,
+def record(variant: str, *, params: Mapping[str, object], check: dict, result: Result | None = None,
            bytes_: float | None = None, flops: float | None = None, extra: Mapping[str, object] | None = None) -> dict:
-    """One record as a dict; a failed check drops the timing; non-finite extras are left out."""
+    """One record as a dict (`check` from check() or compare()); a failed check drops the timing; non-finite
+    extras are left out."""
     timing = None
-    if check.passed and result is not None:
+    if check["passed"] and result is not None:
         timing = {k: getattr(result.timing, k) for k in ("median_us", "q1_us", "q3_us", "min_us", "samples", "rse")}
     clocks = result.clocks if result is not None else Clocks()
     return {
@@ -265,8 +263,7 @@ def record(variant: str, *, params: Mapping[str, object], check: CheckResult, re
         "bytes": _finite(bytes_),
         "flops": _finite(flops),
         "timing": timing,
-        "check": {"passed": check.passed, "max_abs_err": _finite(check.max_abs_err), "max_rel_err": _finite(check.max_rel_err),
-                  "tolerance": _finite(check.tolerance), "reference": check.reference, "detail": check.detail},
+        "check": dict(check),
         "clocks": {"sm_mhz_before": clocks.sm_mhz_before, "sm_mhz_after": clocks.sm_mhz_after},
         "extra": {k: v for k, v in (extra or {}).items() if isinstance(v, (bool, str)) or _finite(v) is not None},
     }

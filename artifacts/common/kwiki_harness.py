@@ -305,12 +305,11 @@ class Nvml:
 
 @dataclass
 class Counters:
+    """NVML's view of a variant's sampling windows: SM clocks, and seconds per clock-event reason and energy."""
+
+    REASONS = {"power_cap_s": Nvml.POWER_CAP, "thermal_s": Nvml.THERMAL, "hw_slowdown_s": Nvml.HW}  # record field: bit
     mhz: list[float] = field(default_factory=list)
-    window_s: float = 0.0
-    power_cap_s: float = 0.0
-    thermal_s: float = 0.0
-    hw_s: float = 0.0
-    energy_j: float = 0.0
+    seconds: dict[str, float] = field(default_factory=dict)  # window_s, energy_j and the REASONS' fields
     seen: bool = False
 
     def add(self, mhz: float | None, reasons: int | None, watts: float | None, window_s: float) -> None:
@@ -319,13 +318,10 @@ class Counters:
         if reasons is None and watts is None:
             return
         self.seen = True
-        self.window_s += window_s
-        if reasons is not None:
-            self.power_cap_s += window_s * bool(reasons & Nvml.POWER_CAP)
-            self.thermal_s += window_s * bool(reasons & Nvml.THERMAL)
-            self.hw_s += window_s * bool(reasons & Nvml.HW)
-        if watts is not None:
-            self.energy_j += watts * window_s
+        grow = {"window_s": window_s, "energy_j": (watts or 0.0) * window_s}
+        grow |= {f: window_s * bool((reasons or 0) & bit) for f, bit in self.REASONS.items()}
+        for k, v in grow.items():
+            self.seconds[k] = self.seconds.get(k, 0.0) + v
 
     def as_record(self) -> dict[str, Any]:
         m = sorted(self.mhz)
@@ -333,8 +329,7 @@ class Counters:
                                "sm_mhz_min": m[0] if m else None, "sm_mhz_median": m[len(m) // 2] if m else None,
                                "sm_mhz_max": m[-1] if m else None}
         if self.seen:
-            out |= {"power_cap_s": self.power_cap_s, "thermal_s": self.thermal_s, "hw_slowdown_s": self.hw_s,
-                    "energy_j": self.energy_j, "window_s": self.window_s}
+            out |= self.seconds
         return out
 
 
@@ -706,9 +701,8 @@ class Harness:
             "flops": kb._finite(work.get("flops")), "flops_dtype": work.get("flops_dtype"),
             "timing": timing, "timing_source": (case.timing_source if self.device == "cuda" else "wall") if timing else None,
             "protocol": PROTOCOL_VERSION, "rechecked": case.rechecked if timing else None,
-            "check": {"passed": case.passed, "max_abs_err": kb._finite(case.max_abs),
-                      "max_rel_err": kb._finite(case.max_rel), "tolerance": kb._finite(tol[1]),
-                      "reference": f"torch reference ({tol[2]})", "detail": case.detail},
+            "check": kb.check(case.passed, case.max_abs, case.max_rel, tol[1], f"torch reference ({tol[2]})",
+                              case.detail),
             "clocks": case.counters.as_record() if timing else {},
             "kernels": sorted(case.kernels) if timing and case.timing_source == "cupti" and self.device == "cuda"
             else None,

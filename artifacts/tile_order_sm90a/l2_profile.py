@@ -106,17 +106,17 @@ def profile(ncu: str, binary: str, variant: str, shape: tuple[int, int, int], se
     own = [r for r in own if r.get("variant") == variant and r.get("params", {}).get("M") == m]
     if proc.returncode != 0 or not own:
         detail = f"the profiled binary exited {proc.returncode} with {len(own)} record(s) for {variant}"
-        return kb.record(variant, params=params, check=kb.CheckResult(False, detail=detail))
+        return kb.record(variant, params=params, check=kb.check(False, detail=detail))
     c = own[0]["check"]
-    check = kb.CheckResult(bool(c["passed"]), c.get("max_abs_err"), c.get("max_rel_err"), c.get("tolerance"),
-                           c.get("reference"), c.get("detail"))
-    if not check.passed:
+    check = kb.check(bool(c["passed"]), c.get("max_abs_err"), c.get("max_rel_err"), c.get("tolerance"),
+                     c.get("reference"), c.get("detail"))
+    if not check["passed"]:
         return kb.record(variant, params=params, check=check)
     try:
         got = read_metrics(report)
     except ValueError as exc:
         sys.stderr.write(report[-4000:])
-        check = kb.CheckResult(False, reference=check.reference, detail=f"ncu: {exc}")
+        check = kb.check(False, reference=check["reference"], detail=f"ncu: {exc}")
         return kb.record(variant, params=params, check=check)
     extra = {METRICS[name]: value for name, value in got.items()}
     extra = {

@@ -10,7 +10,8 @@ Under each tool, the variants the manifest expects clean that name their kernels
 before: a process per variant and tool, ~170 variants x 3 tools, took longer than the H200 session had), when
 the shared run cannot say whose errors they are: an error in no kernel or in a kernel two variants name, a
 variant with no record (the process died before it), no summary line; and always for isolated variants, those
-the manifest expects the tool to catch (`error`), and those that name no kernels. A tool's errors fail the variant's `sanitize`
+the manifest expects the tool to catch (`error`), and those that name no kernels. A variant the manifest leaves
+unjudged under a tool (`either`) does not run under it. A tool's errors fail the variant's `sanitize`
 gate with the report's first lines, unless the manifest expects them (`sanitize: {expect: {racecheck: error}}`,
 per variant, or per artifact for every variant, e.g. the library's own kernels: `sanitize: {expect: ...}`); a
 tool the manifest expects to see the variant's bug that reports nothing fails too (the page's "which tool sees
@@ -146,7 +147,7 @@ class Result:
     seconds: float = 0.0
     finding: Finding | None = None
     log: str | None = None
-    shared: int = 1  # how many variants the process ran (its seconds are theirs together)
+    shared: int = 1  # how many variants the process ran (its seconds are theirs together); 0: not run
 
     @property
     def ok(self) -> bool:
@@ -192,17 +193,16 @@ class _Run:
         assert m is not None and build.binary is not None
         app = [*argv_for(planned, build.binary, names), *m.sanitize.args, "--check-only"]
         argv = sanitizer_argv(sanitizer, tool, app)
-        res = run_group(argv, cwd=planned.directory, env=env, timeout=m.sanitize.timeout_s * len(names),
+        res = run_group(argv, cwd=planned.directory, env=env, timeout=m.sanitize.timeout_s,
                         max_output=m.run.max_output_bytes)
         log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
                        f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
         self.log = str(log.relative_to(root)) if log.is_relative_to(root) else str(log)
-        self.tool = tool
         self.seconds = res.seconds
         text = res.stdout + "\n" + res.stderr
         self.report = parse_report(text)
         if res.timed_out or res.start_error:
-            self.report = ToolReport(None, [res.start_error or f"killed after {m.sanitize.timeout_s * len(names):g} s"])
+            self.report = ToolReport(None, [res.start_error or f"killed after {m.sanitize.timeout_s:g} s"])
         self.hazards = hazards(text)
         ours = "\n".join(ln for ln in res.stdout.splitlines() if not ln.startswith(PREFIX))  # the tool writes there too
         try:
@@ -220,11 +220,9 @@ def _owners(m: Any, names: list[str], run: _Run) -> dict[str, list[Hazard]] | No
         if h.kernel is None:
             return None
         who = [n for n in names if (v := m.variant(n)) and kmatch.declared(h.kernel, v.kernels)]
-        # one owner; or several that all leave this tool unjudged (the library kernels every cuBLAS variant runs)
-        if not who or (len(who) > 1 and any(expectation(m, n, run.tool)[0] != "either" for n in who)):
+        if len(who) != 1:  # in no variant's kernels, or in two variants' (the same library kernel)
             return None
-        for n in who:
-            mine[n].append(h)
+        mine[who[0]].append(h)
     if (run.report.errors or 0) > len(run.hazards):  # errors counted beyond those printed: whose are they?
         return None
     return mine
@@ -256,20 +254,25 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
         out[(name, tool)] = Result(m.name, name, tool, expected, errors, lines, run.seconds, finding, run.log, shared)
 
     for tool in tools:
+        unjudged = [n for n in order if expectation(m, n, tool)[0] == "either"]
+        for n in unjudged:  # not judged, so not run: a library's GEMM under racecheck takes minutes
+            out[(n, tool)] = Result(m.name, n, tool, "either", None, ["not run: the manifest does not judge it"],
+                                    shared=0)
         together = [n for n in planned.run_variants
-                    if expectation(m, n, tool)[0] != "error" and (v := m.variant(n)) is not None and v.kernels]
-        alone = [n for n in order if n not in together]
+                    if expectation(m, n, tool)[0] == "clean" and (v := m.variant(n)) is not None and v.kernels]
+        order_t = [n for n in order if n not in unjudged]
+        alone = [n for n in order_t if n not in together]
         if len(together) > 1:
             run = _Run(planned, build, sanitizer, tool, together, env, log_dir / f"shared-{tool}.log", root)
             owners = _owners(m, together, run)
             if owners is None:
-                alone = order  # the shared run cannot say whose errors they are: every variant alone
+                alone = order_t  # the shared run cannot say whose errors they are: every variant alone
             else:
                 for n, hs in owners.items():
                     rep = ToolReport(len(hs), hs[0].lines[:REPORT_LINES] if hs else [])
                     result(n, tool, len(hs), rep.lines, run, len(together), rep)
         else:
-            alone = order
+            alone = order_t
         for name in alone:
             run = _Run(planned, build, sanitizer, tool, [name], env, log_dir / f"{name}-{tool}.log", root)
             result(name, tool, run.report.errors, run.report.lines, run, 1, run.report)

@@ -148,8 +148,8 @@ class SanitizeRun(SanitizeExpect):
 
     args: list[str] = Field(default_factory=list, description="options after run.args that make the run small "
                                                               "(e.g. '--shapes=256x256x256', '--repeats=1')")
-    timeout_s: float = Field(default=600, gt=0, le=3600, description="per variant and tool (a shared process: "
-                                                                         "times its variants)")
+    timeout_s: float = Field(default=600, gt=0, le=3600, description="per process (one variant, or several "
+                                                                         "sharing one) and tool")
 
     @model_validator(mode="after")
     def _options(self) -> SanitizeRun:
