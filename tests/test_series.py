@@ -181,6 +181,30 @@ def test_until_runs_runs_only_the_short_series(project, capsys):
     assert (store.read_bytes(), page.read_bytes()) == before  # nothing ran, nothing written
 
 
+def test_a_claim_left_out_by_until_runs_keeps_its_page_verified(project, capsys):
+    # a second artifact on the page, with a claim of its own
+    shutil.copytree(project / "artifacts" / "drifting", project / "artifacts" / "steady")
+    manifest = project / "artifacts" / "steady" / "artifact.yaml"
+    manifest.write_text(manifest.read_text().replace("name: drifting", "name: steady"))
+    page = project / "wiki" / "series.md"
+    page.write_text(page.read_text().replace(
+        "  drifting: artifacts/drifting\n", "  drifting: artifacts/drifting\n  steady: artifacts/steady\n").replace(
+        "claims:\n", "claims:\n- id: steady-time\n  statement: The steady stream takes 250 us.\n  metric: time\n"
+                     "  unit: us\n  value: 250\n  tolerance: 0.05\n"
+                     "  measure: {artifact: steady, of: {variant: stream, figure: time_us}}\n", 1))
+    for _ in range(3):
+        verify_json(capsys, project)
+    assert measurements(project)["evidence_level"] == "verified"
+    source = project / "artifacts" / "drifting" / "drifting.py"  # new code: a new series for drifting alone
+    source.write_text(source.read_text() + "\n# a new kernel: a new series\n")
+    for _ in range(3):
+        c = claims_of(verify_json(capsys, project, "--until-runs", "3"))  # steady (3 runs) is left out each time
+    assert c["steady-time"]["verdict"] == "not-run" and c["stream-time"]["series"]["runs"] == 3
+    m = measurements(project)
+    assert m["claims"]["steady-time"]["verdict"] == "reproduced" and m["claims"]["steady-time"]["runs"] == 3
+    assert m["evidence_level"] == "verified"  # the kept entry is of steady's current series: it still stands
+
+
 def test_until_runs_must_be_a_positive_number(project, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["verify", "--root", str(project), "--until-runs", "0"])

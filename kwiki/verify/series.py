@@ -30,7 +30,7 @@ from kwiki.verify.history import RecordRow, gpu_slug, read_store, store_path
 from kwiki.verify.plan import Plan, PlannedArtifact
 from kwiki.verify.record import PROTOCOL_VERSION
 from kwiki.wiki.model import Claim, Selector
-from kwiki.wiki.verdict import MEASURED, NOT_MEASURED, RUNS
+from kwiki.wiki.verdict import MEASURED, NOT_MEASURED, RUNS, Verdict
 
 K = 3.0
 MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normal noise
@@ -205,6 +205,8 @@ def judge_over_runs(plan: Plan, results: list[ClaimResult], rows: list[RecordRow
         this = [run_id] if run_id else []  # the run that judged it: what its figure is traced to (kwiki.verify.trace)
         if planned is None or key is None or claim is None or r.verdict not in MEASURED:
             r.run_ids = this if r.artifact and r.verdict not in NOT_MEASURED else []
+            if r.verdict == Verdict.not_run:
+                r.series = key  # not run: the page keeps its entry while that is of this series (writeback._kept)
             continue
         r.series, r.run_ids = key, this
         if r.gates:

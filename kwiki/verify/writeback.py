@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -148,11 +149,11 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
             meta = page.meta
             assert meta is not None and page.fm is not None
             results = [c for c in by_page.get(meta.id or "", []) if c.artifact is not None]
-            level = evidence_for(results)
+            before = meta.measurements.claims if meta.measurements else {}
+            level = evidence_for([_kept(c, before) for c in results])
             if level is None:
                 continue
             hashes = {c.artifact: plan.artifacts[c.artifact].hash for c in results if c.artifact in plan.artifacts}
-            before = meta.measurements.claims if meta.measurements else {}
             m = Measurements(
                 evidence_level=level,
                 verified_on=plan.gpu.name if plan.gpu else None,
@@ -182,6 +183,16 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
                 problems.append(exc.problem())
                 progress(f"NOT written: {exc}")
     return written, problems
+
+
+def _kept(c: ClaimResult, before: dict[str, MeasuredClaim]) -> ClaimResult:
+    """What a claim stands on for the page's level: a claim not run this time (its artifact left out, e.g. by
+    --until-runs, while another artifact of the page ran) keeps its block entry, and is judged by it when that
+    entry comes from the artifact's current series (the same code); from an older series it is not passing."""
+    k = before.get(c.claim)
+    if c.verdict != Verdict.not_run or k is None or c.series is None or k.series != c.series:
+        return c
+    return replace(c, verdict=k.verdict, value=k.value, runs=k.runs)
 
 
 def _measured(c: ClaimResult, provenance: Provenance) -> MeasuredClaim:
