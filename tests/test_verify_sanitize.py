@@ -119,6 +119,17 @@ def test_a_shared_run_that_cannot_say_whose_errors_they_are_runs_every_variant_a
         assert not got[("good2", "memcheck")].ok
 
 
+def test_errors_in_kernels_no_variant_names_are_counted_not_judged(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_SANITIZER_OUTSIDE", "racecheck")
+    got = sanitize_all(tmp_path, monkeypatch, finds="racecheck:good2", tools=["racecheck"])
+    assert len(calls(tmp_path)) == 4  # the shared run could still say whose each error is
+    good, good2 = got[("good", "racecheck")], got[("good2", "racecheck")]
+    assert good.ok and good.errors == 0 and good.outside == 1 and "nvjet_ref<4>" in good.outside_lines[0]
+    assert not good2.ok and good2.errors == 1 and "good2_kernel<4>" in good2.finding.reason
+    plain = got[("plain", "racecheck")]  # names no kernels: alone, every error is its own
+    assert plain.errors == 1 and not plain.ok and plain.outside == 0
+
+
 def test_an_expected_error_that_is_not_reported_fails(tmp_path, monkeypatch):
     got = sanitize_all(tmp_path, monkeypatch, finds="", tools=["memcheck"])
     silent = got[("oob", "memcheck")]

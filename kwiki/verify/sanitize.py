@@ -9,7 +9,9 @@ Under each tool, the variants the manifest expects clean that name their kernels
 `kernels:` globs give it to its variant. The variants run alone instead, one process each (as all of them did
 before: a process per variant and tool, ~170 variants x 3 tools, took longer than the H200 session had), when
 the shared run cannot say whose errors they are: an error in no kernel or in a kernel two variants name, a
-variant with no record (the process died before it), no summary line; and always for isolated variants, those
+variant with no record (the process died before it), no summary line. Errors in kernels no variant of the run
+names (the reference GEMM a check computes with cuBLAS, whose kernels racecheck misjudges) are not judged: they
+are counted and their first lines go to the notes. They run alone always for isolated variants, those
 the manifest expects the tool to catch (`error`), and those that name no kernels. A variant the manifest leaves
 unjudged under a tool (`either`) does not run under it. A tool's errors fail the variant's `sanitize`
 gate with the report's first lines, unless the manifest expects them (`sanitize: {expect: {racecheck: error}}`,
@@ -148,6 +150,8 @@ class Result:
     finding: Finding | None = None
     log: str | None = None
     shared: int = 1  # how many variants the process ran (its seconds are theirs together); 0: not run
+    outside: int = 0  # errors the process's tool reported in kernels no variant of it names: not judged
+    outside_lines: list[str] = field(default_factory=list)  # the first of them
 
     @property
     def ok(self) -> bool:
@@ -156,7 +160,8 @@ class Result:
     def as_json(self) -> dict[str, Any]:
         return {"artifact": self.artifact, "variant": self.variant, "tool": self.tool, "expected": self.expected,
                 "errors": self.errors, "first_lines": self.lines, "seconds": round(self.seconds, 3),
-                "shared_with": self.shared - 1, "failed": self.finding.reason if self.finding else None,
+                "shared_with": self.shared - 1, "outside_errors": self.outside, "outside_first_lines": self.outside_lines,
+                "failed": self.finding.reason if self.finding else None,
                 "log": self.log}
 
 
@@ -211,21 +216,32 @@ class _Run:
             self.variants = set()
 
 
-def _owners(m: Any, names: list[str], run: _Run) -> dict[str, list[Hazard]] | None:
-    """Each variant's errors in a shared run, or None when the run cannot say (see the module's docstring)."""
-    if run.report.errors is None or not set(names) <= run.variants:
+def _owners(m: Any, names: list[str], run: _Run) -> tuple[dict[str, list[Hazard]], list[Hazard]] | None:
+    """Each variant's errors in a run of `names`, and the errors in kernels none of them names (the reference's
+    cuBLAS GEMM, say: the tools judge the kernels a variant names); None when the run cannot say whose errors
+    they are (see the module's docstring). A variant that names no kernels, run alone, owns every error."""
+    shared = len(names) > 1
+    if run.report.errors is None or (shared and not set(names) <= run.variants):
         return None
     mine: dict[str, list[Hazard]] = {n: [] for n in names}
+    outside: list[Hazard] = []
     for h in run.hazards:
-        if h.kernel is None:
+        who = [n for n in names if h.kernel is not None and (v := m.variant(n)) and v.kernels
+               and kmatch.declared(h.kernel, v.kernels)]
+        if len(who) == 1:
+            mine[who[0]].append(h)
+        elif shared and (h.kernel is None or who):  # a host error, or a kernel two variants name
             return None
-        who = [n for n in names if (v := m.variant(n)) and kmatch.declared(h.kernel, v.kernels)]
-        if len(who) != 1:  # in no variant's kernels, or in two variants' (the same library kernel)
+        elif h.kernel is None or not (v := m.variant(names[0])) or not v.kernels:
+            mine[names[0]].append(h)
+        else:
+            outside.append(h)
+    unprinted = (run.report.errors or 0) - len(run.hazards)
+    if unprinted > 0:  # counted beyond the print limit: whose are they?
+        if shared:
             return None
-        mine[who[0]].append(h)
-    if (run.report.errors or 0) > len(run.hazards):  # errors counted beyond those printed: whose are they?
-        return None
-    return mine
+        mine[names[0]] += [Hazard([f"{unprinted} more not printed"], None)] * unprinted
+    return mine, outside
 
 
 def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer: str, tools: list[str], root: Path,
@@ -246,12 +262,17 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
     order = [*planned.run_variants, *planned.isolated]
     out: dict[tuple[str, str], Result] = {}
 
-    def result(name: str, tool: str, errors: int | None, lines: list[str], run: _Run, shared: int,
-               report: ToolReport) -> None:
+    def result(name: str, tool: str, hs: list[Hazard], run: _Run, shared: int, outside: list[Hazard]) -> None:
         expected, why = expectation(m, name, tool)
-        finding = None if expected == "either" and errors is not None else judge(
-            f"{rel}: variant {name!r}", tool, expected, report, why)
-        out[(name, tool)] = Result(m.name, name, tool, expected, errors, lines, run.seconds, finding, run.log, shared)
+        rep = ToolReport(len(hs), hs[0].lines[:REPORT_LINES] if hs else [])
+        finding = None if expected == "either" else judge(f"{rel}: variant {name!r}", tool, expected, rep, why)
+        out[(name, tool)] = Result(m.name, name, tool, expected, rep.errors, rep.lines, run.seconds, finding, run.log,
+                                   shared, len(outside), outside[0].lines[:REPORT_LINES] if outside else [])
+
+    def failed(name: str, tool: str, run: _Run) -> None:  # no summary line: the tool did not finish
+        expected, why = expectation(m, name, tool)
+        out[(name, tool)] = Result(m.name, name, tool, expected, None, run.report.lines, run.seconds,
+                                   judge(f"{rel}: variant {name!r}", tool, expected, run.report, why), run.log)
 
     for tool in tools:
         unjudged = [n for n in order if expectation(m, n, tool)[0] == "either"]
@@ -264,18 +285,21 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
         alone = [n for n in order_t if n not in together]
         if len(together) > 1:
             run = _Run(planned, build, sanitizer, tool, together, env, log_dir / f"shared-{tool}.log", root)
-            owners = _owners(m, together, run)
-            if owners is None:
+            split = _owners(m, together, run)
+            if split is None:
                 alone = order_t  # the shared run cannot say whose errors they are: every variant alone
             else:
-                for n, hs in owners.items():
-                    rep = ToolReport(len(hs), hs[0].lines[:REPORT_LINES] if hs else [])
-                    result(n, tool, len(hs), rep.lines, run, len(together), rep)
+                for n, hs in split[0].items():
+                    result(n, tool, hs, run, len(together), split[1])
         else:
             alone = order_t
         for name in alone:
             run = _Run(planned, build, sanitizer, tool, [name], env, log_dir / f"{name}-{tool}.log", root)
-            result(name, tool, run.report.errors, run.report.lines, run, 1, run.report)
+            split = _owners(m, [name], run)
+            if split is None:
+                failed(name, tool, run)
+            else:
+                result(name, tool, split[0][name], run, 1, split[1])
     return [out[(n, t)] for n in order for t in tools if (n, t) in out], None
 
 
@@ -333,6 +357,10 @@ def run_stage(plan: Any, builds: list[BuildResult], root: Path, progress: Any, t
         if skipped:
             stage.notes.append(f"sanitize {planned.name}: skipped ({skipped})")
         stage.results += results
+        logs = {(r.tool, r.log): r for r in results if r.outside}
+        stage.notes += [f"sanitize {planned.name} ({r.log}): {r.tool} reported {r.outside} error"
+                        f"{'s' * (r.outside != 1)} in kernels no variant of the run names, not judged: "
+                        + " | ".join(r.outside_lines) for r in logs.values()]
         bad = [r for r in results if not r.ok]
         progress(f"    {len(results) - len(bad)} of {len(results)} as expected"
                  + "".join(f"\n    {r.finding.reason}" for r in bad if r.finding))
