@@ -32,8 +32,10 @@ COMMON_DIR = "artifacts/common"
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildJob:
+    """One compile the plan asks for: an artifact for one target (a value; the build never changes it)."""
+
     artifact: str
     directory: Path  # absolute artifact directory
     manifest: Manifest
@@ -42,6 +44,9 @@ class BuildJob:
 
 @dataclass
 class KernelResources:
+    """What `ptxas -v` says of one kernel at compile time: registers per thread, static shared memory, stack and
+    spills in bytes (the disassembler's view of the same kernel, with local memory: kwiki.verify.sass.Kernel)."""
+
     registers: int | None = None
     spill_stores: int | None = None
     spill_loads: int | None = None
@@ -51,6 +56,9 @@ class KernelResources:
 
 @dataclass
 class BuildResult:
+    """The outcome of one BuildJob: the binary (or why there is none), from the cache or the compiler, and
+    what ptxas said of each kernel."""
+
     artifact: str
     target: str
     ok: bool
@@ -140,29 +148,23 @@ def command(job: BuildJob, root: Path, out: Path, nvcc: str | None, cxx: str | N
     return [nvcc, *b.flags, *gencode, *extra, include, "-o", str(out), *sources, *libs]
 
 
-_PTXAS_ENTRY = re.compile(r"ptxas info\s*: (?:Compiling entry function|Function properties for) '?([\w$.]+)'?")
-_PTXAS_SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?, (\d+) bytes smem)?")
+_PTXAS = re.compile(  # a kernel's line, then its spills' and its registers' (ptxas -v writes them in that order)
+    r"ptxas info\s*: (?:Compiling entry function|Function properties for) '?(?P<entry>[\w$.]+)'?"
+    r"|(?P<stack>\d+) bytes stack frame, (?P<stores>\d+) bytes spill stores, (?P<loads>\d+) bytes spill loads"
+    r"|Used (?P<regs>\d+) registers(?:.*?, (?P<smem>\d+) bytes smem)?")
 
 
 def parse_ptxas(log: str) -> dict[str, KernelResources]:
     """Registers, shared memory and spills per kernel from `ptxas -v` output."""
     kernels: dict[str, KernelResources] = {}
-    current: str | None = None
-    for line in log.splitlines():
-        m = _PTXAS_ENTRY.search(line)
-        if m:
-            current = m.group(1)
-            kernels.setdefault(current, KernelResources())
-            continue
-        if current is None:
-            continue
-        k = kernels[current]
-        if m := _PTXAS_SPILL.search(line):
-            k.stack_bytes, k.spill_stores, k.spill_loads = (int(g) for g in m.groups())
-        elif m := _PTXAS_USED.search(line):
-            k.registers = int(m.group(1))
-            k.smem_bytes = int(m.group(2)) if m.group(2) else 0
+    k: KernelResources | None = None
+    for m in filter(None, map(_PTXAS.search, log.splitlines())):
+        if m["entry"]:
+            k = kernels.setdefault(m["entry"], KernelResources())
+        elif k is not None and m["stack"]:
+            k.stack_bytes, k.spill_stores, k.spill_loads = int(m["stack"]), int(m["stores"]), int(m["loads"])
+        elif k is not None and m["regs"]:
+            k.registers, k.smem_bytes = int(m["regs"]), int(m["smem"] or 0)
     return kernels
 
 

@@ -160,7 +160,8 @@ class Result:
     def as_json(self) -> dict[str, Any]:
         return {"artifact": self.artifact, "variant": self.variant, "tool": self.tool, "expected": self.expected,
                 "errors": self.errors, "first_lines": self.lines, "seconds": round(self.seconds, 3),
-                "shared_with": self.shared - 1, "outside_errors": self.outside, "outside_first_lines": self.outside_lines,
+                "shared_with": self.shared - 1, "outside_errors": self.outside,
+                "outside_first_lines": self.outside_lines,
                 "failed": self.finding.reason if self.finding else None,
                 "log": self.log}
 

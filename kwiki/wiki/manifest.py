@@ -142,9 +142,10 @@ class SanitizeExpect(Strict):
 
 
 class SanitizeRun(SanitizeExpect):
-    """How `kwiki verify --sanitize` runs the artifact under each compute-sanitizer tool: `<binary> run.args args
-    --check-only --variants ...` (no timing loop; kwiki.verify.sanitize says which variants share a process). Its `expect` and `why` hold for
-    every variant that does not name the tool in its own (e.g. variants that run a library's kernels)."""
+    """How `kwiki verify --sanitize` runs the artifact under each compute-sanitizer tool: `<binary> run.args
+    args --check-only --variants ...` (no timing loop; kwiki.verify.sanitize says which variants share a
+    process). Its `expect` and `why` hold for every variant that does not name the tool in its own (e.g. an
+    artifact whose variants all run a library's kernels)."""
 
     args: list[str] = Field(default_factory=list, description="options after run.args that make the run small "
                                                               "(e.g. '--shapes=256x256x256', '--repeats=1')")
