@@ -65,6 +65,9 @@ def _record(record_mod, row):
         if "gflop_per_s" in figures and hasattr(record_mod, "PROTOCOL_VERSION"):
             extra["flops"] = figures.pop("gflop_per_s") * t * 1e3
             figures.pop("tflop_per_s", None)
+        if "roof_points" not in figures:  # the store keeps numbers: a roof's points (a string) are not in it,
+            for k in [k for k in figures if k.startswith("roof_") and k != "roof_us"]:  # so neither is its fit
+                figures.pop(k)
         if "sm_mhz" in figures:
             extra["clocks"] = record_mod.Clocks(sm_mhz_after=figures.pop("sm_mhz"))
     return record_mod.Record(kwiki_record=record_mod.RECORD_VERSION, variant=row.variant, params=row.params,
