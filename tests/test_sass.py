@@ -254,6 +254,24 @@ def test_the_expectations_hold_then_fail_located_when_the_16_byte_load_goes(tmp_
 
 
 @pytest.mark.nvcc
+def test_a_build_without_sm_90a_code_fails_located(tmp_path: Path, capsys):
+    if sass.find_tools() is None:
+        pytest.skip("no cuobjdump (pip install -e '.[test]')")
+    root = project(tmp_path)
+    art = root / "artifacts" / "loads_sm90a"
+    (art / "build.sh").write_text('exec nvcc -O3 -std=c++17 -gencode=arch=compute_80,code=sm_80 -I"$KWIKI_COMMON" '
+                                  '-o "$KWIKI_OUT" loads.cu\n')  # the -gencode for sm_90a dropped
+    manifest = art / "artifact.yaml"
+    manifest.write_text(manifest.read_text().replace("  sources: [loads.cu]\n  flags: [-O3, -std=c++17]\n",
+                                                     "  script: build.sh\n  headers: [loads.cu]\n"))
+    code, report = verify(root, capsys)
+    assert code == 1
+    errors = [p for p in report["problems"] if p["severity"] == "error"]
+    assert errors and all(p["path"] == "artifacts/loads_sm90a/artifact.yaml" for p in errors)
+    assert any("SASS for sm_80, not sm_90a" in p["message"] for p in errors), errors
+
+
+@pytest.mark.nvcc
 def test_without_a_disassembler_ci_fails_and_a_laptop_warns(tmp_path: Path, capsys, monkeypatch):
     root = project(tmp_path)
     monkeypatch.setattr(sass, "find_tools", lambda path=None: None)
