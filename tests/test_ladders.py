@@ -71,6 +71,40 @@ def test_a_refused_record_keeps_its_time_but_no_rate_and_compact_json_has_no_nul
     assert not nulls(data) and "ceiling" in data and "others" not in data
 
 
+def test_the_store_rows_mechanism_and_profile_reach_the_ladder_once_per_variant_and_per_row():
+    manifest = Manifest.model_validate({**MANIFEST.model_dump(exclude_none=True), "variants": [
+        {"name": "cublas", "rung": 0}, {"name": "tuned", "rung": 1, "kernels": ["tuned_*"],
+                                        "sass": {"require": ["LDG.E.128 >= 2"], "forbid": ["LDG.E.64"]}},
+        {"name": "read_ceiling"}]})
+    evidence = {"status": "passed", "kernels": [{"name": "void tuned_kernel<4>(float*)", "registers": 40,
+                                                 "spill_stores": 0, "spill_loads": 0,
+                                                 "matched": {"LDG.E.128 >= 2": 8, "LDG.E.64": 0}}]}
+    profile = {"ncu_dram_bytes": 9.0e8, "ncu_dram_owed_bytes": 1.0e9, "ncu_l2_bytes": 3.0e9,
+               "ncu_bytes_ratio": 0.987654}
+    small, big = {"M": 8}, {"M": 16}
+    rows = [_row("cublas", "02", small, 100.0), _row("cublas", "02", big, 100.0),
+            _row("tuned", "02", small, 80.0, mechanism=evidence),
+            _row("tuned", "02", big, 80.0, mechanism=evidence).model_copy(
+                update={"figures": {"time_us": 80.0, "gb_per_s": 12.5, **profile}}),
+            _row("read_ceiling", "02", big, 40.0, bytes_level="l2").model_copy(
+                update={"figures": {"time_us": 40.0, "gb_per_s": 25.0, **profile}})]
+    (ladder,) = ladders.from_store(manifest, rows)
+    assert list(ladder.mechanisms) == ["tuned"]  # once per variant: one binary runs every shape
+    tuned = ladder.mechanisms["tuned"]
+    assert tuned.status == "passed" and tuned.forbid == ["LDG.E.64"]  # the manifest says which pattern is forbidden
+    assert tuned.kernels[0].matched == {"LDG.E.128 >= 2": 8, "LDG.E.64": 0} and tuned.kernels[0].registers == 40
+    by = {(g.label, r.variant): r for g in ladder.groups for r in g.rows}
+    assert by["M=8", "tuned"].profiled is None and by["M=8", "cublas"].profiled is None  # not profiled: nothing
+    assert by["M=16", "tuned"].profiled == ladders.Profiled(level="dram", bytes=1.0e9, bytes_ratio=0.9877)  # owed
+    assert by["M=16", "read_ceiling"].profiled == ladders.Profiled(level="l2", bytes=3.0e9, bytes_ratio=0.9877)
+    data = ladder.compact()  # the agents' JSON: the evidence once per variant, the profile per row
+    assert data["mechanisms"]["tuned"]["kernels"][0]["matched"]["LDG.E.128 >= 2"] == 8
+    assert data["groups"][1]["rows"][1]["profiled"] == {"level": "dram", "bytes": 1.0e9, "bytes_ratio": 0.9877}
+    assert "profiled" not in data["groups"][0]["rows"][1]
+    (plain,) = ladders.from_store(MANIFEST, [_row("cublas", "02", small, 100.0)])
+    assert plain.mechanisms == {} and "mechanisms" not in plain.compact()
+
+
 def test_a_pages_ladder_by_shape_and_an_unknown_shape_names_the_known_ones():
     """`get_ladder` / `kwiki show --ladder` on this repository's GEMV page: absolute figures without the body."""
     from pathlib import Path

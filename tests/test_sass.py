@@ -254,6 +254,25 @@ def test_the_expectations_hold_then_fail_located_when_the_16_byte_load_goes(tmp_
 
 
 @pytest.mark.nvcc
+def test_check_results_are_cached_by_binary_and_expectations(tmp_path: Path, capsys):
+    if sass.find_tools() is None:
+        pytest.skip("no cuobjdump (pip install -e '.[test]')")
+    root = project(tmp_path)
+    code, report = verify(root, capsys)
+    assert code == 0, report["problems"]
+    (checks,) = (root / ".kwiki" / "build").rglob(sass.CHECKS_NAME)
+    listing = checks.with_name(sass.CACHE_NAME)
+    listing.write_text("damaged")  # a cached result needs no listing: neither read nor disassembled again
+    code, again = verify(root, capsys)
+    assert code == 0 and again["mechanism"] == report["mechanism"] and listing.read_text() == "damaged"
+    manifest = root / "artifacts" / "loads_sm90a" / "artifact.yaml"
+    manifest.write_text(manifest.read_text().replace("require: [LDG.E.128, STG.E.128]", "require: [LDG.E.128 >= 99]"))
+    code, report = verify(root, capsys)  # new expectations: checked again, on a listing disassembled again
+    assert code == 1 and "expected at least 99" in report["problems"][0]["message"]
+    assert listing.read_text() != "damaged"
+
+
+@pytest.mark.nvcc
 def test_a_build_without_sm_90a_code_fails_located(tmp_path: Path, capsys):
     if sass.find_tools() is None:
         pytest.skip("no cuobjdump (pip install -e '.[test]')")

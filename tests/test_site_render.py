@@ -7,11 +7,11 @@ import re
 import pytest
 
 from kwiki.site import charts, searchindex
-from kwiki.site.ladder import COLUMNS, ladder_html, ladders_block
+from kwiki.site.ladder import COLUMNS, PLAIN_COLUMNS, kernel_name, ladder_html, ladders_block
 from kwiki.site.render import STYLESHEET, sources_section, state_line, stylesheet
 from kwiki.site.sanitize import clean, mark_own
 from kwiki.verify.history import ClaimRow, RecordRow
-from kwiki.verify.ladders import Ladder, Rung, ShapeGroup
+from kwiki.verify.ladders import Ladder, Mechanism, Profiled, Rung, ShapeGroup
 from kwiki.verify.standing import standing
 from kwiki.wiki.model import PageMeta
 
@@ -34,10 +34,10 @@ def test_ladder_is_a_table_per_shape_with_decision_columns_first_in_a_keyboard_r
     html = ladder_html(_ladder())
     assert COLUMNS[:3] == ("variant", "vs baseline", "of speed of light")
     assert "<caption>8192x8192, bf16</caption>" in html  # the params, once, as the table's sub-header
-    assert re.search(r'<div class="kw-scroll" tabindex="0" role="region" aria-label="gemv ladder at 8192x8192, bf16">',
-                     html)
+    assert re.search(r'<div class="kw-scroll" tabindex="0" role="region" aria-label="gemv ladder at 8192x8192, bf16" '
+                     r'data-search-exclude>', html)
     head = re.findall(r"<th>([^<]*)</th>", html)
-    assert head == [c.replace("µ", "µ") for c in COLUMNS]
+    assert head == list(PLAIN_COLUMNS) and "mechanism" in COLUMNS  # no SASS check, no profile: no column
     best = re.search(r'<tr class="kw-best">(.*?)</tr>', html).group(1)
     assert "tuned&lt;x&gt;" in best and "<td>1.25×</td><td>100%</td>" in best  # escaped; vs baseline, then SoL
     assert "rows &lt;b&gt;per&lt;/b&gt; block" in html and "<b>" not in html
@@ -49,6 +49,99 @@ def test_ladder_block_survives_the_sanitiser_with_its_region_attributes():
     assert problems == []
     assert 'tabindex="0"' in cleaned and 'role="region"' in cleaned and 'aria-label="gemv ladder' in cleaned
     assert "data-search-exclude" in cleaned and 'class="kw-ladder kw-wide"' in cleaned
+
+
+def _kernel(name: str, registers: int, matched: dict[str, int], spills: tuple[int, int] | None = (0, 0)) -> dict:
+    stores, loads = spills if spills is not None else (None, None)
+    return {"name": name, "registers": registers, "spill_stores": stores, "spill_loads": loads, "local_bytes": 0,
+            "matched": matched}
+
+
+def _mechanism_ladder() -> Ladder:
+    """A ladder whose variants carry SASS evidence (matched, spilling, mismatched, unchecked) and one profiled row."""
+    mechanisms = {
+        "vec4": Mechanism.model_validate({"status": "passed", "forbid": ["LDG.E.64"], "kernels": [
+            _kernel("void (anonymous namespace)::vec4_kernel<float4>(float const*, float*, int)", 32,
+                    {"LDG.E.128 >= 2": 8, "LDG.E.64": 0})]}),
+        "tiles": Mechanism.model_validate({"status": "passed", "kernels": [
+            _kernel("void tile_kernel<64>(float*)", 40, {"LDG.E.128": 2}, (16, 8)),
+            _kernel("void tile_kernel<128>(float*)", 64, {"LDG.E.128": 6}, (0, 0))]}),
+        "bad<v>": Mechanism.model_validate({"status": "failed", "kernels": [
+            _kernel("bad_kernel<script>", 30, {"LDG.E.128": 0}, None)],
+            "mismatches": ["kernel 'bad_kernel': require 'LDG.E.128': expected >= 1, found 0 <LDG.E.32 x4>"]}),
+        "blind": Mechanism.model_validate({"status": "not-checked", "note": "no disassembler (cuobjdump)"}),
+    }
+    rows = [Rung(variant="copy", rung=0, role="baseline", status="measured", time_us=10.0, rate=3.0, rate_unit="TB/s",
+                 vs_baseline=1.0, profiled=Profiled(level="dram", bytes=1.07e9, bytes_ratio=0.98)),
+            Rung(variant="vec4", rung=1, adds="16-byte loads", status="measured", time_us=8.0, rate=3.75,
+                 rate_unit="TB/s", vs_baseline=1.25, registers=32,
+                 profiled=Profiled(level="l2", bytes=2.5e6, bytes_ratio=1.0, flops_ratio=0.5)),
+            Rung(variant="tiles", status="measured", time_us=9.0, rate=3.3, rate_unit="TB/s", vs_baseline=1.1),
+            Rung(variant="bad<v>", status="refused", time_us=1.0, gates=[{"name": "mechanism", "reason": "x"}]),
+            Rung(variant="blind", status="measured", time_us=9.5, rate=3.1, rate_unit="TB/s", vs_baseline=1.05)]
+    group = ShapeGroup(params={"n": 1 << 28}, label="256 Mi elements", rows=rows)
+    return Ladder(artifact="copy", title="Copy", baseline="copy", groups=[group, group.model_copy()],
+                  mechanisms=mechanisms)
+
+
+def _row_cells(html: str, variant: str) -> list[str]:
+    """The cells after the variant of the first row of `variant`."""
+    row = re.search(rf"<code>{re.escape(variant)}</code>.*?</th>(.*?)</tr>", html).group(1)
+    return re.findall(r"<td>(.*?)</td>", row)
+
+
+def test_each_row_says_its_mechanism_next_to_its_time_and_the_variants_list_gives_the_evidence():
+    html = ladder_html(_mechanism_ladder())
+    assert re.findall(r"<th>([^<]*)</th>", html)[:len(COLUMNS)] == list(COLUMNS)
+    assert '<table class="kw-ladder-table kw-mech-table">' in html
+    mech = COLUMNS.index("mechanism") - 1
+    vec4 = _row_cells(html, "vec4")
+    assert vec4[mech - 1] == "8.000" and vec4[mech] == "matched, no spills; declared ×1.00 of 2.50 MB L2 profiled, " \
+                                                       "FLOPs declared ×0.50 of profiled"
+    assert _row_cells(html, "copy")[mech] == "declared ×0.98 of 1.07 GB DRAM profiled"  # a profile, no SASS check
+    assert _row_cells(html, "tiles")[mech] == "matched, spills"
+    assert _row_cells(html, "bad&lt;v&gt;")[mech] == "<strong>mismatch</strong>"
+    assert _row_cells(html, "blind")[mech] == "not checked"
+    # the evidence, once per variant (the ladder has two tables), in the variants list
+    variants = re.search(r'<ul class="kw-ladder-variants">(.*?)</ul>', html).group(1)
+    assert html.count("SASS matched") == 2 and html.count('class="kw-mech"') == 4
+    assert ("<code>vec4</code>: 16-byte loads<span class=\"kw-mech\">SASS matched: <code>vec4_kernel</code>: "
+            "32 registers, no spills; <code>LDG.E.128</code> ×8 (≥ 2), no <code>LDG.E.64</code></span>") in variants
+    assert ("<code>tile_kernel</code> ×2: 40–64 registers, spills 16 B stored, 8 B loaded; "
+            "<code>LDG.E.128</code> ×2–6") in variants  # one template's instantiations, as ranges
+    assert ("<strong>SASS mismatch</strong>: <code>bad_kernel</code>: 30 registers; <code>LDG.E.128</code> ×0"
+            in variants)
+    assert "found 0 &lt;LDG.E.32 x4&gt;" in variants and "<script>" not in html and "<LDG" not in html
+    assert "SASS not checked: no disassembler (cuobjdump)" in variants
+    assert "copy</code> <span class=\"kw-role\">baseline</span>" not in variants  # nothing to say of the baseline
+
+
+def test_a_mechanism_cell_is_empty_without_a_check_and_kernel_names_read_short():
+    ladder = _mechanism_ladder()
+    ladder.mechanisms = {}
+    for g in ladder.groups:
+        g.rows = [r.model_copy(update={"profiled": None}) for r in g.rows]
+    html = ladder_html(ladder)
+    assert "<th>mechanism</th>" not in html and "kw-mech" not in html and "SASS" not in html
+    assert kernel_name("void (anonymous namespace)::k<4, 2>(float const*, int)") == "k"
+    assert kernel_name("void kwiki::ceiling_detail::read_tile<16>(uint4 const*)") == "kwiki::ceiling_detail::read_tile"
+    assert kernel_name("gemv_kernel") == "gemv_kernel"
+
+
+def test_mechanism_markup_survives_the_sanitiser_and_each_table_is_kept_out_of_the_search_index():
+    block = ladders_block([_mechanism_ladder()])
+    cleaned, problems = clean(mark_own(block, KEY), KEY)
+    assert problems == []
+    assert cleaned.count('class="kw-mech"') == 4 and "<strong>mismatch</strong>" in cleaned
+    assert 'class="kw-ladder-table kw-mech-table"' in cleaned
+    # Material's search parser ends an exclusion at the first nested </div>: each table excludes itself
+    search = pytest.importorskip("material.plugins.search.plugin")
+    parser = search.Parser()
+    parser.feed(f"<h1 id='t'>T</h1><p>prose</p>{cleaned}<p>after</p>")
+    parser.close()
+    text = "".join("".join(section.text) for section in parser.data)
+    assert "prose" in text and "after" in text
+    assert "matched" not in text and "vec4" not in text and "256 Mi elements" not in text
 
 
 def test_chart_marks_keep_lazy_loading():

@@ -3,20 +3,31 @@
 Each group is a table whose caption is its shape (`8192x8192, bf16`, `4 GiB, u8`); its first column,
 the variant and what its rung adds, stays in view when the table scrolls sideways (sticky); the
 columns after it are the ones a reader decides on: rate against the baseline, share of the speed
-of light, then the rate, the time, registers and the SM clock. The scroll region is reachable by
-keyboard (tabindex, role and label), and on a phone every row becomes a card (kwiki.css). All text
-is escaped here: the HTML carries no link and no author markup.
+of light, then the rate, the time, the mechanism beside it, registers and the SM clock. The mechanism
+cell says whether the variant's SASS check matched and whether its kernels spill, and, where the run
+was profiled, Nsight Compute's bytes against the declared ones on that shape; the list of variants
+above the tables gives each variant's evidence once (one binary runs every shape): per kernel its
+registers and spills and the instructions each pattern matched, with their counts. The scroll region
+is reachable by keyboard (tabindex, role and label), and on a phone every row becomes a card
+(kwiki.css). All text is escaped here: the HTML carries no link and no author markup.
 """
 
 from __future__ import annotations
 
+import re
+
 from kwiki.core.numbers import NONE, fmt, fmt_spread
 from kwiki.site.render import html_text
-from kwiki.verify.ladders import Ladder, Rung, ShapeGroup
+from kwiki.verify.ladders import Ladder, Mechanism, Profiled, Rung, ShapeGroup
+from kwiki.verify.sass import KernelRow
 
-COLUMNS = ("variant", "vs baseline", "of speed of light", "rate", "time (µs)", "registers", "SM MHz")
+COLUMNS = ("variant", "vs baseline", "of speed of light", "rate", "time (µs)", "mechanism", "registers", "SM MHz")
 STATUS_TEXT = {"refused": "refused", "profiled": "profiled (no timing)", "check-failed": "check failed",
                "run-failed": "run failed", "not-applicable": "not applicable"}
+PLAIN_COLUMNS = tuple(c for c in COLUMNS if c != "mechanism")  # a ladder with no SASS check and no profile
+MISMATCH_CHARS = 300  # of each mismatch the variants list shows (the manifest line and the gate say it all)
+SASS_TEXT = {"passed": "matched", "failed": "mismatch", "not-checked": "not checked",
+             "no-expectations": "no expectations"}
 
 
 def _clock(r: Rung) -> str:
@@ -47,46 +58,169 @@ def _variant_cell(r: Rung) -> str:
 
 
 def variants_list(ladder: Ladder) -> str:
-    """What each rung adds, once for the whole ladder (the tables name the variants only)."""
+    """What each rung adds and the evidence of its mechanism, once for the whole ladder (the tables name
+    the variants only: one binary runs every shape, so its SASS check is the same in each)."""
     seen: dict[str, Rung] = {}
     for g in ladder.groups:
         for r in g.rows:
             seen.setdefault(r.variant, r)
-    items = [f"<li>{_name(r)}: {html_text(r.adds or r.description)}</li>" for r in seen.values()
-             if r.adds or r.description]
+    items = []
+    for r in seen.values():
+        about = html_text(r.adds or r.description or "")
+        m = ladder.mechanisms.get(r.variant)
+        evidence = f'<span class="kw-mech">{mechanism_html(m)}</span>' if m is not None else ""
+        if about or evidence:
+            items.append(f"<li>{_name(r)}{': ' + about if about else ''}{evidence}</li>")
     return f'<ul class="kw-ladder-variants">{"".join(items)}</ul>' if items else ""
 
 
-def _cells(r: Rung) -> list[str]:
-    """The cells after the variant, in COLUMNS order."""
+# ---------------------------------------------------------------- the mechanism
+
+
+def kernel_name(name: str) -> str:
+    """A demangled kernel name as a reader names it: no return type, template arguments or parameters
+    ('void gemm_serial<Config<...>>(CUtensorMap_st, ...)' -> 'gemm_serial')."""
+    short = re.sub(r"^(?:(?:static|__global__|void)\s+)+", "", name.strip()).replace("(anonymous namespace)::", "")
+    return re.split(r"[<(]", short, maxsplit=1)[0].strip() or name
+
+
+def size_bytes(n: float) -> str:
+    """A byte count in decimal units, three significant digits: '1.07 GB', '512 B'."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{fmt(n / scale, 3)} {unit}"
+    return f"{n:.0f} B"
+
+
+def spills(kernels: list[KernelRow], short: bool = False) -> str | None:
+    """'no spills', 'spills 16 B stored, 8 B loaded' (bytes of the kernels' spill code, ptxas -v), 'spills'
+    when `short`; None when ptxas's counts are unknown (a cached build of old)."""
+    if not kernels or any(k.spill_stores is None or k.spill_loads is None for k in kernels):
+        return None
+    stores = sum(k.spill_stores or 0 for k in kernels)
+    loads = sum(k.spill_loads or 0 for k in kernels)
+    if stores == loads == 0:
+        return "no spills"
+    return "spills" if short else f"spills {stores} B stored, {loads} B loaded"
+
+
+def _pattern(pattern: str, count: str, most: int, forbidden: bool) -> str:
+    """One matched pattern and its count (a range over kernels): '<code>LDG.E.128</code> ×8 (≥ 2)'; 'no
+    <code>LDG.64</code>' for a forbidden one none of the kernels has."""
+    spelled, _, wanted = pattern.partition(" ")
+    code = f"<code>{html_text(spelled)}</code>"
+    if forbidden:
+        return f"no {code}" if most == 0 else f"{code} ×{count} (forbidden)"
+    wanted = wanted.replace(">=", "≥").replace("==", "=").strip()
+    return f"{code} ×{count}" + (f" ({html_text(wanted)})" if wanted else "")
+
+
+def _span(values: list[int]) -> str:
+    """'8' for one value, '3–13' for several."""
+    low, high = min(values), max(values)
+    return str(low) if low == high else f"{low}–{high}"
+
+
+def _kernels(name: str, kernels: list[KernelRow], forbid: set[str]) -> str:
+    """The evidence of the kernels of one name (one kernel, or a template's instantiations, their figures as
+    ranges): registers, spills and local memory, then each pattern's count (the required ones first)."""
+    regs = [k.registers for k in kernels if k.registers is not None]
+    local = [k.local_bytes for k in kernels if k.local_bytes]
+    facts = [f"{_span(regs)} registers" if regs else None, spills(kernels),
+             f"{_span(local)} B local" if local else None]
+    about = ", ".join(f for f in facts if f)
+    patterns = sorted({p for k in kernels for p in k.matched}, key=lambda p: (p in forbid, p))
+    counts = [(p, [k.matched[p] for k in kernels if p in k.matched]) for p in patterns]
+    matched = ", ".join(_pattern(p, _span(n), max(n), p in forbid) for p, n in counts)
+    head = f"<code>{html_text(name)}</code>" + (f" ×{len(kernels)}" if len(kernels) > 1 else "")
+    return head + (f": {html_text(about)}" if about else "") + (f"; {matched}" if matched else "")
+
+
+def mechanism_html(m: Mechanism) -> str:
+    """A variant's SASS check in a line: 'SASS matched: <kernel>: 154 registers, no spills; <pattern> ×8, ...',
+    each kernel after the other, then what did not match and why nothing was checked."""
+    status = SASS_TEXT.get(m.status, m.status)
+    head = f"<strong>SASS {html_text(status)}</strong>" if m.status == "failed" else f"SASS {html_text(status)}"
+    forbid = set(m.forbid)
+    named: dict[str, list[KernelRow]] = {}
+    for k in m.kernels:
+        named.setdefault(kernel_name(k.name), []).append(k)
+    parts = [_kernels(name, kernels, forbid) for name, kernels in named.items()]
+    parts += [html_text(x if len(x) <= MISMATCH_CHARS else x[:MISMATCH_CHARS - 1] + "…")
+              for x in (*m.mismatches, m.note) if x]
+    return head + (": " + " · ".join(parts) if parts else "")
+
+
+def profiled_text(p: Profiled) -> str:
+    """Nsight Compute's count against the record's: 'declared ×1.00 of 1.07 GB DRAM profiled, FLOPs ×0.99'."""
+    parts = []
+    if p.bytes_ratio is not None:
+        parts.append(f"declared ×{p.bytes_ratio:.2f}" + (" of" if p.bytes is not None else ""))
+    if p.bytes is not None:
+        parts.append(f"{size_bytes(p.bytes)} {p.level.upper()} profiled")
+    text = " ".join(parts)
+    if p.flops_ratio is not None:
+        text += (", " if text else "") + f"FLOPs declared ×{p.flops_ratio:.2f} of profiled"
+    return text
+
+
+def mechanism_cell(r: Rung, m: Mechanism | None) -> str:
+    """The mechanism cell of row `r` (text, not yet escaped): its variant's SASS check `m` and whether its
+    kernels spill ('matched, no spills'; the evidence is in the variants list), then what Nsight Compute
+    counted of this shape where the run was profiled; NONE with neither."""
+    words = [SASS_TEXT.get(m.status, m.status) if m is not None else None,
+             spills(m.kernels, short=True) if m is not None else None]
+    check = ", ".join(w for w in words if w)
+    profile = profiled_text(r.profiled) if r.profiled is not None else ""
+    return "; ".join(x for x in (check, profile) if x) or NONE
+
+
+# ---------------------------------------------------------------- a row
+
+
+def _cells(r: Rung, m: Mechanism | None) -> list[str]:
+    """The cells after the variant, in COLUMNS order, as HTML (a mismatch in bold)."""
+    regs = str(r.registers) if r.registers is not None else NONE
+    time = fmt(r.time_us) + fmt_spread(r.spread) if r.time_us is not None else NONE
     if r.status != "measured":
         why = STATUS_TEXT.get(r.status, r.status)
         if r.gates:
             why += ": gate " + ", ".join(g.name for g in r.gates)
-        time = fmt(r.time_us) + fmt_spread(r.spread) if r.time_us is not None else NONE
-        return [why, NONE, NONE, time, str(r.registers) if r.registers is not None else NONE, _clock(r)]
-    return [
-        f"{fmt(r.vs_baseline, 3)}×" if r.vs_baseline is not None else NONE,
-        f"{r.of_speed_of_light:.0%}" if r.of_speed_of_light is not None else NONE,
-        f"{fmt(r.rate)} {r.rate_unit}" if r.rate is not None and r.rate_unit else NONE,
-        fmt(r.time_us) + fmt_spread(r.spread) if r.time_us is not None else NONE,
-        str(r.registers) if r.registers is not None else NONE,
-        _clock(r),
-    ]
+        texts = [why, NONE, NONE, time]
+    else:
+        texts = [f"{fmt(r.vs_baseline, 3)}×" if r.vs_baseline is not None else NONE,
+                 f"{r.of_speed_of_light:.0%}" if r.of_speed_of_light is not None else NONE,
+                 f"{fmt(r.rate)} {r.rate_unit}" if r.rate is not None and r.rate_unit else NONE, time]
+    mech = html_text(mechanism_cell(r, m))
+    if m is not None and m.status == "failed":
+        mech = f"<strong>{mech}</strong>"
+    return [*(html_text(t) for t in texts), mech, html_text(regs), html_text(_clock(r))]
+
+
+def has_mechanism(ladder: Ladder) -> bool:
+    """Whether the ladder's tables have a mechanism column: some variant has a SASS check, or some row a profile."""
+    return bool(ladder.mechanisms) or any(r.profiled is not None for g in ladder.groups for r in g.rows)
 
 
 def group_table(ladder: Ladder, group: ShapeGroup) -> str:
     best = _best(group)
-    head = "".join(f"<th>{html_text(c)}</th>" for c in COLUMNS)
+    mech = has_mechanism(ladder)
+    head = "".join(f"<th>{html_text(c)}</th>" for c in (COLUMNS if mech else PLAIN_COLUMNS))
     rows = []
     for r in group.rows:
         classes = (["kw-best"] if r.variant == best else []) + ([f"kw-{r.role}"] if r.role else [])
-        cells = "".join(f"<td>{html_text(c)}</td>" for c in _cells(r))
+        shown = _cells(r, ladder.mechanisms.get(r.variant))
+        if not mech:
+            del shown[COLUMNS.index("mechanism") - 1]
+        cells = "".join(f"<td>{c}</td>" for c in shown)
         tr = f'<tr class="{" ".join(classes)}">' if classes else "<tr>"
         rows.append(f"{tr}{_variant_cell(r)}{cells}</tr>")
     label = html_text(f"{ladder.artifact} ladder at {group.label}")
-    return (f'<div class="kw-scroll" tabindex="0" role="region" aria-label="{label}">'
-            f'<table class="kw-ladder-table"><caption>{html_text(group.label)}</caption>'
+    table = "kw-ladder-table kw-mech-table" if mech else "kw-ladder-table"
+    # each region also kept out of the search index: Material's parser ends an exclusion at the first
+    # nested </div>, so the outer block's attribute alone let every table after the first through
+    return (f'<div class="kw-scroll" tabindex="0" role="region" aria-label="{label}" data-search-exclude>'
+            f'<table class="{table}"><caption>{html_text(group.label)}</caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 

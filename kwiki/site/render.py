@@ -402,6 +402,10 @@ body:has(.kw-wide) .md-grid { max-width: 90rem; }
 .kw-role { font-size: .62rem; color: var(--md-default-fg-color--light); }
 .kw-best td:nth-child(2), .kw-best td:nth-child(3) { font-weight: 700; }
 .kw-ladder-about { font-size: .75rem; }
+/* the mechanism (a ladder with a SASS check or a profile): a short cell per row after the time, each
+   variant's evidence once in the variants list */
+.md-typeset .kw-mech-table td:nth-of-type(5), .md-typeset .kw-mech-table thead th { white-space: normal; }
+.md-typeset .kw-ladder-variants .kw-mech { display: block; color: var(--md-default-fg-color--light); }
 /* charts: drawn to be read at phone width; the dark scheme inverts their white card */
 .kw-chart { display: block; width: 100%; max-width: 30rem; height: auto; background: #fff; border-radius: .2rem;
   margin: .6rem 0; }
@@ -442,6 +446,9 @@ body:has(.kw-wide) .md-grid { max-width: 90rem; }
   .kw-ladder-table td:nth-of-type(4)::before { content: "time (µs)"; }
   .kw-ladder-table td:nth-of-type(5)::before { content: "registers"; }
   .kw-ladder-table td:nth-of-type(6)::before { content: "SM MHz"; }
+  .kw-mech-table td:nth-of-type(5)::before { content: "mechanism"; }
+  .kw-mech-table td:nth-of-type(6)::before { content: "registers"; }
+  .kw-mech-table td:nth-of-type(7)::before { content: "SM MHz"; }
   .kw-claims td:nth-of-type(2)::before { content: "claimed"; }
   .kw-claims td:nth-of-type(3)::before { content: "measured"; }
   .kw-claims td:nth-of-type(4)::before { content: "ratio"; }

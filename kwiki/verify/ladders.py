@@ -5,6 +5,8 @@ layout (kwiki.site) and the agents' JSON (kwiki.agents).
 A ladder comes from one run: either the records of the run `kwiki verify` is writing back (`from_run`),
 or the latest run of an artifact on each GPU model in the results store (`from_store`). Rows keep the
 order the manifest declares its variants in; groups are sorted by their parameters, numbers as numbers.
+A ladder from the store also carries each variant's SASS evidence (`mechanisms`, once per variant: one
+binary runs every shape), and a row the figures Nsight Compute counted where the run was profiled.
 """
 
 from __future__ import annotations
@@ -20,14 +22,35 @@ from kwiki.core.strict import Scalar, Strict
 from kwiki.verify.gates import Gating
 from kwiki.verify.history import RecordRow
 from kwiki.verify.plan import PlannedArtifact
+from kwiki.verify.profile import bytes_figure
 from kwiki.verify.record import Record
 from kwiki.verify.run import RunOutcome
+from kwiki.verify.sass import MechanismEvidence
 from kwiki.wiki.manifest import Manifest, Variant
 from kwiki.wiki.model import FIGURE_UNITS, Gate
 
 Status = Literal["measured", "refused", "profiled", "check-failed", "run-failed", "not-applicable"]
 BYTE_DTYPES = frozenset({"u8", "i8", "s8", "byte", "bytes"})
 DIMS = ("M", "N", "K", "L")  # GEMM and GEMV dimensions, in the order a shape is written (MxNxK)
+
+
+class Mechanism(MechanismEvidence):
+    """The variant's SASS check on the binary that ran (kwiki.verify.sass), as the results store keeps it."""
+
+    forbid: list[str] = Field(default_factory=list, description="the matched patterns the variant forbids "
+                                                                "(each must count 0); the others it requires")
+
+
+class Profiled(Strict):
+    """What Nsight Compute counted of one launch, against what the record declares (`kwiki verify --profile`
+    before the timed run)."""
+
+    level: str = Field(description="where the bytes are counted: dram, l2 or smem (the record's bytes_level)")
+    bytes: float | None = Field(default=None, description="bytes Nsight Compute counted at that level (at DRAM: "
+                                                          "what the launch owes)")
+    bytes_ratio: float | None = Field(default=None, description="declared bytes / profiled bytes (1.0: the record "
+                                                                "declares what moved)")
+    flops_ratio: float | None = Field(default=None, description="declared FP32 FLOPs / profiled FLOPs")
 
 
 class Rung(Strict):
@@ -53,6 +76,8 @@ class Rung(Strict):
     sm_mhz: tuple[float, float] | None = Field(default=None, description="lowest and highest SM clock the run read")
     power_capped: float | None = Field(default=None, description="share of the sampling window under the power cap")
     gates: list[Gate] = Field(default_factory=list, description="gates the record failed (status refused)")
+    profiled: Profiled | None = Field(default=None, description="Nsight Compute's bytes against the declared ones "
+                                                                "(absent: the run was not profiled)")
     note: str | None = Field(default=None, description="why a row has no figures (a failed run, a target)")
 
 
@@ -79,6 +104,11 @@ class Ladder(Strict):
     groups: list[ShapeGroup]
     others: list[Rung] = Field(default_factory=list, description="rows of no shape: failed runs, variants not "
                                                                  "applicable on the target")
+    mechanisms: dict[str, Mechanism] = Field(
+        default_factory=dict, description="each variant's SASS check (kwiki.verify.sass) on the binary that ran: "
+                                          "instructions matched, registers, spills; one per variant, as one binary "
+                                          "runs every shape (absent: the variant declares no `sass`, or the run "
+                                          "predates the check)")
 
     def compact(self) -> dict[str, object]:
         """JSON for agents: no nulls, no empty lists."""
@@ -169,6 +199,8 @@ class _Entry:
     sm_mhz: tuple[float, float] | None = None
     power_capped: float | None = None
     gates: list[Gate] = field(default_factory=list)
+    mechanism: MechanismEvidence | None = None
+    profiled: Profiled | None = None
 
 
 def record_clock(record: Record) -> tuple[tuple[float, float] | None, float | None]:
@@ -188,12 +220,25 @@ def _registers(value: object) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def profiled(figures: Mapping[str, float], level: str | None) -> Profiled | None:
+    """The Nsight Compute figures a record carries (kwiki.verify.profile), None when it was not profiled."""
+    level = level or "dram"
+    key = bytes_figure(figures, level)
+    counted = figures.get(key) if key else None
+    ratio, flops = figures.get("ncu_bytes_ratio"), figures.get("ncu_flops_ratio")
+    if counted is None and ratio is None and flops is None:
+        return None
+    return Profiled(level=level, bytes=counted, bytes_ratio=round_sig(ratio, 4), flops_ratio=round_sig(flops, 4))
+
+
 def _from_record(record: Record, gating: Gating | None) -> _Entry:
     mhz, capped = record_clock(record)
+    figures = record.figures()
     return _Entry(record.variant, dict(record.params), record.check.passed,
-                  record.figures() if record.timing is not None or record.roof is not None else {},
+                  figures if record.timing is not None or record.roof is not None else {},
                   record.timing.spread if record.timing else None, _registers(record.extra.get("registers")),
-                  mhz, capped, [f.as_gate() for f in gating.failed(record)] if gating else [])
+                  mhz, capped, [f.as_gate() for f in gating.failed(record)] if gating else [],
+                  profiled=profiled(figures, record.bytes_level))
 
 
 def _from_row(row: RecordRow) -> _Entry:
@@ -201,7 +246,8 @@ def _from_row(row: RecordRow) -> _Entry:
     mhz = row.figures.get("sm_mhz")
     regs = row.registers if row.registers is not None else _registers(row.figures.get("registers"))
     return _Entry(row.variant, dict(row.params), row.passed, figures, row.spread, regs,
-                  (mhz, mhz) if mhz is not None else None, None, list(row.gates or []))
+                  (mhz, mhz) if mhz is not None else None, None, list(row.gates or []),
+                  row.mechanism, profiled(row.figures, row.bytes_level))
 
 
 # ---------------------------------------------------------------- the ladder
@@ -243,11 +289,18 @@ def _about(v: Variant | None) -> dict[str, Any]:
     return {"rung": v.rung, "adds": v.adds, "description": v.description or None} if v else {}
 
 
+def _mechanism(evidence: MechanismEvidence, v: Variant | None) -> Mechanism:
+    """A store row's SASS evidence, with the patterns the manifest's variant forbids named as such."""
+    forbidden = set(v.sass.forbid) if v is not None and v.sass is not None else set()
+    matched = {p for k in evidence.kernels for p in k.matched}
+    return Mechanism(**dict(evidence), forbid=sorted(matched & forbidden))
+
+
 def _rung(m: Manifest, e: _Entry, base: _Entry | None, sol: float | None) -> Rung:
     v = m.variant(e.variant)
     role = "baseline" if e.variant == m.baseline else "ceiling" if e.variant == m.ceiling else None
     common = {"variant": e.variant, **_about(v), "role": role, "registers": e.registers, "sm_mhz": e.sm_mhz,
-              "power_capped": e.power_capped}
+              "power_capped": e.power_capped, "profiled": e.profiled}
     if "time_us" not in e.figures:
         return Rung(**common, status="profiled" if e.passed else "check-failed")
     timed = {"time_us": e.figures["time_us"], "spread": e.spread}
@@ -274,7 +327,12 @@ def _ladder(m: Manifest, entries: Sequence[_Entry], **about: str | None) -> Ladd
         params = rows[0].params
         out.append(ShapeGroup(params=params, label=shape_label(params),
                               rows=[_rung(m, e, base.get(key), sol.get(key)) for e in rows]))
-    return Ladder(artifact=m.name, title=m.title, baseline=m.baseline, ceiling=m.ceiling, groups=out, **about)
+    mechanisms: dict[str, Mechanism] = {}
+    for e in entries:
+        if e.mechanism is not None and e.variant not in mechanisms:
+            mechanisms[e.variant] = _mechanism(e.mechanism, m.variant(e.variant))
+    return Ladder(artifact=m.name, title=m.title, baseline=m.baseline, ceiling=m.ceiling, groups=out,
+                  mechanisms=mechanisms, **about)
 
 
 def from_run(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: Gating | None = None) -> Ladder:
@@ -312,5 +370,5 @@ def from_store(m: Manifest, rows: Sequence[RecordRow], path: str | None = None) 
     return out
 
 
-__all__ = ["Ladder", "Rung", "ShapeGroup", "from_run", "from_store", "rate_of", "rate_vs", "record_clock",
-           "shape_label", "size_text", "speed_of_light"]
+__all__ = ["Ladder", "Mechanism", "Profiled", "Rung", "ShapeGroup", "from_run", "from_store", "profiled", "rate_of",
+           "rate_vs", "record_clock", "shape_label", "size_text", "speed_of_light"]

@@ -10,10 +10,10 @@ asked for in base units; scaled units, Kbyte/Mbyte/..., are converted back). DRA
 evicts a dirty line, and an output that fits in the 60 MiB L2 is still there when the kernel ends: its write-back
 falls after the profiled range. The DRAM bytes a launch owes (`ncu_dram_owed_bytes`, what the DRAM-level audit
 holds declared bytes to) are therefore its DRAM reads plus the larger of its DRAM writes and the bytes the SMs
-wrote into the L2 (lts__t_sectors_srcunit_tex_op_write x 32): every such byte reaches DRAM unless written again. ncu runs with
-`--profile-from-start off` (it sees only those ranges), `--kernel-name regex:` (the literals of the manifest's
-`kernels:` globs, plus the markers: a superset, narrowed by the globs afterwards), `--cache-control all` (a cold
-L2, as in the timing protocol) and always `--clock-control none` (the clocks stay as the timing runs had them;
+wrote into the L2 (lts__t_sectors_srcunit_tex_op_write x 32): every such byte reaches DRAM unless written again.
+ncu runs with `--profile-from-start off` (it sees only those ranges), `--kernel-name regex:` (the literals of the
+manifest's `kernels:` globs, plus the markers: a superset, narrowed by the globs afterwards), `--cache-control all`
+(a cold L2, as in the timing protocol) and always `--clock-control none` (the clocks stay as the timing runs had them;
 `ncu_argv` adds it whatever the caller asks). ncu's own `--launch-count` bounds a whole process, so it is not
 the way to see each variant once: the profile mode launches each case once instead.
 
@@ -287,14 +287,22 @@ def _ratio(declared: float | None, measured: float | None) -> float | None:
 FP32 = {"fp32", "f32", "float"}
 
 
+def bytes_figure(figs: Mapping[str, float], level: str) -> str | None:
+    """The profiled figure a record's declared bytes at `level` are held to: at DRAM the bytes a launch owes
+    (where the profile has them, else the DRAM bytes it read and wrote), at L2 the L2 bytes; None for a
+    level no counter audits (shared memory)."""
+    if level == "dram":
+        return "ncu_dram_owed_bytes" if "ncu_dram_owed_bytes" in figs else "ncu_dram_bytes"
+    return "ncu_l2_bytes" if level == "l2" else None
+
+
 def audit(record: Record, figs: dict[str, float], tolerance: float, where: str) -> Audit:
     """Hold `record`'s declared bytes (DRAM or L2 level) and FP32 FLOPs to the profiled ones x (1 + tolerance)."""
     a = Audit(record.variant, dict(record.params), figs, [], bytes_level=record.bytes_level)
     limit = 1 + tolerance
     why = []
     if record.bytes:
-        key = {"dram": "ncu_dram_owed_bytes" if "ncu_dram_owed_bytes" in figs else "ncu_dram_bytes",
-               "l2": "ncu_l2_bytes"}.get(record.bytes_level)
+        key = bytes_figure(figs, record.bytes_level)
         a.bytes_declared = record.bytes
         a.bytes_measured = figs.get(key) if key else None
         if key is None:

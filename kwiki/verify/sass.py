@@ -52,6 +52,7 @@ from kwiki.wiki.manifest import HOST, MANIFEST, Manifest, Variant
 
 MECHANISM = "mechanism"  # the gate
 CACHE_NAME = "sass.json"
+CHECKS_NAME = "sass-checks.json"  # beside it: each variant's check result by its expectations, for the same key
 CACHE_VERSION = 1  # bump when what the cache holds, or how SASS is parsed, changes
 DISASSEMBLE_TIMEOUT_S = 120.0
 Status = Literal["passed", "failed", "not-checked", "no-expectations"]
@@ -188,9 +189,14 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def disassemble(binary: Path, tools: Tools) -> tuple[dict[str, Kernel], bool]:
+def cache_key(binary: Path, tools: Tools) -> str:
+    """What a binary's disassembly (and every check on it) depends on: its contents, the tool, the parser."""
+    return f"{CACHE_VERSION}:{sha256(binary)}:{tools.identity}"
+
+
+def disassemble(binary: Path, tools: Tools, key: str | None = None) -> tuple[dict[str, Kernel], bool]:
     """The kernels of `binary` and whether they came from the cache (`sass.json` beside it)."""
-    key = f"{CACHE_VERSION}:{sha256(binary)}:{tools.identity}"
+    key = key or cache_key(binary, tools)
     cache = binary.with_name(CACHE_NAME)
     try:
         data = json.loads(cache.read_text())
@@ -393,6 +399,7 @@ def check_builds(plan: Plan, builds: list[BuildResult], root: Path, *, require: 
         report.notes.append(f"WARNING: {msg}: the SASS expectations of every variant were NOT CHECKED")
     cache: dict[str, dict[str, Kernel]] = {}
     memos: dict[str, dict[str, list[Kernel]]] = {}  # per binary: glob -> the kernels it names
+    checks: dict[str, _Checks] = {}  # per binary: the check results cached beside it
     for name, directory, manifest, build_name, target in todo:
         build = by_key.get((build_name, target))
         lines: dict[int, int] | None = None  # read only when a variant fails: the location of its message
@@ -408,19 +415,65 @@ def check_builds(plan: Plan, builds: list[BuildResult], root: Path, *, require: 
             if build is None or not build.ok or not build.binary:
                 res.note = "not built"
                 continue
-            if build.binary not in cache:
-                kernels, hit = disassemble(Path(build.binary), tools)
-                cache[build.binary] = kernels
-                report.disassembled += not hit
+            if build.binary not in checks:
+                checks[build.binary] = _Checks(Path(build.binary), cache_key(Path(build.binary), tools))
             spills = {k: (r.spill_stores, r.spill_loads) for k, r in build.kernels.items()}
-            res.kernels, res.mismatches = check_variant(v, target, cache[build.binary], spills,
-                                                        memos.setdefault(build.binary, {}))
+            known = checks[build.binary]
+            spec = known.spec(v, target, spills)
+            if spec in known.results:
+                res.kernels, res.mismatches = known.results[spec]
+            else:
+                if build.binary not in cache:
+                    kernels, hit = disassemble(Path(build.binary), tools, known.key)
+                    cache[build.binary] = kernels
+                    report.disassembled += not hit
+                res.kernels, res.mismatches = check_variant(v, target, cache[build.binary], spills,
+                                                            memos.setdefault(build.binary, {}))
+                known.add(spec, res.kernels, res.mismatches)
             res.status = "failed" if res.mismatches else "passed"
             if res.failed:
                 lines = _variant_lines(directory, root) if lines is None else lines
                 res.line = lines.get(i, 1)
+    for known in checks.values():
+        known.save()
     report.seconds = time.monotonic() - t0
     return report
+
+
+class _Checks:
+    """The check results cached beside one binary (sass-checks.json), under the disassembly's key: a variant's
+    result is a function of the binary, its `kernels` and `sass`, the target and ptxas's spills, so a cached
+    `--compile-only` neither reads the listing nor matches a pattern."""
+
+    def __init__(self, binary: Path, key: str) -> None:
+        self.path, self.key, self.dirty = binary.with_name(CHECKS_NAME), key, False
+        self.results: dict[str, tuple[list[KernelEvidence], list[str]]] = {}
+        try:
+            doc = json.loads(self.path.read_text())
+            if doc.get("key") == key:
+                self.results = {s: ([KernelEvidence(**k) for k in r["kernels"]], list(r["mismatches"]))
+                                for s, r in doc["checks"].items()}
+        except (OSError, ValueError, TypeError, KeyError):
+            pass  # missing, damaged or of another binary: check again
+
+    @staticmethod
+    def spec(v: Variant, target: str, spills: dict[str, tuple[int | None, int | None]]) -> str:
+        assert v.sass is not None
+        doc = [v.kernels, v.sass.model_dump(mode="json"), target, sorted(spills.items())]
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
+
+    def add(self, spec: str, kernels: list[KernelEvidence], mismatches: list[str]) -> None:
+        self.results[spec], self.dirty = (kernels, mismatches), True
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        doc = {"key": self.key, "checks": {s: {"kernels": [asdict(k) for k in ks], "mismatches": m}
+                                           for s, (ks, m) in sorted(self.results.items())}}
+        try:
+            write_atomic(self.path, json.dumps(doc, sort_keys=True).encode())
+        except OSError:
+            pass  # a read-only build directory: checked again next time
 
 
 def _rel(path: Path, root: Path) -> str:
