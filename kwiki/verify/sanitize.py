@@ -6,18 +6,19 @@ narrows it to those variants.
 Under each tool, the variants the manifest expects clean that name their kernels run together, in ONE process:
 `<binary> run.args sanitize.args --check-only --variants a,b,...` (the manifest's `sanitize.args` make it small;
 --check-only skips the timing loop). Each error the tool reports names the kernel it was seen in, and the
-`kernels:` globs give it to its variant. The variants run alone instead, one process each (as all of them did
-before: a process per variant and tool, ~170 variants x 3 tools, took longer than the H200 session had), when
-the shared run cannot say whose errors they are: an error in no kernel or in a kernel two variants name, a
-variant with no record (the process died before it), no summary line. Errors in kernels no variant of the run
-names (the reference GEMM a check computes with cuBLAS, whose kernels racecheck misjudges) are not judged: they
-are counted and their first lines go to the notes. They run alone always for isolated variants, those
-the manifest expects the tool to catch (`error`), and those that name no kernels. A variant the manifest leaves
-unjudged under a tool (`either`) does not run under it. A tool's errors fail the variant's `sanitize`
-gate with the report's first lines, unless the manifest expects them (`sanitize: {expect: {racecheck: error}}`,
-per variant, or per artifact for every variant, e.g. the library's own kernels: `sanitize: {expect: ...}`); a
-tool the manifest expects to see the variant's bug that reports nothing fails too (the page's "which tool sees
-which pitfall" table is then wrong).
+`kernels:` globs give it to its variant. Errors in kernels no variant of the run names (the reference GEMM a
+check computes with cuBLAS, in whose kernels racecheck reports hazards) are not judged: they are counted and their first
+lines go to the notes. The variants run alone instead, one process each, when the shared run cannot say whose
+errors they are (an error in no kernel, such as a failed launch, or in a kernel two variants name; a variant
+with no record, the process having died before it; no summary line), and always when they are isolated, name
+no kernels, or are expected to be caught (`error`). One process per variant and tool for every variant (~170
+variants x 3 tools) took longer than a session's time on the H200. A variant the manifest leaves unjudged under
+a tool (`either`) does not run under it.
+
+A tool's errors fail the variant's `sanitize` gate with the report's first lines, unless the manifest expects
+them (`sanitize: {expect: {racecheck: error}}` on the variant, or on the artifact for all its variants, e.g. one
+whose variants all run a library's kernels); a tool the manifest expects to see the variant's bug that reports
+nothing fails too (the page's "which tool sees which pitfall" table is then wrong).
 
 The tools' reach, which the expectations encode: memcheck checks the generic accesses of threads (out of
 bounds, misaligned) and API errors, not the bytes a TMA copy moves; racecheck checks shared-memory accesses of
