@@ -231,13 +231,20 @@ def verify(root: Path, capsys, *extra: str) -> tuple[int, dict]:
     return code, json.loads(capsys.readouterr().out or "{}")
 
 
-@pytest.mark.nvcc
-def test_the_expectations_hold_then_fail_located_when_the_16_byte_load_goes(tmp_path: Path, capsys):
+@pytest.fixture
+def checked(tmp_path: Path, capsys) -> tuple[Path, dict]:
+    """The fixture project after one clean `--compile-only` (nvcc and a disassembler needed), and its report."""
     if sass.find_tools() is None:
         pytest.skip("no cuobjdump (pip install -e '.[test]')")
     root = project(tmp_path)
     code, report = verify(root, capsys)
     assert code == 0, report["problems"]
+    return root, report
+
+
+@pytest.mark.nvcc
+def test_the_expectations_hold_then_fail_located_when_the_16_byte_load_goes(checked, capsys):
+    root, report = checked
     assert {(m["variant"], m["status"]) for m in report["mechanism"]} == {("wide", "passed"), ("narrow", "passed")}
     wide = next(m for m in report["mechanism"] if m["variant"] == "wide")
     assert wide["kernels"][0]["registers"] > 0 and wide["kernels"][0]["matched"]["LDG.E.128"] >= 1
@@ -254,12 +261,8 @@ def test_the_expectations_hold_then_fail_located_when_the_16_byte_load_goes(tmp_
 
 
 @pytest.mark.nvcc
-def test_check_results_are_cached_by_binary_and_expectations(tmp_path: Path, capsys):
-    if sass.find_tools() is None:
-        pytest.skip("no cuobjdump (pip install -e '.[test]')")
-    root = project(tmp_path)
-    code, report = verify(root, capsys)
-    assert code == 0, report["problems"]
+def test_check_results_are_cached_by_binary_and_expectations(checked, capsys):
+    root, report = checked
     (checks,) = (root / ".kwiki" / "build").rglob(sass.CHECKS_NAME)
     listing = checks.with_name(sass.CACHE_NAME)
     listing.write_text("damaged")  # a cached result needs no listing: neither read nor disassembled again
