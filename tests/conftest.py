@@ -47,6 +47,16 @@ def repo() -> Path:
     return REPO
 
 
+@pytest.fixture
+def fixture_copy(tmp_path: Path):
+    """fixture_copy(NAME, TO): a fresh copy of tests/fixtures/NAME at tmp_path/TO, for a test that writes into it."""
+    def copy(name: str, to: str) -> Path:
+        target = tmp_path / to
+        shutil.copytree(FIXTURES / name, target)
+        return target
+    return copy
+
+
 @pytest.fixture(scope="session")
 def compile_host_test(tmp_path_factory: pytest.TempPathFactory):
     """compile_host_test(NAME): artifacts/common/test/NAME.cu built with nvcc for the host (skips without nvcc)."""

@@ -9,7 +9,6 @@ work: 1500 TFLOP/s) next to honest ones, run by `kwiki verify` against a fake H2
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ from kwiki.verify.env import Gpu
 from kwiki.verify.record import Record
 from kwiki.wiki.frontmatter import parse_page
 
-EXPLOITS = Path(__file__).parent / "fixtures" / "verify" / "exploits"
 H200 = Gpu(index=0, name="NVIDIA H200", uuid=None, cc=90, sm_count=132, memory_gib=139.8, sm_mhz=1980,
            sm_mhz_max=1980)
 GB = 1e9
@@ -123,11 +121,9 @@ def test_above_the_measured_roof_under_the_peak_warns_only():
 
 
 @pytest.fixture
-def exploits(tmp_path: Path, monkeypatch) -> Path:
-    root = tmp_path / "exploits"
-    shutil.copytree(EXPLOITS, root)
+def exploits(fixture_copy, monkeypatch) -> Path:
     monkeypatch.setattr(envmod, "nvml_gpus", lambda: ([H200], "580.159.04", "13.0", None))
-    return root
+    return fixture_copy("verify/exploits", "exploits")
 
 
 def verify_json(capsys, root: Path, *argv: str) -> tuple[int, dict]:

@@ -31,10 +31,8 @@ Mentions the word zanzibar.
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    target = tmp_path / "wiki-root"
-    shutil.copytree(FIXTURE, target)
-    return target
+def root(fixture_copy) -> Path:
+    return fixture_copy("query", "wiki-root")
 
 
 def ids(root: Path, **kw) -> list[str]:

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from kwiki.cli import main
 
-PROJECT = Path(__file__).parent / "fixtures" / "verify" / "project"
-
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    shutil.copytree(PROJECT, root)
-    return root
+def project(fixture_copy) -> Path:
+    return fixture_copy("verify/project", "project")
 
 
 def test_fixture_project_checks_clean(project, capsys):

@@ -7,7 +7,6 @@ subprocess, as a coding agent would, and talks to it with `mcp.ClientSession`.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,15 +18,12 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"
 TOOLS = {"find_techniques", "get_ladder", "get_measurements", "get_page", "list_tags", "search_pages"}
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    target = tmp_path / "wiki-root"
-    shutil.copytree(FIXTURE, target)
-    return target
+def root(fixture_copy) -> Path:
+    return fixture_copy("query", "wiki-root")
 
 
 def session_run(root: Path, steps) -> Any:

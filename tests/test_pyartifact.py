@@ -109,29 +109,30 @@ def test_compile_only_imports_the_module_and_checks_its_variants(project: Path, 
     assert report["runs"] == [] and code == 0
 
 
-def test_a_module_whose_variants_disagree_with_the_manifest_fails_its_build(project: Path, capsys):
+def edited_build(project: Path, capsys: pytest.CaptureFixture[str], edit) -> tuple[int, dict[str, Any]]:
+    """`edit` applied to the text of artifacts/host_py/ops.py, then `--compile-only`: the exit code and host_py's
+    build."""
     ops = project / "artifacts" / "host_py" / "ops.py"
-    ops.write_text(ops.read_text().replace('"hangs"]', '"hangs", "extra"]'))
+    ops.write_text(edit(ops.read_text()))
     code, report = verify(capsys, project, "--compile-only")
-    build = next(b for b in report["builds"] if b["artifact"] == "host_py")
+    return code, next(b for b in report["builds"] if b["artifact"] == "host_py")
+
+
+def test_a_module_whose_variants_disagree_with_the_manifest_fails_its_build(project: Path, capsys):
+    code, build = edited_build(project, capsys, lambda t: t.replace('"hangs"]', '"hangs", "extra"]'))
     assert not build["ok"] and "not in the manifest: extra" in build["error"]
     assert build["error"].startswith("artifacts/host_py/artifact.yaml")
     assert code == 1
 
 
 def test_a_module_that_fails_to_import_is_a_located_build_error(project: Path, capsys):
-    ops = project / "artifacts" / "host_py" / "ops.py"
-    ops.write_text(ops.read_text() + "\nraise RuntimeError('broken at import')\n")
-    _, report = verify(capsys, project, "--compile-only")
-    build = next(b for b in report["builds"] if b["artifact"] == "host_py")
+    _, build = edited_build(project, capsys, lambda t: t + "\nraise RuntimeError('broken at import')\n")
     assert not build["ok"] and "ops.py:" in build["error"] and "broken at import" in build["error"]
 
 
 def test_a_contract_problem_is_named(project: Path, capsys):
-    ops = project / "artifacts" / "host_py" / "ops.py"
-    ops.write_text(ops.read_text().replace('"one float32 multiply-add per element: exact up to rounding"', '""'))
-    _, report = verify(capsys, project, "--compile-only")
-    build = next(b for b in report["builds"] if b["artifact"] == "host_py")
+    _, build = edited_build(
+        project, capsys, lambda t: t.replace('"one float32 multiply-add per element: exact up to rounding"', '""'))
     assert not build["ok"] and "TOLERANCES['float32'] must be (atol >= 0, rtol >= 0, a reason)" in build["error"]
 
 

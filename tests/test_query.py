@@ -23,7 +23,6 @@ from kwiki.core.arch import compatible
 from kwiki.core.errors import UsageError
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"
 VALID = {
     "concept-memory-coalescing",
     "kernel-nvfp4-gemv",
@@ -36,10 +35,8 @@ VALID = {
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    target = tmp_path / "wiki-root"
-    shutil.copytree(FIXTURE, target)
-    return target
+def root(fixture_copy) -> Path:
+    return fixture_copy("query", "wiki-root")
 
 
 def ids(root: Path, **kw) -> list[str]:

@@ -8,7 +8,6 @@ Fit and fraction logic on fake records; the C++ fit (kwiki_ceiling.cuh) against 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,7 +21,6 @@ from kwiki.verify.env import Gpu
 from kwiki.verify.record import Record
 from kwiki.wiki.frontmatter import parse_page
 
-FIXTURE = Path(__file__).parent / "fixtures" / "verify" / "roof"
 H200 = Gpu(index=0, name="NVIDIA H200", uuid=None, cc=90, sm_count=132, memory_gib=139.8, sm_mhz=1980,
            sm_mhz_max=1980)
 BW, T0 = 4600.0, 3.0  # GB/s, us: the fake card's read stream
@@ -201,11 +199,9 @@ def test_the_sweep_runs_from_twice_the_l2_to_the_top_in_64_kib_steps(host_test):
 
 
 @pytest.fixture
-def site(tmp_path: Path, monkeypatch) -> Path:
-    root = tmp_path / "roof"
-    shutil.copytree(FIXTURE, root)
+def site(fixture_copy, monkeypatch) -> Path:
     monkeypatch.setattr(envmod, "nvml_gpus", lambda: ([H200], "580.159.04", "13.0", None))
-    return root
+    return fixture_copy("verify/roof", "roof")
 
 
 def verify_json(capsys, root: Path) -> dict:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -15,14 +14,11 @@ from kwiki.agents.show import show
 from kwiki.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    target = tmp_path / "wiki-root"
-    shutil.copytree(FIXTURE, target)
-    return target
+def root(fixture_copy) -> Path:
+    return fixture_copy("query", "wiki-root")
 
 
 def show_json(root: Path, page_id: str, capsys) -> tuple[int, dict | None, str]:

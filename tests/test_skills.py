@@ -8,7 +8,6 @@ folder; `description` 1 to 1024 characters; the body under 500 lines.
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,14 +16,10 @@ import yaml
 from kwiki.agents import skills
 from kwiki.cli import main
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "query"
-
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    target = tmp_path / "wiki-root"
-    shutil.copytree(FIXTURE, target)
-    return target
+def root(fixture_copy) -> Path:
+    return fixture_copy("query", "wiki-root")
 
 
 def _front(text: str) -> dict:

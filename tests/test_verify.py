@@ -12,16 +12,13 @@ from kwiki.cli import main
 from kwiki.wiki.frontmatter import parse_page
 from kwiki.wiki.markers import scan
 
-PROJECT = Path(__file__).parent / "fixtures" / "verify" / "project"
 needs_cxx = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
                                reason="needs a C++ compiler")
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    shutil.copytree(PROJECT, root)
-    return root
+def project(fixture_copy) -> Path:
+    return fixture_copy("verify/project", "project")
 
 
 def run_json(capsys, *argv: str) -> tuple[int, dict]:

@@ -4,7 +4,6 @@ whole timed verify, ~120 s, ran first), no claims judged, nothing written; `--va
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,14 +11,10 @@ import pytest
 from kwiki.cli import main
 from kwiki.verify import pipeline
 
-PROJECT = Path(__file__).parent / "fixtures" / "verify" / "project"
-
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    shutil.copytree(PROJECT, root)
-    return root
+def project(fixture_copy) -> Path:
+    return fixture_copy("verify/project", "project")
 
 
 def fixture_page(project: Path, capsys, *argv: str) -> tuple[int, dict]:
