@@ -17,9 +17,9 @@
 // same configuration with the `sum8` consumer (8 warps summing every 32-bit word of every box with 16-byte
 // ld.shared.v4), whose sum must equal the host's word sum. The `_sum8` variants time that consumer too: a
 // consumer that reads every byte, fast enough that TMA is still the limit where it can be.
-//   HBM stream: a 256 MiB matrix (16384 x 8192, 4x the L2), boxes dealt round-robin to CTAs (clusters),
+//   HBM stream: a 256 MiB matrix (16384 x 8192, 4x the L2; --rows=N for fewer rows), boxes dealt round-robin to CTAs (clusters),
 //   L2 flushed before every timed launch.
-//   L2-resident ("l2_" variants): every CTA (cluster) reads all of a 16 MiB matrix (its first 1024 rows)
+//   L2-resident ("l2_" variants): every CTA (cluster) reads all of a 16 MiB matrix (its first 1024 rows; --l2-rows=N)
 //   that stays in the L2: no flush, and one untimed launch before each timed one brings it in (kwiki::Runner's
 //   flush_l2 = false): the L2-to-SM path is the limit.
 // Bytes' level (the physical gate's and the profile audit's): the single-CTA HBM stream moves DRAM bytes; the
@@ -36,7 +36,7 @@
 // read). The same bytes land either way, so the time ratio copy / multicast is the amplification.
 //
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o tma tma.cu
-// Run:   ./tma [--variants a,b] [--seed N]
+// Run:   ./tma [--variants a,b] [--seed N] [--rows=N] [--l2-rows=N]   (small rows: the sanitizers' shape)
 //
 // Variants (box = rows x columns of bf16; swizzle; stages; cluster), `touch` consumer unless named:
 //   box_16 .. box_256   64-column (128-byte) boxes of 16, 32, 64, 128, 256 rows, 128B swizzle, 4 stages
@@ -58,8 +58,12 @@
 
 using bf16 = __nv_bfloat16;
 
-constexpr int ROWS = 16384, COLS = 8192;
-constexpr int L2_ROWS = 1024;  // the L2-resident matrix: the first rows of the big one (16 MiB)
+constexpr int COLS = 8192;
+constexpr int MAX_BOX_ROWS = 256;  // every row count must be a multiple of the tallest box
+// The matrix's rows (HBM stream, default 16384: 256 MiB) and the L2-resident matrix's (its first rows, default 1024: 16 MiB).
+struct Shape {
+    int rows, l2_rows;
+};
 constexpr int MAX_STAGES = 8;
 
 // ===================================================================================================
@@ -279,12 +283,12 @@ struct Launch {
     uint32_t* sums;
 };
 
-Launch prepare(const Variant& v, const bf16* matrix, uint32_t* sums) {
+Launch prepare(const Variant& v, const Shape& shape, const bf16* matrix, uint32_t* sums) {
     KWIKI_REQUIRE(v.box_rows % (8 * v.cluster) == 0, "each slice of a box must be whole 8-row swizzle atoms (box_rows % (8 * cluster))");
     // a throughput benchmark of whole boxes: the matrices are multiples of every box (no edge boxes to check)
-    KWIKI_REQUIRE(L2_ROWS % v.box_rows == 0 && ROWS % v.box_rows == 0 && COLS % v.box_cols == 0, "boxes must tile the matrix");
+    const int rows = v.l2 ? shape.l2_rows : shape.rows;
+    KWIKI_REQUIRE(rows % v.box_rows == 0 && COLS % v.box_cols == 0, "boxes must tile the matrix");
     Launch l{};
-    const int rows = v.l2 ? L2_ROWS : ROWS;
     l.a = {v.box_rows, v.box_cols, v.stages, v.cluster, v.multicast, COLS / v.box_cols, (rows / v.box_rows) * (COLS / v.box_cols), v.l2};
     const int load_rows = v.multicast ? v.box_rows / v.cluster : v.box_rows;
     l.map = sm90::tensor_map_2d(matrix, rows, COLS, load_rows, v.box_cols, v.swizzle);
@@ -338,14 +342,19 @@ kwiki::CheckResult check_sum(const uint32_t* sums, uint32_t want, const char* re
 int main(int argc, char** argv) {
     kwiki::Args args(argc, argv, kVariants);
     const uint64_t seed = args.seed();
-    std::fprintf(stderr, "tma: seed %llu, %d SMs, matrix %dx%d bf16\n", (unsigned long long)seed, kwiki::sm_count(), ROWS, COLS);
+    const Shape shape{int(args.get_int("rows", 16384)), int(args.get_int("l2-rows", 1024))};
+    if (shape.rows <= 0 || shape.rows % MAX_BOX_ROWS || shape.l2_rows <= 0 || shape.l2_rows % MAX_BOX_ROWS || shape.l2_rows > shape.rows)
+        kwiki::Args::usage("--rows and --l2-rows must be positive multiples of " + std::to_string(MAX_BOX_ROWS) +
+                           ", --l2-rows at most --rows");
+    std::fprintf(stderr, "tma: seed %llu, %d SMs, matrix %dx%d bf16 (L2-resident: its first %d rows)\n", (unsigned long long)seed,
+                 kwiki::sm_count(), shape.rows, COLS, shape.l2_rows);
 
     int max_smem = 0;  // one limit for every variant's launch
     for (auto& v : kVariants) max_smem = std::max(max_smem, smem_for(v));
     for (Consume c : {Consume::Touch, Consume::Sum8, Consume::Sum1})
         KWIKI_CHECK(cudaFuncSetAttribute(kernel_of(c), cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
 
-    const size_t n = size_t(ROWS) * COLS;
+    const size_t n = size_t(shape.rows) * COLS;
     bf16* matrix;
     uint32_t* sums;
     KWIKI_CHECK(cudaMalloc(&matrix, n * 2));
@@ -354,15 +363,15 @@ int main(int argc, char** argv) {
     std::vector<uint32_t> words(n / 2);
     KWIKI_CHECK(cudaMemcpy(words.data(), matrix, n * 2, cudaMemcpyDeviceToHost));
     const uint32_t total = host_word_sum(words, words.size());
-    const uint32_t l2_total = host_word_sum(words, size_t(L2_ROWS) * COLS / 2);
+    const uint32_t l2_total = host_word_sum(words, size_t(shape.l2_rows) * COLS / 2);
 
     kwiki::Runner runner(args);
     std::deque<Launch> launches;  // one per case, alive until the runner is done (a deque never moves them)
     std::vector<kwiki::Case> cases;
     for (const Variant& v : kVariants) {
         if (!args.want(v.name)) continue;
-        const Launch& l = launches.emplace_back(prepare(v, matrix, sums));
-        const int rows = v.l2 ? L2_ROWS : ROWS;
+        const Launch& l = launches.emplace_back(prepare(v, shape, matrix, sums));
+        const int rows = v.l2 ? shape.l2_rows : shape.rows;
         // every CTA of a cluster receives every box of its cluster; in L2 mode every CTA receives every box
         const uint32_t receivers = v.l2 ? uint32_t(l.grid) : uint32_t(v.cluster);
         const uint32_t full_want = (v.l2 ? l2_total : total) * receivers;
