@@ -105,7 +105,8 @@ def _tools(text: str) -> list[str]:
     tools = [t.strip() for t in text.split(",") if t.strip()]
     bad = [t for t in tools if t not in SANITIZE_TOOLS]
     if bad or not tools:
-        raise argparse.ArgumentTypeError(f"wants tools among {', '.join(SANITIZE_TOOLS)}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"wants tools among {', '.join(SANITIZE_TOOLS)}, got {text!r} (page ids go "
+                                         "before --sanitize, or write --sanitize=TOOLS)")
     return tools
 
 

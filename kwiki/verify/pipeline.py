@@ -140,8 +140,8 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
     notes = _notes(the_plan, environment, compile_only)
     if stage_only:
         notes.append(f"--{' and --'.join(n for n, on in (('profile', profile), ('sanitize', sanitize)) if on)}: "
-                     "build, then only that stage: no timed runs, no claims judged, nothing written (a timed "
-                     "`kwiki verify` gives its records the cached profile figures)")
+                     "build, then only that stage: no timed runs, no claims judged, nothing written"
+                     + (" (a timed `kwiki verify` gives its records the cached profile figures)" if profile else ""))
     if until_runs is not None:
         skipped = series.until_runs(the_plan, past, keys, until_runs)
         notes.append(f"--until-runs {until_runs}: {len(skipped)} artifacts whose series have {until_runs} runs "
