@@ -8,7 +8,7 @@
 // with that count.
 //
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o pitfalls pitfalls.cu
-// Run:   ./pitfalls [--variants a,b] [--max-cycles 200000000] [--seed N]
+// Run:   ./pitfalls [--variants a,b] [--max-cycles=200000000] [--seed=N] [--repeats=N] [--sweep=MxNxK]  (default 4096x4096x4096)
 //
 // Variants:
 //   stages_2 .. stages_6  the correct kernel with 2..6 stages (32 KiB each), timed at 4096^3
@@ -344,7 +344,12 @@ int main(int argc, char** argv) {
     const long long max_cycles = args.get_int("max-cycles", 200000000);
     const int repeats = int(args.get_int("repeats", -1));
     const uint64_t seed = args.seed();
-    std::fprintf(stderr, "pitfalls: seed %llu, wait bound %lld cycles\n", (unsigned long long)seed, max_cycles);
+    // --sweep: the shape of the variants at kSweep (the sanitizers' small run); whole 128x128 tiles and 64-deep k-blocks
+    const Problem sweep = args.get_shapes<Problem, 3>("sweep", "4096x4096x4096", "one MxNxK, M and N multiples of 128, K of 64",
+                                                      [](const std::vector<int>& d) { return d[0] % 128 == 0 && d[1] % 128 == 0 && d[2] % 64 == 0; })
+                              .at(0);
+    std::fprintf(stderr, "pitfalls: seed %llu, wait bound %lld cycles, sweep %dx%dx%d\n", (unsigned long long)seed, max_cycles,
+                 sweep.M, sweep.N, sweep.K);
 
     kwiki::cublasHandle_t handle;
     KWIKI_CHECK_STATUS(kwiki::cublas().Create(&handle));
@@ -380,8 +385,9 @@ int main(int argc, char** argv) {
     std::vector<kwiki::Case> cases;
     for (const Variant& v : kVariants) {
         if (!args.want(v.name)) continue;
-        Inputs& in = inputs_for(v.shape);
-        const Problem p = v.shape;
+        const bool at_sweep = v.shape.M == kSweep.M && v.shape.N == kSweep.N && v.shape.K == kSweep.K;
+        const Problem p = at_sweep ? sweep : v.shape;
+        Inputs& in = inputs_for(p);
         const size_t nC = size_t(p.M) * p.N;
         Row& row = rows.emplace_back();
         KWIKI_CHECK(cudaMalloc(&row.out, nC * 2));

@@ -305,6 +305,19 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
     return [out[(n, t)] for n in order for t in tools if (n, t) in out], None
 
 
+def attach(results: list[Result], outcomes: Mapping[str, list[Any]], names: Mapping[str, str]) -> None:
+    """Each variant's error counts into the extras of its records (`sanitize_<tool>_errors`), for claims and
+    `kwiki show --json`."""
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for r in results:
+        if r.errors is not None:
+            counts.setdefault((r.artifact, r.variant), {})[f"sanitize_{r.tool}_errors"] = r.errors
+    for path, outs in outcomes.items():
+        for o in outs:
+            for rec in o.records:
+                rec.extra.update(counts.get((names.get(path, ""), rec.variant), {}))
+
+
 @dataclass
 class SanitizeStage:
     """`kwiki verify --sanitize` over a run."""
