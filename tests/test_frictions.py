@@ -215,6 +215,13 @@ def test_verify_refuses_an_unknown_tag_with_a_suggestion(project: Path, capsys):
     assert code == 2 and "(did you mean 'fixture-page'?)" in err
 
 
+def test_a_page_id_after_sanitize_says_where_page_ids_go(project: Path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["verify", "--root", str(project), "--sanitize", "fixture-page"])
+    assert exc.value.code == 2
+    assert "got 'fixture-page' (page ids go before --sanitize, or write --sanitize=TOOLS)" in capsys.readouterr().err
+
+
 def test_verify_with_nothing_selected_is_a_usage_error(project: Path, capsys):
     code, out, err = run_cli(capsys, "verify", "--root", str(project), "--no-write", "--tag", "fixture",
                              "--arch", "sm_100")
