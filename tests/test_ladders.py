@@ -105,6 +105,28 @@ def test_the_store_rows_mechanism_and_profile_reach_the_ladder_once_per_variant_
     assert plain.mechanisms == {} and "mechanisms" not in plain.compact()
 
 
+def test_a_run_without_a_profile_shows_the_newest_profile_of_the_same_code_and_names_its_run():
+    profile = {"ncu_dram_owed_bytes": 1.0e9, "ncu_bytes_ratio": 0.5}
+    shape = {"M": 8}
+
+    def timed(run: str, code: str, **figures: float) -> RecordRow:
+        row = _row("tuned", run, shape, 80.0, artifact_hash=code)
+        return row.model_copy(update={"figures": {**row.figures, **figures}})
+
+    rows = [timed("01", "aaa", **profile), timed("02", "aaa", **{**profile, "ncu_bytes_ratio": 0.25}),
+            timed("03", "bbb", **{**profile, "ncu_bytes_ratio": 0.75}),  # other code: not this binary's
+            timed("04", "aaa"), _row("cublas", "04", shape, 100.0, artifact_hash="aaa")]
+    (ladder,) = ladders.from_store(MANIFEST, rows)
+    by = {r.variant: r for r in ladder.groups[0].rows}
+    assert ladder.run_id == "r04"
+    assert by["tuned"].profiled == ladders.Profiled(level="dram", bytes=1.0e9, bytes_ratio=0.25, run_id="r02")
+    assert by["cublas"].profiled is None  # never profiled
+    from kwiki.site.ladder import profiled_text
+    assert profiled_text(by["tuned"].profiled).endswith("(in run r02, same code)")
+    (own,) = ladders.from_store(MANIFEST, [*rows[:3], timed("04", "bbb", **profile)])
+    assert own.groups[0].rows[0].profiled == ladders.Profiled(level="dram", bytes=1.0e9, bytes_ratio=0.5)
+
+
 def test_a_pages_ladder_by_shape_and_an_unknown_shape_names_the_known_ones():
     """`get_ladder` / `kwiki show --ladder` on this repository's GEMV page: absolute figures without the body."""
     from pathlib import Path

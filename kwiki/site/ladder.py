@@ -161,6 +161,8 @@ def profiled_text(p: Profiled) -> str:
     text = " ".join(parts)
     if p.flops_ratio is not None:
         text += (", " if text else "") + f"FLOPs declared ×{p.flops_ratio:.2f} of profiled"
+    if p.run_id is not None:
+        text += f" (in run {p.run_id}, same code)"
     return text
 
 

@@ -51,6 +51,8 @@ class Profiled(Strict):
     bytes_ratio: float | None = Field(default=None, description="declared bytes / profiled bytes (1.0: the record "
                                                                 "declares what moved)")
     flops_ratio: float | None = Field(default=None, description="declared FP32 FLOPs / profiled FLOPs")
+    run_id: str | None = Field(default=None, description="the earlier run of the same code (artifact hash, variant, "
+                                                         "shape) that was profiled; absent: the ladder's own run")
 
 
 class Rung(Strict):
@@ -354,9 +356,28 @@ def from_run(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: Gatin
     return ladder
 
 
+def _same_code(row: RecordRow) -> tuple[str, str, str, str] | None:
+    """What makes an earlier row's profile this row's: the artifact's files, target, variant and shape."""
+    if not row.artifact_hash:
+        return None
+    return row.artifact_hash, row.target, row.variant, repr(sorted(row.params.items()))
+
+
+def _earlier_profiles(rows: Sequence[RecordRow]) -> dict[tuple[str, str, str, str], Profiled]:
+    """The newest profile of each (code, variant, shape) in `rows`, marked with its run: a timed run that found
+    no cached profile (a fresh machine) still shows what Nsight Compute counted of the same binary's code."""
+    out: dict[tuple[str, str, str, str], Profiled] = {}
+    for row in sorted(rows, key=lambda r: (r.date, r.run_id)):
+        key, p = _same_code(row), profiled(row.figures, row.bytes_level)
+        if key is not None and p is not None:
+            out[key] = p.model_copy(update={"run_id": row.run_id})
+    return out
+
+
 def from_store(m: Manifest, rows: Sequence[RecordRow], path: str | None = None) -> list[Ladder]:
     """The ladder of the artifact's latest run on each GPU model in the results store (rows of other
-    artifacts are ignored), GPU models in name order."""
+    artifacts are ignored), GPU models in name order. A row of that run with no profile of its own shows the
+    newest earlier one of the same code, variant and shape, naming its run."""
     by_gpu: dict[str, list[RecordRow]] = {}
     for row in rows:
         if row.artifact == m.name:
@@ -365,8 +386,15 @@ def from_store(m: Manifest, rows: Sequence[RecordRow], path: str | None = None) 
     for gpu in sorted(by_gpu):
         latest = max(by_gpu[gpu], key=lambda r: (r.date, r.run_id))
         run = [r for r in by_gpu[gpu] if r.run_id == latest.run_id]
-        out.append(_ladder(m, [_from_row(r) for r in run], path=path, target=latest.target, gpu=gpu,
-                           date=latest.date, run_id=latest.run_id))
+        earlier = _earlier_profiles([r for r in by_gpu[gpu] if r.run_id != latest.run_id])
+        entries = []
+        for r in run:
+            e, key = _from_row(r), _same_code(r)
+            if e.profiled is None and key is not None:
+                e.profiled = earlier.get(key)
+            entries.append(e)
+        out.append(_ladder(m, entries, path=path, target=latest.target, gpu=gpu, date=latest.date,
+                           run_id=latest.run_id))
     return out
 
 
