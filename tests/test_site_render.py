@@ -8,12 +8,12 @@ import pytest
 
 from kwiki.site import charts, searchindex
 from kwiki.site.ladder import COLUMNS, PLAIN_COLUMNS, kernel_name, ladder_html, ladders_block
-from kwiki.site.render import STYLESHEET, sources_section, state_line, stylesheet
+from kwiki.site.render import STYLESHEET, claims_table, sources_section, state_line, stylesheet
 from kwiki.site.sanitize import clean, mark_own
 from kwiki.verify.history import ClaimRow, RecordRow
 from kwiki.verify.ladders import Ladder, Mechanism, Profiled, Rung, ShapeGroup
 from kwiki.verify.standing import standing
-from kwiki.wiki.model import PageMeta
+from kwiki.wiki.model import PageMeta, Provenance
 
 KEY = "0123456789abcdef0123456789abcdef"
 
@@ -190,6 +190,21 @@ def test_sources_section_links_titles_and_names_the_claims_citing_them():
     assert '<span id="source-blog"></span>[A blog &lt;post&gt;](<https://example.com/post>)' in text
     assert "cited by `cited`" in text
     assert "javascript:" not in text and "- <span id=\"source-notes\"></span>Notes" in text  # named, not linked
+
+
+def test_one_provenance_for_every_measured_claim_is_said_once_below_the_table_two_keep_the_column():
+    run = {"gpu": "NVIDIA H200", "driver": "580.159.04", "cuda": "13.0", "date": "2026-12-01T00:00:00Z",
+           "commit": "4ce71c330aeb"}
+    meta = _meta(None, {"bw": "reproduced", "time": "reproduced"})
+    for mc in meta.measurements.claims.values():
+        mc.provenance = Provenance.model_validate(run)
+    html = claims_table(meta)
+    table, after = html[:html.index("\n\n", html.index("| claim"))], html[html.index("| claim"):]
+    assert "provenance" not in table and "580.159.04" not in table
+    assert after.count("580.159.04") == 1 and "Every measured figure above: NVIDIA H200, driver 580.159.04" in after
+    meta.measurements.claims["time"].provenance = Provenance.model_validate({**run, "commit": "0123456789ab"})
+    mixed = claims_table(meta)
+    assert "| provenance |" in mixed and mixed.count("580.159.04") == 2 and "Every measured figure" not in mixed
 
 
 # ---------------------------------------------------------------- charts

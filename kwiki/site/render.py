@@ -173,7 +173,11 @@ def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
             return badge(f"untraceable (says {mc.verdict.value})", "kw-verdict", "kw-v-untraceable")
         return _verdict_badge(mc)
 
-    table = tables.claims_table(meta.claims, measured, text=md_text, verdict=verdict)
+    # one provenance for every measured claim (a full run): said once below the table, not on every row
+    wheres = {tables.provenance_text(mc.provenance) for c in meta.claims
+              if (mc := measured.get(c.id)) is not None and mc.provenance is not None}
+    shared = next(iter(wheres)) if len(wheres) == 1 else None
+    table = tables.claims_table(meta.claims, measured, text=md_text, verdict=verdict, provenance=shared is None)
     titles = {e.id: e.title or e.id for e in meta.sources if not isinstance(e, str)}
     for source in sorted({c.source for c in meta.claims if c.source}, key=len, reverse=True):
         # each cited figure links to its entry in the page's sources section (`sources_section`)
@@ -181,6 +185,8 @@ def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
             link = f"source: [{md_text(titles.get(source, source))}](#source-{html_text(source)})"
             table = table.replace(f"source: {md_text(source)}", link)
     out = ['<div class="kw-claims kw-wide" markdown data-search-exclude>', "", table]
+    if shared is not None:
+        out += ["", f"Every measured figure above: {md_text(shared)}.", ""]
     if trace is not None and not trace.traceable:
         out += [("**Untraceable:** these figures do not trace to the results store, so none counts as verified "
                  "(re-run `kwiki verify`):"), "", *[f"- {md_text(reason)}" for reason in trace.reasons()], ""]

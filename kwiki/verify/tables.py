@@ -95,12 +95,12 @@ def measured_text(mc: MeasuredClaim, unit: str) -> str:
 
 def claims_table(claims: list[Claim], measured: Mapping[str, MeasuredClaim], *,
                  text: Callable[[str], str] = _cell,
-                 verdict: Callable[[MeasuredClaim | None], str] = _plain_verdict) -> str:
+                 verdict: Callable[[MeasuredClaim | None], str] = _plain_verdict, provenance: bool = True) -> str:
     """The claims table, one definition for the page (plain Markdown) and the site (`text` escapes
     for Markdown, `verdict` draws a badge): claimed, measured, ratio to the claim, verdict, the runs
-    it stands on, where."""
-    rows = ["| claim | claimed | measured | ratio | verdict | runs | provenance |",
-            "| --- | --- | ---: | ---: | --- | --- | --- |"]
+    it stands on, where (without `provenance`: no where column, the site says it once below the table)."""
+    rows = ["| claim | claimed | measured | ratio | verdict | runs |" + (" provenance |" if provenance else ""),
+            "| --- | --- | ---: | ---: | --- | --- |" + (" --- |" if provenance else "")]
     for claim in claims:
         mc = measured.get(claim.id)
         cond = _conditions(claim)
@@ -111,7 +111,7 @@ def claims_table(claims: list[Claim], measured: Mapping[str, MeasuredClaim], *,
             ratio = f"{mc.value / claim.reference:.2f}×" if claim.reference else NONE
         where = provenance_text(mc.provenance) if mc and mc.provenance else NONE
         rows.append(f"| {cell} | {text(claim.describe())} | {text(value)} | {ratio} | {verdict(mc)} "
-                    f"| {text(runs_text(mc))} | {text(where)} |")
+                    f"| {text(runs_text(mc))} |" + (f" {text(where)} |" if provenance else ""))
     return "\n".join(rows) + "\n"
 
 
