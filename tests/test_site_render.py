@@ -72,7 +72,7 @@ def _mechanism_ladder() -> Ladder:
         "blind": Mechanism.model_validate({"status": "not-checked", "note": "no disassembler (cuobjdump)"}),
     }
     rows = [Rung(variant="copy", rung=0, role="baseline", status="measured", time_us=10.0, rate=3.0, rate_unit="TB/s",
-                 vs_baseline=1.0, profiled=Profiled(level="dram", bytes=1.07e9, bytes_ratio=0.98)),
+                 vs_baseline=1.0, profiled=Profiled(level="dram", bytes=1.07e9, bytes_ratio=0.98, run_id="r7")),
             Rung(variant="vec4", rung=1, adds="16-byte loads", status="measured", time_us=8.0, rate=3.75,
                  rate_unit="TB/s", vs_baseline=1.25, registers=32,
                  profiled=Profiled(level="l2", bytes=2.5e6, bytes_ratio=1.0, flops_ratio=0.5)),
@@ -96,9 +96,9 @@ def test_each_row_says_its_mechanism_next_to_its_time_and_the_variants_list_give
     assert '<table class="kw-ladder-table kw-mech-table">' in html
     mech = COLUMNS.index("mechanism") - 1
     vec4 = _row_cells(html, "vec4")
-    assert vec4[mech - 1] == "8.000" and vec4[mech] == "matched, no spills; declared ×1.00 of 2.50 MB L2 profiled, " \
-                                                       "FLOPs declared ×0.50 of profiled"
-    assert _row_cells(html, "copy")[mech] == "declared ×0.98 of 1.07 GB DRAM profiled"  # a profile, no SASS check
+    assert vec4[mech - 1] == "8.000" and vec4[mech] == "matched, no spills; ×1.00 of 2.50 MB L2, FLOPs ×0.50"
+    assert _row_cells(html, "copy")[mech] == "×0.98 of 1.07 GB DRAM†"  # a profile of an earlier run, no SASS check
+    assert html.count("declared bytes (FLOPs) over what Nsight Compute counted; † profiled in run r7 (same code)") == 1
     assert _row_cells(html, "tiles")[mech] == "matched, spills"
     assert _row_cells(html, "bad&lt;v&gt;")[mech] == "<strong>mismatch</strong>"
     assert _row_cells(html, "blind")[mech] == "not checked"

@@ -5,9 +5,10 @@ the variant and what its rung adds, stays in view when the table scrolls sideway
 columns after it are the ones a reader decides on: rate against the baseline, share of the speed
 of light, then the rate, the time, the mechanism beside it, registers and the SM clock. The mechanism
 cell says whether the variant's SASS check matched and whether its kernels spill, and, where the run
-was profiled, Nsight Compute's bytes against the declared ones on that shape; the list of variants
-above the tables gives each variant's evidence once (one binary runs every shape): per kernel its
-registers and spills and the instructions each pattern matched, with their counts. The scroll region
+was profiled, Nsight Compute's bytes against the declared ones on that shape, in short; the line above
+the tables says once how to read them. The list of variants above the tables gives each variant's
+evidence once (one binary runs every shape): per kernel its registers and spills and the instructions
+each pattern matched, with their counts. The scroll region
 is reachable by keyboard (tabindex, role and label), and on a phone every row becomes a card
 (kwiki.css). All text is escaped here: the HTML carries no link and no author markup.
 """
@@ -152,17 +153,28 @@ def mechanism_html(m: Mechanism) -> str:
 
 
 def profiled_text(p: Profiled) -> str:
-    """Nsight Compute's count against the record's: 'declared ×1.00 of 1.07 GB DRAM profiled, FLOPs ×0.99'."""
+    """Nsight Compute's count against the record's, short (the ladder's legend says how to read it):
+    '×1.00 of 1.07 GB DRAM, FLOPs ×0.99'; '†' when an earlier run of the same code was profiled."""
     parts = []
     if p.bytes_ratio is not None:
-        parts.append(f"declared ×{p.bytes_ratio:.2f}" + (" of" if p.bytes is not None else ""))
+        parts.append(f"×{p.bytes_ratio:.2f}" + (" of" if p.bytes is not None else ""))
     if p.bytes is not None:
-        parts.append(f"{size_bytes(p.bytes)} {p.level.upper()} profiled")
+        parts.append(f"{size_bytes(p.bytes)} {p.level.upper()}")
     text = " ".join(parts)
     if p.flops_ratio is not None:
-        text += (", " if text else "") + f"FLOPs declared ×{p.flops_ratio:.2f} of profiled"
-    if p.run_id is not None:
-        text += f" (in run {p.run_id}, same code)"
+        text += (", " if text else "") + f"FLOPs ×{p.flops_ratio:.2f}"
+    return text + ("†" if p.run_id is not None else "")
+
+
+def profile_legend(ladder: Ladder) -> str:
+    """How to read the mechanism cells' profile, once per ladder ('' when no row was profiled)."""
+    profiles = [r.profiled for g in ladder.groups for r in g.rows if r.profiled is not None]
+    if not profiles:
+        return ""
+    text = "mechanism ×r of N: declared bytes (FLOPs) over what Nsight Compute counted"
+    earlier = sorted({p.run_id for p in profiles if p.run_id is not None})
+    if earlier:
+        text += "; † profiled in run " + ", ".join(earlier) + " (same code)"
     return text
 
 
@@ -238,6 +250,8 @@ def ladder_html(ladder: Ladder) -> str:
         about.append(f"baseline <code>{html_text(ladder.baseline)}</code>")
     if ladder.ceiling:
         about.append(f"speed of light <code>{html_text(ladder.ceiling)}</code>")
+    if legend := profile_legend(ladder):
+        about.append(html_text(legend))
     out = [f'<p class="kw-ladder-about">{" · ".join(about)}</p>', variants_list(ladder)]
     out += [group_table(ladder, g) for g in ladder.groups]
     if ladder.others:
