@@ -161,3 +161,20 @@ def test_findings_reach_the_records(tmp_path, monkeypatch):
 def test_an_unknown_tool_is_refused():
     with pytest.raises(ValueError):
         sanitize.sanitizer_argv("cs", "leakcheck", ["app"])
+
+
+def test_a_python_artifact_is_skipped_with_its_reason_not_counted_as_zero_results(tmp_path):
+    manifest = Manifest.model_validate({
+        "name": "tri_sm90a", "title": "triton", "kind": "python", "python": {"module": "k.py"}, "targets": ["sm_90a"],
+        "variants": [{"name": "copy", "kernels": ["copy_kernel*"]}]})
+    art = PlannedArtifact("artifacts/tri_sm90a", tmp_path / "artifacts" / "tri_sm90a", manifest, run_target="sm_90a",
+                          run_variants=["copy"])
+    plan = SimpleNamespace(gpu=SimpleNamespace(index=0), artifacts={art.path: art})
+    said: list[str] = []
+    stage = sanitize.run_stage(plan, [BuildResult("tri_sm90a", "sm_90a", True, False, "k", binary=BINARY)], tmp_path,
+                               said.append, ["memcheck"], sanitizer=SANITIZER)
+    assert stage.results == []
+    assert said[-1] == "    skipped: a Python artifact: the tool would wrap the interpreter"
+    assert "sanitize tri_sm90a: skipped (a Python artifact: the tool would wrap the interpreter)" in stage.notes
+    assert not any("as expected" in line for line in said)
+

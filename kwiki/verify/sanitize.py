@@ -358,6 +358,8 @@ def run_stage(plan: Any, builds: list[BuildResult], root: Path, progress: Any, t
                                              gpu_index=plan.gpu.index)
         if skipped:
             stage.notes.append(f"sanitize {planned.name}: skipped ({skipped})")
+            progress(f"    skipped: {skipped}")
+            continue
         stage.results += results
         logs = {(r.tool, r.log): r for r in results if r.outside}
         stage.notes += [f"sanitize {planned.name} ({r.log}): {r.tool} reported {r.outside} error"
