@@ -25,6 +25,11 @@ def _real(path: Path | str) -> str:
         raise OSError(errno.EINVAL, "invalid file name") from None
 
 
+def shown(path: Path, root: Path) -> str:
+    """`path` as a message names it: relative to `root` (with '/') when it lies under it, else as it is."""
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+
 def within(root: Path, path: Path | str) -> bool:
     """Whether `path` exists and, with every link resolved, is `root` or lies under it."""
     try:

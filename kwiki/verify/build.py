@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kwiki.core.arch import parse_arch
-from kwiki.core.paths import within
+from kwiki.core.paths import shown, within
 from kwiki.core.proc import run_group
 from kwiki.core.writefile import write_atomic
 from kwiki.wiki.manifest import HOST, MANIFEST, Manifest
@@ -249,11 +249,10 @@ def agree_on_variants(job: BuildJob, root: Path, result: BuildResult) -> BuildRe
     exactly the variants its manifest declares; otherwise the build fails with both lists, located at the
     manifest. Not checked: `host` targets (fixtures need not implement the flag), and artifacts whose
     run.command is not the binary itself (a driver runs it, and the driver's variants are the manifest's)."""
-    command_ = job.manifest.run.command
-    if not result.ok or not result.binary or job.target == HOST or (command_ and command_[0] != "{binary}"):
+    if not result.ok or not result.binary or job.target == HOST or job.manifest.not_the_binary():
         return result
     manifest = job.directory / MANIFEST
-    where = f"{manifest.relative_to(root).as_posix() if manifest.is_relative_to(root) else manifest}: variants"
+    where = f"{shown(manifest, root)}: variants"
     res = run_group([result.binary, "--list-variants"], cwd=job.directory, timeout=LIST_VARIANTS_TIMEOUT_S)
     declared = [v.name for v in job.manifest.variants]
     listed = [line.strip() for line in res.stdout.splitlines() if line.strip()]

@@ -181,8 +181,9 @@ def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, com
             problems += mod.gate(gating, stage, outcomes, the_plan)
             notes += stage.notes
     sass.gate(gating, the_plan, outcomes, mechanism)
-    results = [] if stage_only else evaluate(the_plan, builds, outcomes, gating)
+    results = []
     if not stage_only:
+        results = evaluate(the_plan, builds, outcomes, gating)
         series.judge_over_runs(the_plan, results, past, keys, run_id)
     report = Report(run_id, now.isoformat(), environment, the_plan, builds, outcomes, results, problems,
                     notes=notes + gating.notes, gating=gating, series=keys, mechanism=mechanism,

@@ -41,6 +41,7 @@ from typing import Any
 
 from kwiki.core.errors import RecordError
 from kwiki.core.numbers import fmt, params_text
+from kwiki.core.paths import shown
 from kwiki.core.proc import find_tool, run_group
 from kwiki.core.writefile import write_atomic
 from kwiki.verify import kernels as kmatch
@@ -49,6 +50,7 @@ from kwiki.verify.gates import Finding
 from kwiki.verify.plan import PlannedArtifact
 from kwiki.verify.record import Record, parse_records
 from kwiki.verify.run import argv_for
+from kwiki.wiki.manifest import MANIFEST
 
 PROFILE = "profile"
 CACHE_DIR = ".kwiki/profile"
@@ -368,11 +370,6 @@ def kernel_regex(planned: PlannedArtifact, variants: list[str]) -> str | None:
     return None if literal is None else f"{literal}|{MARKER}"
 
 
-def _manifest_path(planned: PlannedArtifact, root: Path) -> str:
-    f = planned.directory / "artifact.yaml"
-    return f.relative_to(root).as_posix() if planned.directory.is_relative_to(root) else str(f)
-
-
 def _app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile) -> list[str] | None:
     """The profiled command (the binary in profile mode over the shared-process variants), or None (out.skipped)."""
     m = planned.manifest
@@ -409,7 +406,7 @@ def cached_profile(planned: PlannedArtifact, build: BuildResult, *, root: Path, 
     got = _read_cache(root / CACHE_DIR / m.name / f"{cache_key(build.binary, app, gpu)}.json")
     if got is None:
         return None
-    _audit_all(out, *got, tolerance, _manifest_path(planned, root))
+    _audit_all(out, *got, tolerance, shown(planned.directory / MANIFEST, root))
     return out
 
 
@@ -424,8 +421,8 @@ def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, 
         return out
     key = cache_key(build.binary, app, gpu)
     cache = root / CACHE_DIR / m.name / f"{key}.json"
-    rel = _manifest_path(planned, root)
-    got = _read_cache(cache) if cache.is_file() else None
+    rel = shown(planned.directory / MANIFEST, root)
+    got = _read_cache(cache)
     out.cached = got is not None
     if got is None:
         log_dir = root / CACHE_DIR / m.name
@@ -451,10 +448,8 @@ def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, 
             out.error = f"{rel}: ncu {why}" + (f": {' | '.join(tail)[:300]}" if tail else "")
             return out
         got = (res.stdout, report)
-        if _audit_all(out, *got, tolerance, rel):
-            write_atomic(cache, json.dumps({"stdout": got[0], "report": got[1], "ncu": ncu}, sort_keys=True).encode())
-        return out
-    _audit_all(out, *got, tolerance, rel)
+    if _audit_all(out, *got, tolerance, rel) and not out.cached:  # cache only what could be read
+        write_atomic(cache, json.dumps({"stdout": got[0], "report": got[1], "ncu": ncu}, sort_keys=True).encode())
     return out
 
 

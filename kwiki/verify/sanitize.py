@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kwiki.core.errors import RecordError
+from kwiki.core.paths import shown
 from kwiki.core.proc import find_tool, run_group
 from kwiki.verify import kernels as kmatch
 from kwiki.verify.build import BuildResult
@@ -44,7 +45,7 @@ from kwiki.verify.gates import Finding
 from kwiki.verify.plan import PlannedArtifact
 from kwiki.verify.record import parse_records
 from kwiki.verify.run import argv_for
-from kwiki.wiki.manifest import SANITIZE_TOOLS
+from kwiki.wiki.manifest import MANIFEST, SANITIZE_TOOLS
 
 SANITIZE = "sanitize"
 REPORT_LINES = 4  # of the first error, in a gate's reason
@@ -204,7 +205,7 @@ class _Run:
                         max_output=m.run.max_output_bytes)
         log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
                        f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
-        self.log = str(log.relative_to(root)) if log.is_relative_to(root) else str(log)
+        self.log = shown(log, root)
         self.seconds = res.seconds
         text = res.stdout + "\n" + res.stderr
         self.report = parse_report(text)
@@ -254,8 +255,7 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
     assert m is not None
     if why := m.not_the_binary():
         return [], why
-    rel = (planned.directory / "artifact.yaml").relative_to(root).as_posix() if planned.directory.is_relative_to(
-        root) else str(planned.directory / "artifact.yaml")
+    rel = shown(planned.directory / MANIFEST, root)
     env = dict(os.environ)
     if gpu_index is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)

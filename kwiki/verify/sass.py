@@ -39,6 +39,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from kwiki.core.errors import EnvironmentProblem, FrontMatterError, Problem
+from kwiki.core.paths import shown
 from kwiki.core.proc import run_group
 from kwiki.core.strict import Strict
 from kwiki.core.writefile import write_atomic
@@ -403,7 +404,7 @@ def check_builds(plan: Plan, builds: list[BuildResult], root: Path, *, require: 
     for name, directory, manifest, build_name, target in todo:
         build = by_key.get((build_name, target))
         lines: dict[int, int] | None = None  # read only when a variant fails: the location of its message
-        rel = _rel(directory / MANIFEST, root)
+        rel = shown(directory / MANIFEST, root)
         for i, v in enumerate(manifest.variants):
             if not v.sass or target not in (v.sass.targets or v.targets or [target]):
                 continue
@@ -475,9 +476,6 @@ class _Checks:
         except OSError:
             pass  # a read-only build directory: checked again next time
 
-
-def _rel(path: Path, root: Path) -> str:
-    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 
 
 def _variant_lines(directory: Path, root: Path) -> dict[int, int]:

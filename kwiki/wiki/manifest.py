@@ -17,7 +17,7 @@ from pydantic import (
 
 from kwiki.core.arch import ArchError, normalize_arch
 from kwiki.core.errors import FrontMatterError, ManifestError
-from kwiki.core.paths import within
+from kwiki.core.paths import shown, within
 from kwiki.core.strict import Strict
 from kwiki.wiki.frontmatter import decode, parse_yaml
 from kwiki.wiki.instructions import parse_pattern
@@ -301,7 +301,7 @@ class Manifest(Strict):
 def load_manifest(directory: Path, root: Path) -> Manifest:
     """Read and validate `directory/artifact.yaml`; ManifestError with a location otherwise."""
     path = directory / MANIFEST
-    rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+    rel = shown(path, root)
     if os.path.lexists(path) and not within(root, path):  # the containment rule (kwiki.core.paths)
         raise ManifestError("lies outside the repository once links are resolved (or is a broken link); not read",
                             path=rel)

@@ -22,7 +22,7 @@ from typing import Literal
 
 from kwiki.core.arch import ArchError, parse_arch
 from kwiki.core.errors import FrontMatterError, ManifestError, MarkerError, UsageError
-from kwiki.core.paths import within
+from kwiki.core.paths import shown, within
 from kwiki.core.writefile import write_atomic
 from kwiki.wiki.catalog import ARTIFACTS_DIR, page_files
 from kwiki.wiki.frontmatter import parse_page, parse_yaml
@@ -139,7 +139,7 @@ def _free(root: Path, rel: str) -> None:
     while not os.path.lexists(parent) and parent != root:
         parent = parent.parent
     if not within(root, parent):
-        where = parent.relative_to(root).as_posix() if parent.is_relative_to(root) else str(parent)
+        where = shown(parent, root)
         raise UsageError(f"{where} leads out of the repository (a link?); {rel} not written")
 
 
