@@ -245,18 +245,18 @@ struct Variant : kwiki::VariantInfo {
 };
 
 constexpr Variant kVariants[] = {
-    {{"naive", 1, "one thread per row"}, Kind::Kernel, {naive_kernel, 256, 256}},
-    {{"warp_row", 2, "one warp per row, loads coalesced across the warp, warp-shuffle reduction"}, Kind::Kernel,
+    {{"naive"}, Kind::Kernel, {naive_kernel, 256, 256}},
+    {{"warp_row"}, Kind::Kernel,
      {warp_row_kernel, 256, 8}},
-    {{"warp_row_v16", 3, "16-byte loads of A and x"}, Kind::Kernel, {warp_row_v16_kernel, 256, 8}},
-    {{"warp_r4_v16", 4, "four rows per warp sharing each x chunk, two chunks per row in flight, cache hints"}, Kind::Kernel,
+    {{"warp_row_v16"}, Kind::Kernel, {warp_row_v16_kernel, 256, 8}},
+    {{"warp_r4_v16"}, Kind::Kernel,
      {warp_rows_kernel<4, 2>, 256, 32}},
-    {{"block_r2_u4", 5, "K split inside one block: 8 warps share two rows, four chunks per row in flight"}, Kind::Kernel,
+    {{"block_r2_u4"}, Kind::Kernel,
      block_cfg<2, 4, 256>()},
-    {{"block_r4_u2", 6, "rung 5 with four rows per block, two chunks per row in flight"}, Kind::Kernel, block_cfg<4, 2, 256>()},
-    {{"tuned", 7, "rung 5's kernel with rows, chunks in flight and block size chosen per shape"}, Kind::Tuned, {}},
-    {{"cublas", 0, "the baseline: cuBLAS (cublasGemmEx, a GEMM of one row)"}, Kind::Cublas, {}},
-    {{"cublaslt_best", 0, "the baseline given the same chance: the fastest of cuBLASLt's first 8 heuristic algorithms, chosen in a selection pass"},
+    {{"block_r4_u2"}, Kind::Kernel, block_cfg<4, 2, 256>()},
+    {{"tuned"}, Kind::Tuned, {}},
+    {{"cublas"}, Kind::Cublas, {}},
+    {{"cublaslt_best"},
      Kind::CublasLt, {}},
     {{"read_ceiling"}, Kind::Ceiling, {}},  // not a rung: the speed of light, from the run's read roof
 };
