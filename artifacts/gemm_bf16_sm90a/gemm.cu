@@ -109,6 +109,7 @@ __device__ __forceinline__ uint8_t* align1024(uint8_t* p) {
     return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 1023) & ~uintptr_t(1023));
 }
 
+// kwiki:rung ws_persistent_hilbert
 // Hilbert index d -> (x, y) inside an n x n square, n a power of two: consecutive d are neighbours.
 // The curve starts at (0, 0) and ends at (n - 1, 0).
 __device__ __forceinline__ void hilbert_d2xy(int n, int d, int& x, int& y) {
@@ -124,7 +125,9 @@ __device__ __forceinline__ void hilbert_d2xy(int n, int d, int& x, int& y) {
         d /= 4;
     }
 }
+// /kwiki:rung ws_persistent_hilbert
 
+// kwiki:rung ws_persistent_hilbert
 // Hilbert tile order: the grid is cut into S x S squares, S the largest power of two that fits both
 // sides; units walk a Hilbert curve through each square, squares row by row (x along the tile-columns).
 // Units past the squares (grids that are not multiples of S) take the leftover tiles in row-major
@@ -152,7 +155,9 @@ __device__ __forceinline__ void hilbert_tile_of(int unit, int units_m, int tiles
         tn = rest % tiles_n;
     }
 }
+// /kwiki:rung ws_persistent_hilbert
 
+// kwiki:rung ws_persistent
 // Grouped tile order: units come in bands of `group` unit-rows; inside a band, walk down the rows first,
 // then across the columns. Neighbouring CTAs share A rows and B columns, so L2 keeps them. A negative
 // group means the Hilbert order above.
@@ -169,6 +174,7 @@ __device__ __forceinline__ void tile_of(int unit, int units_m, int tiles_n, int 
     um = first + r % rows;
     tn = r / rows;
 }
+// /kwiki:rung ws_persistent
 
 // One k-block of wgmma for one consumer: MI m64 blocks x (BK / WK) k-steps, all into d.
 template <class C>
@@ -213,6 +219,7 @@ __device__ __forceinline__ void store_tile(float (&d)[C::MI][C::BN / 2], typenam
         }
 }
 
+// kwiki:rung ws_tma_epilogue
 // The TMA epilogue of one consumer (64 rows): wait until its previous store has read the staging tile,
 // write the accumulators as bf16 into 64x64 boxes laid out as the 128B swizzle expects (16-byte chunk c
 // of row r at chunk c ^ (r % 8): conflict-free), fence so the TMA engine sees them, store the boxes.
@@ -238,6 +245,7 @@ __device__ __forceinline__ void store_tile_tma(float (&d)[C::MI][C::BN / 2], uin
         sm90::bulk_commit();
     }
 }
+// /kwiki:rung ws_tma_epilogue
 
 template <class C>
 __device__ __forceinline__ void zero(float (&d)[C::MI][C::BN / 2]) {
@@ -255,6 +263,7 @@ __device__ __forceinline__ void settle(float (&d)[C::MI][C::BN / 2]) {
         for (int i = 0; i < C::BN / 2; ++i) sm90::fence_operand(d[mi][i]);
 }
 
+// kwiki:rung serial
 // --- serial: one warpgroup loads a k-block, waits for it, multiplies, waits for the multiply, repeats.
 template <class C>
 __global__ void __launch_bounds__(128, 1)
@@ -288,6 +297,7 @@ gemm_serial(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUt
     }
     store_tile<C>(d, out, M, N, row0, col0);
 }
+// /kwiki:rung serial
 
 // The shared memory of the warp-specialized kernels, carved from the dynamic allocation: STAGES A tiles and
 // STAGES B tiles from a 1024-byte boundary (the 128-byte swizzle's atom), the EPI_TMA staging tiles, then
@@ -314,6 +324,7 @@ struct Ring {
     }
 };
 
+// kwiki:rung ws_plain
 // The producer, one thread of warpgroup 0: for the units first, first + step, ... (in tile order), every
 // k-block's A and B tiles into the next stage of the ring once its readers have freed it. Stage and phase
 // run on across units, so the next unit's loads start while the consumers finish the last one. In a
@@ -341,7 +352,9 @@ __device__ __forceinline__ void produce(const CUtensorMap& tmA, const CUtensorMa
         }
     }
 }
+// /kwiki:rung ws_plain
 
+// kwiki:rung ws_plain
 // --- warp-specialized: warpgroup 0 produces (one thread issues TMA), warpgroups 1.. consume (wgmma).
 // Ring of STAGES stages; full[s] completes when stage s has landed (1 arrival + bytes), empty[s] when
 // every consumer of the cluster has finished reading it (CONSUMERS * CLUSTER arrivals). Stage index and
@@ -417,7 +430,9 @@ gemm_ws(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtenso
     }
     if constexpr (C::CLUSTER > 1) sm90::cluster_sync();  // no CTA leaves while its peer may still signal it
 }
+// /kwiki:rung ws_plain
 
+// kwiki:rung ws_pingpong
 // --- pingpong: warpgroup 0 produces, warpgroups 1 and 2 each own a whole tile. The CTA's tile sequence
 // (first, first + step, ...) alternates between them: consumer c takes tiles j = c, c + 2, ... of it. The
 // producer loads every tile's k-blocks in sequence order through the one ring, so consumer c finds tile
@@ -481,6 +496,7 @@ gemm_pingpong(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ C
         }
     }
 }
+// /kwiki:rung ws_pingpong
 
 // The warp-specialized kernel a configuration runs.
 template <class C>
@@ -573,10 +589,12 @@ void run_ws(const Launch<C>& l, cudaStream_t s) {
     KWIKI_CHECK(cudaLaunchKernelEx(&cfg, ws_kernel<C>(), l.tmA, l.tmB, l.tmC, l.out, l.p.M, l.p.N, l.p.K, l.group));
 }
 
+// kwiki:rung cublas
 // cuBLAS on the same buffers: bf16 in and out with fp32 compute, or fp32 in and out multiplied in tf32.
 void run_cublas(kwiki::cublasHandle_t h, const void* A, const void* B, void* C, Problem p, bool tf32, cudaStream_t s) {
     kwiki::gemm_tn(h, A, B, C, p.M, p.N, p.K, tf32 ? kwiki::kGemmTf32 : kwiki::kGemmBf16, s);
 }
+// /kwiki:rung cublas
 
 // ===================================================================================================
 // Variants and shapes

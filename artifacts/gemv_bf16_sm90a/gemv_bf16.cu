@@ -65,6 +65,7 @@ std::vector<double> reference(const std::vector<bf16>& A, const std::vector<bf16
 // Kernels
 // ===================================================================================================
 
+// kwiki:rung warp_r4_v16
 enum class Hint { Plain, Stream, Keep };  // Stream: L1::no_allocate (A); Keep: .nc L1::evict_last (x)
 
 template <Hint H>
@@ -78,7 +79,9 @@ __device__ __forceinline__ uint4 ld16(const uint4* p) {
         r = *p;
     return r;
 }
+// /kwiki:rung warp_r4_v16
 
+// kwiki:rung warp_row_v16
 // bf16 pair in one 32-bit word to two floats: a bf16 is the high half of a float.
 __device__ __forceinline__ float lo_f(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float hi_f(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
@@ -90,7 +93,9 @@ __device__ __forceinline__ float dot8(uint4 a, uint4 x, float acc) {
     acc = fmaf(lo_f(a.w), lo_f(x.w), acc); acc = fmaf(hi_f(a.w), hi_f(x.w), acc);
     return acc;
 }
+// /kwiki:rung warp_row_v16
 
+// kwiki:rung warp_r4_v16
 // s[r] += dot(row r of a, x) over this thread's chunks j = first, first + step, ... (16 B each); whole rounds of
 // U chunks per row are loaded before any is used (R * U loads in flight), the last partial round one by one.
 // Only the first `rows` (1..R) rows exist (the last block of an M that is not a multiple of R): rows past them
@@ -120,7 +125,9 @@ __device__ __forceinline__ void rows_dot(const uint4* a, const uint4* xv, int K8
         for (int r = 0; r < R; ++r) s[r] = dot8(ld16<Hint::Stream>(a + off[r] + j0), xs, s[r]);
     }
 }
+// /kwiki:rung warp_r4_v16
 
+// kwiki:rung naive
 __global__ void naive_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
     int m = blockIdx.x * blockDim.x + threadIdx.x;
     if (m >= M) return;
@@ -128,7 +135,9 @@ __global__ void naive_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K
     for (int k = 0; k < K; ++k) s += __bfloat162float(A[size_t(m) * K + k]) * __bfloat162float(x[k]);
     y[m] = __float2bfloat16_rn(s);
 }
+// /kwiki:rung naive
 
+// kwiki:rung warp_row
 __global__ void warp_row_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
     int m = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x & 31;
     if (m >= M) return;
@@ -137,7 +146,9 @@ __global__ void warp_row_kernel(const bf16* A, const bf16* x, bf16* y, int M, in
     s = kwiki::warp_sum(s);
     if (lane == 0) y[m] = __float2bfloat16_rn(s);
 }
+// /kwiki:rung warp_row
 
+// kwiki:rung warp_row_v16
 __global__ void warp_row_v16_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
     int m = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x & 31;
     if (m >= M) return;
@@ -148,7 +159,9 @@ __global__ void warp_row_v16_kernel(const bf16* A, const bf16* x, bf16* y, int M
     s = kwiki::warp_sum(s);
     if (lane == 0) y[m] = __float2bfloat16_rn(s);
 }
+// /kwiki:rung warp_row_v16
 
+// kwiki:rung warp_r4_v16
 // One warp, R rows, U chunks of 16 B per row in flight.
 template <int R, int U>
 __global__ void __launch_bounds__(256, 1) warp_rows_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
@@ -165,7 +178,9 @@ __global__ void __launch_bounds__(256, 1) warp_rows_kernel(const bf16* A, const 
         if (lane == 0 && row0 + r < M) y[row0 + r] = __float2bfloat16_rn(t);
     }
 }
+// /kwiki:rung warp_r4_v16
 
+// kwiki:rung block_r2_u4
 // Block-wide split-K: T threads share R rows; each thread keeps U chunks per row in flight. The last block of an M
 // that is not a multiple of R has fewer rows (rows_dot and the store are guarded).
 template <int R, int U, int T>
@@ -180,6 +195,7 @@ __global__ void __launch_bounds__(T, 1) block_rows_kernel(const bf16* A, const b
     const float t = kwiki::block_sum_rows<R, W>(s, part, threadIdx.x, lane, warp);
     if (threadIdx.x < R && row0 + int(threadIdx.x) < M) y[row0 + threadIdx.x] = __float2bfloat16_rn(t);
 }
+// /kwiki:rung block_r2_u4
 
 // ===================================================================================================
 // Launchers
@@ -202,6 +218,7 @@ struct Launch {
 template <int R, int U, int T>
 constexpr Launch block_cfg() { return {block_rows_kernel<R, U, T>, T, R}; }
 
+// kwiki:rung tuned
 // Block configurations (rows per block, chunks in flight per row, threads) that --sweep times one by one,
 // and that the selection pass of `tuned` times, in samples of its own.
 using Config = kwiki::GemvConfig<Launch>;
@@ -219,6 +236,7 @@ const std::vector<Config>& configs() {
     };
     return c;
 }
+// /kwiki:rung tuned
 
 Launch config(const char* name) { return kwiki::find_config(configs(), name); }
 
@@ -227,11 +245,15 @@ void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
     l.kernel<<<(p.M + rows_per_block - 1) / rows_per_block, l.threads, 0, s>>>(p.A, p.x, p.y, p.M, p.K);
 }
 
+// kwiki:rung cublas
 // y[1,M] = x[1,K] * A[M,K]^T: the TN GEMM of kwiki_cublas.cuh with one row.
 void run_cublas(const Problem& p, cudaStream_t s) { kwiki::gemm_tn(p.blas, p.x, p.A, p.y, 1, p.M, p.K, kwiki::kGemmBf16, s); }
+// /kwiki:rung cublas
 
+// kwiki:rung cublaslt_best
 // The same through cuBLASLt with candidate algorithm i of the shape's heuristic list.
 void run_cublaslt(const kwiki::LtGemmTn& g, int i, const Problem& p, cudaStream_t s) { g.run(i, p.x, p.A, p.y, s); }
+// /kwiki:rung cublaslt_best
 
 // ===================================================================================================
 // The table of variants (artifact.yaml lists the same names, rungs and what each adds)
@@ -253,7 +275,9 @@ constexpr Variant kVariants[] = {
      {warp_rows_kernel<4, 2>, 256, 32}},
     {{"block_r2_u4"}, Kind::Kernel,
      block_cfg<2, 4, 256>()},
+    // kwiki:rung block_r4_u2
     {{"block_r4_u2"}, Kind::Kernel, block_cfg<4, 2, 256>()},
+    // /kwiki:rung block_r4_u2
     {{"tuned"}, Kind::Tuned, {}},
     {{"cublas"}, Kind::Cublas, {}},
     {{"cublaslt_best"},

@@ -21,6 +21,7 @@ from kwiki.core.paths import shown, within
 from kwiki.core.strict import Strict
 from kwiki.wiki.frontmatter import decode, parse_yaml
 from kwiki.wiki.instructions import parse_pattern
+from kwiki.wiki.rungs import RungRegion, check_markers
 
 MANIFEST = "artifact.yaml"
 MAX_OUTPUT_BYTES = 256 * 1024 * 1024  # a run's output is held in memory: a bound, not a wish
@@ -334,4 +335,12 @@ def load_manifest(directory: Path, root: Path) -> Manifest:
             raise ManifestError(f"{src!r} is not a file inside the artifact", path=rel, field="build")
         if not within(root, directory / src):
             raise ManifestError(f"{src!r} is a link that leads out of the repository", path=rel, field="build")
+    rung_regions(manifest, directory, root)  # a broken or unknown rung marker is the manifest's problem too
     return manifest
+
+
+def rung_regions(manifest: Manifest, directory: Path, root: Path) -> list[RungRegion]:
+    """The rung regions (kwiki.wiki.rungs) of the artifact's sources and headers, checked against its variants."""
+    files = [*manifest.build.sources, *manifest.build.headers]
+    return check_markers([(directory / f, shown(directory / f, root)) for f in files],
+                         {v.name: v.rung for v in manifest.variants})
