@@ -160,7 +160,7 @@ variants:
 
 CU_TEMPLATE = """\
 // {source}: y = alpha * x over n fp32 elements, a template ladder written by `kwiki new artifact`.
-// Replace the op; keep the layout (STYLE.md items 11-14) and the protocol (../common/kwiki_bench.cuh).
+// Replace the op; keep the layout (CONTRIBUTING.md, conventions 11-17) and the protocol (../common/kwiki_bench.cuh).
 //
 // Build (kwiki does this):
 //   nvcc -O3 -std=c++17 {gencode} -I../common -Xptxas=-v -o {name} {source}
