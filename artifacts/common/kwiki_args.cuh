@@ -128,10 +128,36 @@ class Args {
     }
 
     // --name as a comma-separated list of sizes, each `dims` positive integers joined by 'x'
-    // ("4096x4096x4096,8192x8192x8192"); `def` when absent; exit 2 naming `what` otherwise.
+    // ("4096x4096x4096,8192x8192x8192"); `def` when absent (an empty `def`: the option is required, as for shapes
+    // the manifest declares: kwiki passes them); exit 2 naming `what` otherwise. With --list-shapes=NAME the sizes
+    // are printed, one a line as AxBxC, and the process exits 0 (before any CUDA call: kwiki compares them with the
+    // manifest's shapes, in order, at every build).
     std::vector<std::vector<int>> get_sizes(const std::string& name, const std::string& def, int dims,
                                             const std::string& what) const {
+        std::vector<std::vector<int>> out = parse_sizes(name, def, dims, what);
+        list_if_asked(name, out);
+        return out;
+    }
+
+    // --name as a list of shapes (get_sizes with DIMS sizes each), each built as Shape{d[0], d[1], ...} once
+    // valid(d) holds for its sizes d (an artifact's alignment rules); exit 2 naming `what` when it does not.
+    template <typename Shape, int DIMS, typename Valid>
+    std::vector<Shape> get_shapes(const std::string& name, const std::string& def, const std::string& what, Valid valid) const {
+        std::vector<Shape> out;
+        const std::vector<std::vector<int>> sizes = parse_sizes(name, def, DIMS, what);
+        for (const auto& d : sizes) {
+            if (!valid(d)) usage("--" + name + " wants " + what);
+            out.push_back(make_shape<Shape>(d, std::make_integer_sequence<int, DIMS>{}));
+        }
+        list_if_asked(name, sizes);
+        return out;
+    }
+
+  private:
+    std::vector<std::vector<int>> parse_sizes(const std::string& name, const std::string& def, int dims,
+                                              const std::string& what) const {
         const std::string text = get_str(name, def);
+        if (text.empty()) usage("--" + name + " is required: " + what + " (kwiki passes the manifest's shapes)");
         std::vector<std::vector<int>> out;
         size_t start = 0;
         while (start <= text.size()) {
@@ -157,17 +183,20 @@ class Args {
         return out;
     }
 
-    // --name as a list of shapes (get_sizes with DIMS sizes each), each built as Shape{d[0], d[1], ...} once
-    // valid(d) holds for its sizes d (an artifact's alignment rules); exit 2 naming `what` when it does not.
-    template <typename Shape, int DIMS, typename Valid>
-    std::vector<Shape> get_shapes(const std::string& name, const std::string& def, const std::string& what, Valid valid) const {
-        std::vector<Shape> out;
-        for (const auto& d : get_sizes(name, def, DIMS, what)) {
-            if (!valid(d)) usage("--" + name + " wants " + what);
-            out.push_back(make_shape<Shape>(d, std::make_integer_sequence<int, DIMS>{}));
+    // --list-shapes=NAME: print the sizes of --NAME, one a line, and exit 0.
+    void list_if_asked(const std::string& name, const std::vector<std::vector<int>>& sizes) const {
+        const std::optional<std::string> which = get("list-shapes");
+        if (!which || *which != name) return;
+        for (const auto& size : sizes) {
+            std::string line;
+            for (size_t d = 0; d < size.size(); ++d) line += (d ? "x" : "") + std::to_string(size[d]);
+            std::fprintf(stdout, "%s\n", line.c_str());
         }
-        return out;
+        std::fflush(stdout);
+        std::exit(0);
     }
+
+  public:
 
     // Whether variant `name` should run: every variant when --variants is absent.
     bool want(const std::string& name) const {

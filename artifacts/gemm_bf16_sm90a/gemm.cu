@@ -696,7 +696,7 @@ constexpr Variant kVariants[] = {
      true, false, "2x(128x256x32)", ClusterTf32::STAGES, make_ws<ClusterTf32, true>},
 };
 
-const char* kDefaultShapes = "4096x4096x4096,8192x8192x8192,4000x4000x4040";
+const char* kDefaultShapes = "";  // none: the manifest declares the shapes (artifact.yaml, shapes)
 
 // --shapes: K a multiple of 8 (TMA rows are 16-byte aligned), N even (paired stores).
 std::vector<Problem> parse_shapes(const kwiki::Args& args) {

@@ -285,7 +285,7 @@ constexpr Variant kVariants[] = {
     {{"read_ceiling"}, Kind::Ceiling, {}},  // not a rung: the speed of light, from the run's read roof
 };
 
-const char* kDefaultShapes = "4096x7168,7168x16384,8192x8192,16384x16384,4099x4104";
+const char* kDefaultShapes = "";  // none: the manifest declares the shapes (artifact.yaml, shapes)
 
 std::vector<std::pair<int, int>> parse_shapes(const kwiki::Args& args) {
     return args.get_shapes<std::pair<int, int>, 2>("shapes", kDefaultShapes, "MxK pairs with K a multiple of 8",

@@ -387,9 +387,9 @@ struct Shape { int M, K, L; bool full_scales = false; };
 // runs include M = 4099 (a multiple of no block's rows) and K = 2080 or 16416 (65 and 513 chunks: partial rounds).
 std::vector<Shape> parse_shapes(const kwiki::Args& args) {
     auto valid = [](const std::vector<int>& d) { return d[1] % 32 == 0; };
-    std::vector<Shape> out = args.get_shapes<Shape, 3>("shapes", "7168x16384x1,4096x7168x8,7168x2048x4,4099x2080x2",
-                                                       "MxKxL triples (K a multiple of 32)", valid);
-    for (Shape s : args.get_shapes<Shape, 3>("full-scale-shapes", "4099x16416x1", "MxKxL triples (K a multiple of 32)", valid)) {
+    // no defaults: the manifest declares both lists (artifact.yaml, shapes)
+    std::vector<Shape> out = args.get_shapes<Shape, 3>("shapes", "", "MxKxL triples (K a multiple of 32)", valid);
+    for (Shape s : args.get_shapes<Shape, 3>("full-scale-shapes", "", "MxKxL triples (K a multiple of 32)", valid)) {
         s.full_scales = true;
         out.push_back(s);
     }

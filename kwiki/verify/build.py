@@ -246,9 +246,10 @@ LIST_VARIANTS_TIMEOUT_S = 60.0
 
 def agree_on_variants(job: BuildJob, root: Path, result: BuildResult) -> BuildResult:
     """A built CUDA binary must list (`--list-variants`, printed before any CUDA call, so no GPU is needed)
-    exactly the variants its manifest declares; otherwise the build fails with both lists, located at the
-    manifest. Not checked: `host` targets (fixtures need not implement the flag), and artifacts whose
-    run.command is not the binary itself (a driver runs it, and the driver's variants are the manifest's)."""
+    exactly the variants its manifest declares, in the same order (then its shapes: agree_on_shapes); otherwise
+    the build fails with both lists, located at the manifest. Not checked: `host` targets (fixtures need not
+    implement the flag), and artifacts whose run.command is not the binary itself (a driver runs it, and the
+    driver's variants are the manifest's)."""
     if not result.ok or not result.binary or job.target == HOST or job.manifest.not_the_binary():
         return result
     manifest = job.directory / MANIFEST
@@ -262,18 +263,44 @@ def agree_on_variants(job: BuildJob, root: Path, result: BuildResult) -> BuildRe
         tail = " | ".join(res.stderr.strip().splitlines()[-2:])[:200]
         result.error = (f"{where}: `{job.artifact} --list-variants` {why}{': ' + tail if tail else ''}; a CUDA "
                         f"artifact prints its variant table with it (kwiki::Args does, before any CUDA call)")
-    elif sorted(listed) != sorted(declared) or len(set(listed)) != len(listed):
+    elif listed != declared:  # the same names in the same order: the manifest is the one source of the ladder
         missing = [n for n in declared if n not in listed]
         unknown = [n for n in listed if n not in declared]
         diff = "; ".join(part for part in (f"missing from the binary: {', '.join(missing)}" if missing else "",
                                            f"not in the manifest: {', '.join(unknown)}" if unknown else "",
                                            "the binary lists a name twice" if len(set(listed)) != len(listed) else "")
-                         if part)
+                         if part) or "the same names in another order"
         result.error = (f"{where}: the binary's --list-variants and the manifest disagree ({diff}): binary lists "
                         f"[{', '.join(listed)}]; manifest lists [{', '.join(declared)}]")
     else:
-        return result
+        return agree_on_shapes(job, root, result)
     result.ok = False
+    return result
+
+
+def agree_on_shapes(job: BuildJob, root: Path, result: BuildResult) -> BuildResult:
+    """A binary given the manifest's shapes (`--OPTION=v1,v2`) must list them back (`--list-shapes=OPTION`, before
+    any CUDA call: it runs with no device visible), the same values in the same order; otherwise the build fails,
+    located at the manifest's `shapes` (an option the binary does not read, a value it rejects or reorders)."""
+    where = f"{shown(job.directory / MANIFEST, root)}: shapes"
+    for group in job.manifest.shapes:
+        argv = [str(result.binary), *(g.arg() for g in job.manifest.shapes), f"--list-shapes={group.option}"]
+        res = run_group(argv, cwd=job.directory, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+                        timeout=LIST_VARIANTS_TIMEOUT_S)
+        listed = [line.strip() for line in res.stdout.splitlines() if line.strip()]
+        if res.start_error or res.timed_out or res.returncode != 0:
+            tail = " | ".join(res.stderr.strip().splitlines()[-2:])[:200]
+            result.error = (f"{where}: `{job.artifact} {' '.join(argv[1:])}` failed "
+                            f"({res.start_error or ('timed out' if res.timed_out else f'exit {res.returncode}')})"
+                            f"{': ' + tail if tail else ''}; a CUDA artifact lists the shapes it parsed "
+                            "(kwiki::Args::get_shapes does, before any CUDA call)")
+        elif listed != group.values:
+            result.error = (f"{where}: --{group.option}: the binary lists [{', '.join(listed)}]; the manifest "
+                            f"declares [{', '.join(group.values)}]")
+        else:
+            continue
+        result.ok = False
+        return result
     return result
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -229,6 +231,42 @@ class Python(Strict):
         return self
 
 
+SIZE = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*)*$")
+
+
+class Shapes(Strict):
+    """Shapes the binary receives: `--OPTION=v1,v2,...` (before run.args), each value `dims` positive integers
+    joined by 'x' ("4096x7168"). The manifest is their one source: the binary has no defaults, lists what it parsed
+    with `--list-shapes=OPTION` (compared with `values`, in order, at every build), and a claim's params that name
+    these dims must be one of the values (`kwiki check`). Each value gives the params {dims[0]: a, dims[1]: b, ...}
+    of the records measured at it."""
+
+    option: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*$")] = Field(
+        default="shapes", description="the binary's option (kwiki passes --OPTION=v1,v2,...)")
+    dims: list[Name] = Field(min_length=1, description="the params one value gives, in order (e.g. [M, N, K])")
+    values: list[str] = Field(min_length=1, description="the shapes, in the order the binary runs them "
+                                                        "(e.g. '4096x4096x4096'); include one off the tile")
+
+    @model_validator(mode="after")
+    def _values(self) -> Shapes:
+        for i, v in enumerate(self.values):
+            if not SIZE.match(v) or len(v.split("x")) != len(self.dims):
+                raise ValueError(f"values[{i}] {v!r} is not {len(self.dims)} positive integers joined by 'x' "
+                                 f"({'x'.join(self.dims)})")
+        if len(set(self.values)) != len(self.values):
+            raise ValueError("a value repeats")
+        if len(set(self.dims)) != len(self.dims):
+            raise ValueError("a dim repeats")
+        return self
+
+    def arg(self) -> str:
+        return f"--{self.option}={','.join(self.values)}"
+
+    def params(self) -> list[dict[str, int]]:
+        """Each value as the params it gives, in order."""
+        return [dict(zip(self.dims, map(int, v.split("x")), strict=True)) for v in self.values]
+
+
 class Manifest(Strict):
     """An artifact: runnable code behind one or more pages."""
 
@@ -247,6 +285,9 @@ class Manifest(Strict):
                                   description="how kwiki verify --sanitize runs it (small shapes)")
     ceiling: Name | None = Field(
         default=None, description="variant whose bandwidth is the speed of light for records of the same params")
+    shapes: list[Shapes] = Field(
+        default_factory=list, description="the shapes the binary runs, one entry per option it takes them by "
+                                          "(the manifest is their one source: the binary has no defaults)")
 
     @model_validator(mode="before")
     @classmethod
@@ -282,7 +323,31 @@ class Manifest(Strict):
         extra = sorted(set(self.build.target_flags) - set(self.targets))
         if extra:
             raise ValueError(f"build.target_flags names {extra}, which are not targets")
+        options = [g.option for g in self.shapes]
+        if len(set(options)) != len(options):
+            raise ValueError("shapes: two entries name the same option")
+        if self.shapes and self.kind == "python":
+            raise ValueError("shapes: a `kind: python` artifact's shapes are its module's GRID")
+        for arg in self.run.args:
+            if any(arg == f"--{o}" or arg.startswith(f"--{o}=") for o in options):
+                raise ValueError(f"run.args {arg!r} repeats an option of `shapes` (the manifest's shapes are their "
+                                 "one source: kwiki passes them)")
         return self
+
+    def run_args(self) -> list[str]:
+        """What the binary gets before `--variants`: the shapes' options, then run.args."""
+        return [*(g.arg() for g in self.shapes), *self.run.args]
+
+    def declares_shape(self, params: Mapping[str, object]) -> bool | None:
+        """Whether `params` (a claim's selector) name a declared shape: None when no entry of `shapes` has a dim
+        among them (nothing to check), else whether one value of such an entry agrees on every dim it names."""
+        verdict: bool | None = None
+        for group in self.shapes:
+            named = [d for d in group.dims if d in params]
+            if not named:
+                continue
+            verdict = verdict or any(all(p[d] == params[d] for d in named) for p in group.params())
+        return verdict
 
     def variant(self, name: str) -> Variant | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -297,6 +362,11 @@ class Manifest(Strict):
 
     def variants_for(self, target: str) -> list[str]:
         return [v.name for v in self.variants if not v.targets or target in v.targets]
+
+
+def shape_list(manifest: Manifest) -> str:
+    """The declared shapes in one line, for messages: 'shapes: M x K in 4096x7168, 8192x8192'."""
+    return "; ".join(f"--{g.option}: {'x'.join(g.dims)} in {', '.join(g.values)}" for g in manifest.shapes)
 
 
 def load_manifest(directory: Path, root: Path) -> Manifest:
