@@ -104,8 +104,10 @@ def test_page_with_artifact_writes_both_and_they_agree(root: Path, capsys):
     page = yaml.safe_load((root / "wiki/nvidia/kernels/scale.md").read_text().split("---\n")[1])
     assert page["artifacts"] == {"bench": "artifacts/scale_f32_sm90a"}
     (claim,) = page["claims"]
-    assert claim["measure"] == {"artifact": "bench", "of": {"variant": "vec4", "figure": "gb_per_s"},
-                                "per": {"variant": "naive", "figure": "gb_per_s"}}
+    # one record each (the skeleton runs two sizes): the claim names one of the manifest's shapes
+    assert claim["measure"] == {"artifact": "bench",
+                                "of": {"variant": "vec4", "params": {"n": 16777216}, "figure": "gb_per_s"},
+                                "per": {"variant": "naive", "params": {"n": 16777216}, "figure": "gb_per_s"}}
 
 
 def test_page_for_an_existing_artifact_claims_its_last_variant_passes(root: Path, capsys):

@@ -67,7 +67,8 @@ RUNGS: tuple[Rung, ...] = (
          "launch_vec4", "vec4_kernel", True),
 )
 BASELINE = "device_copy"
-SIZES = "'16777216', '16777219'"  # the manifest's shapes; the second is off the vector width: the tail is checked
+SIZE_VALUES = ("16777216", "16777219")  # the manifest's shapes; the second is off the vector width: the tail is checked
+SIZES = ", ".join(f"'{v}'" for v in SIZE_VALUES)
 
 PAGE_TEMPLATE = """\
 ---
@@ -118,8 +119,8 @@ claims:
     conditions: {{arch: {arch}}}
     measure:
       artifact: {key}
-      of: {{variant: {of}, figure: gb_per_s}}
-      per: {{variant: {per}, figure: gb_per_s}}
+      of: {{variant: {of}, params: {{n: {n}}}, figure: gb_per_s}}
+      per: {{variant: {per}, params: {{n: {n}}}, figure: gb_per_s}}
 """
 
 OUTCOME_CLAIM = """\
