@@ -17,7 +17,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.nvcc
-def test_every_artifact_of_the_wiki_builds_and_lists_its_manifests_variants(capsys):
+def test_every_artifact_of_the_wiki_builds_and_lists_its_manifests_variants(capsys, shared_build_cache):
+    # shared_build_cache: where CI sets $KWIKI_BUILD_CACHE, an artifact compiled by an earlier run with the same
+    # sources, headers, flags and nvcc is taken from there (checked again all the same: variants, shapes, SASS)
     assert shutil.which("nvcc") is not None
     code = main(["verify", "--compile-only", "--no-write", "--quiet", "--json", "--root", str(REPO)])
     report = json.loads(capsys.readouterr().out)
@@ -104,3 +106,35 @@ def test_the_artifact_skeleton_is_on_the_shared_main_within_the_glue_limit():
     text = render_source("scale_f32_sm90a", "sm_90a")
     assert "kwiki::Main m(" in text and "kwiki::run_ladder(" in text and "kwiki::InputSets<" in text
     assert len(glue_lines(text)) <= GLUE_LIMIT
+
+
+# ---------------------------------------------------------------- the build cache outside the clone (CI)
+
+
+def _compile(root: Path, capsys) -> list[bool]:
+    main(["verify", "--quiet", "--json", "--compile-only", "--root", str(root), "fixture-page"])
+    return [b["cached"] for b in json.loads(capsys.readouterr().out)["builds"]]
+
+
+def test_a_build_is_reused_from_the_shared_cache_by_a_fresh_clone_at_the_same_path(fixture_copy, tmp_path,
+                                                                                     monkeypatch, capsys):
+    monkeypatch.setenv("KWIKI_BUILD_CACHE", str(tmp_path / "cache"))
+    root = fixture_copy("verify/project", "p")
+    assert _compile(root, capsys) == [False]
+    shutil.rmtree(root)  # a new clone at the same path: nothing under .kwiki
+    root = fixture_copy("verify/project", "p")
+    assert _compile(root, capsys) == [True]
+    assert list((root / ".kwiki" / "build" / "host_ok").glob("host-*/host_ok"))  # copied into the clone
+    (root / "artifacts" / "host_ok" / "main.cpp").write_text(
+        (root / "artifacts" / "host_ok" / "main.cpp").read_text() + "// changed\n")
+    assert _compile(root, capsys) == [False]  # a changed source is a new key
+    other = fixture_copy("verify/project", "elsewhere")
+    assert _compile(other, capsys) == [False]  # another checkout's binary embeds another path: not shared
+
+
+def test_without_the_variable_nothing_is_written_outside_the_clone(fixture_copy, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    root = fixture_copy("verify/project", "p")
+    assert _compile(root, capsys) == [False]
+    assert not (tmp_path / "home").exists() and not (tmp_path / "xdg").exists()

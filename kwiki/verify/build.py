@@ -28,6 +28,7 @@ from kwiki.core.writefile import write_atomic
 from kwiki.wiki.manifest import HOST, MANIFEST, Manifest
 
 BUILD_DIR = ".kwiki/build"
+SHARED_CACHE_ENV = "KWIKI_BUILD_CACHE"  # a build cache outside the clone, shared by every run on the machine (CI)
 COMMON_DIR = "artifacts/common"
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 
@@ -180,6 +181,33 @@ def cxx_version(cxx: str | None) -> str | None:
     return f"{cxx}: {done.stdout.strip() or done.stderr.strip()}"
 
 
+def shared_entry(job: BuildJob, root: Path, key: str) -> Path | None:
+    """Where a build lives in the cache outside the clone ($KWIKI_BUILD_CACHE; none when unset): keyed by
+    cache_key (the build settings, the target, the compiler and every source and header it reads) and by the
+    checkout's path, which the binary embeds (__FILE__ in its error messages): a machine that ran CI before
+    compiles only what changed."""
+    base = os.environ.get(SHARED_CACHE_ENV)
+    if not base:
+        return None
+    where = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:8]
+    return Path(base) / job.artifact / f"{job.target}-{key}-{where}"
+
+
+def _copy_entry(src: Path, dest: Path) -> bool:
+    """Copy a build directory to `dest` whole or not at all (a temporary name, then one rename); best effort."""
+    tmp = dest.with_name(dest.name + f".tmp{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(src, tmp, symlinks=True)
+        if dest.exists():
+            shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+        return True
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return False
+
+
 def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None,
               started: Callable[[BuildJob], None] | None = None) -> BuildResult:
     """Build one job, or take it from the cache; `started(job)` is told before a compiler runs."""
@@ -192,6 +220,10 @@ def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | N
     final = root / BUILD_DIR / job.artifact / f"{job.target}-{key}"
     binary = final / job.artifact
     meta = final / "build.json"
+    shared = shared_entry(job, root, key)
+    if not (binary.exists() and meta.exists()) and shared is not None and (shared / job.artifact).exists() \
+            and (shared / "build.json").exists():
+        _copy_entry(shared, final)  # compiled before on this machine, in this checkout
     if binary.exists() and meta.exists():
         try:
             cached = json.loads(meta.read_text())
@@ -236,6 +268,8 @@ def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | N
         indent=1, sort_keys=True).encode())
     shutil.rmtree(final, ignore_errors=True)
     os.replace(staging, final)
+    if shared is not None:
+        _copy_entry(final, shared)
     built = BuildResult(job.artifact, job.target, True, False, key, str(binary), res.seconds, list(argv),
                         str(final / "build.log"), None, kernels)
     return agree_on_variants(job, root, built)
