@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from kwiki.cli import main
-from kwiki.verify import history
+from kwiki.results import store as history
 
 # line 1: a record with an integer of 5000 digits (Python reads at most 4300);
 # line 2: arrays nested 3000 deep (deeper than the JSON reader's recursion allows)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from kwiki.verify.storelines import store_problems
+from kwiki.results.storelines import store_problems
 from kwiki.wiki.catalog import find_root
 from kwiki.wiki.check import check
 
 
 def run(args: argparse.Namespace) -> int:
     # each measured figure of the pages against the results store (imported here: it imports pydantic)
-    from kwiki.verify.trace import check_pages
+    from kwiki.results.trace import check_pages
 
     root = find_root(args.root)
     report = check(root, strict=args.strict, traced=check_pages)
