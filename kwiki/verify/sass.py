@@ -8,8 +8,8 @@ variant with `sass` must match: a mismatch fails the variant's `mechanism` gate,
 manifest line, and the records of that variant are refused like any other gate's.
 
 The disassembler is `cuobjdump` (with `nvdisasm`, which it calls for some architectures), found in
-the Python environment first (the `nvidia-cuda-cuobjdump` and `nvidia-cuda-nvdisasm` wheels of the
-test extra put them under site-packages/nvidia/cu*/bin), then on PATH. Without one, CI (the CI
+the Python environment first (the `nvidia-cuda-cuobjdump` and `nvidia-cuda-nvdisasm` wheels that kwiki
+installs on Linux put them under site-packages/nvidia/cu*/bin), then on PATH. Without one, CI (the CI
 variable set, or `kwiki verify --require-disassembler`) fails; elsewhere the checks are skipped
 loudly and every variant reads 'not-checked'.
 
@@ -389,8 +389,8 @@ def check_builds(plan: Plan, builds: list[BuildResult], root: Path, *, require: 
         return report
     tools = find_tools()
     if tools is None:
-        msg = ("no disassembler: cuobjdump is neither in this Python environment (pip install -e '.[test]' brings "
-               "the nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels) nor on PATH")
+        msg = ("no disassembler: cuobjdump is neither in this Python environment nor on PATH (kwiki's install brings "
+               "it on Linux; elsewhere: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
         if require:
             raise EnvironmentProblem(f"{msg}; the SASS expectations cannot be checked (required under CI and by "
                                      "--require-disassembler)")
