@@ -299,7 +299,7 @@ def test_tags_table(root, capsys, monkeypatch):
 
 
 def test_schema_files_are_current():
-    from kwiki.wiki.schema import render
+    from kwiki.agents.schema import render
 
     for name in ("query.schema.json", "show.schema.json", "tags.schema.json"):
         assert (REPO / "schema" / name).read_text(encoding="utf-8") == render(name), f"run 'kwiki schema' ({name})"

@@ -34,15 +34,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import Field
+from typing import Any
 
 from kwiki.core.errors import EnvironmentProblem, FrontMatterError, Problem
 from kwiki.core.paths import shown
 from kwiki.core.proc import run_group
-from kwiki.core.strict import Strict
 from kwiki.core.writefile import write_atomic
+from kwiki.results.mechanism import KernelRow, MechanismEvidence, MechanismStatus
 from kwiki.verify.build import BuildResult
 from kwiki.verify.gates import Finding, Gating
 from kwiki.verify.plan import Plan
@@ -56,7 +54,6 @@ CACHE_NAME = "sass.json"
 CHECKS_NAME = "sass-checks.json"  # beside it: each variant's check result by its expectations, for the same key
 CACHE_VERSION = 1  # bump when what the cache holds, or how SASS is parsed, changes
 DISASSEMBLE_TIMEOUT_S = 120.0
-Status = Literal["passed", "failed", "not-checked", "no-expectations"]
 
 
 # ---------------------------------------------------------------- finding the tools
@@ -251,7 +248,7 @@ class VariantMechanism:
     artifact: str
     variant: str
     target: str
-    status: Status
+    status: MechanismStatus
     manifest: str  # the artifact.yaml path, relative to the root
     line: int
     kernels: list[KernelEvidence] = field(default_factory=list)
@@ -507,28 +504,6 @@ def gate(gating: Gating, plan: Plan, outcomes: dict[str, list[RunOutcome]], repo
                 if res is not None:
                     gating.add(planned.name, r, Finding(MECHANISM, f"{res.manifest}:{res.line}: "
                                                                    + "; ".join(res.mismatches)[:600]))
-
-
-class KernelRow(Strict):
-    """One kernel's evidence in a results-store row: static resources, and what each SASS pattern matched."""
-
-    name: str
-    registers: int | None = None
-    spill_stores: int | None = Field(default=None, description="bytes of spill stores (ptxas -v)")
-    spill_loads: int | None = Field(default=None, description="bytes of spill loads (ptxas -v)")
-    local_bytes: int | None = Field(default=None, description="local memory per thread (cuobjdump -res-usage)")
-    smem_bytes: int | None = Field(default=None, description="static shared memory per block (cuobjdump -res-usage)")
-    stack_bytes: int | None = None
-    matched: dict[str, int] = Field(default_factory=dict, description="pattern -> instructions it matched")
-
-
-class MechanismEvidence(Strict):
-    """What the mechanism check found for a record's variant on the binary that ran (the site renders it)."""
-
-    status: Status
-    kernels: list[KernelRow] = Field(default_factory=list)
-    mismatches: list[str] = Field(default_factory=list)
-    note: str | None = None
 
 
 def evidence(res: VariantMechanism | None) -> MechanismEvidence | None:
