@@ -28,6 +28,10 @@ import yaml
 from kwiki.core.errors import KwikiError, ManifestError, UsageError
 from kwiki.core.paths import inside, links_out
 from kwiki.core.writefile import write_atomic
+from kwiki.results.standing import claim_rows_by_page, standing
+from kwiki.results.store import ClaimRow, RecordRow, gpu_slug, read_all
+from kwiki.results.storelines import RESULTS_DIR
+from kwiki.results.trace import Store, trace
 from kwiki.site import charts, searchindex
 from kwiki.site.listings import (
     ARCHITECTURES,
@@ -57,9 +61,6 @@ from kwiki.site.render import (
     stylesheet,
 )
 from kwiki.site.sanitize import Sanitizer, mark_own, remote_in_css, remote_in_html
-from kwiki.verify.history import RESULTS_DIR, ClaimRow, RecordRow, gpu_slug, read_all
-from kwiki.verify.standing import claim_rows_by_page, standing
-from kwiki.verify.trace import Store, trace
 from kwiki.wiki.catalog import ARTIFACTS_DIR, WIKI_DIR, load_wiki
 
 if TYPE_CHECKING:
@@ -197,8 +198,8 @@ def _manifest(ctx: _Context, rel: str) -> Manifest | None:
 
 def _ladder_tables(ctx: _Context, sp: SitePage) -> str:
     """Each artifact's ladder from its latest run per GPU in the results store: a table per shape group."""
+    from kwiki.results.ladders import from_store
     from kwiki.site.ladder import ladders_block
-    from kwiki.verify.ladders import from_store
 
     meta = sp.meta
     assert meta is not None
@@ -234,8 +235,8 @@ def _roofline(ctx: _Context, sp: SitePage) -> str:
     """For pages tagged 'roofline': a page whose artifacts are memory-bound (one names a ceiling variant) gets
     every memory-bound artifact under the measured bandwidth roof; any other (GEMM) gets its own artifacts'
     points under the datasheet memory roof and the best measured compute rate per dtype."""
-    from kwiki.verify.env import Gpu
-    from kwiki.verify.peaks import dram_peak
+    from kwiki.results.gpu import Gpu
+    from kwiki.results.peaks import dram_peak
     from kwiki.wiki.manifest import MANIFEST, load_manifest
 
     assert sp.meta is not None
