@@ -223,11 +223,22 @@ class Python(Strict):
                                               "that variant's `timeout`")
     input_sets: int = Field(default=3, ge=2, le=16, description="pre-filled input sets the timed samples rotate "
                                                                 "through (fewer when they do not fit in memory)")
+    cuda: list[RelPath] = Field(
+        default_factory=list, description="CUDA sources kwiki compiles, per target, into one shared library (nvcc "
+                                          "-shared, the artifact's headers on the include path) whose path the "
+                                          "module reads from $KWIKI_CUDA_LIBRARY (ctypes); its kernels get the SASS "
+                                          "and identity gates, and the harness times them interleaved with the "
+                                          "module's torch baselines in one process")
+    cuda_flags: list[str] = Field(default_factory=lambda: ["-O3", "-std=c++17"],
+                                  description="nvcc flags of the shared library (-shared and -fPIC are added)")
 
     @model_validator(mode="after")
     def _py(self) -> Python:
         if not self.module.endswith(".py") or ".." in Path(self.module).parts:
             raise ValueError(f"module {self.module!r} must be a .py file inside the artifact")
+        bad = [c for c in self.cuda if not c.endswith(".cu") or ".." in Path(c).parts]
+        if bad:
+            raise ValueError(f"cuda {bad[0]!r} must be a .cu file inside the artifact")
         return self
 
 
@@ -303,7 +314,16 @@ class Manifest(Strict):
         module = data["python"].get("module") if isinstance(data.get("python"), dict) else None
         if not isinstance(module, str) or not module:
             raise ValueError("a `kind: python` artifact names its module: python: {module: <file>.py}")
-        return {**data, "build": {"sources": [module]}}
+        cuda = data["python"].get("cuda") or []
+        cuda = [c for c in cuda if isinstance(c, str)] if isinstance(cuda, list) else []
+        return {**data, "build": {"sources": [module, *cuda]}}  # the library's sources are hashed and checked too
+
+    def library_build(self) -> Build | None:
+        """The build of a Python artifact's CUDA library (python.cuda), or None: a shared object of those sources."""
+        if self.python is None or not self.python.cuda:
+            return None
+        return Build(sources=list(self.python.cuda), flags=[*self.python.cuda_flags, "-shared", "-Xcompiler", "-fPIC"],
+                     timeout_s=self.build.timeout_s)
 
     @model_validator(mode="after")
     def _consistent(self) -> Manifest:
