@@ -138,3 +138,19 @@ def test_without_the_variable_nothing_is_written_outside_the_clone(fixture_copy,
     root = fixture_copy("verify/project", "p")
     assert _compile(root, capsys) == [False]
     assert not (tmp_path / "home").exists() and not (tmp_path / "xdg").exists()
+
+
+def test_no_cuda_source_restates_its_manifests_rung_numbers():
+    # the manifest is the one source of the ladder (issue 25): a header line "//   4 warp_r4_v16  ..." drifts
+    from kwiki.wiki.manifest import load_manifest
+
+    restated = []
+    for manifest_path in sorted((REPO / "artifacts").glob("*/artifact.yaml")):
+        manifest = load_manifest(manifest_path.parent, REPO)
+        rungs = {v.name: v.rung for v in manifest.variants if v.rung is not None}
+        for source in manifest.build.sources:
+            for n, line in enumerate((manifest_path.parent / source).read_text().splitlines(), 1):
+                m = re.match(r"^//\s+(\d+)\s+([A-Za-z0-9_.-]+)\s", line)
+                if m and m.group(2) in rungs:
+                    restated.append(f"{manifest_path.parent.name}/{source}:{n}")
+    assert restated == []

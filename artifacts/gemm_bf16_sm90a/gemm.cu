@@ -11,32 +11,8 @@
 // Run:   ./gemm [--variants a,b] [--shapes 4096x4096x4096,8192x8192x8192,4000x4000x4040] [--group 16] [--seed N]
 //        [--input-sets 2]
 //
-// Variants: the ladder of page algo-warp-specialization, one rung each. A rung adds one thing to the rung
-// above it, or to the rung it names; rung 0 is cuBLAS, the baseline (one per dtype).
-//    0 cublas                     cublasGemmEx bf16 -> bf16, fp32 compute: the baseline
-//    1 serial                     TMA + wgmma in one warpgroup, 128x128 tile: TMA one 64-deep k-block, wait,
-//                                 wgmma, wait, repeat
-//    2 ws_plain                   warp specialization: 1 producer + 1 consumer warpgroup, 128x128 tile, a 6-stage
-//                                 full/empty mbarrier ring
-//    3 ws_2consumer               a 128x256 tile, 2 consumer warpgroups of 64x256, setmaxnreg (producer 40,
-//                                 consumers 232), 4 stages
-//    4 ws_persistent              a persistent grid (one CTA per SM), grouped tile order (--group, 16)
-//    5 ws_persistent_linear       rung 4 walking the tiles row by row (group 1), whatever --group says
-//    6 ws_persistent_group8       rung 4 with bands of 8 tile-rows (group 8), whatever --group says
-//    7 ws_persistent_hilbert      rung 4 walking the tiles along a Hilbert curve (square blocks of the grid)
-//    8 ws_persistent_lag0         rung 4 whose consumers free each stage as soon as its wgmmas finish
-//                                 (wgmma_wait<0>, not <1>)
-//    9 ws_pingpong                rung 4 with the 2 consumer warpgroups on alternating 128x128 tiles of the CTA's
-//                                 sequence, mainloops in turn (mbarrier order), one's epilogue under the other's
-//                                 mainloop, 6 stages
-//   10 ws_cluster                 rung 4 with 2x1 clusters: the B tile both CTAs share is multicast, half by each
-//   11 ws_cluster_release_cluster rung 10 whose consumers arrive on the remote empty barriers with .release.cluster
-//   12 ws_tma_epilogue            rung 8 with 3 stages and the epilogue through shared memory and TMA stores,
-//                                 overlapped with the next tile's main loop
-//   13 ws_cluster_tma_epilogue    rung 12 with 2x1 clusters and B multicast (rung 10's)
-//    0 cublas_tf32                cublasGemmEx fp32 -> fp32, CUBLAS_COMPUTE_32F_FAST_TF32: the tf32 baseline
-//   14 tf32_persistent            rung 4 on fp32 inputs: 32-deep k-blocks, m64n256k8 tf32 wgmma
-//   15 tf32_cluster               rung 10 with rung 8's wgmma_wait<0>, on fp32 inputs
+// Variants: the ladder of page algo-warp-specialization; artifact.yaml holds each variant's rung, what it adds
+// and its description, in the order of the table below (names only); each rung's code is a marked region.
 //
 // Checking (before any timing, every variant, every shape): all elements against cuBLAS's output, and
 // 4096 sampled elements against a host fp64 dot product of the same inputs (kwiki_gemm.cuh).

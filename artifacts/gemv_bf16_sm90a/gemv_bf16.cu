@@ -10,27 +10,13 @@
 // Inputs: --input-sets (2) pre-filled sets of A and x, each with its reference; each timed sample reads one of
 // them at random (kwiki::Runner), and the re-checked samples are compared with that set's reference.
 //
-// Variants, a ladder: a rung adds one thing to the rung above it, or to the rung it names; rung 0 is the
-// baseline. Bytes per record: A + x + y.
-//    1 naive          one thread per row, 2-byte loads; neighbouring threads read addresses K*2 bytes apart
-//    2 warp_row       one warp per row, 2-byte loads coalesced across the warp, warp-shuffle reduction
-//    3 warp_row_v16   16-byte loads of A and x
-//    4 warp_r4_v16    one warp per four rows: each x chunk is loaded once for four rows, two chunks per row in
-//                     flight; A loads L1::no_allocate, x loads L1::evict_last (x stays in L1 for the next rows)
-//    5 block_r2_u4    K split inside one block: the 8 warps of a block share two rows, each thread keeps 4 chunks per row
-//                     in flight, partial sums meet in shared memory; many small blocks fill the GPU at any M
-//    6 block_r4_u2    rung 5 with four rows per block, two chunks per row in flight
-//    7 tuned          rung 5's kernel with rows, chunks in flight and threads per block chosen per shape, in a
-//                     selection pass of this run over every configs() entry (samples of its own: the chosen one is
-//                     then timed afresh with the others, so the choice does not inflate its figure by the noise)
-//    0 cublas         cublasGemmEx (kwiki::gemm_tn: a GEMM of one row), bf16 in and out, fp32 compute; the baseline
-//    0 cublaslt_best  cuBLASLt (kwiki::LtGemmTn), the fastest of the heuristic's first 8 algorithms for the shape,
-//                     chosen in the same kind of selection pass as `tuned`: the baseline given the same chance
-//      read_ceiling   not a rung: the speed of light, the GEMV's bytes over the read bandwidth fitted in the
-//                     same run over a size sweep of read kernels (kwiki_ceiling.cuh; the fixed cost is not in it)
+// Variants: the ladder is artifact.yaml's (each variant's rung, what it adds and its description, in the
+// order of the table below, which holds the names only); each rung's code is a marked region of this file.
+// Bytes per record: A + x + y. read_ceiling is not a rung: the speed of light, the GEMV's bytes over the read
+// bandwidth fitted in the same run over a size sweep of read kernels (kwiki_ceiling.cuh).
 // --sweep adds every block configuration of configs() as a variant sweep_<config>.
 // Shapes: any M (the last block of an M that is not a multiple of its rows is guarded), K a multiple of 8 (rows are
-// read in 16-byte vectors, so each row must start 16-byte aligned); the default run includes 4099x4104, a shape
+// read in 16-byte vectors, so each row must start 16-byte aligned); the manifest's shapes include 4099x4104, one
 // that is a multiple of no block's rows nor of any round of chunks. y carries a canary past its M elements, which
 // the check requires intact (a kernel that writes past y[M-1] fails).
 #include "kwiki_bench.cuh"

@@ -24,22 +24,10 @@
 // value, alpha fitted so the largest output is 2^13) check it; the other shapes use the contest's narrow
 // positive range [0.5, 1.875].
 //
-// Variants, a ladder: a rung adds one thing to the rung above it, or to the rung it names. There is no rung 0
-// (a library baseline): the rungs are compared with the read ceiling. Bytes per record: A + SFA + b + SFB + c.
-//    1 naive          one thread per output, byte by byte, table decode to fp32
-//    2 warp_bits      one warp per output row, 16-byte loads, e2m1 decoded to fp16 by bit tricks
-//                     (11 integer ops per 8 values), exact half2 block sums, fp32 accumulation
-//    3 block_bits     K split inside one block: 4 rows per block share each decoded chunk of b; A and SFA loads
-//                     L1::no_allocate, b and SFB .nc L1::evict_last; two chunks per row in flight
-//    4 block_fp8cvt   rung 3 with the e2m1 nibbles remapped to e4m3 bytes and decoded by the fp8 hardware
-//                     convert (cvt.rn.f16x2.e4m3x2, sm_89+)
-//    5 tuned          rung 3 with rows, chunks in flight and threads per block chosen per shape in a selection
-//                     pass of this run over every configs() entry (samples of its own; the chosen one is then timed
-//                     afresh with the others, so the choice does not inflate its figure by the noise)
-//    6 hw_e2m1        rung 3 with the sm_100 hardware e2m1 convert (cvt.rn.f16x2.e2m1x2); sm_100a only
-//      read_ceiling   not a rung: the speed of light, the GEMV's bytes over the read bandwidth fitted in the
-//                     same run over a size sweep of read kernels (kwiki_ceiling.cuh; the fixed cost is not in
-//                     it); the baseline and the ceiling
+// Variants: the ladder is artifact.yaml's (each variant's rung, what it adds and its description, in the
+// order of the table below, which holds the names only); each rung's code is a marked region of this file.
+// There is no rung 0 (a library baseline): the rungs are compared with the read ceiling, the GEMV's bytes over
+// the read bandwidth fitted in the same run (kwiki_ceiling.cuh). Bytes per record: A + SFA + b + SFB + c.
 // --sweep adds every block configuration of configs() as a variant sweep_<config>.
 #include "kwiki_bench.cuh"
 #include "kwiki_gemv.cuh"
@@ -383,8 +371,8 @@ __global__ void make_scales(uint8_t* p, size_t n, bool full) {
 // what bounds the product of the scales).
 struct Shape { int M, K, L; bool full_scales = false; };
 
-// --shapes (narrow scales) then --full-scale-shapes; K a multiple of 32 (a 16-byte chunk of A), any M. The default
-// runs include M = 4099 (a multiple of no block's rows) and K = 2080 or 16416 (65 and 513 chunks: partial rounds).
+// --shapes (narrow scales) then --full-scale-shapes; K a multiple of 32 (a 16-byte chunk of A), any M. The manifest's
+// shapes include M = 4099 (a multiple of no block's rows) and K = 2080 or 16416 (65 and 513 chunks: partial rounds).
 std::vector<Shape> parse_shapes(const kwiki::Args& args) {
     auto valid = [](const std::vector<int>& d) { return d[1] % 32 == 0; };
     // no defaults: the manifest declares both lists (artifact.yaml, shapes)
