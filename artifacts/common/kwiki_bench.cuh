@@ -45,13 +45,15 @@
 //     launch runs: the SM clock (min, median, max over the samples), the clock-event reasons (time under the
 //     power cap, thermal and hardware slowdown: the windows in which each was set; NVML's violation counters
 //     where the reasons are missing) and the board power (energy = power x window); null without NVML.
-//  9. Output: emit() prints exactly one JSON record per line on stdout (the format of kwiki/verify/record.py,
+//  9. Output: emit() prints exactly one JSON record per line on stdout (the format of kwiki/results/record.py,
 //     carrying protocol PROTOCOL_VERSION), finite numbers only; a record whose check failed carries no timing
 //     and makes exit_code() return 1. Everything else (logs) goes to stderr.
-// 10. `--list-variants` prints the artifact's variant table, one name a line, and exits 0 before any CUDA call.
+// 10. `--list-variants` prints the artifact's variant table, one name a line, and exits 0 before any CUDA call;
+//     `--list-shapes=OPTION` prints the shapes --OPTION gave (the manifest's), one a line, and exits 0 likewise.
 //
-// Typical main() (kwiki_runner.cuh says more):
-//   static constexpr kwiki::VariantInfo kVariants[] = {{"cublas"}, {"tiled"}};
+// Typical main(): kwiki_main.cuh's (Main, InputSets, run_ladder; `kwiki new artifact` writes one), or by hand
+// (kwiki_runner.cuh says more):
+//   static constexpr kwiki::VariantInfo kVariants[] = {{"cublas"}, {"tiled"}};  // names only: artifact.yaml's order
 //   kwiki::Args args(argc, argv, kVariants);  // --list-variants; exits 2 on an unknown --variants
 //   kwiki::Runner runner(args);
 //   std::vector<kwiki::Case> cases;  ... one per wanted variant: launch, poison, check, bytes, params ...

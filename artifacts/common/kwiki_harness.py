@@ -9,7 +9,7 @@ prints one JSON object: its variants, grid, tolerances, the problems of its cont
 and Triton are installed (their versions, read from the package metadata, not imported).
 
 `run` checks and times the variants and prints one record per (variant, params) on stdout, in the format
-of kwiki_bench.cuh (kwiki/verify/record.py reads both). For each params of the module's GRID:
+of kwiki_bench.cuh (kwiki/results/record.py reads both). For each params of the module's GRID:
  1. Input sets: make_inputs(params, seed + i) for i < input_sets (rotating, pre-filled; fewer when they do
     not fit), each with a pristine copy. Outputs: make_outputs(params, inputs), owned by the harness.
  2. Check every variant on input set 0: poison the outputs (0xFF bytes: NaN), call, sync, compare with
@@ -60,7 +60,7 @@ from typing import Any, ClassVar
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kwiki_bench as kb
 
-PROTOCOL_VERSION = 2  # kwiki/verify/record.py: the same rules as kwiki_runner.cuh's
+PROTOCOL_VERSION = 2  # kwiki/results/record.py: the same rules as kwiki_runner.cuh's
 CONTRACT = {"GRID": "list", "VARIANTS": "names", "TOLERANCES": "mapping", "make_inputs": "callable",
             "make_outputs": "callable", "reference": "callable", "work": "callable", "load": "callable"}
 RECHECK_WINDOW, RECHECK_AT_LEAST, RECHECK_AT_MOST, RECHECK_RATE = 8, 2, 8, 0.05

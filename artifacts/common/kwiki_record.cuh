@@ -1,5 +1,5 @@
 // kwiki_record.cuh: a case's timing summary and its result record, one JSON line on stdout (the format of
-// kwiki/verify/record.py, carrying PROTOCOL_VERSION), and the exit code that counts failed checks. Part of
+// kwiki/results/record.py, carrying PROTOCOL_VERSION), and the exit code that counts failed checks. Part of
 // kwiki_bench.cuh; includes kwiki_device.cuh (and through it kwiki_check.cuh).
 #pragma once
 
@@ -14,7 +14,7 @@
 
 namespace kwiki {
 
-// The measurement protocol a record was taken under (kwiki/verify/record.py reads it). 2: every timed sample
+// The measurement protocol a record was taken under (kwiki/results/record.py reads it). 2: every timed sample
 // poisoned and flushed, a random subset re-checked, CUPTI spans over every stream, clocks and power per case.
 inline constexpr int PROTOCOL_VERSION = 2;
 
