@@ -45,21 +45,18 @@ def pytest_collection_modifyitems(config, items):
 
 
 SHARED_CACHE = "KWIKI_BUILD_CACHE"  # kwiki.verify.build.SHARED_CACHE_ENV: a build cache outside the clone (CI)
-SHARED_CACHE_DIR = os.environ.get(SHARED_CACHE)  # as the run started: the tests below remove it from their env
-
-
-@pytest.fixture(autouse=True)
-def _no_shared_build_cache(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests see no shared build cache (they assert what a fresh build does) unless they ask for the machine's
-    with the `shared_build_cache` fixture (the repository's own artifacts, which CI compiles every run)."""
-    if "shared_build_cache" not in request.fixturenames:
-        monkeypatch.delenv(SHARED_CACHE, raising=False)
+# Taken out of the environment as the tests start (each xdist worker imports this file): a test sees no shared
+# build cache (it asserts what a fresh build does, in a temporary checkout the cache would only collect) unless it
+# asks for the machine's with the `shared_build_cache` fixture (the repository's own artifacts, compiled every run)
+SHARED_CACHE_DIR = os.environ.pop(SHARED_CACHE, None) or None
 
 
 @pytest.fixture
-def shared_build_cache() -> str | None:
-    """The machine's build cache outside the clone ($KWIKI_BUILD_CACHE, set by .ci/run), left in place."""
-    return os.environ.get(SHARED_CACHE)
+def shared_build_cache(monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """The machine's build cache outside the clone ($KWIKI_BUILD_CACHE, set by .ci/run), for this test."""
+    if SHARED_CACHE_DIR:
+        monkeypatch.setenv(SHARED_CACHE, SHARED_CACHE_DIR)
+    return SHARED_CACHE_DIR
 
 
 @pytest.fixture
