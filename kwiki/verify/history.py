@@ -9,11 +9,8 @@ from typing import Any
 from kwiki.core.numbers import round_sig
 from kwiki.results.record import PROTOCOL_VERSION
 from kwiki.results.store import ClaimRow, RecordRow, Row, append_rows, change, last_records, read_store, store_path
-from kwiki.verify.claims import ClaimResult
-from kwiki.verify.gates import Gating
-from kwiki.verify.plan import Plan
-from kwiki.verify.run import RunOutcome
 from kwiki.verify.sass import MechanismReport, evidence
+from kwiki.verify.types import ClaimResult, Gating, Plan, RunOutcome
 from kwiki.wiki.model import Provenance
 from kwiki.wiki.verdict import NOT_MEASURED
 

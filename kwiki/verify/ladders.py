@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from kwiki.results.ladders import Entry, Ladder, Rung, about, ladder_of, profiled, record_clock, registers_of
 from kwiki.results.record import Record
-from kwiki.verify.gates import Gating
-from kwiki.verify.plan import PlannedArtifact
-from kwiki.verify.run import RunOutcome
+from kwiki.verify.types import Gating, PlannedArtifact, RunOutcome
 
 
 def entry_of(record: Record, gating: Gating | None) -> Entry:

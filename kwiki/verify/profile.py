@@ -39,23 +39,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kwiki.core.errors import RecordError
+from kwiki.core.errors import Problem, RecordError
 from kwiki.core.numbers import fmt, params_text
 from kwiki.core.paths import shown
 from kwiki.core.proc import find_tool, run_group
 from kwiki.core.writefile import write_atomic
 from kwiki.results.record import Record, parse_records
 from kwiki.verify import kernels as kmatch
-from kwiki.verify.build import BuildResult
-from kwiki.verify.gates import Finding
-from kwiki.verify.plan import PlannedArtifact
 from kwiki.verify.run import argv_for
+from kwiki.verify.types import (
+    DEFAULT_PROFILE_TOLERANCE,
+    BuildResult,
+    Finding,
+    Gating,
+    Plan,
+    PlannedArtifact,
+    RunOutcome,
+)
 from kwiki.wiki.manifest import MANIFEST
 
 PROFILE = "profile"
 CACHE_DIR = ".kwiki/profile"
 CACHE_VERSION = 2  # 2: one marker per profiled case, numbered per process (1 summed every shape into shape 1)
-DEFAULT_TOLERANCE = 0.10
+DEFAULT_TOLERANCE = DEFAULT_PROFILE_TOLERANCE
 TIMEOUT_FACTOR = 4.0  # a profiled run replays each kernel several times
 MARKER = "profile_marker"  # kwiki::profile_marker<0>() of kwiki_runner.cuh
 PROFILE_CASE = "profile_case"  # a profile-mode record's extra: the number of its marker
@@ -525,6 +531,10 @@ class ProfileStage:
         return {"seconds": round(self.seconds, 3), "tolerance": self.tolerance, "notes": self.notes,
                 "artifacts": [p.as_json() for p in self.profiles]}
 
+    def gate(self, gating: Gating, plan: Plan, outcomes: Mapping[str, list[RunOutcome]]) -> list[Problem]:
+        """This stage's gate findings onto the run's records; a Problem where no record can carry one."""
+        return gate(gating, self, outcomes, plan)
+
 
 def _gpu_builds(plan: Any, builds: list[BuildResult], paths: Any) -> list[tuple[str, PlannedArtifact, BuildResult]]:
     """(path, planned, build) of each of `paths` with a successful build for this GPU."""
@@ -595,8 +605,6 @@ def cached_stage(plan: Any, builds: list[BuildResult], outcomes: Mapping[str, li
 def gate(gating: Any, stage: ProfileStage, outcomes: Mapping[str, list[Any]], plan: Any) -> list[Any]:
     """The profile gate's findings onto the run's records (same artifact, variant, params); the Problems of
     artifacts ncu could not profile, and of failed audits with no record to carry them."""
-    from kwiki.core.errors import Problem
-
     problems = []
     for p in stage.profiles:
         path = next((k for k, a in plan.artifacts.items() if a.name == p.artifact), None)

@@ -11,11 +11,8 @@ from kwiki.results.record import Record
 from kwiki.results.series import drift_text
 from kwiki.results.tables import md_cell
 from kwiki.verify import roof as roofs
-from kwiki.verify.claims import ClaimResult
-from kwiki.verify.gates import Gating
 from kwiki.verify.ladders import from_run
-from kwiki.verify.plan import PlannedArtifact
-from kwiki.verify.run import RunOutcome
+from kwiki.verify.types import ClaimResult, Gating, PlannedArtifact, RunOutcome
 from kwiki.wiki.verdict import PASSING, RUNS, Verdict
 
 
