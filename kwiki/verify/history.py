@@ -9,6 +9,7 @@ from typing import Any
 from kwiki.core.numbers import round_sig
 from kwiki.results.record import PROTOCOL_VERSION
 from kwiki.results.store import ClaimRow, RecordRow, Row, append_rows, change, last_records, read_store, store_path
+from kwiki.results.summary import summarise_if_large
 from kwiki.verify.sass import MechanismReport, evidence
 from kwiki.verify.types import ClaimResult, Gating, Plan, RunOutcome
 from kwiki.wiki.model import Provenance
@@ -35,6 +36,7 @@ def record_run(root: Path, base: Provenance, run_id: str, date: str, plan: Plan,
             + _claim_rows(plan, claims, common))
     if write and rows:
         append_rows(path, rows)
+        summarise_if_large(path, root)  # past 16 MB: the runs nothing reads any more, summarised (the size bound)
     return changes
 
 
