@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from kwiki.results.record import Record
-from kwiki.verify import sanitize
+from kwiki.verify import compute_sanitizer as sanitize
 from kwiki.verify.types import BuildResult, Gating, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import Manifest
 

@@ -34,7 +34,7 @@ identity  a record whose timed samples ran a kernel its variant's `kernels:` glo
           kwiki.verify.kernels). Not checked, and said in the notes, where a record carries no
           kernel list (timed without CUPTI) or the manifest names no kernels for the variant.
 profile, sanitize  added by `kwiki verify --profile` / `--sanitize` (kwiki.verify.profile,
-          kwiki.verify.sanitize): declared bytes or FLOPs above the profiled ones, sanitizer errors.
+          kwiki.verify.compute_sanitizer): declared bytes or FLOPs above the profiled ones, sanitizer errors.
 """
 
 from __future__ import annotations

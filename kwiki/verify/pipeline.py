@@ -14,10 +14,10 @@ from kwiki.core.errors import EnvironmentProblem, Problem, UsageError
 from kwiki.core.suggest import did_you_mean
 from kwiki.results.record import PROTOCOL_VERSION
 from kwiki.results.store import RecordRow
+from kwiki.verify import compute_sanitizer as sanitizer
 from kwiki.verify import env as envmod
 from kwiki.verify import gates, history, pyartifact, sass, series
 from kwiki.verify import profile as profiler
-from kwiki.verify import sanitize as sanitizer
 from kwiki.verify.build import build_all, build_one
 from kwiki.verify.claims import evaluate
 from kwiki.verify.plan import plan as make_plan
