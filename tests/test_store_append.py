@@ -184,7 +184,16 @@ def test_a_store_past_its_threshold_is_summarised_under_the_bound_after_a_run(tm
         append_rows(path, _run("art", "s1" if n < 20 else "s2", n))
     size = path.stat().st_size
     assert summarise_if_large(path, tmp_path, at=size) is None  # not past the threshold: untouched
-    done = summarise_if_large(path, tmp_path, at=size // 2, bound=size // 3)
-    assert done is not None and done.runs == 24 and path.stat().st_size < size // 3
+    # s1-r5: a run the claims being written back stand on (the pages will name it): kept whole
+    done = summarise_if_large(path, tmp_path, also={"s1-r5"}, at=size // 2, bound=size // 3)
+    assert done is not None and done.runs == 23 and path.stat().st_size < size // 3
     assert {r.run_id for r in read_store(path, warn=False)[0]} == {
-        "s1-r17", "s1-r18", "s1-r19", "s2-r28", "s2-r29", "s2-r30"}
+        "s1-r5", "s1-r17", "s1-r18", "s1-r19", "s2-r28", "s2-r29", "s2-r30"}
+
+
+def test_the_runs_the_pages_name_are_the_ones_their_blocks_cite():
+    from kwiki.results.summary import cited_runs
+
+    cited = cited_runs(REPO)
+    stored = {r.run_id for r in read_store(REPO / "results" / "nvidia-h200.jsonl", warn=False)[0]}
+    assert cited and cited <= stored  # every run a page names is in the store (else the page would not trace)

@@ -63,11 +63,13 @@ def cited_runs(root: Path) -> set[str]:
     return out
 
 
-def summarise_if_large(path: Path, root: Path, *, at: int = SUMMARISE_AT, bound: int = BOUND) -> Summarised | None:
-    """Summarise `path` when it is larger than `at` (None when it is not)."""
+def summarise_if_large(path: Path, root: Path, *, also: Iterable[str] = (), at: int = SUMMARISE_AT,
+                       bound: int = BOUND) -> Summarised | None:
+    """Summarise `path` when it is larger than `at` (None when it is not), keeping whole the runs the pages name and
+    `also` (the runs a run being written back is about to name)."""
     if not path.exists() or path.stat().st_size <= at:
         return None
-    done = summarise(path, cited_runs(root))
+    done = summarise(path, cited_runs(root) | set(also))
     if done.bytes_after > bound:
         log.warning("kwiki: %s: %d bytes after summarising, more than the %d bytes a store file should hold: its "
                     "claim rows, the last %d runs of each series and the runs the pages name need that much",

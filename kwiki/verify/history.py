@@ -36,7 +36,9 @@ def record_run(root: Path, base: Provenance, run_id: str, date: str, plan: Plan,
             + _claim_rows(plan, claims, common))
     if write and rows:
         append_rows(path, rows)
-        summarise_if_large(path, root)  # past 16 MB: the runs nothing reads any more, summarised (the size bound)
+        # past 16 MB: the runs nothing reads any more, summarised (the size bound); the runs this run's claims stand
+        # on are kept whole, as the pages are about to name them
+        summarise_if_large(path, root, also={run_id for c in claims for run_id in c.run_ids})
     return changes
 
 
