@@ -35,12 +35,12 @@ def _import(root: Path):  # results/ below verify/, the stage-folder layout befo
         from kwiki.results import record
         from kwiki.results import store as history
         from kwiki.verify import claims, env, plan, run
-        from kwiki.verify.types import BuildResult
+        from kwiki.verify.build import BuildResult  # defined in kwiki.verify.types, exported by build
         from kwiki.wiki.catalog import load_wiki
     except ImportError:
         try:
             from kwiki.verify import claims, env, history, plan, record, run  # type: ignore[no-redef]
-            from kwiki.verify.types import BuildResult  # type: ignore[no-redef]
+            from kwiki.verify.build import BuildResult  # type: ignore[no-redef]
             from kwiki.wiki.catalog import load_wiki  # type: ignore[no-redef]
         except ImportError:
             from kwiki import claims, env, history, plan, record, run  # type: ignore[no-redef]
