@@ -260,11 +260,11 @@ def _gate(prep: _Prepared, built: _Built, outcomes: dict[str, list[RunOutcome]],
     the report, before claims are judged."""
     gating = gates.check(prep.plan, outcomes)
     problems, notes = list(prep.problems), list(prep.notes)
-    opted: list[ToolStage] = [s for s in (profiled, sanitized) if s is not None]
-    for stage in opted:
+    stages: list[ToolStage] = [*(s for s in (profiled, sanitized) if s is not None), built.mechanism]
+    for stage in stages:
         problems += stage.gate(gating, prep.plan, outcomes)
-        notes += stage.notes
-    problems += built.mechanism.gate(gating, prep.plan, outcomes)  # its notes were said at build time
+        if stage is not built.mechanism:  # the SASS check's notes were said at build time
+            notes += stage.notes
     report = Report(prep.run_id, prep.now.isoformat(), prep.environment, prep.plan, built.builds, outcomes, [],
                     problems, notes=notes + gating.notes, gating=gating, series=prep.keys,
                     mechanism=built.mechanism, profiled=profiled, sanitized=sanitized)
