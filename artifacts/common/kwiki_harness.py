@@ -164,8 +164,9 @@ def describe(path: str) -> dict[str, Any]:
     if not out["problems"]:
         out["variants"] = list(mod.VARIANTS)
         applies = getattr(mod, "applies", None)
-        out["grid"] = [{"params": params, "variants": [v for v in mod.VARIANTS if applies is None or applies(v, params)]}
-                       for params in mod.GRID]  # what a claim's params and variant must match, checked before a GPU
+        # what a claim's params and variant must match, checked before a GPU
+        out["grid"] = [{"params": p, "variants": [v for v in mod.VARIANTS if applies is None or applies(v, p)]}
+                       for p in mod.GRID]
         out["tolerances"] = {k: {"atol": v[0], "rtol": v[1], "reason": v[2]} for k, v in mod.TOLERANCES.items()}
     return out
 
