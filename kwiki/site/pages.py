@@ -31,6 +31,7 @@ from kwiki.site.render import (
     sources_section,
 )
 from kwiki.site.sanitize import mark_own
+from kwiki.site.tagpages import page_tags
 from kwiki.verify.history import ClaimRow, RecordRow, gpu_slug
 from kwiki.wiki.catalog import ARTIFACTS_DIR
 
@@ -276,17 +277,16 @@ def artifact_pages(ctx: Context, pages: list[SitePage]) -> None:
 def _front(sp: SitePage) -> str:
     """Front matter for MkDocs: title, description and tags, HTML-escaped (Material prints them raw)."""
     if sp.meta is not None:
-        tags, summary = list(sp.meta.tags), sp.meta.summary
+        summary = sp.meta.summary
     else:
         data = sp.page.fm.data if sp.page.fm else {}
-        raw = data.get("tags")
-        tags = [str(t) for t in (raw if isinstance(raw, list) else [raw] if raw else [])]
         summary = data.get("summary") if isinstance(data.get("summary"), str) else None
     front: dict[str, Any] = {"title": html_text(sp.title)}
     if summary:
         front["description"] = html_text(" ".join(summary.split()))
+    tags = page_tags(sp)
     if tags:
-        front["tags"] = [html_text(t) for t in tags]
+        front["tags"] = tags
     return "---\n" + yaml.safe_dump(front, sort_keys=True, allow_unicode=True, width=10_000) + "---\n"
 
 

@@ -30,22 +30,19 @@ from kwiki.core.writefile import write_atomic
 from kwiki.site import searchindex
 from kwiki.site.errors import SiteError
 from kwiki.site.listings import (
-    ARCHITECTURES,
-    EVIDENCE,
     HOME,
     INDEX_DIR,
-    TAGS,
     LastRun,
     SitePage,
-    architectures_page,
-    evidence_page,
+    architectures_pages,
+    evidence_pages,
     home_block,
     last_run,
-    tags_page,
 )
 from kwiki.site.outdir import SERVE_DIR, STAGE_DIR, mark, output_dir, site_dir_problem
 from kwiki.site.pages import ASSETS, CSS, Context, artifact_pages, own, stage_page
 from kwiki.site.render import html_text, stylesheet
+from kwiki.site.tagpages import tags_pages
 from kwiki.site.theme import BASE_CONFIG, base_config, config_overrides, remote_resources, run_mkdocs, theme_overrides
 from kwiki.verify.history import ClaimRow, RecordRow, read_all
 from kwiki.verify.standing import claim_rows_by_page, standing
@@ -166,9 +163,10 @@ def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki", key
     if HOME not in ctx.files:
         front = yaml.safe_dump({"title": html_text(site_name)}, allow_unicode=True)
         ctx.files[HOME] = f"---\n{front}---\n\n{own(ctx, block)}".encode()
-    ctx.files[EVIDENCE] = own(ctx, evidence_page(pages)).encode()
-    ctx.files[ARCHITECTURES] = own(ctx, architectures_page(pages)).encode()
-    ctx.files[TAGS] = tags_page().encode()
+    for staged, text in [*evidence_pages(pages).items(), *architectures_pages(pages).items()]:
+        ctx.files[staged] = own(ctx, text).encode()
+    for staged, text in tags_pages(pages).items():
+        ctx.files[staged] = text.encode()
     ctx.files[CSS] = stylesheet().encode()
     return ctx.files, pages, run
 
@@ -217,7 +215,10 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport
                   overrides["use_directory_urls"])
     searchindex.rewrite(site_dir, _summaries(pages, overrides["use_directory_urls"]))
     searchindex.compact_site(site_dir)  # a first view fetches the page's HTML: no template indentation in it
-    remote = remote_resources(site_dir)
+    deferred = searchindex.defer_index(site_dir)
+    if deferred and strict:
+        raise SiteError("the search index would load with every page", [deferred])
+    remote = remote_resources(site_dir) + ([deferred] if deferred else [])
     if remote and strict:
         raise SiteError(f"{len(remote)} resources would be fetched from another host", remote)
     t3 = time.perf_counter()
