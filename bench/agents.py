@@ -79,7 +79,7 @@ class Figures:
     """Looks up what each need stands for in the wiki at `root`."""
 
     def __init__(self, root: Path):
-        from kwiki.verify.history import RecordRow, read_all
+        from kwiki.results.store import RecordRow, read_all
         from kwiki.wiki.catalog import page_files
         from kwiki.wiki.pages import load_page
 
@@ -112,7 +112,7 @@ class Figures:
         return Need(label, [c["id"]], mc.value)
 
     def _ladder(self, spec: dict[str, Any]) -> Need:
-        from kwiki.verify import ladders
+        from kwiki.results import ladders
         from kwiki.wiki.manifest import load_manifest
 
         label = f"ladder {spec['page']} {spec['shape']}"

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kwiki.verify.history import RecordRow, read_store  # noqa: E402
+from kwiki.results.store import RecordRow, read_store  # noqa: E402
 
 
 def main() -> int:

@@ -291,8 +291,8 @@ def _measure(path: Path, page: _Page, artifact: str, rng: random.Random) -> list
     in eight too optimistic) and its measurements block written through kwiki's write-back."""
     import yaml
 
-    from kwiki.verify.claims import judge
-    from kwiki.verify.series import stats
+    from kwiki.results.judge import judge
+    from kwiki.results.series import stats
     from kwiki.verify.writeback import apply, measurements_yaml
     from kwiki.wiki.model import Claim, MeasuredClaim, Measurements, Provenance
 

@@ -29,16 +29,23 @@ import sys
 from pathlib import Path
 
 
-def _import(root: Path):  # the stage-folder layout, or the flat one that came before it
+def _import(root: Path):  # results/ below verify/, the stage-folder layout before it, or the flat one before that
     sys.path.insert(0, str(root))
-    try:
-        from kwiki.verify import claims, env, history, plan, record, run
+    try:  # results/ below the pipeline: the store's rows and the record format read from kwiki.results
+        from kwiki.results import record
+        from kwiki.results import store as history
+        from kwiki.verify import claims, env, plan, run
         from kwiki.verify.build import BuildResult
         from kwiki.wiki.catalog import load_wiki
     except ImportError:
-        from kwiki import claims, env, history, plan, record, run  # type: ignore[no-redef]
-        from kwiki.build import BuildResult  # type: ignore[no-redef]
-        from kwiki.catalog import load_wiki  # type: ignore[no-redef]
+        try:
+            from kwiki.verify import claims, env, history, plan, record, run  # type: ignore[no-redef]
+            from kwiki.verify.build import BuildResult  # type: ignore[no-redef]
+            from kwiki.wiki.catalog import load_wiki  # type: ignore[no-redef]
+        except ImportError:
+            from kwiki import claims, env, history, plan, record, run  # type: ignore[no-redef]
+            from kwiki.build import BuildResult  # type: ignore[no-redef]
+            from kwiki.catalog import load_wiki  # type: ignore[no-redef]
     try:  # the gates and verdicts over runs (issue 11)
         from kwiki.verify import gates, series
     except ImportError:

@@ -18,7 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 from kwiki.cli import main
-from kwiki.verify.record import Record, parse_records
+from kwiki.results.record import Record, parse_records
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMON = ROOT / "artifacts" / "common"

@@ -48,7 +48,7 @@ def test_table_names_every_version_constant():
     assert named == CONSTANTS, (
         f"version constants without a row in CHANGELOG.md's format table: {sorted(CONSTANTS - named)}; "
         f"rows naming no such constant: {sorted(named - CONSTANTS)}")
-    assert {("kwiki.verify.record", "RECORD_VERSION"), ("kwiki", "SCHEMA_VERSION")} <= CONSTANTS
+    assert {("kwiki.results.record", "RECORD_VERSION"), ("kwiki", "SCHEMA_VERSION")} <= CONSTANTS
     assert {"page front matter", "artifact manifest"} <= set(rows)
 
 
@@ -65,4 +65,4 @@ def test_changelog_says_the_current_version(module: str, name: str):
 def test_the_parser_reads_a_bumped_constant():
     text = CHANGELOG.read_text(encoding="utf-8").replace(
         "| result record | 1 | `RECORD_VERSION`", "| result record | 7 | `RECORD_VERSION`")
-    assert table(text)["result record"] == (7, ("kwiki.verify.record", "RECORD_VERSION"))
+    assert table(text)["result record"] == (7, ("kwiki.results.record", "RECORD_VERSION"))

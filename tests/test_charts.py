@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kwiki.results.store import RecordRow
 from kwiki.site.charts import draw, roofline_specs
-from kwiki.verify.history import RecordRow
 
 
 def row(artifact: str, variant: str, shape: str, tflops: float, gbs: float,

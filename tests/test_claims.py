@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kwiki.verify.claims import judge
-from kwiki.verify.env import Gpu
-from kwiki.verify.history import change
+from kwiki.results.gpu import Gpu
+from kwiki.results.judge import judge
+from kwiki.results.store import change
 from kwiki.verify.plan import choose_target
 from kwiki.wiki.manifest import Manifest
 from kwiki.wiki.model import Claim
@@ -87,8 +87,8 @@ def test_commit_can_be_passed_where_there_is_no_git(tmp_path, monkeypatch):
 def test_a_figure_from_an_untimed_record_has_no_spread():
     """A profiler counter (one run, no timing) has no spread of its own: its claim shows none,
     and the verdict uses the noise floor."""
+    from kwiki.results.record import parse_records
     from kwiki.verify.claims import _figure
-    from kwiki.verify.record import parse_records
     from kwiki.verify.run import RunOutcome
     from kwiki.verify.tables import fmt_spread
     from kwiki.wiki.model import Selector
@@ -111,8 +111,8 @@ def test_a_figure_from_an_untimed_record_has_no_spread():
 def _ladder(records: list[dict]) -> str:
     from pathlib import Path
 
+    from kwiki.results.record import Record
     from kwiki.verify.plan import PlannedArtifact
-    from kwiki.verify.record import Record
     from kwiki.verify.run import RunOutcome
     from kwiki.verify.tables import ladder_table
 

@@ -138,7 +138,7 @@ def test_garbage_in_results_is_a_warning_of_check(wiki: Path, capsys):
 
 
 def test_verify_and_build_say_which_store_lines_they_skip(wiki: Path, caplog):
-    from kwiki.verify import history
+    from kwiki.results import store as history
 
     (wiki / "results").mkdir()
     good = history.ClaimRow(gpu="NVIDIA H200", date="2026-01-01", run_id="r1", artifact="a", page="p",

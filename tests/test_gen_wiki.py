@@ -65,8 +65,8 @@ def test_parallel_check_finds_what_the_serial_one_finds(tmp_path: Path):
 def test_store_mode_pages_are_measured_and_trace_to_their_runs(tmp_path: Path):
     """--store: every measured page owns a ladder artifact, the store holds three runs of it, and the page's
     measurements block traces to them (kwiki check runs the trace), so the site shows them as measured."""
-    from kwiki.verify.standing import claim_rows_by_page, standing
-    from kwiki.verify.trace import Store, trace
+    from kwiki.results.standing import claim_rows_by_page, standing
+    from kwiki.results.trace import Store, trace
     from kwiki.wiki.catalog import load_wiki
 
     _gen().generate(tmp_path, 40, seed=2, measured=0.75, store=True)

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from kwiki.results.gpu import Gpu
+from kwiki.results.record import Record
 from kwiki.verify import gates
-from kwiki.verify.env import Gpu
 from kwiki.verify.kernels import forms, matches, prefilter
 from kwiki.verify.plan import Plan, PlannedArtifact
-from kwiki.verify.record import Record
 from kwiki.verify.run import RunOutcome
 from kwiki.wiki.manifest import Manifest
 

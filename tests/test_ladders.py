@@ -1,11 +1,11 @@
-"""The ladder as data (kwiki.verify.ladders): readable shapes, grouping, the latest run of the store."""
+"""The ladder as data (kwiki.results.ladders): readable shapes, grouping, the latest run of the store, the best row."""
 
 from __future__ import annotations
 
 import pytest
 
-from kwiki.verify import ladders
-from kwiki.verify.history import RecordRow
+from kwiki.results import ladders
+from kwiki.results.store import RecordRow
 from kwiki.wiki.manifest import Manifest
 
 MANIFEST = Manifest.model_validate({
@@ -52,6 +52,33 @@ def test_the_store_gives_the_latest_run_grouped_by_shape_numbers_as_numbers():
     assert (tuned.rung, tuned.adds, tuned.rate_unit, tuned.vs_baseline, tuned.of_speed_of_light) == (
         1, "tuning", "TB/s", 1.25, 0.5)
     assert ladder.groups[0].rows[0].role == "baseline" and ladder.groups[0].rows[2].role == "ceiling"
+
+
+def test_the_best_row_of_each_shape_is_the_fastest_measured_one_never_a_refused_row_or_the_ceiling():
+    gate = {"name": "physical", "reason": "faster than the board"}
+    small, big, failed = {"M": 1024}, {"M": 8192}, {"M": 16384}
+    rows = [_row("cublas", "02", small, 100.0), _row("tuned", "02", small, 1.0, gates=[gate]),  # refused: never best
+            _row("read_ceiling", "02", small, 10.0),  # the speed of light is not a way to do the work
+            _row("cublas", "02", big, 100.0), _row("tuned", "02", big, 80.0), _row("read_ceiling", "02", big, 40.0),
+            _row("tuned", "02", failed, 5.0).model_copy(update={"figures": {}, "passed": False})]  # no timing
+    (ladder,) = ladders.from_store(MANIFEST, rows)
+    best = [(g.label, r.variant) for g, r in ladders.best_per_shape(ladder)]
+    assert best == [("M=1024", "cublas"), ("M=8192", "tuned")]  # M=16384: nothing measured, left out
+    assert [r.variant for _, r in ladders.best_per_shape(ladder, ceiling=True)] == ["read_ceiling", "read_ceiling"]
+
+
+def test_the_best_row_compares_rates_in_one_unit_and_times_across_units():
+    mixed = [_row("cublas", "02", {"M": 8}, 100.0),
+             _row("tuned", "02", {"M": 8}, 90.0).model_copy(update={"figures": {"time_us": 90.0, "tflop_per_s": 5.0}})]
+    (ladder,) = ladders.from_store(MANIFEST, mixed)
+    rates = {r.variant: (r.rate, r.rate_unit) for r in ladder.groups[0].rows}
+    assert rates["cublas"][1] == "TB/s" and rates["tuned"] == (5.0, "TFLOP/s")
+    assert [r.variant for _, r in ladders.best_per_shape(ladder)] == ["tuned"]  # TFLOP/s and TB/s: the shorter time
+    slow_but_more_bytes = [_row("cublas", "02", {"M": 8}, 100.0),
+                           _row("tuned", "02", {"M": 8}, 120.0).model_copy(
+                               update={"figures": {"time_us": 120.0, "gb_per_s": 20000.0, "tb_per_s": 20.0}})]
+    (ladder,) = ladders.from_store(MANIFEST, slow_but_more_bytes)
+    assert [r.variant for _, r in ladders.best_per_shape(ladder)] == ["tuned"]  # one unit: the higher rate wins
 
 
 def test_a_refused_record_keeps_its_time_but_no_rate_and_compact_json_has_no_nulls():

@@ -18,9 +18,9 @@ import pytest
 
 from kwiki.cli import main
 from kwiki.core import lock
+from kwiki.results.gpu import Gpu
+from kwiki.results.store import RecordRow, append_rows, read_store
 from kwiki.verify import pipeline
-from kwiki.verify.env import Gpu
-from kwiki.verify.history import RecordRow, append_rows, read_store
 from kwiki.verify.run import GPU_LOCK_DIR_ENV, RUNS_DIR, gpu_lock, new_run_id
 from kwiki.verify.writeback import LOCK, locked
 
@@ -37,7 +37,7 @@ def _row(run_id: str) -> RecordRow:
 APPENDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from kwiki.verify.history import RecordRow, append_rows
+    from kwiki.results.store import RecordRow, append_rows
     path, who, n, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
     go.with_name(f"ready-{who}").touch()
     while not go.exists():
@@ -115,7 +115,7 @@ def test_two_verify_runs_in_one_second_keep_their_own_logs_and_rows(tmp_path, mo
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from kwiki.verify.env import Gpu
+    from kwiki.results.gpu import Gpu
     from kwiki.verify.run import gpu_lock
     root, held, release = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     with gpu_lock(Gpu(index=0, name="Test GPU", uuid=sys.argv[4], cc=90), root, print):

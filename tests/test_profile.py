@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from kwiki.results.record import Record, parse_records
 from kwiki.verify import profile
 from kwiki.verify.build import BuildResult
 from kwiki.verify.gates import Gating
 from kwiki.verify.plan import PlannedArtifact
-from kwiki.verify.record import Record, parse_records
 from kwiki.verify.run import RunOutcome
 from kwiki.wiki.manifest import Manifest
 

@@ -387,8 +387,8 @@ def test_a_claim_whose_other_artifact_did_not_run_is_not_run(project: Path, caps
 
 
 def test_a_cross_artifact_claim_over_past_runs_reads_the_other_artifacts_rows_of_that_run():
-    from kwiki.verify.history import RecordRow
-    from kwiki.verify.series import claim_value
+    from kwiki.results.series import claim_value
+    from kwiki.results.store import RecordRow
     from kwiki.wiki.model import Claim
 
     claim = Claim.model_validate({

@@ -299,7 +299,7 @@ def test_tags_table(root, capsys, monkeypatch):
 
 
 def test_schema_files_are_current():
-    from kwiki.wiki.schema import render
+    from kwiki.agents.schema import render
 
     for name in ("query.schema.json", "show.schema.json", "tags.schema.json"):
         assert (REPO / "schema" / name).read_text(encoding="utf-8") == render(name), f"run 'kwiki schema' ({name})"
@@ -487,3 +487,34 @@ def test_a_word_every_page_has_ranks_the_page_titled_with_it_first(tmp_path):
 def test_an_unknown_tag_or_op_is_a_usage_error_with_did_you_mean(root, capsys, argv, message):
     rc, out, err = run_cli(capsys, "query", "--root", str(root), *argv, "--json")
     assert rc == 2 and out == "" and err.strip() == f"kwiki query: {message}"
+
+
+# ---------------------------------------------------------------- a terminal
+
+
+def test_text_query_prints_a_table_in_a_terminal(root):
+    """stdout a terminal: the table, not JSON; a page that names no architecture (a guide) is a row too."""
+    import pty
+
+    (root / "wiki" / "guide.md").write_text(
+        "---\nid: guide-tma\ntitle: A guide to TMA\ntype: guide\ntags: [tma]\nevidence_level: spec\n"
+        "summary: Where the TMA pages are.\n---\nThe TMA pages.\n", encoding="utf-8")
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "kwiki.cli", "query", "--text", "tma", "--root", str(root)],
+                              stdout=follower, stderr=subprocess.PIPE, timeout=120, cwd=REPO)
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal is closed once the child's output is read
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(leader)
+    out = b"".join(chunks).decode()
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert out.startswith("ID") and "technique-tma-multicast" in out and "guide-tma" in out

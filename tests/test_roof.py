@@ -15,10 +15,10 @@ import pytest
 from pydantic import ValidationError
 
 from kwiki.cli import main
+from kwiki.results.gpu import Gpu
+from kwiki.results.record import Record
 from kwiki.verify import env as envmod
 from kwiki.verify import gates, roof
-from kwiki.verify.env import Gpu
-from kwiki.verify.record import Record
 from kwiki.wiki.frontmatter import parse_page
 
 H200 = Gpu(index=0, name="NVIDIA H200", uuid=None, cc=90, sm_count=132, memory_gib=139.8, sm_mhz=1980,

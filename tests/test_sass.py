@@ -14,9 +14,9 @@ import pytest
 
 from kwiki.cli import main
 from kwiki.core.errors import ManifestError
+from kwiki.results.record import Check, Record
 from kwiki.verify import sass
 from kwiki.verify.gates import Gating
-from kwiki.verify.record import Check, Record
 from kwiki.wiki.instructions import parse_pattern
 from kwiki.wiki.manifest import Variant, load_manifest
 
@@ -207,7 +207,7 @@ def test_a_failed_check_fails_the_mechanism_gate_of_the_variants_records():
 
 
 def test_the_evidence_a_store_row_carries():
-    from kwiki.verify.history import RecordRow
+    from kwiki.results.store import RecordRow
 
     res = sass.VariantMechanism("a", "wide", "sm_90a", "passed", "m", 1, kernels=[
         sass.KernelEvidence("k", 32, 0, 1152, 0, 0, 0, {"LDG.E.128": 5})])

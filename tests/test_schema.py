@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from kwiki.agents.schema import SCHEMAS, render, stale, write
 from kwiki.cli import main
-from kwiki.wiki.schema import SCHEMAS, render, stale, write
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_DIR = REPO / "schema"

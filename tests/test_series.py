@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from kwiki.cli import main
+from kwiki.results.judge import judge
+from kwiki.results.record import PROTOCOL_VERSION
+from kwiki.results.series import drift_text, stats
+from kwiki.results.standing import State, standing
 from kwiki.verify import series
-from kwiki.verify.claims import judge
 from kwiki.verify.plan import PlannedArtifact
-from kwiki.verify.record import PROTOCOL_VERSION
-from kwiki.verify.standing import State, standing
 from kwiki.wiki.catalog import load_wiki
 from kwiki.wiki.frontmatter import parse_page
 from kwiki.wiki.manifest import Manifest
@@ -58,14 +59,14 @@ def measurements(root: Path) -> dict:
 
 
 def test_band_is_k_mad_with_a_2_percent_floor():
-    steady = series.stats([1.0, 1.0, 1.1])
+    steady = stats([1.0, 1.0, 1.1])
     assert (steady.median, steady.band, steady.runs) == (1.0, 0.02, 3)  # MAD 0: the floor
     assert steady.drift(1.1) == pytest.approx(0.1)
     assert steady.drift(1.01) is None
-    noisy = series.stats([1.0, 1.05, 0.95])  # MAD 0.05 -> 3 x 1.4826 x 0.05 = 22%
+    noisy = stats([1.0, 1.05, 0.95])  # MAD 0.05 -> 3 x 1.4826 x 0.05 = 22%
     assert noisy.band == pytest.approx(0.2224, abs=1e-4) and noisy.drift(0.95) is None
-    assert series.stats([5.0]).drift(5.0) is None  # one run cannot drift
-    assert series.drift_text(0.0843) == "+8.4% vs the series median"
+    assert stats([5.0]).drift(5.0) is None  # one run cannot drift
+    assert drift_text(0.0843) == "+8.4% vs the series median"
 
 
 # ---------------------------------------------------------------- the key
@@ -214,7 +215,7 @@ def test_until_runs_must_be_a_positive_number(project, capsys):
 def test_a_page_drifts_only_when_its_latest_run_leaves_the_band():
     """Under series, a claim that passed the run before and is ambiguous now is not a drift by itself
     (the old reading showed an orange 'drifted' for moves within ordinary run-to-run noise)."""
-    from kwiki.verify.history import ClaimRow
+    from kwiki.results.store import ClaimRow
     from kwiki.wiki.model import PageMeta
 
     def meta(drift: float | None) -> PageMeta:

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from kwiki.cli import main
+from kwiki.results.standing import State, claim_rows_by_page, standing
+from kwiki.results.store import RecordRow, read_all
 from kwiki.site import charts
 from kwiki.site.stage import SiteError, build_site, live_server, remote_resources
-from kwiki.verify.history import RecordRow, read_all
-from kwiki.verify.standing import State, claim_rows_by_page, standing
 from kwiki.wiki.catalog import load_wiki
 
 REPO = Path(__file__).resolve().parent.parent

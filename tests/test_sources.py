@@ -16,7 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from kwiki.cli import main
-from kwiki.verify.standing import State, standing
+from kwiki.results.standing import State, standing
 from kwiki.wiki.check import check, public
 from kwiki.wiki.model import PageMeta
 

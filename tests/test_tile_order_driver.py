@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kwiki.verify.record import parse_records
+from kwiki.results.record import parse_records
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "artifacts" / "tile_order_sm90a" / "l2_profile.py"

@@ -28,10 +28,10 @@ from kwiki.agents.index import open_index
 from kwiki.agents.query import Query, search
 from kwiki.agents.show import show
 from kwiki.cli import main
+from kwiki.results.standing import State
+from kwiki.results.trace import Store, trace
 from kwiki.site.sanitize import clean, mark_own
 from kwiki.site.stage import build_site
-from kwiki.verify.standing import State
-from kwiki.verify.trace import Store, trace
 from kwiki.wiki.catalog import load_wiki
 from kwiki.wiki.frontmatter import parse_page
 from kwiki.wiki.markers import checksum

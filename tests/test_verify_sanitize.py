@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from kwiki.results.record import Record
 from kwiki.verify import sanitize
 from kwiki.verify.build import BuildResult
 from kwiki.verify.gates import Gating
 from kwiki.verify.plan import PlannedArtifact
-from kwiki.verify.record import Record
 from kwiki.verify.run import RunOutcome
 from kwiki.wiki.manifest import Manifest
 

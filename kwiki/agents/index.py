@@ -16,7 +16,7 @@ opens the index through `with_index`, which first brings it up to date:
   a page with errors is left out of the index (`kwiki check` reports it), its problems
   kept for `kwiki show`;
 * a page with a measurements block is stored with what the results store says about it
-  (kwiki.verify.trace: does each figure trace to the runs it names?), so its evidence, state
+  (kwiki.results.trace: does each figure trace to the runs it names?), so its evidence, state
   and facets never show an untraceable block as verified; that check is cached with the page
   and done again only when the page changes or when a file of `results/` changes size or
   mtime (then every page with a block is read again; the others are not);
@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from kwiki.core.errors import KwikiError
-from kwiki.verify.storelines import RESULTS_DIR
+from kwiki.results.storelines import RESULTS_DIR
 from kwiki.wiki.catalog import WIKI_DIR
 
 INDEX_VERSION = 6  # bump whenever the tables or the stored JSON change: the index is rebuilt
@@ -627,7 +627,7 @@ class _Record(NamedTuple):
     page: dict[str, Any] | None  # None when the page has errors
 
 
-_STORES: dict[str, tuple[Snapshot, Any]] = {}  # root -> (its store files, kwiki.verify.trace.Store of them)
+_STORES: dict[str, tuple[Snapshot, Any]] = {}  # root -> (its store files, kwiki.results.trace.Store of them)
 
 
 def _trace_store(root: Path) -> Any:
@@ -635,7 +635,7 @@ def _trace_store(root: Path) -> Any:
     (not trusted while a file was modified within RACY_NS: a second write may keep its size and mtime)."""
     import time
 
-    from kwiki.verify.trace import Store
+    from kwiki.results.trace import Store
 
     files = store_files(root)
     cached = _STORES.get(str(root))
@@ -689,10 +689,10 @@ def _read_one(job: tuple[str, str]) -> _Record:
     block = meta.measurements
     trace = st = None
     rank = meta.effective_evidence.rank
-    if block is not None:  # what the results store says about it (only such pages import kwiki.verify)
-        from kwiki.verify.standing import standing
-        from kwiki.verify.trace import evidence
-        from kwiki.verify.trace import trace as trace_page
+    if block is not None:  # what the results store says about it (only such pages import kwiki.results)
+        from kwiki.results.standing import standing
+        from kwiki.results.trace import evidence
+        from kwiki.results.trace import trace as trace_page
 
         store = _trace_store(root)
         trace = trace_page(meta, store, path)

@@ -1,7 +1,7 @@
 """`kwiki show ID --ladder` and the MCP tool `get_ladder`: a page's ladders as data, without its body.
 
 Each artifact the page names gives one ladder per GPU model: its latest run in the results store
-(kwiki.verify.ladders.from_store), grouped by shape, with absolute times and rates, the ratio to the
+(kwiki.results.ladders.from_store), grouped by shape, with absolute times and rates, the ratio to the
 baseline and the share of the speed of light. `shape` keeps the groups whose label (`8192x8192,
 bf16`, `4 GiB, u8`) or parameters contain it; a shape no group has is a usage error that lists them.
 """
@@ -20,7 +20,7 @@ _ROWS: dict[str, tuple[Any, list[Any]]] = {}  # root -> (its store files, their 
 
 def _record_rows(root: Path) -> list[Any]:
     """The results store's record rows, read once per process while its files stay the same."""
-    from kwiki.verify.history import RecordRow, read_all
+    from kwiki.results.store import RecordRow, read_all
 
     files = store_files(root)
     cached = _ROWS.get(str(root))
@@ -46,7 +46,7 @@ def _slim(ladder: dict[str, Any]) -> dict[str, Any]:
 def page_ladders(root: Path, page_id: str, shape: str | None = None) -> dict[str, Any]:
     """The LadderOutput document of page `page_id` (compact: no nulls); raises index.PageNotFound for an
     unknown id and UsageError for a shape none of its ladders has."""
-    from kwiki.verify import ladders
+    from kwiki.results import ladders
     from kwiki.wiki.manifest import MANIFEST, load_manifest
 
     root = Path(root)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kwiki.verify.ladders import Ladder
+from kwiki.results.ladders import Ladder
 
 
 class _Out(BaseModel):

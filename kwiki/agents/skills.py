@@ -169,23 +169,23 @@ def _numbers(doc: dict[str, Any]) -> list[str]:
 
 
 def _ladders(ladders: dict[str, Any]) -> list[str]:
-    """Each ladder's shapes: the fastest measured variant and the baseline, absolute figures."""
+    """Each ladder's shapes: the fastest measured variant (kwiki.results.ladders.best_per_shape) and the
+    baseline, absolute figures."""
+    from kwiki.results.ladders import Ladder, best_per_shape
+
     out: list[str] = []
     for ladder in ladders.get("ladders", []):
         out += ["", f"Ladder `{ladder['artifact']}` on {ladder.get('gpu', '?')} (run `{ladder.get('run_id', '?')}`), "
                     f"baseline `{ladder.get('baseline', '—')}`:", "",
                 "| shape | fastest variant | time (us) | rate | vs baseline | of speed of light |",
                 "| --- | --- | ---: | ---: | ---: | ---: |"]
-        for group in ladder["groups"]:
-            rated = [r for r in group["rows"] if r.get("status") == "measured" and "rate" in r
-                     and r.get("role") != "ceiling"]
-            if not rated:
-                continue
-            best = max(rated, key=lambda r: r["rate"])
-            vs = f"{best['vs_baseline']:.3g}x" if "vs_baseline" in best else "—"
-            sol = f"{best['of_speed_of_light']:.0%}" if "of_speed_of_light" in best else "—"
-            out.append(f"| {_cell(group['label'])} | `{best['variant']}` | {best['time_us']:g} "
-                       f"| {best['rate']:g} {best['rate_unit']} | {vs} | {sol} |")
+        for group, best in best_per_shape(Ladder.model_validate(ladder)):
+            if best.rate is None:
+                continue  # a shape whose rungs declare no work: no rate to show
+            vs = f"{best.vs_baseline:.3g}x" if best.vs_baseline is not None else "—"
+            sol = f"{best.of_speed_of_light:.0%}" if best.of_speed_of_light is not None else "—"
+            out.append(f"| {_cell(group.label)} | `{best.variant}` | {best.time_us:g} "
+                       f"| {best.rate:g} {best.rate_unit} | {vs} | {sol} |")
     return out
 
 

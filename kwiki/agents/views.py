@@ -27,7 +27,7 @@ from it. `measured.run` names the run it comes from (the results store's run id)
 claims it measured. Its `value` is the median over the `runs` of the claim's series (`range`: the
 lowest and highest run); fewer than 3 runs and it is `provisional`; `gates` lists the gates that
 refused its figure (then there is no `value`). `traceable` says whether the results store holds the
-runs the figure names (kwiki.verify.trace), `untraceable` why not. A page whose measurements block
+runs the figure names (kwiki.results.trace), `untraceable` why not. A page whose measurements block
 does not trace has the state and the evidence level "untraceable", whatever the block says.
 """
 
@@ -39,11 +39,11 @@ from kwiki import SCHEMA_VERSION
 from kwiki.wiki.verdict import RUNS
 
 if TYPE_CHECKING:
-    from kwiki.verify.standing import Standing
-    from kwiki.verify.trace import PageTrace
+    from kwiki.results.standing import Standing
+    from kwiki.results.trace import PageTrace
     from kwiki.wiki.model import Claim, MeasuredClaim, Measurements, PageMeta
 
-NOT_MEASURED = "not-measured"  # kwiki.verify.standing.State.not_measured, the state of a page without a block
+NOT_MEASURED = "not-measured"  # kwiki.results.standing.State.not_measured, the state of a page without a block
 
 
 def compact(value: Any) -> Any:
@@ -170,7 +170,7 @@ def _state(meta: PageMeta, st: Standing | None, trace: PageTrace | None) -> tupl
     if st is None:
         if meta.measurements is None:
             return NOT_MEASURED, meta.effective_evidence.value
-        from kwiki.verify.standing import standing
+        from kwiki.results.standing import standing
 
         st = standing(meta, None, trace)
     return st.state.value, st.evidence
@@ -178,7 +178,7 @@ def _state(meta: PageMeta, st: Standing | None, trace: PageTrace | None) -> tupl
 
 def result_view(meta: PageMeta, path: str, trace: PageTrace | None = None, st: Standing | None = None
                 ) -> dict[str, Any]:
-    """One entry of `kwiki query --json --detail full`'s `results`; `trace` and `st` (kwiki.verify.trace,
+    """One entry of `kwiki query --json --detail full`'s `results`; `trace` and `st` (kwiki.results.trace,
     .standing) say whether its measurements block traces, and where the page stands. The brief entry
     (the default) is cut from it at query time (kwiki.agents.query.brief)."""
     state, evidence = _state(meta, st, trace)

@@ -35,7 +35,7 @@ def run(args: Any) -> int:
     )
     as_json = _wants_json(args)
     if not as_json:
-        q.detail = "full"  # the table shows every page's architectures
+        q.detail = "full"  # the table shows every page's architectures (a page may name none: no key)
     raw = as_json and q.detail == "full"  # the stored results, pasted unparsed
     doc, left_out = with_index(
         root, lambda conn: (search_conn(conn, q, raw=raw), 0 if as_json else len(skipped(conn)))
@@ -45,7 +45,8 @@ def run(args: Any) -> int:
         return 0
     _print_table(
         ["ID", "TYPE", "EVIDENCE", "ARCH", "TITLE"],
-        [[r["id"], r["type"], r["evidence_level"], " ".join(r["architectures"]), r["title"]] for r in doc["results"]],
+        [[r["id"], r["type"], r["evidence_level"], " ".join(r.get("architectures", [])), r["title"]]
+         for r in doc["results"]],
     )
     shown, total = len(doc["results"]), doc["total"]
     print(f"{shown} of {total} pages" if shown < total else f"{total} page{'s' * (total != 1)}")

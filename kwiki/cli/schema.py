@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kwiki.agents.schema import stale, write
 from kwiki.wiki.catalog import find_root
-from kwiki.wiki.schema import stale, write
 
 
 def run(args: argparse.Namespace) -> int:

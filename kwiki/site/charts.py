@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from kwiki.core.numbers import fmt, params_text
-from kwiki.verify.history import ClaimRow, RecordRow
+from kwiki.results.store import ClaimRow, RecordRow
 from kwiki.wiki.model import FIGURE_UNITS, Claim
 
 MAX_BARS = 48

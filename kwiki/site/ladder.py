@@ -1,4 +1,4 @@
-"""A ladder on the site: one table per shape group, the decision columns first (kwiki.verify.ladders' data).
+"""A ladder on the site: one table per shape group, the decision columns first (kwiki.results.ladders' data).
 
 Each group is a table whose caption is its shape (`8192x8192, bf16`, `4 GiB, u8`); its first column,
 the variant and what its rung adds, stays in view when the table scrolls sideways (sticky); the
@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 
 from kwiki.core.numbers import NONE, fmt, fmt_spread
+from kwiki.results.ladders import Ladder, Mechanism, Profiled, Rung, ShapeGroup
+from kwiki.results.mechanism import KernelRow
 from kwiki.site.render import html_text
-from kwiki.verify.ladders import Ladder, Mechanism, Profiled, Rung, ShapeGroup
-from kwiki.verify.sass import KernelRow
 
 COLUMNS = ("variant", "vs baseline", "of speed of light", "rate", "time (µs)", "mechanism", "registers", "SM MHz")
 STATUS_TEXT = {"refused": "refused", "profiled": "profiled (no timing)", "check-failed": "check failed",

@@ -15,6 +15,9 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
+from kwiki.results.standing import Standing, State
+from kwiki.results.store import ClaimRow, RecordRow
+from kwiki.results.trace import PageTrace
 from kwiki.site.render import (
     arch_anchor,
     evidence_badge,
@@ -24,9 +27,6 @@ from kwiki.site.render import (
     relative,
     state_badge,
 )
-from kwiki.verify.history import ClaimRow, RecordRow
-from kwiki.verify.standing import Standing, State
-from kwiki.verify.trace import PageTrace
 from kwiki.wiki.model import PageMeta
 from kwiki.wiki.pages import Page
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kwiki.core.errors import UsageError
 from kwiki.core.writefile import write_atomic
-from kwiki.verify.history import RESULTS_DIR
+from kwiki.results.storelines import RESULTS_DIR
 from kwiki.wiki.catalog import ARTIFACTS_DIR, WIKI_DIR
 
 STAGE_DIR = ".kwiki/site"

@@ -17,6 +17,7 @@ import yaml
 
 from kwiki.core.errors import ManifestError
 from kwiki.core.paths import inside
+from kwiki.results.store import ClaimRow, RecordRow, gpu_slug
 from kwiki.site import charts
 from kwiki.site.listings import ARCHITECTURES, INDEX_DIR, SitePage
 from kwiki.site.render import (
@@ -32,7 +33,6 @@ from kwiki.site.render import (
 )
 from kwiki.site.sanitize import mark_own
 from kwiki.site.tagpages import page_tags
-from kwiki.verify.history import ClaimRow, RecordRow, gpu_slug
 from kwiki.wiki.catalog import ARTIFACTS_DIR
 
 if TYPE_CHECKING:
@@ -105,8 +105,8 @@ def _manifest(ctx: Context, rel: str) -> Manifest | None:
 
 def _ladder_tables(ctx: Context, sp: SitePage) -> str:
     """Each artifact's ladder from its latest run per GPU in the results store: a table per shape group."""
+    from kwiki.results.ladders import from_store
     from kwiki.site.ladder import ladders_block
-    from kwiki.verify.ladders import from_store
 
     meta = sp.meta
     assert meta is not None
@@ -142,8 +142,8 @@ def _roofline(ctx: Context, sp: SitePage) -> str:
     """For pages tagged 'roofline': a page whose artifacts are memory-bound (one names a ceiling variant) gets
     every memory-bound artifact under the measured bandwidth roof; any other (GEMM) gets its own artifacts'
     points under the datasheet memory roof and the best measured compute rate per dtype."""
-    from kwiki.verify.env import Gpu
-    from kwiki.verify.peaks import dram_peak
+    from kwiki.results.gpu import Gpu
+    from kwiki.results.peaks import dram_peak
     from kwiki.wiki.manifest import MANIFEST, load_manifest
 
     assert sp.meta is not None

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 from kwiki.core.errors import ManifestError
 from kwiki.core.numbers import fmt
 from kwiki.core.paths import inside, within
-from kwiki.verify import tables
-from kwiki.verify.standing import Standing
-from kwiki.verify.trace import PageTrace
+from kwiki.results import tables
+from kwiki.results.standing import Standing
+from kwiki.results.trace import PageTrace
 from kwiki.wiki.model import MeasuredClaim, PageMeta
 from kwiki.wiki.verdict import NOT_REPRODUCED, OUT_OF_SCOPE, PASSING, Verdict
 
@@ -160,7 +160,7 @@ def _verdict_badge(mc: MeasuredClaim | None) -> str:
 
 
 def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
-    """The page's claims table (kwiki.verify.tables) with escaped text and verdict badges; a figure that does
+    """The page's claims table (kwiki.results.tables) with escaped text and verdict badges; a figure that does
     not trace to the results store (`trace`) shows 'untraceable' where its verdict would be, and why below."""
     if not meta.claims:
         return ""
@@ -224,7 +224,7 @@ def source_block(root: Path, path: Path, shown_as: str) -> str:
 def build_lines(manifest: Manifest, rel: str) -> list[str]:
     """The commands that build the artifact, one per target, run from the repository root."""
     from kwiki.core.arch import parse_arch
-    from kwiki.verify.build import BuildJob, command
+    from kwiki.wiki.buildline import BuildJob, command
     from kwiki.wiki.manifest import HOST
 
     out = []

@@ -27,6 +27,9 @@ import yaml
 from kwiki.core.errors import UsageError
 from kwiki.core.paths import inside, links_out
 from kwiki.core.writefile import write_atomic
+from kwiki.results.standing import claim_rows_by_page, standing
+from kwiki.results.store import ClaimRow, RecordRow, read_all
+from kwiki.results.trace import Store, trace
 from kwiki.site import searchindex
 from kwiki.site.errors import SiteError
 from kwiki.site.listings import (
@@ -44,9 +47,6 @@ from kwiki.site.pages import ASSETS, CSS, Context, artifact_pages, own, stage_pa
 from kwiki.site.render import html_text, stylesheet
 from kwiki.site.tagpages import tags_pages
 from kwiki.site.theme import BASE_CONFIG, base_config, config_overrides, remote_resources, run_mkdocs, theme_overrides
-from kwiki.verify.history import ClaimRow, RecordRow, read_all
-from kwiki.verify.standing import claim_rows_by_page, standing
-from kwiki.verify.trace import Store, trace
 from kwiki.wiki.catalog import WIKI_DIR, load_wiki
 
 if TYPE_CHECKING:

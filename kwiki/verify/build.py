@@ -25,21 +25,11 @@ from kwiki.core.arch import parse_arch
 from kwiki.core.paths import shown, within
 from kwiki.core.proc import run_group
 from kwiki.core.writefile import write_atomic
-from kwiki.wiki.manifest import HOST, MANIFEST, Manifest
+from kwiki.wiki.buildline import COMMON_DIR, BuildJob, command
+from kwiki.wiki.manifest import HOST, MANIFEST
 
 BUILD_DIR = ".kwiki/build"
-COMMON_DIR = "artifacts/common"
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class BuildJob:
-    """One compile the plan asks for: an artifact for one target (a value; the build never changes it)."""
-
-    artifact: str
-    directory: Path  # absolute artifact directory
-    manifest: Manifest
-    target: str
 
 
 @dataclass
@@ -131,23 +121,6 @@ def artifact_hash(directory: Path, root: Path, also: list[Path] | None = None) -
     return h.hexdigest()[:16]
 
 
-def command(job: BuildJob, root: Path, out: Path, nvcc: str | None, cxx: str | None) -> list[str] | str:
-    """The compiler command line, or a string saying why there is none."""
-    b = job.manifest.build
-    include = f"-I{root / COMMON_DIR}"
-    libs = [f"-l{lib}" for lib in b.libs]
-    sources = [str(job.directory / s) for s in b.sources]
-    extra = b.target_flags.get(job.target, [])
-    if b.compiler == "c++" and job.target == HOST:
-        if not cxx:
-            return "no C++ compiler (c++/g++) on PATH"
-        return [cxx, *b.flags, *extra, include, "-o", str(out), *sources, *libs]
-    if not nvcc:
-        return "nvcc not found on PATH (install the CUDA toolkit)"
-    gencode = [] if job.target == HOST else [parse_arch(job.target).gencode(), "-Xptxas=-v"]
-    return [nvcc, *b.flags, *gencode, *extra, include, "-o", str(out), *sources, *libs]
-
-
 _PTXAS = re.compile(  # a kernel's line, then its spills' and its registers' (ptxas -v writes them in that order)
     r"ptxas info\s*: (?:Compiling entry function|Function properties for) '?(?P<entry>[\w$.]+)'?"
     r"|(?P<stack>\d+) bytes stack frame, (?P<stores>\d+) bytes spill stores, (?P<loads>\d+) bytes spill loads"
@@ -182,11 +155,8 @@ def cxx_version(cxx: str | None) -> str | None:
 
 def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None,
               started: Callable[[BuildJob], None] | None = None) -> BuildResult:
-    """Build one job, or take it from the cache; `started(job)` is told before a compiler runs."""
-    if job.manifest.kind == "python":  # nothing to compile: import the module and check its contract
-        from kwiki.verify.pyartifact import check_module
-
-        return check_module(job, root)
+    """Compile one CUDA (or host C++) job, or take it from the cache; `started(job)` is told before a compiler
+    runs. Another kind's build is the pipeline's to dispatch (kwiki.verify.pipeline)."""
     compiler_version = nvcc_version if job.manifest.build.compiler == "nvcc" or job.target != HOST else cxx_version(cxx)
     key = cache_key(job, root, compiler_version)
     final = root / BUILD_DIR / job.artifact / f"{job.target}-{key}"
@@ -241,6 +211,9 @@ def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | N
     return agree_on_variants(job, root, built)
 
 
+# one job's build: (job, root, nvcc, nvcc version, c++, started) -> its result
+BuildOne = Callable[[BuildJob, Path, str | None, str | None, str | None, Callable[[BuildJob], None] | None],
+                    BuildResult]
 LIST_VARIANTS_TIMEOUT_S = 60.0
 
 
@@ -280,16 +253,18 @@ def agree_on_variants(job: BuildJob, root: Path, result: BuildResult) -> BuildRe
 def build_all(jobs: list[BuildJob], root: Path, *, nvcc: str | None, nvcc_version: str | None,
               cxx: str | None, workers: int = 0,
               progress: Callable[[BuildResult], None] | None = None,
-              started: Callable[[BuildJob], None] | None = None) -> list[BuildResult]:
-    """Build every job, `workers` at a time (default: CPU count); results in job order.
+              started: Callable[[BuildJob], None] | None = None, one: BuildOne | None = None) -> list[BuildResult]:
+    """Build every job with `one` (default: build_one), `workers` at a time (default: CPU count); results in
+    job order.
 
     `started(job)` is told as a compiler starts (from the worker's thread, and not for a cached
     build); `progress(result)` as each build ends, in the order they end, from this thread.
     """
+    one = one or build_one
     workers = workers or os.cpu_count() or 1
     results: list[BuildResult | None] = [None] * len(jobs)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {pool.submit(build_one, job, root, nvcc, nvcc_version, cxx, started): i
+        futures = {pool.submit(one, job, root, nvcc, nvcc_version, cxx, started): i
                    for i, job in enumerate(jobs)}
         for fut in as_completed(futures):
             result = fut.result()
@@ -299,4 +274,5 @@ def build_all(jobs: list[BuildJob], root: Path, *, nvcc: str | None, nvcc_versio
     return [r for r in results if r is not None]
 
 
-__all__ = ["MANIFEST", "BuildJob", "BuildResult", "artifact_hash", "build_all", "build_one", "parse_ptxas"]
+__all__ = ["COMMON_DIR", "MANIFEST", "BuildJob", "BuildResult", "artifact_hash", "build_all", "build_one",
+           "parse_ptxas"]

@@ -7,30 +7,14 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from kwiki import __version__
+from kwiki.results.gpu import Gpu
 
 T = TypeVar("T")
-
-
-@dataclass
-class Gpu:
-    index: int
-    name: str
-    uuid: str | None
-    cc: int  # compute capability as 90 for 9.0
-    sm_count: int | None = None
-    memory_gib: float | None = None
-    sm_mhz: int | None = None
-    sm_mhz_max: int | None = None
-    throttle: list[str] = field(default_factory=list)
-
-    @property
-    def arch(self) -> str:
-        return f"sm_{self.cc}"
 
 
 @dataclass

@@ -8,7 +8,7 @@ else is wrong (a measured roof below an honest record).
 
 physical  a rate beyond the physical peak of its level by more than PHYSICAL_MARGIN: bytes per
           second at the record's `bytes_level` (DRAM, L2, shared memory) and FLOP per second at its
-          dtype, against kwiki.verify.peaks. It catches work that was never done (a kernel that
+          dtype, against kwiki.results.peaks. It catches work that was never done (a kernel that
           works only on its checked launch, or on a stream the timer does not see) and declared
           bytes or FLOPs the kernel does not move, as soon as they claim the impossible. It cannot
           catch a cheat that stays under the peak: an honest wgmma microbenchmark already reaches
@@ -44,12 +44,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kwiki.core.numbers import fmt, params_text
+from kwiki.results import peaks
+from kwiki.results.gpu import Gpu
+from kwiki.results.record import Record, Roof
 from kwiki.verify import kernels as kmatch
-from kwiki.verify import peaks
 from kwiki.verify import roof as roofs
-from kwiki.verify.env import Gpu
 from kwiki.verify.plan import Plan, PlannedArtifact
-from kwiki.verify.record import Record, Roof
 from kwiki.verify.run import RunOutcome
 from kwiki.wiki.manifest import HOST
 from kwiki.wiki.model import Gate

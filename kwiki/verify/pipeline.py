@@ -12,15 +12,15 @@ from typing import Any
 from kwiki import SCHEMA_VERSION
 from kwiki.core.errors import EnvironmentProblem, Problem, UsageError
 from kwiki.core.suggest import did_you_mean
+from kwiki.results.record import PROTOCOL_VERSION
 from kwiki.verify import env as envmod
 from kwiki.verify import gates, history, pyartifact, sass, series
 from kwiki.verify import profile as profiler
 from kwiki.verify import sanitize as sanitizer
-from kwiki.verify.build import BuildJob, BuildResult, build_all
+from kwiki.verify.build import BuildJob, BuildResult, build_all, build_one
 from kwiki.verify.claims import ClaimResult, evaluate
-from kwiki.verify.plan import Plan, select_pages
+from kwiki.verify.plan import Plan, PlannedArtifact, select_pages
 from kwiki.verify.plan import plan as make_plan
-from kwiki.verify.record import PROTOCOL_VERSION
 from kwiki.verify.run import RunOutcome, gpu_lock, new_run_id, run_artifact
 from kwiki.verify.writeback import write_back
 from kwiki.wiki.catalog import load_wiki
@@ -239,7 +239,29 @@ def _build_stage(the_plan: Plan, environment: envmod.Environment, root: Path, jo
         progress(f"build {job.artifact} [{job.target}]: compiling")
 
     return build_all(the_plan.builds, root, nvcc=environment.nvcc_path, nvcc_version=environment.nvcc,
-                     cxx=environment.cxx_path, workers=jobs, progress=on_build, started=on_start)
+                     cxx=environment.cxx_path, workers=jobs, progress=on_build, started=on_start, one=_build_one)
+
+
+# ---------------------------------------------------------------- artifact kinds
+
+
+def _build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None,
+               started: Callable[[BuildJob], None] | None = None) -> BuildResult:
+    """One job's build by its artifact's kind: a Python module is imported and its contract checked (nothing to
+    compile), a CUDA artifact compiled."""
+    if job.manifest.kind == "python":
+        return pyartifact.check_module(job, root)
+    return build_one(job, root, nvcc, nvcc_version, cxx, started)
+
+
+def _run_one(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int | None, root: Path,
+             run_id: str) -> list[RunOutcome]:
+    """One artifact's run by its kind: kwiki's harness for a Python artifact (one process, a watchdog per
+    variant), the artifact's own binary for a CUDA one."""
+    assert planned.manifest is not None
+    if planned.manifest.kind == "python":
+        return pyartifact.run_python(planned, build, gpu_index=gpu_index, root=root, run_id=run_id)
+    return run_artifact(planned, build, gpu_index=gpu_index, root=root, run_id=run_id)
 
 
 def _run_stage(the_plan: Plan, builds: list[BuildResult], root: Path, run_id: str,
@@ -257,8 +279,8 @@ def _run_stage(the_plan: Plan, builds: list[BuildResult], root: Path, run_id: st
         progress(f"run {n}/{len(runnable)} {planned.name} [{planned.run_target}] "
                  f"{len(planned.run_variants)} variants + {len(planned.isolated)} isolated")
         t0 = time.perf_counter()
-        outs = run_artifact(planned, by_key[(planned.build_name, planned.run_target)], gpu_index=gpu_index,
-                            root=root, run_id=run_id)
+        outs = _run_one(planned, by_key[(planned.build_name, planned.run_target)], gpu_index=gpu_index,
+                        root=root, run_id=run_id)
         seconds += time.perf_counter() - t0  # wall time: a Python artifact's outcomes share one process's seconds
         outcomes[planned.path] = outs
         for o in outs:

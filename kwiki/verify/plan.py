@@ -9,8 +9,9 @@ from pathlib import Path
 from kwiki.core.arch import compatible, parse_arch
 from kwiki.core.errors import ManifestError, Problem, UsageError
 from kwiki.core.paths import inside
+from kwiki.results.gpu import Gpu
 from kwiki.verify.build import BuildJob, artifact_hash
-from kwiki.verify.env import Environment, Gpu
+from kwiki.verify.env import Environment
 from kwiki.wiki.catalog import Wiki
 from kwiki.wiki.manifest import HOST, MANIFEST, Manifest, load_manifest
 from kwiki.wiki.pages import Page

@@ -44,11 +44,11 @@ from kwiki.core.numbers import fmt, params_text
 from kwiki.core.paths import shown
 from kwiki.core.proc import find_tool, run_group
 from kwiki.core.writefile import write_atomic
+from kwiki.results.record import Record, parse_records
 from kwiki.verify import kernels as kmatch
 from kwiki.verify.build import BuildResult
 from kwiki.verify.gates import Finding
 from kwiki.verify.plan import PlannedArtifact
-from kwiki.verify.record import Record, parse_records
 from kwiki.verify.run import argv_for
 from kwiki.wiki.manifest import MANIFEST
 

@@ -21,10 +21,11 @@ from typing import Any
 from kwiki.core.errors import RecordError
 from kwiki.core.paths import within
 from kwiki.core.proc import ProcResult, run_group
-from kwiki.verify.build import COMMON_DIR, BuildJob, BuildResult
+from kwiki.results.record import Record, parse_records
+from kwiki.verify.build import BuildJob, BuildResult
 from kwiki.verify.plan import Plan, PlannedArtifact
-from kwiki.verify.record import Record, parse_records
 from kwiki.verify.run import RUNS_DIR, RunOutcome, Status
+from kwiki.wiki.buildline import COMMON_DIR
 from kwiki.wiki.manifest import HOST, MANIFEST
 
 HARNESS = "kwiki_harness.py"

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kwiki.core.numbers import fmt
-from kwiki.verify.record import Record, Roof
+from kwiki.results.record import Record, Roof
 
 AGREE = 0.005  # a roof whose BW or t0 (relative to the smallest point's time) its points refit beyond this: refused
 MAX_RESIDUAL = 0.03  # a fit whose worst point is off by more than this: the roof is suspect (a warning)

@@ -21,10 +21,10 @@ from typing import Literal
 from kwiki.core import lock
 from kwiki.core.errors import RecordError
 from kwiki.core.proc import run_group
+from kwiki.results.gpu import Gpu
+from kwiki.results.record import Record, parse_records
 from kwiki.verify.build import BuildResult
-from kwiki.verify.env import Gpu
 from kwiki.verify.plan import PlannedArtifact
-from kwiki.verify.record import Record, parse_records
 from kwiki.wiki.manifest import HOST
 
 RUNS_DIR = ".kwiki/runs"
@@ -97,12 +97,9 @@ def argv_for(planned: PlannedArtifact, binary: str, variants: list[str]) -> list
 
 def run_artifact(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int | None, root: Path,
                  run_id: str) -> list[RunOutcome]:
-    """Run the shared-process variants together, then each isolated variant alone."""
+    """Run a CUDA artifact: the shared-process variants together, then each isolated variant alone. Another
+    kind's run is the pipeline's to dispatch (kwiki.verify.pipeline)."""
     assert planned.manifest is not None and build.binary is not None
-    if planned.manifest.kind == "python":  # kwiki's harness, one process, a watchdog per variant
-        from kwiki.verify.pyartifact import run_python
-
-        return run_python(planned, build, gpu_index=gpu_index, root=root, run_id=run_id)
     outcomes = []
     groups = ([planned.run_variants] if planned.run_variants else []) + [[v] for v in planned.isolated]
     for variants in groups:

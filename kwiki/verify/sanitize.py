@@ -39,11 +39,11 @@ from typing import Any
 from kwiki.core.errors import RecordError
 from kwiki.core.paths import shown
 from kwiki.core.proc import find_tool, run_group
+from kwiki.results.record import parse_records
 from kwiki.verify import kernels as kmatch
 from kwiki.verify.build import BuildResult
 from kwiki.verify.gates import Finding
 from kwiki.verify.plan import PlannedArtifact
-from kwiki.verify.record import parse_records
 from kwiki.verify.run import argv_for
 from kwiki.wiki.manifest import MANIFEST, SANITIZE_TOOLS
 

@@ -8,8 +8,8 @@ variant with `sass` must match: a mismatch fails the variant's `mechanism` gate,
 manifest line, and the records of that variant are refused like any other gate's.
 
 The disassembler is `cuobjdump` (with `nvdisasm`, which it calls for some architectures), found in
-the Python environment first (the `nvidia-cuda-cuobjdump` and `nvidia-cuda-nvdisasm` wheels of the
-test extra put them under site-packages/nvidia/cu*/bin), then on PATH. Without one, CI (the CI
+the Python environment first (the `nvidia-cuda-cuobjdump` and `nvidia-cuda-nvdisasm` wheels that kwiki
+installs on Linux put them under site-packages/nvidia/cu*/bin), then on PATH. Without one, CI (the CI
 variable set, or `kwiki verify --require-disassembler`) fails; elsewhere the checks are skipped
 loudly and every variant reads 'not-checked'.
 
@@ -34,15 +34,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import Field
+from typing import Any
 
 from kwiki.core.errors import EnvironmentProblem, FrontMatterError, Problem
 from kwiki.core.paths import shown
 from kwiki.core.proc import run_group
-from kwiki.core.strict import Strict
 from kwiki.core.writefile import write_atomic
+from kwiki.results.mechanism import KernelRow, MechanismEvidence, MechanismStatus
 from kwiki.verify.build import BuildResult
 from kwiki.verify.gates import Finding, Gating
 from kwiki.verify.plan import Plan
@@ -56,7 +54,6 @@ CACHE_NAME = "sass.json"
 CHECKS_NAME = "sass-checks.json"  # beside it: each variant's check result by its expectations, for the same key
 CACHE_VERSION = 1  # bump when what the cache holds, or how SASS is parsed, changes
 DISASSEMBLE_TIMEOUT_S = 120.0
-Status = Literal["passed", "failed", "not-checked", "no-expectations"]
 
 
 # ---------------------------------------------------------------- finding the tools
@@ -251,7 +248,7 @@ class VariantMechanism:
     artifact: str
     variant: str
     target: str
-    status: Status
+    status: MechanismStatus
     manifest: str  # the artifact.yaml path, relative to the root
     line: int
     kernels: list[KernelEvidence] = field(default_factory=list)
@@ -392,8 +389,8 @@ def check_builds(plan: Plan, builds: list[BuildResult], root: Path, *, require: 
         return report
     tools = find_tools()
     if tools is None:
-        msg = ("no disassembler: cuobjdump is neither in this Python environment (pip install -e '.[test]' brings "
-               "the nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels) nor on PATH")
+        msg = ("no disassembler: cuobjdump is neither in this Python environment nor on PATH (kwiki's install brings "
+               "it on Linux; elsewhere: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
         if require:
             raise EnvironmentProblem(f"{msg}; the SASS expectations cannot be checked (required under CI and by "
                                      "--require-disassembler)")
@@ -507,28 +504,6 @@ def gate(gating: Gating, plan: Plan, outcomes: dict[str, list[RunOutcome]], repo
                 if res is not None:
                     gating.add(planned.name, r, Finding(MECHANISM, f"{res.manifest}:{res.line}: "
                                                                    + "; ".join(res.mismatches)[:600]))
-
-
-class KernelRow(Strict):
-    """One kernel's evidence in a results-store row: static resources, and what each SASS pattern matched."""
-
-    name: str
-    registers: int | None = None
-    spill_stores: int | None = Field(default=None, description="bytes of spill stores (ptxas -v)")
-    spill_loads: int | None = Field(default=None, description="bytes of spill loads (ptxas -v)")
-    local_bytes: int | None = Field(default=None, description="local memory per thread (cuobjdump -res-usage)")
-    smem_bytes: int | None = Field(default=None, description="static shared memory per block (cuobjdump -res-usage)")
-    stack_bytes: int | None = None
-    matched: dict[str, int] = Field(default_factory=dict, description="pattern -> instructions it matched")
-
-
-class MechanismEvidence(Strict):
-    """What the mechanism check found for a record's variant on the binary that ran (the site renders it)."""
-
-    status: Status
-    kernels: list[KernelRow] = Field(default_factory=list)
-    mismatches: list[str] = Field(default_factory=list)
-    note: str | None = None
 
 
 def evidence(res: VariantMechanism | None) -> MechanismEvidence | None:

@@ -1,41 +1,25 @@
-"""Verdicts over runs: the series a record or claim belongs to, and what its runs together say.
+"""A verify run's series: the key of each planned artifact's series, and its claims judged over their runs.
 
-A series is every run of one artifact, on one GPU model, of the same code, under the same
-measurement protocol. Its key is `<gpu model>/p<protocol>/<hash>`, the hash over the artifact's own
-files (the manifest's sources, headers, build script and the scripts its run command names, the
-headers those actually include, followed through `#include "..."`, and the build settings): editing a
-shared header resets only the series of the artifacts that include it, and a new protocol
-(kwiki.verify.record.PROTOCOL_VERSION) starts every series afresh. Every row of the results store
-carries its series, so runs from every session, on every board of that model, count.
-
-A claim is judged on the median of its figure over the last RUNS runs of its series (this run
-included), with the run-to-run band as its noise: K x MAD x 1.4826 (a robust standard deviation),
-never less than BAND_FLOOR of the median. Fewer than RUNS runs: the verdict is provisional (the claim
-and its page are never shown as verified). The latest run drifted only when it lies outside median
-+- band; the drift is reported with its size and direction.
+The key is `<gpu model>/p<protocol>/<hash>` (kwiki.results.series says what a series is and how its runs
+are judged); the hash covers the artifact's own files, the headers they include and the build settings.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import statistics
-from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
-from kwiki.verify.build import COMMON_DIR, included_files
-from kwiki.verify.claims import ClaimResult, judge, matches
-from kwiki.verify.history import RecordRow, gpu_slug, read_store, store_path
+from kwiki.results.judge import judge
+from kwiki.results.record import PROTOCOL_VERSION
+from kwiki.results.series import claim_value, run_counts, runs_of, stats
+from kwiki.results.store import RecordRow, gpu_slug, read_store, store_path
+from kwiki.verify.build import included_files
+from kwiki.verify.claims import ClaimResult
 from kwiki.verify.plan import Plan, PlannedArtifact
-from kwiki.verify.record import PROTOCOL_VERSION
-from kwiki.wiki.model import Claim, Selector
+from kwiki.wiki.buildline import COMMON_DIR
+from kwiki.wiki.model import Claim
 from kwiki.wiki.verdict import MEASURED, NOT_MEASURED, RUNS, Verdict
-
-K = 3.0
-MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normal noise
-BAND_FLOOR = 0.02  # runs move 2-10% from board to board: never call less than 2% a difference
-
 
 # ---------------------------------------------------------------- the key
 
@@ -93,73 +77,6 @@ def store_rows(plan: Plan) -> list[RecordRow]:
     return [r for r in rows if isinstance(r, RecordRow)]
 
 
-# ---------------------------------------------------------------- statistics
-
-
-@dataclass(frozen=True)
-class Stats:
-    runs: int
-    median: float
-    band: float  # relative to |median|
-    low: float
-    high: float
-
-    def drift(self, latest: float) -> float | None:
-        """The relative move of `latest` from the median when it lies outside the band, else None."""
-        if self.runs < 2 or self.median == 0:
-            return None
-        rel = (latest - self.median) / abs(self.median)
-        return rel if abs(rel) > self.band else None
-
-
-def stats(values: list[float]) -> Stats:
-    med = statistics.median(values)
-    mad = statistics.median(abs(v - med) for v in values)
-    band = max(K * MAD_SCALE * mad, BAND_FLOOR * abs(med))
-    return Stats(len(values), med, band / abs(med) if med else BAND_FLOOR, min(values), max(values))
-
-
-def drift_text(drift: float) -> str:
-    """'+8.4% vs the series median'."""
-    return f"{drift * 100:+.1f}% vs the series median"
-
-
-# ---------------------------------------------------------------- past runs
-
-
-def _runs(rows: Iterable[RecordRow], key: str, artifact: str, exclude: str | None) -> list[list[RecordRow]]:
-    """The runs of one series, oldest first (by date, then by place in the store), each as its record rows."""
-    by_run: dict[str, list[RecordRow]] = {}
-    for row in rows:
-        if row.series == key and row.artifact == artifact and row.run_id != exclude:
-            by_run.setdefault(row.run_id, []).append(row)
-    order = {run_id: n for n, run_id in enumerate(by_run)}  # appended in the order they ran
-    return [by_run[run_id] for run_id in sorted(by_run, key=lambda rid: (max(r.date for r in by_run[rid]), order[rid]))]
-
-
-def _row_figure(rows: list[RecordRow], sel: Selector) -> float | None:
-    found = [r for r in rows if matches(r, sel)]
-    if len(found) != 1 or not found[0].passed or found[0].gates:
-        return None  # not measured then, failed its check, or refused by a gate: no value of the series
-    return found[0].figures.get(sel.figure)
-
-
-def claim_value(rows: list[RecordRow], claim: Claim, per_rows: list[RecordRow] | None = None) -> float | None:
-    """The claim's figure in one past run, from its record rows (None where that run has none); `per_rows`:
-    the same run's rows of the artifact `measure.per` names, when that is another artifact."""
-    m = claim.measure
-    if m is None:
-        return None
-    value = _row_figure(rows, m.of)
-    if value is None or m.per is None:
-        return value
-    other = m.per.artifact not in (None, m.artifact)
-    if other and per_rows is None:
-        return None  # that run did not measure the other artifact (in its current series)
-    per = _row_figure(per_rows if other and per_rows is not None else rows, m.per)
-    return value / per if per else None
-
-
 def _per_rows(plan: Plan, page_id: str, claim: Claim, series: dict[str, str],
               by_series: dict[tuple[str | None, str], list[RecordRow]]) -> dict[str, list[RecordRow]]:
     """run id -> the rows of the other artifact a claim's `per` names, in that artifact's current series."""
@@ -175,15 +92,6 @@ def _per_rows(plan: Plan, page_id: str, claim: Claim, series: dict[str, str],
     for row in by_series.get((key, other.name), []):
         out.setdefault(row.run_id, []).append(row)
     return out
-
-
-def run_counts(rows: list[RecordRow]) -> dict[tuple[str, str], int]:
-    """(series, artifact) -> the number of runs the store holds of it."""
-    seen: dict[tuple[str, str], set[str]] = {}
-    for row in rows:
-        if row.series:
-            seen.setdefault((row.series, row.artifact), set()).add(row.run_id)
-    return {k: len(v) for k, v in seen.items()}
 
 
 # ---------------------------------------------------------------- one run
@@ -202,7 +110,7 @@ def judge_over_runs(plan: Plan, results: list[ClaimResult], rows: list[RecordRow
         planned = plan.artifacts.get(r.artifact or "")
         key = series.get(r.artifact or "")
         claim = claims.get((r.page, r.claim))
-        this = [run_id] if run_id else []  # the run that judged it: what its figure is traced to (kwiki.verify.trace)
+        this = [run_id] if run_id else []  # the run that judged it: what its figure is traced to (kwiki.results.trace)
         if planned is None or key is None or claim is None or r.verdict not in MEASURED:
             r.run_ids = this if r.artifact and r.verdict not in NOT_MEASURED else []
             if r.verdict == Verdict.not_run:
@@ -211,7 +119,7 @@ def judge_over_runs(plan: Plan, results: list[ClaimResult], rows: list[RecordRow
         r.series, r.run_ids = key, this
         if r.gates:
             continue  # a refused figure: failed on this run alone, whatever the series says
-        past = _runs(by_series.get((key, planned.name), []), key, planned.name, run_id)
+        past = runs_of(by_series.get((key, planned.name), []), key, planned.name, run_id)
         if r.value is None:
             r.runs = min(n, 1 + len(past))  # an outcome (or a failed check): judged on this run alone
             continue

@@ -3,123 +3,27 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from kwiki.core.numbers import NONE, fmt, fmt_spread, params_text
-from kwiki.verify import ladders
+from kwiki.results.ladders import Rung, record_clock
+from kwiki.results.record import Record
+from kwiki.results.series import drift_text
+from kwiki.results.tables import md_cell
 from kwiki.verify import roof as roofs
 from kwiki.verify.claims import ClaimResult
 from kwiki.verify.gates import Gating
+from kwiki.verify.ladders import from_run
 from kwiki.verify.plan import PlannedArtifact
-from kwiki.verify.record import Record
 from kwiki.verify.run import RunOutcome
-from kwiki.verify.series import drift_text
-from kwiki.wiki.model import Claim, MeasuredClaim, Provenance
 from kwiki.wiki.verdict import PASSING, RUNS, Verdict
-
-
-def provenance_text(p: Provenance, *, full: bool = False) -> str:
-    """Where and when a figure was measured: 'NVIDIA H200, driver 580.1, CUDA 13.0, 2026-11-29, 833ed22';
-    `full` adds the architecture and nvcc, and spells the commit out."""
-    parts = [p.gpu]
-    if full and p.arch:
-        parts.append(p.arch)
-    if p.driver:
-        parts.append(f"driver {p.driver}")
-    if p.cuda:
-        parts.append(f"CUDA {p.cuda}")
-    if full:
-        if p.nvcc:
-            parts.append(f"nvcc {p.nvcc}")
-        return ", ".join(parts)
-    parts.append(p.date[:10])
-    if p.commit:
-        parts.append(p.commit[:10] + ("+dirty" if p.dirty else ""))
-    return ", ".join(parts)
-
-
-SPREAD_NOTES = {
-    "run": "± is the run's half inter-quartile range",
-    "series": "each figure is the median over the last runs of its series, ± the run-to-run band "
-              "(3 MAD, at least 2%), with the lowest and highest run",
-}
-
-
-def provenance_line(p: Provenance, spread: str = "run") -> str:
-    """The line under a generated table; `spread` says what its ± means ('run' or 'series')."""
-    commit = f"commit {p.commit}{' (dirty)' if p.dirty else ''}" if p.commit else "no commit"
-    return (f"*Measured by `kwiki verify` on {provenance_text(p, full=True)} on {p.date}; {commit}; "
-            f"artifact {p.artifact_hash or '?'}; {SPREAD_NOTES[spread]}.*\n")
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _conditions(claim: Claim) -> str:
-    c = claim.conditions
-    text = ", ".join(str(b) for b in (c.gpu, c.arch, c.shape, c.dtype, c.variant) if b)
-    if claim.source:
-        text += ("; " if text else "") + f"source: {claim.source}"
-    return text
-
-
-def _plain_verdict(mc: MeasuredClaim | None) -> str:
-    if mc is None:
-        return "not measured"
-    return mc.verdict.value + (f" ({mc.detail})" if mc.detail and mc.value is None else "")
-
-
-def runs_text(mc: MeasuredClaim | None) -> str:
-    """'3 runs, 4.381–4.452' or '1 of 3 runs: provisional': what a figure stands on ('—' before series)."""
-    if mc is None or mc.runs is None:
-        return NONE
-    spread = f", {fmt(mc.range[0])}–{fmt(mc.range[1])}" if mc.range and mc.runs > 1 else ""
-    if mc.runs < RUNS:
-        return f"{mc.runs} of {RUNS} runs{spread}: provisional"
-    return f"{mc.runs} runs{spread}"
-
-
-def measured_text(mc: MeasuredClaim, unit: str) -> str:
-    """'4.410 TB/s ±2.0% (+8.4% vs the series median)': a measured figure with its band and drift."""
-    if mc.value is None:
-        return NONE
-    value = f"{fmt(mc.value)} {mc.unit or unit}{fmt_spread(mc.spread)}"
-    if mc.drift is not None:
-        value += f" (latest run {drift_text(mc.drift)})"
-    elif mc.change and mc.change not in ("new", "same"):
-        value += f" ({mc.change})"
-    return value
-
-
-def claims_table(claims: list[Claim], measured: Mapping[str, MeasuredClaim], *,
-                 text: Callable[[str], str] = _cell,
-                 verdict: Callable[[MeasuredClaim | None], str] = _plain_verdict, provenance: bool = True) -> str:
-    """The claims table, one definition for the page (plain Markdown) and the site (`text` escapes
-    for Markdown, `verdict` draws a badge): claimed, measured, ratio to the claim, verdict, the runs
-    it stands on, where (without `provenance`: no where column, the site says it once below the table)."""
-    rows = ["| claim | claimed | measured | ratio | verdict | runs |" + (" provenance |" if provenance else ""),
-            "| --- | --- | ---: | ---: | --- | --- |" + (" --- |" if provenance else "")]
-    for claim in claims:
-        mc = measured.get(claim.id)
-        cond = _conditions(claim)
-        cell = f"{text(claim.statement)}<br><small>`{claim.id}`{' · ' + text(cond) if cond else ''}</small>"
-        value = ratio = NONE
-        if mc is not None and mc.value is not None:
-            value = measured_text(mc, claim.unit)
-            ratio = f"{mc.value / claim.reference:.2f}×" if claim.reference else NONE
-        where = provenance_text(mc.provenance) if mc and mc.provenance else NONE
-        rows.append(f"| {cell} | {text(claim.describe())} | {text(value)} | {ratio} | {verdict(mc)} "
-                    f"| {text(runs_text(mc))} |" + (f" {text(where)} |" if provenance else ""))
-    return "\n".join(rows) + "\n"
 
 
 def _sm_mhz(record: Record) -> str:
     """The SM clock the record ran at, where the run read it ('—' where it did not): the range over its
     samples (protocol 2; before and after them in protocol 1), and the share of its sampling window
     spent under the power cap when there was any ('1740–1755, 100% power-capped')."""
-    return _clock_text(*ladders.record_clock(record))
+    return _clock_text(*record_clock(record))
 
 
 def _clock_text(mhz: tuple[float, float] | None, capped: float | None) -> str:
@@ -132,7 +36,7 @@ def _clock_text(mhz: tuple[float, float] | None, capped: float | None) -> str:
     return text
 
 
-def _rung_cells(rung: ladders.Rung, params: str) -> list[str]:
+def _rung_cells(rung: Rung, params: str) -> list[str]:
     """One row of the page's ladder table (cells not yet escaped)."""
     regs = str(rung.registers) if rung.registers is not None else NONE
     clock = _clock_text(rung.sm_mhz, rung.power_capped)
@@ -157,16 +61,16 @@ def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: G
     (the data: kwiki.verify.ladders).
 
     A record a gate failed keeps its row and time, but shows no rate: the gate stands in its place."""
-    ladder = ladders.from_run(planned, outcomes, gating)
+    ladder = from_run(planned, outcomes, gating)
     head = f"**{ladder.title}** (`{planned.path}`, target {planned.run_target}"
     head += f"; baseline `{ladder.baseline}`)\n\n" if ladder.baseline else ")\n\n"
     rows = [("| variant | what changed | params | time (us) | throughput | rate vs baseline | of speed of light "
              "| SM MHz | registers |"),
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for group in ladder.groups:
-        rows += ["| " + " | ".join(_cell(c) for c in _rung_cells(r, params_text(group.params))) + " |"
+        rows += ["| " + " | ".join(md_cell(c) for c in _rung_cells(r, params_text(group.params))) + " |"
                  for r in group.rows]
-    rows += ["| " + " | ".join(_cell(c) for c in _rung_cells(r, "")) + " |" for r in ladder.others]
+    rows += ["| " + " | ".join(md_cell(c) for c in _rung_cells(r, "")) + " |" for r in ladder.others]
     return head + "\n".join(rows) + "\n" + roof_note(planned, outcomes)
 
 

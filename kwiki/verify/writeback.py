@@ -19,6 +19,7 @@ from kwiki.core import lock
 from kwiki.core.errors import FrontMatterError, MarkerError, Problem, WriteBackError
 from kwiki.core.numbers import round_sig
 from kwiki.core.writefile import write_atomic
+from kwiki.results.tables import claims_table, provenance_line
 from kwiki.verify import tables
 from kwiki.verify.claims import ClaimResult, evidence_for
 from kwiki.verify.gates import Gating
@@ -166,15 +167,15 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
                                                 or None})
             measured = [claim for claim in meta.claims if claim.id in m.claims]
             over_runs = any(mc.runs is not None for mc in m.claims.values())
-            regions = {"claims": tables.claims_table(measured, m.claims) + "\n"
-                       + tables.provenance_line(page_prov, "series" if over_runs else "run")}
+            regions = {"claims": claims_table(measured, m.claims) + "\n"
+                       + provenance_line(page_prov, "series" if over_runs else "run")}
             ladders = []
             for key in sorted(meta.artifacts):
                 planned = plan.artifact_for(page, key)
                 if planned and planned.path in outcomes:
                     ladders.append(tables.ladder_table(planned, outcomes[planned.path], gating))
             if ladders:
-                regions["ladder"] = "\n".join(ladders) + "\n" + tables.provenance_line(page_prov)
+                regions["ladder"] = "\n".join(ladders) + "\n" + provenance_line(page_prov)
             try:
                 if write_page(page.file, page.path, page.fm.text, measurements_yaml(m), regions):
                     written.append(page.path)
@@ -198,7 +199,7 @@ def _kept(c: ClaimResult, before: dict[str, MeasuredClaim]) -> ClaimResult:
 def _measured(c: ClaimResult, provenance: Provenance) -> MeasuredClaim:
     """What a page keeps of a claim's result: the median over its series' runs with the run-to-run band
     and range; no figure at all where a gate refused it (the gates say why). Each names the runs and the
-    series its figure comes from, so that every reader can trace it to the results store (kwiki.verify.trace)."""
+    series its figure comes from, so that every reader can trace it to the results store (kwiki.results.trace)."""
     run_ids = list(c.run_ids) or None
     if c.gates:
         return MeasuredClaim(verdict=c.verdict, unit=c.unit, detail=c.detail or None, provenance=provenance,

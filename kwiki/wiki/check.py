@@ -113,7 +113,7 @@ def check(root: Path, strict: bool = False, jobs: int = 0, traced: Traced | None
     """Check every page under root/wiki; large wikis are split over `jobs` processes (default: CPUs).
 
     `traced` checks the pages that carry a measurements block against the results store, given
-    (path, meta, line of the block) for each: `kwiki check` passes kwiki.verify.trace.check_pages,
+    (path, meta, line of the block) for each: `kwiki check` passes kwiki.results.trace.check_pages,
     which sits above this module. Its severities stand under `strict` too: an untraceable figure
     is an error either way, and a block written before run ids stays a warning, as only a
     `kwiki verify` on a GPU can write it again (its figures do trace, through older rows).

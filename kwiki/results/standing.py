@@ -6,7 +6,7 @@ so they never disagree about what "verified" or "drifted" means.
 
 States, worst first:
 
-untraceable     the measurements block does not trace to the results store (kwiki.verify.trace): a
+untraceable     the measurements block does not trace to the results store (kwiki.results.trace): a
                 figure no run recorded, a verdict or value edited by hand, a block on a page that no
                 run measured; whatever it says, the page is never shown as verified
 not-reproduced  a measured claim came out worse than claimed, its check failed, or a gate refused
@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from kwiki.verify.history import ClaimRow, RecordRow
-from kwiki.verify.trace import UNTRACEABLE, PageTrace, evidence
+from kwiki.results.store import ClaimRow, RecordRow
+from kwiki.results.trace import UNTRACEABLE, PageTrace, evidence
 from kwiki.wiki.model import MeasuredClaim, PageMeta
 from kwiki.wiki.verdict import JUDGED, NOT_REPRODUCED, PASSING, RUNS
 
@@ -103,7 +103,7 @@ def _drifted(meta: PageMeta, history: list[ClaimRow]) -> list[str]:
 
 def standing(meta: PageMeta, history: list[ClaimRow] | None = None, trace: PageTrace | None = None) -> Standing:
     """The standing of one page; `history` holds the results-store claim rows of this page, `trace` what
-    the store says about its measurements block (kwiki.verify.trace). An untraceable block makes the
+    the store says about its measurements block (kwiki.results.trace). An untraceable block makes the
     page untraceable: its evidence reads 'untraceable', no GPU is named, and only the claims that do
     trace are counted."""
     m = meta.measurements

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kwiki.verify.env import Gpu
+from kwiki.results.gpu import Gpu
 
 LEVELS = ("dram", "l2", "smem")
 # shared memory: 32 banks x 4 bytes per clock per SM (the Programming Guide, above)

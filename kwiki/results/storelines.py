@@ -2,7 +2,7 @@
 
 Each non-blank line must be a JSON object whose `kind` is "record" or "claim". This module
 imports neither pydantic nor the row models, so `kwiki check` can afford it on every run;
-`kwiki.verify.history.read_store` validates each row in full when `verify` and `build` read it.
+`kwiki.results.store.read_store` validates each row in full when `verify` and `build` read it.
 A line that fails is skipped by every reader, never silently: each is reported as a warning.
 """
 

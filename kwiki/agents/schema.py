@@ -2,33 +2,33 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 from typing import Any
 
-from kwiki.core.writefile import write_atomic
+from pydantic import BaseModel
 
-# file name -> "module:model" whose JSON schema it holds
-SCHEMAS: dict[str, str] = {
-    "page.schema.json": "kwiki.wiki.model:PageMeta",
-    "artifact.schema.json": "kwiki.wiki.manifest:Manifest",
-    "record.schema.json": "kwiki.verify.record:Record",
-    "query.schema.json": "kwiki.agents.outputs:QueryOutput",
-    "show.schema.json": "kwiki.agents.outputs:ShowOutput",
-    "tags.schema.json": "kwiki.agents.outputs:TagsOutput",
-    "ladder.schema.json": "kwiki.agents.outputs:LadderOutput",
+from kwiki.agents.outputs import LadderOutput, QueryOutput, ShowOutput, TagsOutput
+from kwiki.core.writefile import write_atomic
+from kwiki.results.record import Record
+from kwiki.wiki.manifest import Manifest
+from kwiki.wiki.model import PageMeta
+
+# file name -> the model whose JSON schema it holds (imported here, never by name: kwiki.agents sees every layer
+# whose models it publishes)
+SCHEMAS: dict[str, type[BaseModel]] = {
+    "page.schema.json": PageMeta,
+    "artifact.schema.json": Manifest,
+    "record.schema.json": Record,
+    "query.schema.json": QueryOutput,
+    "show.schema.json": ShowOutput,
+    "tags.schema.json": TagsOutput,
+    "ladder.schema.json": LadderOutput,
 }
 
 
-def _load(spec: str) -> Any:
-    module, name = spec.split(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def render(filename: str) -> str:
-    obj = _load(SCHEMAS[filename])
-    schema = obj.model_json_schema() if hasattr(obj, "model_json_schema") else obj()
+    schema: dict[str, Any] = SCHEMAS[filename].model_json_schema()
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": filename, **schema}
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 

@@ -17,7 +17,7 @@ Untraceable, with a one-line reason: a block that asserts a measurement on a pag
 artifact; a claim of the page without a `measure` (no run can have measured it); a figure whose
 runs, verdict or value the store does not hold. Every reader applies the same check (`check`,
 `show`, `query`, the MCP tools, `build`) and nothing untraceable is shown as verified: the page's
-state is "untraceable" (kwiki.verify.standing), never "verified".
+state is "untraceable" (kwiki.results.standing), never "verified".
 
 Blocks written before run ids (their claims name no `run_ids`, `runs` nor `series`) trace through
 the claim row the same older kwiki wrote alongside them: the store must hold a claim row of that
@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from kwiki.core.errors import Problem
-from kwiki.verify.claims import judge
-from kwiki.verify.history import ClaimRow, RecordRow, read_all
-from kwiki.verify.series import claim_value, stats
+from kwiki.results.judge import judge
+from kwiki.results.series import claim_value, stats
+from kwiki.results.store import ClaimRow, RecordRow, read_all
 from kwiki.wiki.evidence import AUTHOR_LEVELS, EvidenceLevel
 from kwiki.wiki.model import Claim, MeasuredClaim, PageMeta
 from kwiki.wiki.verdict import OUT_OF_SCOPE, PASSING, RUNS, Verdict
