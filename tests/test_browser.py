@@ -299,19 +299,21 @@ def grown_site(tmp_path_factory):
 
 def _first_view(browser, url: str, width: int, scheme: str):
     """A fresh context (empty cache) at `width` in `scheme`; the page loaded until the network is idle, and
-    the bytes of what it fetched by resource type."""
+    the bytes of what it fetched by resource type: every request the page (or its search worker) made, sized
+    by its response's Content-Length (reading bodies in a `requestfinished` handler lost a request now and
+    then, and a first view's weight must not depend on the timing)."""
     context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
     pg = context.new_page()
-    fetched: dict[str, tuple[str, int]] = {}
-
-    def finished(request):
-        response = request.response()
-        fetched[request.url] = (request.resource_type, len(response.body()) if response is not None else 0)
-
-    pg.on("requestfinished", finished)
+    requests = []
+    pg.on("request", lambda request: requests.append(request))
     pg.goto(url, wait_until="networkidle")
     pg.wait_for_timeout(200)  # the search worker's request starts after load
     pg.wait_for_load_state("networkidle")
+    fetched: dict[str, tuple[str, int]] = {}
+    for request in requests:
+        response = None if request.url.startswith(("data:", "blob:")) else request.response()
+        size = int(response.headers.get("content-length") or 0) if response is not None else 0
+        fetched[request.url] = (request.resource_type, size)
     return context, pg, fetched
 
 
