@@ -35,7 +35,7 @@ def _import(root: Path):  # results/ below verify/, the stage-folder layout befo
         from kwiki.results import record
         from kwiki.results import store as history
         from kwiki.verify import claims, env, plan, run
-        from kwiki.verify.build import BuildResult
+        from kwiki.verify.build import BuildResult  # defined in kwiki.verify.types, exported by build
         from kwiki.wiki.catalog import load_wiki
     except ImportError:
         try:

@@ -89,8 +89,8 @@ def test_a_figure_from_an_untimed_record_has_no_spread():
     and the verdict uses the noise floor."""
     from kwiki.results.record import parse_records
     from kwiki.verify.claims import _figure
-    from kwiki.verify.run import RunOutcome
     from kwiki.verify.tables import fmt_spread
+    from kwiki.verify.types import RunOutcome
     from kwiki.wiki.model import Selector
 
     line = ('{"kwiki_record": 1, "variant": "v", "params": {"M": 8}, "check": {"passed": true}, '
@@ -112,9 +112,8 @@ def _ladder(records: list[dict]) -> str:
     from pathlib import Path
 
     from kwiki.results.record import Record
-    from kwiki.verify.plan import PlannedArtifact
-    from kwiki.verify.run import RunOutcome
     from kwiki.verify.tables import ladder_table
+    from kwiki.verify.types import PlannedArtifact, RunOutcome
 
     m = Manifest.model_validate({"name": "gemv", "title": "GEMV", "targets": ["sm_90a"], "build": {"sources": ["g.cu"]},
                                  "variants": [{"name": n} for n in ("cublas", "tuned", "read_ceiling", "counted")],

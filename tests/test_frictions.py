@@ -142,7 +142,7 @@ def test_verify_and_build_say_which_store_lines_they_skip(wiki: Path, caplog):
 
     (wiki / "results").mkdir()
     good = history.ClaimRow(gpu="NVIDIA H200", date="2026-01-01", run_id="r1", artifact="a", page="p",
-                            claim="c", verdict="reproduced")
+                            claim="c", verdict="reproduced", store_version=1)  # a row before commit lines
     (wiki / "results" / "host.jsonl").write_text(
         GARBAGE + json.dumps(good.model_dump(mode="json", exclude_none=True)) + "\n{\"kind\": \"claim\"}\n",
         encoding="utf-8")

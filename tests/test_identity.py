@@ -11,8 +11,7 @@ from kwiki.results.gpu import Gpu
 from kwiki.results.record import Record
 from kwiki.verify import gates
 from kwiki.verify.kernels import forms, matches, prefilter
-from kwiki.verify.plan import Plan, PlannedArtifact
-from kwiki.verify.run import RunOutcome
+from kwiki.verify.types import Plan, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import Manifest
 
 GEMV = "void gemv_block<128>(__nv_bfloat16 const*, __nv_bfloat16 const*, float*, int, int)"

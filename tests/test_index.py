@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import kwiki.agents.entries as entries
 import kwiki.agents.index as index
 from kwiki.agents.index import INDEX_VERSION, index_path, open_index, skipped, with_index
 from kwiki.agents.query import Query, search, search_conn
@@ -84,7 +85,7 @@ def test_parallel_build_equals_serial_build(root, tmp_path, monkeypatch):
     serial = search(root, Query(limit=0))
     other = tmp_path / "other"
     shutil.copytree(FIXTURE, other)
-    monkeypatch.setattr(index, "PARALLEL_MIN", 2)
+    monkeypatch.setattr(entries, "PARALLEL_MIN", 2)
     assert search(other, Query(limit=0)) == serial
 
 
@@ -252,7 +253,7 @@ def test_a_body_edit_that_breaks_a_marker_is_caught(root):
 
 
 def test_a_same_size_edit_right_after_a_refresh_is_not_missed(root, monkeypatch):
-    monkeypatch.setattr(index, "RACY_NS", 3_600 * 10**9)  # every file counts as just modified
+    monkeypatch.setattr(entries, "RACY_NS", 3_600 * 10**9)  # every file counts as just modified
     page = root / TMA
     page.write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
     refresh(root)

@@ -158,7 +158,7 @@ def test_a_pages_ladder_by_shape_and_an_unknown_shape_names_the_known_ones():
     """`get_ladder` / `kwiki show --ladder` on this repository's GEMV page: absolute figures without the body."""
     from pathlib import Path
 
-    from kwiki.agents.ladder import page_ladders
+    from kwiki.agents.show import page_ladders
     from kwiki.core.errors import UsageError
 
     repo = Path(__file__).resolve().parent.parent

@@ -52,7 +52,8 @@ def test_concurrent_appends_lose_no_row(tmp_path):
     store = tmp_path / "results" / "host.jsonl"
     store.parent.mkdir()
     # a store of a realistic size: the longer a rewrite takes, the likelier an unlocked one loses rows
-    line = json.dumps(_row("old").model_dump(mode="json", exclude_none=True), sort_keys=True) + "\n"
+    old = _row("old").model_copy(update={"store_version": 1})  # rows written before commit lines: committed as they are
+    line = json.dumps(old.model_dump(mode="json", exclude_none=True), sort_keys=True) + "\n"
     store.write_text(line * 1000)
     go = tmp_path / "go"
     writers, n = 3, 10

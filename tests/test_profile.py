@@ -10,11 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from kwiki.results.record import Record, parse_records
-from kwiki.verify import profile
-from kwiki.verify.build import BuildResult
-from kwiki.verify.gates import Gating
-from kwiki.verify.plan import PlannedArtifact
-from kwiki.verify.run import RunOutcome
+from kwiki.verify import ncu, profile
+from kwiki.verify.types import BuildResult, Gating, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import Manifest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "profile"
@@ -72,7 +69,7 @@ def test_ncu_runs_once_per_artifact_with_clock_control_none_and_the_profile_mode
 
 
 def test_clock_control_none_is_forced_whatever_the_caller_asks():
-    argv = profile.ncu_argv("ncu", ["app"], metrics=["m"], log_file="x.csv",
+    argv = ncu.ncu_argv("ncu", ["app"], metrics=["m"], log_file="x.csv",
                             extra=["--clock-control", "base", "--clock-control=base", "--cache-control", "none"])
     assert argv.count("--clock-control") == 1 and argv[argv.index("--clock-control") + 1] == "none"
     assert [a for a in argv if "clock" in a] == ["--clock-control"] and "--cache-control" in argv
@@ -178,8 +175,8 @@ NVJET = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"
 def dram(report: str) -> dict[tuple[str, int], tuple[float, float]]:
     """(variant, M) -> (profiled DRAM bytes, kernels) of each record, from `report`."""
     out = {}
-    for r, rows in profile.cases(parse_records(CUBLAS_STDOUT, "cublas_gemm_sm90a"), profile.read_csv(report)):
-        f = profile.figures(rows)
+    for r, rows in profile.cases(parse_records(CUBLAS_STDOUT, "cublas_gemm_sm90a"), ncu.read_csv(report)):
+        f = ncu.figures(rows)
         out[(r.variant, r.params["M"])] = (f["ncu_dram_bytes"], f["ncu_kernels"])
     return out
 
@@ -203,16 +200,16 @@ def test_scaled_units_are_turned_back_into_bytes():
     got = dram((FIXTURES / "ncu_cublas_two_shapes_auto_units.csv").read_text())  # Mbyte, usecond, Minst
     for key, (exact, kernels) in EXACT.items():
         assert got[key][1] == kernels and got[key][0] == pytest.approx(exact, abs=kernels * 2 * 5e3)  # 2 decimals
-    assert profile.unit_scale("Mbyte") == 1e6 and profile.unit_scale("Gbyte/second") == 1e9
-    assert profile.unit_scale("usecond") == 1e3 and profile.unit_scale("byte") == 1 and profile.unit_scale("%") == 1
-    assert profile.unit_scale("Kinst") == 1e3 and profile.unit_scale("inst") == 1
-    assert profile.unit_scale("msecond") == 1e6
+    assert ncu.unit_scale("Mbyte") == 1e6 and ncu.unit_scale("Gbyte/second") == 1e9
+    assert ncu.unit_scale("usecond") == 1e3 and ncu.unit_scale("byte") == 1 and ncu.unit_scale("%") == 1
+    assert ncu.unit_scale("Kinst") == 1e3 and ncu.unit_scale("inst") == 1
+    assert ncu.unit_scale("msecond") == 1e6
 
 
 def test_the_audit_of_the_reproduction_passes():
     records = parse_records(CUBLAS_STDOUT, "cublas_gemm_sm90a")
-    (r, rows), *_ = profile.cases(records, profile.read_csv((FIXTURES / "ncu_cublas_two_shapes.csv").read_text()))
-    a = profile.audit(r, profile.figures(rows), 0.1, "x")
+    (r, rows), *_ = profile.cases(records, ncu.read_csv((FIXTURES / "ncu_cublas_two_shapes.csv").read_text()))
+    a = profile.audit(r, ncu.figures(rows), 0.1, "x")
     assert a.bytes_declared == 25_165_824 and a.bytes_measured == 25_313_280 and a.finding is None
     assert a.bytes_ratio == pytest.approx(0.994, abs=1e-3)
 
@@ -220,7 +217,7 @@ def test_the_audit_of_the_reproduction_passes():
 def test_a_marker_seen_twice_is_an_error_not_a_sum():
     old = (FIXTURES / "ncu_old_runner_two_shapes.csv").read_text()  # 2i+1/2i+2 markers, i restarting per shape
     with pytest.raises(profile.ReportError, match="profile marker 0 appears twice"):
-        profile.by_case(profile.read_csv(old))
+        profile.by_case(ncu.read_csv(old))
 
 
 def test_records_without_a_profile_case_are_an_error_when_markers_exist():
@@ -228,7 +225,7 @@ def test_records_without_a_profile_case_are_an_error_when_markers_exist():
     old_stdout = old_stdout.replace(', "profile_case": 2', "").replace(', "profile_case": 3', "")
     assert "profile_case" not in old_stdout
     with pytest.raises(profile.ReportError, match=r"no record carries extra\.profile_case"):
-        profile.cases(parse_records(old_stdout, "c"), profile.read_csv((FIXTURES / "ncu_cublas_two_shapes.csv")
+        profile.cases(parse_records(old_stdout, "c"), ncu.read_csv((FIXTURES / "ncu_cublas_two_shapes.csv")
                                                                        .read_text()))
 
 
@@ -267,8 +264,8 @@ def test_a_timed_run_reads_the_cached_profile_of_the_same_binary_without_ncu(tmp
 def test_read_csv_drops_the_units_row_and_app_lines():
     text = ('==PROF== Connected\nsome app line\n"ID","Kernel Name","dram__bytes_read.sum"\n"","","byte"\n'
             '"0","k","1,266,100,000"\n')
-    assert profile.read_csv(text) == [{"ID": "0", "Kernel Name": "k", "dram__bytes_read.sum": "1,266,100,000"}]
-    assert profile.number("1,266,100,000") == 1266100000.0 and profile.number("n/a") is None
+    assert ncu.read_csv(text) == [{"ID": "0", "Kernel Name": "k", "dram__bytes_read.sum": "1,266,100,000"}]
+    assert ncu.number("1,266,100,000") == 1266100000.0 and ncu.number("n/a") is None
 
 
 def test_a_python_artifact_is_skipped_with_its_reason_not_handed_to_ncu(tmp_path, monkeypatch):

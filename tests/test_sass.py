@@ -16,7 +16,7 @@ from kwiki.cli import main
 from kwiki.core.errors import ManifestError
 from kwiki.results.record import Check, Record
 from kwiki.verify import sass
-from kwiki.verify.gates import Gating
+from kwiki.verify.types import Gating
 from kwiki.wiki.instructions import parse_pattern
 from kwiki.wiki.manifest import Variant, load_manifest
 

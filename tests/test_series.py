@@ -18,7 +18,7 @@ from kwiki.results.record import PROTOCOL_VERSION
 from kwiki.results.series import drift_text, stats
 from kwiki.results.standing import State, standing
 from kwiki.verify import series
-from kwiki.verify.plan import PlannedArtifact
+from kwiki.verify.types import PlannedArtifact
 from kwiki.wiki.catalog import load_wiki
 from kwiki.wiki.frontmatter import parse_page
 from kwiki.wiki.manifest import Manifest

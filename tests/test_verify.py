@@ -114,7 +114,8 @@ def test_second_run_compiles_nothing_and_reports_same(project, capsys):
     changes = {c["claim"]: c["change"] for c in report["claims"] if c["value"] is not None}
     assert changes == {"fast-time": "same", "fast-vs-baseline": "same", "slow-bandwidth": "same"}
     rows = [json.loads(line) for line in (project / "results" / "host.jsonl").read_text().splitlines()]
-    assert {r["kind"] for r in rows} == {"record", "claim"}
+    assert {r["kind"] for r in rows} == {"record", "claim", "commit"}
+    assert [r["run_id"] for r in rows if r["kind"] == "commit"] == list(dict.fromkeys(r["run_id"] for r in rows))
     assert len({r["run_id"] for r in rows}) == 2  # two runs, each with its own id
     assert sum(1 for r in rows if r["kind"] == "claim" and r["claim"] == "fast-time") == 2
 

@@ -10,11 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from kwiki.results.record import Record
-from kwiki.verify import sanitize
-from kwiki.verify.build import BuildResult
-from kwiki.verify.gates import Gating
-from kwiki.verify.plan import PlannedArtifact
-from kwiki.verify.run import RunOutcome
+from kwiki.verify import compute_sanitizer as sanitize
+from kwiki.verify.types import BuildResult, Gating, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import Manifest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

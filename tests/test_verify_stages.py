@@ -10,6 +10,7 @@ import pytest
 
 from kwiki.cli import main
 from kwiki.verify import pipeline
+from kwiki.verify.types import Options
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_variants_narrows_what_a_stage_runs(project, monkeypatch):
     seen = []
     real = pipeline.make_plan
     monkeypatch.setattr(pipeline, "make_plan", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
-    pipeline.verify(project, ids=["fixture-page"], tags=[], arch=None, compile_only=False, write=False, jobs=1,
-                    progress=lambda _m: None, profile=True, variants=["fast", "baseline"])
+    pipeline.verify(project, Options(ids=("fixture-page",), write=False, jobs=1, profile=True,
+                                     variants=("fast", "baseline")), lambda _m: None)
     (a,) = seen[0].artifacts.values()
     assert a.run_variants == ["fast", "baseline"] and a.isolated == []

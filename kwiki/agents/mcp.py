@@ -96,81 +96,117 @@ def _sdk() -> tuple[Any, Any, Any]:
     return Server, ToolError, ToolAnnotations
 
 
+FIND_TECHNIQUES = (
+    "Find pages of every type (techniques, algorithms, kernels, patterns, skills, pitfalls, hardware, "
+    "...) that apply to a GPU architecture, optionally narrowed to pages having all the given tags, "
+    "to one operation and to pages containing every word of `text`. The page whose tags and "
+    "operations match best comes first (tagged with the op, applying to fewest other ops), then the "
+    "best evidence (verified, measured, source-reported, spec). Each hit has its summary and the "
+    "claims that match `text` (or its first measured ones), with claimed and measured figures."
+)
+SEARCH_PAGES = (
+    "Search the wiki. `text` is full-text over titles, summaries, tags, page types, claims and bodies "
+    "(every word must occur; pages naming more of the words in their title, summary or tags first, "
+    "then by relevance); the other filters narrow the results and all combine with AND. Without "
+    "`text`, results are sorted by id. Each hit has its summary and the claims that match `text`, "
+    "with claimed and measured figures; `total` says how many pages matched before `limit`."
+)
+GET_PAGE = (
+    "Read one page: its front matter (title, type, architectures, tags, sources, artifacts, ...), "
+    "its claims once, each with the claimed figure, the latest measured figure, the verdict and the "
+    "run it comes from (`runs`: each run's GPU, driver, CUDA, date, commit), and its Markdown body "
+    "without kwiki's generated tables (leave the body out with include_body=false; the ladders "
+    "are in get_ladder)."
+)
+GET_MEASUREMENTS = (
+    "The numbers of one page: its effective evidence level, the GPU and date of the latest "
+    "`kwiki verify` run, and each claim with claimed figure, measured figure (absent if never "
+    "measured), verdict and the run it comes from; `runs` gives each run's provenance once "
+    "(GPU, driver, CUDA, date, commit)."
+)
+GET_LADDER = (
+    "The ladders of a page's benchmark artifacts as data, from the latest run on each GPU model: "
+    "for each shape, every variant with its rung, what it adds, median time (us), rate with its "
+    "unit (TB/s or TFLOP/s), ratio to the baseline (e.g. cuBLAS), share of the speed of light, "
+    "registers and SM clock, and gates that refused a figure. `shape` (e.g. '8192x8192' or "
+    "'4 GiB') keeps the shapes that contain it."
+)
+LIST_TAGS = "Every tag used in the wiki with the number of pages that have it, most used first."
+
+
 def build_server(root: Path) -> Any:
     """The MCP server for the wiki at `root`, its tools registered."""
-    from kwiki.agents.index import page_detail, with_index
-    from kwiki.agents.query import Query, search_conn, tags_conn
+    server_class, tool_error, annotations = _sdk()
+    tools = _Tools(root, server_class, tool_error, annotations)
+    _search_tools(tools)
+    _page_tools(tools)
+    return tools.server
 
-    Server, ToolError, ToolAnnotations = _sdk()
-    params: dict[str, list[str]] = {}  # tool -> the arguments it takes
 
-    class StrictServer(Server):  # type: ignore[misc, valid-type]  # the SDK's class, chosen at run time
-        """Refuses an argument a tool does not take (the SDK would drop it silently)."""
+class _Tools:
+    """The server and how its tools are registered: read-only, an argument a tool does not take refused (the SDK
+    would drop it silently), a KwikiError answered as a tool error that says what was wrong."""
 
-        async def call_tool(self, name: str, arguments: dict[str, Any], *rest: Any, **kw: Any) -> Any:
-            known = params.get(name)
-            unknown = sorted(set(arguments or {}) - set(known or []))
-            if known is not None and unknown:
-                from kwiki.core.suggest import did_you_mean
+    def __init__(self, root: Path, server_class: Any, tool_error: Any, annotations: Any):
+        self.root, self.tool_error = root, tool_error
+        self.params: dict[str, list[str]] = {}  # tool -> the arguments it takes
+        self.read_only = annotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True,
+                                     openWorldHint=False)
+        params = self.params
 
-                raise ToolError(f"{name}: unknown argument {unknown[0]!r}{did_you_mean(unknown[0], known)}; "
-                                f"{name} takes: {', '.join(known) or 'no arguments'}")
-            return await super().call_tool(name, arguments, *rest, **kw)
+        class StrictServer(server_class):  # type: ignore[misc]  # the SDK's class, chosen at run time
+            async def call_tool(self, name: str, arguments: dict[str, Any], *rest: Any, **kw: Any) -> Any:
+                known = params.get(name)
+                unknown = sorted(set(arguments or {}) - set(known or []))
+                if known is not None and unknown:
+                    from kwiki.core.suggest import did_you_mean
 
-    server = StrictServer("kwiki", instructions=INSTRUCTIONS)
+                    raise tool_error(f"{name}: unknown argument {unknown[0]!r}{did_you_mean(unknown[0], known)}; "
+                                     f"{name} takes: {', '.join(known) or 'no arguments'}")
+                return await super().call_tool(name, arguments, *rest, **kw)
 
-    read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+        self.server = StrictServer("kwiki", instructions=INSTRUCTIONS)
 
-    def tool(name: str, description: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def tool(self, name: str, description: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a read-only tool, remembering its parameters (unknown arguments are refused)."""
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             import inspect
 
-            params[name] = list(inspect.signature(fn).parameters)
-            registered: Callable[..., Any] = server.tool(name=name, annotations=read_only, description=description)(fn)
+            self.params[name] = list(inspect.signature(fn).parameters)
+            registered: Callable[..., Any] = self.server.tool(name=name, annotations=self.read_only,
+                                                              description=description)(fn)
             return registered
 
         return register
 
-    def search(q: Query) -> Any:
-        return reply(QueryOutput, run(lambda conn: search_conn(conn, q)))
+    def indexed(self, fn: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        """`fn` over the index, brought up to date first."""
+        from kwiki.agents.index import with_index
 
-    def run(fn: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
-        return guarded(lambda: with_index(root, fn))
+        return self.guarded(lambda: with_index(self.root, fn))
 
-    def guarded(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def guarded(self, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         try:
             return fn()
         except KwikiError as exc:  # a usage problem or an unknown id: tell the agent what was wrong
-            raise ToolError(str(exc)) from None
+            raise self.tool_error(str(exc)) from None
 
-    @tool(
-        "find_techniques",
-        (
-            "Find pages of every type (techniques, algorithms, kernels, patterns, skills, pitfalls, hardware, "
-            "...) that apply to a GPU architecture, optionally narrowed to pages having all the given tags, "
-            "to one operation and to pages containing every word of `text`. The page whose tags and "
-            "operations match best comes first (tagged with the op, applying to fewest other ops), then the "
-            "best evidence (verified, measured, source-reported, spec). Each hit has its summary and the "
-            "claims that match `text` (or its first measured ones), with claimed and measured figures."
-        ),
-    )
+
+def _search_tools(tools: _Tools) -> None:
+    """find_techniques and search_pages: `kwiki query` for agents."""
+    from kwiki.agents.query import Query, search_conn
+
+    def search(q: Query) -> Any:
+        return reply(QueryOutput, tools.indexed(lambda conn: search_conn(conn, q)))
+
+    @tools.tool("find_techniques", FIND_TECHNIQUES)
     def find_techniques(arch: Arch, tags: Tags = None, op: Op = None, text: Text = None, detail: Detail = "brief",
                         limit: Limit = 10) -> QueryOutput:
         q = Query(tags=tags or [], arch=arch, op=op, text=text, best_first=True, by_match=True, limit=limit,
                   detail=detail)
         return search(q)  # type: ignore[no-any-return]  # a CallToolResult holding a QueryOutput
 
-    @tool(
-        "search_pages",
-        (
-            "Search the wiki. `text` is full-text over titles, summaries, tags, page types, claims and bodies "
-            "(every word must occur; pages naming more of the words in their title, summary or tags first, "
-            "then by relevance); the other filters narrow the results and all combine with AND. Without "
-            "`text`, results are sorted by id. Each hit has its summary and the claims that match `text`, "
-            "with claimed and measured figures; `total` says how many pages matched before `limit`."
-        ),
-    )
+    @tools.tool("search_pages", SEARCH_PAGES)
     def search_pages(
         text: Text = None,
         tags: Tags = None,
@@ -197,59 +233,37 @@ def build_server(root: Path) -> Any:
         )
         return search(q)  # type: ignore[no-any-return]
 
-    @tool(
-        "get_page",
-        (
-            "Read one page: its front matter (title, type, architectures, tags, sources, artifacts, ...), "
-            "its claims once, each with the claimed figure, the latest measured figure, the verdict and the "
-            "run it comes from (`runs`: each run's GPU, driver, CUDA, date, commit), and its Markdown body "
-            "without kwiki's generated tables (leave the body out with include_body=false; the ladders "
-            "are in get_ladder)."
-        ),
-    )
+
+def _page_tools(tools: _Tools) -> None:
+    """get_page, get_measurements, get_ladder and list_tags: `kwiki show` and `kwiki tags` for agents."""
+    from kwiki.agents.index import page_detail
+    from kwiki.agents.query import tags_conn
+
+    @tools.tool("get_page", GET_PAGE)
     def get_page(
         id: PageId,
         include_body: Annotated[bool, Field(description="include the Markdown body")] = True,
     ) -> ShowOutput:
-        return reply(ShowOutput, run(lambda conn: page_detail(conn, id, body=include_body)))  # type: ignore[no-any-return]
+        return reply(ShowOutput, tools.indexed(lambda conn: page_detail(conn, id, body=include_body)))  # type: ignore[no-any-return]
 
-    @tool(
-        "get_measurements",
-        (
-            "The numbers of one page: its effective evidence level, the GPU and date of the latest "
-            "`kwiki verify` run, and each claim with claimed figure, measured figure (absent if never "
-            "measured), verdict and the run it comes from; `runs` gives each run's provenance once "
-            "(GPU, driver, CUDA, date, commit)."
-        ),
-    )
+    @tools.tool("get_measurements", GET_MEASUREMENTS)
     def get_measurements(id: PageId) -> MeasurementsOutput:
-        doc = measurements_view(run(lambda conn: page_detail(conn, id, body=False)))
+        doc = measurements_view(tools.indexed(lambda conn: page_detail(conn, id, body=False)))
         return reply(MeasurementsOutput, doc)  # type: ignore[no-any-return]
 
-    @tool(
-        "get_ladder",
-        (
-            "The ladders of a page's benchmark artifacts as data, from the latest run on each GPU model: "
-            "for each shape, every variant with its rung, what it adds, median time (us), rate with its "
-            "unit (TB/s or TFLOP/s), ratio to the baseline (e.g. cuBLAS), share of the speed of light, "
-            "registers and SM clock, and gates that refused a figure. `shape` (e.g. '8192x8192' or "
-            "'4 GiB') keeps the shapes that contain it."
-        ),
-    )
+    @tools.tool("get_ladder", GET_LADDER)
     def get_ladder(
         id: PageId,
         shape: Annotated[str | None, Field(description="only shapes whose label contains this, e.g. "
                                                        "'16384x16384' or '4 GiB'")] = None,
     ) -> LadderOutput:
-        from kwiki.agents.ladder import page_ladders
+        from kwiki.agents.show import page_ladders
 
-        return reply(LadderOutput, guarded(lambda: page_ladders(root, id, shape)))  # type: ignore[no-any-return]
+        return reply(LadderOutput, tools.guarded(lambda: page_ladders(tools.root, id, shape)))  # type: ignore[no-any-return]
 
-    @tool("list_tags", "Every tag used in the wiki with the number of pages that have it, most used first.")
+    @tools.tool("list_tags", LIST_TAGS)
     def list_tags() -> TagsOutput:
-        return reply(TagsOutput, run(tags_conn))  # type: ignore[no-any-return]
-
-    return server
+        return reply(TagsOutput, tools.indexed(tags_conn))  # type: ignore[no-any-return]
 
 
 def reply(model: Any, doc: dict[str, Any]) -> Any:

@@ -3,7 +3,7 @@
 `kwiki schema` writes their JSON Schema (schema/query.schema.json, show.schema.json,
 tags.schema.json, ladder.schema.json); the MCP server returns them as typed, structured tool
 outputs. The data itself is built by kwiki/agents/views.py (plain dicts, stored by the index),
-kwiki/agents/query.py (brief search hits) and kwiki/agents/ladder.py.
+kwiki/agents/query.py (brief search hits) and kwiki/agents/show.py (--ladder).
 
 Every document is compact: what is null or empty is left out, so each optional field here has a
 default, and a reader treats an absent field as null (or empty, or "goal" for `evidence`).

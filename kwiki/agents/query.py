@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from kwiki import SCHEMA_VERSION
-from kwiki.agents.index import Damaged, crc, stored_json, with_index
+from kwiki.agents.entries import Damaged, crc, stored_json
+from kwiki.agents.index import with_index
 from kwiki.core.errors import UsageError
 
 # BM25 column weights: title, summary, tags (and type), body, claims (the order of the fts table's columns)

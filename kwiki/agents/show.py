@@ -5,6 +5,12 @@ The JSON (schema/show.schema.json) is what scripts and agents read results from:
     kwiki show technique-vectorized-loads --json | jq '.claims[] | {id, verdict, value: .measured.value}'
 
 It comes from the index (kwiki/agents/index.py), which stored it when it last read the page.
+
+`kwiki show ID --ladder` and the MCP tool `get_ladder`: a page's ladders as data, without its body.
+Each artifact the page names gives one ladder per GPU model: its latest run in the results store
+(kwiki.results.ladders.from_store), grouped by shape, with absolute times and rates, the ratio to the
+baseline and the share of the speed of light. `shape` keeps the groups whose label (`8192x8192,
+bf16`, `4 GiB, u8`) or parameters contain it; a shape no group has is a usage error that lists them.
 """
 
 from __future__ import annotations
@@ -12,9 +18,85 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kwiki import SCHEMA_VERSION
+from kwiki.agents.entries import store_files
 from kwiki.agents.index import page_detail, with_index
+from kwiki.core.errors import KwikiError, UsageError
 
 
 def show(root: Path, page_id: str, *, body: bool = True) -> dict[str, Any]:
     """The `kwiki show --json` document of page `page_id`; raises index.PageNotFound."""
     return with_index(root, lambda conn: page_detail(conn, page_id, body=body))
+
+
+# ---------------------------------------------------------------- --ladder
+
+
+_ROWS: dict[str, tuple[Any, list[Any]]] = {}  # root -> (its store files, their record rows)
+
+
+def _record_rows(root: Path) -> list[Any]:
+    """The results store's record rows, read once per process while its files stay the same."""
+    from kwiki.results.store import RecordRow, read_all
+
+    files = store_files(root)
+    cached = _ROWS.get(str(root))
+    if cached is None or cached[0] != files:
+        cached = (files, [r for r in read_all(root) if isinstance(r, RecordRow)])
+        _ROWS[str(root)] = cached
+    return cached[1]
+
+
+def _key(text: str) -> str:
+    return "".join(text.lower().replace("×", "x").split())
+
+
+def _slim(ladder: dict[str, Any]) -> dict[str, Any]:
+    """A ladder's JSON for agents: a variant's description only where it has no `adds` line."""
+    for group in ladder.get("groups", []):
+        for row in group["rows"]:
+            if "adds" in row:
+                row.pop("description", None)
+    return ladder
+
+
+def page_ladders(root: Path, page_id: str, shape: str | None = None) -> dict[str, Any]:
+    """The LadderOutput document of page `page_id` (compact: no nulls); raises index.PageNotFound for an
+    unknown id and UsageError for a shape none of its ladders has."""
+    from kwiki.results import ladders
+    from kwiki.wiki.manifest import MANIFEST, load_manifest
+
+    root = Path(root)
+    detail = with_index(root, lambda conn: page_detail(conn, page_id, body=False))
+    artifacts = (detail.get("front_matter") or {}).get("artifacts") or {}
+    rows = _record_rows(root)
+    out: list[dict[str, Any]] = []
+    labels: list[str] = []
+    for rel in sorted(set(artifacts.values())):
+        if not (root / rel / MANIFEST).is_file():
+            continue  # a single-file artifact, or one that is gone: `kwiki check` reports it
+        try:
+            manifest = load_manifest(root / rel, root)
+        except KwikiError:
+            continue
+        for ladder in ladders.from_store(manifest, rows, rel):
+            labels += [g.label for g in ladder.groups]
+            if shape is not None:
+                want = _key(shape)
+                ladder.groups = [g for g in ladder.groups if want in _key(g.label)
+                                 or want in _key(",".join(f"{k}={v}" for k, v in sorted(g.params.items())))]
+                if not ladder.groups:
+                    continue
+            out.append(_slim(ladder.compact()))
+    if shape is not None and not out:
+        from kwiki.core.suggest import did_you_mean
+
+        known = sorted(set(labels))
+        raise UsageError(f"shape {shape!r}: no ladder of page '{page_id}' has it"
+                         + (did_you_mean(shape, known) or (f" (shapes: {'; '.join(known)})" if known else
+                                                           " (the page has no measured ladder)")))
+    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "id": detail["id"], "title": detail["title"]}
+    if shape is not None:
+        doc["shape"] = shape
+    doc["ladders"] = out
+    return doc

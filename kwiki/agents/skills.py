@@ -274,7 +274,7 @@ An unknown id, tag, op or page type is an error that names the closest known one
 def export(root: Path, out_dir: Path) -> list[str]:
     """Write every page's skill and the router skill under `out_dir`; returns the folders written."""
     from kwiki.agents.index import page_detail, with_index
-    from kwiki.agents.ladder import page_ladders
+    from kwiki.agents.show import page_ladders
     from kwiki.core.writefile import write_atomic
 
     ids = with_index(root, lambda conn: [r[0] for r in conn.execute("SELECT DISTINCT id FROM pages ORDER BY id")])

@@ -12,8 +12,8 @@ from kwiki.wiki.catalog import find_root
 
 
 def _ladder(args: Any) -> int:
-    """`kwiki show ID --ladder`: the page's ladders (kwiki.agents.ladder), JSON or one table per shape."""
-    from kwiki.agents.ladder import page_ladders
+    """`kwiki show ID --ladder`: the page's ladders (kwiki.agents.show), JSON or one table per shape."""
+    from kwiki.agents.show import page_ladders
 
     doc = page_ladders(find_root(args.root), args.id, args.shape)
     if getattr(args, "json", False) or not sys.stdout.isatty():

@@ -9,6 +9,7 @@ import time
 from kwiki.core.proc import Stopped, stop_on_signals
 from kwiki.verify import tables
 from kwiki.verify.pipeline import Report, verify
+from kwiki.verify.types import Options
 from kwiki.wiki.catalog import find_root
 from kwiki.wiki.verdict import NOT_MEASURED, Verdict
 
@@ -25,17 +26,21 @@ class Progress:
             print(f"[{time.monotonic() - self.start:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
+def options(args: argparse.Namespace) -> Options:
+    """The run the arguments ask for."""
+    return Options(ids=tuple(args.pages), tags=tuple(args.tag), arch=args.arch, compile_only=args.compile_only,
+                   write=not args.no_write, jobs=args.jobs, until_runs=args.until_runs, require_gpu=args.require_gpu,
+                   require_disassembler=args.require_disassembler, profile=args.profile,
+                   profile_tolerance=args.profile_tolerance, sanitize=tuple(args.sanitize or ()),
+                   variants=tuple(args.variants or ()))
+
+
 def run(args: argparse.Namespace) -> int:
     root = find_root(args.root)
     progress = Progress(args.quiet)
     try:
         with stop_on_signals():  # Ctrl-C, SIGTERM, SIGHUP: kill every artifact process, then stop
-            report = verify(root, ids=args.pages, tags=args.tag, arch=args.arch, compile_only=args.compile_only,
-                            write=not args.no_write, jobs=args.jobs, progress=progress,
-                            until_runs=args.until_runs, require_gpu=args.require_gpu,
-                            require_disassembler=args.require_disassembler, profile=args.profile,
-                            profile_tolerance=args.profile_tolerance, sanitize=args.sanitize,
-                            variants=args.variants)
+            report = verify(root, options(args), progress)
     except Stopped as exc:
         print(f"kwiki verify: stopped by {exc}; every artifact process it started was killed", file=sys.stderr)
         return 128 + exc.signum

@@ -3,7 +3,7 @@ light, grouped by shape. One definition for the page's Markdown table (kwiki.ver
 layout (kwiki.site) and the agents' JSON (kwiki.agents).
 
 A ladder comes from one run: either the records of the run `kwiki verify` is writing back
-(kwiki.verify.ladders.from_run), or the latest run of an artifact on each GPU model in the results store
+(kwiki.verify.tables.from_run), or the latest run of an artifact on each GPU model in the results store
 (`from_store`). Rows keep the
 order the manifest declares its variants in; groups are sorted by their parameters, numbers as numbers.
 A ladder from the store also carries each variant's SASS evidence (`mechanisms`, once per variant: one

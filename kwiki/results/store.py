@@ -9,8 +9,9 @@ run appends are made by kwiki.verify.history; this module reads and appends them
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -19,10 +20,10 @@ from pydantic import Field, ValidationError
 from kwiki.core.errors import Problem
 from kwiki.core.strict import Scalar
 from kwiki.results.mechanism import MechanismEvidence
-from kwiki.results.storelines import RESULTS_DIR, parse_line, unreadable
+from kwiki.results.storelines import COMMIT, COMMITTED_FROM, RESULTS_DIR, committed, needs_commit, unreadable
 from kwiki.wiki.model import Gate, Provenance
 
-STORE_VERSION = 1
+STORE_VERSION = 2  # 2: each run's rows are followed by a commit line that counts them
 
 
 class Row(Provenance):
@@ -49,6 +50,7 @@ class RecordRow(Row):
     protocol: int | None = None  # kwiki.results.record.PROTOCOL_VERSION of the run
     bytes_level: str | None = None  # where the record's bytes were moved, when not DRAM
     mechanism: MechanismEvidence | None = None  # the variant's SASS check on the binary that ran (kwiki.verify.sass)
+    summary_of: int | None = None  # a summary row: the runs it stands for (kwiki.results.summary), not a run
 
 
 class ClaimRow(Row):
@@ -73,8 +75,11 @@ def store_path(root: Path, gpu: str) -> Path:
     return root / RESULTS_DIR / f"{gpu_slug(gpu)}.jsonl"
 
 
-def read_store(path: Path, *, warn: bool = True) -> tuple[list[RecordRow | ClaimRow], list[Problem]]:
-    """All valid rows of one store file, and a warning for each line that is not one.
+def read_store(path: Path, *, warn: bool = True,
+               summaries: bool = False) -> tuple[list[RecordRow | ClaimRow], list[Problem]]:
+    """All valid rows of one store file that a commit line counts (or that need none: store version 1), and a
+    warning for each line that is not one and for rows no commit line counts (an append that did not finish).
+    Rows that summarise older runs (kwiki.results.summary) are not runs: left out unless `summaries`.
 
     With `warn`, each such warning is also logged, so that `verify` and `build`, which skip the
     line, say so (`kwiki check` lists them through kwiki.results.storelines).
@@ -83,13 +88,12 @@ def read_store(path: Path, *, warn: bool = True) -> tuple[list[RecordRow | Claim
     problems: list[Problem] = []
     if not path.exists():
         return rows, problems
-    for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").split("\n"), 1):
-        if not line.strip():
-            continue
-        data, problem = parse_line(path, lineno, line)
+    for lineno, data, problem in committed(path, path.read_text(encoding="utf-8", errors="replace")):
         if data is not None:
             try:
-                rows.append((ClaimRow if data["kind"] == "claim" else RecordRow).model_validate(data))
+                row = (ClaimRow if data["kind"] == "claim" else RecordRow).model_validate(data)
+                if summaries or not isinstance(row, RecordRow) or row.summary_of is None:
+                    rows.append(row)
             except ValidationError as exc:
                 err = exc.errors(include_url=False)[0]
                 where = ".".join(str(part) for part in err["loc"])
@@ -119,21 +123,97 @@ def read_all(root: Path) -> list[RecordRow | ClaimRow]:
     return rows
 
 
-def append_rows(path: Path, rows: list[Row]) -> None:
-    """Append rows to a store file atomically (the file is rewritten whole, then renamed).
+# ---------------------------------------------------------------- appending
 
-    Under a lock on the store file, read inside it: concurrent runs never lose each other's rows.
+
+def row_line(row: Row) -> bytes:
+    """One row as its line of the store (sorted keys, no nulls)."""
+    return (json.dumps(row.model_dump(mode="json", exclude_none=True), sort_keys=True) + "\n").encode("utf-8")
+
+
+def commit_line(rows: int, run_ids: Iterable[str]) -> bytes:
+    """The line that commits the `rows` rows written just before it (store version 2): readers use them from then on.
+    It names their run when they are of one run."""
+    runs = sorted(set(run_ids))
+    data: dict[str, object] = {"kind": COMMIT, "rows": rows, "store_version": STORE_VERSION}
+    if len(runs) == 1:
+        data["run_id"] = runs[0]
+    return (json.dumps(data, sort_keys=True) + "\n").encode("utf-8")
+
+
+def append_rows(path: Path, rows: Sequence[Row]) -> None:
+    """Append `rows` (one run's) to a store file, then the commit line that counts them.
+
+    The cost is the run's rows, not the store's: the file is opened for appending, never read whole. Under a lock
+    on the store file, concurrent runs never lose each other's rows. Rows a killed writer left without their
+    commit line are cut off first (readers skip them anyway). The rows and their commit line are on disk (fsync)
+    before this returns; after a power cut that kept the commit line but lost some of the rows, the commit
+    line counts more rows than precede it, and readers take none of them.
     """
     from kwiki.core.lock import hold_replaced
-    from kwiki.core.writefile import write_atomic
 
+    if not rows:
+        return
+    rows = [r if r.store_version >= COMMITTED_FROM else r.model_copy(update={"store_version": STORE_VERSION})
+            for r in rows]
+    block = b"".join(row_line(r) for r in rows)
     path.parent.mkdir(parents=True, exist_ok=True)
-    new = "".join(json.dumps(r.model_dump(mode="json", exclude_none=True), sort_keys=True) + "\n" for r in rows)
     with hold_replaced(path):
-        old = path.read_bytes()
-        if old and not old.endswith(b"\n"):
-            old += b"\n"
-        write_atomic(path, old + new.encode("utf-8"))
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        try:
+            end = finished_end(fd)
+            if end < os.fstat(fd).st_size:
+                os.ftruncate(fd, end)
+            if end and os.pread(fd, 1, end - 1) != b"\n":  # a last line without its newline (a hand edit)
+                block = b"\n" + block
+            _write_all(fd, block, end)
+            # a second write: a writer killed before it leaves rows no commit line counts, which readers skip
+            _write_all(fd, commit_line(len(rows), (r.run_id for r in rows)), end + len(block))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
+TAIL_CHUNK = 1 << 16
+
+
+def finished_end(fd: int) -> int:
+    """The offset just past the last line of the store that is not part of an unfinished append: the rows of store
+    version 2 after the last commit line, and a last line cut short, are not. Reads the file backwards from its
+    end, so the cost is that unfinished tail, not the store."""
+    size = os.fstat(fd).st_size
+    pos, buf = size, b""
+    while True:
+        start = max(0, pos - TAIL_CHUNK)
+        buf = os.pread(fd, pos - start, start) + buf
+        pos = start
+        lines = buf.split(b"\n")
+        # lines[0] may be cut at `pos` (unless pos is 0); the last element is what follows the last newline
+        end = size
+        if lines[-1]:  # cut short: a writer killed mid-line
+            end -= len(lines[-1])
+        for line in reversed(lines[1:-1] if pos else lines[:-1]):
+            if not _unfinished_row(line):
+                return end
+            end -= len(line) + 1
+        if pos == 0:
+            return end
+
+
+def _unfinished_row(line: bytes) -> bool:
+    """A line that is a row of store version 2 (which only a later commit line would count)."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and needs_commit(data)
 
 
 def last_records(rows: Sequence[RecordRow | ClaimRow]) -> dict[tuple[str, str, str], RecordRow]:

@@ -1,14 +1,19 @@
-"""Lines of the results store (`results/*.jsonl`) that cannot be result rows, found cheaply.
+"""The lines of the results store (`results/*.jsonl`): which are rows a reader may use, found cheaply.
 
-Each non-blank line must be a JSON object whose `kind` is "record" or "claim". This module
-imports neither pydantic nor the row models, so `kwiki check` can afford it on every run;
-`kwiki.results.store.read_store` validates each row in full when `verify` and `build` read it.
-A line that fails is skipped by every reader, never silently: each is reported as a warning.
+Each non-blank line must be a JSON object whose `kind` is "record" or "claim" (a row) or "commit". A run
+is appended as its rows, then one commit line that counts them (store version 2): a reader uses a
+version-2 row only once the commit line after it counts it, so it never sees part of a run, even one
+whose writer was killed mid-append (those rows are skipped, with a warning, and the next append removes
+them). Rows of version 1 (written whole, before commit lines) need none. This module imports neither
+pydantic nor the row models, so `kwiki check` can afford it on every run; `kwiki.results.store.read_store`
+validates each row in full when `verify` and `build` read it. A line that fails is skipped by every
+reader, never silently: each is reported as a warning.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +21,8 @@ from kwiki.core.errors import Problem
 
 RESULTS_DIR = "results"
 KINDS = ("record", "claim")
+COMMIT = "commit"
+COMMITTED_FROM = 2  # the store version from which rows count only once a commit line counts them
 
 
 def display_path(path: Path) -> str:
@@ -40,13 +47,58 @@ def parse_line(path: Path, lineno: int, line: str) -> tuple[dict[str, Any] | Non
         return None, unreadable(path, lineno, "not JSON kwiki can read (nested too deeply)")
     if not isinstance(data, dict):
         return None, unreadable(path, lineno, f"a JSON {type(data).__name__}, not an object")
-    if data.get("kind") not in KINDS:
-        return None, unreadable(path, lineno, f"'kind' is {data.get('kind')!r}, not 'record' or 'claim'")
+    if data.get("kind") not in (*KINDS, COMMIT):
+        return None, unreadable(path, lineno, f"'kind' is {data.get('kind')!r}, not 'record', 'claim' or 'commit'")
+    if data["kind"] == COMMIT and (not isinstance(data.get("rows"), int) or isinstance(data["rows"], bool)
+                                   or data["rows"] < 1):
+        return None, unreadable(path, lineno, "a commit line counts no rows ('rows' is not a positive integer)")
     return data, None
 
 
+def needs_commit(data: dict[str, Any]) -> bool:
+    """A row written with commit lines (store version 2 on): a reader uses it once a commit line counts it."""
+    version = data.get("store_version", 1)
+    return data.get("kind") in KINDS and isinstance(version, int) and version >= COMMITTED_FROM
+
+
+def unfinished(path: Path, lineno: int, rows: int) -> Problem:
+    return Problem(display_path(path), lineno, "results",
+                   f"{rows} row{'s' * (rows != 1)} no commit line counts (an append that did not finish), "
+                   "skipped by every reader; the next append removes them", "warning")
+
+
+def committed(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any] | None, Problem | None]]:
+    """(line number, row, problem) of the rows of a store file a reader may use, in file order, each problem of a
+    line that cannot be one, and of rows no commit line counts. A commit line counting n rows commits the n rows of
+    version 2 before it; rows of version 2 before those are left over from an append that did not finish."""
+    pending: list[tuple[int, dict[str, Any]]] = []
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        data, problem = parse_line(path, lineno, line)
+        if data is None:
+            yield lineno, None, problem
+        elif data["kind"] == COMMIT:
+            n = data["rows"]
+            if len(pending) < n:  # not what a writer leaves: a hand edit; none of them is taken
+                yield lineno, None, unreadable(path, lineno, f"a commit line counts {n} rows, but {len(pending)} "
+                                                             "rows of store version 2 come before it (all skipped)")
+            else:
+                if len(pending) > n:
+                    yield pending[0][0], None, unfinished(path, pending[0][0], len(pending) - n)
+                yield from ((at, row, None) for at, row in pending[len(pending) - n:])
+            pending = []
+        elif needs_commit(data):
+            pending.append((lineno, data))
+        else:
+            yield lineno, data, None
+    if pending:
+        yield pending[0][0], None, unfinished(path, pending[0][0], len(pending))
+
+
 def store_problems(root: Path) -> list[Problem]:
-    """A warning for each line of each store file under `root`/results that cannot be a row."""
+    """A warning for each line of each store file under `root`/results that cannot be a row, and for rows no commit
+    line counts."""
     directory = Path(root) / RESULTS_DIR
     out: list[Problem] = []
     if not directory.is_dir():
@@ -57,9 +109,5 @@ def store_problems(root: Path) -> list[Problem]:
         except OSError as exc:
             out.append(unreadable(path, 0, f"cannot read the file ({exc.strerror or exc})"))
             continue
-        for lineno, line in enumerate(text.split("\n"), 1):
-            if line.strip():
-                problem = parse_line(path, lineno, line)[1]
-                if problem is not None:
-                    out.append(problem)
+        out += [problem for _, _, problem in committed(path, text) if problem is not None]
     return out

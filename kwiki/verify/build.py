@@ -17,53 +17,19 @@ import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from kwiki.core.arch import parse_arch
 from kwiki.core.paths import shown, within
 from kwiki.core.proc import run_group
 from kwiki.core.writefile import write_atomic
+from kwiki.verify.types import BuildResult, KernelResources
 from kwiki.wiki.buildline import COMMON_DIR, BuildJob, command
 from kwiki.wiki.manifest import HOST, MANIFEST
 
 BUILD_DIR = ".kwiki/build"
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
-
-
-@dataclass
-class KernelResources:
-    """What `ptxas -v` says of one kernel at compile time: registers per thread, static shared memory, stack and
-    spills in bytes (the disassembler's view of the same kernel, with local memory: kwiki.verify.sass.Kernel)."""
-
-    registers: int | None = None
-    spill_stores: int | None = None
-    spill_loads: int | None = None
-    stack_bytes: int | None = None
-    smem_bytes: int | None = None
-
-
-@dataclass
-class BuildResult:
-    """The outcome of one BuildJob: the binary (or why there is none), from the cache or the compiler, and
-    what ptxas said of each kernel."""
-
-    artifact: str
-    target: str
-    ok: bool
-    cached: bool
-    key: str
-    binary: str | None = None
-    seconds: float = 0.0
-    command: list[str] = field(default_factory=list)
-    log: str | None = None
-    error: str | None = None
-    kernels: dict[str, KernelResources] = field(default_factory=dict)
-    not_runnable: str | None = None  # why a good build cannot run here (a Python artifact without torch)
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def included_files(sources: list[Path], search: list[Path]) -> list[Path]:

@@ -3,65 +3,15 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
 
 from kwiki.core.arch import parse_arch
 from kwiki.results.gpu import Gpu
 from kwiki.results.judge import judge, matches
 from kwiki.results.record import Record
-from kwiki.verify.build import BuildResult
-from kwiki.verify.gates import Gating
-from kwiki.verify.plan import Plan
-from kwiki.verify.run import RunOutcome
-from kwiki.wiki.model import Claim, Gate, Metric, Outcome, Selector
+from kwiki.verify.types import BuildResult, ClaimResult, Gating, Plan, RunOutcome
+from kwiki.wiki.model import Claim, Metric, Outcome, Selector
 from kwiki.wiki.pages import Page
-from kwiki.wiki.verdict import MEASURED, OUT_OF_SCOPE, PASSING, RUNS, Verdict
-
-
-@dataclass
-class ClaimResult:
-    page: str
-    claim: str
-    verdict: Verdict
-    value: float | None = None
-    unit: str | None = None
-    spread: float | None = None
-    detail: str = ""
-    artifact: str | None = None
-    matches_hardware: bool = True
-    claimed: str = ""
-    change: str | None = None
-    direction: str = "higher"
-    figure: str = ""  # what was measured: 'variant.figure', or 'a.figure / b.figure' for ratios
-    gates: list[Gate] = field(default_factory=list)  # gates its figure's records failed: never passing
-    warnings: list[Gate] = field(default_factory=list)  # gates that warned about them (a wrong roof)
-    # over the runs of its series (kwiki.verify.series); `value` and `spread` stay this run's own
-    series: str | None = None
-    runs: int | None = None  # runs the verdict stands on, this one included
-    median: float | None = None  # the median figure over those runs: what the verdict judged
-    band: float | None = None  # relative run-to-run band: k*MAD over the runs, at least 2% of the median
-    range: tuple[float, float] | None = None  # lowest and highest figure over the runs
-    drift: float | None = None  # this run's relative move from the median, when outside the band
-    run_ids: list[str] = field(default_factory=list)  # the runs whose figures make `median` (this run last)
-
-    @property
-    def provisional(self) -> bool:
-        """Judged on fewer runs than a series needs: never shown as verified."""
-        return self.runs is not None and self.runs < RUNS
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "page": self.page, "claim": self.claim, "verdict": self.verdict.value, "value": self.value,
-            "unit": self.unit, "spread": self.spread, "detail": self.detail, "artifact": self.artifact,
-            "matches_hardware": self.matches_hardware, "claimed": self.claimed, "change": self.change,
-            "figure": self.figure,
-            "gates": [g.model_dump() for g in self.gates], "warnings": [g.model_dump() for g in self.warnings],
-            "series": None if self.series is None else {
-                "key": self.series, "runs": self.runs, "median": self.median, "band": self.band,
-                "range": list(self.range) if self.range else None, "drift": self.drift,
-                "provisional": self.provisional, "run_ids": list(self.run_ids)},
-        }
+from kwiki.wiki.verdict import MEASURED, OUT_OF_SCOPE, PASSING, Verdict
 
 
 def outcome_of(status: str) -> Outcome:

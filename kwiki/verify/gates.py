@@ -34,14 +34,12 @@ identity  a record whose timed samples ran a kernel its variant's `kernels:` glo
           kwiki.verify.kernels). Not checked, and said in the notes, where a record carries no
           kernel list (timed without CUPTI) or the manifest names no kernels for the variant.
 profile, sanitize  added by `kwiki verify --profile` / `--sanitize` (kwiki.verify.profile,
-          kwiki.verify.sanitize): declared bytes or FLOPs above the profiled ones, sanitizer errors.
+          kwiki.verify.compute_sanitizer): declared bytes or FLOPs above the profiled ones, sanitizer errors.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
 
 from kwiki.core.numbers import fmt, params_text
 from kwiki.results import peaks
@@ -49,10 +47,8 @@ from kwiki.results.gpu import Gpu
 from kwiki.results.record import Record, Roof
 from kwiki.verify import kernels as kmatch
 from kwiki.verify import roof as roofs
-from kwiki.verify.plan import Plan, PlannedArtifact
-from kwiki.verify.run import RunOutcome
+from kwiki.verify.types import Finding, Gating, Plan, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import HOST
-from kwiki.wiki.model import Gate
 
 PHYSICAL = "physical"
 CLOCKS = "clocks"
@@ -62,18 +58,6 @@ SLOWDOWN_LIMIT = 0.05  # of a record's sampling window: a moment's slowdown is n
 PHYSICAL_MARGIN = 0.03  # fixed: physical peaks have no noise, only the datasheet's rounding
 ROOF_NOISE_FLOOR = 0.01  # a record this far above the measured roof (or the runs' spreads) warns
 LEVEL_NAMES = {"dram": "DRAM", "l2": "L2", "smem": "shared-memory"}
-
-
-@dataclass(frozen=True)
-class Finding:
-    """What one gate found about one record: a failure, or (`fail` False) a warning."""
-
-    gate: str
-    reason: str
-    fail: bool = True
-
-    def as_gate(self) -> Gate:
-        return Gate(name=self.gate, reason=self.reason)
 
 
 # ---------------------------------------------------------------- the gates
@@ -147,30 +131,6 @@ def roof(record: Record, ceiling: Record, ceiling_name: str) -> Finding | None:
 
 
 # ---------------------------------------------------------------- one run
-
-
-@dataclass
-class Gating:
-    """The gates' findings on every record of one run, and what could not be gated."""
-
-    findings: list[tuple[str, Record, Finding]] = field(default_factory=list)  # (artifact name, record, finding)
-    notes: list[str] = field(default_factory=list)
-    _by_record: dict[int, list[Finding]] = field(default_factory=dict, repr=False)
-
-    def add(self, artifact: str, record: Record, finding: Finding) -> None:
-        self.findings.append((artifact, record, finding))
-        self._by_record.setdefault(id(record), []).append(finding)
-
-    def failed(self, record: Record) -> list[Finding]:
-        return [f for f in self._by_record.get(id(record), []) if f.fail]
-
-    def warnings(self, record: Record) -> list[Finding]:
-        return [f for f in self._by_record.get(id(record), []) if not f.fail]
-
-    def as_json(self) -> list[dict[str, Any]]:
-        return [{"artifact": artifact, "variant": r.variant, "params": r.params, "gate": f.gate,
-                 "severity": "failed" if f.fail else "warning", "reason": f.reason}
-                for artifact, r, f in self.findings]
 
 
 def check(plan: Plan, outcomes: dict[str, list[RunOutcome]]) -> Gating:

@@ -9,11 +9,9 @@ from typing import Any
 from kwiki.core.numbers import round_sig
 from kwiki.results.record import PROTOCOL_VERSION
 from kwiki.results.store import ClaimRow, RecordRow, Row, append_rows, change, last_records, read_store, store_path
-from kwiki.verify.claims import ClaimResult
-from kwiki.verify.gates import Gating
-from kwiki.verify.plan import Plan
-from kwiki.verify.run import RunOutcome
+from kwiki.results.summary import summarise_if_large
 from kwiki.verify.sass import MechanismReport, evidence
+from kwiki.verify.types import ClaimResult, Gating, Plan, RunOutcome
 from kwiki.wiki.model import Provenance
 from kwiki.wiki.verdict import NOT_MEASURED
 
@@ -38,6 +36,9 @@ def record_run(root: Path, base: Provenance, run_id: str, date: str, plan: Plan,
             + _claim_rows(plan, claims, common))
     if write and rows:
         append_rows(path, rows)
+        # past 16 MB: the runs nothing reads any more, summarised (the size bound); the runs this run's claims stand
+        # on are kept whole, as the pages are about to name them
+        summarise_if_large(path, root, also={run_id for c in claims for run_id in c.run_ids})
     return changes
 
 

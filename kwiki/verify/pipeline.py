@@ -13,16 +13,19 @@ from kwiki import SCHEMA_VERSION
 from kwiki.core.errors import EnvironmentProblem, Problem, UsageError
 from kwiki.core.suggest import did_you_mean
 from kwiki.results.record import PROTOCOL_VERSION
+from kwiki.results.store import RecordRow
+from kwiki.verify import compute_sanitizer as sanitizer
 from kwiki.verify import env as envmod
 from kwiki.verify import gates, history, pyartifact, sass, series
 from kwiki.verify import profile as profiler
-from kwiki.verify import sanitize as sanitizer
-from kwiki.verify.build import BuildJob, BuildResult, build_all, build_one
-from kwiki.verify.claims import ClaimResult, evaluate
-from kwiki.verify.plan import Plan, PlannedArtifact, select_pages
+from kwiki.verify.build import build_all, build_one
+from kwiki.verify.claims import evaluate
 from kwiki.verify.plan import plan as make_plan
-from kwiki.verify.run import RunOutcome, gpu_lock, new_run_id, run_artifact
+from kwiki.verify.plan import select_pages
+from kwiki.verify.run import gpu_lock, new_run_id, run_artifact
+from kwiki.verify.types import BuildResult, ClaimResult, Gating, Options, Plan, PlannedArtifact, RunOutcome, ToolStage
 from kwiki.verify.writeback import write_back
+from kwiki.wiki.buildline import BuildJob
 from kwiki.wiki.catalog import load_wiki
 from kwiki.wiki.model import Provenance
 from kwiki.wiki.verdict import BLOCKING
@@ -43,7 +46,7 @@ class Report:
     record_changes: list[dict[str, Any]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     clocks_after: dict[str, Any] = field(default_factory=dict)
-    gating: gates.Gating = field(default_factory=gates.Gating)
+    gating: Gating = field(default_factory=Gating)
     mechanism: sass.MechanismReport = field(default_factory=sass.MechanismReport)  # the SASS checks (mechanism gate)
     series: dict[str, str] = field(default_factory=dict)  # artifact path -> series key
     profiled: profiler.ProfileStage | None = None  # --profile (or the cached profiles a timed run attached)
@@ -112,103 +115,177 @@ class Report:
         }
 
 
-def verify(root: Path, *, ids: list[str], tags: list[str], arch: str | None, compile_only: bool,
-           write: bool, jobs: int, progress: Callable[[str], None], until_runs: int | None = None,
-           require_gpu: bool = False, require_disassembler: bool = False, profile: bool = False,
-           profile_tolerance: float = profiler.DEFAULT_TOLERANCE, sanitize: list[str] | None = None,
-           variants: list[str] | None = None) -> Report:
-    """The pipeline. With `profile` or `sanitize` (and not `compile_only`) it runs only build -> those stages: no timed
-    runs, no claims, no write-back or history (a timed run, later, reads the cached profiles)."""
-    t0 = time.monotonic()
-    stage_only = bool(profile or sanitize) and not compile_only
-    if variants and not stage_only:
+@dataclass
+class _Prepared:
+    """The shared plan step's answer: the run's id and date, the machine, the plan and its series, what to say."""
+
+    now: dt.datetime
+    run_id: str
+    environment: envmod.Environment
+    plan: Plan
+    keys: dict[str, str]  # artifact path -> series key
+    past: list[RecordRow]  # the record rows of this GPU model's store
+    notes: list[str]
+    problems: list[Problem]
+
+
+@dataclass
+class _Built:
+    """The shared build step's answer: every build, its wall time, and the SASS check of the binaries."""
+
+    builds: list[BuildResult]
+    wall: float
+    mechanism: sass.MechanismReport
+
+
+def verify(root: Path, options: Options, progress: Callable[[str], None]) -> Report:
+    """`kwiki verify`: the tool stages --profile and --sanitize ask for, else a timed (or compile-only) run."""
+    if options.variants and not options.stage_only:
         raise UsageError("--variants selects what --profile and --sanitize run; a timed run runs every variant")
+    return run_tools(root, options, progress) if options.stage_only else measure(root, options, progress)
+
+
+def measure(root: Path, options: Options, progress: Callable[[str], None]) -> Report:
+    """Build, run, check and time every planned artifact; judge each claim over its series; append the run to the
+    results store and write the numbers back (with `options.write`). `compile_only`: build and check only."""
+    t0 = time.monotonic()
+    prep = _prepare(root, options, progress)
+    built = _build(root, prep, options, progress)
+    outcomes: dict[str, list[RunOutcome]] = {}
+    run_seconds, ran = 0.0, 0
+    with gpu_lock(prep.plan.gpu, root, progress):  # one timing run per GPU, across processes
+        outcomes, run_seconds, ran = _run_stage(prep.plan, built.builds, root, prep.run_id, progress)
+    # figures of earlier --profile runs of these binaries (no ncu)
+    profiled = profiler.cached_stage(prep.plan, built.builds, outcomes, root, options.profile_tolerance) \
+        if outcomes else None
+    report = _gate(prep, built, outcomes, profiled=profiled)
+    report.claims = evaluate(prep.plan, built.builds, outcomes, report.gating)
+    series.judge_over_runs(prep.plan, report.claims, prep.past, prep.keys, prep.run_id)
+    base = _provenance(report, None)
+    report.record_changes = history.record_run(root, base, report.run_id, report.date, prep.plan, outcomes,
+                                               report.claims, write=options.write, series=prep.keys,
+                                               gating=report.gating, past=prep.past, mechanism=built.mechanism)
+    if options.write:
+        written, failed = write_back(root, prep.plan, outcomes, report.claims, base, progress, report.gating)
+        report.written += written
+        report.problems += failed
+    report.seconds = _seconds(time.monotonic() - t0, built, run_seconds, ran)
+    return report
+
+
+def run_tools(root: Path, options: Options, progress: Callable[[str], None]) -> Report:
+    """--profile and --sanitize: build, then run only those tool stages over the binaries (no timed runs, no claims,
+    nothing written; a timed run, later, reads the cached profiles)."""
+    t0 = time.monotonic()
+    prep = _prepare(root, options, progress)
+    built = _build(root, prep, options, progress)
+    with gpu_lock(prep.plan.gpu, root, progress):  # the opt-in stages cost only their own time
+        profiled = profile(prep, built, root, options, progress) if options.profile else None
+        sanitized = sanitize(prep, built, root, options, progress) if options.sanitize else None
+    report = _gate(prep, built, {}, profiled=profiled, sanitized=sanitized)
+    report.stage_only = True
+    report.seconds = _seconds(time.monotonic() - t0, built, 0.0, 0, profiled, sanitized)
+    return report
+
+
+def profile(prep: _Prepared, built: _Built, root: Path, options: Options,
+            progress: Callable[[str], None]) -> profiler.ProfileStage:
+    """--profile: Nsight Compute over every artifact with a GPU build here; its counters are cached for the timed
+    runs of the same binaries."""
+    return profiler.run_stage(prep.plan, built.builds, root, progress, options.profile_tolerance)
+
+
+def sanitize(prep: _Prepared, built: _Built, root: Path, options: Options,
+             progress: Callable[[str], None]) -> sanitizer.SanitizeStage:
+    """--sanitize: every variant, small, under each compute-sanitizer tool asked for."""
+    return sanitizer.run_stage(prep.plan, built.builds, root, progress, list(options.sanitize))
+
+
+# ---------------------------------------------------------------- the shared steps
+
+
+def _prepare(root: Path, options: Options, progress: Callable[[str], None]) -> _Prepared:
+    """Pages -> the machine -> the plan, its series and what the run will say about them."""
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     wiki = load_wiki(root)
-    pages = select_pages(wiki, ids, tags, arch)
+    pages = select_pages(wiki, list(options.ids), list(options.tags), options.arch)
     problems = [p for page in pages for p in page.problems if p.severity == "error"]
     broken = {page.path for page in pages if any(p.severity == "error" for p in page.problems)}
     pages = [p for p in pages if p.path not in broken and p.meta is not None]
-    environment = envmod.capture(root, want_gpu=not compile_only)
-    if require_gpu and not compile_only and not environment.gpus:
+    environment = envmod.capture(root, want_gpu=not options.compile_only)
+    if options.require_gpu and not options.compile_only and not environment.gpus:
         raise EnvironmentProblem(f"--require-gpu: no GPU here ({environment.gpu_error or 'NVML saw none'})")
     run_id = new_run_id(now, environment.commit)
-    the_plan = make_plan(wiki, pages, environment, compile_only=compile_only)
+    the_plan = make_plan(wiki, pages, environment, compile_only=options.compile_only)
     keys, past = series.keys(the_plan), series.store_rows(the_plan)
-    if variants:
-        _only_variants(the_plan, variants)
-    notes = _notes(the_plan, environment, compile_only)
-    if stage_only:
-        notes.append(f"--{' and --'.join(n for n, on in (('profile', profile), ('sanitize', sanitize)) if on)}: "
-                     "build, then only that stage: no timed runs, no claims judged, nothing written"
-                     + (" (a timed `kwiki verify` gives its records the cached profile figures)" if profile else ""))
-    if until_runs is not None:
-        skipped = series.until_runs(the_plan, past, keys, until_runs)
-        notes.append(f"--until-runs {until_runs}: {len(skipped)} artifacts whose series have {until_runs} runs "
-                     f"left out" + (f" ({', '.join(skipped)})" if skipped else ""))
+    if options.variants:
+        _only_variants(the_plan, list(options.variants))
+    notes = _notes(the_plan, environment, options.compile_only)
+    if options.stage_only:
+        asked = [n for n, on in (("profile", options.profile), ("sanitize", options.sanitize)) if on]
+        notes.append(f"--{' and --'.join(asked)}: build, then only that stage: no timed runs, no claims judged, "
+                     "nothing written"
+                     + (" (a timed `kwiki verify` gives its records the cached profile figures)" if options.profile
+                        else ""))
+    if options.until_runs is not None:
+        skipped = series.until_runs(the_plan, past, keys, options.until_runs)
+        notes.append(f"--until-runs {options.until_runs}: {len(skipped)} artifacts whose series have "
+                     f"{options.until_runs} runs left out" + (f" ({', '.join(skipped)})" if skipped else ""))
     for note in notes:
         progress(note)
-    for a in the_plan.artifacts.values():
-        if a.problem:
-            problems.append(a.problem)
+    problems += [a.problem for a in the_plan.artifacts.values() if a.problem]
     problems.extend(the_plan.problems)  # page entries the containment rule refused
+    return _Prepared(now, run_id, environment, the_plan, keys, past, notes, problems)
 
+
+def _build(root: Path, prep: _Prepared, options: Options, progress: Callable[[str], None]) -> _Built:
+    """Every build of the plan, then the SASS check of every binary (the mechanism gate's evidence)."""
     t_build = time.monotonic()
-    builds = _build_stage(the_plan, environment, root, jobs, progress)
-    build_wall = time.monotonic() - t_build
-    for note in pyartifact.not_runnable(the_plan, builds):  # Python artifacts without torch here
-        notes.append(note)
+    builds = _build_stage(prep.plan, prep.environment, root, options.jobs, progress)
+    wall = time.monotonic() - t_build
+    for note in pyartifact.not_runnable(prep.plan, builds):  # Python artifacts without torch here
+        prep.notes.append(note)
         progress(note)
-    mechanism = sass.check_builds(the_plan, builds, root, require=sass.required_here(require_disassembler))
-    problems += mechanism.problems()
-    notes += [*mechanism.notes, *filter(None, [sass.summary(mechanism)])]
+    mechanism = sass.check_builds(prep.plan, builds, root, require=sass.required_here(options.require_disassembler))
+    prep.problems += mechanism.problems()
+    prep.notes += [*mechanism.notes, *filter(None, [sass.summary(mechanism)])]
     for note in mechanism.notes:
         progress(note)
-    outcomes: dict[str, list[RunOutcome]] = {}
-    run_seconds, ran, profiled, sanitized = 0.0, 0, None, None
-    with gpu_lock(the_plan.gpu, root, progress):  # one timing run per GPU, across processes
-        if stage_only:  # the opt-in stages cost only their own time
-            profiled = profiler.run_stage(the_plan, builds, root, progress, profile_tolerance) if profile else None
-            sanitized = sanitizer.run_stage(the_plan, builds, root, progress, sanitize) if sanitize else None
-        else:
-            outcomes, run_seconds, ran = _run_stage(the_plan, builds, root, run_id, progress)
-    if not stage_only and outcomes:  # figures of earlier --profile runs of these binaries (no ncu)
-        profiled = profiler.cached_stage(the_plan, builds, outcomes, root, profile_tolerance)
+    return _Built(builds, wall, mechanism)
 
-    gating = gates.check(the_plan, outcomes)
-    for stage, mod in ((profiled, profiler), (sanitized, sanitizer)):  # opt-in stages: their gates and notes
-        if stage is not None:
-            problems += mod.gate(gating, stage, outcomes, the_plan)
+
+def _gate(prep: _Prepared, built: _Built, outcomes: dict[str, list[RunOutcome]], *,
+          profiled: profiler.ProfileStage | None = None, sanitized: sanitizer.SanitizeStage | None = None) -> Report:
+    """The gates over every record, then each tool stage's findings (the opt-in stages', then the SASS check's):
+    the report, before claims are judged."""
+    gating = gates.check(prep.plan, outcomes)
+    problems, notes = list(prep.problems), list(prep.notes)
+    stages: list[ToolStage] = [*(s for s in (profiled, sanitized) if s is not None), built.mechanism]
+    for stage in stages:
+        problems += stage.gate(gating, prep.plan, outcomes)
+        if stage is not built.mechanism:  # the SASS check's notes were said at build time
             notes += stage.notes
-    sass.gate(gating, the_plan, outcomes, mechanism)
-    results = []
-    if not stage_only:
-        results = evaluate(the_plan, builds, outcomes, gating)
-        series.judge_over_runs(the_plan, results, past, keys, run_id)
-    report = Report(run_id, now.isoformat(), environment, the_plan, builds, outcomes, results, problems,
-                    notes=notes + gating.notes, gating=gating, series=keys, mechanism=mechanism,
-                    profiled=profiled, sanitized=sanitized, stage_only=stage_only)
-    report.clocks_after = envmod.clocks(the_plan.gpu.index) if the_plan.gpu else {}
-    base = _provenance(report, None)
-    if not stage_only:
-        report.record_changes = history.record_run(root, base, report.run_id, report.date, the_plan, outcomes,
-                                                   results, write=write, series=keys, gating=gating, past=past,
-                                                   mechanism=mechanism)
-    if write and not stage_only:
-        written, failed = write_back(root, the_plan, outcomes, results, base, progress, gating)
-        report.written += written
-        report.problems += failed
-    total_s = time.monotonic() - t0
-    stages_s = (profiled.seconds if profiled else 0.0) + (sanitized.seconds if sanitized else 0.0)  # cached: 0
-    report.seconds = {
-        "total": round(total_s, 3), "build_wall": round(build_wall, 3), "run": round(run_seconds, 3),
-        "mechanism": round(mechanism.seconds, 3),
-        **({"profile": round(profiled.seconds, 3)} if profiled and stage_only else {}),
-        **({"sanitize": round(sanitized.seconds, 3)} if sanitized else {}),
-        "kwiki_overhead": round(total_s - build_wall - run_seconds - stages_s, 3),
-        "kwiki_overhead_per_artifact": round((total_s - build_wall - run_seconds - stages_s) / max(1, ran), 3),
-    }
+    report = Report(prep.run_id, prep.now.isoformat(), prep.environment, prep.plan, built.builds, outcomes, [],
+                    problems, notes=notes + gating.notes, gating=gating, series=prep.keys,
+                    mechanism=built.mechanism, profiled=profiled, sanitized=sanitized)
+    report.clocks_after = envmod.clocks(prep.plan.gpu.index) if prep.plan.gpu else {}
     return report
+
+
+def _seconds(total_s: float, built: _Built, run_seconds: float, ran: int,
+             profiled: profiler.ProfileStage | None = None,
+             sanitized: sanitizer.SanitizeStage | None = None) -> dict[str, float]:
+    """Where a run's time went: builds (wall), timed runs, the SASS check, the opt-in stages, and kwiki itself."""
+    stages_s = (profiled.seconds if profiled else 0.0) + (sanitized.seconds if sanitized else 0.0)
+    overhead = total_s - built.wall - run_seconds - stages_s
+    return {
+        "total": round(total_s, 3), "build_wall": round(built.wall, 3), "run": round(run_seconds, 3),
+        "mechanism": round(built.mechanism.seconds, 3),
+        **({"profile": round(profiled.seconds, 3)} if profiled else {}),
+        **({"sanitize": round(sanitized.seconds, 3)} if sanitized else {}),
+        "kwiki_overhead": round(overhead, 3),
+        "kwiki_overhead_per_artifact": round(overhead / max(1, ran), 3),
+    }
 
 
 def _only_variants(the_plan: Plan, variants: list[str]) -> None:

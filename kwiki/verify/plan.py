@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from kwiki.core.arch import compatible, parse_arch
@@ -12,51 +11,10 @@ from kwiki.core.paths import inside
 from kwiki.results.gpu import Gpu
 from kwiki.verify.build import BuildJob, artifact_hash
 from kwiki.verify.env import Environment
+from kwiki.verify.types import Plan, PlannedArtifact
 from kwiki.wiki.catalog import Wiki
 from kwiki.wiki.manifest import HOST, MANIFEST, Manifest, load_manifest
 from kwiki.wiki.pages import Page
-
-
-@dataclass
-class PlannedArtifact:
-    path: str  # relative to the root, e.g. 'artifacts/vector_loads_sm90a'
-    directory: Path
-    manifest: Manifest | None
-    error: str | None = None
-    problem: Problem | None = None
-    hash: str | None = None
-    pages: list[str] = field(default_factory=list)
-    run_target: str | None = None
-    why_not_run: str | None = None
-    run_variants: list[str] = field(default_factory=list)  # run together in one process
-    isolated: list[str] = field(default_factory=list)  # each in a process of its own
-    not_applicable: list[str] = field(default_factory=list)
-    binary_of: PlannedArtifact | None = None  # the artifact whose build this one runs (build.binary_of)
-
-    @property
-    def name(self) -> str:
-        return self.manifest.name if self.manifest else Path(self.path).name
-
-    @property
-    def build_name(self) -> str:
-        """The name of the build this artifact runs: its own, or that of the artifact it borrows from."""
-        return self.binary_of.name if self.binary_of else self.name
-
-
-@dataclass
-class Plan:
-    root: Path
-    pages: list[Page]
-    artifacts: dict[str, PlannedArtifact]
-    builds: list[BuildJob]
-    gpu: Gpu | None
-    compile_only: bool
-    problems: list[Problem] = field(default_factory=list)  # page entries refused by the containment rule
-
-    def artifact_for(self, page: Page, key: str) -> PlannedArtifact | None:
-        assert page.meta is not None
-        rel = page.meta.artifacts.get(key)
-        return self.artifacts.get(_norm(rel)) if rel else None
 
 
 def _norm(rel: str) -> str:

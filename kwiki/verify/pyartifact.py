@@ -22,9 +22,9 @@ from kwiki.core.errors import RecordError
 from kwiki.core.paths import within
 from kwiki.core.proc import ProcResult, run_group
 from kwiki.results.record import Record, parse_records
-from kwiki.verify.build import BuildJob, BuildResult
-from kwiki.verify.plan import Plan, PlannedArtifact
-from kwiki.verify.run import RUNS_DIR, RunOutcome, Status
+from kwiki.verify.build import BuildJob
+from kwiki.verify.run import RUNS_DIR
+from kwiki.verify.types import BuildResult, Plan, PlannedArtifact, RunOutcome, RunStatus
 from kwiki.wiki.buildline import COMMON_DIR
 from kwiki.wiki.manifest import HOST, MANIFEST
 
@@ -111,7 +111,7 @@ class _Ended:
     """How one harness process ended, read from its events."""
 
     current: str | None  # the variant it was calling when it ended (None: it finished)
-    status: Status
+    status: RunStatus
     message: str
 
 

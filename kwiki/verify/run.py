@@ -14,44 +14,20 @@ import secrets
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from kwiki.core import lock
 from kwiki.core.errors import RecordError
 from kwiki.core.proc import run_group
 from kwiki.results.gpu import Gpu
-from kwiki.results.record import Record, parse_records
-from kwiki.verify.build import BuildResult
-from kwiki.verify.plan import PlannedArtifact
+from kwiki.results.record import parse_records
+from kwiki.verify.types import BuildResult, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import HOST
 
 RUNS_DIR = ".kwiki/runs"
 GPU_LOCKS = ".kwiki/gpu-locks"  # this checkout's GPU locks (also held: the machine-wide ones)
 GPU_LOCK_DIR_ENV = "KWIKI_GPU_LOCK_DIR"  # where the machine-wide GPU locks live
 MACHINE_GPU_LOCKS = "/tmp/kwiki-gpu-locks"
-Status = Literal["ok", "check-failed", "timeout", "crash", "cuda-error", "bad-output", "output-overflow",
-                 "exit-error", "not-started"]
-
-
-@dataclass
-class RunOutcome:
-    artifact: str
-    target: str
-    variants: list[str]
-    status: Status
-    records: list[Record] = field(default_factory=list)
-    seconds: float = 0.0
-    log: str | None = None
-    message: str = ""
-    returncode: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
 def new_run_id(now: dt.datetime, commit: str | None) -> str:
     """'<UTC date>T<time>Z-<8 random hex>[-<short commit>]': sorts by time, unique even within a second."""
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}" + (f"-{commit}" if commit else "")

@@ -30,7 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -41,10 +41,7 @@ from kwiki.core.paths import shown
 from kwiki.core.proc import run_group
 from kwiki.core.writefile import write_atomic
 from kwiki.results.mechanism import KernelRow, MechanismEvidence, MechanismStatus
-from kwiki.verify.build import BuildResult
-from kwiki.verify.gates import Finding, Gating
-from kwiki.verify.plan import Plan
-from kwiki.verify.run import RunOutcome
+from kwiki.verify.types import BuildResult, Finding, Gating, Plan, RunOutcome
 from kwiki.wiki.frontmatter import decode, parse_yaml
 from kwiki.wiki.instructions import Pattern, parse_pattern, split_spelling
 from kwiki.wiki.manifest import HOST, MANIFEST, Manifest, Variant
@@ -368,6 +365,11 @@ class MechanismReport:
     def as_json(self) -> list[dict[str, Any]]:
         return [r.as_json() for r in self.results]
 
+    def gate(self, gating: Gating, plan: Plan, outcomes: Mapping[str, list[RunOutcome]]) -> list[Problem]:
+        """The mechanism gate's findings onto the run's records (its problems were said at build time)."""
+        gate(gating, plan, outcomes, self)
+        return []
+
 
 def check_builds(plan: Plan, builds: list[BuildResult], root: Path, *, require: bool) -> MechanismReport:
     """Check every variant's SASS expectations against its build (for every built CUDA target); a borrowing
@@ -492,7 +494,7 @@ def _variant_lines(directory: Path, root: Path) -> dict[int, int]:
 # ---------------------------------------------------------------- the gate and the records
 
 
-def gate(gating: Gating, plan: Plan, outcomes: dict[str, list[RunOutcome]], report: MechanismReport) -> None:
+def gate(gating: Gating, plan: Plan, outcomes: Mapping[str, list[RunOutcome]], report: MechanismReport) -> None:
     """Fail every record of a variant whose SASS did not match, on the target it ran."""
     for path, outs in sorted(outcomes.items()):
         planned = plan.artifacts.get(path)

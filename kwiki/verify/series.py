@@ -15,8 +15,7 @@ from kwiki.results.record import PROTOCOL_VERSION
 from kwiki.results.series import claim_value, run_counts, runs_of, stats
 from kwiki.results.store import RecordRow, gpu_slug, read_store, store_path
 from kwiki.verify.build import included_files
-from kwiki.verify.claims import ClaimResult
-from kwiki.verify.plan import Plan, PlannedArtifact
+from kwiki.verify.types import ClaimResult, Plan, PlannedArtifact
 from kwiki.wiki.buildline import COMMON_DIR
 from kwiki.wiki.model import Claim
 from kwiki.wiki.verdict import MEASURED, NOT_MEASURED, RUNS, Verdict

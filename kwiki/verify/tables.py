@@ -1,4 +1,5 @@
-"""Markdown tables kwiki writes into pages (claims, ladder) and the terminal report of a run."""
+"""Markdown tables kwiki writes into pages (the ladder of the run it writes back, as data by `from_run`, then as a
+table) and the terminal report of a run (the claims table and provenance line: kwiki.results.tables)."""
 
 from __future__ import annotations
 
@@ -6,17 +7,48 @@ import json
 from typing import Any
 
 from kwiki.core.numbers import NONE, fmt, fmt_spread, params_text
-from kwiki.results.ladders import Rung, record_clock
+from kwiki.results.ladders import Entry, Ladder, Rung, about, ladder_of, profiled, record_clock, registers_of
 from kwiki.results.record import Record
 from kwiki.results.series import drift_text
 from kwiki.results.tables import md_cell
 from kwiki.verify import roof as roofs
-from kwiki.verify.claims import ClaimResult
-from kwiki.verify.gates import Gating
-from kwiki.verify.ladders import from_run
-from kwiki.verify.plan import PlannedArtifact
-from kwiki.verify.run import RunOutcome
+from kwiki.verify.types import ClaimResult, Gating, PlannedArtifact, RunOutcome
 from kwiki.wiki.verdict import PASSING, RUNS, Verdict
+
+# ---------------------------------------------------------------- the ladder of this run
+
+
+def entry_of(record: Record, gating: Gating | None) -> Entry:
+    """What a ladder needs of one record of this run, with the gates it failed."""
+    mhz, capped = record_clock(record)
+    figures = record.figures()
+    return Entry(record.variant, dict(record.params), record.check.passed,
+                 figures if record.timing is not None or record.roof is not None else {},
+                 record.timing.spread if record.timing else None, registers_of(record.extra.get("registers")),
+                 mhz, capped, [f.as_gate() for f in gating.failed(record)] if gating else [],
+                 profiled=profiled(figures, record.bytes_level))
+
+
+def from_run(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: Gating | None = None) -> Ladder:
+    """The ladder of the run `kwiki verify` just made: its records, failed runs and the variants that do
+    not apply on its target."""
+    m = planned.manifest
+    assert m is not None
+    entries = [entry_of(r, gating) for o in outcomes for r in o.records]
+    ladder = ladder_of(m, entries, path=planned.path, target=planned.run_target)
+    for o in outcomes:
+        if o.status != "ok":
+            ladder.others.append(Rung(variant=",".join(o.variants), status="run-failed",
+                                      note=f"run {o.status}: {o.message[:120]}"))
+    for name in planned.not_applicable:
+        v = m.variant(name)
+        ladder.others.append(Rung(
+            variant=name, **about(v), status="not-applicable",
+            note=f"not applicable on {planned.run_target} (targets {', '.join(v.targets) if v else '?'})"))
+    return ladder
+
+
+# ---------------------------------------------------------------- the tables
 
 
 def _sm_mhz(record: Record) -> str:
@@ -58,7 +90,7 @@ def _rung_cells(rung: Rung, params: str) -> list[str]:
 
 def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: Gating | None = None) -> str:
     """Every variant of one artifact run: time, throughput, ratio to the baseline, what changed, SM clock
-    (the data: kwiki.verify.ladders).
+    (the data: kwiki.results.ladders).
 
     A record a gate failed keeps its row and time, but shows no rate: the gate stands in its place."""
     ladder = from_run(planned, outcomes, gating)

@@ -21,10 +21,8 @@ from kwiki.core.numbers import round_sig
 from kwiki.core.writefile import write_atomic
 from kwiki.results.tables import claims_table, provenance_line
 from kwiki.verify import tables
-from kwiki.verify.claims import ClaimResult, evidence_for
-from kwiki.verify.gates import Gating
-from kwiki.verify.plan import Plan
-from kwiki.verify.run import RunOutcome
+from kwiki.verify.claims import evidence_for
+from kwiki.verify.types import ClaimResult, Gating, Plan, RunOutcome
 from kwiki.wiki import markers
 from kwiki.wiki.frontmatter import decode, parse_page, split
 from kwiki.wiki.model import MeasuredClaim, Measurements, PageMeta, Provenance

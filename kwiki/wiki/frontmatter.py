@@ -188,7 +188,7 @@ class _Builder:
         line = self.to_line(event.start_mark.line)  # type: ignore[union-attr]
         return FrontMatterError(message, line=line, field=field_name(path))
 
-    def run(self, loader: Any) -> tuple[Any, dict[Path_, int]]:
+    def run(self, loader: Any) -> tuple[Any, dict[Path_, int]]:  # noqa: C901  (one event loop, inlined for speed)
         # the hot path (keys, plain scalars, collections) is inlined: it runs once per event
         scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
         mapping_start, sequence_start = yaml.MappingStartEvent, yaml.SequenceStartEvent

@@ -153,7 +153,7 @@ def _superfences_code(lines: list[str]) -> list[bool]:
     return out
 
 
-def scan(text: str, *, yaml: bool = False, first_line: int = 1) -> list[Region]:
+def scan(text: str, *, yaml: bool = False, first_line: int = 1) -> list[Region]:  # noqa: C901  (a line state machine)
     """All regions in `text`; raises MarkerError (with a line) for broken markers."""
     if "kwiki:" not in text:  # no marker of any kind, broken ones included
         return []

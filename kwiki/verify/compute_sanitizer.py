@@ -36,15 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kwiki.core.errors import RecordError
+from kwiki.core.errors import Problem, RecordError
 from kwiki.core.paths import shown
 from kwiki.core.proc import find_tool, run_group
 from kwiki.results.record import parse_records
 from kwiki.verify import kernels as kmatch
-from kwiki.verify.build import BuildResult
-from kwiki.verify.gates import Finding
-from kwiki.verify.plan import PlannedArtifact
 from kwiki.verify.run import argv_for
+from kwiki.verify.types import BuildResult, Finding, Gating, Plan, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import MANIFEST, SANITIZE_TOOLS
 
 SANITIZE = "sanitize"
@@ -331,6 +329,10 @@ class SanitizeStage:
         return {"seconds": round(self.seconds, 3), "tools": self.tools, "notes": self.notes,
                 "results": [r.as_json() for r in self.results]}
 
+    def gate(self, gating: Gating, plan: Plan, outcomes: Mapping[str, list[RunOutcome]]) -> list[Problem]:
+        """This stage's gate findings onto the run's records; a Problem where no record can carry one."""
+        return gate(gating, self, outcomes, plan)
+
 
 def run_stage(plan: Any, builds: list[BuildResult], root: Path, progress: Any, tools: list[str],
               sanitizer: str | None = None) -> SanitizeStage:
@@ -377,8 +379,6 @@ def run_stage(plan: Any, builds: list[BuildResult], root: Path, progress: Any, t
 
 def gate(gating: Any, stage: SanitizeStage, outcomes: Mapping[str, list[Any]], plan: Any) -> list[Any]:
     """The sanitize gate's findings onto every record of the variant; a Problem where the variant has no record."""
-    from kwiki.core.errors import Problem
-
     paths = {a.name: k for k, a in plan.artifacts.items()}
     names = {k: a.name for k, a in plan.artifacts.items()}
     attach(stage.results, outcomes, names)
