@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,18 +96,21 @@ def test_page_with_artifact_writes_both_and_they_agree(root: Path, capsys):
     assert manifest["targets"] == ["sm_90a"] and manifest["baseline"] == "device_copy"
     ladder = [(v["name"], v["rung"], v["adds"]) for v in manifest["variants"]]
     assert [rung for _, rung, _ in ladder] == [0, 1, 2]
-    # the variant list is declared once (new.RUNGS): the .cu's table and header say the same as the manifest
+    # the manifest is the one source of the ladder: the .cu's table holds the names, in its order, and nothing
+    # else of the rungs; each rung's code is a marked region naming its variant
     source = (root / "artifacts/scale_f32_sm90a/scale_f32_sm90a.cu").read_text()
-    table = re.findall(r'^\s+\{"([a-z0-9_]+)", (\d+), "([^"]*)",', source, re.MULTILINE)
-    assert [(n, int(r), a) for n, r, a in table] == ladder
-    assert [m.groups() for m in re.finditer(r"^//   (\d) (\w+) +(.*)$", source, re.MULTILINE)] == [
-        (str(r), n, a) for n, r, a in ladder]
+    table = re.findall(r'^\s+\{\{"([a-z0-9_]+)"\}, ', source, re.MULTILINE)
+    assert table == [n for n, _, _ in ladder]
+    assert not any(a in source for _, _, a in ladder)
+    assert re.findall(r"^// kwiki:rung (\w+)$", source, re.MULTILINE) == ["naive", "vec4", "device_copy"]
     assert "-gencode=arch=compute_90a,code=sm_90a" in source
     page = yaml.safe_load((root / "wiki/nvidia/kernels/scale.md").read_text().split("---\n")[1])
     assert page["artifacts"] == {"bench": "artifacts/scale_f32_sm90a"}
     (claim,) = page["claims"]
-    assert claim["measure"] == {"artifact": "bench", "of": {"variant": "vec4", "figure": "gb_per_s"},
-                                "per": {"variant": "naive", "figure": "gb_per_s"}}
+    # one record each (the skeleton runs two sizes): the claim names one of the manifest's shapes
+    assert claim["measure"] == {"artifact": "bench",
+                                "of": {"variant": "vec4", "params": {"n": 16777216}, "figure": "gb_per_s"},
+                                "per": {"variant": "naive", "params": {"n": 16777216}, "figure": "gb_per_s"}}
 
 
 def test_page_for_an_existing_artifact_claims_its_last_variant_passes(root: Path, capsys):
@@ -285,3 +291,27 @@ def test_artifact_skeleton_compiles_with_verify_compile_only(root: Path, capsys)
     assert any("vec4_kernel" in k for k in build["kernels"])
     assert {c["claim"]: c["verdict"] for c in report["claims"]} == {"vec4-vs-naive": "not-run"}
     assert os.path.isfile(build["binary"])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (pip install -e '.[torch]')")
+def test_python_artifact_recipe_runs_on_cpu(root: Path, capsys):
+    """CONTRIBUTING's Python recipe end to end on a CPU: the skeleton, check --strict, --compile-only (the module
+    imported and its contract checked) and the harness at --device cpu, whose baseline passes its check."""
+    shutil.copytree(COMMON, root / "artifacts" / "common", ignore=shutil.ignore_patterns("test", "*.cu*"))
+    code, out, err = _kwiki(capsys, "new", "artifact", "scale_f32_py", "--kind", "python", "--page", "kernel-scale",
+                            "--root", str(root))
+    assert (code, err) == (0, "")
+    assert "wrote artifacts/scale_f32_py/scale_f32_py.py" in out and "wrote artifacts/scale_f32_py/kernels.py" in out
+    _check_strict(capsys, root)
+    code, out, _ = _kwiki(capsys, "verify", "--compile-only", "--quiet", "--json", "--root", str(root), "kernel-scale")
+    report = json.loads(out)
+    assert code == 0 and [b["ok"] for b in report["builds"]] == [True], report["builds"]
+    assert {c["claim"]: c["verdict"] for c in report["claims"]} == {"triton_b4096-vs-torch_mul": "not-run"}
+    done = subprocess.run([sys.executable, str(root / "artifacts/common/kwiki_harness.py"), "run",
+                           str(root / "artifacts/scale_f32_py/scale_f32_py.py"), "--device", "cpu",
+                           "--variants", "torch_mul", "--max-seconds", "0.05", "--input-sets", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"kwiki_record"')]
+    assert sorted(r["params"]["n"] for r in records) == [16777216, 16777219]
+    assert all(r["check"]["passed"] and r["timing"] for r in records)
