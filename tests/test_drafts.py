@@ -94,8 +94,8 @@ def test_check_strict_warns_once_per_draft_where_it_is(root, capsys):
     problems = json.loads(capsys.readouterr().out)["problems"]
     drafts = [p for p in problems if p["path"].endswith(("status-draft.md", "placeholder-summary.md"))]
     assert sorted((p["path"], p["line"], p["field"], p["severity"]) for p in drafts) == [
-        ("wiki/nvidia/techniques/placeholder-summary.md", 2, "status", "warning"),
-        ("wiki/nvidia/techniques/status-draft.md", 2, "status", "warning"),
+        ("wiki/nvidia/techniques/placeholder-summary.md", 10, "summary", "warning"),
+        ("wiki/nvidia/techniques/status-draft.md", 5, "status", "warning"),
     ]
     why = {p["path"].rsplit("/", 1)[1]: p["message"] for p in drafts}
     assert "status is draft" in why["status-draft.md"] and "placeholder" in why["placeholder-summary.md"]

@@ -73,7 +73,7 @@ class _Summary:
     measured: tuple[PageMeta, int] | None = None  # a page with a measurements block: its meta, the block's line
     measures: frozenset[str] = frozenset()  # ids of its claims that kwiki measures (they have a `measure`)
     contradicted: tuple[tuple[str, int, str, str], ...] = ()  # (field, line, page id, claim id) on other pages
-    draft: str | None = None  # why the page is a draft (kwiki.wiki.drafts), warned about under --strict
+    draft: tuple[str, int, str] | None = None  # a draft (kwiki.wiki.drafts): field, its line, why; --strict warns
 
 
 def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> tuple[list[_Summary], list[Problem]]:
@@ -98,8 +98,11 @@ def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> t
              c.contradicted_by.claim)
             for i, c in enumerate(page.meta.claims)
             if c.contradicted_by is not None and c.contradicted_by.page not in (None, page.id))
+        why = draft_reason(page.meta)
+        at = "status" if page.meta.status == "draft" else "summary"
+        draft = (at, page.line_of(at), why) if why is not None else None
         summaries.append(_Summary(page.path, page.id, page.line_of("id"), refs, measured, measures, contradicted,
-                                  draft_reason(page.meta)))
+                                  draft))
         if strict:
             problems.extend(check_id_convention(page))
         problems.extend(check_sources(page, root))
@@ -147,8 +150,8 @@ def check(root: Path, strict: bool = False, jobs: int = 0, traced: Traced | None
     if strict:
         problems = [Problem(p.path, p.line, p.field, p.message, "error") for p in problems]
         # a draft is allowed: a warning that says it is left out, never an error, even under --strict
-        problems.extend(Problem(s.path, s.id_line, "status", f"a draft, left out of the site, query, MCP and "
-                                f"skills: {s.draft}", "warning") for s in summaries if s.draft is not None)
+        problems.extend(Problem(s.path, s.draft[1], s.draft[0], f"a draft, left out of the site, query, MCP and "
+                                f"skills: {s.draft[2]}", "warning") for s in summaries if s.draft is not None)
     if traced is not None:
         problems.extend(traced(root, [(s.path, *s.measured) for s in summaries if s.measured is not None]))
     return Report(pages=len(files), problems=sorted(set(problems)))
