@@ -124,3 +124,17 @@ def test_the_site_leaves_drafts_out_of_pages_listings_llms_txt_and_index_json(tm
              or "status-draft" in p.read_text(encoding="utf-8", errors="replace")
              or "A technique still being written" in p.read_text(encoding="utf-8", errors="replace")]
     assert leaks == []
+
+
+def test_a_published_page_linking_to_a_draft_is_reported_before_the_build_breaks(root, capsys):
+    page = root / "wiki" / "nvidia" / "patterns" / "split-k.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\nSee [the draft](../techniques/status-draft.md).\n",
+                    encoding="utf-8")
+    lines = len(page.read_text(encoding="utf-8").splitlines())
+    main(["check", "--root", str(root), "--json"])
+    links = [p for p in json.loads(capsys.readouterr().out)["problems"] if "leads to a draft" in p["message"]]
+    assert [(p["path"], p["line"], p["field"], p["severity"]) for p in links] == [
+        ("wiki/nvidia/patterns/split-k.md", lines, "link", "warning")]
+    main(["check", "--root", str(root), "--strict", "--json"])  # an error under --strict, as the build fails
+    links = [p for p in json.loads(capsys.readouterr().out)["problems"] if "leads to a draft" in p["message"]]
+    assert [p["severity"] for p in links] == ["error"]

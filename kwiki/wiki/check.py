@@ -74,6 +74,7 @@ class _Summary:
     measures: frozenset[str] = frozenset()  # ids of its claims that kwiki measures (they have a `measure`)
     contradicted: tuple[tuple[str, int, str, str], ...] = ()  # (field, line, page id, claim id) on other pages
     draft: tuple[str, int, str] | None = None  # a draft (kwiki.wiki.drafts): field, its line, why; --strict warns
+    page_links: tuple[tuple[int, str, str], ...] = ()  # (line, target, path of the page file it leads to)
 
 
 def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> tuple[list[_Summary], list[Problem]]:
@@ -102,7 +103,7 @@ def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> t
         at = "status" if page.meta.status == "draft" else "summary"
         draft = (at, page.line_of(at), why) if why is not None else None
         summaries.append(_Summary(page.path, page.id, page.line_of("id"), refs, measured, measures, contradicted,
-                                  draft))
+                                  draft, _page_links(page, root)))
         if strict:
             problems.extend(check_id_convention(page))
         problems.extend(check_sources(page, root))
@@ -147,6 +148,7 @@ def check(root: Path, strict: bool = False, jobs: int = 0, traced: Traced | None
         for s in summaries for name, i, line, ref in s.refs if ref not in ids
     )
     problems.extend(check_contradictions(summaries))
+    problems.extend(check_links_to_drafts(summaries))
     if strict:
         problems = [Problem(p.path, p.line, p.field, p.message, "error") for p in problems]
         # a draft is allowed: a warning that says it is left out, never an error, even under --strict
@@ -372,6 +374,28 @@ def check_links(page: Page, root: Path, known: frozenset[str] | None = None) -> 
             out.append(Problem(page.path, line, "link", f"link {target!r} leaves wiki/; the site cannot serve it "
                                                         "(link to the source on the web or embed it)"))
     return out
+
+
+def _page_links(page: Page, root: Path) -> tuple[tuple[int, str, str], ...]:
+    """The page's relative links to Markdown files: (line, target, the file's path from `root`)."""
+    assert page.fm is not None
+    out = []
+    for line, target in _links(page.fm.body, page.fm.body_line):
+        path = unquote(target.split("#", 1)[0].split("?", 1)[0])
+        if _EXTERNAL.match(target) or not path.endswith(".md") or path.startswith("/"):
+            continue
+        rel = os.path.relpath(os.path.normpath(os.path.join(os.path.dirname(page.file), path)), root)
+        out.append((line, target, Path(rel).as_posix()))
+    return tuple(out)
+
+
+def check_links_to_drafts(summaries: Iterable[_Summary]) -> list[Problem]:
+    """A published page that links to a draft: the site leaves the draft out, so the link would break its build."""
+    summaries = list(summaries)
+    drafts = {s.path for s in summaries if s.draft is not None}
+    return [Problem(s.path, line, "link", f"link {target!r} leads to a draft ({path}), which the site leaves out: "
+                    "publish that page or drop the link", "warning")
+            for s in summaries if s.draft is None for line, target, path in s.page_links if path in drafts]
 
 
 # ---------------------------------------------------------------- sources a reader can open
