@@ -245,3 +245,25 @@ def measurements_view(detail: dict[str, Any]) -> dict[str, Any]:
         "claims": detail.get("claims", []),
         "runs": detail.get("runs", {}),
     })
+
+
+# front-matter fields `page_view` leaves out: at its top level already, or what get_measurements returns
+PAGE_APART = frozenset({"id", "title", "type", "claims", "measurements"})
+
+
+def page_view(detail: dict[str, Any]) -> dict[str, Any]:
+    """The MCP tool `get_page` (PageOutput) from a `detail_view` document: front matter and body, the claims as ids
+    only (their figures, verdicts and runs are what get_measurements returns), nothing given twice."""
+    front = {k: v for k, v in (detail.get("front_matter") or {}).items() if k not in PAGE_APART}
+    return _compact({
+        "schema_version": detail["schema_version"],
+        "id": detail["id"],
+        "title": detail["title"],
+        "path": detail["path"],
+        "type": detail["type"],
+        "evidence_level": detail["evidence_level"],
+        "state": detail.get("state"),
+        "claims": [c["id"] for c in detail.get("claims", [])],
+        "front_matter": front,
+        "body": detail.get("body"),
+    })
