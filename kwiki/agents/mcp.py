@@ -143,6 +143,7 @@ def build_server(root: Path) -> Any:
     tools = _Tools(root, server_class, tool_error, annotations)
     _search_tools(tools)
     _page_tools(tools)
+    tools.server.tool_params = tools.params  # tool -> the parameters it takes (the router skill's test reads it)
     return tools.server
 
 
