@@ -180,6 +180,9 @@ class QueryOutput(_Out):
     results: list[QueryResult]
     covered: bool | None = Field(default=None, description="MCP tools: whether a page covers the lookup through its "
                                                            "title, tags, ops or summary (false: `results` is empty)")
+    ignored_words: list[str] = Field(default_factory=list, description="words of `text` left out of the search "
+                                                                       "(numbers, shapes, GPU names) because no page "
+                                                                       "covering the rest has them")
     mentions: list[PageRef] = Field(default_factory=list, description="pages that only mention the words (in their "
                                                                       "body or claims), not counted in `total`")
     nearest_tags: list[str] = Field(default_factory=list, description="not covered: the tags and ops nearest to "

@@ -251,10 +251,34 @@ def search_conn(conn: sqlite3.Connection, q: Query, *, raw: bool = False) -> dic
 
         return {"schema_version": SCHEMA_VERSION, "detail": q.detail, "total": 0, "results": [],
                 **miss(conn, q.text, [exc.value], [])}
-    return _search(conn, q, where, params, raw)
+    doc = _search(conn, q, list(where), list(params), raw)
+    if q.coverage and q.text and doc.get("covered") is False:
+        doc = _relaxed(conn, q, where, params, raw) or doc
+    return doc
 
 
-def _search(conn: sqlite3.Connection, q: Query, where: list[str], params: list[Any], raw: bool) -> dict[str, Any]:
+def _relaxed(conn: sqlite3.Connection, q: Query, where: list[str], params: list[Any], raw: bool
+             ) -> dict[str, Any] | None:
+    """The lookup again with its topic words only (kwiki.agents.coverage.topic_words: no numbers, shapes or GPU
+    names, which a page's text seldom holds with the rest), when that finds a page that covers it; the words
+    left out are named in `ignored_words`. None when it finds none either."""
+    from kwiki.agents.coverage import topic_words
+
+    topic = topic_words(q.text)
+    every = list(dict.fromkeys(w.lower() for w in _WORD.findall(q.text or "")))
+    if not topic or len(topic) == len(every):
+        return None
+    relaxed = Query(**{k: getattr(q, k) for k in Query.__slots__ if k != "text"}, text=" ".join(topic))
+    doc = _search(conn, relaxed, list(where), list(params), raw, claim_words=q.text)
+    if not doc.get("covered"):
+        return None
+    doc["ignored_words"] = [w for w in every if w not in topic]
+    return doc
+
+
+def _search(conn: sqlite3.Connection, q: Query, where: list[str], params: list[Any], raw: bool,
+            claim_words: str | None = None) -> dict[str, Any]:
+    """The query over the index (`claim_words`: the words a brief hit's claims are matched with, if not `q.text`)."""
     cover: dict[str, Any] = {}
     if q.text:
         source = "pages p JOIN fts ON fts.rowid = p.pk"
@@ -287,11 +311,11 @@ def _search(conn: sqlite3.Connection, q: Query, where: list[str], params: list[A
     if q.coverage and not cover:
         cover = {"covered": True} if hits else _coverage(conn, q, [])
         cover.pop("hits", None)
-    results = _results(conn, q, hits, raw)
+    results = _results(conn, q, hits, raw, claim_words or q.text)
     return {"schema_version": SCHEMA_VERSION, "detail": q.detail, "total": total, "results": results, **cover}
 
 
-def _results(conn: sqlite3.Connection, q: Query, hits: list[int], raw: bool) -> list[Any]:
+def _results(conn: sqlite3.Connection, q: Query, hits: list[int], raw: bool, text: str | None) -> list[Any]:
     """The stored views of `hits`, brief or full (raw: as the JSON text the index stored)."""
     stored: dict[int, tuple[str, int]] = {}
     for i in range(0, len(hits), 500):
@@ -300,7 +324,7 @@ def _results(conn: sqlite3.Connection, q: Query, hits: list[int], raw: bool) -> 
         stored.update((pk, (text, sum_)) for pk, text, sum_ in
                       conn.execute(f"SELECT pk, result, crc FROM views WHERE pk IN ({marks})", chunk))
     if q.detail == "brief":
-        words = [w.lower() for w in _WORD.findall(q.text or "")]
+        words = [w.lower() for w in _WORD.findall(text or "")]
         results: list[Any] = [brief(stored_json(stored[pk][0]), words) for pk in hits]
     elif raw:  # pasted as they are: each must be what the index wrote (a damaged index is rebuilt)
         results = [stored[pk][0] for pk in hits]
