@@ -242,9 +242,17 @@ def measurements_view(detail: dict[str, Any]) -> dict[str, Any]:
         "untraceable": detail.get("untraceable", []),
         "verified_on": None if detail.get("untraceable") else block.get("verified_on"),
         "date": block.get("date"),
-        "claims": detail.get("claims", []),
+        "claims": [_unit_once(c) for c in detail.get("claims", [])],
         "runs": detail.get("runs", {}),
     })
+
+
+def _unit_once(claim: dict[str, Any]) -> dict[str, Any]:
+    """A claim whose measured figure's unit, when it is the claim's own, is not said twice."""
+    measured = claim.get("measured")
+    if not measured or measured.get("unit") != claim.get("unit"):
+        return claim
+    return {**claim, "measured": {k: v for k, v in measured.items() if k != "unit"}}
 
 
 # front-matter fields `page_view` leaves out: at its top level already, or what get_measurements returns
