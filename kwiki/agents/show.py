@@ -58,10 +58,12 @@ def _figures(rows: list[Any]) -> dict[tuple[str, str, str], dict[str, float]]:
     return {(r.run_id, r.variant, params_text(r.params)): r.figures for r in rows}
 
 
-def page_ladders(root: Path, page_id: str, shape: str | None = None, detail: str = "brief") -> dict[str, Any]:
+def page_ladders(root: Path, page_id: str, shape: str | None = None, detail: str = "brief",
+                 every_row: bool = False) -> dict[str, Any]:
     """The LadderOutput document of page `page_id` (compact: no nulls, kwiki.agents.ladderview); raises
     index.PageNotFound for an unknown id and UsageError for a shape none of its ladders has or an unknown
-    `detail`."""
+    `detail`. Without a `shape` each shape keeps its best, baseline and ceiling rows, unless `every_row` (the
+    terminal's tables) or detail is 'full'."""
     from kwiki.agents.ladderview import DETAILS, ladder_view
     from kwiki.results import ladders
     from kwiki.wiki.manifest import MANIFEST, load_manifest
@@ -90,7 +92,8 @@ def page_ladders(root: Path, page_id: str, shape: str | None = None, detail: str
                                  or want in _key(",".join(f"{k}={v}" for k, v in sorted(g.params.items())))]
                 if not ladder.groups:
                     continue
-            out.append(ladder_view(ladder, figures, detail=detail, every_row=shape is not None or detail == "full"))
+            every = every_row or shape is not None or detail == "full"
+            out.append(ladder_view(ladder, figures, detail=detail, every_row=every))
     if shape is not None and not out:
         from kwiki.core.suggest import did_you_mean
 
