@@ -77,6 +77,11 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
                         "sanitize gate")
     p.add_argument("--variants", type=_names, metavar="A,B",
                    help="with --profile or --sanitize: only these variants (of the selected pages' artifacts)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run on the Ray cluster at ADDRESS (HOST:PORT of its head), one run per GPU model there "
+                        "(the 'fleet' extra)")
+    p.add_argument("--task-timeout", type=_seconds, metavar="S",
+                   help="with --ray: every run task's time limit (default: its manifests' timeouts + 120 s)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     _json_arg(p)
     _root_arg(p)
@@ -108,6 +113,16 @@ def _tools(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(f"wants tools among {', '.join(SANITIZE_TOOLS)}, got {text!r} (page ids go "
                                          "before --sanitize, or write --sanitize=TOOLS)")
     return tools
+
+
+def _seconds(text: str) -> float:
+    try:
+        s = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"wants seconds, got {text!r}") from None
+    if not 0 < s <= 86400:
+        raise argparse.ArgumentTypeError(f"wants seconds from 0 to 86400, got {text!r}")
+    return s
 
 
 def _runs(text: str) -> int:
@@ -240,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # top-level package of a module an optional extra installs -> that extra (pyproject.toml)
 EXTRAS = {"mkdocs": "site", "material": "site", "nh3": "site", "pymdownx": "site", "markdown": "site",
-          "mcp": "mcp"}
+          "mcp": "mcp", "ray": "fleet"}
 
 
 def _missing(name: str | None) -> str:
