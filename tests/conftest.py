@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -42,6 +44,21 @@ def pytest_collection_modifyitems(config, items):
                     item.add_marker(pytest.mark.skip(reason=reason))
 
 
+SHARED_CACHE = "KWIKI_BUILD_CACHE"  # kwiki.verify.build.SHARED_CACHE_ENV: a build cache outside the clone (CI)
+# Taken out of the environment as the tests start (each xdist worker imports this file): a test sees no shared
+# build cache (it asserts what a fresh build does, in a temporary checkout the cache would only collect) unless it
+# asks for the machine's with the `shared_build_cache` fixture (the repository's own artifacts, compiled every run)
+SHARED_CACHE_DIR = os.environ.pop(SHARED_CACHE, None) or None
+
+
+@pytest.fixture
+def shared_build_cache(monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """The machine's build cache outside the clone ($KWIKI_BUILD_CACHE, set by .ci/run), for this test."""
+    if SHARED_CACHE_DIR:
+        monkeypatch.setenv(SHARED_CACHE, SHARED_CACHE_DIR)
+    return SHARED_CACHE_DIR
+
+
 @pytest.fixture
 def repo() -> Path:
     return REPO
@@ -65,9 +82,24 @@ def compile_host_test(tmp_path_factory: pytest.TempPathFactory):
         if nvcc is None:
             pytest.skip("nvcc not on PATH")
         common = REPO / "artifacts" / "common"
+        source = common / "test" / f"{name}.cu"
         out = tmp_path_factory.mktemp(name) / name
-        subprocess.run([nvcc, "-std=c++17", f"-I{common}", "-o", str(out), str(common / "test" / f"{name}.cu")],
+        # $KWIKI_BUILD_CACHE (CI): the binary is reused while the test program, the shared headers and nvcc are
+        # the same (the key hashes all of them)
+        key = hashlib.sha256(nvcc.encode())
+        for path in [source, *sorted(common.glob("*.cuh"))]:
+            key.update(path.name.encode() + path.read_bytes())
+        cached = Path(SHARED_CACHE_DIR) / "host_tests" / f"{name}-{key.hexdigest()[:20]}" if SHARED_CACHE_DIR else None
+        if cached is not None and cached.is_file():
+            shutil.copy2(cached, out)
+            return out
+        subprocess.run([nvcc, "-std=c++17", f"-I{common}", "-o", str(out), str(source)],
                        check=True, capture_output=True, timeout=300)
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
+            shutil.copy2(out, tmp)
+            os.replace(tmp, cached)
         return out
 
     return build

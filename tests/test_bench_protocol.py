@@ -86,6 +86,25 @@ def test_args_bad_sizes_exit_2_naming_the_option(host_test, bad):
 
 
 @pytest.mark.nvcc
+def test_list_shapes_prints_what_the_binary_parsed_before_any_cuda_call(host_test):
+    no_gpu = {"CUDA_VISIBLE_DEVICES": ""}
+    p = run(host_test, "shapes", "--shapes=4096x7168,4099x4104", "--list-shapes=shapes", env=no_gpu)
+    assert p.returncode == 0 and p.stdout.splitlines() == ["4096x7168", "4099x4104"], p.stderr
+    # another option's listing is not asked for: the case goes on to its CUDA call, which fails without a device
+    assert run(host_test, "shapes", "--shapes=4096x7168", "--list-shapes=sizes", env=no_gpu).returncode == 2
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("argv, words", [
+    ([], "--shapes is required"),  # no defaults in the binary: the manifest's shapes are their one source
+    (["--shapes=4096x7170"], "--shapes wants MxK pairs with K a multiple of 8"),
+])
+def test_shapes_without_a_default_or_off_the_rules_exit_2(host_test, argv, words):
+    p = run(host_test, "shapes", *argv, "--list-shapes=shapes")
+    assert p.returncode == 2 and words in p.stderr and p.stdout == ""
+
+
+@pytest.mark.nvcc
 def test_failed_check_drops_timing_and_exits_1(host_test):
     p = run(host_test, "records")
     assert p.returncode == 1, p.stderr
@@ -187,9 +206,10 @@ def test_list_variants_comes_before_any_cuda_call(host_test):
 
 
 @pytest.mark.nvcc
-def test_variant_table_keeps_rungs_and_what_each_adds(host_test):
+def test_variant_table_holds_names_and_an_artifacts_own_fields(host_test):
+    # rungs and what each adds live in the manifest alone (issue 25): the table keeps names (and derived fields)
     rec = by_variant(run(host_test, "variants").stdout)["reached"]
-    assert rec.params == {"rung_tiled": 1, "rung_ceiling": -1, "adds_tiled": "shared-memory tiles", "tf32_b": True}
+    assert rec.params == {"name_tiled": "tiled", "tf32_b": True}
 
 
 @pytest.mark.nvcc
@@ -364,7 +384,20 @@ def test_a_manifest_variant_the_binary_lacks_fails_the_build_naming_both_lists(t
             "artifacts/disagree_sm90a/artifact.yaml: variants: the binary's --list-variants and the manifest disagree "
             "(missing from the binary: slow; not in the manifest: extra): binary lists [fast, extra]; "
             "manifest lists [fast, slow]")
-        assert builds["agree_sm90a"]["ok"]  # the same names in another order agree
+        assert builds["agree_sm90a"]["ok"]  # the same names in the same order, and the shapes it was given
+        assert builds["reorder_sm90a"]["error"] == (
+            "artifacts/reorder_sm90a/artifact.yaml: variants: the binary's --list-variants and the manifest disagree "
+            "(the same names in another order): binary lists [slow, fast]; manifest lists [fast, slow]")
+
+
+def test_a_binary_that_does_not_list_the_manifests_shapes_fails_the_build(tmp_path, capsys):
+    root = tmp_path / "p"
+    shutil.copytree(VARIANTS_PROJECT, root)
+    _, report = compile_only(root, capsys)
+    builds = {b["artifact"]: b for b in report["builds"]}
+    assert not builds["shapes_off_sm90a"]["ok"] and builds["shapes_off_sm90a"]["error"] == (
+        "artifacts/shapes_off_sm90a/artifact.yaml: shapes: --shapes: the binary lists [8192x8192]; the manifest "
+        "declares [4096x7168, 4099x4104]")
 
 
 def test_a_cuda_binary_without_list_variants_fails_but_drivers_and_host_fixtures_are_not_asked(tmp_path, capsys):

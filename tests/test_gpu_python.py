@@ -36,3 +36,21 @@ def test_triton_cheats_fail_and_the_honest_copy_is_timed(tmp_path: Path, capsys)
     assert record["timing_source"] == "cupti", record  # the torch profiler saw the kernels
     assert record["extra"]["triton"] and record["extra"]["torch"]
     assert (root / ".kwiki" / "triton-cache").is_dir()  # Triton's kernels cached under .kwiki/
+
+
+def test_a_cuda_kernel_from_the_artifacts_library_is_timed_beside_torch_in_one_process(tmp_path: Path, capsys):
+    root = tmp_path / "cuda"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "python_cuda", root)
+    shutil.copytree(REPO / "artifacts" / "common", root / "artifacts" / "common")
+    main(["verify", "--quiet", "--json", "--no-write", "--root", str(root)])
+    report = json.loads(capsys.readouterr().out)
+    runs = {r["variants"][0]: r for r in report["runs"]}
+    assert runs["cuda_vec4"]["status"] == "ok" and runs["torch_mul"]["status"] == "ok", runs
+    assert runs["cuda_vec4"]["log"] == runs["torch_mul"]["log"]  # one harness process timed both, interleaved
+    (mech,) = report["mechanism"]
+    assert mech["status"] == "passed", mech  # the SASS gate read the library
+    (claim,) = report["claims"]
+    assert claim["verdict"] in ("reproduced", "better") and not claim["gates"], claim  # the identity gate passed
+    log = (root / runs["cuda_vec4"]["log"]).read_text()
+    record = json.loads(next(ln for ln in log.splitlines() if ln.startswith('{"kwiki_record"') and '"cuda_vec4"' in ln))
+    assert record["timing_source"] == "cupti" and any("scale_vec4_kernel" in k for k in record["kernels"]), record

@@ -93,18 +93,21 @@ def test_page_with_artifact_writes_both_and_they_agree(root: Path, capsys):
     assert manifest["targets"] == ["sm_90a"] and manifest["baseline"] == "device_copy"
     ladder = [(v["name"], v["rung"], v["adds"]) for v in manifest["variants"]]
     assert [rung for _, rung, _ in ladder] == [0, 1, 2]
-    # the variant list is declared once (new.RUNGS): the .cu's table and header say the same as the manifest
+    # the manifest is the one source of the ladder: the .cu's table holds the names, in its order, and nothing
+    # else of the rungs; each rung's code is a marked region naming its variant
     source = (root / "artifacts/scale_f32_sm90a/scale_f32_sm90a.cu").read_text()
-    table = re.findall(r'^\s+\{"([a-z0-9_]+)", (\d+), "([^"]*)",', source, re.MULTILINE)
-    assert [(n, int(r), a) for n, r, a in table] == ladder
-    assert [m.groups() for m in re.finditer(r"^//   (\d) (\w+) +(.*)$", source, re.MULTILINE)] == [
-        (str(r), n, a) for n, r, a in ladder]
+    table = re.findall(r'^\s+\{\{"([a-z0-9_]+)"\}, ', source, re.MULTILINE)
+    assert table == [n for n, _, _ in ladder]
+    assert not any(a in source for _, _, a in ladder)
+    assert re.findall(r"^// kwiki:rung (\w+)$", source, re.MULTILINE) == ["naive", "vec4", "device_copy"]
     assert "-gencode=arch=compute_90a,code=sm_90a" in source
     page = yaml.safe_load((root / "wiki/nvidia/kernels/scale.md").read_text().split("---\n")[1])
     assert page["artifacts"] == {"bench": "artifacts/scale_f32_sm90a"}
     (claim,) = page["claims"]
-    assert claim["measure"] == {"artifact": "bench", "of": {"variant": "vec4", "figure": "gb_per_s"},
-                                "per": {"variant": "naive", "figure": "gb_per_s"}}
+    # one record each (the skeleton runs two sizes): the claim names one of the manifest's shapes
+    assert claim["measure"] == {"artifact": "bench",
+                                "of": {"variant": "vec4", "params": {"n": 16777216}, "figure": "gb_per_s"},
+                                "per": {"variant": "naive", "params": {"n": 16777216}, "figure": "gb_per_s"}}
 
 
 def test_page_for_an_existing_artifact_claims_its_last_variant_passes(root: Path, capsys):

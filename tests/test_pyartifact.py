@@ -426,3 +426,64 @@ def test_a_module_that_links_out_of_its_artifact_is_never_imported(project: Path
     said = [p["message"] for p in report["problems"]] + [b.get("error") or "" for b in report["builds"]]
     assert any("leads out of the" in m for m in said), report
     assert not (folder / "ran").exists()
+
+
+# ---------------------------------------------------------------- a CUDA library loaded by a Python artifact
+
+CUDA_FIXTURE = Path(__file__).parent / "fixtures" / "python_cuda"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cuda_project(dest: Path) -> Path:
+    shutil.copytree(CUDA_FIXTURE, dest)
+    shutil.copytree(REPO / "artifacts" / "common", dest / "artifacts" / "common",
+                    ignore=shutil.ignore_patterns("test", "__pycache__"))
+    return dest
+
+
+def compile_report(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code = main(["verify", "--compile-only", "--no-write", "--quiet", "--json", "--root", str(root)])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_python_cuda_sources_are_checked_to_exist(tmp_path: Path):
+    root = cuda_project(tmp_path / "p")
+    (root / "artifacts" / "scale_cuda_sm90a" / "scale_kernels.cu").unlink()
+    with pytest.raises(ManifestError, match=r"'scale_kernels\.cu' is not a file inside the artifact"):
+        load_manifest(root / "artifacts" / "scale_cuda_sm90a", root)
+
+
+@pytest.mark.nvcc
+def test_the_library_a_python_artifact_loads_is_built_and_its_sass_checked(tmp_path: Path, capsys):
+    root = cuda_project(tmp_path / "p")
+    code, report = compile_report(root, capsys)
+    (build,) = report["builds"]
+    assert build["ok"] and build["library"] and Path(build["library"]).is_file(), build
+    assert build["binary"].endswith("scale.py")  # the module is what the harness runs; the library it loads
+    (mech,) = report["mechanism"]
+    assert (mech["variant"], mech["status"]) == ("cuda_vec4", "passed"), mech
+    assert [k["name"] for k in mech["kernels"]] == ["scale_vec4_kernel"]
+    assert code == 0
+
+
+@pytest.mark.nvcc
+def test_a_library_kernel_without_the_declared_instructions_fails_its_mechanism_gate(tmp_path: Path, capsys):
+    root = cuda_project(tmp_path / "p")
+    manifest = root / "artifacts" / "scale_cuda_sm90a" / "artifact.yaml"
+    manifest.write_text(manifest.read_text().replace('require: ["LDG.E.128", "STG.E.128"]', 'require: ["HGMMA"]'))
+    code, report = compile_report(root, capsys)
+    (mech,) = report["mechanism"]
+    assert mech["status"] == "failed" and "HGMMA" in str(mech["mismatches"]), mech
+    assert code == 1
+
+
+@pytest.mark.nvcc
+def test_a_library_that_does_not_compile_fails_the_build_located(tmp_path: Path, capsys):
+    root = cuda_project(tmp_path / "p")
+    src = root / "artifacts" / "scale_cuda_sm90a" / "scale_kernels.cu"
+    src.write_text(src.read_text() + "\nthis is not C++;\n")
+    code, report = compile_report(root, capsys)
+    (build,) = report["builds"]
+    assert not build["ok"] and build["error"].startswith(
+        "artifacts/scale_cuda_sm90a/artifact.yaml: python.cuda: the library did not build: build failed"), build
+    assert code == 1

@@ -1,20 +1,14 @@
-"""kwiki_bench.py: the Python twin of kwiki_bench.cuh, for torch-based baselines.
+"""kwiki_bench.py: the record side of kwiki_bench.cuh in Python, for the harness and Python drivers.
 
-Same protocol and the same record format as the C++ header (see its top comment):
-random inputs (never zeros), outputs poisoned before checked runs, elementwise comparison
-|got - ref| <= atol + rtol*|ref| against a higher-precision reference with NaN/Inf never passing,
-warm-up, an L2 flush (reading a buffer of 2x the L2 size, so no dirty lines are left for the
-timed launch to write back) before every timed sample outside the timed region, CUDA events
-recorded on the current stream, candidates sampled round-robin (interleaved), and sampling
-until the median's relative standard error is <= 0.5% (1.2533 * (IQR/1.349) / sqrt(n) / median),
-max_samples or max_seconds per candidate.
-Records go to stdout, one JSON object per line; logs to stderr. Torch and NVML are imported
-only inside the functions that use them, so this module imports without either.
+The same record format as the C++ header (see its top comment): `parse_args` reads the bench options of the
+C++ header (--variants, --target-rse, --min-samples, --max-samples, --max-seconds, --warmup, --no-flush, --seed,
+any other --name=value); `summarize` is the header's median, quartiles and rse; `check` and `record` spell a
+record's check and the record; `emit` prints one JSON line on stdout and counts failed checks for `exit_code`.
+The checking and timing of Python artifacts live in kwiki_harness.py. Imports no torch.
 
-Typical use:
+Typical use (a driver that measures something itself):
     args = parse_args(sys.argv[1:])
-    results = bench({"torch_copy": lambda: dst.copy_(src)}, args.options)
-    emit(record("torch_copy", params={...}, bytes_=..., result=results["torch_copy"], check=c))
+    emit(record("l2_profile", params={...}, check=check(True, reference="..."), extra={...}))
     sys.exit(exit_code())
 """
 
@@ -25,8 +19,9 @@ import json
 import math
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import TextIO
 
 RECORD_VERSION = 1
 _failures = 0
@@ -92,7 +87,7 @@ def parse_args(argv: list[str], known: list[str] | None = None) -> Args:
     p.add_argument("--no-flush", action="store_true")
     p.add_argument("--seed", type=int, default=None)
     ns, unknown = p.parse_known_args(argv)
-    rest = {}
+    rest: dict[str, str] = {}
     for item in unknown:
         if not item.startswith("--"):
             p.error(f"unexpected argument {item!r}")
@@ -112,52 +107,11 @@ def parse_args(argv: list[str], known: list[str] | None = None) -> Args:
 # Inputs and checks
 # ---------------------------------------------------------------------------------------------
 
-def random_tensor(shape, dtype, seed: int, lo: float = -1.0, hi: float = 1.0, device: str = "cuda"):
-    """Uniform in [lo, hi) (never zeros), from a seeded generator on the device."""
-    import torch
-
-    g = torch.Generator(device=device)
-    g.manual_seed(seed & 0x7FFFFFFFFFFFFFFF)
-    x = torch.rand(shape, generator=g, device=device, dtype=torch.float32)
-    return (lo + (hi - lo) * x).to(dtype)
-
-
-def poison(t) -> None:
-    """0xFF in every byte: NaN for float dtypes."""
-    import torch
-
-    t.view(torch.uint8).fill_(0xFF)
-
-
-TOLERANCES = {"float64": (1e-12, 1e-12), "float32": (1e-6, 1e-5), "float16": (1e-4, 2 / 1024), "bfloat16": (1e-3, 2 / 128)}
-
-
-def tolerance_for(dtype) -> tuple[float, float]:
-    """(atol, rtol) for values stored in dtype: about two units in the last place, relative."""
-    return TOLERANCES[str(dtype).removeprefix("torch.")]
-
-
 def check(passed: bool, max_abs_err: float | None = None, max_rel_err: float | None = None,
-          tolerance: float | None = None, reference: str | None = None, detail: str | None = None) -> dict:
+          tolerance: float | None = None, reference: str | None = None, detail: str | None = None) -> dict[str, object]:
     """A record's check in the record format, non-finite errors left out: the one place the Python side spells it."""
-    return {"passed": bool(passed), "max_abs_err": _finite(max_abs_err), "max_rel_err": _finite(max_rel_err),
-            "tolerance": _finite(tolerance), "reference": reference, "detail": detail}
-
-
-def compare(got, ref, atol: float, rtol: float, reference: str) -> dict:
-    """Every element finite and |got - ref| <= atol + rtol*|ref| (ref in float64)."""
-    import torch
-
-    g = got.detach().to(torch.float64).flatten().cpu()
-    r = ref.detach().to(torch.float64).flatten().cpu()
-    err = (g - r).abs()
-    ok = torch.isfinite(g) & (err <= atol + rtol * r.abs())
-    bad = int((~ok).sum())
-    finite = torch.isfinite(err)
-    max_abs = float(err[finite].max()) if bool(finite.all()) and err.numel() else None
-    max_rel = float((err / r.abs().clamp_min(atol)).max()) if max_abs is not None else None
-    detail = f"{bad} of {g.numel()} outside atol={atol:.3g} rtol={rtol:.3g}" if bad else f"{g.numel()} elements within atol={atol:.3g} rtol={rtol:.3g}"
-    return check(bad == 0 and g.numel() > 0, max_abs, max_rel, rtol, reference, detail)
+    return {"passed": bool(passed), "max_abs_err": finite(max_abs_err), "max_rel_err": finite(max_rel_err),
+            "tolerance": finite(tolerance), "reference": reference, "detail": detail}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,100 +135,46 @@ def summarize(us: list[float]) -> Timing:
     return Timing(med, q(0.25), q(0.75), s[0], n, rse)
 
 
-def sm_clock_mhz() -> float | None:
-    """The current SM clock of the current CUDA device through NVML, or None when unavailable."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    import torch
-
-    try:
-        pynvml.nvmlInit()
-        bus = torch.cuda.get_device_properties(torch.cuda.current_device()).pci_bus_id
-        h = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
-        return float(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM))
-    except (pynvml.NVMLError, AttributeError):  # no driver library, or a torch without pci_bus_id
-        return None
-
-
-def bench(candidates: Mapping[str, Callable[[], object]], opts: Options | None = None) -> dict[str, Result]:
-    """Warm up each candidate, then time them round-robin with an L2 flush before every sample."""
-    import torch
-
-    opts = opts or Options()
-    stream = torch.cuda.current_stream()
-    flush = None
-    if opts.flush_l2:
-        l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-        flush = torch.ones(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device="cuda")
-    for fn in candidates.values():
-        for _ in range(opts.warmup):
-            fn()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples: dict[str, list[float]] = {k: [] for k in candidates}
-    seconds = dict.fromkeys(candidates, 0.0)
-    clocks = {k: Clocks() for k in candidates}
-    done: set[str] = set()
-    while len(done) < len(candidates):
-        for name, fn in candidates.items():
-            if name in done:
-                continue
-            if not samples[name]:
-                clocks[name].sm_mhz_before = sm_clock_mhz()
-            t0 = time.perf_counter()
-            if flush is not None:
-                flush.max()  # reads the buffer; a write flush would leave dirty lines for the timed launch
-            start.record(stream)
-            fn()
-            stop.record(stream)
-            stop.synchronize()
-            samples[name].append(start.elapsed_time(stop) * 1e3)
-            seconds[name] += time.perf_counter() - t0
-            n = len(samples[name])
-            stable = n >= opts.min_samples and summarize(samples[name]).rse <= opts.target_rse
-            if stable or n >= opts.max_samples or (n >= 3 and seconds[name] >= opts.max_seconds):
-                done.add(name)
-                clocks[name].sm_mhz_after = sm_clock_mhz()
-    return {k: Result(k, summarize(samples[k]), clocks[k]) for k in candidates}
-
-
 # ---------------------------------------------------------------------------------------------
 # Records
 # ---------------------------------------------------------------------------------------------
 
-def _finite(v):
+def finite(v: object) -> float | None:
+    """v when it is a finite number (not a bool), else None: records hold finite numbers only."""
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
-def record(variant: str, *, params: Mapping[str, object], check: dict, result: Result | None = None,
-           bytes_: float | None = None, flops: float | None = None, extra: Mapping[str, object] | None = None) -> dict:
+def record(variant: str, *, params: Mapping[str, object], check: Mapping[str, object], result: Result | None = None,
+           bytes_: float | None = None, flops: float | None = None,
+           extra: Mapping[str, object] | None = None) -> dict[str, object]:
     """One record as a dict (`check` from check() or compare()); a failed check drops the timing; non-finite
     extras are left out."""
     timing = None
-    if check["passed"] and result is not None:
+    if check["passed"] is True and result is not None:
         timing = {k: getattr(result.timing, k) for k in ("median_us", "q1_us", "q3_us", "min_us", "samples", "rse")}
     clocks = result.clocks if result is not None else Clocks()
     return {
         "kwiki_record": RECORD_VERSION,
         "variant": variant,
         "params": dict(params),
-        "bytes": _finite(bytes_),
-        "flops": _finite(flops),
+        "bytes": finite(bytes_),
+        "flops": finite(flops),
         "timing": timing,
         "check": dict(check),
         "clocks": {"sm_mhz_before": clocks.sm_mhz_before, "sm_mhz_after": clocks.sm_mhz_after},
-        "extra": {k: v for k, v in (extra or {}).items() if isinstance(v, (bool, str)) or _finite(v) is not None},
+        "extra": {k: v for k, v in (extra or {}).items() if isinstance(v, (bool, str)) or finite(v) is not None},
     }
 
 
-def emit(rec: dict, out=None) -> None:
-    """Print one record line; a failed check is counted for exit_code()."""
+def emit(rec: Mapping[str, object], out: TextIO | None = None) -> None:
+    """Write one record line (stdout by default); a failed check is counted for exit_code()."""
     global _failures
-    if not rec["check"]["passed"]:
+    check_ = rec["check"]
+    if not (isinstance(check_, Mapping) and check_.get("passed") is True):
         _failures += 1
-    print(json.dumps(rec, allow_nan=False, separators=(",", ":")), file=out or sys.stdout, flush=True)
+    stream = out or sys.stdout
+    stream.write(json.dumps(rec, allow_nan=False, separators=(",", ":")) + "\n")
+    stream.flush()
 
 
 def exit_code() -> int:

@@ -9,7 +9,7 @@ prints one JSON object: its variants, grid, tolerances, the problems of its cont
 and Triton are installed (their versions, read from the package metadata, not imported).
 
 `run` checks and times the variants and prints one record per (variant, params) on stdout, in the format
-of kwiki_bench.cuh (kwiki/verify/record.py reads both). For each params of the module's GRID:
+of kwiki_bench.cuh (kwiki/results/record.py reads both). For each params of the module's GRID:
  1. Input sets: make_inputs(params, seed + i) for i < input_sets (rotating, pre-filled; fewer when they do
     not fit), each with a pristine copy. Outputs: make_outputs(params, inputs), owned by the harness.
  2. Check every variant on input set 0: poison the outputs (0xFF bytes: NaN), call, sync, compare with
@@ -45,27 +45,42 @@ import faulthandler
 import importlib.metadata
 import importlib.util
 import json
-import math
 import os
 import random
 import re
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from types import ModuleType
+from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import kwiki_bench as kb  # noqa: E402  (beside this file; imports no torch)
+import kwiki_bench as kb
 
-PROTOCOL_VERSION = 2  # kwiki/verify/record.py: the same rules as kwiki_runner.cuh's
+PROTOCOL_VERSION = 2  # kwiki/results/record.py: the same rules as kwiki_runner.cuh's
 CONTRACT = {"GRID": "list", "VARIANTS": "names", "TOLERANCES": "mapping", "make_inputs": "callable",
             "make_outputs": "callable", "reference": "callable", "work": "callable", "load": "callable"}
 RECHECK_WINDOW, RECHECK_AT_LEAST, RECHECK_AT_MOST, RECHECK_RATE = 8, 2, 8, 0.05
 EXIT_RAISED = 3
 SAMPLE_PREFIX = "kwiki.sample."
 API_CALL = re.compile(r"^cu(da)?[A-Z]")  # a CUDA runtime or driver call (cudaLaunchKernel, cuLaunchKernelEx), not work
+Tensors = dict[str, Any]  # name -> torch.Tensor (torch is imported inside the functions that use it)
+Tolerance = tuple[float, float, str]  # (atol, rtol, reason) of the module's TOLERANCES
+def say(line: str) -> None:
+    """A log line on stderr (the harness's stdout carries records and events only)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def out(line: str) -> None:
+    """A record (or describe's JSON) on stdout, one line, flushed: kwiki reads it as it comes."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 COPY = re.compile(r"^(Memcpy|Memset)\b")  # the profiler's names of copies and fills: work, but not kernels
 
 
@@ -73,7 +88,7 @@ COPY = re.compile(r"^(Memcpy|Memset)\b")  # the profiler's names of copies and f
 # The module and its contract
 # ---------------------------------------------------------------------------------------------
 
-def load_module(path: str):
+def load_module(path: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"kwiki_artifact_{Path(path).stem}", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
@@ -102,8 +117,8 @@ def torch_state() -> tuple[str | None, str | None]:
     return version_of("torch") or "unknown", None
 
 
-def contract_problems(mod) -> list[str]:
-    problems = []
+def contract_problems(mod: ModuleType) -> list[str]:
+    problems: list[str] = []
     for name, kind in CONTRACT.items():
         value = getattr(mod, name, None)
         if value is None:
@@ -161,7 +176,7 @@ class Events:
     """One JSON line per call to the parent's events file; faulthandler writes its text there too."""
 
     def __init__(self, path: str | None):
-        self.file = open(path, "a", buffering=1, encoding="utf-8") if path else None  # noqa: SIM115
+        self.file = open(path, "a", buffering=1, encoding="utf-8") if path else None
         if self.file is not None:
             faulthandler.enable(file=self.file)
 
@@ -183,7 +198,7 @@ class Events:
 # Checks
 # ---------------------------------------------------------------------------------------------
 
-def plain_problem(t, declared, inputs: dict) -> str | None:
+def plain_problem(t: Any, declared: Any, inputs: Tensors) -> str | None:
     """Why a returned output is not a plain materialised tensor of the declared kind, or None."""
     import torch
 
@@ -206,7 +221,7 @@ def plain_problem(t, declared, inputs: dict) -> str | None:
     return None
 
 
-def compare(got, ref, atol: float, rtol: float, name: str,
+def compare(got: Any, ref: Any, atol: float, rtol: float, name: str,
             chunk: int = 1 << 26) -> tuple[bool, str, float | None, float | None]:
     """(passed, detail, max |err|, max rel err): every element finite and |got-ref| <= atol + rtol*|ref|,
     integers exactly (|got-ref| <= atol); in chunks, so a 4 GiB output needs no 4 GiB temporaries. A
@@ -244,10 +259,11 @@ def compare(got, ref, atol: float, rtol: float, name: str,
         assert first is not None
         return False, (f"{name}: {bad} of {g_all.numel()} elements not {rule} (first at flat index {first[0]}: "
                        f"got {first[1]:.6g}, reference {first[2]:.6g})"), None, None
-    return True, f"{g_all.numel()} elements {rule}", (max_abs if finite else None), (max_rel if finite and not exact else None)
+    return (True, f"{g_all.numel()} elements {rule}", (max_abs if finite else None),
+            (max_rel if finite and not exact else None))
 
 
-def inputs_changed(inputs: dict, pristine: dict) -> str | None:
+def inputs_changed(inputs: Tensors, pristine: Tensors) -> str | None:
     """Why the inputs differ (bit for bit) from their pristine copy, or None; a changed input is restored,
     so the variants after it read what they should."""
     import torch
@@ -269,7 +285,8 @@ class Nvml:
     POWER_CAP, THERMAL, HW = 0x4, 0x20, 0x8 | 0x40 | 0x80
 
     def __init__(self, device: str):
-        self.h = None
+        self.h: Any = None
+        self.nv: Any = None
         if device != "cuda":
             return
         try:
@@ -282,19 +299,20 @@ class Nvml:
             self.h = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
             self.nv = pynvml
         except (ImportError, AttributeError, OSError) as exc:
-            print(f"kwiki_harness: no NVML counters ({exc})", file=sys.stderr)
+            say(f"kwiki_harness: no NVML counters ({exc})")
         except Exception as exc:  # noqa: BLE001  (pynvml.NVMLError and its many subclasses)
-            print(f"kwiki_harness: no NVML counters ({exc})", file=sys.stderr)
+            say(f"kwiki_harness: no NVML counters ({exc})")
 
     def read(self) -> tuple[float | None, int | None, float | None]:
         """(SM MHz, clock-event reasons, board power W) now."""
         if self.h is None:
             return None, None, None
         nv = self.nv
+        reasons: Any = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons",
+                               getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
         out: list[Any] = []
         for fn in (lambda: float(nv.nvmlDeviceGetClockInfo(self.h, nv.NVML_CLOCK_SM)),
-                   lambda: int(getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons",
-                                       getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None))(self.h)),
+                   lambda: int(reasons(self.h)),
                    lambda: nv.nvmlDeviceGetPowerUsage(self.h) / 1e3):
             try:
                 out.append(fn())
@@ -307,7 +325,8 @@ class Nvml:
 class Counters:
     """NVML's view of a variant's sampling windows: SM clocks, and seconds per clock-event reason and energy."""
 
-    REASONS = {"power_cap_s": Nvml.POWER_CAP, "thermal_s": Nvml.THERMAL, "hw_slowdown_s": Nvml.HW}  # record field: bit
+    REASONS: ClassVar[dict[str, int]] = {  # record field: bit
+        "power_cap_s": Nvml.POWER_CAP, "thermal_s": Nvml.THERMAL, "hw_slowdown_s": Nvml.HW}
     mhz: list[float] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # window_s, energy_j and the REASONS' fields
     seen: bool = False
@@ -353,7 +372,7 @@ def busy_and_span(spans: list[tuple[int, int]]) -> tuple[int, int]:
     return busy, max(e for _, e in valid) - valid[0][0]
 
 
-def _ns(ev, which: str) -> int:
+def _ns(ev: Any, which: str) -> int:
     fn = getattr(ev, f"{which}_ns", None)
     if fn is not None:
         return int(fn())
@@ -362,9 +381,9 @@ def _ns(ev, which: str) -> int:
     return int((ev.start_us() + ev.duration_us()) * 1000)
 
 
-def windows(prof) -> dict[str, tuple[int, int, frozenset[str]]]:
+def windows(prof: Any) -> dict[str, tuple[int, int, frozenset[str]]]:
     """Per sample label: (busy ns, span ns, kernel names) of the GPU work launched inside its CPU range."""
-    from torch.autograd import DeviceType
+    from torch.autograd import DeviceType  # type: ignore[attr-defined]  # torch exports it without __all__
 
     events = []
     for ev in prof.profiler.kineto_results.events():
@@ -432,8 +451,8 @@ class Case:
 
 
 class Harness:
-    def __init__(self, mod, device: str, opts: kb.Options, seed: int, input_sets: int, timeouts: dict[str, float],
-                 events: Events):
+    def __init__(self, mod: ModuleType, device: str, opts: kb.Options, seed: int, input_sets: int,
+                 timeouts: dict[str, float], events: Events):
         import torch
 
         self.torch, self.mod, self.device, self.opts, self.seed = torch, mod, device, opts, seed
@@ -447,7 +466,7 @@ class Harness:
             self.flush = torch.ones(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device="cuda")
 
     # -- one call, under the watchdog
-    def call(self, case: Case, inputs: dict, outputs: dict, phase: str):
+    def call(self, case: Case, inputs: Tensors, outputs: Tensors, phase: str) -> Any:
         self.events.say(call=case.variant, phase=phase)
         self.events.arm(case.timeout_s)
         try:
@@ -463,7 +482,7 @@ class Harness:
         self.events.disarm()
         return ret
 
-    def outputs_of(self, ret, outputs: dict, inputs: dict) -> tuple[dict, str | None]:
+    def outputs_of(self, ret: Any, outputs: Tensors, inputs: Tensors) -> tuple[Tensors, str | None]:
         torch = self.torch
         if ret is None:
             return outputs, None
@@ -480,11 +499,12 @@ class Harness:
                 return outputs, f"output {k!r} {why}"
         return ret, None
 
-    def poison(self, outputs: dict) -> None:
+    def poison(self, outputs: Tensors) -> None:
         for t in outputs.values():
             t.view(self.torch.uint8).fill_(0xFF) if t.is_contiguous() else t.fill_(float("nan"))
 
-    def verify(self, got: dict, ref: dict, inputs: dict, pristine: dict, tol) -> tuple[bool, str, Any, Any]:
+    def verify(self, got: Tensors, ref: Tensors, inputs: Tensors, pristine: Tensors,
+               tol: Tolerance) -> tuple[bool, str, Any, Any]:
         worst_abs = worst_rel = None
         details = []
         for k in sorted(ref):
@@ -499,7 +519,7 @@ class Harness:
             return False, changed, None, None
         return True, "; ".join(details), worst_abs, worst_rel
 
-    def run_params(self, params: dict, variants: list[str]) -> list[dict]:
+    def run_params(self, params: dict[str, Any], variants: list[str]) -> list[dict[str, Any]]:
         torch, mod = self.torch, self.mod
         applies = getattr(mod, "applies", None)  # optional: which variants a params entry is for
         variants = [v for v in variants if applies is None or applies(v, params)]
@@ -514,11 +534,11 @@ class Harness:
             n_sets = max(2, min(n_sets, int(0.4 * free // max(1, 2 * set_bytes))))
         sets += [mod.make_inputs(params, self.seed + i, self.device) for i in range(1, n_sets)]
         pristine = [{k: v.clone() for k, v in s.items() if isinstance(v, torch.Tensor)} for s in sets]
-        refs: dict[int, dict] = {}
+        refs: dict[int, Tensors] = {}
 
-        def ref(i: int) -> dict:
+        def ref(i: int) -> Tensors:
             if i not in refs:
-                refs[i] = mod.reference(params, {k: v for k, v in pristine[i].items()})
+                refs[i] = mod.reference(params, dict(pristine[i]))
             return refs[i]
 
         outputs = mod.make_outputs(params, sets[0])
@@ -542,7 +562,8 @@ class Harness:
             if bad:
                 case.passed, case.detail = False, bad
             else:
-                case.passed, case.detail, case.max_abs, case.max_rel = self.verify(got, ref(0), sets[0], pristine[0], tol)
+                case.passed, case.detail, case.max_abs, case.max_rel = self.verify(got, ref(0), sets[0], pristine[0],
+                                                                                   tol)
             if got is not outputs:
                 self.poison(got)
         # 2. warm up and time, interleaved
@@ -578,7 +599,8 @@ class Harness:
         stable = n >= self.opts.min_samples and kb.summarize(case.samples).rse <= self.opts.target_rse
         return stable or (n >= 3 and case.seconds >= self.opts.max_seconds)
 
-    def time(self, cases: list[Case], sets, pristine, outputs, ref, tol) -> None:
+    def time(self, cases: list[Case], sets: list[Tensors], pristine: list[Tensors], outputs: Tensors,
+             ref: Callable[[int], Tensors], tol: Tolerance) -> None:
         cuda = self.device == "cuda"
         active = [c for c in cases if not self.done(c)]
         while active:
@@ -602,16 +624,18 @@ class Harness:
                 self.collect(ctx, labels)
             active = [c for c in active if not self.done(c)]
 
-    def profiler(self):
+    def profiler(self) -> Any:
         import warnings
 
         from torch.profiler import ProfilerActivity, profile
 
-        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")  # one per session
+        # one per session
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
 
         return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=False)
 
-    def sample(self, case: Case, k: int, i: int, sets, pristine, outputs, ref, tol, labels) -> None:
+    def sample(self, case: Case, k: int, i: int, sets: list[Tensors], pristine: list[Tensors], outputs: Tensors,
+               ref: Callable[[int], Tensors], tol: Tolerance, labels: dict[str, tuple[Case, int]]) -> None:
         torch = self.torch
         cuda = self.device == "cuda"
         t0 = time.perf_counter()
@@ -656,12 +680,13 @@ class Harness:
             ok, detail, _, _ = self.verify(got, ref(i), sets[i], pristine[i], tol)
             case.rechecked += 1
             if not ok:
-                case.passed, case.detail = False, f"timed sample {k} (input set {i}) differs from the reference: {detail}"
+                case.passed = False
+                case.detail = f"timed sample {k} (input set {i}) differs from the reference: {detail}"
         if got is not outputs:
             self.poison(got)
         case.seconds += time.perf_counter() - t0
 
-    def collect(self, prof, labels: dict[str, tuple[Case, int]]) -> None:
+    def collect(self, prof: Any, labels: dict[str, tuple[Case, int]]) -> None:
         found = windows(prof)
         any_activity = any(b > 0 for b, _, _ in found.values())
         for label, (case, k) in sorted(labels.items(), key=lambda x: x[1][1]):
@@ -677,7 +702,7 @@ class Harness:
             case.spans.append(span / 1e3)
             case.kernels |= kernels
 
-    def record(self, case: Case, params: dict, tol, n_sets: int) -> dict[str, Any]:
+    def record(self, case: Case, params: dict[str, Any], tol: Tolerance, n_sets: int) -> dict[str, Any]:
         torch = self.torch
         work = self.mod.work(params) or {}
         timing = None
@@ -697,16 +722,17 @@ class Harness:
             self.failures += 1
         return {
             "kwiki_record": 1, "variant": case.variant, "params": params,
-            "bytes": kb._finite(work.get("bytes")), "bytes_level": work.get("bytes_level", "dram"),
-            "flops": kb._finite(work.get("flops")), "flops_dtype": work.get("flops_dtype"),
-            "timing": timing, "timing_source": (case.timing_source if self.device == "cuda" else "wall") if timing else None,
+            "bytes": kb.finite(work.get("bytes")), "bytes_level": work.get("bytes_level", "dram"),
+            "flops": kb.finite(work.get("flops")), "flops_dtype": work.get("flops_dtype"),
+            "timing": timing,
+            "timing_source": (case.timing_source if self.device == "cuda" else "wall") if timing else None,
             "protocol": PROTOCOL_VERSION, "rechecked": case.rechecked if timing else None,
             "check": kb.check(case.passed, case.max_abs, case.max_rel, tol[1], f"torch reference ({tol[2]})",
                               case.detail),
             "clocks": case.counters.as_record() if timing else {},
             "kernels": sorted(case.kernels) if timing and case.timing_source == "cupti" and self.device == "cuda"
             else None,
-            "extra": {k: v for k, v in extra.items() if isinstance(v, str) or kb._finite(v) is not None},
+            "extra": {k: v for k, v in extra.items() if isinstance(v, str) or kb.finite(v) is not None},
         }
 
 
@@ -723,35 +749,35 @@ def run(argv: list[str]) -> int:
     mod = load_module(ns.module)
     problems = contract_problems(mod)
     if problems:
-        print(f"kwiki_harness: {ns.module}: " + "; ".join(problems), file=sys.stderr)
+        say(f"kwiki_harness: {ns.module}: " + "; ".join(problems))
         return 2
     variants = args.variants or list(mod.VARIANTS)
     unknown = sorted(set(variants) - set(mod.VARIANTS))
     if unknown:
-        print(f"kwiki_harness: unknown variant(s): {', '.join(unknown)}", file=sys.stderr)
+        say(f"kwiki_harness: unknown variant(s): {', '.join(unknown)}")
         return 2
     given = json.loads(ns.timeouts)
     timeouts = {v: float(given.get(v, ns.call_timeout)) for v in variants}
     import torch
 
     if ns.device == "cuda" and not torch.cuda.is_available():
-        print("kwiki_harness: --device cuda, but torch sees no CUDA device", file=sys.stderr)
+        say("kwiki_harness: --device cuda, but torch sees no CUDA device")
         return 2
     harness = Harness(mod, ns.device, args.options, args.seed & 0xFFFFFFFF, ns.input_sets, timeouts, events)
     for params in mod.GRID:
         for rec in harness.run_params(dict(params), variants):
-            print(json.dumps(rec, allow_nan=False, separators=(",", ":")), flush=True)
+            out(json.dumps(rec, allow_nan=False, separators=(",", ":")))
     events.say(done=True)
     return 1 if harness.failures else 0
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["describe"] and len(argv) == 2:
-        print(json.dumps(describe(argv[1]), sort_keys=True, default=str))
+        out(json.dumps(describe(argv[1]), sort_keys=True, default=str))
         return 0
     if argv[:1] == ["run"]:
         return run(argv[1:])
-    print(__doc__.split("\n\n")[1], file=sys.stderr)
+    say((__doc__ or "").split("\n\n")[1])
     return 2
 
 

@@ -1,9 +1,9 @@
 // kwiki_runner.cuh: the one check -> time -> emit loop of every KernelWiki CUDA artifact (protocol 2).
 //
-// Included by kwiki_bench.cuh (include that). An artifact declares its variant table once, builds one
+// Part of kwiki_bench.cuh (include that); includes kwiki_record.cuh, kwiki_args.cuh and kwiki_cupti.cuh. An artifact declares its variant table once, builds one
 // kwiki::Case per variant and parameter set, and hands them to a kwiki::Runner:
 //
-//   static constexpr kwiki::VariantInfo kVariants[] = {{"copy", 0, "the baseline"}, {"vec4", 1, "16-byte accesses"}};
+//   static constexpr kwiki::VariantInfo kVariants[] = {{"copy"}, {"vec4"}};
 //   int main(int argc, char** argv) {
 //       kwiki::Args args(argc, argv, kVariants);   // --list-variants exits here, before any CUDA call
 //       kwiki::Runner runner(args);                // CUPTI, NVML, L2 flusher, flush self-test
@@ -45,8 +45,9 @@
 // demangled by abi::__cxa_demangle; a name that is not a mangled C++ name, such as an extern "C" kernel, as is).
 #pragma once
 
-#include "kwiki_bench.cuh"
+#include "kwiki_args.cuh"
 #include "kwiki_cupti.cuh"
+#include "kwiki_record.cuh"
 
 #include <cuda_profiler_api.h>
 
@@ -58,6 +59,53 @@
 #include <vector>
 
 namespace kwiki {
+
+// ===================================================================================================
+// L2 flush
+// ===================================================================================================
+
+// Reads the flush buffer; the sink is written only if the XOR of everything read equals the salt, which keeps
+// the loads without writing anything in practice.
+template <typename V>  // a template, so the header can be included by several translation units
+__global__ void l2_flush_kernel(const V* p, size_t n, uint32_t salt, uint32_t* sink) {
+    uint32_t acc = 0;
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+        V v = p[i];
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == salt) *sink = acc;
+}
+
+// Reads a buffer of at least 2x the L2 size, so nothing a timed launch reads can be left in L2. It reads rather
+// than writes: a write flush leaves the L2 full of dirty lines, and the timed launch would pay for writing them
+// back (on an H200, 60 MiB: 13 us, a quarter of a 50 us GEMV). Dirty lines that the previous timed launch left
+// are written back during the flush, outside the timed region.
+class L2Flusher {
+  public:
+    explicit L2Flusher(double factor = 2.0) {
+        bytes_ = std::max<size_t>(size_t(double(l2_bytes()) * factor), size_t(64) << 20);
+        bytes_ = (bytes_ + 15) / 16 * 16;
+        KWIKI_CHECK(cudaMalloc(&buf_, bytes_ + 16));
+        KWIKI_CHECK(cudaMemset(buf_, 0x5A, bytes_ + 16));
+        blocks_ = unsigned(sm_count()) * 4;
+    }
+    ~L2Flusher() { cudaFree(buf_); }
+    L2Flusher(const L2Flusher&) = delete;
+    L2Flusher& operator=(const L2Flusher&) = delete;
+
+    void flush(cudaStream_t s) {
+        uint32_t* sink = reinterpret_cast<uint32_t*>(static_cast<char*>(buf_) + bytes_);
+        l2_flush_kernel<uint4><<<blocks_, 512, 0, s>>>(static_cast<const uint4*>(buf_), bytes_ / 16, 0x9E3779B9u + ++salt_, sink);
+        KWIKI_CHECK_LAST();
+    }
+    size_t bytes() const { return bytes_; }
+
+  private:
+    void* buf_ = nullptr;
+    size_t bytes_ = 0;
+    unsigned blocks_ = 0;
+    uint32_t salt_ = 0;
+};
 
 // ===================================================================================================
 // Which timed samples are re-checked, and which input set each sample reads (pure: host-tested)
@@ -167,13 +215,6 @@ inline void add_occupancy(Fields& extra, const void* func, int threads, size_t d
 template <int = 0>
 __global__ void profile_marker() {}
 
-// Kept for code written against protocol 1 (kwiki::Bench below).
-struct BenchResult {
-    std::string name;
-    Timing timing;
-    Clocks clocks;
-};
-
 // ===================================================================================================
 // The runner
 // ===================================================================================================
@@ -233,20 +274,6 @@ class Runner {
         if (!check_only_) time_cases(states, true);
         std::vector<Record> out;
         for (const State& s : states) out.push_back(record_of(s));
-        return out;
-    }
-
-    // Time launches without checking (kwiki::Bench): no poison, no re-check.
-    std::vector<BenchResult> time_unchecked(std::vector<Case>& cases) {
-        std::vector<State> states(cases.size());
-        for (size_t i = 0; i < cases.size(); ++i) {
-            states[i].c = &cases[i];
-            states[i].id = next_case_id_++;
-            states[i].check.passed = true;
-        }
-        time_cases(states, false);
-        std::vector<BenchResult> out;
-        for (const State& s : states) out.push_back({s.c->variant, summarize(s.us), s.clocks.summary()});
         return out;
     }
 
@@ -704,34 +731,5 @@ inline Selection select_fastest(Runner& selector, std::vector<Case>& candidates)
     if (out.index < 0) out.index = first_passed;
     return out;
 }
-
-// ===================================================================================================
-// Bench: protocol 1's interface, kept so code written against it still builds (kwiki new's skeleton)
-// ===================================================================================================
-
-// Times named launches interleaved, on the Runner's clock (CUPTI, flush, clocks), but WITHOUT poison or
-// re-checks: a record built from it does not meet protocol 2. New code builds kwiki::Case and runs a Runner.
-class Bench {
-  public:
-    using Launch = std::function<void(cudaStream_t)>;
-
-    explicit Bench(BenchOptions opts = {}) : runner_(opts) {}
-    cudaStream_t stream() const { return runner_.stream(); }
-    void add(std::string name, Launch launch) {
-        Case c;
-        c.variant = std::move(name);
-        c.launch = std::move(launch);
-        cases_.push_back(std::move(c));
-    }
-    std::vector<BenchResult> run() {
-        std::vector<BenchResult> out = runner_.time_unchecked(cases_);
-        cases_.clear();
-        return out;
-    }
-
-  private:
-    Runner runner_;
-    std::vector<Case> cases_;
-};
 
 }  // namespace kwiki

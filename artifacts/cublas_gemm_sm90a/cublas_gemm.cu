@@ -189,7 +189,7 @@ size_t input_bytes(Dtype dt) { return dt == Dtype::tf32 ? 4 : dt == Dtype::fp8 ?
 size_t output_bytes(Dtype dt) { return dt == Dtype::tf32 ? 4 : 2; }
 const char* dtype_name(Dtype dt) { return dt == Dtype::tf32 ? "tf32" : dt == Dtype::fp8 ? "fp8_e4m3" : "bf16"; }
 
-const char* kDefaultShapes = "2048x2048x2048,4096x4096x4096,8192x8192x8192,16384x2048x4096";
+const char* kDefaultShapes = "";  // none: the manifest declares the shapes (artifact.yaml, shapes)
 
 // --shapes: K a multiple of 8, the aligned shapes this artifact is about.
 std::vector<Problem> parse_shapes(const kwiki::Args& args) {

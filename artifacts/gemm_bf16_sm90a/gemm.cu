@@ -11,32 +11,8 @@
 // Run:   ./gemm [--variants a,b] [--shapes 4096x4096x4096,8192x8192x8192,4000x4000x4040] [--group 16] [--seed N]
 //        [--input-sets 2]
 //
-// Variants: the ladder of page algo-warp-specialization, one rung each. A rung adds one thing to the rung
-// above it, or to the rung it names; rung 0 is cuBLAS, the baseline (one per dtype).
-//    0 cublas                     cublasGemmEx bf16 -> bf16, fp32 compute: the baseline
-//    1 serial                     TMA + wgmma in one warpgroup, 128x128 tile: TMA one 64-deep k-block, wait,
-//                                 wgmma, wait, repeat
-//    2 ws_plain                   warp specialization: 1 producer + 1 consumer warpgroup, 128x128 tile, a 6-stage
-//                                 full/empty mbarrier ring
-//    3 ws_2consumer               a 128x256 tile, 2 consumer warpgroups of 64x256, setmaxnreg (producer 40,
-//                                 consumers 232), 4 stages
-//    4 ws_persistent              a persistent grid (one CTA per SM), grouped tile order (--group, 16)
-//    5 ws_persistent_linear       rung 4 walking the tiles row by row (group 1), whatever --group says
-//    6 ws_persistent_group8       rung 4 with bands of 8 tile-rows (group 8), whatever --group says
-//    7 ws_persistent_hilbert      rung 4 walking the tiles along a Hilbert curve (square blocks of the grid)
-//    8 ws_persistent_lag0         rung 4 whose consumers free each stage as soon as its wgmmas finish
-//                                 (wgmma_wait<0>, not <1>)
-//    9 ws_pingpong                rung 4 with the 2 consumer warpgroups on alternating 128x128 tiles of the CTA's
-//                                 sequence, mainloops in turn (mbarrier order), one's epilogue under the other's
-//                                 mainloop, 6 stages
-//   10 ws_cluster                 rung 4 with 2x1 clusters: the B tile both CTAs share is multicast, half by each
-//   11 ws_cluster_release_cluster rung 10 whose consumers arrive on the remote empty barriers with .release.cluster
-//   12 ws_tma_epilogue            rung 8 with 3 stages and the epilogue through shared memory and TMA stores,
-//                                 overlapped with the next tile's main loop
-//   13 ws_cluster_tma_epilogue    rung 12 with 2x1 clusters and B multicast (rung 10's)
-//    0 cublas_tf32                cublasGemmEx fp32 -> fp32, CUBLAS_COMPUTE_32F_FAST_TF32: the tf32 baseline
-//   14 tf32_persistent            rung 4 on fp32 inputs: 32-deep k-blocks, m64n256k8 tf32 wgmma
-//   15 tf32_cluster               rung 10 with rung 8's wgmma_wait<0>, on fp32 inputs
+// Variants: the ladder of page algo-warp-specialization; artifact.yaml holds each variant's rung, what it adds
+// and its description, in the order of the table below (names only); each rung's code is a marked region.
 //
 // Checking (before any timing, every variant, every shape): all elements against cuBLAS's output, and
 // 4096 sampled elements against a host fp64 dot product of the same inputs (kwiki_gemm.cuh).
@@ -109,6 +85,7 @@ __device__ __forceinline__ uint8_t* align1024(uint8_t* p) {
     return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 1023) & ~uintptr_t(1023));
 }
 
+// kwiki:rung ws_persistent_hilbert
 // Hilbert index d -> (x, y) inside an n x n square, n a power of two: consecutive d are neighbours.
 // The curve starts at (0, 0) and ends at (n - 1, 0).
 __device__ __forceinline__ void hilbert_d2xy(int n, int d, int& x, int& y) {
@@ -124,7 +101,9 @@ __device__ __forceinline__ void hilbert_d2xy(int n, int d, int& x, int& y) {
         d /= 4;
     }
 }
+// /kwiki:rung ws_persistent_hilbert
 
+// kwiki:rung ws_persistent_hilbert
 // Hilbert tile order: the grid is cut into S x S squares, S the largest power of two that fits both
 // sides; units walk a Hilbert curve through each square, squares row by row (x along the tile-columns).
 // Units past the squares (grids that are not multiples of S) take the leftover tiles in row-major
@@ -152,7 +131,9 @@ __device__ __forceinline__ void hilbert_tile_of(int unit, int units_m, int tiles
         tn = rest % tiles_n;
     }
 }
+// /kwiki:rung ws_persistent_hilbert
 
+// kwiki:rung ws_persistent
 // Grouped tile order: units come in bands of `group` unit-rows; inside a band, walk down the rows first,
 // then across the columns. Neighbouring CTAs share A rows and B columns, so L2 keeps them. A negative
 // group means the Hilbert order above.
@@ -169,6 +150,7 @@ __device__ __forceinline__ void tile_of(int unit, int units_m, int tiles_n, int 
     um = first + r % rows;
     tn = r / rows;
 }
+// /kwiki:rung ws_persistent
 
 // One k-block of wgmma for one consumer: MI m64 blocks x (BK / WK) k-steps, all into d.
 template <class C>
@@ -213,6 +195,7 @@ __device__ __forceinline__ void store_tile(float (&d)[C::MI][C::BN / 2], typenam
         }
 }
 
+// kwiki:rung ws_tma_epilogue
 // The TMA epilogue of one consumer (64 rows): wait until its previous store has read the staging tile,
 // write the accumulators as bf16 into 64x64 boxes laid out as the 128B swizzle expects (16-byte chunk c
 // of row r at chunk c ^ (r % 8): conflict-free), fence so the TMA engine sees them, store the boxes.
@@ -238,6 +221,7 @@ __device__ __forceinline__ void store_tile_tma(float (&d)[C::MI][C::BN / 2], uin
         sm90::bulk_commit();
     }
 }
+// /kwiki:rung ws_tma_epilogue
 
 template <class C>
 __device__ __forceinline__ void zero(float (&d)[C::MI][C::BN / 2]) {
@@ -255,6 +239,7 @@ __device__ __forceinline__ void settle(float (&d)[C::MI][C::BN / 2]) {
         for (int i = 0; i < C::BN / 2; ++i) sm90::fence_operand(d[mi][i]);
 }
 
+// kwiki:rung serial
 // --- serial: one warpgroup loads a k-block, waits for it, multiplies, waits for the multiply, repeats.
 template <class C>
 __global__ void __launch_bounds__(128, 1)
@@ -288,6 +273,7 @@ gemm_serial(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUt
     }
     store_tile<C>(d, out, M, N, row0, col0);
 }
+// /kwiki:rung serial
 
 // The shared memory of the warp-specialized kernels, carved from the dynamic allocation: STAGES A tiles and
 // STAGES B tiles from a 1024-byte boundary (the 128-byte swizzle's atom), the EPI_TMA staging tiles, then
@@ -314,6 +300,7 @@ struct Ring {
     }
 };
 
+// kwiki:rung ws_plain
 // The producer, one thread of warpgroup 0: for the units first, first + step, ... (in tile order), every
 // k-block's A and B tiles into the next stage of the ring once its readers have freed it. Stage and phase
 // run on across units, so the next unit's loads start while the consumers finish the last one. In a
@@ -341,7 +328,9 @@ __device__ __forceinline__ void produce(const CUtensorMap& tmA, const CUtensorMa
         }
     }
 }
+// /kwiki:rung ws_plain
 
+// kwiki:rung ws_plain
 // --- warp-specialized: warpgroup 0 produces (one thread issues TMA), warpgroups 1.. consume (wgmma).
 // Ring of STAGES stages; full[s] completes when stage s has landed (1 arrival + bytes), empty[s] when
 // every consumer of the cluster has finished reading it (CONSUMERS * CLUSTER arrivals). Stage index and
@@ -417,7 +406,9 @@ gemm_ws(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtenso
     }
     if constexpr (C::CLUSTER > 1) sm90::cluster_sync();  // no CTA leaves while its peer may still signal it
 }
+// /kwiki:rung ws_plain
 
+// kwiki:rung ws_pingpong
 // --- pingpong: warpgroup 0 produces, warpgroups 1 and 2 each own a whole tile. The CTA's tile sequence
 // (first, first + step, ...) alternates between them: consumer c takes tiles j = c, c + 2, ... of it. The
 // producer loads every tile's k-blocks in sequence order through the one ring, so consumer c finds tile
@@ -481,6 +472,7 @@ gemm_pingpong(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ C
         }
     }
 }
+// /kwiki:rung ws_pingpong
 
 // The warp-specialized kernel a configuration runs.
 template <class C>
@@ -573,10 +565,12 @@ void run_ws(const Launch<C>& l, cudaStream_t s) {
     KWIKI_CHECK(cudaLaunchKernelEx(&cfg, ws_kernel<C>(), l.tmA, l.tmB, l.tmC, l.out, l.p.M, l.p.N, l.p.K, l.group));
 }
 
+// kwiki:rung cublas
 // cuBLAS on the same buffers: bf16 in and out with fp32 compute, or fp32 in and out multiplied in tf32.
 void run_cublas(kwiki::cublasHandle_t h, const void* A, const void* B, void* C, Problem p, bool tf32, cudaStream_t s) {
     kwiki::gemm_tn(h, A, B, C, p.M, p.N, p.K, tf32 ? kwiki::kGemmTf32 : kwiki::kGemmBf16, s);
 }
+// /kwiki:rung cublas
 
 // ===================================================================================================
 // Variants and shapes
@@ -642,43 +636,43 @@ struct Variant : kwiki::VariantInfo {
 };
 
 constexpr Variant kVariants[] = {
-    {{"cublas", 0, "the baseline: cuBLAS's bf16 GEMM, cublasGemmEx TN with fp32 compute"},
+    {{"cublas"},
      false, true, "library", 0, make_cublas<false>},
-    {{"serial", 1, "TMA and wgmma in one warpgroup, one k-block at a time: load, wait, multiply, wait"},
+    {{"serial"},
      false, false, "128x128x64", 1, make_serial<SerialBf16>},
-    {{"ws_plain", 2, "warp specialization: a producer warpgroup feeds a consumer through a 6-stage mbarrier ring"},
+    {{"ws_plain"},
      false, false, "128x128x64", PlainBf16::STAGES, make_ws<PlainBf16, false>},
-    {{"ws_2consumer", 3, "a 128x256 tile for two consumer warpgroups, registers moved to them by setmaxnreg"},
+    {{"ws_2consumer"},
      false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, false>},
-    {{"ws_persistent", 4, "a persistent grid, one CTA per SM, walking the tiles in bands of --group (16) tile-rows"},
+    {{"ws_persistent"},
      false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>},
-    {{"ws_persistent_linear", 5, "rung 4 walking the tiles row by row (group 1)"},
+    {{"ws_persistent_linear"},
      false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, 1},
-    {{"ws_persistent_group8", 6, "rung 4 in bands of 8 tile-rows"},
+    {{"ws_persistent_group8"},
      false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, 8},
-    {{"ws_persistent_hilbert", 7, "rung 4 walking the tiles along a Hilbert curve"},
+    {{"ws_persistent_hilbert"},
      false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, -1},
-    {{"ws_persistent_lag0", 8, "rung 4 freeing each stage as soon as its wgmmas finish (wgmma_wait 0, not 1)"},
+    {{"ws_persistent_lag0"},
      false, false, "128x256x64", WideBf16Lag0::STAGES, make_ws<WideBf16Lag0, true>},
-    {{"ws_pingpong", 9, "rung 4 with pingpong consumers: one's epilogue under the other's mainloop"},
+    {{"ws_pingpong"},
      false, false, "2x128x128x64", PingpongBf16::STAGES, make_ws<PingpongBf16, true>},
-    {{"ws_cluster", 10, "rung 4 with 2x1 clusters sharing the B tile by TMA multicast"},
+    {{"ws_cluster"},
      false, false, "2x(128x256x64)", ClusterBf16::STAGES, make_ws<ClusterBf16, true>},
-    {{"ws_cluster_release_cluster", 11, "rung 10 arriving on the peer's empty barriers with .release.cluster"},
+    {{"ws_cluster_release_cluster"},
      false, false, "2x(128x256x64)", ClusterBf16Slow::STAGES, make_ws<ClusterBf16Slow, true>},
-    {{"ws_tma_epilogue", 12, "rung 8 with the epilogue by TMA stores, overlapped with the next tile (3 stages)"},
+    {{"ws_tma_epilogue"},
      false, false, "128x256x64", EpiBf16::STAGES, make_ws<EpiBf16, true>},
-    {{"ws_cluster_tma_epilogue", 13, "rung 12 with rung 10's clusters"},
+    {{"ws_cluster_tma_epilogue"},
      false, false, "2x(128x256x64)", ClusterEpiBf16::STAGES, make_ws<ClusterEpiBf16, true>},
-    {{"cublas_tf32", 0, "the tf32 baseline: cuBLAS on fp32 data, CUBLAS_COMPUTE_32F_FAST_TF32"},
+    {{"cublas_tf32"},
      true, true, "library", 0, make_cublas<true>},
-    {{"tf32_persistent", 14, "rung 4 on fp32 inputs (m64n256k8 tf32 wgmma)"},
+    {{"tf32_persistent"},
      true, false, "128x256x32", WideTf32::STAGES, make_ws<WideTf32, true>},
-    {{"tf32_cluster", 15, "rung 10 with rung 8's early stage release, on fp32 inputs"},
+    {{"tf32_cluster"},
      true, false, "2x(128x256x32)", ClusterTf32::STAGES, make_ws<ClusterTf32, true>},
 };
 
-const char* kDefaultShapes = "4096x4096x4096,8192x8192x8192,4000x4000x4040";
+const char* kDefaultShapes = "";  // none: the manifest declares the shapes (artifact.yaml, shapes)
 
 // --shapes: K a multiple of 8 (TMA rows are 16-byte aligned), N even (paired stores).
 std::vector<Problem> parse_shapes(const kwiki::Args& args) {

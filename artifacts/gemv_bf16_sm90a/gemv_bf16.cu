@@ -10,27 +10,13 @@
 // Inputs: --input-sets (2) pre-filled sets of A and x, each with its reference; each timed sample reads one of
 // them at random (kwiki::Runner), and the re-checked samples are compared with that set's reference.
 //
-// Variants, a ladder: a rung adds one thing to the rung above it, or to the rung it names; rung 0 is the
-// baseline. Bytes per record: A + x + y.
-//    1 naive          one thread per row, 2-byte loads; neighbouring threads read addresses K*2 bytes apart
-//    2 warp_row       one warp per row, 2-byte loads coalesced across the warp, warp-shuffle reduction
-//    3 warp_row_v16   16-byte loads of A and x
-//    4 warp_r4_v16    one warp per four rows: each x chunk is loaded once for four rows, two chunks per row in
-//                     flight; A loads L1::no_allocate, x loads L1::evict_last (x stays in L1 for the next rows)
-//    5 block_r2_u4    K split inside one block: the 8 warps of a block share two rows, each thread keeps 4 chunks per row
-//                     in flight, partial sums meet in shared memory; many small blocks fill the GPU at any M
-//    6 block_r4_u2    rung 5 with four rows per block, two chunks per row in flight
-//    7 tuned          rung 5's kernel with rows, chunks in flight and threads per block chosen per shape, in a
-//                     selection pass of this run over every configs() entry (samples of its own: the chosen one is
-//                     then timed afresh with the others, so the choice does not inflate its figure by the noise)
-//    0 cublas         cublasGemmEx (kwiki::gemm_tn: a GEMM of one row), bf16 in and out, fp32 compute; the baseline
-//    0 cublaslt_best  cuBLASLt (kwiki::LtGemmTn), the fastest of the heuristic's first 8 algorithms for the shape,
-//                     chosen in the same kind of selection pass as `tuned`: the baseline given the same chance
-//      read_ceiling   not a rung: the speed of light, the GEMV's bytes over the read bandwidth fitted in the
-//                     same run over a size sweep of read kernels (kwiki_ceiling.cuh; the fixed cost is not in it)
+// Variants: the ladder is artifact.yaml's (each variant's rung, what it adds and its description, in the
+// order of the table below, which holds the names only); each rung's code is a marked region of this file.
+// Bytes per record: A + x + y. read_ceiling is not a rung: the speed of light, the GEMV's bytes over the read
+// bandwidth fitted in the same run over a size sweep of read kernels (kwiki_ceiling.cuh).
 // --sweep adds every block configuration of configs() as a variant sweep_<config>.
 // Shapes: any M (the last block of an M that is not a multiple of its rows is guarded), K a multiple of 8 (rows are
-// read in 16-byte vectors, so each row must start 16-byte aligned); the default run includes 4099x4104, a shape
+// read in 16-byte vectors, so each row must start 16-byte aligned); the manifest's shapes include 4099x4104, one
 // that is a multiple of no block's rows nor of any round of chunks. y carries a canary past its M elements, which
 // the check requires intact (a kernel that writes past y[M-1] fails).
 #include "kwiki_bench.cuh"
@@ -65,6 +51,7 @@ std::vector<double> reference(const std::vector<bf16>& A, const std::vector<bf16
 // Kernels
 // ===================================================================================================
 
+// kwiki:rung warp_r4_v16
 enum class Hint { Plain, Stream, Keep };  // Stream: L1::no_allocate (A); Keep: .nc L1::evict_last (x)
 
 template <Hint H>
@@ -78,7 +65,9 @@ __device__ __forceinline__ uint4 ld16(const uint4* p) {
         r = *p;
     return r;
 }
+// /kwiki:rung warp_r4_v16
 
+// kwiki:rung warp_row_v16
 // bf16 pair in one 32-bit word to two floats: a bf16 is the high half of a float.
 __device__ __forceinline__ float lo_f(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float hi_f(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
@@ -90,7 +79,9 @@ __device__ __forceinline__ float dot8(uint4 a, uint4 x, float acc) {
     acc = fmaf(lo_f(a.w), lo_f(x.w), acc); acc = fmaf(hi_f(a.w), hi_f(x.w), acc);
     return acc;
 }
+// /kwiki:rung warp_row_v16
 
+// kwiki:rung warp_r4_v16
 // s[r] += dot(row r of a, x) over this thread's chunks j = first, first + step, ... (16 B each); whole rounds of
 // U chunks per row are loaded before any is used (R * U loads in flight), the last partial round one by one.
 // Only the first `rows` (1..R) rows exist (the last block of an M that is not a multiple of R): rows past them
@@ -120,7 +111,9 @@ __device__ __forceinline__ void rows_dot(const uint4* a, const uint4* xv, int K8
         for (int r = 0; r < R; ++r) s[r] = dot8(ld16<Hint::Stream>(a + off[r] + j0), xs, s[r]);
     }
 }
+// /kwiki:rung warp_r4_v16
 
+// kwiki:rung naive
 __global__ void naive_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
     int m = blockIdx.x * blockDim.x + threadIdx.x;
     if (m >= M) return;
@@ -128,7 +121,9 @@ __global__ void naive_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K
     for (int k = 0; k < K; ++k) s += __bfloat162float(A[size_t(m) * K + k]) * __bfloat162float(x[k]);
     y[m] = __float2bfloat16_rn(s);
 }
+// /kwiki:rung naive
 
+// kwiki:rung warp_row
 __global__ void warp_row_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
     int m = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x & 31;
     if (m >= M) return;
@@ -137,7 +132,9 @@ __global__ void warp_row_kernel(const bf16* A, const bf16* x, bf16* y, int M, in
     s = kwiki::warp_sum(s);
     if (lane == 0) y[m] = __float2bfloat16_rn(s);
 }
+// /kwiki:rung warp_row
 
+// kwiki:rung warp_row_v16
 __global__ void warp_row_v16_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
     int m = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x & 31;
     if (m >= M) return;
@@ -148,7 +145,9 @@ __global__ void warp_row_v16_kernel(const bf16* A, const bf16* x, bf16* y, int M
     s = kwiki::warp_sum(s);
     if (lane == 0) y[m] = __float2bfloat16_rn(s);
 }
+// /kwiki:rung warp_row_v16
 
+// kwiki:rung warp_r4_v16
 // One warp, R rows, U chunks of 16 B per row in flight.
 template <int R, int U>
 __global__ void __launch_bounds__(256, 1) warp_rows_kernel(const bf16* A, const bf16* x, bf16* y, int M, int K) {
@@ -165,7 +164,9 @@ __global__ void __launch_bounds__(256, 1) warp_rows_kernel(const bf16* A, const 
         if (lane == 0 && row0 + r < M) y[row0 + r] = __float2bfloat16_rn(t);
     }
 }
+// /kwiki:rung warp_r4_v16
 
+// kwiki:rung block_r2_u4
 // Block-wide split-K: T threads share R rows; each thread keeps U chunks per row in flight. The last block of an M
 // that is not a multiple of R has fewer rows (rows_dot and the store are guarded).
 template <int R, int U, int T>
@@ -180,6 +181,7 @@ __global__ void __launch_bounds__(T, 1) block_rows_kernel(const bf16* A, const b
     const float t = kwiki::block_sum_rows<R, W>(s, part, threadIdx.x, lane, warp);
     if (threadIdx.x < R && row0 + int(threadIdx.x) < M) y[row0 + threadIdx.x] = __float2bfloat16_rn(t);
 }
+// /kwiki:rung block_r2_u4
 
 // ===================================================================================================
 // Launchers
@@ -202,6 +204,7 @@ struct Launch {
 template <int R, int U, int T>
 constexpr Launch block_cfg() { return {block_rows_kernel<R, U, T>, T, R}; }
 
+// kwiki:rung tuned
 // Block configurations (rows per block, chunks in flight per row, threads) that --sweep times one by one,
 // and that the selection pass of `tuned` times, in samples of its own.
 using Config = kwiki::GemvConfig<Launch>;
@@ -219,6 +222,7 @@ const std::vector<Config>& configs() {
     };
     return c;
 }
+// /kwiki:rung tuned
 
 Launch config(const char* name) { return kwiki::find_config(configs(), name); }
 
@@ -227,11 +231,15 @@ void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
     l.kernel<<<(p.M + rows_per_block - 1) / rows_per_block, l.threads, 0, s>>>(p.A, p.x, p.y, p.M, p.K);
 }
 
+// kwiki:rung cublas
 // y[1,M] = x[1,K] * A[M,K]^T: the TN GEMM of kwiki_cublas.cuh with one row.
 void run_cublas(const Problem& p, cudaStream_t s) { kwiki::gemm_tn(p.blas, p.x, p.A, p.y, 1, p.M, p.K, kwiki::kGemmBf16, s); }
+// /kwiki:rung cublas
 
+// kwiki:rung cublaslt_best
 // The same through cuBLASLt with candidate algorithm i of the shape's heuristic list.
 void run_cublaslt(const kwiki::LtGemmTn& g, int i, const Problem& p, cudaStream_t s) { g.run(i, p.x, p.A, p.y, s); }
+// /kwiki:rung cublaslt_best
 
 // ===================================================================================================
 // The table of variants (artifact.yaml lists the same names, rungs and what each adds)
@@ -245,23 +253,25 @@ struct Variant : kwiki::VariantInfo {
 };
 
 constexpr Variant kVariants[] = {
-    {{"naive", 1, "one thread per row"}, Kind::Kernel, {naive_kernel, 256, 256}},
-    {{"warp_row", 2, "one warp per row, loads coalesced across the warp, warp-shuffle reduction"}, Kind::Kernel,
+    {{"naive"}, Kind::Kernel, {naive_kernel, 256, 256}},
+    {{"warp_row"}, Kind::Kernel,
      {warp_row_kernel, 256, 8}},
-    {{"warp_row_v16", 3, "16-byte loads of A and x"}, Kind::Kernel, {warp_row_v16_kernel, 256, 8}},
-    {{"warp_r4_v16", 4, "four rows per warp sharing each x chunk, two chunks per row in flight, cache hints"}, Kind::Kernel,
+    {{"warp_row_v16"}, Kind::Kernel, {warp_row_v16_kernel, 256, 8}},
+    {{"warp_r4_v16"}, Kind::Kernel,
      {warp_rows_kernel<4, 2>, 256, 32}},
-    {{"block_r2_u4", 5, "K split inside one block: 8 warps share two rows, four chunks per row in flight"}, Kind::Kernel,
+    {{"block_r2_u4"}, Kind::Kernel,
      block_cfg<2, 4, 256>()},
-    {{"block_r4_u2", 6, "rung 5 with four rows per block, two chunks per row in flight"}, Kind::Kernel, block_cfg<4, 2, 256>()},
-    {{"tuned", 7, "rung 5's kernel with rows, chunks in flight and block size chosen per shape"}, Kind::Tuned, {}},
-    {{"cublas", 0, "the baseline: cuBLAS (cublasGemmEx, a GEMM of one row)"}, Kind::Cublas, {}},
-    {{"cublaslt_best", 0, "the baseline given the same chance: the fastest of cuBLASLt's first 8 heuristic algorithms, chosen in a selection pass"},
+    // kwiki:rung block_r4_u2
+    {{"block_r4_u2"}, Kind::Kernel, block_cfg<4, 2, 256>()},
+    // /kwiki:rung block_r4_u2
+    {{"tuned"}, Kind::Tuned, {}},
+    {{"cublas"}, Kind::Cublas, {}},
+    {{"cublaslt_best"},
      Kind::CublasLt, {}},
     {{"read_ceiling"}, Kind::Ceiling, {}},  // not a rung: the speed of light, from the run's read roof
 };
 
-const char* kDefaultShapes = "4096x7168,7168x16384,8192x8192,16384x16384,4099x4104";
+const char* kDefaultShapes = "";  // none: the manifest declares the shapes (artifact.yaml, shapes)
 
 std::vector<std::pair<int, int>> parse_shapes(const kwiki::Args& args) {
     return args.get_shapes<std::pair<int, int>, 2>("shapes", kDefaultShapes, "MxK pairs with K a multiple of 8",

@@ -24,22 +24,10 @@
 // value, alpha fitted so the largest output is 2^13) check it; the other shapes use the contest's narrow
 // positive range [0.5, 1.875].
 //
-// Variants, a ladder: a rung adds one thing to the rung above it, or to the rung it names. There is no rung 0
-// (a library baseline): the rungs are compared with the read ceiling. Bytes per record: A + SFA + b + SFB + c.
-//    1 naive          one thread per output, byte by byte, table decode to fp32
-//    2 warp_bits      one warp per output row, 16-byte loads, e2m1 decoded to fp16 by bit tricks
-//                     (11 integer ops per 8 values), exact half2 block sums, fp32 accumulation
-//    3 block_bits     K split inside one block: 4 rows per block share each decoded chunk of b; A and SFA loads
-//                     L1::no_allocate, b and SFB .nc L1::evict_last; two chunks per row in flight
-//    4 block_fp8cvt   rung 3 with the e2m1 nibbles remapped to e4m3 bytes and decoded by the fp8 hardware
-//                     convert (cvt.rn.f16x2.e4m3x2, sm_89+)
-//    5 tuned          rung 3 with rows, chunks in flight and threads per block chosen per shape in a selection
-//                     pass of this run over every configs() entry (samples of its own; the chosen one is then timed
-//                     afresh with the others, so the choice does not inflate its figure by the noise)
-//    6 hw_e2m1        rung 3 with the sm_100 hardware e2m1 convert (cvt.rn.f16x2.e2m1x2); sm_100a only
-//      read_ceiling   not a rung: the speed of light, the GEMV's bytes over the read bandwidth fitted in the
-//                     same run over a size sweep of read kernels (kwiki_ceiling.cuh; the fixed cost is not in
-//                     it); the baseline and the ceiling
+// Variants: the ladder is artifact.yaml's (each variant's rung, what it adds and its description, in the
+// order of the table below, which holds the names only); each rung's code is a marked region of this file.
+// There is no rung 0 (a library baseline): the rungs are compared with the read ceiling, the GEMV's bytes over
+// the read bandwidth fitted in the same run (kwiki_ceiling.cuh). Bytes per record: A + SFA + b + SFB + c.
 // --sweep adds every block configuration of configs() as a variant sweep_<config>.
 #include "kwiki_bench.cuh"
 #include "kwiki_gemv.cuh"
@@ -350,15 +338,15 @@ struct Variant : kwiki::VariantInfo {
 };
 
 constexpr Variant kVariants[] = {
-    {{"naive", 1, "one thread per output, byte by byte, table decode"}, Kind::Kernel, {naive_kernel, 128, 128, 1.0}, false},
-    {{"warp_bits", 2, "one warp per row, 16-byte loads, bit-trick decode to fp16, exact half2 block sums"}, Kind::Kernel,
+    {{"naive"}, Kind::Kernel, {naive_kernel, 128, 128, 1.0}, false},
+    {{"warp_bits"}, Kind::Kernel,
      block_cfg<Dec::Bits, 1, 2, 32>(), false},
-    {{"block_bits", 3, "K split inside one block, 4 rows share each decoded chunk of b, cache hints"}, Kind::Kernel,
+    {{"block_bits"}, Kind::Kernel,
      block_cfg<Dec::Bits, 4, 2, 128>(), false},
-    {{"block_fp8cvt", 4, "rung 3 decoding through the fp8 convert (e2m1 remapped to e4m3)"}, Kind::Kernel,
+    {{"block_fp8cvt"}, Kind::Kernel,
      block_cfg<Dec::Fp8, 4, 2, 128>(), false},
-    {{"tuned", 5, "rung 3 with rows, chunks in flight and block size chosen per shape"}, Kind::Tuned, {}, false},
-    {{"hw_e2m1", 6, "rung 3 decoding through the sm_100 hardware e2m1 convert"}, Kind::Kernel, block_cfg<Dec::Hw, 4, 2, 128>(),
+    {{"tuned"}, Kind::Tuned, {}, false},
+    {{"hw_e2m1"}, Kind::Kernel, block_cfg<Dec::Hw, 4, 2, 128>(),
      true},
     {{"read_ceiling"}, Kind::Ceiling, {}, false},  // not a rung: the baseline and the speed of light, from the run's read roof
 };
@@ -383,13 +371,13 @@ __global__ void make_scales(uint8_t* p, size_t n, bool full) {
 // what bounds the product of the scales).
 struct Shape { int M, K, L; bool full_scales = false; };
 
-// --shapes (narrow scales) then --full-scale-shapes; K a multiple of 32 (a 16-byte chunk of A), any M. The default
-// runs include M = 4099 (a multiple of no block's rows) and K = 2080 or 16416 (65 and 513 chunks: partial rounds).
+// --shapes (narrow scales) then --full-scale-shapes; K a multiple of 32 (a 16-byte chunk of A), any M. The manifest's
+// shapes include M = 4099 (a multiple of no block's rows) and K = 2080 or 16416 (65 and 513 chunks: partial rounds).
 std::vector<Shape> parse_shapes(const kwiki::Args& args) {
     auto valid = [](const std::vector<int>& d) { return d[1] % 32 == 0; };
-    std::vector<Shape> out = args.get_shapes<Shape, 3>("shapes", "7168x16384x1,4096x7168x8,7168x2048x4,4099x2080x2",
-                                                       "MxKxL triples (K a multiple of 32)", valid);
-    for (Shape s : args.get_shapes<Shape, 3>("full-scale-shapes", "4099x16416x1", "MxKxL triples (K a multiple of 32)", valid)) {
+    // no defaults: the manifest declares both lists (artifact.yaml, shapes)
+    std::vector<Shape> out = args.get_shapes<Shape, 3>("shapes", "", "MxKxL triples (K a multiple of 32)", valid);
+    for (Shape s : args.get_shapes<Shape, 3>("full-scale-shapes", "", "MxKxL triples (K a multiple of 32)", valid)) {
         s.full_scales = true;
         out.push_back(s);
     }

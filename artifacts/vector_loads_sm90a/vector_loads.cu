@@ -152,6 +152,7 @@ __device__ __forceinline__ void st16(uint4* p, uint4 v) {
 // Kernels
 // ===================================================================================================
 
+// kwiki:rung read_v4_x1
 // Grid-stride read of n vectors of W bytes; each round a thread issues X loads, then folds them.
 template <int W, int X, Cache C>
 __device__ __forceinline__ void read_body(const void* src, size_t n, uint32_t* sum) {
@@ -170,7 +171,9 @@ __device__ __forceinline__ void read_body(const void* src, size_t n, uint32_t* s
     for (; i < n; i += stride) acc += fold(load<W, C>(v + i));
     kwiki::block_partial_sum(sum, acc);
 }
+// /kwiki:rung read_v4_x1
 
+// kwiki:rung read_v4_x1
 template <int W, int X, Cache C>
 __global__ void __launch_bounds__(kThreads, 1) read_kernel(const void* src, size_t n, uint32_t* sum) {
 #if __CUDA_ARCH__ < 1000
@@ -178,6 +181,7 @@ __global__ void __launch_bounds__(kThreads, 1) read_kernel(const void* src, size
 #endif
     read_body<W, X, C>(src, n, sum);
 }
+// /kwiki:rung read_v4_x1
 
 // The 16-byte read with X loads per round under a register budget: MinBlocks blocks of kThreads per SM must
 // fit (255, 128, 64 or 32 registers a thread); MinBlocks 0 leaves only __launch_bounds__(kThreads), under which
@@ -364,12 +368,18 @@ const Variant kVariants[] = {
     read_v<4, 1, Cache::Plain>("read_v4_x1"),
     read_v<4, 4, Cache::Plain>("read_v4_x4"),
     read_v<4, 8, Cache::Plain>("read_v4_x8"),
+    // kwiki:rung read_v8_x1
     read_v<8, 1, Cache::Plain>("read_v8_x1"),
+    // /kwiki:rung read_v8_x1
     read_v<8, 4, Cache::Plain>("read_v8_x4"),
     read_v<8, 8, Cache::Plain>("read_v8_x8"),
+    // kwiki:rung read_v16_x1
     read_v<16, 1, Cache::Plain>("read_v16_x1"),
+    // /kwiki:rung read_v16_x1
     read_v<16, 2, Cache::Plain>("read_v16_x2"),
+    // kwiki:rung read_v16_x4
     read_v<16, 4, Cache::Plain>("read_v16_x4"),
+    // /kwiki:rung read_v16_x4
     read_v<16, 8, Cache::Plain>("read_v16_x8"),
     read_v<32, 4, Cache::Plain>("read_v32_x4"),
     read_v<16, 4, Cache::NC>("read_v16_nc"),
@@ -455,11 +465,13 @@ void launch(const Variant& v, const Buffers& b, unsigned grid, cudaStream_t s) {
         case Kind::DeviceCopy:
             KWIKI_CHECK(cudaMemcpyAsync(b.dst, b.src, b.bytes, cudaMemcpyDeviceToDevice, s));
             break;
+        // kwiki:rung device_read
         case Kind::DeviceRead: {  // the sum of the words into b.sum[0] (grid is 1: one "partial")
             size_t temp_bytes = 0;
             void* temp = cub_temp(b, &temp_bytes);
             KWIKI_CHECK(cub::DeviceReduce::Sum(temp, temp_bytes, reinterpret_cast<const uint32_t*>(b.src), b.sum, b.bytes / 4, s));
             break;
+        // /kwiki:rung device_read
         }
     }
 }

@@ -29,6 +29,7 @@ from kwiki.wiki.buildline import COMMON_DIR, BuildJob, command
 from kwiki.wiki.manifest import HOST, MANIFEST
 
 BUILD_DIR = ".kwiki/build"
+SHARED_CACHE_ENV = "KWIKI_BUILD_CACHE"  # a build cache outside the clone, shared by every run on the machine (CI)
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 
 
@@ -119,6 +120,33 @@ def cxx_version(cxx: str | None) -> str | None:
     return f"{cxx}: {done.stdout.strip() or done.stderr.strip()}"
 
 
+def shared_entry(job: BuildJob, root: Path, key: str) -> Path | None:
+    """Where a build lives in the cache outside the clone ($KWIKI_BUILD_CACHE; none when unset): keyed by
+    cache_key (the build settings, the target, the compiler and every source and header it reads) and by the
+    checkout's path, which the binary embeds (__FILE__ in its error messages): a machine that ran CI before
+    compiles only what changed."""
+    base = os.environ.get(SHARED_CACHE_ENV)
+    if not base:
+        return None
+    where = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:8]
+    return Path(base) / job.artifact / f"{job.target}-{key}-{where}"
+
+
+def _copy_entry(src: Path, dest: Path) -> bool:
+    """Copy a build directory to `dest` whole or not at all (a temporary name, then one rename); best effort."""
+    tmp = dest.with_name(dest.name + f".tmp{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(src, tmp, symlinks=True)
+        if dest.exists():
+            shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+        return True
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return False
+
+
 def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None,
               started: Callable[[BuildJob], None] | None = None) -> BuildResult:
     """Compile one CUDA (or host C++) job, or take it from the cache; `started(job)` is told before a compiler
@@ -128,6 +156,10 @@ def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | N
     final = root / BUILD_DIR / job.artifact / f"{job.target}-{key}"
     binary = final / job.artifact
     meta = final / "build.json"
+    shared = shared_entry(job, root, key)
+    if not (binary.exists() and meta.exists()) and shared is not None and (shared / job.artifact).exists() \
+            and (shared / "build.json").exists():
+        _copy_entry(shared, final)  # compiled before on this machine, in this checkout
     if binary.exists() and meta.exists():
         try:
             cached = json.loads(meta.read_text())
@@ -172,6 +204,8 @@ def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | N
         indent=1, sort_keys=True).encode())
     shutil.rmtree(final, ignore_errors=True)
     os.replace(staging, final)
+    if shared is not None:
+        _copy_entry(final, shared)
     built = BuildResult(job.artifact, job.target, True, False, key, str(binary), res.seconds, list(argv),
                         str(final / "build.log"), None, kernels)
     return agree_on_variants(job, root, built)
@@ -185,9 +219,10 @@ LIST_VARIANTS_TIMEOUT_S = 60.0
 
 def agree_on_variants(job: BuildJob, root: Path, result: BuildResult) -> BuildResult:
     """A built CUDA binary must list (`--list-variants`, printed before any CUDA call, so no GPU is needed)
-    exactly the variants its manifest declares; otherwise the build fails with both lists, located at the
-    manifest. Not checked: `host` targets (fixtures need not implement the flag), and artifacts whose
-    run.command is not the binary itself (a driver runs it, and the driver's variants are the manifest's)."""
+    exactly the variants its manifest declares, in the same order (then its shapes: agree_on_shapes); otherwise
+    the build fails with both lists, located at the manifest. Not checked: `host` targets (fixtures need not
+    implement the flag), and artifacts whose run.command is not the binary itself (a driver runs it, and the
+    driver's variants are the manifest's)."""
     if not result.ok or not result.binary or job.target == HOST or job.manifest.not_the_binary():
         return result
     manifest = job.directory / MANIFEST
@@ -201,18 +236,44 @@ def agree_on_variants(job: BuildJob, root: Path, result: BuildResult) -> BuildRe
         tail = " | ".join(res.stderr.strip().splitlines()[-2:])[:200]
         result.error = (f"{where}: `{job.artifact} --list-variants` {why}{': ' + tail if tail else ''}; a CUDA "
                         f"artifact prints its variant table with it (kwiki::Args does, before any CUDA call)")
-    elif sorted(listed) != sorted(declared) or len(set(listed)) != len(listed):
+    elif listed != declared:  # the same names in the same order: the manifest is the one source of the ladder
         missing = [n for n in declared if n not in listed]
         unknown = [n for n in listed if n not in declared]
         diff = "; ".join(part for part in (f"missing from the binary: {', '.join(missing)}" if missing else "",
                                            f"not in the manifest: {', '.join(unknown)}" if unknown else "",
                                            "the binary lists a name twice" if len(set(listed)) != len(listed) else "")
-                         if part)
+                         if part) or "the same names in another order"
         result.error = (f"{where}: the binary's --list-variants and the manifest disagree ({diff}): binary lists "
                         f"[{', '.join(listed)}]; manifest lists [{', '.join(declared)}]")
     else:
-        return result
+        return agree_on_shapes(job, root, result)
     result.ok = False
+    return result
+
+
+def agree_on_shapes(job: BuildJob, root: Path, result: BuildResult) -> BuildResult:
+    """A binary given the manifest's shapes (`--OPTION=v1,v2`) must list them back (`--list-shapes=OPTION`, before
+    any CUDA call: it runs with no device visible), the same values in the same order; otherwise the build fails,
+    located at the manifest's `shapes` (an option the binary does not read, a value it rejects or reorders)."""
+    where = f"{shown(job.directory / MANIFEST, root)}: shapes"
+    for group in job.manifest.shapes:
+        argv = [str(result.binary), *(g.arg() for g in job.manifest.shapes), f"--list-shapes={group.option}"]
+        res = run_group(argv, cwd=job.directory, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+                        timeout=LIST_VARIANTS_TIMEOUT_S)
+        listed = [line.strip() for line in res.stdout.splitlines() if line.strip()]
+        if res.start_error or res.timed_out or res.returncode != 0:
+            tail = " | ".join(res.stderr.strip().splitlines()[-2:])[:200]
+            result.error = (f"{where}: `{job.artifact} {' '.join(argv[1:])}` failed "
+                            f"({res.start_error or ('timed out' if res.timed_out else f'exit {res.returncode}')})"
+                            f"{': ' + tail if tail else ''}; a CUDA artifact lists the shapes it parsed "
+                            "(kwiki::Args::get_shapes does, before any CUDA call)")
+        elif listed != group.values:
+            result.error = (f"{where}: --{group.option}: the binary lists [{', '.join(listed)}]; the manifest "
+                            f"declares [{', '.join(group.values)}]")
+        else:
+            continue
+        result.ok = False
+        return result
     return result
 
 

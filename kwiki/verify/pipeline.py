@@ -339,10 +339,11 @@ def _build_stage(the_plan: Plan, environment: envmod.Environment, root: Path, jo
 
 def build_by_kind(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None,
                started: Callable[[BuildJob], None] | None = None) -> BuildResult:
-    """One job's build by its artifact's kind: a Python module is imported and its contract checked (nothing to
-    compile), a CUDA artifact compiled."""
+    """One job's build by its artifact's kind: a Python module is imported and its contract checked (and the CUDA
+    library it loads, if its manifest names one, compiled), a CUDA artifact compiled."""
     if job.manifest.kind == "python":
-        return pyartifact.check_module(job, root)
+        return pyartifact.build_library(job, root, pyartifact.check_module(job, root),
+                                        lambda lib: build_one(lib, root, nvcc, nvcc_version, cxx, started))
     return build_one(job, root, nvcc, nvcc_version, cxx, started)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,30 @@ def check_module(job: BuildJob, root: Path) -> BuildResult:
     return result
 
 
+LIBRARY_ENV = "KWIKI_CUDA_LIBRARY"  # the path of the artifact's CUDA library, for its module (ctypes.CDLL)
+
+
+def build_library(job: BuildJob, root: Path, module: BuildResult,
+                  compile_one: Callable[[BuildJob], BuildResult]) -> BuildResult:
+    """The CUDA library a Python artifact's module loads (python.cuda): compiled for the job's target like a CUDA
+    artifact (the same cache; no --list-variants: a library is not run), its path kept as `module.library` for the
+    SASS gate and the harness. The module's result, failed when the library does not build."""
+    build = job.manifest.library_build()
+    if build is None or not module.ok or job.target == HOST:
+        return module
+    lib = compile_one(BuildJob(job.artifact, job.directory, job.manifest.model_copy(update={"build": build}),
+                               job.target))
+    module.seconds += lib.seconds
+    module.kernels = lib.kernels
+    if not lib.ok or not lib.binary:
+        module.ok = False
+        module.error = f"{root_rel(job, root)}: python.cuda: the library did not build: {lib.error}"
+        return module
+    module.library = lib.binary
+    module.cached = lib.cached
+    return module
+
+
 def root_rel(job: BuildJob, root: Path) -> str:
     return (job.directory / MANIFEST).relative_to(root).as_posix()
 
@@ -170,9 +195,11 @@ def run_python(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int |
                 "--device", "cpu" if build.target == HOST else "cuda", "--input-sets", str(m.python.input_sets),
                 "--timeouts", json.dumps(timeouts, sort_keys=True), "--call-timeout", str(m.python.call_timeout_s),
                 *m.run.args, "--variants", ",".join(remaining)]
-        res = run_group(argv, cwd=planned.directory, env=environment(root, gpu_index if build.target != HOST else None,
-                                                                      events_path),
-                        timeout=m.run.timeout_s, max_output=m.run.max_output_bytes)
+        env = environment(root, gpu_index if build.target != HOST else None, events_path)
+        if build.library:
+            env[LIBRARY_ENV] = build.library
+        res = run_group(argv, cwd=planned.directory, env=env, timeout=m.run.timeout_s,
+                        max_output=m.run.max_output_bytes)
         log = log_dir / f"{m.name}{'' if attempt == 1 else f'-{attempt}'}.log"
         log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
                        f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")

@@ -68,7 +68,7 @@ def argv_for(planned: PlannedArtifact, binary: str, variants: list[str]) -> list
         base = [part.replace("{binary}", binary).replace("{python}", sys.executable) for part in run.command]
     else:
         base = [binary]
-    return [*base, *run.args, "--variants", ",".join(variants)]
+    return [*base, *planned.manifest.run_args(), "--variants", ",".join(variants)]  # shapes, then run.args
 
 
 def run_artifact(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int | None, root: Path,

@@ -412,23 +412,27 @@ def check_builds(plan: Plan, builds: list[BuildResult], root: Path, *, require: 
             if tools is None:
                 res.note = "no disassembler here"
                 continue
-            if build is None or not build.ok or not build.binary:
-                res.note = "not built"
+            # a Python artifact's kernels are in the CUDA library its module loads (python.cuda)
+            binary = build.library if build is not None and manifest.kind == "python" else \
+                build.binary if build is not None else None
+            if build is None or not build.ok or not binary:
+                res.note = "not built" if build is None or not build.ok or manifest.kind != "python" else \
+                    "no CUDA library (python.cuda) to check"
                 continue
-            if build.binary not in checks:
-                checks[build.binary] = _Checks(Path(build.binary), cache_key(Path(build.binary), tools))
+            if binary not in checks:
+                checks[binary] = _Checks(Path(binary), cache_key(Path(binary), tools))
             spills = {k: (r.spill_stores, r.spill_loads) for k, r in build.kernels.items()}
-            known = checks[build.binary]
+            known = checks[binary]
             spec = known.spec(v, target, spills)
             if spec in known.results:
                 res.kernels, res.mismatches = known.results[spec]
             else:
-                if build.binary not in cache:
-                    kernels, hit = disassemble(Path(build.binary), tools, known.key)
-                    cache[build.binary] = kernels
+                if binary not in cache:
+                    kernels, hit = disassemble(Path(binary), tools, known.key)
+                    cache[binary] = kernels
                     report.disassembled += not hit
-                res.kernels, res.mismatches = check_variant(v, target, cache[build.binary], spills,
-                                                            memos.setdefault(build.binary, {}))
+                res.kernels, res.mismatches = check_variant(v, target, cache[binary], spills,
+                                                            memos.setdefault(binary, {}))
                 known.add(spec, res.kernels, res.mismatches)
             res.status = "failed" if res.mismatches else "passed"
             if res.failed:

@@ -95,6 +95,7 @@ class BuildResult:
     error: str | None = None
     kernels: dict[str, KernelResources] = field(default_factory=dict)
     not_runnable: str | None = None  # why a good build cannot run here (a Python artifact without torch)
+    library: str | None = None  # a Python artifact's CUDA library (python.cuda): its kernels' SASS is checked
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)

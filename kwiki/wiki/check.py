@@ -21,7 +21,7 @@ from kwiki.core.errors import ManifestError, Problem
 from kwiki.core.paths import inside, links_out
 from kwiki.wiki.catalog import WIKI_DIR, Wiki, page_files
 from kwiki.wiki.evidence import EvidenceLevel
-from kwiki.wiki.manifest import MANIFEST, Manifest, load_manifest
+from kwiki.wiki.manifest import MANIFEST, Manifest, load_manifest, shape_list
 from kwiki.wiki.markers import code_lines
 from kwiki.wiki.pages import Page
 
@@ -461,4 +461,9 @@ def check_manifests(page: Page, root: Path) -> list[Problem]:
                 line = page.line_of("claims", i, "measure", label, "variant")
                 out.append(Problem(page.path, line, f"claims[{i}].measure.{label}.variant",
                                    f"variant {sel.variant!r} is not in {meta.artifacts.get(key, '')}/{MANIFEST}"))
+            if sel.params and manifests[key].declares_shape(sel.params) is False:  # issue 25: shapes, one source
+                out.append(Problem(page.path, page.line_of("claims", i, "measure", label, "params"),
+                                   f"claims[{i}].measure.{label}.params",
+                                   f"params {dict(sel.params)} match no shape of {meta.artifacts.get(key, '')}/"
+                                   f"{MANIFEST} ({shape_list(manifests[key])})"))
     return out

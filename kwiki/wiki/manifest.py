@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -21,6 +23,7 @@ from kwiki.core.paths import shown, within
 from kwiki.core.strict import Strict
 from kwiki.wiki.frontmatter import decode, parse_yaml
 from kwiki.wiki.instructions import parse_pattern
+from kwiki.wiki.rungs import RungRegion, check_markers
 
 MANIFEST = "artifact.yaml"
 MAX_OUTPUT_BYTES = 256 * 1024 * 1024  # a run's output is held in memory: a bound, not a wish
@@ -220,12 +223,59 @@ class Python(Strict):
                                               "that variant's `timeout`")
     input_sets: int = Field(default=3, ge=2, le=16, description="pre-filled input sets the timed samples rotate "
                                                                 "through (fewer when they do not fit in memory)")
+    cuda: list[RelPath] = Field(
+        default_factory=list, description="CUDA sources kwiki compiles, per target, into one shared library (nvcc "
+                                          "-shared, the artifact's headers on the include path) whose path the "
+                                          "module reads from $KWIKI_CUDA_LIBRARY (ctypes); its kernels get the SASS "
+                                          "and identity gates, and the harness times them interleaved with the "
+                                          "module's torch baselines in one process")
+    cuda_flags: list[str] = Field(default_factory=lambda: ["-O3", "-std=c++17"],
+                                  description="nvcc flags of the shared library (-shared and -fPIC are added)")
 
     @model_validator(mode="after")
     def _py(self) -> Python:
         if not self.module.endswith(".py") or ".." in Path(self.module).parts:
             raise ValueError(f"module {self.module!r} must be a .py file inside the artifact")
+        bad = [c for c in self.cuda if not c.endswith(".cu") or ".." in Path(c).parts]
+        if bad:
+            raise ValueError(f"cuda {bad[0]!r} must be a .cu file inside the artifact")
         return self
+
+
+SIZE = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*)*$")
+
+
+class Shapes(Strict):
+    """Shapes the binary receives: `--OPTION=v1,v2,...` (before run.args), each value `dims` positive integers
+    joined by 'x' ("4096x7168"). The manifest is their one source: the binary has no defaults, lists what it parsed
+    with `--list-shapes=OPTION` (compared with `values`, in order, at every build), and a claim's params that name
+    these dims must be one of the values (`kwiki check`). Each value gives the params {dims[0]: a, dims[1]: b, ...}
+    of the records measured at it."""
+
+    option: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*$")] = Field(
+        default="shapes", description="the binary's option (kwiki passes --OPTION=v1,v2,...)")
+    dims: list[Name] = Field(min_length=1, description="the params one value gives, in order (e.g. [M, N, K])")
+    values: list[str] = Field(min_length=1, description="the shapes, in the order the binary runs them "
+                                                        "(e.g. '4096x4096x4096'); include one off the tile")
+
+    @model_validator(mode="after")
+    def _values(self) -> Shapes:
+        for i, v in enumerate(self.values):
+            if not SIZE.match(v) or len(v.split("x")) != len(self.dims):
+                raise ValueError(f"values[{i}] {v!r} is not {len(self.dims)} positive integers joined by 'x' "
+                                 f"({'x'.join(self.dims)})")
+        if len(set(self.values)) != len(self.values):
+            raise ValueError("a value repeats")
+        if len(set(self.dims)) != len(self.dims):
+            raise ValueError("a dim repeats")
+        return self
+
+    def arg(self) -> str:
+        return f"--{self.option}={','.join(self.values)}"
+
+    def params(self) -> list[dict[str, int]]:
+        """Each value as the params it gives, in order."""
+        return [dict(zip(self.dims, map(int, v.split("x")), strict=True)) for v in self.values]
 
 
 class Manifest(Strict):
@@ -246,6 +296,9 @@ class Manifest(Strict):
                                   description="how kwiki verify --sanitize runs it (small shapes)")
     ceiling: Name | None = Field(
         default=None, description="variant whose bandwidth is the speed of light for records of the same params")
+    shapes: list[Shapes] = Field(
+        default_factory=list, description="the shapes the binary runs, one entry per option it takes them by "
+                                          "(the manifest is their one source: the binary has no defaults)")
 
     @model_validator(mode="before")
     @classmethod
@@ -261,7 +314,16 @@ class Manifest(Strict):
         module = data["python"].get("module") if isinstance(data.get("python"), dict) else None
         if not isinstance(module, str) or not module:
             raise ValueError("a `kind: python` artifact names its module: python: {module: <file>.py}")
-        return {**data, "build": {"sources": [module]}}
+        cuda = data["python"].get("cuda") or []
+        cuda = [c for c in cuda if isinstance(c, str)] if isinstance(cuda, list) else []
+        return {**data, "build": {"sources": [module, *cuda]}}  # the library's sources are hashed and checked too
+
+    def library_build(self) -> Build | None:
+        """The build of a Python artifact's CUDA library (python.cuda), or None: a shared object of those sources."""
+        if self.python is None or not self.python.cuda:
+            return None
+        return Build(sources=list(self.python.cuda), flags=[*self.python.cuda_flags, "-shared", "-Xcompiler", "-fPIC"],
+                     timeout_s=self.build.timeout_s)
 
     @model_validator(mode="after")
     def _consistent(self) -> Manifest:
@@ -281,7 +343,31 @@ class Manifest(Strict):
         extra = sorted(set(self.build.target_flags) - set(self.targets))
         if extra:
             raise ValueError(f"build.target_flags names {extra}, which are not targets")
+        options = [g.option for g in self.shapes]
+        if len(set(options)) != len(options):
+            raise ValueError("shapes: two entries name the same option")
+        if self.shapes and self.kind == "python":
+            raise ValueError("shapes: a `kind: python` artifact's shapes are its module's GRID")
+        for arg in self.run.args:
+            if any(arg == f"--{o}" or arg.startswith(f"--{o}=") for o in options):
+                raise ValueError(f"run.args {arg!r} repeats an option of `shapes` (the manifest's shapes are their "
+                                 "one source: kwiki passes them)")
         return self
+
+    def run_args(self) -> list[str]:
+        """What the binary gets before `--variants`: the shapes' options, then run.args."""
+        return [*(g.arg() for g in self.shapes), *self.run.args]
+
+    def declares_shape(self, params: Mapping[str, object]) -> bool | None:
+        """Whether `params` (a claim's selector) name a declared shape: None when no entry of `shapes` has a dim
+        among them (nothing to check), else whether one value of such an entry agrees on every dim it names."""
+        verdict: bool | None = None
+        for group in self.shapes:
+            named = [d for d in group.dims if d in params]
+            if not named:
+                continue
+            verdict = verdict or any(all(p[d] == params[d] for d in named) for p in group.params())
+        return verdict
 
     def variant(self, name: str) -> Variant | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -296,6 +382,11 @@ class Manifest(Strict):
 
     def variants_for(self, target: str) -> list[str]:
         return [v.name for v in self.variants if not v.targets or target in v.targets]
+
+
+def shape_list(manifest: Manifest) -> str:
+    """The declared shapes in one line, for messages: 'shapes: M x K in 4096x7168, 8192x8192'."""
+    return "; ".join(f"--{g.option}: {'x'.join(g.dims)} in {', '.join(g.values)}" for g in manifest.shapes)
 
 
 def load_manifest(directory: Path, root: Path) -> Manifest:
@@ -334,4 +425,12 @@ def load_manifest(directory: Path, root: Path) -> Manifest:
             raise ManifestError(f"{src!r} is not a file inside the artifact", path=rel, field="build")
         if not within(root, directory / src):
             raise ManifestError(f"{src!r} is a link that leads out of the repository", path=rel, field="build")
+    rung_regions(manifest, directory, root)  # a broken or unknown rung marker is the manifest's problem too
     return manifest
+
+
+def rung_regions(manifest: Manifest, directory: Path, root: Path) -> list[RungRegion]:
+    """The rung regions (kwiki.wiki.rungs) of the artifact's sources and headers, checked against its variants."""
+    files = [*manifest.build.sources, *manifest.build.headers]
+    return check_markers([(directory / f, shown(directory / f, root)) for f in files],
+                         {v.name: v.rung for v in manifest.variants})

@@ -36,6 +36,7 @@ from kwiki.wiki.skeletons import (
     PAGE_KEY,
     RATIO_CLAIM,
     RUNGS,
+    SIZE_VALUES,
     page_path,
     render_manifest,
     render_page,
@@ -202,7 +203,8 @@ def _page_change(root: Path, page_id: str, page_type: str, title: str | None, ar
     if artifact is None:
         claims = NO_CLAIMS
     elif manifest is None:  # the skeleton artifact: its top rung against the rung below
-        claims = RATIO_CLAIM.format(of=RUNGS[-1].name, per=RUNGS[-2].name, arch=arch, key=PAGE_KEY)
+        claims = RATIO_CLAIM.format(of=RUNGS[-1].name, per=RUNGS[-2].name, arch=arch, key=PAGE_KEY,
+                                    n=SIZE_VALUES[0])  # one record each: the skeleton runs two sizes
     else:  # an existing artifact: its last variant passes its check
         variant = manifest.variants[-1].name
         claim_id = re.sub(r"[^a-z0-9]+", "-", variant.lower()).strip("-") + "-passes"

@@ -45,7 +45,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
 
 @dataclass(frozen=True)
 class Rung:
-    """One variant of the artifact skeleton: in the manifest, the header comment and the .cu table alike."""
+    """One variant of the artifact skeleton: its name in the .cu's table, the rest in the manifest."""
 
     name: str
     rung: int
@@ -67,7 +67,8 @@ RUNGS: tuple[Rung, ...] = (
          "launch_vec4", "vec4_kernel", True),
 )
 BASELINE = "device_copy"
-SIZES = "16777216,16777219"  # the second is not a multiple of the vector width: the tail is checked
+SIZE_VALUES = ("16777216", "16777219")  # the manifest's shapes; the second is off the vector width: the tail is checked
+SIZES = ", ".join(f"'{v}'" for v in SIZE_VALUES)
 
 PAGE_TEMPLATE = """\
 ---
@@ -118,8 +119,8 @@ claims:
     conditions: {{arch: {arch}}}
     measure:
       artifact: {key}
-      of: {{variant: {of}, figure: gb_per_s}}
-      per: {{variant: {per}, figure: gb_per_s}}
+      of: {{variant: {of}, params: {{n: {n}}}, figure: gb_per_s}}
+      per: {{variant: {per}, params: {{n: {n}}}, figure: gb_per_s}}
 """
 
 OUTCOME_CLAIM = """\
@@ -151,34 +152,34 @@ build:
   sources: [{source}]
   flags: [-O3, -std=c++17]
 run:
-  args: ["--sizes={sizes}"]
   timeout_s: 300
-# one entry per variant of the .cu's table, in its order: rung 0 is the library baseline
+# the one source of the shapes: kwiki passes --sizes=...; the .cu has no defaults
+shapes:
+  - {{option: sizes, dims: [n], values: [{sizes}]}}
+# one entry per variant of the .cu's table (names only there), in its order: rung 0 is the library baseline
 variants:
 {variants}baseline: {baseline}
 """
 
 CU_TEMPLATE = """\
 // {source}: y = alpha * x over n fp32 elements, a template ladder written by `kwiki new artifact`.
-// Replace the op; keep the layout (STYLE.md items 11-14) and the protocol (../common/kwiki_bench.cuh).
+// Replace the op; keep the layout (CONTRIBUTING.md, conventions 11-17) and the protocol (../common/kwiki_bench.cuh).
 //
 // Build (kwiki does this):
 //   nvcc -O3 -std=c++17 {gencode} -I../common -Xptxas=-v -o {name} {source}
-// Run: ./{name} [--sizes={sizes}] [--alpha=1.5] [--variants a,b,c] [--seed=N]
+// Run: ./{name} --sizes=N,N,... [--alpha=1.5] [--variants a,b,c] [--seed=N] [--input-sets=2]
 //
-// Reference: fp64 on the host from the same fp32 inputs; tolerance: tolerance_for<float>(). Every size is
-// checked; keep one that is not a multiple of the vector width (4 elements), so the tail is tested.
-//
-// Variants (rung, name: what it adds; bytes per record: n reads and n writes of 4 bytes):
-{variant_lines}#include "kwiki_bench.cuh"
-
-#include <deque>
+// Reference: fp64 on the host from the same fp32 inputs; tolerance: tolerance_for<float>(). The sizes are the
+// manifest's (artifact.yaml, shapes); keep one that is not a multiple of the vector width (4), so the tail is
+// checked. Variants, their rungs and what each adds: artifact.yaml; each rung's code is a marked region
+// (CONTRIBUTING.md, convention 17).
+// Bytes per record: n reads and n writes of 4 bytes.
+#include "kwiki_bench.cuh"
 
 namespace {{
 
 constexpr int kThreads = 256;
 constexpr size_t kVec = 4;  // floats per 16-byte access
-const char* kDefaultSizes = "{sizes}";
 
 // ===================================================================================================
 // Reference: fp64 on the host
@@ -190,15 +191,33 @@ std::vector<double> reference(const std::vector<float>& x, double alpha) {{
     return y;
 }}
 
+// One input set: x (random, never zeros) and the references of both kinds of variant (alpha * x, and x itself:
+// what a copy gives), computed once per set.
+struct Inputs {{
+    kwiki::DeviceBuffer<float> x;
+    std::vector<double> scaled, copied;
+}};
+
+void fill_inputs(Inputs& s, size_t n, float alpha, uint64_t seed) {{
+    s.x = kwiki::DeviceBuffer<float>(n);
+    kwiki::fill_random(s.x.get(), n, seed, -1.0f, 1.0f);
+    const std::vector<float> hx = kwiki::to_host_float(s.x.get(), n);
+    s.scaled = reference(hx, double(alpha));
+    s.copied = reference(hx, 1.0);
+}}
+
 // ===================================================================================================
 // Kernels
 // ===================================================================================================
 
+// kwiki:rung naive
 __global__ void naive_kernel(const float* __restrict__ x, float* __restrict__ y, float alpha, size_t n) {{
     const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
     if (i < n) y[i] = alpha * x[i];
 }}
+// /kwiki:rung naive
 
+// kwiki:rung vec4
 // One float4 per thread over the first n / 4 * 4 elements; the last n % 4 by the grid's first threads.
 // x and y must be 16-byte aligned (cudaMalloc gives 256).
 __global__ void vec4_kernel(const float* __restrict__ x, float* __restrict__ y, float alpha, size_t n) {{
@@ -211,6 +230,7 @@ __global__ void vec4_kernel(const float* __restrict__ x, float* __restrict__ y, 
     }}
     if (i < n - n4 * kVec) y[n4 * kVec + i] = alpha * x[n4 * kVec + i];
 }}
+// /kwiki:rung vec4
 
 // ===================================================================================================
 // Launchers
@@ -225,9 +245,11 @@ struct Problem {{
 
 unsigned blocks_for(size_t threads) {{ return unsigned((threads + kThreads - 1) / kThreads); }}
 
+// kwiki:rung device_copy
 void launch_device_copy(const Problem& p, cudaStream_t s) {{
     KWIKI_CHECK(cudaMemcpyAsync(p.y, p.x, p.n * sizeof(float), cudaMemcpyDeviceToDevice, s));
 }}
+// /kwiki:rung device_copy
 
 void launch_naive(const Problem& p, cudaStream_t s) {{
     naive_kernel<<<blocks_for(p.n), kThreads, 0, s>>>(p.x, p.y, p.alpha, p.n);
@@ -238,23 +260,17 @@ void launch_vec4(const Problem& p, cudaStream_t s) {{
 }}
 
 // ===================================================================================================
-// The table of variants (artifact.yaml lists the same names, rungs and what each adds)
+// The table of variants (names only: artifact.yaml holds their rungs and what each adds, in this order)
 // ===================================================================================================
 
-struct Variant {{
-    const char* name;
-    int rung;
-    const char* adds;
+struct Variant : kwiki::VariantInfo {{
     void (*launch)(const Problem&, cudaStream_t);
     const void* kernel;  // the kernel whose registers the record reports; nullptr for a library call
     bool scales;         // the output is alpha * x (else a copy of x)
 }};
 
-const std::vector<Variant>& variants() {{
-    static const std::vector<Variant> v = {{
-{variant_rows}    }};
-    return v;
-}}
+const Variant kVariants[] = {{
+{variant_rows}}};
 
 }}  // namespace
 
@@ -263,56 +279,29 @@ const std::vector<Variant>& variants() {{
 // ===================================================================================================
 
 int main(int argc, char** argv) {{
-    kwiki::Args args(argc, argv, variants());  // --list-variants, and exit 2 for a --variants name not in the table
-    const auto sizes = args.get_sizes("sizes", kDefaultSizes, 1, "element counts");
-    const float alpha = float(args.get_double("alpha", 1.5));
-    const uint64_t seed = args.seed();
-    std::fprintf(stderr, "{name}: seed %llu, %d SMs, L2 %zu bytes\\n", (unsigned long long)seed, kwiki::sm_count(),
-                 kwiki::l2_bytes());
-    kwiki::Runner runner(args);  // checks every case, times those that pass, emits one record each
-
-    struct Buffers {{
-        size_t n;
-        float* x;
-        float* y;
-        std::vector<double> scaled, copied;  // the references: alpha * x, and x itself (what a copy gives)
-    }};
-    std::deque<Buffers> buffers;  // one per size, alive (and never moved) until the runner is done
-    std::vector<kwiki::Case> cases;
+    kwiki::Main m(argc, argv, kVariants);  // --list-variants exits in here, before any CUDA call
+    const auto sizes = m.args.get_sizes("sizes", "", 1, "element counts");  // the manifest's; --list-shapes exits
+    const float alpha = float(m.args.get_double("alpha", 1.5));
+    kwiki::Runner& runner = m.start("{name}");
     for (const auto& size : sizes) {{
-        Buffers& b = buffers.emplace_back();
-        b.n = size_t(size[0]);
-        KWIKI_CHECK(cudaMalloc(&b.x, b.n * sizeof(float)));
-        KWIKI_CHECK(cudaMalloc(&b.y, b.n * sizeof(float)));
-        kwiki::fill_random(b.x, b.n, seed + b.n, -1.0f, 1.0f);
-        const std::vector<float> hx = kwiki::to_host_float(b.x, b.n);
-        b.scaled = reference(hx, double(alpha));
-        b.copied = reference(hx, 1.0);
-        for (const auto& v : variants()) {{
-            if (!args.want(v.name)) continue;
-            const Problem p{{b.n, alpha, b.x, b.y}};
+        const size_t n = size_t(size[0]);
+        kwiki::DeviceBuffer<float> y(n);
+        kwiki::InputSets<Inputs> in(m.sets, m.seed + n,
+                                    [&](Inputs& s, uint64_t seed) {{ fill_inputs(s, n, alpha, seed); }});
+        kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) {{
             kwiki::Case c;
-            c.variant = v.name;
-            c.params = {{{{"n", (unsigned long long)b.n}}, {{"dtype", "f32"}}}};
-            c.bytes = 2.0 * double(b.n) * sizeof(float);
-            c.bytes_level = "dram";
-            if (v.scales) c.flops = double(b.n), c.flops_dtype = "fp32";
-            c.launch = [p, &v](cudaStream_t s) {{ v.launch(p, s); }};
-            c.poison = [&b](cudaStream_t s) {{ kwiki::poison(b.y, b.n * sizeof(float), s); }};
-            c.check = [&b, &v] {{
-                const std::vector<float> got = kwiki::to_host_float(b.y, b.n);
-                return kwiki::compare(got.data(), (v.scales ? b.scaled : b.copied).data(), b.n,
-                                      kwiki::tolerance_for<float>(),
-                                      v.scales ? "host fp64 alpha * x" : "the input x (a copy)");
-            }};
+            c.params = {{{{"n", (unsigned long long)n}}, {{"dtype", "f32"}}}};
+            c.bytes = 2.0 * double(n) * sizeof(float);
+            if (v.scales) c.flops = double(n), c.flops_dtype = "fp32";
+            c.launch = [&, v](cudaStream_t s) {{ v.launch({{n, alpha, in.current().x.get(), y.get()}}, s); }};
+            in.bind(c, [&](cudaStream_t s) {{ kwiki::poison(y.get(), y.bytes(), s); }}, [&, v](const Inputs& s) {{
+                const std::vector<float> got = kwiki::to_host_float(y.get(), n);
+                return kwiki::compare(got.data(), (v.scales ? s.scaled : s.copied).data(), n,
+                                      kwiki::tolerance_for<float>(), v.scales ? "host fp64 alpha * x" : "the input x");
+            }});
             if (v.kernel) kwiki::add_regs(c.extra, v.kernel);
-            cases.push_back(std::move(c));
-        }}
-    }}
-    runner.run(cases);
-    for (const Buffers& b : buffers) {{
-        KWIKI_CHECK(cudaFree(b.x));
-        KWIKI_CHECK(cudaFree(b.y));
+            return c;
+        }});
     }}
     return kwiki::exit_code();
 }}
@@ -364,10 +353,7 @@ def render_manifest(name: str, arch: str) -> str:
 
 
 def render_source(name: str, arch: str) -> str:
-    width = max(len(r.name) for r in RUNGS)
-    lines = "".join(f"//   {r.rung} {r.name:<{width}}  {r.adds}\n" for r in RUNGS)
-    rows = "".join(f'        {{"{r.name}", {r.rung}, "{r.adds}", {r.launcher}, '
+    rows = "".join(f'    {{{{"{r.name}"}}, {r.launcher}, '
                    f'{"nullptr" if r.kernel == "nullptr" else f"reinterpret_cast<const void*>({r.kernel})"}, '
                    f'{"true" if r.scales else "false"}}},\n' for r in RUNGS)
-    return CU_TEMPLATE.format(name=name, source=f"{name}.cu", gencode=parse_arch(arch).gencode(), sizes=SIZES,
-                              variant_lines=lines, variant_rows=rows)
+    return CU_TEMPLATE.format(name=name, source=f"{name}.cu", gencode=parse_arch(arch).gencode(), variant_rows=rows)

@@ -146,11 +146,11 @@ static int case_stats() {
 }
 
 
-static constexpr kwiki::VariantInfo kTable[] = {{"cublas", 0, "the baseline"}, {"tiled", 1, "shared-memory tiles"}, {"read_ceiling"}};
+static constexpr kwiki::VariantInfo kTable[] = {{"cublas"}, {"tiled"}, {"read_ceiling"}};
 struct Derived : kwiki::VariantInfo {
     bool tf32;
 };
-static constexpr Derived kDerived[] = {{{"bf16_a", 1, "one"}, false}, {{"tf32_b", 2, "two"}, true}};
+static constexpr Derived kDerived[] = {{{"bf16_a"}, false}, {{"tf32_b"}, true}};
 
 static int case_variants(int argc, char** argv) {
     const bool derived = argc > 1 && std::string(argv[1]) == "derived";
@@ -158,8 +158,7 @@ static int case_variants(int argc, char** argv) {
     else kwiki::Args args(argc, argv, kTable);
     kwiki::Record r;
     r.variant = "reached";
-    r.params = {{"rung_tiled", kTable[1].rung}, {"rung_ceiling", kTable[2].rung}, {"adds_tiled", kTable[1].adds},
-                {"tf32_b", kDerived[1].tf32}};
+    r.params = {{"name_tiled", kTable[1].name}, {"tf32_b", kDerived[1].tf32}};
     r.check = ok_check();
     kwiki::emit(r);
     return kwiki::exit_code();
@@ -334,10 +333,26 @@ static int case_protocol() {
     return kwiki::exit_code();
 }
 
+// shapes: get_shapes("shapes", no default, 2 dims, K a multiple of 8) as the GEMV artifacts call it, then a CUDA
+// call (sm_count): --list-shapes=shapes must print and exit before it.
+struct Mk { int M, K; };
+static int case_shapes(int argc, char** argv) {
+    kwiki::Args args(argc, argv);
+    const auto shapes = args.get_shapes<Mk, 2>("shapes", "", "MxK pairs with K a multiple of 8",
+                                               [](const std::vector<int>& d) { return d[1] % 8 == 0; });
+    kwiki::Record r;
+    r.variant = "shapes";
+    r.params = {{"count", int(shapes.size())}, {"sms", kwiki::sm_count()}};
+    r.check = ok_check();
+    kwiki::emit(r);
+    return kwiki::exit_code();
+}
+
 int main(int argc, char** argv) {
     std::string which = argc > 1 ? argv[1] : "";
     if (which == "args") return case_args(argc - 1, argv + 1);
     if (which == "sizes") return case_sizes(argc - 1, argv + 1);
+    if (which == "shapes") return case_shapes(argc - 1, argv + 1);
     if (which == "records") return case_records();
     if (which == "compare") return case_compare();
     if (which == "stats") return case_stats();
