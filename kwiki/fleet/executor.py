@@ -55,6 +55,31 @@ def groups(plan: Plan, runnable: list[PlannedArtifact]) -> list[list[PlannedArti
     return [out[k] for k in sorted(out)]
 
 
+def other_models(plan: Plan) -> list[tuple[PlannedArtifact, set[str]]]:
+    """The planned artifacts every claim of which (on the selected pages) names a GPU model other than the plan's:
+    a claim naming a model runs only on that model, so these are not run here (each with the models named)."""
+    name = plan.gpu.name.lower() if plan.gpu else ""
+    named: dict[str, set[str]] = {}
+    free: set[str] = set()
+    for page in plan.pages:
+        meta = page.meta
+        if meta is None:
+            continue
+        for claim in meta.claims:
+            m = claim.measure
+            if m is None:
+                continue
+            keys = {m.artifact, m.of.artifact or m.artifact, *([m.per.artifact or m.artifact] if m.per else [])}
+            for path in {meta.artifacts[k].rstrip("/") for k in keys if k in meta.artifacts}:
+                model = claim.conditions.gpu
+                if model is None or model.lower() in name:
+                    free.add(path)
+                else:
+                    named.setdefault(path, set()).add(model)
+    return [(a, named[a.path]) for a in sorted(plan.artifacts.values(), key=lambda a: a.path)
+            if a.run_target and a.path in named and a.path not in free]
+
+
 def limit_s(group: list[PlannedArtifact], margin_s: float = TASK_MARGIN_S) -> float:
     """A task's time limit: the sum of its runs' own timeouts (each variant run alone at its own), plus `margin_s`."""
     total = 0.0
@@ -123,6 +148,10 @@ class RayExecutor:
         import ray
 
         by_key = {(b.artifact, b.target): b for b in builds}
+        for a, models in other_models(plan):
+            a.run_target, a.why_not_run = None, f"its claims name only {', '.join(sorted(models))}; this run is on " \
+                                                f"{plan.gpu.name if plan.gpu else '?'}"
+            progress(f"not run on this model: {a.name}: {a.why_not_run}")
         runnable = [a for a in sorted(plan.artifacts.values(), key=lambda a: a.path)
                     if a.run_target and a.manifest and (a.build_name, a.run_target) in by_key
                     and by_key[(a.build_name, a.run_target)].ok]
