@@ -29,6 +29,7 @@ HANDLERS = {
     "build": "kwiki.cli.site:run_build",
     "serve": "kwiki.cli.site:run_serve",
     "export": "kwiki.cli.export:run",
+    "results": "kwiki.cli.results:run",
 }
 
 
@@ -203,6 +204,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "build": ("build the static site (strict)", _build_args),
     "serve": ("serve the site with live reload", _serve_args),
     "export": ("write the wiki as Agent Skills (export skills DIR)", _export_args),
+    "results": ("the results store: merge another lab's results", lambda p: importlib.import_module(
+        "kwiki.cli.results").options(p)),
 }
 
 
