@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -288,3 +291,27 @@ def test_artifact_skeleton_compiles_with_verify_compile_only(root: Path, capsys)
     assert any("vec4_kernel" in k for k in build["kernels"])
     assert {c["claim"]: c["verdict"] for c in report["claims"]} == {"vec4-vs-naive": "not-run"}
     assert os.path.isfile(build["binary"])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (pip install -e '.[torch]')")
+def test_python_artifact_recipe_runs_on_cpu(root: Path, capsys):
+    """CONTRIBUTING's Python recipe end to end on a CPU: the skeleton, check --strict, --compile-only (the module
+    imported and its contract checked) and the harness at --device cpu, whose baseline passes its check."""
+    shutil.copytree(COMMON, root / "artifacts" / "common", ignore=shutil.ignore_patterns("test", "*.cu*"))
+    code, out, err = _kwiki(capsys, "new", "artifact", "scale_f32_py", "--kind", "python", "--page", "kernel-scale",
+                            "--root", str(root))
+    assert (code, err) == (0, "")
+    assert "wrote artifacts/scale_f32_py/scale_f32_py.py" in out and "wrote artifacts/scale_f32_py/kernels.py" in out
+    _check_strict(capsys, root)
+    code, out, _ = _kwiki(capsys, "verify", "--compile-only", "--quiet", "--json", "--root", str(root), "kernel-scale")
+    report = json.loads(out)
+    assert code == 0 and [b["ok"] for b in report["builds"]] == [True], report["builds"]
+    assert {c["claim"]: c["verdict"] for c in report["claims"]} == {"triton_b4096-vs-torch_mul": "not-run"}
+    done = subprocess.run([sys.executable, str(root / "artifacts/common/kwiki_harness.py"), "run",
+                           str(root / "artifacts/scale_f32_py/scale_f32_py.py"), "--device", "cpu",
+                           "--variants", "torch_mul", "--max-seconds", "0.05", "--input-sets", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"kwiki_record"')]
+    assert sorted(r["params"]["n"] for r in records) == [16777216, 16777219]
+    assert all(r["check"]["passed"] and r["timing"] for r in records)

@@ -487,3 +487,25 @@ def test_a_library_that_does_not_compile_fails_the_build_located(tmp_path: Path,
     assert not build["ok"] and build["error"].startswith(
         "artifacts/scale_cuda_sm90a/artifact.yaml: python.cuda: the library did not build: build failed"), build
     assert code == 1
+
+
+def test_a_claim_whose_params_match_no_grid_entry_is_a_located_problem_before_a_gpu(
+        project: Path, capsys: pytest.CaptureFixture[str]):
+    page = project / "wiki" / "pyfixture.md"
+    text = page.read_text()
+    assert text.count("of: {variant: wrong, params: {n: 4096}") == 1
+    page.write_text(text.replace("of: {variant: wrong, params: {n: 4096}", "of: {variant: wrong, params: {n: 4069}"))
+    line = 1 + page.read_text().splitlines().index(
+        "  measure: {artifact: ops, of: {variant: wrong, params: {n: 4069}, figure: time_us}}")
+    code, report = verify(capsys, project, "--compile-only")
+    problems = [p for p in report["problems"] if p["field"].endswith("measure.of.params")]
+    assert code == 1 and len(problems) == 1, report["problems"]
+    (p,) = problems
+    assert (p["path"], p["line"]) == ("wiki/pyfixture.md", line)
+    assert "'wrong' at params {'n': 4069} matches no GRID entry of artifacts/host_py/ops.py" in p["message"]
+    assert "n=4096" in p["message"]  # where it does run
+
+
+def test_the_claims_of_the_fixture_match_their_grid(project: Path, capsys: pytest.CaptureFixture[str]):
+    code, report = verify(capsys, project, "--compile-only")
+    assert code == 0 and not [p for p in report["problems"] if "GRID" in p["message"]], report["problems"]

@@ -163,7 +163,10 @@ def describe(path: str) -> dict[str, Any]:
     out["problems"] = contract_problems(mod)
     if not out["problems"]:
         out["variants"] = list(mod.VARIANTS)
-        out["grid"] = mod.GRID
+        applies = getattr(mod, "applies", None)
+        # what a claim's params and variant must match, checked before a GPU
+        out["grid"] = [{"params": p, "variants": [v for v in mod.VARIANTS if applies is None or applies(v, p)]}
+                       for p in mod.GRID]
         out["tolerances"] = {k: {"atol": v[0], "rtol": v[1], "reason": v[2]} for k, v in mod.TOLERANCES.items()}
     return out
 

@@ -18,9 +18,12 @@ def options(p: argparse.ArgumentParser) -> None:
     page.add_argument("--artifact", metavar="NAME",
                       help="with a claim measured by artifacts/NAME (written as a skeleton if it does not exist)")
     page.add_argument("--root", metavar="DIR", help="project root holding wiki/ (default: nearest from here)")
-    artifact = sub.add_parser("artifact", help="an artifact skeleton: artifacts/NAME/artifact.yaml and NAME.cu")
+    artifact = sub.add_parser("artifact", help="an artifact skeleton: artifacts/NAME/artifact.yaml and NAME.cu "
+                              "(--kind python: NAME.py for kwiki's harness and a Triton kernels.py)")
     artifact.add_argument("name", metavar="NAME", help="artifact name, a slug such as scale_f32_sm90a")
     artifact.add_argument("--arch", default="sm_90a", metavar="ARCH", help="build target (default sm_90a)")
+    artifact.add_argument("--kind", default="cuda", choices=["cuda", "python"],
+                          help="cuda (default): a .cu on the shared main; python: a module for kwiki's harness")
     artifact.add_argument("--page", metavar="ID",
                           help="add it to page ID (written as a skeleton measuring it if no page has that id)")
     artifact.add_argument("--root", metavar="DIR", help="project root holding wiki/ (default: nearest from here)")
@@ -35,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         skeleton = plan_page(root, args.id, page_type=args.type, title=args.title, arch=args.arch,
                              artifact=args.artifact)
     else:
-        skeleton = plan_artifact(root, args.name, arch=args.arch, page=args.page)
+        skeleton = plan_artifact(root, args.name, arch=args.arch, page=args.page, kind=args.kind)
     for change in write(root, skeleton):
         verb = "wrote" if change.action == "create" else "edited"
         print(f"{verb} {change.path} ({change.what})")

@@ -4,7 +4,8 @@ which record or store row a claim's selector names."""
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from kwiki.core.strict import Scalar
 from kwiki.wiki.model import Claim, Selector
@@ -47,15 +48,19 @@ class Keyed(Protocol):
 
 
 def matches(record: Keyed, sel: Selector) -> bool:
-    if record.variant != sel.variant:
-        return False
-    for key, want in sel.params.items():
-        have = record.params.get(key)
-        if have is None:
+    return record.variant == sel.variant and params_match(record.params, sel.params)
+
+
+def params_match(have: Mapping[str, Any], want: Mapping[str, Any]) -> bool:
+    """Whether params `have` (a record's, a GRID entry's) hold every param of `want` (a selector's): numbers
+    compared as numbers, anything else as text."""
+    for key, value in want.items():
+        got = have.get(key)
+        if got is None:
             return False
-        if isinstance(want, (int, float)) and isinstance(have, (int, float)) and not isinstance(want, bool):
-            if not math.isclose(float(have), float(want), rel_tol=1e-9):
+        if isinstance(value, (int, float)) and isinstance(got, (int, float)) and not isinstance(value, bool):
+            if not math.isclose(float(got), float(value), rel_tol=1e-9):
                 return False
-        elif str(have) != str(want):
+        elif str(got) != str(value):
             return False
     return True

@@ -261,6 +261,7 @@ def _build(root: Path, prep: _Prepared, options: Options, progress: Callable[[st
     for note in pyartifact.not_runnable(prep.plan, builds):  # Python artifacts without torch here
         prep.notes.append(note)
         progress(note)
+    prep.problems += pyartifact.claim_params(prep.plan, builds)  # a typo in a claim's params, found before a GPU
     mechanism = sass.check_builds(prep.plan, builds, root, require=sass.required_here(options.require_disassembler))
     prep.problems += mechanism.problems()
     prep.notes += [*mechanism.notes, *filter(None, [sass.summary(mechanism)])]

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kwiki.core.errors import RecordError
+from kwiki.core.errors import Problem, RecordError
 from kwiki.core.paths import within
 from kwiki.core.proc import ProcResult, run_group
+from kwiki.results.judge import params_match
 from kwiki.results.record import Record, parse_records
 from kwiki.verify.build import BuildJob
 from kwiki.verify.run import RUNS_DIR
@@ -95,6 +96,7 @@ def check_module(job: BuildJob, root: Path) -> BuildResult:
         result.error = f"{root_rel(job, root)}: variants: the module's VARIANTS and the manifest disagree ({diff})"
         return result
     result.ok, result.binary = True, str(module)
+    result.grid = info.get("grid")
     result.not_runnable = info.get("torch_missing")
     result.log = json.dumps({k: info.get(k) for k in ("torch", "triton", "python", "tolerances")}, sort_keys=True)
     return result
@@ -261,3 +263,45 @@ def not_runnable(plan: Plan, builds: list[BuildResult]) -> list[str]:
         a.run_target = None
         notes.append(f"{a.name}: not runnable here: {why}")
     return sorted(notes)
+
+
+# ---------------------------------------------------------------- a claim's params against the GRID
+
+
+def claim_params(the_plan: Plan, builds: list[BuildResult]) -> list[Problem]:
+    """Every claim selector of a Python artifact whose variant does not run at any GRID entry its params match: a
+    located problem at the claim, found on any machine (the module was described at build time), before a GPU."""
+    grids = {b.artifact: b.grid for b in builds if b.ok and b.grid is not None}
+    out: list[Problem] = []
+    for page in the_plan.pages:
+        assert page.meta is not None
+        for i, claim in enumerate(page.meta.claims):
+            m = claim.measure
+            if m is None:
+                continue
+            for label, sel in (("of", m.of), ("per", m.per)):
+                planned = the_plan.artifact_for(page, sel.artifact or m.artifact) if sel is not None else None
+                if sel is None or planned is None or planned.manifest is None:
+                    continue
+                grid = grids.get(planned.manifest.name)
+                if grid is None:
+                    continue
+                runs_at = [e["params"] for e in grid if sel.variant in e["variants"]]
+                hits = [p for p in runs_at if params_match(p, sel.params)]
+                if len(hits) == 1:
+                    continue
+                module = f"{planned.path}/{planned.manifest.python.module if planned.manifest.python else ''}"
+                why = (f"matches {len(hits)} GRID entries of {module} where it runs ({'; '.join(map(_shown, hits[:3]))}"
+                       f"{'; ...' if len(hits) > 3 else ''}): give more params") if hits else (
+                    f"matches no GRID entry of {module} where it runs (it runs at {len(runs_at)}: "
+                    f"{'; '.join(map(_shown, runs_at[:4])) or 'none'}{'; ...' if len(runs_at) > 4 else ''})")
+                where = page.line_of("claims", i, "measure", label, "params") if sel.params else \
+                    page.line_of("claims", i, "measure", label, "variant")
+                out.append(Problem(page.path, where, f"claims[{i}].measure.{label}.params",
+                                   f"variant {sel.variant!r} at params {dict(sel.params)} {why}"))
+    return out
+
+
+def _shown(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
+

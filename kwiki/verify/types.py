@@ -96,6 +96,7 @@ class BuildResult:
     kernels: dict[str, KernelResources] = field(default_factory=dict)
     not_runnable: str | None = None  # why a good build cannot run here (a Python artifact without torch)
     library: str | None = None  # a Python artifact's CUDA library (python.cuda): its kernels' SASS is checked
+    grid: list[dict[str, Any]] | None = None  # a Python artifact's GRID: {params, variants that run there}
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)

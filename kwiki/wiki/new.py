@@ -34,18 +34,24 @@ from kwiki.wiki.skeletons import (
     OUTCOME_CLAIM,
     PAGE_FOLDERS,
     PAGE_KEY,
+    PY_RUNGS,
+    PY_SIZE_VALUES,
     RATIO_CLAIM,
     RUNGS,
     SIZE_VALUES,
     page_path,
     render_manifest,
     render_page,
+    render_python_kernels,
+    render_python_manifest,
+    render_python_module,
     render_source,
     stem,
 )
 
 DEFAULT_ARCH = "sm_90a"
 DEFAULT_TYPE = "technique"
+KINDS = ("cuda", "python")  # what `kwiki new artifact --kind` writes: a .cu on the shared main, or a harness module
 RESERVED = frozenset({"common"})  # artifacts/common holds the shared protocol, not an artifact
 SLUG = re.compile(MODEL_SLUG)  # the page model's rule for ids, also used for artifact names
 MAX_ID = 120  # the model's limit for a page id
@@ -180,9 +186,21 @@ def _validate_manifest(text: str, rel: str) -> Manifest:
 # ---------------------------------------------------------------- plans
 
 
-def _artifact_changes(root: Path, name: str, arch: str) -> list[FileChange]:
+def _artifact_changes(root: Path, name: str, arch: str, kind: str = "cuda") -> list[FileChange]:
     directory = f"{ARTIFACTS_DIR}/{name}"
     _free(root, directory)
+    if kind not in KINDS:
+        raise UsageError(f"--kind {kind!r}: an artifact is one of {', '.join(KINDS)}")
+    if kind == "python":
+        manifest = render_python_manifest(name, arch)
+        _validate_manifest(manifest, f"{directory}/{MANIFEST}")
+        return [
+            FileChange(f"{directory}/{MANIFEST}", manifest.encode("utf-8"),
+                       f"artifact manifest, kind python: {len(PY_RUNGS)} variants on rungs 0-{len(PY_RUNGS) - 1}"),
+            FileChange(f"{directory}/{name}.py", render_python_module(name).encode("utf-8"),
+                       "the harness's module: GRID, VARIANTS, TOLERANCES, inputs, outputs, reference, work, load"),
+            FileChange(f"{directory}/kernels.py", render_python_kernels(name).encode("utf-8"), "its Triton kernel"),
+        ]
     manifest = render_manifest(name, arch)
     _validate_manifest(manifest, f"{directory}/{MANIFEST}")
     return [
@@ -194,7 +212,7 @@ def _artifact_changes(root: Path, name: str, arch: str) -> list[FileChange]:
 
 
 def _page_change(root: Path, page_id: str, page_type: str, title: str | None, arch: str,
-                 artifact: str | None, manifest: Manifest | None) -> FileChange:
+                 artifact: str | None, manifest: Manifest | None, kind: str = "cuda") -> FileChange:
     ids = _page_ids(root)
     if page_id in ids:
         raise UsageError(f"page id {page_id!r} is already used by {ids[page_id]}; not overwritten")
@@ -202,6 +220,9 @@ def _page_change(root: Path, page_id: str, page_type: str, title: str | None, ar
     _free(root, rel)
     if artifact is None:
         claims = NO_CLAIMS
+    elif manifest is None and kind == "python":  # the Python skeleton: its top rung against the baseline
+        claims = RATIO_CLAIM.format(of=PY_RUNGS[-1][0], per=PY_RUNGS[0][0], arch=arch, key=PAGE_KEY,
+                                    n=PY_SIZE_VALUES[0])  # one record each: the GRID has two sizes
     elif manifest is None:  # the skeleton artifact: its top rung against the rung below
         claims = RATIO_CLAIM.format(of=RUNGS[-1].name, per=RUNGS[-2].name, arch=arch, key=PAGE_KEY,
                                     n=SIZE_VALUES[0])  # one record each: the skeleton runs two sizes
@@ -215,7 +236,7 @@ def _page_change(root: Path, page_id: str, page_type: str, title: str | None, ar
 
 
 def plan_page(root: Path, page_id: str, *, page_type: str | None = None, title: str | None = None,
-              arch: str = DEFAULT_ARCH, artifact: str | None = None) -> Skeleton:
+              arch: str = DEFAULT_ARCH, artifact: str | None = None, kind: str = "cuda") -> Skeleton:
     """A new page (and, with `artifact`, the artifact it measures when that does not exist yet)."""
     check_page_id(page_id)
     page_type, arch = _type(page_type, page_id), _arch(arch)
@@ -230,24 +251,25 @@ def plan_page(root: Path, page_id: str, *, page_type: str | None = None, title: 
             except ManifestError as exc:
                 raise UsageError(f"--artifact {artifact}: {exc}") from None
         else:
-            changes.extend(_artifact_changes(root, artifact, arch))
-    changes.insert(0, _page_change(root, page_id, page_type, title, arch, artifact, manifest))
+            changes.extend(_artifact_changes(root, artifact, arch, kind))
+    changes.insert(0, _page_change(root, page_id, page_type, title, arch, artifact, manifest, kind))
     return Skeleton(tuple(changes), page_id, artifact)
 
 
-def plan_artifact(root: Path, name: str, *, arch: str = DEFAULT_ARCH, page: str | None = None) -> Skeleton:
+def plan_artifact(root: Path, name: str, *, arch: str = DEFAULT_ARCH, page: str | None = None,
+                  kind: str = "cuda") -> Skeleton:
     """A new artifact; with `page`, linked to that page (a new skeleton page when no page has that id)."""
     check_artifact_name(name)
     arch = _arch(arch)
     _free(root, f"{ARTIFACTS_DIR}/{name}")
     if page is None:
-        return Skeleton(tuple(_artifact_changes(root, name, arch)), None, name)
+        return Skeleton(tuple(_artifact_changes(root, name, arch, kind)), None, name)
     check_page_id(page)
     ids = _page_ids(root)
     if page not in ids:
-        return plan_page(root, page, arch=arch, artifact=name)
+        return plan_page(root, page, arch=arch, artifact=name, kind=kind)
     link = _link_change(root, ids[page], name)
-    return Skeleton(tuple(_artifact_changes(root, name, arch) + ([link] if link else [])), page, name)
+    return Skeleton(tuple(_artifact_changes(root, name, arch, kind) + ([link] if link else [])), page, name)
 
 
 # ---------------------------------------------------------------- linking an artifact into an existing page

@@ -357,3 +357,121 @@ def render_source(name: str, arch: str) -> str:
                    f'{"nullptr" if r.kernel == "nullptr" else f"reinterpret_cast<const void*>({r.kernel})"}, '
                    f'{"true" if r.scales else "false"}}},\n' for r in RUNGS)
     return CU_TEMPLATE.format(name=name, source=f"{name}.cu", gencode=parse_arch(arch).gencode(), variant_rows=rows)
+
+
+# ---------------------------------------------------------------- the Python artifact skeleton (kind: python)
+
+PY_RUNGS: tuple[tuple[str, int, str, str], ...] = (  # name, rung, description, adds
+    ("torch_mul", 0, "torch.mul(x, ALPHA, out=y) (the baseline)", "the library baseline: PyTorch's own kernel"),
+    ("triton_b1024", 1, "a Triton kernel, 1024 elements per program, 4 warps",
+     "a Triton kernel: one program per 1024 elements, two 16-byte accesses per thread"),
+    ("triton_b4096", 2, "a Triton kernel, 4096 elements per program, 8 warps",
+     "4x the elements per program: more bytes in flight per thread"),
+)
+PY_SIZE_VALUES = (16777216, 16777219)  # the module's GRID; the second is off every block: the masked tail is checked
+
+PY_MANIFEST_TEMPLATE = """\
+# written by kwiki new; every field: kwiki/wiki/manifest.py (schema/artifact.schema.json)
+name: {name}
+title: "{name}: y = ALPHA * x over fp32 in Triton, a template ladder against torch.mul (replace it)"
+kind: python
+python: {{module: {module}}}  # also: input_sets (default 3), call_timeout_s (one call's watchdog, default 120)
+targets: [{arch}]
+run:
+  args: ["--max-seconds=0.5"]  # bench options of the harness
+  timeout_s: 300
+# the module's VARIANTS, the same set: rung 0 is the library baseline
+variants:
+{variants}baseline: {baseline}
+"""
+
+PY_MODULE_TEMPLATE = '''\
+"""{name}: y = ALPHA * x over n fp32 elements, a template ladder written by `kwiki new artifact --kind python`.
+
+Replace the op and keep the contract (CONTRIBUTING.md, "Add a Python artifact"): kwiki's harness
+(artifacts/common/kwiki_harness.py) makes the inputs, poisons the outputs, checks every variant against
+`reference`, then times the variants that passed, interleaved. torch and Triton are imported inside the
+functions (kwiki imports this module on machines without them); the Triton kernels live in kernels.py.
+Smoke-test on a CPU (the torch variants; Triton needs a GPU):
+  python artifacts/common/kwiki_harness.py run artifacts/{name}/{module} --device cpu --variants torch_mul
+"""
+
+ALPHA = 1.5
+GRID = [{{"n": n, "dtype": "float32"}} for n in {sizes}]  # params of each measured shape; claims name them
+VARIANTS = [{variants}]
+TOLERANCES = {{
+    "float32": (0.0, 2.0 ** -23, "one fp32 multiply: the product rounded once (2^-24 relative) against fp64"),
+}}
+
+
+def make_inputs(params, seed, device):
+    import torch
+
+    g = torch.Generator(device=device).manual_seed(seed)
+    return {{"x": torch.rand(params["n"], generator=g, device=device) + 0.5}}  # random, never zero
+
+
+def make_outputs(params, inputs):
+    import torch
+
+    return {{"y": torch.empty_like(inputs["x"])}}
+
+
+def reference(params, inputs):
+    return {{"y": inputs["x"].double() * ALPHA}}
+
+
+def work(params):
+    return {{"bytes": 8.0 * params["n"], "bytes_level": "dram", "flops": float(params["n"]), "flops_dtype": "fp32"}}
+
+
+def load(name):
+    """The variant's callable fn(inputs, outputs): it writes the outputs it is given (or returns fresh ones)."""
+    if name == "torch_mul":
+        import torch
+
+        def torch_mul(i, o):
+            torch.mul(i["x"], ALPHA, out=o["y"])
+        return torch_mul
+    import kernels
+    import triton
+
+    block, warps = {{"triton_b1024": (1024, 4), "triton_b4096": (4096, 8)}}[name]
+
+    def scale(i, o):
+        x, y = i["x"], o["y"]
+        kernels.scale_kernel[(triton.cdiv(x.numel(), block),)](x, y, x.numel(), ALPHA, BLOCK=block, num_warps=warps)
+    return scale
+'''
+
+PY_KERNELS_TEMPLATE = '''\
+"""Triton kernels of {name} (imported by {module}'s load(), never when kwiki imports {module})."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
+    """y = alpha * x over one block of BLOCK elements; the mask covers the last, partial block."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * alpha, mask=mask)
+'''
+
+
+def render_python_manifest(name: str, arch: str) -> str:
+    variants = "".join(f"  - {{name: {v}, rung: {r}, adds: {_yaml_str(a)}, description: {_yaml_str(d)}"
+                       + (', kernels: ["scale_kernel*"]' if v.startswith("triton") else "") + "}\n"
+                       for v, r, d, a in PY_RUNGS)
+    return PY_MANIFEST_TEMPLATE.format(name=name, arch=arch, module=f"{name}.py", variants=variants,
+                                       baseline=PY_RUNGS[0][0])
+
+
+def render_python_module(name: str) -> str:
+    return PY_MODULE_TEMPLATE.format(name=name, module=f"{name}.py", sizes=list(PY_SIZE_VALUES),
+                                     variants=", ".join(f'"{v}"' for v, *_ in PY_RUNGS))
+
+
+def render_python_kernels(name: str) -> str:
+    return PY_KERNELS_TEMPLATE.format(name=name, module=f"{name}.py")
