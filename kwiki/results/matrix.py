@@ -9,13 +9,17 @@ failed); a model with no row for a claim is not measured.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from kwiki.core.arch import parse_arch
 from kwiki.results.merge import LOCAL, stores
-from kwiki.results.store import ClaimRow, read_store
+from kwiki.results.store import ClaimRow
+from kwiki.results.storelines import committed
 from kwiki.wiki.model import Claim
 
 NOT_APPLICABLE = "not-applicable"
@@ -59,8 +63,26 @@ def claim_rows(root: Path, page: str) -> list[tuple[str, ClaimRow]]:
     """(origin, row) of every claim row of `page` here, ours first."""
     out = []
     for origin, path in stores(root):
-        rows, _ = read_store(path, warn=False)
-        out += [(origin, r) for r in rows if isinstance(r, ClaimRow) and r.page == page and r.gpu != "host"]
+        stat = path.stat()
+        out += [(origin, r) for r in _claims(str(path), stat.st_mtime_ns, stat.st_size).get(page, [])]
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _claims(path: str, mtime_ns: int, size: int) -> dict[str, list[ClaimRow]]:
+    """The claim rows of one store file by page (measured on a GPU), read once per version of the file: a site
+    build asks for every page's."""
+    out: dict[str, list[ClaimRow]] = {}
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    for _, data, _ in committed(Path(path), text):
+        if data is None or data.get("kind") != "claim":
+            continue
+        try:
+            row = ClaimRow.model_validate(data)
+        except ValidationError:
+            continue  # kwiki check reports the line (kwiki.results.storelines)
+        if row.gpu != "host":
+            out.setdefault(row.page, []).append(row)
     return out
 
 

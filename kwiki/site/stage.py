@@ -32,7 +32,7 @@ from kwiki.results.standing import claim_rows_by_page, standing
 from kwiki.results.store import ClaimRow, RecordRow, gpu_slug, read_all
 from kwiki.results.storelines import RESULTS_DIR
 from kwiki.results.trace import Store, trace
-from kwiki.site import charts, searchindex
+from kwiki.site import charts, gpumatrix, searchindex
 from kwiki.site.listings import (
     ARCHITECTURES,
     EVIDENCE,
@@ -340,6 +340,9 @@ def _body(ctx: _Context, sp: SitePage) -> list[str]:
     roofline = _own(ctx, _roofline(ctx, sp))
     if roofline:
         out += ["", "## Roofline", "", roofline]
+    by_model = _own(ctx, gpumatrix.section(ctx.root, sp.meta))  # claims across GPU models, merged origins' too
+    if by_model:
+        out += ["", "## By GPU model", "", by_model]
     sources = sources_section(sp.meta)
     if sources:
         out += ["", _own(ctx, sources)]
