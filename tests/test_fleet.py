@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import subprocess
@@ -119,6 +120,27 @@ def test_an_artifact_whose_claims_name_another_model_is_not_run_there(address, p
     assert {r["artifact"] for r in run["runs"]} == {"host_nap", "host_nap2"}
     (claim,) = [c for c in run["claims"] if c["claim"] == "b200only-time"]
     assert claim["verdict"] == "not-run" and "its claims name only B200; this run is on NVIDIA H200" in claim["detail"]
+
+
+def test_one_timing_run_per_gpu_at_a_time(address, project, capsys):
+    """Three tasks of 2 s each on two logical GPUs: never two on one GPU at once, both GPUs used."""
+    import tempfile
+
+    from kwiki.fleet import tasks
+
+    _, digest = tasks.pack_tree(project)
+    log = Path(tempfile.gettempdir()) / tasks.TREES / digest / "artifacts" / "gpu-log.txt"
+    log.unlink(missing_ok=True)
+    code, doc = verify_json(capsys, "--root", str(project), "--ray", address, "gpus-page", "--no-write")
+    assert code == 0, doc
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for line in log.read_text().splitlines():
+        gpu, start, end = line.split()
+        spans.setdefault(gpu, []).append((float(start), float(end)))
+    assert sum(len(s) for s in spans.values()) == 3 and set(spans) <= {"0", "1"}
+    for gpu, s in spans.items():
+        s.sort()
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(s)), (gpu, s)
 
 
 def test_claims_compared_across_artifacts_run_in_one_task(project):
