@@ -183,6 +183,26 @@ def test_nodes_must_advertise_their_gpus_as_kwiki_reads_them():
     assert cluster.kinds([{"Resources": {"GPU": 2}}]) == []  # GPUs without a model: cluster_kinds says how
 
 
+def test_a_node_advertises_its_gpus_by_model_and_architecture():
+    from kwiki.fleet.resources import model_name, node_resources
+    from kwiki.results.gpu import Gpu
+
+    gpus = [Gpu(i, "NVIDIA H100 80GB HBM3", f"GPU-{i}", 90) for i in range(2)]
+    assert model_name("NVIDIA H200") == "H200"
+    assert node_resources(gpus) == {"gpu_model:H100-80GB-HBM3": 2, "gpu_arch:sm_90": 2}
+    assert cluster.kinds([{"Resources": {"GPU": 2, **node_resources(gpus)}}]) == [
+        cluster.GpuKind("H100-80GB-HBM3", "sm_90", 2)]
+
+
+@pytest.mark.parametrize(("address", "expected"), [
+    ("10.0.0.1:6380", ("10.0.0.1", 6380)), ("head", ("head", 6379)), ("ray://head", ("head", 10001)),
+    ("[::1]:6379", ("::1", 6379))])
+def test_addresses(address, expected):
+    assert cluster.split_address(address) == expected
+    with pytest.raises(EnvironmentProblem, match="not an address"):
+        cluster.split_address("a b:c")
+
+
 def test_the_local_path_never_imports_ray(project):
     code = (f"import sys; from kwiki.cli import main; rc = main(['verify', '--compile-only', '--quiet', "
             f"'--root', {str(project)!r}]); assert 'ray' not in sys.modules, 'ray imported'; print(rc)")

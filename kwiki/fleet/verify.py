@@ -7,6 +7,7 @@ task Ray would wait on forever.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +40,9 @@ def verify_on(root: Path, options: Options, address: str, progress: Callable[[st
         for kind in found:
             gpu, driver, cuda = probe(kind, probe_timeout_s)
             progress(f"--- {kind.model}: {gpu.name} ({gpu.arch}), driver {driver or '?'}, CUDA {cuda or '?'}")
+            # the runs spread over every GPU of the model: the rows name the model, not the probed board (each
+            # task's progress line names the board it ran on)
+            gpu = dataclasses.replace(gpu, uuid=None, index=0)
             executor = RayExecutor(kind, gpu, driver, cuda, root, shipped, digest, task_timeout_s=task_timeout_s,
                                    margin_s=TASK_MARGIN_S)
             reports.append(verify(root, options, progress, executor))
