@@ -183,6 +183,12 @@ def test_nodes_must_advertise_their_gpus_as_kwiki_reads_them():
     assert cluster.kinds([{"Resources": {"GPU": 2}}]) == []  # GPUs without a model: cluster_kinds says how
 
 
+def test_a_cluster_that_advertises_no_gpu_model_is_told_how(monkeypatch):
+    monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "Resources": {"CPU": 8, "GPU": 2}}])
+    with pytest.raises(EnvironmentProblem, match=r"advertises no GPU model .*--resources='\{\"gpu_model:H200\""):
+        cluster.cluster_kinds("head:6379")
+
+
 def test_a_node_advertises_its_gpus_by_model_and_architecture():
     from kwiki.fleet.resources import model_name, node_resources
     from kwiki.results.gpu import Gpu
