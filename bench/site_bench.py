@@ -16,17 +16,29 @@ The goal is generate + export <= 30% of plain; `total` puts the whole kwiki buil
 generated wiki also gets a results store (two runs of every artifact its claims measure, and the
 claims' verdicts), so that charts are
 drawn as they will be once `kwiki verify` has run; --no-results times the pages alone.
+
+    python3 bench/site_bench.py --first-view [--pages 288]
+
+weighs first views instead (headless Chromium, as tests/test_browser.py does): the bytes of HTML, CSS,
+JS and what a page fetches before the reader types in the search box, for the home, GEMV, GEMM, tags,
+evidence and architectures pages of the repository's wiki alone and beside N generated pages measured
+like real ones (bench/gen_wiki.py --store). The goal: within 2% of the smaller wiki's and 400 KB.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import http.server
 import json
 import random
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -115,13 +127,93 @@ def measure(root: Path, name: str) -> dict:
             "warnings": len(report.warnings)}
 
 
+VIEWS = {"home": "", "gemv": "nvidia/kernels/gemv-bf16/", "gemm": "nvidia/kernels/gemm-aligned/",
+         "tags": "indexes/tags/", "evidence": "indexes/evidence/", "architectures": "indexes/architectures/"}
+FIRST_VIEW_TYPES = frozenset({"document", "stylesheet", "script", "xhr", "fetch"})
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _served(directory: Path) -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def first_views(site_dir: Path) -> dict[str, int]:
+    """Each view's first-view bytes: every request a fresh page makes until the network is idle, by
+    Content-Length, of the types that count (HTML, CSS, JS, XHR and fetch)."""
+    from playwright import sync_api as playwright
+
+    out = {}
+    with _served(site_dir) as url, playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium") or None, args=["--no-sandbox"])
+        for name, path in VIEWS.items():
+            context = browser.new_context(viewport={"width": 1400, "height": 900})
+            page = context.new_page()
+            requests: list = []
+            page.on("request", lambda r, seen=requests: seen.append(r))
+            page.goto(url + path, wait_until="networkidle")
+            page.wait_for_timeout(300)
+            page.wait_for_load_state("networkidle")
+            total = 0
+            for r in requests:
+                response = None if r.url.startswith(("data:", "blob:")) else r.response()
+                if response is not None and r.resource_type in FIRST_VIEW_TYPES:
+                    total += int(response.headers.get("content-length") or 0)
+            out[name] = total
+            context.close()
+        browser.close()
+    return out
+
+
+def _first_view_main(pages: int, seed: int, as_json: bool) -> int:
+    from gen_wiki import generate
+
+    weights = {}
+    with tempfile.TemporaryDirectory(prefix="kwiki-first-view-") as tmp:
+        for n in (0, pages):
+            root = Path(tmp) / str(n)
+            for part in ("wiki", "artifacts", "results"):
+                shutil.copytree(REPO / part, root / part, ignore=shutil.ignore_patterns("__pycache__", "*.o", "build"))
+            shutil.copy(REPO / BASE_CONFIG, root / BASE_CONFIG)
+            if n:
+                generate(root, n, seed=seed, measured=0.75, store=True)
+            report = build_site(root, root / "site", strict=False)
+            weights[report.pages] = first_views(root / "site")
+    (small, a), (large, b) = sorted(weights.items())
+    if as_json:
+        print(json.dumps({"benchmark": "first-view", "goal_growth_pct": 2, "goal_bytes": 400_000,
+                          "views": {v: {str(small): a[v], str(large): b[v]} for v in VIEWS}}, indent=1))
+        return 0
+    print(f"{'view':<15}{f'{small} pages':>12}{f'{large} pages':>12}{'growth':>9}")
+    for v in VIEWS:
+        print(f"{v:<15}{a[v]:>12}{b[v]:>12}{100 * (b[v] - a[v]) / a[v]:>8.2f}%")
+    print("bytes of HTML, CSS, JS and fetches before the reader types; goal: growth <= 2%, each <= 400000")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-results", action="store_true", help="no results store for the generated wiki")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--first-view", action="store_true",
+                        help="weigh first views of the repository's wiki alone and beside --pages generated ones")
     args = parser.parse_args(argv)
+    if args.first_view:
+        return _first_view_main(args.pages, args.seed, args.json)
     rows = []
     with tempfile.TemporaryDirectory(prefix="kwiki-site-bench-") as tmp:
         repo = Path(tmp) / "repo"

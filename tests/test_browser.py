@@ -11,7 +11,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import importlib.util
+import json
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -265,21 +268,52 @@ def wiki_site(tmp_path_factory):
         yield url
 
 
+GENERATED = 288  # beside the repository's 12 pages: 300
+GROWTH = 0.02  # a first view at 300 pages weighs at most 2% more than at 12
+LISTINGS = {"home": "", "tags": "indexes/tags/", "evidence": "indexes/evidence/",
+            "architectures": "indexes/architectures/"}
+
+
+def _gen_wiki():
+    spec = importlib.util.spec_from_file_location("gen_wiki", REPO / "bench" / "gen_wiki.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("gen_wiki", module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def grown_site(tmp_path_factory):
+    """The repository's wiki beside 288 generated pages with claims, ladders, three runs each in the results
+    store and traceable measurements blocks (bench/gen_wiki.py --store): 300 pages, built once."""
+    root = tmp_path_factory.mktemp("grown")
+    for name in ("wiki", "artifacts", "results"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.o", "build"))
+    shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
+    _gen_wiki().generate(root, GENERATED, seed=0, measured=0.75, store=True)
+    report = build_site(root, root / "site")
+    assert report.pages >= 12 + GENERATED  # the repository's own pages grow in number
+    with _served(root / "site") as url:
+        yield url
+
+
 def _first_view(browser, url: str, width: int, scheme: str):
     """A fresh context (empty cache) at `width` in `scheme`; the page loaded until the network is idle, and
-    the bytes of what it fetched by resource type."""
+    the bytes of what it fetched by resource type: every request the page (or its search worker) made, sized
+    by its response's Content-Length (reading bodies in a `requestfinished` handler lost a request now and
+    then, and a first view's weight must not depend on the timing)."""
     context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
     pg = context.new_page()
-    fetched: dict[str, tuple[str, int]] = {}
-
-    def finished(request):
-        response = request.response()
-        fetched[request.url] = (request.resource_type, len(response.body()) if response is not None else 0)
-
-    pg.on("requestfinished", finished)
+    requests = []
+    pg.on("request", lambda request: requests.append(request))
     pg.goto(url, wait_until="networkidle")
     pg.wait_for_timeout(200)  # the search worker's request starts after load
     pg.wait_for_load_state("networkidle")
+    fetched: dict[str, tuple[str, int]] = {}
+    for request in requests:
+        response = None if request.url.startswith(("data:", "blob:")) else request.response()
+        size = int(response.headers.get("content-length") or 0) if response is not None else 0
+        fetched[request.url] = (request.resource_type, size)
     return context, pg, fetched
 
 
@@ -350,5 +384,90 @@ def test_ladder_regions_are_reachable_by_keyboard_and_become_cards_on_a_phone(br
         assert not pg.locator(".kw-ladder-table thead").first.is_visible()  # a card per row: labels in the cells
         assert pg.locator(".kw-ladder-table caption").first.is_visible()
         assert _overflowing(pg) == []
+    finally:
+        context.close()
+
+
+# ---------------------------------------------------------------- search: what it found before, it finds still
+
+# queries by what they match: page titles, summaries, code terms (the index's `terms`), tags
+SEARCHES = {"title": ["GEMV", "persistent", "warp specialization", "TMA"],
+            "summary": ["accumulation", "arithmetic intensity", "power cap"],
+            "code": ["cp.async.bulk.tensor", "setmaxnreg", "__shfl_xor_sync", "cuTensorMapEncodeTiled"],
+            "tag": ["block-reduction", "wave-quantization", "l2-flush", "tensor-core"]}
+SEARCH_HITS = FIXTURE / "search_hits.json"  # the pages each query found in the repository's wiki before issue 23
+
+
+def _search_hits(browser, url: str, query: str) -> list[str]:
+    """The pages (paths relative to the site) Material's search lists for `query`, best first."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = context.new_page()
+    try:
+        pg.goto(url, wait_until="networkidle")
+        pg.locator(".md-search__input").click()
+        pg.locator(".md-search__input").press_sequentially(query, delay=10)
+        pg.wait_for_function("""() => {
+            const meta = document.querySelector('.md-search-result__meta');
+            return meta && /match/i.test(meta.textContent);
+        }""", timeout=15_000)
+        pg.wait_for_timeout(300)  # the list follows the count
+        hrefs = pg.eval_on_selector_all(".md-search-result__item > .md-search-result__link",
+                                        "els => els.map(e => e.href)")
+    finally:
+        context.close()
+    return [h[len(url):].split("#")[0] for h in hrefs]
+
+
+def test_search_still_finds_what_it_found_before(browser, wiki_site):
+    """Every page a query found in the repository's wiki before the index loaded on first use, it finds still
+    (titles, summaries, code terms, tags; pages added since may join the hits)."""
+    before = json.loads(SEARCH_HITS.read_text(encoding="utf-8"))
+    assert sorted(before) == sorted(SEARCHES) and all(sorted(before[k]) == sorted(v) for k, v in SEARCHES.items())
+    lost = {}
+    for kind, queries in SEARCHES.items():
+        for query in queries:
+            now = _search_hits(browser, wiki_site, query)
+            missing = [hit for hit in before[kind][query] if hit not in now]
+            if missing:
+                lost[f"{kind}: {query}"] = missing
+    assert lost == {}
+
+
+# ---------------------------------------------------------------- 300 pages: a first view that does not grow
+
+
+def _weight(browser, url: str) -> tuple[int, list[str]]:
+    """The bytes of a first view at desktop width (HTML, CSS, JS, and what it fetches), and the URLs fetched."""
+    context, _, fetched = _first_view(browser, url, 1400, "light")
+    context.close()
+    return sum(size for kind, size in fetched.values() if kind in FIRST_VIEW_TYPES), sorted(fetched)
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_first_view_does_not_grow_with_the_wiki(browser, wiki_site, grown_site, view):
+    """At 300 pages a page's first view weighs within 2% of its weight at 12 and within 400 KB: the navigation
+    is pruned to the page's section and the search index loads on first use of search, not with the page."""
+    small, _ = _weight(browser, wiki_site + VIEWS[view])
+    large, urls = _weight(browser, grown_site + VIEWS[view])
+    assert [u for u in urls if "search_index" in u] == []
+    assert large <= FIRST_VIEW_BYTES
+    assert large <= small * (1 + GROWTH), (view, small, large)
+
+
+@pytest.mark.parametrize("view", sorted(LISTINGS))
+def test_listing_pages_stay_within_budget_at_300_pages(browser, grown_site, view):
+    weight, _ = _weight(browser, grown_site + LISTINGS[view])
+    assert weight <= FIRST_VIEW_BYTES, (view, weight)
+
+
+def test_search_index_loads_on_first_use_and_finds_a_generated_page(browser, grown_site):
+    context, pg, fetched = _first_view(browser, grown_site, 1400, "light")
+    try:
+        assert [u for u in fetched if "search_index" in u] == []
+        with pg.expect_response(lambda r: "search/search_index.json" in r.url):
+            pg.locator(".md-search__input").click()
+        pg.locator(".md-search__input").press_sequentially("cuTensorMapEncodeTiled", delay=10)
+        hit = pg.locator(".md-search-result__item a", has_text="TMA from PTX").first
+        hit.wait_for(state="visible", timeout=15_000)
     finally:
         context.close()

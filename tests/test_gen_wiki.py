@@ -60,3 +60,27 @@ def test_parallel_check_finds_what_the_serial_one_finds(tmp_path: Path):
     messages = " ".join(p.message for p in parallel.problems)
     assert "no page has id 'no-such-page'" in messages and "unknown field" in messages
     assert "is already used by" in messages
+
+
+def test_store_mode_pages_are_measured_and_trace_to_their_runs(tmp_path: Path):
+    """--store: every measured page owns a ladder artifact, the store holds three runs of it, and the page's
+    measurements block traces to them (kwiki check runs the trace), so the site shows them as measured."""
+    from kwiki.results.standing import claim_rows_by_page, standing
+    from kwiki.results.trace import Store, trace
+    from kwiki.wiki.catalog import load_wiki
+
+    _gen().generate(tmp_path, 40, seed=2, measured=0.75, store=True)
+    report = check(tmp_path, strict=True)
+    assert report.pages == 40 and report.problems == []
+    store = Store.load(tmp_path)
+    by_page = claim_rows_by_page(list(store.claim_rows.values()))
+    measured = [p for p in load_wiki(tmp_path).pages if p.meta and p.meta.measurements]
+    assert len(measured) >= 20
+    for page in measured:
+        assert page.meta is not None
+        traced = trace(page.meta, store, page.path)
+        assert traced is not None and traced.traceable, traced
+        state = standing(page.meta, by_page.get(page.meta.id, []), traced).state.value
+        assert state in ("verified", "measured", "not-reproduced"), state
+        manifest = (tmp_path / page.meta.artifacts["code"] / "artifact.yaml").read_text(encoding="utf-8")
+        assert "rung: 0" in manifest and "rung: 5" in manifest

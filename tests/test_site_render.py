@@ -325,3 +325,19 @@ def test_served_stylesheet_is_minified_but_complete():
     assert "/*" not in served and len(served) < len(STYLESHEET)
     assert served.count("{") == STYLESHEET.count("{") - STYLESHEET.count("/*") * 0
     assert 'content: "of speed of light"' in served or 'content:"of speed of light"' in served
+
+
+def test_the_search_index_is_deferred_to_first_use_or_the_build_says_why(tmp_path):
+    """Material's start-up expression becomes its file:// path (the index loads when search opens); a bundle
+    without it, or without a bundle, is reported rather than shipping the index in every first view."""
+    bundle = tmp_path / "assets" / "javascripts" / "bundle.abc.min.js"
+    bundle.parent.mkdir(parents=True)
+    eager = 'function Ei(e,t){let r=Mn(e);return L($(location.protocol!=="file:"),Je("search")).pipe(Re(o=>o))}'
+    bundle.write_text(eager)
+    assert searchindex.defer_index(tmp_path) is None
+    assert bundle.read_text() == eager.replace('location.protocol!=="file:"', "!1")
+    assert searchindex.defer_index(tmp_path) is None  # a second pass leaves it as it is
+    bundle.write_text("function Ei(e,t){return L($(!0),Je('search'))}")
+    assert "not found as expected" in (searchindex.defer_index(tmp_path) or "")
+    bundle.unlink()
+    assert "expected Material's one bundle" in (searchindex.defer_index(tmp_path) or "")

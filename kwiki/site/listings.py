@@ -2,6 +2,11 @@
 
 Each function returns Markdown for a page in the staging directory; links are relative Markdown
 links, so MkDocs checks every one of them in a strict build.
+
+A listing must not grow with the wiki past what a first view can afford (400 KB): the evidence and
+architectures indexes show each group's first `PREVIEW_ROWS` pages and link the whole group, paged
+by `PAGE_ROWS` under `indexes/evidence/` and `indexes/architectures/` (out of the navigation and
+the search index); the tags index is split by tag over pages of at most `TAG_LINKS` links (tagpages.py).
 """
 
 from __future__ import annotations
@@ -29,8 +34,13 @@ INDEX_DIR = "indexes"
 EVIDENCE = f"{INDEX_DIR}/evidence.md"
 ARCHITECTURES = f"{INDEX_DIR}/architectures.md"
 TAGS = f"{INDEX_DIR}/tags.md"
+EVIDENCE_DIR = f"{INDEX_DIR}/evidence"  # every page of a state, paged (the index shows the first few)
+ARCHITECTURES_DIR = f"{INDEX_DIR}/architectures"
+TAGS_DIR = f"{INDEX_DIR}/tags"
 HOME = "index.md"
 HOME_ROWS = 12
+PREVIEW_ROWS = 10  # pages an index shows of each group before linking the whole group
+PAGE_ROWS = 100  # pages listed on one page of a group
 STATE_ORDER = [State.verified, State.provisional, State.measured, State.drifted, State.not_reproduced,
                State.untraceable, State.not_measured]
 SECTION = {
@@ -145,7 +155,49 @@ def home_block(pages: list[SitePage], run: LastRun | None, from_rel: str = HOME)
     return "\n".join(out)
 
 
+def _paged(rows: list[str], head: list[str], folder: str, stem: str, title: str) -> dict[str, str]:
+    """A group's rows (Markdown lines below the table head `head`, or list items) over pages of `PAGE_ROWS`:
+    `folder/stem.md`, `folder/stem-2.md`, ...; each page links every other."""
+    chunks = [rows[i:i + PAGE_ROWS] for i in range(0, len(rows), PAGE_ROWS)] or [[]]
+    paths = [f"{folder}/{stem}.md" if n == 0 else f"{folder}/{stem}-{n + 1}.md" for n in range(len(chunks))]
+    out = {}
+    for n, (path, chunk) in enumerate(zip(paths, chunks, strict=True)):
+        pager = " · ".join(f"**{k + 1}**" if k == n else f"[{k + 1}]({relative(other, path)})"
+                           for k, other in enumerate(paths))
+        where = f" ({n + 1} of {len(paths)})" if len(paths) > 1 else ""
+        out[path] = "\n".join(["---", f"title: {_yaml_text(title + where)}", "search:", "  exclude: true", "---", "",
+                               *([f"Pages: {pager}", ""] if len(paths) > 1 else []), *head, *chunk, ""])
+    return out
+
+
+def _yaml_text(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _preview(rows: list[str], head: list[str], first: str, from_rel: str, what: str) -> list[str]:
+    """The first `PREVIEW_ROWS` rows under `head`, and a link to the paged whole when there are more."""
+    out = [*head, *rows[:PREVIEW_ROWS], ""]
+    if len(rows) > PREVIEW_ROWS:
+        out += [f"[All {len(rows)} {what}]({relative(first, from_rel)})", ""]
+    return out
+
+
+def _evidence_rows(state: State, group: list[SitePage], from_rel: str) -> tuple[list[str], list[str]]:
+    """(table head, rows) of a state's pages, linked from staged page `from_rel`."""
+    if state != State.not_measured:
+        table = _measured_table(group, from_rel)
+        return table[:2], table[2:]
+    rows = []
+    for p in group:
+        st, meta = p.standing, p.meta
+        assert st is not None and meta is not None
+        rows.append(f"| {link(p, from_rel)} | {evidence_badge(st.evidence)} "
+                    f"| {md_text(', '.join(meta.architectures) or '–')} | {st.claims} |")
+    return ["| page | evidence | architectures | claims |", "| --- | --- | --- | --- |"], rows
+
+
 def evidence_page(pages: list[SitePage]) -> str:
+    """The evidence index: each state's meaning and first pages (`evidence_pages` holds the rest)."""
     groups = _by_state(pages)
     out = ["---", "title: By evidence", "search:", "  exclude: true", "---", "",
            "What kwiki measured, what drifted, what was never reproduced.", ""]
@@ -155,52 +207,79 @@ def evidence_page(pages: list[SitePage]) -> str:
         out += [f"## {name} ({len(group)}) {{ #{state.value} }}", "", meaning, ""]
         if not group:
             out += ["None.", ""]
-        elif state == State.not_measured:
-            out += ["| page | evidence | architectures | claims |", "| --- | --- | --- | --- |"]
-            for p in group:
-                st, meta = p.standing, p.meta
-                assert st is not None and meta is not None
-                out.append(f"| {link(p, EVIDENCE)} | {evidence_badge(st.evidence)} "
-                           f"| {md_text(', '.join(meta.architectures) or '–')} | {st.claims} |")
-            out.append("")
-        else:
-            out += [*_measured_table(group, EVIDENCE), ""]
+            continue
+        head, rows = _evidence_rows(state, group, EVIDENCE)
+        out += _preview(rows, head, f"{EVIDENCE_DIR}/{state.value}.md", EVIDENCE, "pages")
     return "\n".join(out)
 
 
-def architectures_page(pages: list[SitePage]) -> str:
+def evidence_pages(pages: list[SitePage]) -> dict[str, str]:
+    """Staged path -> Markdown of every evidence page: the index and, for each state with more pages than the
+    index shows, all of them paged (the pages of one folder share their relative links)."""
+    out = {EVIDENCE: evidence_page(pages)}
+    for state, group in _by_state(pages).items():
+        if len(group) > PREVIEW_ROWS:
+            head, rows = _evidence_rows(state, group, f"{EVIDENCE_DIR}/{state.value}.md")
+            out.update(_paged(rows, head, EVIDENCE_DIR, state.value, f"{SECTION[state][0]}: every page"))
+    return out
+
+
+def _by_arch(pages: list[SitePage]) -> list[tuple[str, list[SitePage]]]:
     by_arch: dict[str, list[SitePage]] = {}
     for p in pages:
         if p.meta is None:
             continue
         for arch in p.meta.architectures or ["any"]:
             by_arch.setdefault(arch, []).append(p)
+    known = sorted((a for a in by_arch if a != "any"), key=lambda a: (int("".join(filter(str.isdigit, a)) or 0), a))
+    return [(arch, sorted(by_arch[arch], key=lambda p: (p.title.casefold(), p.rel)))
+            for arch in [*known, *(["any"] if "any" in by_arch else [])]]
+
+
+def _arch_rows(group: list[SitePage], from_rel: str) -> list[str]:
+    out = []
+    for p in group:
+        assert p.standing is not None
+        out.append(f"- {link(p, from_rel)} {state_badge(p.standing)}")
+    return out
+
+
+def architectures_page(pages: list[SitePage]) -> str:
+    """The architectures index: each architecture's first pages (`architectures_pages` holds the rest)."""
     out = ["---", "title: By architecture", "search:", "  exclude: true", "---", "",
            "Pages by the GPU architecture their code targets (`sm_90a` code runs only on sm_90 parts such as "
            "the H100 and H200; plain `sm_80` code runs on sm_80 and later).", ""]
-    known = sorted((a for a in by_arch if a != "any"), key=lambda a: (int("".join(filter(str.isdigit, a))), a))
-    for arch in [*known, *(["any"] if "any" in by_arch else [])]:
-        group = sorted(by_arch[arch], key=lambda p: (p.title.casefold(), p.rel))
+    for arch, group in _by_arch(pages):
         name = "No architecture named" if arch == "any" else arch
         out += [f"## {md_text(name)} ({len(group)}) {{ #{arch_anchor(arch)} }}", ""]
-        for p in group:
-            assert p.standing is not None
-            out.append(f"- {link(p, ARCHITECTURES)} {state_badge(p.standing)}")
-        out.append("")
+        first = f"{ARCHITECTURES_DIR}/{arch_anchor(arch)}.md"
+        out += _preview(_arch_rows(group, ARCHITECTURES), [], first, ARCHITECTURES, f"pages for {md_text(name)}")
     return "\n".join(out)
 
 
-def tags_page() -> str:
-    # out of the search index: it names every tag and title, so it would match nearly every query
-    return "---\ntitle: Tags\nsearch:\n  exclude: true\n---\n\nEvery tag with its pages.\n\n<!-- material/tags -->\n"
+def architectures_pages(pages: list[SitePage]) -> dict[str, str]:
+    """Staged path -> Markdown of every architectures page: the index and each large group, paged."""
+    out = {ARCHITECTURES: architectures_page(pages)}
+    for arch, group in _by_arch(pages):
+        if len(group) > PREVIEW_ROWS:
+            rows = _arch_rows(group, f"{ARCHITECTURES_DIR}/{arch_anchor(arch)}.md")
+            name = "No architecture named" if arch == "any" else arch
+            out.update(_paged(rows, [], ARCHITECTURES_DIR, arch_anchor(arch), f"{name}: every page"))
+    return out
 
 
 def _section_name(directory: str) -> str:
     return html_text(UPPER.get(directory, directory.replace("-", " ").replace("_", " ").capitalize()))
 
 
+NAV_ITEMS = 12  # entries of one folder in the navigation before they are grouped
+
+
 def nav(pages: list[SitePage]) -> list[Any]:
-    """The navigation: home, the indexes, then the wiki's folders (pages by title, folders by name)."""
+    """The navigation: home, the indexes, then the wiki's folders (pages by title, folders by name). A folder of
+    more than `NAV_ITEMS` entries shows them in groups of `NAV_ITEMS` named by their first and last titles'
+    initials: Material's `navigation.prune` keeps only the current group's entries in a page's HTML, so a
+    page's navigation does not grow with its folder."""
     tree: dict[str, Any] = {}  # folder name + '/' -> subtree, page rel -> SitePage
     for p in pages:
         if p.rel == HOME:
@@ -214,6 +293,16 @@ def nav(pages: list[SitePage]) -> list[Any]:
         files = sorted((v for k, v in node.items() if not k.endswith("/")),
                        key=lambda p: (not p.rel.endswith("/index.md"), p.title.casefold(), p.rel))
         folders = sorted(k for k in node if k.endswith("/"))
-        return [p.rel for p in files] + [{_section_name(k[:-1]): entries(node[k])} for k in folders]
+        names = [p.title for p in files] + [_section_name(k[:-1]) for k in folders]
+        items = [p.rel for p in files] + [{_section_name(k[:-1]): entries(node[k])} for k in folders]
+        if len(items) <= NAV_ITEMS:
+            return items
+        return [{_initials(names[i], names[min(i + NAV_ITEMS, len(items)) - 1]): items[i:i + NAV_ITEMS]}
+                for i in range(0, len(items), NAV_ITEMS)]
 
     return [HOME, {"Indexes": [EVIDENCE, ARCHITECTURES, TAGS]}, *entries(tree)]
+
+
+def _initials(first: str, last: str) -> str:
+    a, b = (html_text(t.strip()[:1].upper() or "?") for t in (first, last))
+    return a if a == b else f"{a} – {b}"

@@ -13,6 +13,9 @@ site's weight budget: 400 KB a first view, 300 of them Material's), and for each
   words an engineer searches for.
 
 `kwiki query` and the MCP tools search the full text; the site's search finds pages and sections.
+
+The index loads on first use of search, not with every page (`defer_index`): a first view's weight
+must not grow with the wiki (324.7 KB of index at 300 pages).
 """
 
 from __future__ import annotations
@@ -24,6 +27,17 @@ from pathlib import Path
 from kwiki.core.writefile import write_atomic
 
 INDEX = "search/search_index.json"
+BUNDLE = "assets/javascripts/bundle.*.min.js"
+# Material's search start-up (setupSearchWorker in its bundle) fetches the index at page load over http(s),
+# and under file:// only once the search dialog opens: `merge(of(location.protocol !== "file:"),
+# watchToggle("search")).pipe(first(active => active), switchMap(() => index$))`. `defer_index` makes every
+# protocol take the file:// path by rewriting that one expression to `false` in the bundle the site serves
+# (a file of the site itself, like the rest of Material: nothing inline, nothing from another host). Chosen
+# over a split index, which needs a search worker and an index format of kwiki's own: this keeps Material's
+# worker, index and ranking (search finds what it found before) and runs a code path Material itself ships.
+# The first focus of the search box (a click, or the `/`, `s`, `f` keys) opens the dialog and loads it.
+_EAGER = re.compile(r'([\w$]+\()location\.protocol!=="file:"(\),[\w$]+\("search"\)\))')
+_DEFERRED = re.compile(r'[\w$]+\(!1\),[\w$]+\("search"\)\)')  # what `defer_index` leaves
 # lunr boosts per field: a title match first, then the page's summary, its terms and tags, then the text
 FIELDS = {"title": {"boost": 1000.0}, "summary": {"boost": 100.0}, "terms": {"boost": 20.0},
           "tags": {"boost": 20.0}, "text": {"boost": 1.0}}
@@ -129,3 +143,20 @@ def compact_site(site_dir: Path) -> None:
         compact = compact_html(text)
         if compact != text:
             write_atomic(path, compact.encode("utf-8"))
+
+
+def defer_index(site_dir: Path) -> str | None:
+    """Make the site's Material bundle fetch the search index on first use of search (see `_EAGER`); why it could
+    not (Material's bundle missing, or not holding the expression exactly once), or None."""
+    bundles = sorted(site_dir.glob(BUNDLE))
+    if len(bundles) != 1:
+        return f"{BUNDLE}: {len(bundles)} files, expected Material's one bundle; the search index loads with every page"
+    text = bundles[0].read_text(encoding="utf-8")
+    if _DEFERRED.search(text) and not _EAGER.search(text):
+        return None  # deferred already
+    patched, n = _EAGER.subn(r"\g<1>!1\g<2>", text)
+    if n != 1:
+        return (f"{bundles[0].relative_to(site_dir).as_posix()}: Material's search start-up not found as expected "
+                f"({n} matches); the search index would load with every page (kwiki.site.searchindex._EAGER)")
+    write_atomic(bundles[0], patched.encode("utf-8"))
+    return None

@@ -1,0 +1,308 @@
+"""A wiki page as the site stages it: its header, body with generated regions filled, claims, ladders, charts,
+and the page of each artifact's sources.
+
+`generate` (stage.py) hands each page here with a `Context` that collects the staged files; every
+fragment kwiki writes is marked as its own (`sanitize.mark_own`), so the sanitiser can tell kwiki's
+markup from a page's HTML.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from kwiki.core.errors import ManifestError
+from kwiki.core.paths import inside
+from kwiki.results.store import ClaimRow, RecordRow, gpu_slug
+from kwiki.site import charts, gpumatrix
+from kwiki.site.listings import ARCHITECTURES, INDEX_DIR, SitePage
+from kwiki.site.render import (
+    artifact_page,
+    artifact_section,
+    chart,
+    claims_table,
+    header,
+    html_text,
+    md_text,
+    problems_note,
+    sources_section,
+)
+from kwiki.site.sanitize import mark_own
+from kwiki.site.tagpages import page_tags
+from kwiki.wiki.catalog import ARTIFACTS_DIR
+
+if TYPE_CHECKING:
+    from kwiki.wiki.manifest import Manifest
+
+ASSETS = "assets/kwiki"
+SOURCES_DIR = f"{INDEX_DIR}/artifacts"  # one page per artifact: its sources (out of the nav and the search index)
+CSS = f"{ASSETS}/kwiki.css"
+_H1 = re.compile(r"^#\s+\S")
+_SCRIPT = re.compile(r"<(/?)(script|iframe|object|embed)\b", re.IGNORECASE)
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+@dataclass
+class Context:
+    root: Path
+    records: dict[str, list[RecordRow]]  # artifact name -> its rows in the results store
+    key: str = ""  # marks the markup kwiki generates as its own (`site_key`, sanitize.mark_own)
+    manifests: dict[str, tuple[str, list[str], str | None]] = field(default_factory=dict)  # rel -> name, ...
+    files: dict[str, bytes] = field(default_factory=dict)  # staged path -> content
+    sources: dict[str, str] = field(default_factory=dict)  # artifact rel -> the staged page of its sources
+    loaded: dict[str, Manifest | None] = field(default_factory=dict)  # artifact rel -> its manifest
+
+
+
+def _artifact(ctx: Context, rel: str) -> tuple[str, list[str], str | None]:
+    """The name the results store uses for an artifact, its variants in manifest order, its baseline."""
+    from kwiki.wiki.manifest import MANIFEST, load_manifest
+
+    refused = inside(ctx.root, rel, must_exist=False)  # the containment rule: never read what lies outside
+    rel = rel.rstrip("/")
+    if rel not in ctx.manifests:
+        ctx.manifests[rel] = (Path(rel).name, [], None)
+        if not refused and (ctx.root / rel / MANIFEST).is_file():
+            try:
+                m = load_manifest(ctx.root / rel, ctx.root)
+                ctx.manifests[rel] = (m.name, [v.name for v in m.variants], m.baseline)
+            except ManifestError:
+                pass  # the artifact section shows the problem
+    return ctx.manifests[rel]
+
+
+
+def own(ctx: Context, markdown: str) -> str:
+    """A fragment kwiki generated, marked as kwiki's (its author text is escaped; see sanitize.mark_own)."""
+    return mark_own(markdown, ctx.key) if ctx.key else markdown
+
+
+def _add_chart(ctx: Context, sp: SitePage, name: str, spec: dict[str, Any], alt: str) -> str:
+    assert sp.meta is not None  # charts are drawn for valid pages only
+    path = f"{ASSETS}/charts/{sp.meta.id}/{name}.svg"
+    ctx.files[path] = charts.draw(spec)
+    return chart(path, sp.rel, alt)
+
+
+def _manifest(ctx: Context, rel: str) -> Manifest | None:
+    """The artifact's manifest (None: refused by the containment rule, missing or invalid)."""
+    from kwiki.wiki.manifest import MANIFEST, load_manifest
+
+    rel = rel.rstrip("/")
+    if rel not in ctx.loaded:
+        ctx.loaded[rel] = None
+        if not inside(ctx.root, rel, must_exist=False) and (ctx.root / rel / MANIFEST).is_file():
+            try:
+                ctx.loaded[rel] = load_manifest(ctx.root / rel, ctx.root)
+            except ManifestError:
+                pass  # the artifact section shows the problem
+    return ctx.loaded[rel]
+
+
+def _ladder_tables(ctx: Context, sp: SitePage) -> str:
+    """Each artifact's ladder from its latest run per GPU in the results store: a table per shape group."""
+    from kwiki.results.ladders import from_store
+    from kwiki.site.ladder import ladders_block
+
+    meta = sp.meta
+    assert meta is not None
+    found = []
+    for rel in sorted({r.rstrip("/") for r in meta.artifacts.values()}):
+        m = _manifest(ctx, rel)
+        if m is not None:
+            found += from_store(m, ctx.records.get(m.name, []), path=rel)
+    return ladders_block(found)
+
+
+def _ladders(ctx: Context, sp: SitePage) -> str:
+    """A bar chart of each artifact's variants (per GPU and parameter set), charting what the claims measure,
+    collapsed under the ladder's tables."""
+    meta = sp.meta
+    assert meta is not None
+    out = []
+    for rel in sorted(set(meta.artifacts.values())):
+        name, variants, baseline = _artifact(ctx, rel)
+        keys = {k for k, v in meta.artifacts.items() if v == rel}
+        measures = [c.measure for c in meta.claims if c.measure and c.measure.artifact in keys]
+        wanted = [m.of.figure for m in measures if m.per is None] + [m.of.figure for m in measures if m.per]
+        for n, spec in enumerate(charts.ladder_specs(ctx.records.get(name, []), variants, baseline, wanted)):
+            alt = f"{name}: {spec['figure']} of each variant on {spec['gpu']}, {spec['date']} {spec['params']}"
+            out.append(_add_chart(ctx, sp, f"ladder-{name}-{gpu_slug(spec['gpu'])}-{n}", spec, alt.strip()))
+    if not out:
+        return ""
+    body = "\n".join("    " + line if line else line for line in "\n".join(out).split("\n"))
+    return f'??? note "Charts of the ladder ({len(out)})"\n\n{body}\n'
+
+
+def _roofline(ctx: Context, sp: SitePage) -> str:
+    """For pages tagged 'roofline': a page whose artifacts are memory-bound (one names a ceiling variant) gets
+    every memory-bound artifact under the measured bandwidth roof; any other (GEMM) gets its own artifacts'
+    points under the datasheet memory roof and the best measured compute rate per dtype."""
+    from kwiki.results.gpu import Gpu
+    from kwiki.results.peaks import dram_peak
+    from kwiki.wiki.manifest import MANIFEST, load_manifest
+
+    assert sp.meta is not None
+    if "roofline" not in sp.meta.tags:
+        return ""
+    own = [m for m in (_manifest(ctx, rel) for rel in sorted(set(sp.meta.artifacts.values()))) if m is not None]
+    if own and not any(m.ceiling for m in own):
+        rows = [r for m in own for r in ctx.records.get(m.name, [])]
+        dram = {}
+        for gpu in {r.gpu for r in rows}:
+            peak = dram_peak(Gpu(index=0, name=gpu, uuid=None, cc=0))
+            if peak is not None:
+                dram[gpu] = peak.value
+        return "\n".join(
+            _add_chart(ctx, sp, f"roofline-{gpu_slug(spec['gpu'])}", spec,
+                       f"compute roofline of this page's artifacts on {spec['gpu']}, {spec['date']}")
+            for spec in charts.compute_roofline_specs(rows, [m.name for m in own], dram))
+    ceilings: dict[str, tuple[str, str | None]] = {}
+    for path in sorted((ctx.root / ARTIFACTS_DIR).glob(f"*/{MANIFEST}")):
+        try:
+            m = load_manifest(path.parent, ctx.root)
+        except ManifestError:
+            continue
+        if m.ceiling:
+            ceilings[m.name] = (m.ceiling, m.baseline)
+    rows = [r for name in sorted(ceilings) for r in ctx.records.get(name, [])]
+    return "\n".join(
+        _add_chart(ctx, sp, f"roofline-{gpu_slug(spec['gpu'])}", spec,
+                   f"roofline of the memory-bound artifacts on {spec['gpu']}, {spec['date']}")
+        for spec in charts.roofline_specs(rows, ceilings))
+
+
+def _history(ctx: Context, sp: SitePage, rows: list[ClaimRow]) -> str:
+    """Each claim over the runs, and the same values as a table beside the chart (collapsed)."""
+    assert sp.meta is not None
+    spec = charts.history_spec(sp.meta.claims, rows)
+    if not spec:
+        return ""
+    image = _add_chart(ctx, sp, "history", spec, "measured / claimed for each claim over the runs, by commit")
+    table = charts.history_table(spec)
+    lines = ["| " + " | ".join(md_text(c) for c in row) + " |" for row in table]
+    lines.insert(1, "|" + " --- |" * len(table[0]))
+    body = "\n".join("    " + line for line in lines)
+    return f'{image}\n??? note "Values of the chart (measured / claimed)"\n\n{body}\n'
+
+
+def _neutral(lines: list[str]) -> list[str]:
+    """Author lines with raw <script>, <iframe>, <object>, <embed> tags shown as text (code fences untouched).
+
+    A courtesy to the reader, not the defense: the sanitiser (`sanitize.clean`) is what keeps every
+    other tag, attribute and URL of a page's HTML to its allow-list.
+    """
+    out, fence = [], None
+    for line in lines:
+        m = _FENCE.match(line)
+        if m and (fence is None or m.group(1) == fence):
+            fence = None if fence else m.group(1)
+        out.append(line if fence or m else _SCRIPT.sub(r"&lt;\1\2", line))
+    return out
+
+
+def _body(ctx: Context, sp: SitePage) -> list[str]:
+    """The page's body with its generated regions filled and the sections kwiki adds at the end."""
+    fm = sp.page.fm
+    assert fm is not None
+    lines = fm.body.split("\n")
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is not None and _H1.match(lines[first]):
+        lines[first] = ""  # the title is the page's heading; Material writes it from the front matter
+    if sp.meta is None:
+        return _neutral(lines)
+    regions = sorted(sp.page.regions, key=lambda r: r.open_line)
+    claims = own(ctx, claims_table(sp.meta, sp.trace))
+    history = own(ctx, _history(ctx, sp, sp.history)) if claims else ""
+    tables = _ladder_tables(ctx, sp)
+    ladders = own(ctx, "\n".join(x for x in (tables, _ladders(ctx, sp)) if x))
+    out: list[str] = []
+    pos = 0
+    for region in regions:
+        start, end = region.open_line - fm.body_line, region.close_line - fm.body_line
+        out += _neutral(lines[pos:start])
+        if region.name == "claims":
+            out += [claims, history]
+            claims = history = ""
+        else:
+            if region.name == "ladder" and tables:  # the store's latest run, laid out: replaces every ladder region
+                out += ["", ladders]
+                ladders = ""
+                pos = end + 1
+                continue
+            out += _neutral(region.content.rstrip("\n").split("\n"))
+            if region.name == "ladder":
+                out += ["", ladders]
+                ladders = ""
+        pos = end + 1
+    out += _neutral(lines[pos:])
+    if claims:
+        out += ["", "## Claims", "", claims, history]
+    if ladders:
+        out += ["", "## Ladder", "", ladders]
+    roofline = own(ctx, _roofline(ctx, sp))
+    if roofline:
+        out += ["", "## Roofline", "", roofline]
+    by_model = own(ctx, gpumatrix.section(ctx.root, sp.meta))  # claims across GPU models, merged origins' too
+    if by_model:
+        out += ["", "## By GPU model", "", by_model]
+    sources = sources_section(sp.meta)
+    if sources:
+        out += ["", own(ctx, sources)]
+    # only the section's wrapper is marked: the sources it shows are the artifact's text, not kwiki's
+    wrapper, _, sources = artifact_section(ctx.root, sp.meta, ctx.sources, sp.rel).partition("\n")
+    out += ["", own(ctx, wrapper) + ("\n" + sources if sources else "")]
+    return out
+
+
+def artifact_pages(ctx: Context, pages: list[SitePage]) -> None:
+    """One staged page per artifact that a page names, holding its sources (`render.artifact_page`)."""
+    taken: set[str] = set()
+    for rel in sorted({r.rstrip("/") for sp in pages if sp.meta for r in sp.meta.artifacts.values()}):
+        text = artifact_page(ctx.root, rel)
+        if text is None:
+            continue
+        stem = re.sub(r"[^A-Za-z0-9_.]+", "-", rel.removeprefix(ARTIFACTS_DIR + "/")).strip("-.") or "artifact"
+        name, n = stem, 1
+        while name in taken:
+            n += 1
+            name = f"{stem}-{n}"
+        taken.add(name)
+        ctx.sources[rel] = f"{SOURCES_DIR}/{name}.md"
+        wrapper, _, body = text.partition('<div class="kw-artifacts" markdown>')
+        ctx.files[ctx.sources[rel]] = (wrapper + own(ctx, '<div class="kw-artifacts" markdown>') + body).encode()
+
+
+def _front(sp: SitePage) -> str:
+    """Front matter for MkDocs: title, description and tags, HTML-escaped (Material prints them raw)."""
+    if sp.meta is not None:
+        summary = sp.meta.summary
+    else:
+        data = sp.page.fm.data if sp.page.fm else {}
+        summary = data.get("summary") if isinstance(data.get("summary"), str) else None
+    front: dict[str, Any] = {"title": html_text(sp.title)}
+    if summary:
+        front["description"] = html_text(" ".join(summary.split()))
+    tags = page_tags(sp)
+    if tags:
+        front["tags"] = tags
+    return "---\n" + yaml.safe_dump(front, sort_keys=True, allow_unicode=True, width=10_000) + "---\n"
+
+
+def stage_page(ctx: Context, sp: SitePage, home: str | None) -> str:
+    parts = [_front(sp), ""]
+    if sp.meta is not None and sp.standing is not None and home is None:
+        parts.append(own(ctx, header(sp.meta, sp.standing, sp.rel, ARCHITECTURES)))
+    errors = [p.format() for p in sp.page.problems if p.severity == "error"]
+    if errors:
+        parts.append(problems_note(errors))
+    if home is not None:
+        parts.append(own(ctx, home))
+    if sp.page.fm is not None:
+        parts += _body(ctx, sp)
+    return "\n".join(parts).rstrip("\n") + "\n"
+
