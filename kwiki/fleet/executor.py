@@ -115,7 +115,6 @@ class RayExecutor:
     digest: str
     task_timeout_s: float | None = None  # every run task's limit (default: limit_s of its artifacts)
     margin_s: float = TASK_MARGIN_S
-    notes: list[str] = dataclasses.field(default_factory=list)
 
     def environment(self, local: Environment) -> Environment:
         return dataclasses.replace(local, gpus=[self.gpu], driver=self.driver, cuda=self.cuda, gpu_error=None)
@@ -161,7 +160,6 @@ class RayExecutor:
         outcomes: dict[str, list[RunOutcome]] = {}
         pending: dict[Any, tuple[list[PlannedArtifact], float, float]] = {}  # ref -> (group, start, limit)
         t0 = time.monotonic()
-        done = 0
         while todo or pending:
             while todo and len(pending) < self.kind.count:  # queued tasks would start their clocks too early
                 group = todo.pop(0)
@@ -179,7 +177,6 @@ class RayExecutor:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, soonest - time.monotonic()))
             for ref in ready:
                 group, _, _ = pending.pop(ref)
-                done += 1
                 self._collect(ref, group, outcomes, root, progress)
             for ref, (group, start, limit) in list(pending.items()):
                 if time.monotonic() - start >= limit:
