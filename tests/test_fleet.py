@@ -215,3 +215,11 @@ def test_the_local_path_never_imports_ray(project):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "0"
+
+
+def test_without_ray_the_fleet_says_which_extra_to_install(project):
+    code = (f"import sys; sys.modules['ray'] = None; from kwiki.cli import main; "
+            f"sys.exit(main(['verify', '--root', {str(project)!r}, '--ray', '127.0.0.1:1', 'nap-page']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "kwiki verify: --ray needs Ray: pip install 'kwiki[fleet]'"
