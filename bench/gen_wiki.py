@@ -142,7 +142,7 @@ def _front_matter(page: _Page, pages: list[_Page], rng: random.Random, measured:
         *(f"- {t}" for t in rng.sample(TAGS, rng.randint(2, 8))),
         f"evidence_level: {rng.choice(('spec', 'source-reported'))}",
         f"confidence: {rng.choice(('spec', 'source-reported', 'experimental'))}",
-        f"status: {rng.choice(('draft', 'review', 'stable'))}",
+        f"status: {rng.choice(('experimental', 'review', 'stable'))}",  # a draft would be left out of the site
         f"summary: \"{_slug_words(rng, 8).replace('-', ' ')}.\"",
     ]
     if page.related:

@@ -28,15 +28,15 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 BAD = FIXTURES / "bad"
 
 SIBLING_A = """---
-id: sibling-a
+id: technique-sibling-a
 title: Sibling A
 type: technique
-related: [sibling-b]
+related: [concept-sibling-b]
 ---
 See [B](sibling-b.md).
 """
 SIBLING_B = """---
-id: sibling-b
+id: concept-sibling-b
 title: Sibling B
 type: concept
 artifacts:
@@ -92,7 +92,7 @@ EXPECTED: dict[str, tuple] = {
     "link-broken.md": (9, "link", "link '../good/no-such-page.md#part' leads to a file that does not exist"),
     "link-leaves-wiki.md": (7, "link", "link '../../README.md' leaves wiki/"),
     "link-absolute.md": (7, "link", "link '/wiki/good/sibling-a.md' is absolute"),
-    "duplicate-page-id.md": (3, "id", "id 'sibling-a' is already used by wiki/good/sibling-a.md"),
+    "duplicate-page-id.md": (3, "id", "id 'technique-sibling-a' is already used by wiki/good/sibling-a.md"),
     "marker-unknown.md": (9, "kwiki-marker", "unknown generated region 'kwiki:weather'"),
     "marker-unclosed.md": (9, "kwiki-marker", "region 'kwiki:claims' is never closed"),
     "marker-malformed.md": (9, "kwiki-marker", "malformed kwiki marker"),
@@ -504,7 +504,7 @@ def test_measurements_beside_an_empty_marker_pair_are_refused(tmp_path: Path):
 def test_measured_by_hand_is_a_warning_and_strict_makes_it_an_error(tmp_path: Path):
     (tmp_path / "wiki").mkdir()
     (tmp_path / "wiki" / "m.md").write_text(
-        "---\nid: m\ntitle: M\ntype: concept\nevidence_level: measured\n---\n", encoding="utf-8")
+        "---\nid: concept-m\ntitle: M\ntype: concept\nevidence_level: measured\n---\n", encoding="utf-8")
     assert [(p.line, p.severity) for p in check(tmp_path).problems] == [(5, "warning")]
     assert [(p.line, p.severity) for p in check(tmp_path, strict=True).problems] == [(5, "error")]
 
@@ -540,3 +540,24 @@ def test_mangled_reference_pages_give_located_problems_never_exceptions(which: i
     lines = bytes(raw).replace(b"\r\n", b"\n").replace(b"\r", b"\n").count(b"\n") + 1
     for p in report.problems:
         assert p.path == "wiki/page.md" and 0 <= p.line <= lines, p
+
+
+# ---------------------------------------------------------------- page id convention
+
+
+def test_an_id_without_its_type_prefix_is_a_located_error_under_strict(wiki: Path):
+    (wiki / "wiki" / "good" / "loose.md").write_text(
+        "---\nid: persistent-kernel\ntitle: Loose\ntype: technique\n---\nBody.\n", encoding="utf-8")
+    report = check(wiki, strict=True)
+    found = sorted((p.path, p.line, p.field, p.severity) for p in report.problems)
+    assert found == [("wiki/good/loose.md", 2, "id", "error")]
+    loose = next(p for p in report.problems if p.path == "wiki/good/loose.md")
+    assert "'<type>-<slug>'" in loose.message and "'technique-persistent-kernel'" in loose.message
+    assert check(wiki).problems == []  # without --strict the convention is not checked
+
+
+def test_the_wikis_home_page_is_the_one_exemption(wiki: Path):
+    home = "---\nid: home\ntitle: Home\ntype: guide\n---\nWelcome.\n"
+    (wiki / "wiki" / "index.md").write_text(home, encoding="utf-8")
+    (wiki / "wiki" / "good" / "index.md").write_text(home.replace("id: home", "id: section-home"), encoding="utf-8")
+    assert [(p.path, p.field) for p in check(wiki, strict=True).problems] == [("wiki/good/index.md", "id")]

@@ -94,8 +94,10 @@ def test_search_pages_text_and_filters(root):
         return ranked, filtered
 
     ranked, filtered = session_run(root, steps)
-    assert [r["id"] for r in ranked["structuredContent"]["results"]] == ["concept-memory-coalescing",
-                                                                          "technique-vectorized-loads"]
+    # the page about coalescing is the answer; the one whose body only mentions it is listed apart
+    assert [r["id"] for r in ranked["structuredContent"]["results"]] == ["concept-memory-coalescing"]
+    assert ranked["structuredContent"]["covered"] is True
+    assert [m["id"] for m in ranked["structuredContent"]["mentions"]] == ["technique-vectorized-loads"]
     assert [r["id"] for r in filtered["structuredContent"]["results"]] == ["pattern-split-k", "technique-tma-multicast"]
 
 
@@ -103,12 +105,17 @@ def test_get_page_and_get_measurements(root):
     async def steps(session):
         return (await call(session, "get_page", id="technique-tma-multicast"),
                 await call(session, "get_page", id="technique-tma-multicast", include_body=False),
-                await call(session, "get_measurements", id="technique-wgmma-pipeline"))
+                await call(session, "get_measurements", id="technique-wgmma-pipeline"),
+                await call(session, "get_measurements", id="technique-tma-multicast"))
 
-    page, no_body, numbers = session_run(root, steps)
+    page, no_body, numbers, multicast = session_run(root, steps)
     doc = page["structuredContent"]
-    claim = {c["id"]: c for c in doc["claims"]}["multicast-speedup"]
-    assert (claim["measured"]["value"], claim["measured"]["unit"], claim["verdict"]) == (1.31, "x", "reproduced")
+    # get_page gives the claim ids, not what get_measurements returns, and nothing of its top level twice
+    assert "multicast-speedup" in doc["claims"] and "runs" not in doc and "measured" not in page["content"][0]["text"]
+    assert not {"id", "title", "type", "claims", "measurements"} & set(doc["front_matter"])
+    claim = {c["id"]: c for c in multicast["structuredContent"]["claims"]}["multicast-speedup"]
+    assert (claim["measured"]["value"], claim["unit"], claim["verdict"]) == (1.31, "x", "reproduced")
+    assert "unit" not in claim["measured"]  # the claim's own unit, said once
     assert doc["body"].lstrip().startswith("# TMA multicast")
     assert no_body["structuredContent"].get("body") is None
     numbers = numbers["structuredContent"]
@@ -146,8 +153,9 @@ def test_an_edit_between_calls_is_seen(root):
         return before, after
 
     before, after = session_run(root, steps)
-    assert before["structuredContent"]["total"] == 0
-    assert [r["id"] for r in after["structuredContent"]["results"]] == ["kernel-nvfp4-gemv"]
+    assert before["structuredContent"]["total"] == 0 and before["structuredContent"]["covered"] is False
+    # a word only in the body: the page mentions it, it does not cover it
+    assert [r["id"] for r in after["structuredContent"]["mentions"]] == ["kernel-nvfp4-gemv"]
 
 
 def test_unknown_arguments_types_and_oversized_searches_are_tool_errors(root):
@@ -192,3 +200,55 @@ def test_answers_are_compact_and_the_ladder_tool_names_what_is_wrong(root):
     assert unknown["isError"] and "did you mean 'technique-tma-multicast'" in unknown["content"][0]["text"]
     hit = full["structuredContent"]["results"][0]
     assert hit["path"] and hit["runs"] and "provenance" not in json.dumps(hit)
+
+
+def test_the_tool_list_fits_in_12_kb_with_every_output_schema_referenced(root):
+    """The tool list was 55 KB, 87% of it output schemas: now names and types, the described schema named."""
+    import json
+
+    from kwiki.agents.mcp import MAX_TOOL_LIST
+
+    async def steps(session):
+        return dump(await session.list_tools())
+
+    listed = session_run(root, steps)
+    size = len(json.dumps({k: v for k, v in listed.items() if v is not None}, separators=(",", ":")))
+    assert MAX_TOOL_LIST == 12 * 1024 and size <= MAX_TOOL_LIST, size
+    for tool in listed["tools"]:
+        out = tool["outputSchema"]
+        assert out["type"] == "object" and out["properties"] and "schema/" in out["description"]
+        assert (REPO / "schema" / out["description"].split("schema/")[1].split(" ")[0]).is_file()
+        assert "title" not in tool["inputSchema"]
+        assert not [name for name, prop in tool["inputSchema"].get("properties", {}).items() if "title" in prop]
+
+
+def test_nothing_here_is_covered_false_with_what_is_near_and_errors_name_parameters(root):
+    async def steps(session):
+        return (await call(session, "search_pages", text="structured sparsity"),
+                await call(session, "find_techniques", arch="H200", op="attention"),
+                await call(session, "find_techniques", arch="sm_90", tags=["tma-multicast"]),
+                await call(session, "search_pages", evidence="proven"),
+                await call(session, "search_pages", text="!!!"),
+                await call(session, "search_pages", text="coalescing 4096x4096 H200"))
+
+    sparsity, attention, near_tag, bad_level, no_words, shape = session_run(root, steps)
+    # a shape or GPU no page's text holds with the topic is left out and named, not a "nothing here"
+    assert [r["id"] for r in shape["structuredContent"]["results"]] == ["concept-memory-coalescing"]
+    assert shape["structuredContent"]["ignored_words"] == ["4096x4096", "h200"]
+    for miss in (sparsity, attention, near_tag):
+        doc = miss["structuredContent"]
+        assert miss["isError"] is False and doc["covered"] is False and doc["results"] == [] and doc["total"] == 0
+    assert "tma" in near_tag["structuredContent"]["nearest_tags"]
+    for error, name in ((bad_level, "evidence 'proven'"), (no_words, "text '!!!'")):
+        text = error["content"][0]["text"]
+        assert error["isError"] and name in text and "--" not in text, text
+
+
+def test_architectures_are_named_as_agents_say_them(root):
+    async def steps(session):
+        return [await call(session, "find_techniques", arch=arch, tags=["gemm"])
+                for arch in ("sm_90", "H100", "H200", "Hopper", "sm_90a", "nvidia h200 sxm", "B200", "Blackwell")]
+
+    ids = [[r["id"] for r in result["structuredContent"]["results"]] for result in session_run(root, steps)]
+    assert ids[0] and all(found == ids[0] for found in ids[1:6]), ids
+    assert ids[6] == ids[7] and ids[6] != ids[0]

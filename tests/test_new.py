@@ -44,7 +44,11 @@ def _kwiki(capsys, *argv: str) -> tuple[int, str, str]:
 def _check_strict(capsys, root: Path) -> None:
     code, out, _ = _kwiki(capsys, "check", "--strict", "--json", "--root", str(root))
     report = json.loads(out)
-    assert (code, report["problems"]) == (0, []), report["problems"]
+    # what kwiki new writes is a draft (status: draft, a placeholder summary) until its author publishes it: --strict
+    # warns about each such page, never as an error (tests/test_drafts.py), and must find nothing else
+    others = [p for p in report["problems"]
+              if not (p["field"] in ("status", "summary") and p["severity"] == "warning" and "a draft" in p["message"])]
+    assert (code, others) == (0, []), report["problems"]
 
 
 def test_page_skeleton_passes_check_strict(root: Path, capsys):

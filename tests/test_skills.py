@@ -96,3 +96,67 @@ def test_a_link_in_the_way_is_refused_before_anything_is_written(root, tmp_path)
     with pytest.raises(skills.ExportError, match="in the way"):
         skills.export(root, out)
     assert list(elsewhere.iterdir()) == [] and sorted(p.name for p in out.iterdir()) == ["kernelwiki"]
+
+
+REPO = Path(__file__).resolve().parent.parent
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)")
+
+
+@pytest.fixture(scope="module")
+def repo_export(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("skills")
+    skills.export(REPO, out)
+    return out
+
+
+def test_every_link_of_the_exported_skills_opens_a_file_of_the_export(repo_export):
+    """All 56 relative links of the export were broken (wiki paths in a flat export): each now opens a file."""
+    followed = 0
+    for skill in sorted(repo_export.glob("*/SKILL.md")):
+        for target in _LINK.findall(skill.read_text(encoding="utf-8")):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                continue  # a URL
+            assert not target.startswith("#"), f"{skill}: {target}"
+            assert (skill.parent / target.split("#")[0]).resolve().is_file(), f"{skill}: {target}"
+            followed += 1
+    assert followed >= 40  # the pages link to each other: the test follows them, it does not find none
+
+
+def test_no_home_page_and_each_skill_within_the_size_advice(repo_export):
+    folders = sorted(p.name for p in repo_export.iterdir())
+    assert "home" not in folders and "kernelwiki" in folders and len(folders) >= 10
+    for folder in folders:
+        text = (repo_export / folder / "SKILL.md").read_text(encoding="utf-8")
+        assert skills.problems(folder, text) == [], folder
+        body = text.split("\n---\n", 1)[1]
+        assert len(body) <= skills.BODY_TOKENS * skills.CHARS_PER_TOKEN and len(body.splitlines()) < 500
+
+
+def test_the_size_check_refuses_a_body_past_5000_tokens():
+    found = skills.problems("skill", "---\nname: skill\ndescription: d\n---\n" + "word " * 4001)
+    assert found and "tokens" in found[0]
+
+
+def test_a_link_outside_the_export_becomes_its_text_and_repository_path():
+    text = ("[loads](../techniques/vectorized-loads.md#hints) [code](../../../artifacts/gemv_bf16_sm90a/gemv.cu) "
+            "[home](../../index.md) [here](#the-recipe) [web](https://example.com/x)")
+    out = skills.relink(text, "wiki/nvidia/kernels/gemv-bf16.md",
+                        {"wiki/nvidia/techniques/vectorized-loads.md": "technique-vectorized-loads"})
+    assert out == ("[loads](../technique-vectorized-loads/SKILL.md) code (`artifacts/gemv_bf16_sm90a/gemv.cu` in the "
+                   "KernelWiki repository) home (`wiki/index.md` in the KernelWiki repository) here "
+                   "[web](https://example.com/x)")
+
+
+def test_the_routers_calls_name_the_tools_and_parameters_the_server_has(repo_export):
+    from kwiki.agents.mcp import build_server
+
+    params = build_server(REPO).tool_params
+    router = (repo_export / "kernelwiki" / "SKILL.md").read_text(encoding="utf-8")
+    calls = re.findall(r"\b([a-z_]+)\(([^()]*)\)", router)
+    named = [(tool, args) for tool, args in calls if tool in params]
+    assert {tool for tool, _ in named} == set(params) - {"list_tags"}
+    for tool, args in named:
+        for arg in re.findall(r"\b([a-z_]+)=", args):
+            assert arg in params[tool], f"{tool}({arg}=...) is not a parameter of {tool}"
+    for words in ("covered: false", "mentions", "best: true", "warps per SM", "H200"):
+        assert words in router

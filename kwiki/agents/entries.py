@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kwiki.results.storelines import RESULTS_DIR
+from kwiki.wiki.drafts import PLACEHOLDER, is_draft
 
 Snapshot = dict[str, tuple[int, int]]
 
@@ -165,6 +166,9 @@ def patch_simple(conn: sqlite3.Connection, root: Path, path: str, known: Known |
                 values[name] = _UNSET
     except Unsure:
         return False
+    summary = values.get("summary")
+    if isinstance(summary, str) and PLACEHOLDER in " ".join(summary.split()):  # now a draft: read it in full
+        return False
     pk = known[1]
     result_text, detail_text = conn.execute("SELECT result, detail FROM views WHERE pk = ?", (pk,)).fetchone()
     result, detail = stored_json(result_text), stored_json(detail_text)
@@ -267,6 +271,8 @@ def _read_one(job: tuple[str, str]) -> _Record:
     if errors or page.meta is None or page.fm is None:
         return _Record(path, head, raw, page_id, errors or [f"{path}: not a page"], None)
     meta = page.meta
+    if is_draft(meta):  # left out of query, show, MCP and the skills export; not an error (no problems)
+        return _Record(path, head, raw, page_id, [], None)
     facets = {("tag", t) for t in meta.tags} | {("arch", a) for a in meta.architectures}
     facets |= {("op", op.strip().lower()) for op in meta.applies_to_ops if op.strip()}
     block = meta.measurements
@@ -321,5 +327,5 @@ def insert_entry(conn: sqlite3.Connection, record: _Record) -> None:
     conn.execute(
         "INSERT INTO files (path, head, raw, page, page_id, problems, traced) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (record.path, record.head, record.raw, pk, record.page_id,
-         json.dumps(record.problems) if page is None else None, traced),
+         json.dumps(record.problems) if page is None and record.problems else None, traced),
     )

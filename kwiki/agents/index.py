@@ -53,7 +53,7 @@ from kwiki.agents.entries import Damaged, stored_json, warn
 from kwiki.agents.refresh import Refreshed, refresh
 from kwiki.core.errors import KwikiError
 
-INDEX_VERSION = 6  # bump whenever the tables or the stored JSON change: the index is rebuilt
+INDEX_VERSION = 7  # bump whenever the tables or the stored JSON change: the index is rebuilt
 INDEX_DIR = ".kwiki"
 INDEX_FILE = "index.sqlite"
 APPLICATION_ID = 0x6B776B69  # 'kwki', so another program's SQLite file is never taken for ours
@@ -308,6 +308,9 @@ def page_detail(conn: sqlite3.Connection, page_id: str, *, body: bool = True) ->
         broken = conn.execute(
             "SELECT path, problems FROM files WHERE page_id = ? AND page IS NULL ORDER BY path LIMIT 1", (page_id,)
         ).fetchone()
+        if broken is not None and broken[1] is None:  # a page with no errors left out: a draft (kwiki.wiki.drafts)
+            raise PageNotFound(f"page '{page_id}' ({broken[0]}) is a draft: drafts are left out until published "
+                               "(set its status and replace kwiki new's placeholder summary)")
         if broken is not None:
             problems = stored_json(broken[1] or "[]")
             first = f": {problems[0]}" if problems else ""
@@ -323,7 +326,7 @@ def page_detail(conn: sqlite3.Connection, page_id: str, *, body: bool = True) ->
 
 
 def skipped(conn: sqlite3.Connection) -> list[tuple[str, list[str]]]:
-    """Files left out of the index because they have errors: (path, problems)."""
-    rows = conn.execute("SELECT path, problems FROM files WHERE page IS NULL ORDER BY path")
+    """Files left out of the index because they have errors: (path, problems). Drafts, left out too, have none."""
+    rows = conn.execute("SELECT path, problems FROM files WHERE page IS NULL AND problems IS NOT NULL ORDER BY path")
     return [(path, stored_json(problems or "[]")) for path, problems in rows]
 

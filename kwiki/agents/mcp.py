@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from kwiki.agents.outputs import LadderOutput, MeasurementsOutput, QueryOutput, ShowOutput, TagsOutput
+from kwiki.agents.outputs import LadderOutput, MeasurementsOutput, PageOutput, QueryOutput, TagsOutput
 from kwiki.agents.views import measurements_view
 from kwiki.core.errors import KwikiError
 
@@ -42,21 +42,23 @@ A page whose measured figures do not trace to the results store (`traceable: fal
 evidence level and state "untraceable") was edited or written by hand: treat none of its
 verdicts as verified.
 
-Start with find_techniques(arch="sm_90", tags=[...], op="gemm", text=...) or
+Start with find_techniques(arch="H200", tags=[...], op="gemm", text=...) or
 search_pages(text=...): each hit carries the page's summary and the claims that match, with
-claimed and measured figures and verdicts, often enough to answer. Then get_measurements(id)
-for every claim of a page with its provenance, get_ladder(id, shape="8192x8192") for the
-absolute times and rates of each variant of its benchmark, get_page(id) for the prose.
-Fields that would be null are left out; `runs` holds each run's provenance once.
-Architectures are GPU targets such as sm_80, sm_90, sm_90a, sm_100a; a query names the
-hardware, and matches pages whose code runs on it (sm_90a code runs on sm_90 GPUs such as
-the H100/H200; sm_100a code does not). Prefer verified or measured pages; treat
-source-reported figures as claims, not facts."""
+claimed and measured figures and verdicts, often enough to answer. `covered: false` means no
+page is about it: `nearest_tags`, `nearest_pages` and `mentions` (pages that only mention the
+words) say what is near; do not present a mention as an answer. Then get_measurements(id) for
+every claim of a page with its provenance, get_ladder(id) for the best, baseline and ceiling
+row of each shape of its benchmark (shape="8192x8192" for every row of a shape, with occupancy),
+get_page(id) for the prose. Fields that would be null are left out; `runs` holds each run's
+provenance once. `arch` takes a GPU (H100, H200, Hopper, B200, Blackwell, A100) or a target
+(sm_90, sm_90a, sm_100a); a query names the hardware and matches pages whose code runs on it
+(sm_90a code runs on sm_90 GPUs such as the H100/H200; sm_100a code does not). Prefer verified
+or measured pages; treat source-reported figures as claims, not facts."""
 
 Arch = Annotated[
     str,
-    Field(description="GPU architecture of the target hardware, e.g. 'sm_90' (H100/H200), 'sm_100' (B200), "
-                      "'sm_80' (A100)"),
+    Field(description="the target hardware: a GPU or family ('H100', 'H200', 'Hopper', 'B200', 'Blackwell', "
+                      "'A100') or an architecture ('sm_90', 'sm_90a', 'sm_100')"),
 ]
 Tags = Annotated[
     list[str] | None,
@@ -112,11 +114,9 @@ SEARCH_PAGES = (
     "with claimed and measured figures; `total` says how many pages matched before `limit`."
 )
 GET_PAGE = (
-    "Read one page: its front matter (title, type, architectures, tags, sources, artifacts, ...), "
-    "its claims once, each with the claimed figure, the latest measured figure, the verdict and the "
-    "run it comes from (`runs`: each run's GPU, driver, CUDA, date, commit), and its Markdown body "
-    "without kwiki's generated tables (leave the body out with include_body=false; the ladders "
-    "are in get_ladder)."
+    "Read one page: its front matter (architectures, tags, ops, sources, artifacts, ...), its claim ids "
+    "and its Markdown body without kwiki's generated tables (include_body=false leaves it out). The "
+    "claims' figures, verdicts and runs are in get_measurements, the ladders in get_ladder."
 )
 GET_MEASUREMENTS = (
     "The numbers of one page: its effective evidence level, the GPU and date of the latest "
@@ -125,12 +125,15 @@ GET_MEASUREMENTS = (
     "(GPU, driver, CUDA, date, commit)."
 )
 GET_LADDER = (
-    "The ladders of a page's benchmark artifacts as data, from the latest run on each GPU model: "
-    "for each shape, every variant with its rung, what it adds, median time (us), rate with its "
-    "unit (TB/s or TFLOP/s), ratio to the baseline (e.g. cuBLAS), share of the speed of light, "
-    "registers and SM clock, and gates that refused a figure. `shape` (e.g. '8192x8192' or "
-    "'4 GiB') keeps the shapes that contain it."
+    "The ladders of a page's benchmark artifacts as data, from the latest run on each GPU model: each "
+    "variant's rung and what it adds (`variants`, once), and per shape its rows: median time (us), rate "
+    "(TB/s or TFLOP/s), ratio to the baseline (e.g. cuBLAS), share of the speed of light, registers, "
+    "occupancy (blocks and warps per SM; achieved, where profiled), gates that refused a figure, and "
+    "`best: true` on the fastest. Without `shape`, each shape keeps its best, baseline and ceiling rows; "
+    "`shape` (e.g. '8192x8192' or '4 GiB') gives every row of the shapes containing it. "
+    "detail='full' adds clocks, Nsight Compute bytes and each variant's SASS check."
 )
+MAX_TOOL_LIST = 12 * 1024  # bytes of the tool list (tools/list as compact JSON): what an agent's context pays first
 LIST_TAGS = "Every tag used in the wiki with the number of pages that have it, most used first."
 
 
@@ -140,6 +143,7 @@ def build_server(root: Path) -> Any:
     tools = _Tools(root, server_class, tool_error, annotations)
     _search_tools(tools)
     _page_tools(tools)
+    tools.server.tool_params = tools.params  # tool -> the parameters it takes (the router skill's test reads it)
     return tools.server
 
 
@@ -164,6 +168,9 @@ class _Tools:
                     raise tool_error(f"{name}: unknown argument {unknown[0]!r}{did_you_mean(unknown[0], known)}; "
                                      f"{name} takes: {', '.join(known) or 'no arguments'}")
                 return await super().call_tool(name, arguments, *rest, **kw)
+
+            async def list_tools(self, *rest: Any, **kw: Any) -> Any:
+                return [_trimmed(tool) for tool in await super().list_tools(*rest, **kw)]
 
         self.server = StrictServer("kwiki", instructions=INSTRUCTIONS)
 
@@ -192,9 +199,34 @@ class _Tools:
             raise self.tool_error(str(exc)) from None
 
 
+# each tool's output model and the schema file (`kwiki schema`) that describes every field of it
+OUTPUTS: dict[str, tuple[Any, str]] = {
+    "find_techniques": (QueryOutput, "query.schema.json"),
+    "search_pages": (QueryOutput, "query.schema.json"),
+    "get_page": (PageOutput, "mcp-page.schema.json"),
+    "get_measurements": (MeasurementsOutput, "measurements.schema.json"),
+    "get_ladder": (LadderOutput, "ladder.schema.json"),
+    "list_tags": (TagsOutput, "tags.schema.json"),
+}
+
+
+def _trimmed(tool: Any) -> Any:
+    """A tool as the tool list sends it: input schema without titles, output schema trimmed and referenced
+    (kwiki.agents.toolschema), so the list stays within MAX_TOOL_LIST bytes."""
+    from kwiki.agents.toolschema import slim_input, trimmed
+
+    fields = type(tool).model_fields
+    inputs, outputs = (("input_schema", "output_schema") if "output_schema" in fields
+                       else ("inputSchema", "outputSchema"))
+    update: dict[str, Any] = {inputs: slim_input(getattr(tool, inputs))}
+    if tool.name in OUTPUTS:
+        update[outputs] = trimmed(*OUTPUTS[tool.name])
+    return tool.model_copy(update=update)
+
+
 def _search_tools(tools: _Tools) -> None:
     """find_techniques and search_pages: `kwiki query` for agents."""
-    from kwiki.agents.query import Query, search_conn
+    from kwiki.agents.query import TOOL_NAMES, Query, search_conn
 
     def search(q: Query) -> Any:
         return reply(QueryOutput, tools.indexed(lambda conn: search_conn(conn, q)))
@@ -203,7 +235,7 @@ def _search_tools(tools: _Tools) -> None:
     def find_techniques(arch: Arch, tags: Tags = None, op: Op = None, text: Text = None, detail: Detail = "brief",
                         limit: Limit = 10) -> QueryOutput:
         q = Query(tags=tags or [], arch=arch, op=op, text=text, best_first=True, by_match=True, limit=limit,
-                  detail=detail)
+                  detail=detail, names=TOOL_NAMES, coverage=True)
         return search(q)  # type: ignore[no-any-return]  # a CallToolResult holding a QueryOutput
 
     @tools.tool("search_pages", SEARCH_PAGES)
@@ -229,7 +261,7 @@ def _search_tools(tools: _Tools) -> None:
     ) -> QueryOutput:
         q = Query(
             tags=tags or [], any_tag=match_any_tag, arch=arch, type=type, evidence=evidence,
-            op=op, text=text, verified_on=verified_on, limit=limit, detail=detail,
+            op=op, text=text, verified_on=verified_on, limit=limit, detail=detail, names=TOOL_NAMES, coverage=True,
         )
         return search(q)  # type: ignore[no-any-return]
 
@@ -243,8 +275,11 @@ def _page_tools(tools: _Tools) -> None:
     def get_page(
         id: PageId,
         include_body: Annotated[bool, Field(description="include the Markdown body")] = True,
-    ) -> ShowOutput:
-        return reply(ShowOutput, tools.indexed(lambda conn: page_detail(conn, id, body=include_body)))  # type: ignore[no-any-return]
+    ) -> PageOutput:
+        from kwiki.agents.views import page_view
+
+        doc = page_view(tools.indexed(lambda conn: page_detail(conn, id, body=include_body)))
+        return reply(PageOutput, doc)  # type: ignore[no-any-return]
 
     @tools.tool("get_measurements", GET_MEASUREMENTS)
     def get_measurements(id: PageId) -> MeasurementsOutput:
@@ -254,12 +289,15 @@ def _page_tools(tools: _Tools) -> None:
     @tools.tool("get_ladder", GET_LADDER)
     def get_ladder(
         id: PageId,
-        shape: Annotated[str | None, Field(description="only shapes whose label contains this, e.g. "
+        shape: Annotated[str | None, Field(description="every row of the shapes whose label contains this, e.g. "
                                                        "'16384x16384' or '4 GiB'")] = None,
+        detail: Annotated[str, Field(description="'brief' (default) or 'full' (clocks, Nsight Compute bytes, "
+                                                 "SASS checks)")] = "brief",
     ) -> LadderOutput:
         from kwiki.agents.show import page_ladders
 
-        return reply(LadderOutput, tools.guarded(lambda: page_ladders(tools.root, id, shape)))  # type: ignore[no-any-return]
+        doc = tools.guarded(lambda: page_ladders(tools.root, id, shape, detail))
+        return reply(LadderOutput, doc)  # type: ignore[no-any-return]
 
     @tools.tool("list_tags", LIST_TAGS)
     def list_tags() -> TagsOutput:

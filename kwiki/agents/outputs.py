@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kwiki.results.ladders import Ladder
+from kwiki.core.strict import Scalar
+from kwiki.results.ladders import Mechanism, Rung
 
 
 class _Out(BaseModel):
@@ -163,6 +164,13 @@ class QueryResult(_Out):
                                                                         "file, relative to the project root")
 
 
+class PageRef(_Out):
+    """A page by id and title."""
+
+    id: str
+    title: str
+
+
 class QueryOutput(_Out):
     """`kwiki query --json` and the MCP tools `search_pages` and `find_techniques`."""
 
@@ -170,6 +178,18 @@ class QueryOutput(_Out):
     detail: Literal["brief", "full"] = Field(default="brief", description="how much each result carries")
     total: int = Field(description="pages that matched, before the limit")
     results: list[QueryResult]
+    covered: bool | None = Field(default=None, description="MCP tools: whether a page covers the lookup through its "
+                                                           "title, tags, ops or summary (false: `results` is empty)")
+    ignored_words: list[str] = Field(default_factory=list, description="words of `text` left out of the search "
+                                                                       "(numbers, shapes, GPU names) because no page "
+                                                                       "covering the rest has them")
+    mentions: list[PageRef] = Field(default_factory=list, description="pages that only mention the words (in their "
+                                                                      "body or claims), not counted in `total`")
+    nearest_tags: list[str] = Field(default_factory=list, description="not covered: the tags and ops nearest to "
+                                                                      "the lookup")
+    nearest_pages: list[PageRef] = Field(default_factory=list, description="not covered: the pages naming most of "
+                                                                           "its words in their title, tags or "
+                                                                           "summary")
 
 
 class MeasurementsSummary(_Out):
@@ -230,13 +250,81 @@ class MeasurementsOutput(_Out):
     runs: dict[str, dict[str, Any]] = _runs()
 
 
+class LadderRow(Rung):
+    """A variant on one shape (kwiki.results.ladders.Rung), with its occupancy and whether it is the shape's
+    fastest; `rung`, `adds` and `description` are in the ladder's `variants`, once."""
+
+    blocks_per_sm: int | None = Field(default=None, description="resident blocks per SM the occupancy calculator "
+                                                                "gave the launch (as the record carries it)")
+    warps_per_sm: int | None = Field(default=None, description="resident warps per SM, likewise")
+    achieved_occupancy: float | None = Field(default=None, description="Nsight Compute's active warps over the "
+                                                                       "SM's maximum (0-1), where profiled")
+    best: bool = Field(default=False, description="the fastest measured row of its shape "
+                                                  "(kwiki.results.ladders.best_per_shape)")
+
+
+class VariantAbout(_Out):
+    rung: int | None = Field(default=None, description="its place on the ladder (0: the library baseline)")
+    adds: str | None = Field(default=None, description="what this rung adds (or the variant, in one line)")
+
+
+class LadderGroup(_Out):
+    label: str = Field(description="the shape as a reader writes it: '8192x8192, bf16', '4 GiB, u8'")
+    params: dict[str, Scalar] = Field(default_factory=dict, description="full: the parameters")
+    rows: list[LadderRow]
+    rows_total: int | None = Field(default=None, description="without `shape`: the rows of the shape, of which "
+                                                             "`rows` keeps the best, the baseline and the ceiling")
+
+
+class AgentLadder(_Out):
+    """One artifact's ladder in one run on one GPU model (kwiki.agents.ladderview)."""
+
+    artifact: str
+    title: str
+    path: str | None = None
+    target: str | None = None
+    gpu: str | None = None
+    date: str | None = None
+    run_id: str | None = Field(default=None, description="the run in the results store (its provenance)")
+    baseline: str | None = None
+    ceiling: str | None = None
+    variants: dict[str, VariantAbout] = Field(default_factory=dict, description="each variant's rung and what it "
+                                                                                "adds, once")
+    groups: list[LadderGroup]
+    others: list[LadderRow] = Field(default_factory=list, description="rows of no shape: failed runs, variants "
+                                                                      "not applicable on the target")
+    mechanisms: dict[str, Mechanism] = Field(default_factory=dict, description="full: each variant's SASS check "
+                                                                               "per kernel")
+
+
 class LadderOutput(_Out):
     """`kwiki show ID --ladder --json` and the MCP tool `get_ladder`: the ladders of a page's artifacts, each
     from its latest run on each GPU model in the results store (absolute times and rates, ratios to the
-    baseline and to the speed of light), grouped by shape."""
+    baseline and to the speed of light, occupancy, the best row of each shape flagged), grouped by shape."""
 
     schema_version: int
     id: str
     title: str
     shape: str | None = Field(default=None, description="the shape asked for: only groups whose label contains it")
-    ladders: list[Ladder]
+    detail: Literal["brief", "full"] = Field(default="brief", description="full: parameters, clocks, Nsight "
+                                                                          "Compute bytes and SASS checks too")
+    ladders: list[AgentLadder]
+
+
+class PageOutput(_Out):
+    """The MCP tool `get_page`: a page's front matter and body, without what `get_measurements` returns (its
+    claims, their figures and the runs behind them) and without what is at the top level repeated in
+    `front_matter`."""
+
+    schema_version: int
+    id: str
+    title: str
+    path: str
+    type: str
+    evidence_level: str = Field(description="effective level; 'untraceable' when kwiki's measurements do not trace")
+    state: str | None = _state()
+    claims: list[str] = Field(default_factory=list, description="the page's claim ids: get_measurements(id) has "
+                                                                "their figures")
+    front_matter: dict[str, Any] = Field(description="the front matter as written, normalised, without `id`, "
+                                                     "`title`, `type`, `claims` and `measurements`")
+    body: str | None = Field(default=None, description="the Markdown body, kwiki's generated regions left out")

@@ -57,20 +57,39 @@ MAX_TEXT_CHARS = 1000
 MAX_TEXT_WORDS = 64
 MAX_TAGS = 64
 MAX_LIMIT = 1_000_000
+# how an error names each filter: the CLI's flags, or (`Query(names=TOOL_NAMES)`) the MCP tools' parameters
+CLI_NAMES = {"tags": "--tag", "arch": "--arch", "type": "--type", "evidence": "--evidence", "op": "--op",
+             "verified_on": "--verified-on", "text": "--text", "limit": "--limit", "detail": "--detail"}
+TOOL_NAMES = {key: key for key in CLI_NAMES}
 
 
 class Query:
     """What `kwiki query` (and the MCP tools) ask the index for. A plain class, not a dataclass:
     importing `dataclasses` costs a warm query about 8 ms."""
 
-    __slots__ = ("any_tag", "arch", "best_first", "by_match", "detail", "evidence", "limit", "op", "tags", "text",
-                 "type", "types", "verified_on")
+    __slots__ = (
+        "any_tag",
+        "arch",
+        "best_first",
+        "by_match",
+        "coverage",
+        "detail",
+        "evidence",
+        "limit",
+        "names",
+        "op",
+        "tags",
+        "text",
+        "type",
+        "types",
+        "verified_on",
+    )
 
     def __init__(self, *, tags: list[str] | None = None, any_tag: bool = False, arch: str | None = None,
                  type: str | None = None, evidence: str | None = None, op: str | None = None,
                  text: str | None = None, verified_on: str | None = None, limit: int = 50,
                  types: list[str] | None = None, best_first: bool = False, by_match: bool = False,
-                 detail: str = "full"):
+                 detail: str = "full", names: dict[str, str] | None = None, coverage: bool = False):
         self.tags = list(tags or [])
         self.any_tag = any_tag
         self.arch = arch
@@ -84,6 +103,9 @@ class Query:
         self.best_first = best_first  # highest evidence level first (before rank or id)
         self.by_match = by_match  # pages whose tags and ops match the query best first (before evidence)
         self.detail = detail  # "brief": id, title, type, evidence, summary, the matching claims; "full": all
+        self.names = names or CLI_NAMES  # how errors name the filters
+        self.coverage = coverage  # say whether pages cover the lookup (kwiki.agents.coverage); a tag or op no page
+        # has is then `covered: false`, not an error
 
     def __repr__(self) -> str:
         return "Query(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
@@ -94,16 +116,17 @@ def normalize_tag(text: str) -> str:
     return re.sub(r"[\s_]+", "-", text.strip().lower())
 
 
-def fts_query(words: str) -> str:
-    """FTS5 query text in which every word must occur; never a syntax error, whatever `words` holds."""
+def fts_query(words: str, name: str = "--text") -> str:
+    """FTS5 query text in which every word must occur; never a syntax error, whatever `words` holds (`name`: how an
+    error names the text)."""
     if len(words) > MAX_TEXT_CHARS:
-        raise UsageError(f"--text: the search text is {len(words)} characters long; a search takes at most "
+        raise UsageError(f"{name}: the search text is {len(words)} characters long; a search takes at most "
                          f"{MAX_TEXT_CHARS} characters ({MAX_TEXT_WORDS} words)")
     tokens = list(dict.fromkeys(t.lower() for t in _WORD.findall(words)))  # FTS5 folds case; a repeat adds nothing
     if not tokens:
-        raise UsageError(f"--text {words!r}: no words to search for")
+        raise UsageError(f"{name} {words!r}: no words to search for")
     if len(tokens) > MAX_TEXT_WORDS:
-        raise UsageError(f"--text: the search text has {len(tokens)} different words; a search takes at most "
+        raise UsageError(f"{name}: the search text has {len(tokens)} different words; a search takes at most "
                          f"{MAX_TEXT_WORDS}")
     return " ".join('"' + t.replace('"', '""') + '"' for t in tokens)
 
@@ -112,32 +135,35 @@ def _where(conn: sqlite3.Connection, q: Query) -> tuple[list[str], list[Any]]:
     where: list[str] = []
     params: list[Any] = []
     if len(q.tags) > MAX_TAGS:
-        raise UsageError(f"--tag: {len(q.tags)} tags given; a query takes at most {MAX_TAGS}")
+        raise UsageError(f"{q.names['tags']}: {len(q.tags)} tags given; a query takes at most {MAX_TAGS}")
     tags = sorted({normalize_tag(t) for t in q.tags if t.strip()})
-    _known(conn, "tag", tags, "--tag", "no page has this tag")
+    _known(conn, "tag", tags, q.names["tags"], "no page has this tag")
     if tags:
         marks = ",".join("?" * len(tags))
         having = "" if q.any_tag or len(tags) == 1 else f" GROUP BY page HAVING count(*) = {len(tags)}"
         where.append(f"p.pk IN (SELECT page FROM facets WHERE kind = 'tag' AND value IN ({marks}){having})")
         params += tags
     if q.arch:
+        from kwiki.agents.gpus import hardware_arch
         from kwiki.core.arch import ArchError, compatible, parse_arch
 
+        arch = hardware_arch(q.arch)
         try:
-            parse_arch(q.arch)
+            parse_arch(arch)
         except ArchError as exc:
-            raise UsageError(f"--arch: {exc}") from None
+            raise UsageError(f"{q.names['arch']}: {exc}; or a GPU such as 'H100', 'H200', 'Hopper', 'B200', "
+                             "'Blackwell', 'A100'") from None
         known = [row[0] for row in conn.execute("SELECT DISTINCT value FROM facets WHERE kind = 'arch'")]
-        archs = sorted(a for a in known if compatible(a, q.arch))
+        archs = sorted(a for a in known if compatible(a, arch))
         marks = ",".join("?" * len(archs))
         where.append(f"p.pk IN (SELECT page FROM facets WHERE kind = 'arch' AND value IN ({marks}))")
         params += archs
     if q.type:
         where.append("p.type = ?")
-        params += _page_types(conn, [q.type])
+        params += _page_types(conn, [q.type], q.names["type"])
     if q.types:
         where.append(f"p.type IN ({','.join('?' * len(q.types))})")
-        params += _page_types(conn, q.types)
+        params += _page_types(conn, q.types, q.names["type"])
     if q.evidence:
         from kwiki.wiki.evidence import EvidenceLevel
 
@@ -145,22 +171,31 @@ def _where(conn: sqlite3.Connection, q: Query) -> tuple[list[str], list[Any]]:
             rank = EvidenceLevel(q.evidence.strip().lower()).rank
         except ValueError:
             levels = ", ".join(level.value for level in EvidenceLevel)
-            raise UsageError(f"--evidence {q.evidence!r}: not an evidence level (one of: {levels})") from None
+            raise UsageError(f"{q.names['evidence']} {q.evidence!r}: not an evidence level "
+                             f"(one of: {levels})") from None
         where.append("p.evidence >= ?")
         params.append(rank)
     if q.op:
-        _known(conn, "op", [q.op.strip().lower()], "--op", "no page applies to this operation")
+        _known(conn, "op", [q.op.strip().lower()], q.names["op"], "no page applies to this operation")
         where.append("p.pk IN (SELECT page FROM facets WHERE kind = 'op' AND value = ?)")
         params.append(q.op.strip().lower())
     if q.verified_on:
         want = _GPU_WORD.findall(q.verified_on.lower())
         if not want:
-            raise UsageError(f"--verified-on {q.verified_on!r}: no GPU name to look for")
+            raise UsageError(f"{q.names['verified_on']} {q.verified_on!r}: no GPU name to look for")
         known = [row[0] for row in conn.execute("SELECT DISTINCT value FROM facets WHERE kind = 'gpu'")]
         gpus = sorted(g for g in known if _has_words(_GPU_WORD.findall(g), want))
         where.append(f"p.pk IN (SELECT page FROM facets WHERE kind = 'gpu' AND value IN ({','.join('?' * len(gpus))}))")
         params += gpus
     return where, params
+
+
+class NotCovered(UsageError):
+    """A tag or op no page has: a usage error for `kwiki query`, `covered: false` for the MCP tools."""
+
+    def __init__(self, message: str, value: str):
+        super().__init__(message)
+        self.value = value
 
 
 def _known(conn: sqlite3.Connection, kind: str, values: list[str], option: str, why: str) -> None:
@@ -172,7 +207,7 @@ def _known(conn: sqlite3.Connection, kind: str, values: list[str], option: str, 
         if value not in known:
             from kwiki.core.suggest import did_you_mean
 
-            raise UsageError(f"{option} {value!r}: {why}{did_you_mean(value, sorted(known))}")
+            raise NotCovered(f"{option} {value!r}: {why}{did_you_mean(value, sorted(known))}", value)
 
 
 def _has_words(words: list[str], want: list[str]) -> bool:
@@ -181,7 +216,7 @@ def _has_words(words: list[str], want: list[str]) -> bool:
     return any(words[i : i + n] == want for i in range(len(words) - n + 1))
 
 
-def _page_types(conn: sqlite3.Connection, names: list[str]) -> list[str]:
+def _page_types(conn: sqlite3.Connection, names: list[str], option: str = "--type") -> list[str]:
     """`names` as page types; a name that is no page type is a usage error that lists them."""
     wanted = [name.strip().lower() for name in names]
     present = {row[0] for row in conn.execute("SELECT DISTINCT type FROM pages")}
@@ -193,7 +228,7 @@ def _page_types(conn: sqlite3.Connection, names: list[str]) -> list[str]:
     valid = [t.value for t in PageType]
     for name, given in zip(wanted, names, strict=True):
         if name not in valid:
-            raise UsageError(f"--type {given!r}: not a page type (one of: {', '.join(valid)})"
+            raise UsageError(f"{option} {given!r}: not a page type (one of: {', '.join(valid)})"
                              + did_you_mean(name, valid))
     return wanted
 
@@ -204,12 +239,51 @@ def search_conn(conn: sqlite3.Connection, q: Query, *, raw: bool = False) -> dic
     With `raw`, each result is left as the JSON text the index stored (for `render_json`).
     """
     if not 0 <= q.limit <= MAX_LIMIT:
-        raise UsageError(f"--limit {q.limit}: must be 0 (no limit) to {MAX_LIMIT}")
-    where, params = _where(conn, q)
+        raise UsageError(f"{q.names['limit']} {q.limit}: must be 0 (no limit) to {MAX_LIMIT}")
+    if q.detail not in DETAILS:
+        raise UsageError(f"{q.names['detail']} {q.detail!r}: one of {', '.join(DETAILS)}")
+    try:
+        where, params = _where(conn, q)
+    except NotCovered as exc:
+        if not q.coverage:
+            raise
+        from kwiki.agents.coverage import miss
+
+        return {"schema_version": SCHEMA_VERSION, "detail": q.detail, "total": 0, "results": [],
+                **miss(conn, q.text, [exc.value], [])}
+    doc = _search(conn, q, list(where), list(params), raw)
+    if q.coverage and q.text and doc.get("covered") is False:
+        doc = _relaxed(conn, q, where, params, raw) or doc
+    return doc
+
+
+def _relaxed(conn: sqlite3.Connection, q: Query, where: list[str], params: list[Any], raw: bool
+             ) -> dict[str, Any] | None:
+    """The lookup again with its topic words only (kwiki.agents.coverage.topic_words: no numbers, shapes or GPU
+    names, which a page's text seldom holds with the rest), when that finds a page that covers it; the words
+    left out are named in `ignored_words`. None when it finds none either."""
+    from kwiki.agents.coverage import topic_words
+
+    topic = topic_words(q.text)
+    every = list(dict.fromkeys(w.lower() for w in _WORD.findall(q.text or "")))
+    if not topic or len(topic) == len(every):
+        return None
+    relaxed = Query(**{k: getattr(q, k) for k in Query.__slots__ if k != "text"}, text=" ".join(topic))
+    doc = _search(conn, relaxed, list(where), list(params), raw, claim_words=q.text)
+    if not doc.get("covered"):
+        return None
+    doc["ignored_words"] = [w for w in every if w not in topic]
+    return doc
+
+
+def _search(conn: sqlite3.Connection, q: Query, where: list[str], params: list[Any], raw: bool,
+            claim_words: str | None = None) -> dict[str, Any]:
+    """The query over the index (`claim_words`: the words a brief hit's claims are matched with, if not `q.text`)."""
+    cover: dict[str, Any] = {}
     if q.text:
         source = "pages p JOIN fts ON fts.rowid = p.pk"
         where.insert(0, "fts MATCH ?")
-        params.insert(0, fts_query(q.text))
+        params.insert(0, fts_query(q.text, q.names["text"]))
         order = f"{RANK}, p.id, p.path"
     else:
         source, order = "pages p", "p.id, p.path"
@@ -223,6 +297,9 @@ def search_conn(conn: sqlite3.Connection, q: Query, *, raw: bool = False) -> dic
             hits = _by_coverage(conn, hits, q.text)
         if q.by_match:
             hits = _by_match(conn, hits, q)
+        if q.coverage:
+            cover = _coverage(conn, q, hits)
+            hits = cover.pop("hits")
         total = len(hits)
         hits = hits[: q.limit] if q.limit else hits
     else:
@@ -231,16 +308,23 @@ def search_conn(conn: sqlite3.Connection, q: Query, *, raw: bool = False) -> dic
             total = conn.execute(f"SELECT count(*) FROM {source}{condition}", params).fetchone()[0]
         else:
             total = len(hits)
+    if q.coverage and not cover:
+        cover = {"covered": True} if hits else _coverage(conn, q, [])
+        cover.pop("hits", None)
+    results = _results(conn, q, hits, raw, claim_words or q.text)
+    return {"schema_version": SCHEMA_VERSION, "detail": q.detail, "total": total, "results": results, **cover}
+
+
+def _results(conn: sqlite3.Connection, q: Query, hits: list[int], raw: bool, text: str | None) -> list[Any]:
+    """The stored views of `hits`, brief or full (raw: as the JSON text the index stored)."""
     stored: dict[int, tuple[str, int]] = {}
     for i in range(0, len(hits), 500):
         chunk = hits[i : i + 500]
         marks = ",".join("?" * len(chunk))
         stored.update((pk, (text, sum_)) for pk, text, sum_ in
                       conn.execute(f"SELECT pk, result, crc FROM views WHERE pk IN ({marks})", chunk))
-    if q.detail not in DETAILS:
-        raise UsageError(f"--detail {q.detail!r}: one of {', '.join(DETAILS)}")
     if q.detail == "brief":
-        words = [w.lower() for w in _WORD.findall(q.text or "")]
+        words = [w.lower() for w in _WORD.findall(text or "")]
         results: list[Any] = [brief(stored_json(stored[pk][0]), words) for pk in hits]
     elif raw:  # pasted as they are: each must be what the index wrote (a damaged index is rebuilt)
         results = [stored[pk][0] for pk in hits]
@@ -248,7 +332,21 @@ def search_conn(conn: sqlite3.Connection, q: Query, *, raw: bool = False) -> dic
             raise Damaged("a stored query result does not match its checksum")
     else:
         results = [stored_json(stored[pk][0]) for pk in hits]
-    return {"schema_version": SCHEMA_VERSION, "detail": q.detail, "total": total, "results": results}
+    return results
+
+
+def _coverage(conn: sqlite3.Connection, q: Query, hits: list[int]) -> dict[str, Any]:
+    """`covered`, the hits that cover the lookup (`hits`) and, apart, those that only mention its words; with no
+    hit that covers it, the nearest tags and pages (kwiki.agents.coverage)."""
+    from kwiki.agents.coverage import covering, mentions_view, miss
+
+    covers, mentioned = covering(conn, hits, q.text, by_filter=bool(q.tags or q.op))
+    if not covers:
+        return {"hits": [], **miss(conn, q.text, [*q.tags, *([q.op] if q.op else [])], mentioned)}
+    out: dict[str, Any] = {"hits": covers, "covered": True}
+    if mentioned:
+        out["mentions"] = mentions_view(conn, mentioned)
+    return out
 
 
 def _by_coverage(conn: sqlite3.Connection, hits: list[int], text: str) -> list[int]:

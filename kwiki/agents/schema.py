@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from kwiki.agents.outputs import LadderOutput, QueryOutput, ShowOutput, TagsOutput
+from kwiki.agents.outputs import LadderOutput, MeasurementsOutput, PageOutput, QueryOutput, ShowOutput, TagsOutput
 from kwiki.core.writefile import write_atomic
 from kwiki.results.record import Record
 from kwiki.wiki.manifest import Manifest
@@ -24,6 +24,8 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "show.schema.json": ShowOutput,
     "tags.schema.json": TagsOutput,
     "ladder.schema.json": LadderOutput,
+    "measurements.schema.json": MeasurementsOutput,
+    "mcp-page.schema.json": PageOutput,
 }
 
 

@@ -51,25 +51,30 @@ def _key(text: str) -> str:
     return "".join(text.lower().replace("×", "x").split())
 
 
-def _slim(ladder: dict[str, Any]) -> dict[str, Any]:
-    """A ladder's JSON for agents: a variant's description only where it has no `adds` line."""
-    for group in ladder.get("groups", []):
-        for row in group["rows"]:
-            if "adds" in row:
-                row.pop("description", None)
-    return ladder
+def _figures(rows: list[Any]) -> dict[tuple[str, str, str], dict[str, float]]:
+    """Each record row's figures by (run id, variant, parameters): what a ladder row leaves out (occupancy)."""
+    from kwiki.core.numbers import params_text
+
+    return {(r.run_id, r.variant, params_text(r.params)): r.figures for r in rows}
 
 
-def page_ladders(root: Path, page_id: str, shape: str | None = None) -> dict[str, Any]:
-    """The LadderOutput document of page `page_id` (compact: no nulls); raises index.PageNotFound for an
-    unknown id and UsageError for a shape none of its ladders has."""
+def page_ladders(root: Path, page_id: str, shape: str | None = None, detail: str = "brief",
+                 every_row: bool = False) -> dict[str, Any]:
+    """The LadderOutput document of page `page_id` (compact: no nulls, kwiki.agents.ladderview); raises
+    index.PageNotFound for an unknown id and UsageError for a shape none of its ladders has or an unknown
+    `detail`. Without a `shape` each shape keeps its best, baseline and ceiling rows, unless `every_row` (the
+    terminal's tables) or detail is 'full'."""
+    from kwiki.agents.ladderview import DETAILS, ladder_view
     from kwiki.results import ladders
     from kwiki.wiki.manifest import MANIFEST, load_manifest
 
+    if detail not in DETAILS:
+        raise UsageError(f"detail {detail!r}: one of {', '.join(DETAILS)}")
     root = Path(root)
-    detail = with_index(root, lambda conn: page_detail(conn, page_id, body=False))
-    artifacts = (detail.get("front_matter") or {}).get("artifacts") or {}
+    page = with_index(root, lambda conn: page_detail(conn, page_id, body=False))
+    artifacts = (page.get("front_matter") or {}).get("artifacts") or {}
     rows = _record_rows(root)
+    figures = _figures(rows)
     out: list[dict[str, Any]] = []
     labels: list[str] = []
     for rel in sorted(set(artifacts.values())):
@@ -87,7 +92,8 @@ def page_ladders(root: Path, page_id: str, shape: str | None = None) -> dict[str
                                  or want in _key(",".join(f"{k}={v}" for k, v in sorted(g.params.items())))]
                 if not ladder.groups:
                     continue
-            out.append(_slim(ladder.compact()))
+            every = every_row or shape is not None or detail == "full"
+            out.append(ladder_view(ladder, figures, detail=detail, every_row=every))
     if shape is not None and not out:
         from kwiki.core.suggest import did_you_mean
 
@@ -95,8 +101,10 @@ def page_ladders(root: Path, page_id: str, shape: str | None = None) -> dict[str
         raise UsageError(f"shape {shape!r}: no ladder of page '{page_id}' has it"
                          + (did_you_mean(shape, known) or (f" (shapes: {'; '.join(known)})" if known else
                                                            " (the page has no measured ladder)")))
-    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "id": detail["id"], "title": detail["title"]}
+    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "id": page["id"], "title": page["title"]}
     if shape is not None:
         doc["shape"] = shape
+    if detail != "brief":
+        doc["detail"] = detail
     doc["ladders"] = out
     return doc

@@ -4,9 +4,16 @@ One skill per page, `DIR/<name>/SKILL.md`, and a router skill, `DIR/kernelwiki/S
 an agent how to query the wiki. Each SKILL.md opens with YAML front matter holding `name` (1 to 64
 characters: lowercase letters, digits and single hyphens, neither first nor last; the same as its
 folder) and `description` (1 to 1024 characters: what the page is and when to use it), plus
-`metadata` (kwiki's page id, evidence and state). Its body, under 500 lines: when to use the page,
+`metadata` (kwiki's page id, evidence and state). Its body, within the specification's size advice
+(under 500 lines and under 5000 tokens, counted here as 4 characters a token): when to use the page,
 the recipe (the page's prose, without kwiki's generated tables, cut to fit), the verified numbers
 with the runs they come from and each ladder's fastest variant, and how to re-verify them.
+
+A relative link of the page's prose is rewritten to the export's layout: a link to another exported
+page becomes `../<its skill>/SKILL.md`; a link to anything else of the repository (an artifact, the
+home page) becomes its text and its repository path, since the export does not hold it; a link
+within the page keeps its text only (the recipe is cut). The wiki's home page (`index.md` at the top of
+`wiki/`) lists pages, which the router does: it is no skill.
 
 Every skill is built and checked against those limits (`problems`) before any is written; each
 file is written atomically. The SKILL.md of a folder of DIR that kwiki wrote (`metadata.generator:
@@ -25,6 +32,11 @@ from kwiki.core.errors import KwikiError
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 BODY_LINES = 500  # the body stays under this many lines
+BODY_TOKENS = 5000  # and under this many tokens (the specification's advice for an activated skill)
+CHARS_PER_TOKEN = 4  # how tokens are counted here: a body of at most 20,000 characters
+HOME = "wiki/index.md"  # the home page: no skill
+_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)((?:\s+\"[^\"]*\")?)\)")
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)
 ROUTER = "kernelwiki"
 GENERATOR = "kwiki"
 FRONT_KEYS = frozenset({"name", "description", "license", "compatibility", "metadata", "allowed-tools"})
@@ -81,7 +93,31 @@ def problems(folder: str, text: str) -> list[str]:
     lines = len(body.splitlines())
     if lines >= BODY_LINES:
         out.append(f"body: {lines} lines; keep it under {BODY_LINES}")
+    if len(body) > BODY_TOKENS * CHARS_PER_TOKEN:
+        out.append(f"body: about {len(body) // CHARS_PER_TOKEN} tokens ({len(body)} characters); keep it under "
+                   f"{BODY_TOKENS}")
     return out
+
+
+def relink(text: str, page_path: str, skills_by_path: dict[str, str]) -> str:
+    """`text` (a page's prose) with each relative link rewritten to the export's layout (see the module's doc):
+    `skills_by_path` maps a page file, relative to the project root, to its skill's name."""
+    import posixpath
+
+    def one(m: re.Match[str]) -> str:
+        bang, label, target, title = m.groups()
+        if _SCHEME.match(target) or target.startswith("/"):
+            return m.group(0)  # a URL: it works from anywhere
+        path = target.split("#", 1)[0].split("?", 1)[0]
+        if not path:
+            return label  # within the page
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(page_path), path))
+        skill = skills_by_path.get(resolved)
+        if skill is not None and not bang:
+            return f"[{label}](../{skill}/SKILL.md{title})"
+        return f"{label} (`{resolved}` in the KernelWiki repository)"
+
+    return _LINK.sub(one, text)
 
 
 def _front(name: str, description: str, metadata: dict[str, str]) -> str:
@@ -123,17 +159,32 @@ def description(doc: dict[str, Any]) -> str:
     return " ".join(filter(None, (head, summary, use)))[:DESCRIPTION_MAX]
 
 
-def _recipe(body: str, budget: int, path: str) -> list[str]:
+def _recipe(body: str, budget: int, chars: int, path: str) -> list[str]:
     """The page's prose under '## The recipe': its first heading dropped, others one level down,
-    kwiki's generated regions (already left out by the index) dropped, cut to `budget` lines."""
+    kwiki's generated regions (already left out by the index) dropped, cut to `budget` lines and `chars`
+    characters (at a paragraph's end where one is near, never inside a code block)."""
     lines = [ln for ln in body.strip("\n").splitlines() if not ln.startswith("<!-- kwiki:")]
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
     lines = ["#" + ln if re.match(r"#{1,5} ", ln) else ln for ln in lines]
     while lines and not lines[0].strip():
         lines.pop(0)
-    if len(lines) > budget:
-        lines = [*lines[: budget - 2], "", f"*(cut here to fit; the whole page: `{path}`, or `kwiki show ID`)*"]
+    used, keep, fenced, last_break = 0, 0, False, 0
+    for n, ln in enumerate(lines):
+        if n >= budget - 2 or used + len(ln) + 1 > chars - 120:
+            break
+        used += len(ln) + 1
+        if ln.lstrip().startswith("```"):
+            fenced = not fenced
+        keep = n + 1
+        if not fenced and not ln.strip():
+            last_break = keep
+    if keep < len(lines):
+        keep = last_break if last_break > keep // 2 else keep
+        cut = lines[:keep]
+        if sum(ln.lstrip().startswith("```") for ln in cut) % 2:
+            cut.append("```")
+        lines = [*cut, "", f"*(cut here to fit; the whole page: `{path}`, or get_page(id) / `kwiki show ID`)*"]
     return lines
 
 
@@ -169,29 +220,29 @@ def _numbers(doc: dict[str, Any]) -> list[str]:
 
 
 def _ladders(ladders: dict[str, Any]) -> list[str]:
-    """Each ladder's shapes: the fastest measured variant (kwiki.results.ladders.best_per_shape) and the
-    baseline, absolute figures."""
-    from kwiki.results.ladders import Ladder, best_per_shape
-
+    """Each ladder's shapes: the fastest measured variant (the row get_ladder flags `best`, by
+    kwiki.results.ladders.best_per_shape), absolute figures and occupancy."""
     out: list[str] = []
     for ladder in ladders.get("ladders", []):
         out += ["", f"Ladder `{ladder['artifact']}` on {ladder.get('gpu', '?')} (run `{ladder.get('run_id', '?')}`), "
                     f"baseline `{ladder.get('baseline', '—')}`:", "",
-                "| shape | fastest variant | time (us) | rate | vs baseline | of speed of light |",
-                "| --- | --- | ---: | ---: | ---: | ---: |"]
-        for group, best in best_per_shape(Ladder.model_validate(ladder)):
-            if best.rate is None:
+                "| shape | fastest variant | time (us) | rate | vs baseline | of speed of light | warps/SM |",
+                "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for group in ladder["groups"]:
+            best = next((r for r in group["rows"] if r.get("best")), None)
+            if best is None or best.get("rate") is None:
                 continue  # a shape whose rungs declare no work: no rate to show
-            vs = f"{best.vs_baseline:.3g}x" if best.vs_baseline is not None else "—"
-            sol = f"{best.of_speed_of_light:.0%}" if best.of_speed_of_light is not None else "—"
-            out.append(f"| {_cell(group.label)} | `{best.variant}` | {best.time_us:g} "
-                       f"| {best.rate:g} {best.rate_unit} | {vs} | {sol} |")
+            vs = f"{best['vs_baseline']:.3g}x" if best.get("vs_baseline") is not None else "—"
+            sol = f"{best['of_speed_of_light']:.0%}" if best.get("of_speed_of_light") is not None else "—"
+            out.append(f"| {_cell(group['label'])} | `{best['variant']}` | {best['time_us']:g} "
+                       f"| {best['rate']:g} {best['rate_unit']} | {vs} | {sol} | {best.get('warps_per_sm', '—')} |")
     return out
 
 
-def page_skill(doc: dict[str, Any], ladders: dict[str, Any]) -> tuple[str, str]:
+def page_skill(doc: dict[str, Any], ladders: dict[str, Any], skills_by_path: dict[str, str] | None = None
+               ) -> tuple[str, str]:
     """(name, SKILL.md text) of one page; `doc` is its `kwiki show --json` document, `ladders` its
-    `kwiki show --ladder --json` one."""
+    `kwiki show --ladder --json` one, `skills_by_path` each exported page's file -> skill name (for links)."""
     fm = doc.get("front_matter") or {}
     name = skill_name(doc["id"])
     meta = {"generator": GENERATOR, "page": doc["id"], "path": doc["path"], "evidence": doc["evidence_level"]}
@@ -213,7 +264,9 @@ def page_skill(doc: dict[str, Any], ladders: dict[str, Any]) -> tuple[str, str]:
               "`kwiki verify` writes the numbers back to the page only when they are measured; a claim "
               "whose verdict is not 'reproduced' (or a provisional one, fewer than 3 runs) is not verified."]
     budget = BODY_LINES - 10 - len(head) - len(numbers) - len(verify)
-    recipe = ["## The recipe", "", *_recipe(doc.get("body") or "", max(10, budget), doc["path"]), ""]
+    chars = BODY_TOKENS * CHARS_PER_TOKEN - 200 - sum(len(ln) + 1 for ln in (*head, *numbers, *verify))
+    prose = relink(doc.get("body") or "", doc["path"], skills_by_path or {})
+    recipe = ["## The recipe", "", *_recipe(prose, max(10, budget), max(1000, chars), doc["path"]), ""]
     body = "\n".join([*head, *recipe, *numbers, *verify]) + "\n"
     return name, _front(name, description(doc), meta) + "\n" + body
 
@@ -236,17 +289,24 @@ figures do not trace to the results store is "untraceable": trust none of its ve
 
 ## With the MCP server (`kwiki mcp`, stdio)
 
-1. `find_techniques(arch="sm_90", op="gemv", tags=[...], text="...")`: pages of every type for a
-   GPU, the best match first; each hit has its summary and the claims that match, with claimed and
+1. `find_techniques(arch="H200", op="gemv", tags=[...], text="...")`: pages of every type for a
+   GPU (a GPU or family such as H100, H200, Hopper, B200, Blackwell, or a target such as sm_90a),
+   the best match first; each hit has its summary and the claims that match, with claimed and
    measured figures and verdicts. Often enough to answer.
 2. `search_pages(text="warp-specialized pitfalls", ...)`: full text, every `kwiki query` filter.
+   `covered: false` means no page is about it: `nearest_tags`, `nearest_pages` and `mentions`
+   (pages whose body only mentions the words) say what is near; a mention is not an answer.
 3. `get_measurements(id)`: every claim of a page, with the run it comes from (`runs`: GPU,
    driver, CUDA, date, commit, once per run).
-4. `get_ladder(id, shape="8192x8192")`: absolute time (us), rate (TB/s or TFLOP/s), ratio to the
-   baseline (cuBLAS) and share of the speed of light of every variant, by shape.
-5. `get_page(id)`: the prose (without kwiki's generated tables).
+4. `get_ladder(id)`: each shape's best row (`best: true`), baseline and ceiling: time (us), rate
+   (TB/s or TFLOP/s), ratio to the baseline (cuBLAS), share of the speed of light, registers,
+   blocks and warps per SM. `get_ladder(id, shape="8192x8192")` gives every row of that shape;
+   `detail="full"` adds clocks, Nsight Compute bytes and SASS checks.
+5. `get_page(id)`: the front matter and the prose (without kwiki's generated tables; the claims'
+   figures are in get_measurements).
 
-Answers are compact JSON: absent fields are null. Two calls answer most questions.
+Answers are compact JSON: absent fields are null. Two calls answer most questions: use only ids
+and shapes a reply gave you.
 
 ## From a shell (same documents)
 
@@ -258,7 +318,9 @@ kwiki show ID --ladder --shape 8192x8192 --json    # its ladder
 kwiki tags                                         # tags with page counts
 ```
 
-An unknown id, tag, op or page type is an error that names the closest known ones.
+From a shell, an unknown id, tag, op or page type is an error that names the closest known ones; over
+MCP an unknown tag or op is `covered: false` with the nearest ones, and an unknown id or page type an
+error naming the tool's parameter and the closest known values.
 
 ## The pages (one skill each)
 
@@ -279,9 +341,11 @@ def export(root: Path, out_dir: Path) -> list[str]:
 
     ids = with_index(root, lambda conn: [r[0] for r in conn.execute("SELECT DISTINCT id FROM pages ORDER BY id")])
     docs: list[dict[str, Any]] = with_index(root, lambda conn: [page_detail(conn, i, body=True) for i in ids])
+    docs = [d for d in docs if d["path"] != HOME]  # the home page lists pages: the router does that
+    by_path = {d["path"]: skill_name(d["id"]) for d in docs}
     skills: dict[str, str] = {}
     for doc in docs:
-        name, text = page_skill(doc, page_ladders(root, doc["id"]))
+        name, text = page_skill(doc, page_ladders(root, doc["id"]), by_path)
         if name in skills or name == ROUTER:
             raise ExportError(f"pages {doc['id']!r} and another both become the skill name {name!r}")
         skills[name] = text

@@ -242,6 +242,36 @@ def measurements_view(detail: dict[str, Any]) -> dict[str, Any]:
         "untraceable": detail.get("untraceable", []),
         "verified_on": None if detail.get("untraceable") else block.get("verified_on"),
         "date": block.get("date"),
-        "claims": detail.get("claims", []),
+        "claims": [_unit_once(c) for c in detail.get("claims", [])],
         "runs": detail.get("runs", {}),
+    })
+
+
+def _unit_once(claim: dict[str, Any]) -> dict[str, Any]:
+    """A claim whose measured figure's unit, when it is the claim's own, is not said twice."""
+    measured = claim.get("measured")
+    if not measured or measured.get("unit") != claim.get("unit"):
+        return claim
+    return {**claim, "measured": {k: v for k, v in measured.items() if k != "unit"}}
+
+
+# front-matter fields `page_view` leaves out: at its top level already, or what get_measurements returns
+PAGE_APART = frozenset({"id", "title", "type", "claims", "measurements"})
+
+
+def page_view(detail: dict[str, Any]) -> dict[str, Any]:
+    """The MCP tool `get_page` (PageOutput) from a `detail_view` document: front matter and body, the claims as ids
+    only (their figures, verdicts and runs are what get_measurements returns), nothing given twice."""
+    front = {k: v for k, v in (detail.get("front_matter") or {}).items() if k not in PAGE_APART}
+    return _compact({
+        "schema_version": detail["schema_version"],
+        "id": detail["id"],
+        "title": detail["title"],
+        "path": detail["path"],
+        "type": detail["type"],
+        "evidence_level": detail["evidence_level"],
+        "state": detail.get("state"),
+        "claims": [c["id"] for c in detail.get("claims", [])],
+        "front_matter": front,
+        "body": detail.get("body"),
     })

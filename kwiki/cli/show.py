@@ -15,7 +15,7 @@ def _ladder(args: Any) -> int:
     """`kwiki show ID --ladder`: the page's ladders (kwiki.agents.show), JSON or one table per shape."""
     from kwiki.agents.show import page_ladders
 
-    doc = page_ladders(find_root(args.root), args.id, args.shape)
+    doc = page_ladders(find_root(args.root), args.id, args.shape, every_row=True)  # a reader's table: every row
     if getattr(args, "json", False) or not sys.stdout.isatty():
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     else:

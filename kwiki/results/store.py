@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -214,6 +214,54 @@ def _unfinished_row(line: bytes) -> bool:
     except (ValueError, RecursionError):
         return False
     return isinstance(data, dict) and needs_commit(data)
+
+
+# ---------------------------------------------------------------- migrations
+
+# Page ids renamed to the `<type>-<slug>` convention (issue 29): the claim rows written under the old ids.
+RENAMED_PAGES = {
+    "algo-warp-specialization": "algorithm-warp-specialization",
+    "algo-warp-specialization-pitfalls": "pitfalls-warp-specialization",
+    "gemm-aligned": "kernel-gemm-aligned",
+    "persistent-kernel": "technique-persistent-kernel",
+    "tma-ptx": "skill-tma-ptx",
+    "wgmma-ptx": "skill-wgmma-ptx",
+}
+
+
+def rename_pages(path: Path, renames: Mapping[str, str]) -> int:
+    """Rewrite, in place, the `page` of each claim row of one store file that `renames` maps to a new id; return
+    how many rows changed. A one-time migration for renamed pages, so their measurements still trace.
+
+    Only the page value of those rows changes; every other byte of the file stays (rows, their order, commit
+    lines, lines that are not rows), so the commit lines still count the same rows. Written whole under the
+    store's lock, atomically: a crash leaves the old file or the new one.
+    """
+    from kwiki.core.lock import hold_replaced
+    from kwiki.core.writefile import write_atomic
+
+    if not path.exists():
+        return 0
+    with hold_replaced(path):
+        lines = path.read_bytes().split(b"\n")
+        changed = 0
+        for i, line in enumerate(lines):
+            try:
+                data = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if not (isinstance(data, dict) and data.get("kind") == "claim" and isinstance(data.get("page"), str)
+                    and data["page"] in renames):
+                continue
+            old = json.dumps({"page": data["page"]})[1:-1].encode("utf-8")  # '"page": "<id>"', as rows are written
+            new = json.dumps({"page": renames[data["page"]]})[1:-1].encode("utf-8")
+            if line.count(old) != 1:  # not a row as kwiki writes it: leave it, never guess
+                continue
+            lines[i] = line.replace(old, new)
+            changed += 1
+        if changed:
+            write_atomic(path, b"\n".join(lines))
+    return changed
 
 
 def last_records(rows: Sequence[RecordRow | ClaimRow]) -> dict[tuple[str, str, str], RecordRow]:

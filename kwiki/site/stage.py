@@ -48,6 +48,7 @@ from kwiki.site.render import html_text, stylesheet
 from kwiki.site.tagpages import tags_pages
 from kwiki.site.theme import BASE_CONFIG, base_config, config_overrides, remote_resources, run_mkdocs, theme_overrides
 from kwiki.wiki.catalog import WIKI_DIR, load_wiki
+from kwiki.wiki.drafts import draft_reason, is_draft
 
 if TYPE_CHECKING:
     from mkdocs.livereload import LiveReloadServer
@@ -105,6 +106,9 @@ def _site_pages(root: Path, rows: list[RecordRow | ClaimRow], strict: bool) -> l
     store = Store(rows)
     out = []
     for page in wiki.pages:
+        if page.meta is not None and is_draft(page.meta):  # drafts stay drafts: not staged, listed or exported
+            log.info("kwiki: %s: a draft, not published (%s)", page.path, draft_reason(page.meta))
+            continue
         rel = Path(page.path).relative_to(WIKI_DIR).as_posix()
         history = [*by_page.get(page.id or "", []), *by_page.get(page.path, [])] if page.meta else []
         traced = trace(page.meta, store, page.path) if page.meta else None  # nothing untraceable shows as verified

@@ -20,6 +20,7 @@ from urllib.parse import unquote
 from kwiki.core.errors import ManifestError, Problem
 from kwiki.core.paths import inside, links_out
 from kwiki.wiki.catalog import WIKI_DIR, Wiki, page_files
+from kwiki.wiki.drafts import draft_reason
 from kwiki.wiki.evidence import EvidenceLevel
 from kwiki.wiki.manifest import MANIFEST, Manifest, load_manifest, shape_list
 from kwiki.wiki.markers import code_lines
@@ -72,6 +73,8 @@ class _Summary:
     measured: tuple[PageMeta, int] | None = None  # a page with a measurements block: its meta, the block's line
     measures: frozenset[str] = frozenset()  # ids of its claims that kwiki measures (they have a `measure`)
     contradicted: tuple[tuple[str, int, str, str], ...] = ()  # (field, line, page id, claim id) on other pages
+    draft: tuple[str, int, str] | None = None  # a draft (kwiki.wiki.drafts): field, its line, why; --strict warns
+    page_links: tuple[tuple[int, str, str], ...] = ()  # (line, target, path of the page file it leads to)
 
 
 def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> tuple[list[_Summary], list[Problem]]:
@@ -96,7 +99,13 @@ def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> t
              c.contradicted_by.claim)
             for i, c in enumerate(page.meta.claims)
             if c.contradicted_by is not None and c.contradicted_by.page not in (None, page.id))
-        summaries.append(_Summary(page.path, page.id, page.line_of("id"), refs, measured, measures, contradicted))
+        why = draft_reason(page.meta)
+        at = "status" if page.meta.status == "draft" else "summary"
+        draft = (at, page.line_of(at), why) if why is not None else None
+        summaries.append(_Summary(page.path, page.id, page.line_of("id"), refs, measured, measures, contradicted,
+                                  draft, _page_links(page, root)))
+        if strict:
+            problems.extend(check_id_convention(page))
         problems.extend(check_sources(page, root))
         problems.extend(check_artifacts(page, root))
         problems.extend(check_manifests(page, root))
@@ -139,8 +148,12 @@ def check(root: Path, strict: bool = False, jobs: int = 0, traced: Traced | None
         for s in summaries for name, i, line, ref in s.refs if ref not in ids
     )
     problems.extend(check_contradictions(summaries))
+    problems.extend(check_links_to_drafts(summaries))
     if strict:
         problems = [Problem(p.path, p.line, p.field, p.message, "error") for p in problems]
+        # a draft is allowed: a warning that says it is left out, never an error, even under --strict
+        problems.extend(Problem(s.path, s.draft[1], s.draft[0], f"a draft, left out of the site, query, MCP and "
+                                f"skills: {s.draft[2]}", "warning") for s in summaries if s.draft is not None)
     if traced is not None:
         problems.extend(traced(root, [(s.path, *s.measured) for s in summaries if s.measured is not None]))
     return Report(pages=len(files), problems=sorted(set(problems)))
@@ -171,6 +184,24 @@ def check_ids(pages: Wiki | Iterable[Page | _Summary], root: Path | None = None)
             line = page.id_line if isinstance(page, _Summary) else page.line_of("id")
             out.append(Problem(page.path, line, "id", f"id {page_id!r} is already used by {original.path}"))
     return out
+
+
+HOME_PAGE = f"{WIKI_DIR}/index.md"  # the wiki's home page: the one page exempt from the id convention
+
+
+def check_id_convention(page: Page) -> list[Problem]:
+    """A page id is `<type>-<slug>` (`technique-persistent-kernel`); the wiki's home page, wiki/index.md, is exempt.
+
+    Checked under --strict (how the wiki is checked), where it is an error, as every problem is there.
+    """
+    if page.meta is None or page.path == HOME_PAGE:
+        return []
+    prefix = f"{page.meta.type.value}-"
+    if page.meta.id.startswith(prefix) and len(page.meta.id) > len(prefix):
+        return []
+    return [Problem(page.path, page.line_of("id"), "id", f"id {page.meta.id!r} does not follow the convention "
+                    f"'<type>-<slug>': a page of type {page.meta.type.value!r} has an id that starts with "
+                    f"{prefix!r} (e.g. '{prefix}{page.meta.id}')")]
 
 
 _ENDINGS = {b"\r\n": "CR LF", b"\n": "LF", b"\r": "CR"}
@@ -343,6 +374,28 @@ def check_links(page: Page, root: Path, known: frozenset[str] | None = None) -> 
             out.append(Problem(page.path, line, "link", f"link {target!r} leaves wiki/; the site cannot serve it "
                                                         "(link to the source on the web or embed it)"))
     return out
+
+
+def _page_links(page: Page, root: Path) -> tuple[tuple[int, str, str], ...]:
+    """The page's relative links to Markdown files: (line, target, the file's path from `root`)."""
+    assert page.fm is not None
+    out = []
+    for line, target in _links(page.fm.body, page.fm.body_line):
+        path = unquote(target.split("#", 1)[0].split("?", 1)[0])
+        if _EXTERNAL.match(target) or not path.endswith(".md") or path.startswith("/"):
+            continue
+        rel = os.path.relpath(os.path.normpath(os.path.join(os.path.dirname(page.file), path)), root)
+        out.append((line, target, Path(rel).as_posix()))
+    return tuple(out)
+
+
+def check_links_to_drafts(summaries: Iterable[_Summary]) -> list[Problem]:
+    """A published page that links to a draft: the site leaves the draft out, so the link would break its build."""
+    summaries = list(summaries)
+    drafts = {s.path for s in summaries if s.draft is not None}
+    return [Problem(s.path, line, "link", f"link {target!r} leads to a draft ({path}), which the site leaves out: "
+                    "publish that page or drop the link", "warning")
+            for s in summaries if s.draft is None for line, target, path in s.page_links if path in drafts]
 
 
 # ---------------------------------------------------------------- sources a reader can open
