@@ -54,7 +54,7 @@ def verdicts(doc: dict) -> dict[str, str]:
 
 
 def test_runs_land_on_the_cluster_and_are_written_as_a_local_run_writes_them(address, project, capsys, tmp_path):
-    code, doc = verify_json(capsys, "--root", str(project), "--ray", address, "nap-page")
+    code, doc = verify_json(capsys, "--root", str(project), "--ray", address, "technique-nap")
     assert code == 0, doc
     (run,) = doc["runs"]
     assert run["gpu"] == "NVIDIA H200"
@@ -70,7 +70,7 @@ def test_runs_land_on_the_cluster_and_are_written_as_a_local_run_writes_them(add
     import shutil
 
     shutil.copytree(Path(__file__).parent / "fixtures" / "fleet" / "project", local)
-    assert main(["verify", "--json", "--quiet", "--root", str(local), "nap-page"]) in (0, 1)
+    assert main(["verify", "--json", "--quiet", "--root", str(local), "technique-nap"]) in (0, 1)
     capsys.readouterr()
     here = [json.loads(line) for line in (local / "results" / "host.jsonl").read_text().splitlines()]
     here_records = [r for r in here if r["kind"] == "record"]
@@ -81,7 +81,7 @@ def test_runs_land_on_the_cluster_and_are_written_as_a_local_run_writes_them(add
 
 def test_a_worker_killed_mid_run_gives_its_artifact_an_error_and_the_rest_go_on(address, project, capsys):
     t0 = time.monotonic()
-    code, doc = verify_json(capsys, "--root", str(project), "--ray", address, "killer-page", "nap-page",
+    code, doc = verify_json(capsys, "--root", str(project), "--ray", address, "technique-killer", "technique-nap",
                             "--no-write")
     assert code == 1
     assert verdicts(doc)["killer-time"] == "error"
@@ -93,7 +93,7 @@ def test_a_worker_killed_mid_run_gives_its_artifact_an_error_and_the_rest_go_on(
 
 def test_a_task_past_its_limit_is_cancelled_and_the_rest_go_on(address, project, capsys):
     t0 = time.monotonic()
-    code, doc = verify_json(capsys, "--root", str(project), "--ray", address, "slow-page", "nap-page",
+    code, doc = verify_json(capsys, "--root", str(project), "--ray", address, "technique-slow", "technique-nap",
                             "--no-write", "--task-timeout", "12")
     assert code == 1
     assert verdicts(doc)["slow-time"] == "error" and verdicts(doc)["nap-time"] == "reproduced"
@@ -104,7 +104,7 @@ def test_a_task_past_its_limit_is_cancelled_and_the_rest_go_on(address, project,
 
 def test_an_artifact_no_gpu_of_the_cluster_runs_is_a_located_problem(address, project, capsys):
     t0 = time.monotonic()
-    code, doc = verify_json(capsys, "--root", str(project), "--ray", address, "b200-page", "--no-write")
+    code, doc = verify_json(capsys, "--root", str(project), "--ray", address, "technique-b200", "--no-write")
     assert code == 1
     problems = [f"{p['path']}:{p['line']}: {p['field']}: {p['message']}" for p in doc["runs"][0]["problems"]]
     assert any(p.startswith("artifacts/gpu_b200/artifact.yaml:1: targets: no GPU of the cluster") and "H200 (sm_90) x2"
@@ -114,7 +114,7 @@ def test_an_artifact_no_gpu_of_the_cluster_runs_is_a_located_problem(address, pr
 
 
 def test_an_artifact_whose_claims_name_another_model_is_not_run_there(address, project, capsys):
-    _, doc = verify_json(capsys, "--root", str(project), "--ray", address, "b200only-page", "nap-page",
+    _, doc = verify_json(capsys, "--root", str(project), "--ray", address, "technique-b200only", "technique-nap",
                             "--no-write")
     (run,) = doc["runs"]
     assert {r["artifact"] for r in run["runs"]} == {"host_nap", "host_nap2"}
@@ -131,7 +131,7 @@ def test_one_timing_run_per_gpu_at_a_time(address, project, capsys):
     _, digest = tasks.pack_tree(project)
     log = Path(tempfile.gettempdir()) / tasks.TREES / digest / "artifacts" / "gpu-log.txt"
     log.unlink(missing_ok=True)
-    code, doc = verify_json(capsys, "--root", str(project), "--ray", address, "gpus-page", "--no-write")
+    code, doc = verify_json(capsys, "--root", str(project), "--ray", address, "technique-gpus", "--no-write")
     assert code == 0, doc
     spans: dict[str, list[tuple[float, float]]] = {}
     for line in log.read_text().splitlines():
@@ -149,7 +149,7 @@ def test_claims_compared_across_artifacts_run_in_one_task(project):
     from kwiki.wiki.catalog import load_wiki
 
     wiki = load_wiki(project)
-    pages = [p for p in wiki.pages if p.id in ("nap-page", "slow-page")]
+    pages = [p for p in wiki.pages if p.id in ("technique-nap", "technique-slow")]
     the_plan = plan(wiki, pages, capture(project, want_gpu=False), compile_only=False)
     runnable = sorted(the_plan.artifacts.values(), key=lambda a: a.path)
     assert [[a.name for a in g] for g in executor.groups(the_plan, runnable)] == [["host_nap", "host_nap2"],
@@ -161,7 +161,7 @@ def test_an_address_that_does_not_answer_is_a_clear_error_in_bounded_time(projec
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     t0 = time.monotonic()
-    code = main(["verify", "--root", str(project), "--ray", f"127.0.0.1:{port}", "nap-page"])
+    code = main(["verify", "--root", str(project), "--ray", f"127.0.0.1:{port}", "technique-nap"])
     err = capsys.readouterr().err
     assert code == 2
     assert f"--ray 127.0.0.1:{port}: no Ray cluster answers at 127.0.0.1:{port}" in err
@@ -219,7 +219,7 @@ def test_the_local_path_never_imports_ray(project):
 
 def test_without_ray_the_fleet_says_which_extra_to_install(project):
     code = (f"import sys; sys.modules['ray'] = None; from kwiki.cli import main; "
-            f"sys.exit(main(['verify', '--root', {str(project)!r}, '--ray', '127.0.0.1:1', 'nap-page']))")
+            f"sys.exit(main(['verify', '--root', {str(project)!r}, '--ray', '127.0.0.1:1', 'technique-nap']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip() == "kwiki verify: --ray needs Ray: pip install 'kwiki[fleet]'"

@@ -53,8 +53,8 @@ def test_a_merge_never_changes_a_local_verdict(project, capsys):
     assert merge_cli(capsys, project, "nvidia-h200.jsonl")[0] == 0
     assert store_rows(plan) == before
     wiki = load_wiki(project)
-    page = wiki.by_id["nap-page"]
-    m = matrix.matrix(project, "nap-page", page.meta.claims)
+    page = wiki.by_id["technique-nap"]
+    m = matrix.matrix(project, "technique-nap", page.meta.claims)
     h200 = m.models.index("H200")
     cell = m.cells["nap-time"][h200]
     assert (cell.verdict, cell.median, cell.origin) == ("reproduced", 5.0, "local")
@@ -113,8 +113,8 @@ def test_merged_files_keep_to_the_store_size_bound(project, monkeypatch):
 
 def test_the_matrix_shows_each_claim_per_gpu_model_and_not_applicable_where_a_claim_names_another(project, capsys):
     assert merge_cli(capsys, project, "nvidia-b200.jsonl", "nvidia-h200.jsonl")[0] == 0
-    page = load_wiki(project).by_id["nap-page"]
-    m = matrix.matrix(project, "nap-page", page.meta.claims)
+    page = load_wiki(project).by_id["technique-nap"]
+    m = matrix.matrix(project, "technique-nap", page.meta.claims)
     assert m.models == ["B200", "H200"]
     b200, h200 = m.cells["nap-time"]
     assert b200.verdict == "not-applicable" and "stated for H200" in b200.why  # not failed
