@@ -58,6 +58,7 @@ def test_runs_land_on_the_cluster_and_are_written_as_a_local_run_writes_them(add
     assert code == 0, doc
     (run,) = doc["runs"]
     assert run["gpu"] == "NVIDIA H200"
+    assert run["clocks_after"] == {}  # not this machine's GPU clocks
     assert verdicts(doc) == {"nap-time": "reproduced", "nap-vs-nap2": "reproduced"}
     rows = [json.loads(line) for line in (project / "results" / "nvidia-h200.jsonl").read_text().splitlines()]
     records = [r for r in rows if r["kind"] == "record"]

@@ -168,6 +168,8 @@ def measure(root: Path, options: Options, progress: Callable[[str], None],
     profiled = profiler.cached_stage(prep.plan, built.builds, outcomes, root, options.profile_tolerance) \
         if outcomes else None
     report = _gate(prep, built, outcomes, profiled=profiled)
+    if executor is not None:
+        report.clocks_after = {}  # this machine's NVML would describe another GPU than the runs'
     report.claims = evaluate(prep.plan, built.builds, outcomes, report.gating)
     series.judge_over_runs(prep.plan, report.claims, prep.past, prep.keys, prep.run_id)
     base = _provenance(report, None)
