@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kwiki"
-LAYERS = {"core": 0, "wiki": 1, "results": 2, "verify": 3, "site": 3, "agents": 3, "cli": 4}
+# fleet: the Ray backend of the pipeline (an Executor of kwiki.verify), used only by the CLI's `verify --ray`
+LAYERS = {"core": 0, "wiki": 1, "results": 2, "verify": 3, "site": 3, "agents": 3, "fleet": 3.5, "cli": 4}
 # the one CLI module that may not load the pipeline although the CLI may: `kwiki check` reads results/
 READERS = {"cli/check.py"}
 MODULE_STRING = re.compile(r"kwiki(?:\.\w+)+(?::\w+)?")

@@ -371,7 +371,8 @@ def test_every_command_has_a_handler_and_a_parser():
     from kwiki.cli import COMMANDS, HANDLERS, build_parser
 
     assert list(COMMANDS) == list(HANDLERS)
-    needs = {"show": ["x"], "new": ["page", "x"], "export": ["skills", "x"]}  # commands with required arguments
+    needs = {"show": ["x"], "new": ["page", "x"], "export": ["skills", "x"],  # commands with required arguments
+             "results": ["merge", "--origin", "x", "f"]}
     for name in COMMANDS:  # the one-command parser takes what the whole parser takes
         argv = [name, *needs.get(name, [])]
         args = build_parser(name).parse_args(argv)

@@ -29,6 +29,7 @@ HANDLERS = {
     "build": "kwiki.cli.site:run_build",
     "serve": "kwiki.cli.site:run_serve",
     "export": "kwiki.cli.export:run",
+    "results": "kwiki.cli.results:run",
 }
 
 
@@ -77,6 +78,11 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
                         "sanitize gate")
     p.add_argument("--variants", type=_names, metavar="A,B",
                    help="with --profile or --sanitize: only these variants (of the selected pages' artifacts)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run on the Ray cluster at ADDRESS (HOST:PORT of its head), one run per GPU model there "
+                        "(the 'fleet' extra)")
+    p.add_argument("--task-timeout", type=_seconds, metavar="S",
+                   help="with --ray: every run task's time limit (default: its manifests' timeouts + 120 s)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     _json_arg(p)
     _root_arg(p)
@@ -108,6 +114,16 @@ def _tools(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(f"wants tools among {', '.join(SANITIZE_TOOLS)}, got {text!r} (page ids go "
                                          "before --sanitize, or write --sanitize=TOOLS)")
     return tools
+
+
+def _seconds(text: str) -> float:
+    try:
+        s = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"wants seconds, got {text!r}") from None
+    if not 0 < s <= 86400:
+        raise argparse.ArgumentTypeError(f"wants seconds from 0 to 86400, got {text!r}")
+    return s
 
 
 def _runs(text: str) -> int:
@@ -188,6 +204,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "build": ("build the static site (strict)", _build_args),
     "serve": ("serve the site with live reload", _serve_args),
     "export": ("write the wiki as Agent Skills (export skills DIR)", _export_args),
+    "results": ("the results store: merge another lab's results", lambda p: importlib.import_module(
+        "kwiki.cli.results").options(p)),
 }
 
 
@@ -240,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # top-level package of a module an optional extra installs -> that extra (pyproject.toml)
 EXTRAS = {"mkdocs": "site", "material": "site", "nh3": "site", "pymdownx": "site", "markdown": "site",
-          "mcp": "mcp"}
+          "mcp": "mcp", "ray": "fleet"}
 
 
 def _missing(name: str | None) -> str:

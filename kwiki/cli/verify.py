@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
+from pathlib import Path
 
+from kwiki import SCHEMA_VERSION
 from kwiki.core.proc import Stopped, stop_on_signals
 from kwiki.verify import tables
 from kwiki.verify.pipeline import Report, verify
@@ -38,8 +41,13 @@ def options(args: argparse.Namespace) -> Options:
 def run(args: argparse.Namespace) -> int:
     root = find_root(args.root)
     progress = Progress(args.quiet)
+    if args.task_timeout is not None and not args.ray:
+        print("kwiki verify: --task-timeout limits the tasks of --ray; give --ray ADDRESS", file=sys.stderr)
+        return 2
     try:
         with stop_on_signals():  # Ctrl-C, SIGTERM, SIGHUP: kill every artifact process, then stop
+            if args.ray:
+                return _fleet(args, root, progress)
             report = verify(root, options(args), progress)
     except Stopped as exc:
         print(f"kwiki verify: stopped by {exc}; every artifact process it started was killed", file=sys.stderr)
@@ -54,6 +62,29 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_human(report, nothing)
     return 0 if report.ok and not nothing else 1
+
+
+def _fleet(args: argparse.Namespace, root: Path, progress: Progress) -> int:
+    """--ray: one run per GPU model of the cluster, each printed as a local run is (JSON: a list of them)."""
+    from kwiki.fleet.verify import verify_on
+
+    with contextlib.redirect_stdout(sys.stderr):  # Ray prints its workers' deaths on stdout: keep it for the report
+        reports = verify_on(root, options(args), args.ray, progress, task_timeout_s=args.task_timeout)
+    nothing = [r.nothing_verified(compile_only=False, until_runs=args.until_runs) for r in reports]
+    ok = all(r.ok for r in reports) and not any(nothing)
+    if args.json:
+        runs = []
+        for report, why in zip(reports, nothing, strict=True):
+            doc = report.as_json()
+            if why:
+                doc["ok"], doc["notes"] = False, [*doc["notes"], why]
+            runs.append(doc)
+        print(tables.dumps({"schema_version": SCHEMA_VERSION, "ok": ok, "ray": args.ray, "runs": runs}))
+    else:
+        for report, why in zip(reports, nothing, strict=True):
+            print(f"== {report.plan.gpu.name if report.plan.gpu else '?'} (run {report.run_id})")
+            _print_human(report, why)
+    return 0 if ok else 1
 
 
 def _print_human(report: Report, nothing: str | None = None) -> None:

@@ -18,7 +18,7 @@ import yaml
 from kwiki.core.errors import ManifestError
 from kwiki.core.paths import inside
 from kwiki.results.store import ClaimRow, RecordRow, gpu_slug
-from kwiki.site import charts
+from kwiki.site import charts, gpumatrix
 from kwiki.site.listings import ARCHITECTURES, INDEX_DIR, SitePage
 from kwiki.site.render import (
     artifact_page,
@@ -247,6 +247,9 @@ def _body(ctx: Context, sp: SitePage) -> list[str]:
     roofline = own(ctx, _roofline(ctx, sp))
     if roofline:
         out += ["", "## Roofline", "", roofline]
+    by_model = own(ctx, gpumatrix.section(ctx.root, sp.meta))  # claims across GPU models, merged origins' too
+    if by_model:
+        out += ["", "## By GPU model", "", by_model]
     sources = sources_section(sp.meta)
     if sources:
         out += ["", own(ctx, sources)]

@@ -18,8 +18,9 @@ from kwiki.verify import compute_sanitizer as sanitizer
 from kwiki.verify import env as envmod
 from kwiki.verify import gates, history, pyartifact, sass, series
 from kwiki.verify import profile as profiler
-from kwiki.verify.build import build_all, build_one
+from kwiki.verify.build import BuildOne, build_all, build_one
 from kwiki.verify.claims import evaluate
+from kwiki.verify.executor import Executor
 from kwiki.verify.plan import plan as make_plan
 from kwiki.verify.plan import select_pages
 from kwiki.verify.run import gpu_lock, new_run_id, run_artifact
@@ -138,27 +139,37 @@ class _Built:
     mechanism: sass.MechanismReport
 
 
-def verify(root: Path, options: Options, progress: Callable[[str], None]) -> Report:
-    """`kwiki verify`: the tool stages --profile and --sanitize ask for, else a timed (or compile-only) run."""
+def verify(root: Path, options: Options, progress: Callable[[str], None],
+           executor: Executor | None = None) -> Report:
+    """`kwiki verify`: the tool stages --profile and --sanitize ask for, else a timed (or compile-only) run; with an
+    `executor` (kwiki.fleet), its builds and runs happen where the executor puts them."""
     if options.variants and not options.stage_only:
         raise UsageError("--variants selects what --profile and --sanitize run; a timed run runs every variant")
-    return run_tools(root, options, progress) if options.stage_only else measure(root, options, progress)
+    if executor is not None and (options.stage_only or options.compile_only):
+        raise UsageError("--ray runs timed runs on a cluster; --profile, --sanitize and --compile-only run here")
+    return run_tools(root, options, progress) if options.stage_only else measure(root, options, progress, executor)
 
 
-def measure(root: Path, options: Options, progress: Callable[[str], None]) -> Report:
+def measure(root: Path, options: Options, progress: Callable[[str], None],
+            executor: Executor | None = None) -> Report:
     """Build, run, check and time every planned artifact; judge each claim over its series; append the run to the
     results store and write the numbers back (with `options.write`). `compile_only`: build and check only."""
     t0 = time.monotonic()
-    prep = _prepare(root, options, progress)
-    built = _build(root, prep, options, progress)
+    prep = _prepare(root, options, progress, executor)
+    built = _build(root, prep, options, progress, executor)
     outcomes: dict[str, list[RunOutcome]] = {}
     run_seconds, ran = 0.0, 0
-    with gpu_lock(prep.plan.gpu, root, progress):  # one timing run per GPU, across processes
-        outcomes, run_seconds, ran = _run_stage(prep.plan, built.builds, root, prep.run_id, progress)
+    if executor is not None:  # its tasks hold their GPUs: one timing run per GPU there
+        outcomes, run_seconds, ran = executor.run_stage(prep.plan, built.builds, root, prep.run_id, progress)
+    else:
+        with gpu_lock(prep.plan.gpu, root, progress):  # one timing run per GPU, across processes
+            outcomes, run_seconds, ran = _run_stage(prep.plan, built.builds, root, prep.run_id, progress)
     # figures of earlier --profile runs of these binaries (no ncu)
     profiled = profiler.cached_stage(prep.plan, built.builds, outcomes, root, options.profile_tolerance) \
         if outcomes else None
     report = _gate(prep, built, outcomes, profiled=profiled)
+    if executor is not None:
+        report.clocks_after = {}  # this machine's NVML would describe another GPU than the runs'
     report.claims = evaluate(prep.plan, built.builds, outcomes, report.gating)
     series.judge_over_runs(prep.plan, report.claims, prep.past, prep.keys, prep.run_id)
     base = _provenance(report, None)
@@ -204,15 +215,19 @@ def sanitize(prep: _Prepared, built: _Built, root: Path, options: Options,
 # ---------------------------------------------------------------- the shared steps
 
 
-def _prepare(root: Path, options: Options, progress: Callable[[str], None]) -> _Prepared:
-    """Pages -> the machine -> the plan, its series and what the run will say about them."""
+def _prepare(root: Path, options: Options, progress: Callable[[str], None],
+             executor: Executor | None = None) -> _Prepared:
+    """Pages -> the machine (an executor's, where one is given) -> the plan, its series and what the run will say
+    about them."""
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     wiki = load_wiki(root)
     pages = select_pages(wiki, list(options.ids), list(options.tags), options.arch)
     problems = [p for page in pages for p in page.problems if p.severity == "error"]
     broken = {page.path for page in pages if any(p.severity == "error" for p in page.problems)}
     pages = [p for p in pages if p.path not in broken and p.meta is not None]
-    environment = envmod.capture(root, want_gpu=not options.compile_only)
+    environment = envmod.capture(root, want_gpu=not options.compile_only and executor is None)
+    if executor is not None:
+        environment = executor.environment(environment)
     if options.require_gpu and not options.compile_only and not environment.gpus:
         raise EnvironmentProblem(f"--require-gpu: no GPU here ({environment.gpu_error or 'NVML saw none'})")
     run_id = new_run_id(now, environment.commit)
@@ -238,10 +253,12 @@ def _prepare(root: Path, options: Options, progress: Callable[[str], None]) -> _
     return _Prepared(now, run_id, environment, the_plan, keys, past, notes, problems)
 
 
-def _build(root: Path, prep: _Prepared, options: Options, progress: Callable[[str], None]) -> _Built:
+def _build(root: Path, prep: _Prepared, options: Options, progress: Callable[[str], None],
+           executor: Executor | None = None) -> _Built:
     """Every build of the plan, then the SASS check of every binary (the mechanism gate's evidence)."""
     t_build = time.monotonic()
-    builds = _build_stage(prep.plan, prep.environment, root, options.jobs, progress)
+    builds = _build_stage(prep.plan, prep.environment, root, options.jobs, progress,
+                          executor.build_one if executor is not None else build_by_kind)
     wall = time.monotonic() - t_build
     for note in pyartifact.not_runnable(prep.plan, builds):  # Python artifacts without torch here
         prep.notes.append(note)
@@ -303,7 +320,7 @@ def _only_variants(the_plan: Plan, variants: list[str]) -> None:
 
 
 def _build_stage(the_plan: Plan, environment: envmod.Environment, root: Path, jobs: int,
-                 progress: Callable[[str], None]) -> list[BuildResult]:
+                 progress: Callable[[str], None], one: BuildOne) -> list[BuildResult]:
     total = len(the_plan.builds)
     done = [0]
 
@@ -317,13 +334,13 @@ def _build_stage(the_plan: Plan, environment: envmod.Environment, root: Path, jo
         progress(f"build {job.artifact} [{job.target}]: compiling")
 
     return build_all(the_plan.builds, root, nvcc=environment.nvcc_path, nvcc_version=environment.nvcc,
-                     cxx=environment.cxx_path, workers=jobs, progress=on_build, started=on_start, one=_build_one)
+                     cxx=environment.cxx_path, workers=jobs, progress=on_build, started=on_start, one=one)
 
 
 # ---------------------------------------------------------------- artifact kinds
 
 
-def _build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None,
+def build_by_kind(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None,
                started: Callable[[BuildJob], None] | None = None) -> BuildResult:
     """One job's build by its artifact's kind: a Python module is imported and its contract checked (and the CUDA
     library it loads, if its manifest names one, compiled), a CUDA artifact compiled."""
@@ -333,7 +350,7 @@ def _build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | 
     return build_one(job, root, nvcc, nvcc_version, cxx, started)
 
 
-def _run_one(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int | None, root: Path,
+def run_by_kind(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int | None, root: Path,
              run_id: str) -> list[RunOutcome]:
     """One artifact's run by its kind: kwiki's harness for a Python artifact (one process, a watchdog per
     variant), the artifact's own binary for a CUDA one."""
@@ -358,7 +375,7 @@ def _run_stage(the_plan: Plan, builds: list[BuildResult], root: Path, run_id: st
         progress(f"run {n}/{len(runnable)} {planned.name} [{planned.run_target}] "
                  f"{len(planned.run_variants)} variants + {len(planned.isolated)} isolated")
         t0 = time.perf_counter()
-        outs = _run_one(planned, by_key[(planned.build_name, planned.run_target)], gpu_index=gpu_index,
+        outs = run_by_kind(planned, by_key[(planned.build_name, planned.run_target)], gpu_index=gpu_index,
                         root=root, run_id=run_id)
         seconds += time.perf_counter() - t0  # wall time: a Python artifact's outcomes share one process's seconds
         outcomes[planned.path] = outs
