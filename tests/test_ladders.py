@@ -148,7 +148,7 @@ def test_a_run_without_a_profile_shows_the_newest_profile_of_the_same_code_and_n
     assert ladder.run_id == "r04"
     assert by["tuned"].profiled == ladders.Profiled(level="dram", bytes=1.0e9, bytes_ratio=0.25, run_id="r02")
     assert by["cublas"].profiled is None  # never profiled
-    from kwiki.site.ladder import profiled_text
+    from kwiki.site.ladder_html import profiled_text
     assert profiled_text(by["tuned"].profiled) == "×0.25 of 1.00 GB DRAM†"
     (own,) = ladders.from_store(MANIFEST, [*rows[:3], timed("04", "bbb", **profile)])
     assert own.groups[0].rows[0].profiled == ladders.Profiled(level="dram", bytes=1.0e9, bytes_ratio=0.5)

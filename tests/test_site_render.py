@@ -10,7 +10,7 @@ from kwiki.results.ladders import Ladder, Mechanism, Profiled, Rung, ShapeGroup
 from kwiki.results.standing import standing
 from kwiki.results.store import ClaimRow, RecordRow
 from kwiki.site import charts, searchindex
-from kwiki.site.ladder import COLUMNS, PLAIN_COLUMNS, kernel_name, ladder_html, ladders_block
+from kwiki.site.ladder_html import COLUMNS, PLAIN_COLUMNS, kernel_name, ladder_html, ladders_block
 from kwiki.site.render import STYLESHEET, claims_table, sources_section, state_line, stylesheet
 from kwiki.site.sanitize import clean, mark_own
 from kwiki.wiki.model import PageMeta, Provenance

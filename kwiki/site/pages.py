@@ -50,7 +50,7 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 class Context:
     root: Path
     records: dict[str, list[RecordRow]]  # artifact name -> its rows in the results store
-    key: str = ""  # marks the markup kwiki generates as its own (`site_key`, sanitize.mark_own)
+    key: str = ""  # marks the markup kwiki generates as its own (`ensure_site_key`, sanitize.mark_own)
     manifests: dict[str, tuple[str, list[str], str | None]] = field(default_factory=dict)  # rel -> name, ...
     files: dict[str, bytes] = field(default_factory=dict)  # staged path -> content
     sources: dict[str, str] = field(default_factory=dict)  # artifact rel -> the staged page of its sources
@@ -106,7 +106,7 @@ def _manifest(ctx: Context, rel: str) -> Manifest | None:
 def _ladder_tables(ctx: Context, sp: SitePage) -> str:
     """Each artifact's ladder from its latest run per GPU in the results store: a table per shape group."""
     from kwiki.results.ladders import from_store
-    from kwiki.site.ladder import ladders_block
+    from kwiki.site.ladder_html import ladders_block
 
     meta = sp.meta
     assert meta is not None

@@ -46,7 +46,14 @@ from kwiki.site.outdir import SERVE_DIR, STAGE_DIR, mark, output_dir, site_dir_p
 from kwiki.site.pages import ASSETS, CSS, Context, artifact_pages, own, stage_page
 from kwiki.site.render import html_text, stylesheet
 from kwiki.site.tagpages import tags_pages
-from kwiki.site.theme import BASE_CONFIG, base_config, config_overrides, remote_resources, run_mkdocs, theme_overrides
+from kwiki.site.theme import (
+    BASE_CONFIG,
+    base_config,
+    config_overrides,
+    remote_resources,
+    run_mkdocs,
+    write_theme_overrides,
+)
 from kwiki.wiki.catalog import WIKI_DIR, load_wiki
 from kwiki.wiki.drafts import draft_reason, is_draft
 
@@ -55,9 +62,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BASE_CONFIG", "SERVE_DIR", "STAGE_DIR", "SiteError", "SiteReport", "base_config", "build_site",
-           "config_overrides", "generate", "live_server", "output_dir", "page_url", "remote_resources",
-           "run_mkdocs", "site_key", "sync"]
+__all__ = [
+    "BASE_CONFIG",
+    "SERVE_DIR",
+    "STAGE_DIR",
+    "SiteError",
+    "SiteReport",
+    "base_config",
+    "build_site",
+    "config_overrides",
+    "ensure_site_key",
+    "generate",
+    "live_server",
+    "output_dir",
+    "page_url",
+    "remote_resources",
+    "run_mkdocs",
+    "sync",
+]
 
 
 @dataclass
@@ -70,7 +92,7 @@ class SiteReport:
 
 
 
-def site_key(root: Path) -> str:
+def ensure_site_key(root: Path) -> str:
     """The secret that marks kwiki's own markup in the staged pages (sanitize.mark_own), so that the sanitiser
     can tell kwiki's badges from a page's HTML: random, kept in `.kwiki/site/key` (ignored by git, never
     published; a fresh checkout makes a fresh one) so that unchanged staged pages stay byte-identical from
@@ -135,14 +157,14 @@ def _summaries(pages: list[SitePage], directory_urls: bool) -> dict[str, str]:
 def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki", key: str | None = None
              ) -> tuple[dict[str, bytes], list[SitePage], LastRun | None]:
     """Every file of the staged docs directory (path -> bytes), the pages, and the last verify run;
-    kwiki's own markup is marked with `key` (default: `site_key`)."""
+    kwiki's own markup is marked with `key` (default: `ensure_site_key`)."""
     rows = read_all(root)
     pages = _site_pages(root, rows, strict)
     records: dict[str, list[RecordRow]] = {}
     for row in rows:
         if isinstance(row, RecordRow):
             records.setdefault(row.artifact, []).append(row)
-    ctx = Context(root, records, site_key(root) if key is None else key)
+    ctx = Context(root, records, ensure_site_key(root) if key is None else key)
     wiki = root / WIKI_DIR
     refused = set(links_out(root, wiki))  # committed links that lead out (or are broken): never read
     why = [f"{inside(root, p.relative_to(root).as_posix())}; not published" for p in sorted(refused)]
@@ -206,10 +228,11 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport
     t0 = time.perf_counter()
     stage = root / STAGE_DIR
     base = base_config(root)
-    key = site_key(root)
+    key = ensure_site_key(root)
     files, pages, run = generate(root, strict, base.get("site_name") or "KernelWiki", key)
     sync(stage / "docs", files)
-    overrides = config_overrides(base, stage / "docs", site_dir, pages, strict, theme_overrides(stage / "overrides"))
+    templates = write_theme_overrides(stage / "overrides")
+    overrides = config_overrides(base, stage / "docs", site_dir, pages, strict, templates)
     t1 = time.perf_counter()
     config_file = root / BASE_CONFIG
     mark(site_dir)

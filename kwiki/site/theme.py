@@ -60,7 +60,7 @@ def base_config(root: Path) -> dict[str, Any]:
     return data
 
 
-def theme_overrides(directory: Path) -> Path | None:
+def write_theme_overrides(directory: Path) -> Path | None:
     """Material's templates that kwiki amends, written under `directory` (None when none applies): the search
     dialog gets the accessible name Material leaves out (axe: aria-dialog-name)."""
     import material  # type: ignore[import-untyped]
@@ -122,7 +122,7 @@ class _Collect(logging.Handler):
 
 def run_mkdocs(overrides: dict[str, Any], config_file: Path, own: str | None = None) -> list[str]:
     """Build with MkDocs in this process; the warnings it logged (raises SiteError in strict mode).
-    `own` is the key that marked kwiki's own markup when the pages were staged (`site_key`)."""
+    `own` is the key that marked kwiki's own markup when the pages were staged (`ensure_site_key`)."""
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")  # Material's banner about MkDocs 2; pinned below it
     from mkdocs.commands.build import build
     from mkdocs.config import load_config

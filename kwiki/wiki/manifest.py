@@ -146,7 +146,7 @@ class SanitizeExpect(Strict):
 
 class SanitizeRun(SanitizeExpect):
     """How `kwiki verify --sanitize` runs the artifact under each compute-sanitizer tool: `<binary> run.args
-    args --check-only --variants ...` (no timing loop; kwiki.verify.sanitize says which variants share a
+    args --check-only --variants ...` (no timing loop; kwiki.verify.compute_sanitizer says which variants share a
     process). Its `expect` and `why` hold for every variant that does not name the tool in its own (e.g. an
     artifact whose variants all run a library's kernels)."""
 
