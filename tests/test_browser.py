@@ -8,14 +8,10 @@ hovered and clicked, and no script of theirs may run and no request may leave fo
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import http.server
 import importlib.util
 import json
 import shutil
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -38,13 +34,9 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):
-        pass
-
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(tmp_path_factory, served):
     root = tmp_path_factory.mktemp("project")
     for name in ("wiki", "artifacts", "results"):
         shutil.copytree(FIXTURE / name, root / name)
@@ -53,21 +45,10 @@ def site(tmp_path_factory):
         '---\nid: hostile-tags\ntitle: Hostile tags\ntype: pattern\n'
         'tags: ["<img src=x onerror=window.__pwned=8>", "<script>window.__pwned=9</script>"]\n---\nBody.\n')
     build_site(root, root / "site", strict=False)
-    with _served(root / "site") as url:
+    with served(root / "site") as url:
         yield url
 
 
-@contextlib.contextmanager
-def _served(directory: Path):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(directory)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 @pytest.fixture(scope="module")
@@ -163,11 +144,11 @@ def test_script_in_title_and_tags_renders_as_text(page, site):
 
 
 @pytest.fixture(scope="module")
-def payload_site(tmp_path_factory):
+def payload_site(tmp_path_factory, served):
     root = tmp_path_factory.mktemp("payloads")
     shutil.copytree(PAYLOADS / "wiki", root / "wiki")
     build_site(root, root / "site", strict=False)  # what `kwiki serve` shows: sanitised, with warnings
-    with _served(root / "site") as url:
+    with served(root / "site") as url:
         yield url
 
 
@@ -257,14 +238,14 @@ SERIOUS = frozenset({"serious", "critical"})
 
 
 @pytest.fixture(scope="module")
-def wiki_site(tmp_path_factory):
+def wiki_site(tmp_path_factory, served):
     """The repository's own wiki, built as `kwiki build` builds it (its mkdocs.yml, artifacts and results)."""
     root = tmp_path_factory.mktemp("wiki")
     for name in ("wiki", "artifacts", "results"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.o", "build"))
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
     build_site(root, root / "site")
-    with _served(root / "site") as url:
+    with served(root / "site") as url:
         yield url
 
 
@@ -283,7 +264,7 @@ def _gen_wiki():
 
 
 @pytest.fixture(scope="module")
-def grown_site(tmp_path_factory):
+def grown_site(tmp_path_factory, served):
     """The repository's wiki beside 288 generated pages with claims, ladders, three runs each in the results
     store and traceable measurements blocks (bench/gen_wiki.py --store): 300 pages, built once."""
     root = tmp_path_factory.mktemp("grown")
@@ -293,7 +274,7 @@ def grown_site(tmp_path_factory):
     _gen_wiki().generate(root, GENERATED, seed=0, measured=0.75, store=True)
     report = build_site(root, root / "site")
     assert report.pages >= 12 + GENERATED  # the repository's own pages grow in number
-    with _served(root / "site") as url:
+    with served(root / "site") as url:
         yield url
 
 

@@ -6,11 +6,7 @@ H200 shows "not applicable" on the B200, never a failure; a merged figure names 
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import http.server
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
@@ -32,31 +28,16 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):
-        pass
 
 
-@contextlib.contextmanager
-def _served(directory: Path):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(directory)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
-
-def test_the_page_shows_each_claim_per_gpu_model_with_its_origin(tmp_path):
+def test_the_page_shows_each_claim_per_gpu_model_with_its_origin(tmp_path, served):
     root = tmp_path / "project"
     shutil.copytree(FIXTURES / "project", root)
     merge(root, "lab-b", [FIXTURES / "incoming" / "nvidia-b200.jsonl", FIXTURES / "incoming" / "nvidia-h200.jsonl"])
     build_site(root, root / "site", strict=True)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with _served(root / "site") as url, playwright.sync_playwright() as p:
+    with served(root / "site") as url, playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = browser.new_page()
