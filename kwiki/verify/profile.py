@@ -43,6 +43,7 @@ from kwiki.core.numbers import fmt, params_text
 from kwiki.core.paths import shown
 from kwiki.core.proc import run_group
 from kwiki.core.writefile import write_atomic
+from kwiki.results.ladders import bytes_figure
 from kwiki.results.record import Record, parse_records
 from kwiki.verify import kernels as kmatch
 from kwiki.verify.ncu import METRICS, figures, find_ncu, ncu_argv, number, read_csv
@@ -162,15 +163,6 @@ def _ratio(declared: float | None, measured: float | None) -> float | None:
 
 
 FP32 = {"fp32", "f32", "float"}
-
-
-def bytes_figure(figs: Mapping[str, float], level: str) -> str | None:
-    """The profiled figure a record's declared bytes at `level` are held to: at DRAM the bytes a launch owes
-    (where the profile has them, else the DRAM bytes it read and wrote), at L2 the L2 bytes; None for a
-    level no counter audits (shared memory)."""
-    if level == "dram":
-        return "ncu_dram_owed_bytes" if "ncu_dram_owed_bytes" in figs else "ncu_dram_bytes"
-    return "ncu_l2_bytes" if level == "l2" else None
 
 
 def audit(record: Record, figs: dict[str, float], tolerance: float, where: str) -> Audit:
