@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ from kwiki.verify.env import Environment
 from kwiki.verify.executor import RunStage
 from kwiki.verify.types import BuildResult, Plan, PlannedArtifact, RunOutcome
 from kwiki.wiki.buildline import BuildJob
-from kwiki.wiki.model import Measure
 
 TASK_MARGIN_S = 120.0  # a task's limit beyond its manifests' own timeouts: worker start, tree unpacking, the lock
 
@@ -46,7 +45,8 @@ def groups(plan: Plan, runnable: list[PlannedArtifact]) -> list[list[PlannedArti
             m = claim.measure
             if m is None:
                 continue
-            paths = sorted(_claim_paths(meta.artifacts, m) & set(parent))
+            keys = {m.artifact, m.of.artifact or m.artifact, *([m.per.artifact or m.artifact] if m.per else [])}
+            paths = sorted({meta.artifacts[k].rstrip("/") for k in keys if k in meta.artifacts} & set(parent))
             for p in paths[1:]:
                 parent[find(p)] = find(paths[0])
     out: dict[str, list[PlannedArtifact]] = {}
@@ -69,7 +69,8 @@ def other_models(plan: Plan) -> list[tuple[PlannedArtifact, set[str]]]:
             m = claim.measure
             if m is None:
                 continue
-            for path in _claim_paths(meta.artifacts, m):
+            keys = {m.artifact, m.of.artifact or m.artifact, *([m.per.artifact or m.artifact] if m.per else [])}
+            for path in {meta.artifacts[k].rstrip("/") for k in keys if k in meta.artifacts}:
                 model = claim.conditions.gpu
                 if model is None or model.lower() in name:
                     free.add(path)
@@ -216,9 +217,3 @@ def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return (lines[-1] if lines else type(exc).__name__)[:300]
-
-
-def _claim_paths(artifacts: Mapping[str, str], m: Measure) -> set[str]:
-    """The artifact paths one claim's measure reads (its own artifact, and its selectors')."""
-    keys = {m.artifact, m.of.artifact or m.artifact, *([m.per.artifact or m.artifact] if m.per else [])}
-    return {artifacts[k].rstrip("/") for k in keys if k in artifacts}
