@@ -138,9 +138,10 @@ def _int(value: Scalar) -> int | None:
 
 
 def shape_label(params: Mapping[str, Scalar]) -> str:
-    """A parameter set as a reader writes it: dimensions joined by 'x' (MxNxK, rows x cols), a byte count
+    """A parameter set as a reader writes it: dimensions joined by 'x' (MxNxK in either case, rows x cols), a byte count
     in binary units, then the dtype and any other parameter as name=value."""
-    rest = dict(params)
+    gemm = sum(k in params for k in ("m", "n", "k")) >= 2 and not any(k in params for k in DIMS)  # m, n, k
+    rest = {k.upper() if gemm and k in ("m", "n", "k") else k: v for k, v in params.items()}
     parts: list[str] = []
     shape = rest.pop("shape", None)
     dtype = rest.pop("dtype", None)

@@ -131,25 +131,46 @@ def history_spec(claims: list[Claim], rows: list[ClaimRow]) -> dict[str, Any] | 
 
 
 def history_table(spec: dict[str, Any]) -> list[list[str]]:
-    """The history chart's values as rows (run date, commit, then each claim's measured / claimed), for a
-    table beside the chart: what a tooltip would show, readable without a pointer."""
-    runs = sorted({(d, c) for s in spec["series"] for d, c, _ in s["points"]})
-    cells = {(s["label"], d, c): v for s in spec["series"] for d, c, v in s["points"]}
-    head = ["run", "commit", *[s["label"] for s in spec["series"]]]
-    return [head, *[[d[:16].replace("T", " "), c or "—",
-                     *[fmt(cells[(s["label"], d, c)], 3) if (s["label"], d, c) in cells else "—"
-                       for s in spec["series"]]] for d, c in runs]]
+    """The history chart's values as rows, one per claim (its measured / claimed at each run, oldest first, with
+    the run's commit or date), for a table beside the chart: what a tooltip would show, readable without a
+    pointer, and two columns wide however many claims and runs there are."""
+    rows = [["claim", "measured / claimed, run by run (oldest first)"]]
+    for s in spec["series"]:
+        values = [f"{fmt(v, 3)} ({c or d[:10]})" for d, c, v in sorted(s["points"])]
+        rows.append([s["label"], ", ".join(values)])
+    return rows
 
 
-def compute_roofline_specs(records: list[RecordRow], artifacts: list[str], dram_tb_per_s: dict[str, float]
-                           ) -> list[dict[str, Any]]:
-    """A roofline for compute-bound artifacts (GEMM): each variant's best point per shape and dtype at its
-    arithmetic intensity, under the memory roof (`dram_tb_per_s`: the datasheet bandwidth per GPU model) and a
-    compute roof per dtype: the highest TFLOP/s any record of that dtype reached in the run (measured, not
-    a datasheet figure)."""
+DTYPE_SPELLINGS = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
+                   "tfloat32": "tf32", "float8_e4m3fn": "fp8_e4m3", "float8_e4m3": "fp8_e4m3", "e4m3": "fp8_e4m3",
+                   "float8_e5m2": "fp8_e5m2", "e5m2": "fp8_e5m2"}
+
+
+def dtype_name(dtype: object) -> str:
+    """One spelling per dtype ('bfloat16' and 'bf16' are one roof, not two)."""
+    text = str(dtype or "")
+    return DTYPE_SPELLINGS.get(text.lower(), text)
+
+
+def _shape_key(params: dict[str, Any]) -> str:
+    """A GEMM's parameters as one shape, however the artifact spells them: 'MxNxK' (M, N, K in either case)."""
+    dims = {k.upper(): v for k, v in params.items() if k.upper() in ("M", "N", "K")}
+    rest = {k: v for k, v in params.items() if k.upper() not in ("M", "N", "K") and k != "dtype"}
+    shape = "x".join(str(dims[k]) for k in ("M", "N", "K") if k in dims)
+    return ", ".join(x for x in (shape, params_text(rest)) if x)
+
+
+def compute_roofline_specs(records: list[RecordRow], artifacts: list[str], dram_tb_per_s: dict[str, float],
+                           set_aside: frozenset[str] | set[str] = frozenset()) -> list[dict[str, Any]]:
+    """A roofline for compute-bound artifacts (GEMM): the best variant per shape and dtype at its arithmetic
+    intensity, under the memory roof (`dram_tb_per_s`: the datasheet bandwidth per GPU model) and a compute
+    roof per dtype: the highest TFLOP/s any record of that dtype reached in the run (measured, not a datasheet
+    figure). Dtypes are compared under one spelling (`dtype_name`); the variants the page sets aside (all-zero
+    inputs) are never a point nor a roof."""
     by_gpu: dict[str, list[RecordRow]] = {}
     for row in records:
-        if row.passed and row.artifact in artifacts and {"tflop_per_s", "gb_per_s"} <= set(row.figures):
+        if (row.passed and row.artifact in artifacts and row.variant not in set_aside
+                and {"tflop_per_s", "gb_per_s"} <= set(row.figures)):
             by_gpu.setdefault(row.gpu, []).append(row)
     specs = []
     for gpu in sorted(by_gpu):
@@ -157,24 +178,32 @@ def compute_roofline_specs(records: list[RecordRow], artifacts: list[str], dram_
             continue
         latest = {a: max(r.date for r in by_gpu[gpu] if r.artifact == a) for a in {r.artifact for r in by_gpu[gpu]}}
         run = [r for r in by_gpu[gpu] if r.date == latest[r.artifact]]
-        best: dict[str, RecordRow] = {}
+        best: dict[tuple[str, str], RecordRow] = {}
         roofs: dict[str, float] = {}
         for r in run:
-            dtype = str(r.params.get("dtype", ""))
-            key = f"{params_text({k: v for k, v in r.params.items() if k != 'dtype'})} {dtype}".strip()
+            dtype = dtype_name(r.params.get("dtype"))
+            key = (dtype, _shape_key(dict(r.params)))
             if key not in best or r.figures["tflop_per_s"] > best[key].figures["tflop_per_s"]:
                 best[key] = r
             roofs[dtype] = max(roofs.get(dtype, 0.0), r.figures["tflop_per_s"])
-        points = [{"label": k, "variant": r.variant, "baseline": False, "tflop_per_s": r.figures["tflop_per_s"],
+        points = [{"label": f"{shape} {dtype}".strip(), "variant": r.variant, "baseline": False,
+                   "tflop_per_s": r.figures["tflop_per_s"],
                    "intensity": r.figures["tflop_per_s"] * 1e3 / r.figures["gb_per_s"]}
-                  for k, r in sorted(best.items())]
-        specs.append({"kind": "roofline", "gpu": gpu, "date": max(latest.values())[:10],
+                  for (dtype, shape), r in sorted(best.items(), key=lambda kv: (kv[0][0], _natural_shape(kv[0][1])))]
+        date = max(latest.values())[:10]
+        specs.append({"kind": "roofline", "gpu": gpu, "date": date,
                       "roof_gb_per_s": dram_tb_per_s[gpu] * 1e3, "points": points,
-                      "compute_roofs": [{"label": f"{d or 'all'}: best measured {fmt(v, 3)} TFLOP/s", "tflop_per_s": v}
-                                        for d, v in sorted(roofs.items())],
-                      "title": f"compute roofline on {gpu}, {max(latest.values())[:10]}: datasheet memory roof "
-                               f"{dram_tb_per_s[gpu]:.3g} TB/s, best measured TFLOP/s per dtype"})
+                      "compute_roofs": [{"label": d or "all", "tflop_per_s": v} for d, v in sorted(roofs.items())],
+                      "title": f"GEMM roofline, {gpu}, {date}",
+                      "about": f"solid: datasheet memory roof {dram_tb_per_s[gpu]:.3g} TB/s; dashed: the best "
+                               "measured TFLOP/s of each dtype"
+                               + (f"; never counted as best: {', '.join(sorted(set_aside))}" if set_aside else "")})
     return specs
+
+
+def _natural_shape(shape: str) -> tuple[int, ...]:
+    head = shape.split(",")[0]
+    return tuple(int(x) for x in head.split("x") if x.isdigit())
 
 
 # ---------------------------------------------------------------- drawing
@@ -186,6 +215,7 @@ WIDTH = 400
 TEXT = 14  # the smallest text of any chart
 TITLE = 15
 CHAR = 0.56  # average glyph width of the sans-serif font, in ems (for wrapping and label widths)
+BOLD_CHAR = 0.64  # the same of its bold (titles)
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 INK, MUTED, GRID = "#212121", "#595959", "#e0e0e0"
 BAR, BEST, BASE = "#5c6bc0", "#2e7d32", "#8a8a8a"
@@ -252,7 +282,7 @@ def _svg(width: float, height: float, title: str, body: list[str]) -> bytes:
 
 def _title(title: str) -> tuple[list[str], float]:
     """The title's lines and the y below them."""
-    lines = _wrap(title, WIDTH - 16, TITLE)
+    lines = _wrap(title, (WIDTH - 16) * CHAR / BOLD_CHAR, TITLE)
     return _lines(8, 20, lines, TITLE, weight="bold"), 20 + (len(lines) - 1) * (TITLE + 4) + 10
 
 
@@ -348,23 +378,75 @@ def draw_history(spec: dict[str, Any]) -> bytes:
     return _svg(WIDTH, legend_y, title, body)
 
 
+def tick_text(value: float) -> str:
+    """An axis label a phone has room for: 100, 1k, 10k, 100k, 1M."""
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return fmt(value / scale, trim=True) + suffix
+    return fmt(value, trim=True)
+
+
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def place_labels(anchors: list[tuple[float, float, str]], taken: list[Box], bounds: Box) -> list[tuple[float, float]]:
+    """A spot for each label (its text's start x and baseline y) next to its anchor point (x, y, text), where it
+    overlaps no label placed before, no point and nothing in `taken`, and stays inside `bounds`: the first free
+    of twelve spots around the point, further out each ring; the last resort (all taken) is the first spot."""
+    dots = [(x - 4.5, y - 4.5, x + 4.5, y + 4.5) for x, y, _ in anchors]
+    placed: list[Box] = []
+    out = []
+    for x, y, text in anchors:
+        w, h = _width(text), TEXT
+        spots = []
+        for ring in (1.0, 2.0, 3.2):
+            dx, dy = 7 * ring, 9 * ring
+            spots += [(x - dx - w, y + 5), (x + dx, y + 5), (x - w / 2, y - dy), (x - w / 2, y + dy + h - 2),
+                      (x - dx - w, y - dy), (x + dx, y - dy), (x - dx - w, y + dy + h - 2), (x + dx, y + dy + h - 2)]
+        chosen = None
+        for sx, sy in spots:
+            box = (sx - 1, sy - h + 2, sx + w + 1, sy + 3)
+            inside = bounds[0] <= box[0] and box[2] <= bounds[2] and bounds[1] <= box[1] and box[3] <= bounds[3]
+            if inside and not any(_overlaps(box, b) for b in [*placed, *dots, *taken]):
+                chosen = (sx, sy, box)
+                break
+        if chosen is None:
+            sx, sy = spots[0]
+            chosen = (sx, sy, (sx - 1, sy - h + 2, sx + w + 1, sy + 3))
+        placed.append(chosen[2])
+        out.append((chosen[0], chosen[1]))
+    return out
+
+
 def draw_roofline(spec: dict[str, Any]) -> bytes:
-    """Log-log: FLOP/s against FLOP per byte, the bandwidth roof as a line, any compute roofs as flat lines,
-    one dot per kernel, numbered, with the legend below."""
+    """Log-log: FLOP/s against FLOP per byte, the bandwidth roof as a line, any compute roofs as flat dashed
+    lines named at their right end, one dot per kernel, numbered beside it where no other label is, and the
+    legend below. Every label is kept inside the drawing: tick labels are short (1k, 10k), the margins are
+    measured from them, and the title wraps."""
     pts = spec["points"]
-    roofs = spec.get("compute_roofs", [])  # [{"label", "tflop_per_s"}]
+    roofs = sorted(spec.get("compute_roofs", []), key=lambda r: -r["tflop_per_s"])  # [{"label", "tflop_per_s"}]
     title = spec.get("title") or (f"roofline on {spec['gpu']}, {spec['date']}: measured read ceiling "
                                   f"{spec['roof_gb_per_s'] / 1e3:.3g} TB/s")
     body, top = _title(title)
-    top += 8
-    left, right = 50, WIDTH - 12
-    bottom = top + 230
+    if spec.get("about"):
+        about = _wrap(spec["about"], WIDTH - 16)
+        body += _lines(8, top + 8, about, fill=MUTED)
+        top += len(about) * (TEXT + 4)
+    top += 14
     xs = [p["intensity"] for p in pts]
     ys = [p["tflop_per_s"] for p in pts] + [r["tflop_per_s"] for r in roofs]
     roof = spec["roof_gb_per_s"] / 1e3  # TFLOP/s per (FLOP/byte)
     x_lo, x_hi = 10 ** math.floor(math.log10(min(xs) / 2)), 10 ** math.ceil(math.log10(max(xs) * 2))
     y_lo = 10 ** math.floor(math.log10(min(ys) / 2))
     y_hi = 10 ** math.ceil(math.log10(max(max(ys) * 1.05, min(roof * x_hi, max(ys) * 10))))
+    y_decades = range(round(math.log10(y_lo)), round(math.log10(y_hi)) + 1)
+    left = 26 + max(_width(tick_text(10 ** e)) for e in y_decades)  # the rotated axis name, then the labels
+    right = WIDTH - 8 - _width(tick_text(x_hi)) / 2
+    bottom = top + 230
 
     def x(v: float) -> float:
         return left + (math.log10(v) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo)) * (right - left)
@@ -377,18 +459,26 @@ def draw_roofline(spec: dict[str, Any]) -> bytes:
     for n, e in enumerate(decades):
         body.append(f'<line x1="{_n(x(10 ** e))}" y1="{top}" x2="{_n(x(10 ** e))}" y2="{bottom}" stroke="{GRID}"/>')
         if n % every == 0:
-            body.append(_text(x(10 ** e), bottom + 18, fmt(10 ** e, trim=True), anchor="middle", fill=MUTED))
-    for e in range(round(math.log10(y_lo)), round(math.log10(y_hi)) + 1):
-        body.append(f'<line x1="{left}" y1="{_n(y(10 ** e))}" x2="{right}" y2="{_n(y(10 ** e))}" stroke="{GRID}"/>')
-        body.append(_text(left - 5, y(10 ** e) + 5, fmt(10 ** e, trim=True), anchor="end", fill=MUTED))
+            body.append(_text(x(10 ** e), bottom + 18, tick_text(10 ** e), anchor="middle", fill=MUTED))
+    for e in y_decades:
+        body.append(f'<line x1="{_n(left)}" y1="{_n(y(10 ** e))}" x2="{_n(right)}" y2="{_n(y(10 ** e))}" '
+                    f'stroke="{GRID}"/>')
+        body.append(_text(left - 5, y(10 ** e) + 5, tick_text(10 ** e), anchor="end", fill=MUTED))
     x0, x1 = x_lo, min(x_hi, y_hi / roof)
     body.append(f'<line x1="{_n(x(x0))}" y1="{_n(y(max(roof * x0, y_lo)))}" x2="{_n(x(x1))}" '
                 f'y2="{_n(y(roof * x1))}" stroke="{INK}" stroke-width="1.5"/>')
-    for r in roofs:
+    taken: list[Box] = []
+    label_y = -math.inf
+    for r in roofs:  # highest first; a name that would touch the one above moves below its line
         start = max(x_lo, r["tflop_per_s"] / roof)
-        body.append(f'<line x1="{_n(x(start))}" y1="{_n(y(r["tflop_per_s"]))}" x2="{right}" '
-                    f'y2="{_n(y(r["tflop_per_s"]))}" stroke="{MUTED}" stroke-width="1.5" stroke-dasharray="6,3"/>')
-        body.append(_text(right - 2, y(r["tflop_per_s"]) - 4, r["label"], anchor="end", fill=MUTED))
+        line_y = y(r["tflop_per_s"])
+        body.append(f'<line x1="{_n(x(start))}" y1="{_n(line_y)}" x2="{_n(right)}" y2="{_n(line_y)}" '
+                    f'stroke="{MUTED}" stroke-width="1.5" stroke-dasharray="6,3"/>')
+        ty = max(line_y - 4, label_y + TEXT + 2)
+        label_y = ty
+        w = _width(r["label"])
+        taken.append((right - 2 - w, ty - TEXT + 2, right, ty + 3))
+        body.append(_text(right - 2, ty, r["label"], anchor="end", fill=MUTED))
     ours = [p for p in pts if not p["baseline"]]
     for p in sorted(pts, key=lambda p: p["baseline"], reverse=True):  # baselines first, ours drawn on top
         color = BASE if p["baseline"] else BEST
@@ -397,15 +487,17 @@ def draw_roofline(spec: dict[str, Any]) -> bytes:
                     f'stroke="{color}" stroke-width="1.5"><title>{html.escape(p["label"])}: '
                     f'{html.escape(p["variant"])}, {fmt(p["tflop_per_s"], 3)} TFLOP/s at '
                     f'{fmt(p["intensity"], 3)} FLOP/B</title></circle>')
-    body.append(_text(WIDTH / 2, bottom + 36, "FLOP per byte moved (log)", anchor="middle", fill=MUTED))
+    body.append(_text((left + right) / 2, bottom + 36, "FLOP per byte moved (log)", anchor="middle", fill=MUTED))
     body.append(_text(12, (top + bottom) / 2, "TFLOP/s", anchor="middle", fill=MUTED)
                 .replace("<text ", f'<text transform="rotate(-90 12 {_n((top + bottom) / 2)})" ', 1))
+    anchors = [(x(p["intensity"]), y(p["tflop_per_s"]), str(k)) for k, p in enumerate(ours, 1)]
+    for (_, _, text), (tx, ty) in zip(anchors, place_labels(anchors, taken, (left, top, right, bottom)), strict=True):
+        body.append(_text(tx, ty, text, fill=INK))
     legend_y = bottom + 58
     body += _lines(10, legend_y, _wrap("filled: best variant; hollow: baseline; numbers: the legend", WIDTH - 20),
                    fill=MUTED)
     legend_y += 2 * (TEXT + 4)
     for k, p in enumerate(ours, 1):  # numbers beside the dots, names in the legend below
-        body.append(_text(x(p["intensity"]) - 7, y(p["tflop_per_s"]) + 5, str(k), anchor="end", fill=INK))
         lines = _wrap(f"{k}  {p['label']}: {p['variant']} ({fmt(p['tflop_per_s'], 3, trim=True)} TFLOP/s)", WIDTH - 20)
         body += _lines(10, legend_y, lines)
         legend_y += len(lines) * (TEXT + 4)

@@ -266,4 +266,4 @@ def ladders_block(ladders: list[Ladder]) -> str:
     if not ladders:
         return ""
     body = "\n".join(ladder_html(ladder) for ladder in ladders)
-    return f'<div class="kw-ladder kw-wide" data-search-exclude>\n{body}\n</div>\n'
+    return f'<div class="kw-ladder kw-wide" id="ladder" data-search-exclude>\n{body}\n</div>\n'

@@ -17,9 +17,12 @@ import yaml
 
 from kwiki.core.errors import ManifestError
 from kwiki.core.paths import inside
+from kwiki.core.strict import Scalar
 from kwiki.results.store import ClaimRow, RecordRow, gpu_slug
 from kwiki.site import charts, gpumatrix
+from kwiki.site.answer import answer_box
 from kwiki.site.listings import ARCHITECTURES, INDEX_DIR, SitePage
+from kwiki.site.owners import Owner, claimed_params, matches
 from kwiki.site.render import (
     artifact_page,
     artifact_section,
@@ -29,6 +32,7 @@ from kwiki.site.render import (
     html_text,
     md_text,
     problems_note,
+    relative,
     sources_section,
 )
 from kwiki.site.sanitize import mark_own
@@ -36,6 +40,7 @@ from kwiki.site.tagpages import page_tags
 from kwiki.wiki.catalog import ARTIFACTS_DIR
 
 if TYPE_CHECKING:
+    from kwiki.results.ladders import Ladder
     from kwiki.wiki.manifest import Manifest
 
 ASSETS = "assets/kwiki"
@@ -55,6 +60,17 @@ class Context:
     files: dict[str, bytes] = field(default_factory=dict)  # staged path -> content
     sources: dict[str, str] = field(default_factory=dict)  # artifact rel -> the staged page of its sources
     loaded: dict[str, Manifest | None] = field(default_factory=dict)  # artifact rel -> its manifest
+    owners: dict[str, Owner] = field(default_factory=dict)  # artifact rel -> the page showing its full ladder
+
+
+@dataclass
+class PageLadder:
+    """An artifact's ladder as one page shows it: whole on the page that owns it, else the claimed rows."""
+
+    rel: str  # the artifact's path
+    ladder: Ladder
+    wanted: list[dict[str, Scalar]]  # the parameter sets the page's claims select from it
+    owner: Owner | None  # None: this page owns it
 
 
 
@@ -103,19 +119,41 @@ def _manifest(ctx: Context, rel: str) -> Manifest | None:
     return ctx.loaded[rel]
 
 
-def _ladder_tables(ctx: Context, sp: SitePage) -> str:
-    """Each artifact's ladder from its latest run per GPU in the results store: a table per shape group."""
+def page_ladders(ctx: Context, sp: SitePage) -> list[PageLadder]:
+    """Each artifact's ladder from its latest run per GPU in the results store, as this page shows it: whole
+    when the page owns the artifact (kwiki.site.owners), else only the groups at the shapes its claims select."""
     from kwiki.results.ladders import from_store
-    from kwiki.site.ladder_html import ladders_block
 
     meta = sp.meta
     assert meta is not None
-    found = []
+    out = []
     for rel in sorted({r.rstrip("/") for r in meta.artifacts.values()}):
         m = _manifest(ctx, rel)
-        if m is not None:
-            found += from_store(m, ctx.records.get(m.name, []), path=rel)
-    return ladders_block(found)
+        if m is None:
+            continue
+        owner = ctx.owners.get(rel)
+        owner = None if owner is None or owner.rel == sp.rel else owner
+        wanted = claimed_params(meta, rel)
+        for ladder in from_store(m, ctx.records.get(m.name, []), path=rel):
+            if owner is not None:
+                groups = [g for g in ladder.groups if any(matches(g.params, w) for w in wanted)]
+                ladder = ladder.model_copy(update={"groups": groups, "others": []})
+            out.append(PageLadder(rel, ladder, wanted, owner))
+    return out
+
+
+def _ladder_tables(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
+    """The page's ladders as tables, and for each artifact another page owns, a link to its full ladder."""
+    from kwiki.site.ladder_html import ladders_block
+
+    out = [ladders_block([pl.ladder for pl in ladders if pl.ladder.groups])]
+    links = {pl.owner for pl in ladders if pl.owner is not None}
+    for owner in sorted(links, key=lambda o: o.rel):
+        names = sorted({pl.ladder.artifact for pl in ladders if pl.owner == owner})
+        out.append(f"The full ladder of {', '.join(f'`{n}`' for n in names)}: "
+                   f"[{md_text(owner.title)}]({relative(owner.rel, sp.rel)}#ladder). This page shows the rows at "
+                   "the shapes its claims name.\n")
+    return "\n".join(x for x in out if x)
 
 
 def _ladders(ctx: Context, sp: SitePage) -> str:
@@ -125,6 +163,9 @@ def _ladders(ctx: Context, sp: SitePage) -> str:
     assert meta is not None
     out = []
     for rel in sorted(set(meta.artifacts.values())):
+        owner = ctx.owners.get(rel.rstrip("/"))
+        if owner is not None and owner.rel != sp.rel:
+            continue  # its charts are on the page that owns its ladder
         name, variants, baseline = _artifact(ctx, rel)
         keys = {k for k, v in meta.artifacts.items() if v == rel}
         measures = [c.measure for c in meta.claims if c.measure and c.measure.artifact in keys]
@@ -160,7 +201,7 @@ def _roofline(ctx: Context, sp: SitePage) -> str:
         return "\n".join(
             _add_chart(ctx, sp, f"roofline-{gpu_slug(spec['gpu'])}", spec,
                        f"compute roofline of this page's artifacts on {spec['gpu']}, {spec['date']}")
-            for spec in charts.compute_roofline_specs(rows, [m.name for m in own], dram))
+            for spec in charts.compute_roofline_specs(rows, [m.name for m in own], dram, set(sp.meta.set_aside)))
     ceilings: dict[str, tuple[str, str | None]] = {}
     for path in sorted((ctx.root / ARTIFACTS_DIR).glob(f"*/{MANIFEST}")):
         try:
@@ -187,7 +228,8 @@ def _history(ctx: Context, sp: SitePage, rows: list[ClaimRow]) -> str:
     lines = ["| " + " | ".join(md_text(c) for c in row) + " |" for row in table]
     lines.insert(1, "|" + " --- |" * len(table[0]))
     body = "\n".join("    " + line for line in lines)
-    return f'{image}\n??? note "Values of the chart (measured / claimed)"\n\n{body}\n'
+    return (f'{image}\n<div class="kw-history" markdown>\n\n??? note "Values of the chart (measured / claimed)"\n\n'
+            f"{body}\n\n</div>\n")
 
 
 def _neutral(lines: list[str]) -> list[str]:
@@ -205,7 +247,7 @@ def _neutral(lines: list[str]) -> list[str]:
     return out
 
 
-def _body(ctx: Context, sp: SitePage) -> list[str]:
+def _body(ctx: Context, sp: SitePage, page_ladders: list[PageLadder]) -> list[str]:
     """The page's body with its generated regions filled and the sections kwiki adds at the end."""
     fm = sp.page.fm
     assert fm is not None
@@ -218,7 +260,7 @@ def _body(ctx: Context, sp: SitePage) -> list[str]:
     regions = sorted(sp.page.regions, key=lambda r: r.open_line)
     claims = own(ctx, claims_table(sp.meta, sp.trace))
     history = own(ctx, _history(ctx, sp, sp.history)) if claims else ""
-    tables = _ladder_tables(ctx, sp)
+    tables = _ladder_tables(ctx, sp, page_ladders)
     ladders = own(ctx, "\n".join(x for x in (tables, _ladders(ctx, sp)) if x))
     out: list[str] = []
     pos = 0
@@ -295,7 +337,11 @@ def _front(sp: SitePage) -> str:
 
 def stage_page(ctx: Context, sp: SitePage, home: str | None) -> str:
     parts = [_front(sp), ""]
+    ladders = page_ladders(ctx, sp) if sp.meta is not None and sp.page.fm is not None else []
     if sp.meta is not None and sp.standing is not None and home is None:
+        box = answer_box(sp.meta, sp.standing, [(pl.ladder, pl.wanted) for pl in ladders])
+        if box:  # first: the answer, then where the page stands
+            parts.append(own(ctx, box))
         parts.append(own(ctx, header(sp.meta, sp.standing, sp.rel, ARCHITECTURES)))
     errors = [p.format() for p in sp.page.problems if p.severity == "error"]
     if errors:
@@ -303,6 +349,6 @@ def stage_page(ctx: Context, sp: SitePage, home: str | None) -> str:
     if home is not None:
         parts.append(own(ctx, home))
     if sp.page.fm is not None:
-        parts += _body(ctx, sp)
+        parts += _body(ctx, sp, ladders)
     return "\n".join(parts).rstrip("\n") + "\n"
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kwiki.core.errors import ManifestError
-from kwiki.core.numbers import fmt
 from kwiki.core.paths import inside, within
 from kwiki.results import tables
 from kwiki.results.standing import Standing
@@ -177,7 +176,9 @@ def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
     wheres = {tables.provenance_text(mc.provenance) for c in meta.claims
               if (mc := measured.get(c.id)) is not None and mc.provenance is not None}
     shared = next(iter(wheres)) if len(wheres) == 1 else None
-    table = tables.claims_table(meta.claims, measured, text=md_text, verdict=verdict, provenance=shared is None)
+    # measured claims first: cited figures no run measures (a page's legacy rows) do not open the table
+    claims = sorted(meta.claims, key=lambda c: c.id not in measured)
+    table = tables.claims_table(claims, measured, text=md_text, verdict=verdict, provenance=shared is None)
     titles = {e.id: e.title or e.id for e in meta.sources if not isinstance(e, str)}
     for source in sorted({c.source for c in meta.claims if c.source}, key=len, reverse=True):
         # each cited figure links to its entry in the page's sources section (`sources_section`)
@@ -243,6 +244,21 @@ def build_lines(manifest: Manifest, rel: str) -> list[str]:
     return out
 
 
+def build_text(manifest: Manifest, rel: str) -> str:
+    """How the artifact is built, as Markdown: the commands of a binary artifact (`build_lines`), or for a
+    Python artifact that kwiki imports its module under its harness (no build line of nvcc's: there is none,
+    except for the CUDA sources it loads, named as such)."""
+    if manifest.kind != "python" or manifest.python is None:
+        return "Build (from the repository root):\n\n" + _fence("\n".join(build_lines(manifest, rel)), "sh")
+    py = manifest.python
+    text = (f"No build: `kwiki verify` imports `{rel}/{py.module}` and runs it under kwiki's harness "
+            "(`artifacts/common/kwiki_harness.py`), which owns the inputs, the check and the clock.")
+    if py.cuda:
+        text += (" The CUDA sources it loads (" + ", ".join(f"`{c}`" for c in py.cuda) + ") are compiled by nvcc "
+                 "into one shared library per target.")
+    return text if "`" not in rel else md_text(text)
+
+
 def _manifest_section(root: Path, rel: str) -> str:
     from kwiki.wiki.manifest import MANIFEST, load_manifest
 
@@ -257,10 +273,13 @@ def _manifest_section(root: Path, rel: str) -> str:
     described = [v for v in manifest.variants if v.description]
     if described:
         lines += [f"- `{v.name}`: {md_text(v.description)}" for v in described] + [""]
-    lines += ["Build (from the repository root):", "", _fence("\n".join(build_lines(manifest, rel)), "sh")]
+    lines += [build_text(manifest, rel), ""]
     b = manifest.build
     files = [*b.sources, *b.headers, *([b.script] if b.script else [])]
-    blocks = [source_block(root, directory / f, f"{rel}/{f}") for f in dict.fromkeys(files)]
+    if manifest.python is not None:  # its module, the kernels beside it, the CUDA it loads
+        files += [manifest.python.module, *sorted(p.name for p in directory.glob("*.py")), *manifest.python.cuda]
+    blocks = [source_block(root, directory / f, f"{rel}/{f}") for f in dict.fromkeys(files)
+              if (directory / f).is_file()]
     blocks.append(source_block(root, directory / MANIFEST, f"{rel}/{MANIFEST}"))
     return "\n".join(lines) + "\n" + "".join(blocks)
 
@@ -324,7 +343,7 @@ def artifact_section(root: Path, meta: PageMeta, pages: dict[str, str] | None = 
                     m = load_manifest(path, root)
                     out += [f"**{md_text(m.title)}**: targets {md_text(', '.join(m.targets))}"
                             + (f"; baseline `{m.baseline}`" if m.baseline and "`" not in m.baseline else "") + ".", "",
-                            "Build (from the repository root):", "", _fence("\n".join(build_lines(m, rel)), "sh")]
+                            build_text(m, rel), ""]
                 except ManifestError as exc:
                     out.append(f'!!! failure "manifest problem"\n\n    {md_text(str(exc))}\n')
             out += [f"[The artifact's sources, manifest and variants]({relative(pages[rel], page_rel)})", ""]
@@ -353,18 +372,11 @@ def evidence_badge(level: str) -> str:
     return badge(level, "kw-ev", f"kw-ev-{level}")
 
 
-def headline(st: Standing) -> str:
-    if st.headline is None:
-        return "–"
-    cid, mc = st.headline
-    return md_text(f"{fmt(mc.value)} {mc.unit or ''}".strip() + f" ({cid})")
-
-
 STYLESHEET = """\
 /* kwiki: badges, header, claims, ladders, charts, home page (generated; no web fonts, no remote resources).
    Badge colours hold WCAG AA (4.5:1) against their text in both schemes. */
 .kw-badge { display: inline-block; padding: .05em .6em; margin: 0 .3em .3em 0; border-radius: .8em;
-  font-size: .72rem; font-weight: 600; line-height: 1.6; color: #fff; background: #616161; }
+  font-size: .72rem; font-weight: 600; line-height: 1.6; color: #fff; background: #616161; white-space: nowrap; }
 .kw-ev-spec { background: #616161; }
 .kw-ev-source-reported { background: #6d4c41; }
 .kw-ev-measured { background: #1565c0; }
@@ -382,8 +394,19 @@ STYLESHEET = """\
 .kw-stateline { font-size: .75rem; }
 .kw-arch { font-family: var(--md-code-font-family); font-size: .8em; }
 .kw-sources li { margin-bottom: .2em; }
-/* pages with a ladder or a claims table use the width of the window (up to 90rem) */
-body:has(.kw-wide) .md-grid { max-width: 90rem; }
+/* every page uses the width of the window (up to 90rem): the layout does not jump from page to page */
+.md-grid { max-width: 90rem; }
+/* the answer box: what the measurements say, first */
+.kw-answer { border: .05rem solid var(--md-default-fg-color--lightest); border-left: .25rem solid #2e7d32;
+  border-radius: .2rem; padding: .4rem .9rem; margin: 0 0 1.2rem; font-size: .75rem; }
+.md-typeset .kw-answer p, .md-typeset .kw-answer ul { margin: .25em 0; }
+.md-typeset .kw-answer li { margin: .1em 0 .1em 1em; }
+.kw-answer .kw-fig { white-space: nowrap; }
+.kw-answer-where, .kw-answer-not { color: var(--md-default-fg-color--light); }
+.kw-shape { font-weight: 600; }
+/* tables: no wider than their column (Material's scroll wrapper reaches 16 px past it) */
+.md-typeset :is(.kw-claims, .kw-home, .kw-decisions) .md-typeset__scrollwrap { margin-left: 0; margin-right: 0; }
+.md-typeset :is(.kw-claims, .kw-home, .kw-decisions) .md-typeset__table { padding: 0; display: block; }
 /* claims: every column in view, text wrapping inside its cell */
 .md-typeset .kw-claims table:not([class]) { display: table; width: 100%; font-size: .7rem; }
 .md-typeset .kw-claims td, .md-typeset .kw-claims th { padding: .5em .6em; overflow-wrap: anywhere; }
@@ -428,11 +451,25 @@ body:has(.kw-wide) .md-grid { max-width: 90rem; }
 .md-copyright { color: hsla(0, 0%, 100%, .72); }
 [data-md-color-scheme="default"] { --md-code-hl-variable-color: #5e5e5e; }
 .md-typeset .kw-claims small { opacity: 1; }
-/* phones: each ladder or claims row a card, each cell labelled */
+.md-typeset .kw-home table:not([class]) { display: table; width: 100%; font-size: .7rem; }
+.md-typeset .kw-history table:not([class]) { display: table; width: 100%; font-size: .65rem; }
+.md-typeset .kw-history td { overflow-wrap: anywhere; }
+/* phones: each ladder, claims or home row a card, each cell labelled */
 @media screen and (max-width: 44.9375em) {
   .md-typeset table.kw-ladder-table, .kw-ladder-table tbody, .kw-ladder-table tr,
+  .md-typeset .kw-home table:not([class]), .kw-home tbody, .kw-home tr,
   .md-typeset .kw-claims table:not([class]), .kw-claims tbody, .kw-claims tr { display: block; width: 100%; }
-  .kw-ladder-table thead, .kw-claims thead { display: none; }
+  .kw-ladder-table thead, .kw-claims thead, .kw-home thead { display: none; }
+  .kw-home tr { display: grid; grid-template-columns: 1fr 1fr; gap: 0 .8em; padding: .4em 0;
+    border-top: .05rem solid var(--md-default-fg-color--lightest); }
+  .md-typeset .kw-home td { display: block; border: 0; padding: .1em 0; min-width: 0; overflow-wrap: anywhere; }
+  .md-typeset .kw-home td:first-child { grid-column: 1 / -1; font-weight: 600; }
+  .kw-home td::before { display: block; font-size: .6rem; color: var(--md-default-fg-color--light); }
+  .kw-home td:nth-of-type(2)::before { content: "state"; }
+  .kw-home td:nth-of-type(3)::before { content: "GPU"; }
+  .kw-home td:nth-of-type(4)::before { content: "date"; }
+  .kw-home td:nth-of-type(5)::before { content: "claims reproduced"; }
+  .kw-home td:nth-of-type(6)::before { content: "headline figure"; }
   .md-typeset__table { width: 100%; }
   .md-typeset table:not([class]) { display: table; width: 100%; table-layout: fixed; }
   .md-typeset table:not([class]) :is(td, th) { overflow-wrap: anywhere; padding: .4em .5em; }

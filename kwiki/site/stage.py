@@ -43,6 +43,7 @@ from kwiki.site.listings import (
     last_run,
 )
 from kwiki.site.outdir import SERVE_DIR, STAGE_DIR, mark, output_dir, site_dir_problem
+from kwiki.site.owners import owners
 from kwiki.site.pages import ASSETS, CSS, Context, artifact_pages, own, stage_page
 from kwiki.site.render import html_text, stylesheet
 from kwiki.site.tagpages import tags_pages
@@ -165,6 +166,7 @@ def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki", key
         if isinstance(row, RecordRow):
             records.setdefault(row.artifact, []).append(row)
     ctx = Context(root, records, ensure_site_key(root) if key is None else key)
+    ctx.owners = owners((sp.meta, sp.rel) for sp in pages if sp.meta is not None)
     wiki = root / WIKI_DIR
     refused = set(links_out(root, wiki))  # committed links that lead out (or are broken): never read
     why = [f"{inside(root, p.relative_to(root).as_posix())}; not published" for p in sorted(refused)]

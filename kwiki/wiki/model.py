@@ -175,6 +175,23 @@ class Contradiction(Strict):
     note: NonEmpty
 
 
+class Decision(Strict):
+    """Where a claim places its page in a decision table of a technique family (kwiki.site.decisions): "if your
+    shape / dtype / size is X, use Y". The axes of a row are the claim's `conditions.shape` and
+    `conditions.dtype` and this `size`; Y is `use`, the measured figure and the verdict are the claim's."""
+
+    family: Slug = Field(description="the technique family whose table the row joins (gemm, gemv, memory-bound, "
+                                     "attention, ...); one table per family")
+    use: NonEmpty = Field(description="what to use there, in a few words (a variant, a technique)")
+    over: str | None = Field(default=None, description="what it is measured against (the claim's `per`, in words)")
+    size: str | None = Field(default=None, description="the size axis where shape alone does not say it: 'M <= 64', "
+                                                       "'L2-resident', 'decode (1 token)'")
+    varies: list[NonEmpty] = Field(default_factory=list, description="the factors the claim's comparison changes "
+                                                                     "(schedule, dtype, tile, ...); a claim that "
+                                                                     "changes more than one confounds them and "
+                                                                     "its row is left out of the table")
+
+
 class Claim(Strict):
     """One checkable statement with a number (or an outcome) and the conditions it holds under."""
 
@@ -194,6 +211,7 @@ class Claim(Strict):
     source: str | None = None
     measure: Measure | None = None
     contradicted_by: Contradiction | None = None
+    decision: Decision | None = Field(default=None, description="the claim's row in its family's decision table")
 
     @model_validator(mode="after")
     def _shape(self) -> Claim:
@@ -383,6 +401,15 @@ class PageMeta(BaseModel):
     driver_version_tested: str | None = None
     toolchain: str | None = None
     measured_on: str | None = None
+    # how the site lays the page out (kwiki.site): its answer box, the ladders it owns, what "best" leaves out
+    headline: Slug | None = Field(default=None, description="the claim the page answers with: first in its answer "
+                                                            "box, its figure on the home page")
+    owns: list[Slug] = Field(default_factory=list, description="keys of `artifacts` whose full ladder this page "
+                                                               "shows (an artifact named by several pages has one "
+                                                               "owner; the others show the rows their claims name)")
+    set_aside: dict[NonEmpty, NonEmpty] = Field(
+        default_factory=dict, description="variant -> why it never counts as 'best' (answer box, roofline): "
+                                          "all-zero inputs, a probe that does not do the work")
     # claims and kwiki's measurements
     claims: list[Claim] = Field(default_factory=list)
     measurements: Measurements | None = None
@@ -415,6 +442,11 @@ class PageMeta(BaseModel):
                 if sel is not None and sel.artifact is not None and sel.artifact not in self.artifacts:
                     raise FieldError(f"claim {claim.id!r}: measure.{label}.artifact {sel.artifact!r} is not a key of "
                                      "'artifacts'", "claims", i, "measure", label, "artifact")
+        if self.headline is not None and self.headline not in seen:
+            raise FieldError(f"headline {self.headline!r} is not a claim of this page", "headline")
+        for i, key in enumerate(self.owns):
+            if key not in self.artifacts:
+                raise FieldError(f"owns {key!r}, which is not a key of 'artifacts'", "owns", i)
         measured = {c.id for c in self.claims if c.measure is not None}
         for i, claim in enumerate(self.claims):
             by = claim.contradicted_by

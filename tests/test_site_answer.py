@@ -1,0 +1,224 @@
+"""Pages that answer at a glance, without MkDocs: the answer box, one ladder per artifact, the roofline's
+defects (one roof per dtype, no set-aside variant as best, labels that do not collide or leave the drawing),
+the build line of a Python artifact, claims in the order a reader wants them, and the home page's headline."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kwiki.results.ladders import Ladder, Rung, ShapeGroup
+from kwiki.results.standing import standing
+from kwiki.results.store import RecordRow
+from kwiki.site import charts
+from kwiki.site.answer import answer_box, figure_text, headline_claim, unhelpful
+from kwiki.site.owners import claimed_params, matches, owners
+from kwiki.site.render import build_text, claims_table
+from kwiki.wiki.manifest import load_manifest
+from kwiki.wiki.model import PageMeta
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _rung(variant: str, rung: int | None, rate: float, role: str | None = None) -> Rung:
+    return Rung(variant=variant, rung=rung, role=role, status="measured", time_us=100.0 / rate, rate=rate,
+                rate_unit="TFLOP/s", vs_baseline=rate / 800.0, sm_mhz=(1755.0, 1980.0))
+
+
+def _ladder() -> Ladder:
+    def group(m: int, scale: float) -> ShapeGroup:
+        rows = [_rung("cublas", 0, 800.0 * scale, "baseline"), _rung("tiled", 1, 700.0 * scale),
+                _rung("zeros", None, 990.0 * scale), _rung("persistent", 2, 820.0 * scale),
+                _rung("persistent_ws", 3, 810.0 * scale)]
+        return ShapeGroup(params={"M": m, "N": m, "K": m, "dtype": "bf16"}, label=f"{m}x{m}x{m}, bf16", rows=rows)
+
+    return Ladder(artifact="gemm", title="GEMM", gpu="NVIDIA H200", date="2026-12-02T00:00:00Z", target="sm_90a",
+                  baseline="cublas", groups=[group(2048, 0.9), group(4096, 1.0), group(8192, 1.02)])
+
+
+def _meta(**extra: object) -> PageMeta:
+    data = {"id": "kernel-gemm", "title": "GEMM", "type": "kernel", "artifacts": {"gemm": "artifacts/gemm"},
+            "claims": [
+                {"id": "tflops-4096", "statement": "persistent reaches 800", "metric": "throughput", "unit": "TFLOP/s",
+                 "at_least": 800, "measure": {"artifact": "gemm", "of": {
+                     "variant": "persistent", "params": {"M": 4096}, "figure": "tflop_per_s"}}},
+                {"id": "vs-cublas-8192", "statement": "persistent matches cuBLAS", "metric": "ratio", "unit": "x",
+                 "at_least": 1.0, "measure": {"artifact": "gemm",
+                                              "of": {"variant": "persistent", "params": {"M": 8192},
+                                                     "figure": "tflop_per_s"},
+                                              "per": {"variant": "cublas", "params": {"M": 8192},
+                                                      "figure": "tflop_per_s"}}},
+                {"id": "cited", "statement": "a blog says 900", "metric": "throughput", "unit": "TFLOP/s",
+                 "value": 900, "evidence": "source-reported", "source": "blog"}],
+            "measurements": {"evidence_level": "measured", "date": "2026-12-02", "claims": {
+                "tflops-4096": {"verdict": "reproduced", "value": 820.0, "unit": "TFLOP/s"},
+                "vs-cublas-8192": {"verdict": "reproduced", "value": 1.025, "unit": "x"}}}}
+    return PageMeta.model_validate({**data, **extra})
+
+
+# ---------------------------------------------------------------- the answer box
+
+
+def test_answer_box_gives_the_best_variant_at_each_claimed_shape_with_its_speed_against_the_baseline():
+    meta = _meta(set_aside={"zeros": "all-zero inputs"})
+    box = answer_box(meta, standing(meta), [(_ladder(), claimed_params(meta, "artifacts/gemm"))])
+    assert box.startswith('<div class="kw-answer"') and "<a " not in box
+    shapes = re.findall(r'<span class="kw-shape">([^<]*)</span>: best <code>([^<]*)</code>', box)
+    assert shapes == [("4096x4096x4096, bf16", "persistent"), ("8192x8192x8192, bf16", "persistent")]  # claimed only
+    assert "820 TFLOP/s" in box and "1.02×</strong> <code>cublas</code>" in box and "SM 1755–1980 MHz" in box
+    assert "NVIDIA H200, 2026-12-02, sm_90a" in box
+    assert "Did not help: rung 3 <code>persistent_ws</code> 0.988× of rung 2." in box  # once, not per shape
+    assert "Never counted as best: zeros (all-zero inputs)" in box
+
+
+def test_a_set_aside_variant_is_never_best_and_without_it_it_would_be():
+    meta = _meta()
+    box = answer_box(meta, standing(meta), [(_ladder(), claimed_params(meta, "artifacts/gemm"))])
+    assert "best <code>zeros</code>" in box  # the defense below is what keeps it out
+    aside = _meta(set_aside={"zeros": "all-zero inputs"})
+    assert "best <code>zeros</code>" not in answer_box(aside, standing(aside), [(_ladder(), [])])
+
+
+def test_the_baseline_is_no_rung_that_did_not_help():
+    (group,) = [g for g in _ladder().groups if g.params["M"] == 4096]
+    assert [(r.variant, b.variant) for r, b in unhelpful(group)] == [("persistent_ws", "persistent")]
+
+
+def test_headline_claim_from_front_matter_with_its_direction():
+    meta = _meta(headline="vs-cublas-8192")
+    claim, mc = headline_claim(meta, standing(meta))
+    assert claim.id == "vs-cublas-8192" and figure_text(claim, mc) == "1.02× cublas"
+    plain = _meta()
+    claim, mc = headline_claim(plain, standing(plain))
+    assert claim.id == "tflops-4096" and figure_text(claim, mc) == "820.0 TFLOP/s"  # the standing's first
+    fraction = _meta(headline="vs-cublas-8192")
+    fraction.claims[1].unit = "fraction"
+    assert figure_text(fraction.claims[1], fraction.measurements.claims["vs-cublas-8192"]) == "102% of cublas"
+
+
+def test_a_page_without_a_ladder_answers_with_its_headline_claim():
+    meta = _meta(headline="vs-cublas-8192")
+    box = answer_box(meta, standing(meta), [])
+    assert '<strong class="kw-fig">1.02× cublas</strong>' in box and "persistent matches cuBLAS" in box
+    assert "kw-v-pass" in box
+    empty = _meta(measurements=None)
+    assert answer_box(empty, standing(empty), []) == ""  # nothing measured: no box
+
+
+def test_headline_must_name_a_claim_of_the_page():
+    import pydantic
+    import pytest
+
+    with pytest.raises(pydantic.ValidationError, match="headline 'nope' is not a claim of this page"):
+        _meta(headline="nope")
+    with pytest.raises(pydantic.ValidationError, match="owns 'other', which is not a key of 'artifacts'"):
+        _meta(owns=["other"])
+
+
+# ---------------------------------------------------------------- one ladder per artifact
+
+
+def test_a_shared_artifact_has_one_owner_declared_or_the_page_measuring_it_most():
+    many = _meta()
+    few = _meta(id="technique-few", claims=_meta().claims[:1], measurements=None)
+    declared = _meta(id="technique-declared", claims=[], measurements=None, owns=["gemm"])
+    assert owners([(few, "few.md"), (many, "many.md")])["artifacts/gemm"].rel == "many.md"  # most claims
+    assert owners([(few, "few.md"), (many, "many.md"), (declared, "d.md")])["artifacts/gemm"].rel == "d.md"
+    alone = _meta(id="alone", artifacts={"gemm": "artifacts/gemm/"})
+    assert owners([(alone, "a.md")])["artifacts/gemm"].page_id == "alone"  # a trailing '/' names it too
+
+
+def test_the_other_pages_keep_the_rows_at_the_shapes_their_claims_select():
+    meta = _meta()
+    wanted = claimed_params(meta, "artifacts/gemm")
+    assert wanted == [{"M": 4096}, {"M": 8192}]
+    kept = [g.label for g in _ladder().groups if any(matches(g.params, w) for w in wanted)]
+    assert kept == ["4096x4096x4096, bf16", "8192x8192x8192, bf16"]
+    assert matches({"M": 4096, "dtype": "bf16"}, {"M": "4096"}) and not matches({"N": 1}, {"M": 1})
+
+
+# ---------------------------------------------------------------- the roofline's defects
+
+
+def _rec(artifact: str, variant: str, params: dict, tflops: float, gbs: float) -> RecordRow:
+    return RecordRow(run_id="r", date="2026-12-02T00:00:00Z", gpu="NVIDIA H200", artifact=artifact, target="sm_90a",
+                     variant=variant, params=params, figures={"tflop_per_s": tflops, "gb_per_s": gbs, "time_us": 1.0},
+                     passed=True)
+
+
+def _gemm_rows() -> list[RecordRow]:
+    rows = []
+    for m in (2048, 4096, 8192):
+        for name, dtype, scale in (("bf16", "bf16", 1.0), ("fp8", "fp8_e4m3", 2.0), ("tf32", "tf32", 0.5)):
+            rows.append(_rec("cublas", f"{name}_random", {"M": m, "N": m, "K": m, "dtype": dtype}, 700 * scale,
+                             m * 0.4))
+            rows.append(_rec("cublas", f"{name}_zeros", {"M": m, "N": m, "K": m, "dtype": dtype}, 800 * scale,
+                             m * 0.4))
+        rows.append(_rec("triton", "triton", {"m": m, "n": m, "k": m, "dtype": "bfloat16"}, 720.0, m * 0.4))
+    return rows
+
+
+def test_gemm_roofline_has_one_roof_per_dtype_however_it_is_spelled_and_no_set_aside_point():
+    aside = {"bf16_zeros", "fp8_zeros", "tf32_zeros"}
+    (spec,) = charts.compute_roofline_specs(_gemm_rows(), ["cublas", "triton"], {"NVIDIA H200": 4.8}, aside)
+    assert [r["label"] for r in spec["compute_roofs"]] == ["bf16", "fp8_e4m3", "tf32"]  # 'bfloat16' is bf16
+    assert {p["variant"] for p in spec["points"]} == {"triton", "fp8_random", "tf32_random"}
+    assert [p["label"] for p in spec["points"]][:3] == ["2048x2048x2048 bf16", "4096x4096x4096 bf16",
+                                                         "8192x8192x8192 bf16"]  # one shape, either case
+    (with_zeros,) = charts.compute_roofline_specs(_gemm_rows(), ["cublas", "triton"], {"NVIDIA H200": 4.8})
+    assert "bf16_zeros" in {p["variant"] for p in with_zeros["points"]}  # what set_aside keeps out
+
+
+def _texts(svg: bytes) -> list[tuple[float, float, int, str, str]]:
+    return [(float(x), float(y), int(size), anchor, text) for x, y, size, anchor, text in re.findall(
+        rb'<text (?:transform="[^"]*" )?x="([\d.-]+)" y="([\d.-]+)" font-size="(\d+)" text-anchor="(\w+)"[^>]*>'
+        rb"([^<]*)</text>", svg)]
+
+
+def _box(x: float, y: float, size: int, anchor: str, text: str) -> tuple[float, float, float, float]:
+    w = len(text) * size * charts.CHAR * (charts.BOLD_CHAR / charts.CHAR if size == charts.TITLE else 1)
+    x0 = x - w if anchor == "end" else x - w / 2 if anchor == "middle" else x
+    return x0, y - size + 2, x0 + w, y + 3
+
+
+def test_gemm_roofline_labels_stay_inside_the_drawing_and_point_numbers_do_not_collide():
+    aside = {"bf16_zeros", "fp8_zeros", "tf32_zeros"}
+    (spec,) = charts.compute_roofline_specs(_gemm_rows(), ["cublas", "triton"], {"NVIDIA H200": 4.8}, aside)
+    svg = charts.draw(spec)
+    width = float(re.search(rb'viewBox="0 0 ([\d.]+)', svg).group(1))
+    texts = [(x, y, s, a.decode(), t.decode()) for x, y, s, a, t in _texts(svg)]
+    for x, y, size, anchor, text in texts:
+        if text == "TFLOP/s" and x == 12:
+            continue  # the y axis's name, turned a quarter
+        x0, _, x1, _ = _box(x, y, size, anchor, text)
+        assert x0 >= 0 and x1 <= width, (text, x0, x1)  # nothing clipped at either side
+    numbers = [_box(*t) for t in texts if t[4].isdigit() and t[3] == "start"]  # ticks are anchored end or middle
+    assert len(numbers) == len(spec["points"])
+    for i, a in enumerate(numbers):
+        for b in numbers[i + 1:]:
+            assert not charts._overlaps(a, b), (a, b)
+
+
+def test_axis_ticks_are_short():
+    assert [charts.tick_text(v) for v in (100, 1000, 10_000, 100_000, 1e6)] == ["100", "1k", "10k", "100k", "1M"]
+
+
+# ---------------------------------------------------------------- artifacts and claims
+
+
+def test_a_python_artifact_shows_no_nvcc_build_line():
+    m = load_manifest(REPO / "artifacts" / "triton_gemm_bf16_sm90a", REPO)
+    text = build_text(m, "artifacts/triton_gemm_bf16_sm90a")
+    assert "nvcc" not in text and "No build" in text and "gemm.py" in text
+    cuda = load_manifest(REPO / "artifacts" / "gemv_bf16_sm90a", REPO)
+    assert "nvcc" in build_text(cuda, "artifacts/gemv_bf16_sm90a")
+
+
+def test_claims_no_run_measures_do_not_open_the_claims_table():
+    table = claims_table(_meta())
+    rows = [line for line in table.split("\n") if line.startswith("| ") and "`" in line]
+    assert [re.search(r"`([a-z0-9-]+)`", r).group(1) for r in rows] == ["tflops-4096", "vs-cublas-8192", "cited"]
+    first = _meta()
+    first.claims.insert(0, first.claims.pop())  # the cited claim first in the front matter
+    rows = [line for line in claims_table(first).split("\n") if line.startswith("| ") and "`" in line]
+    assert "`cited`" in rows[-1]
