@@ -228,7 +228,7 @@ def test_files_a_browser_would_run_are_not_served(guarded, payload_site, path):
 # ---------------------------------------------------------------- readers: layout, charts, weight, accessibility
 
 VIEWS = {"home": "", "ladder": "nvidia/kernels/gemv-bf16/", "gemm": "nvidia/kernels/gemm-aligned/",
-         "tags": "indexes/tags/"}
+         "ws": "nvidia/techniques/warp-specialization/algo-warp-specialization/", "tags": "indexes/tags/"}
 FIRST_VIEW_BYTES = 400_000  # HTML, CSS, JS and the search index a first view fetches, uncompressed
 FIRST_VIEW_TYPES = frozenset({"document", "stylesheet", "script", "xhr", "fetch"})
 MIN_CHART_PX = 11
@@ -341,7 +341,7 @@ def test_reader_view(browser, wiki_site, view, width, scheme):
         assert dark == ("slate" if scheme == "dark" else "default")
         weight = sum(size for kind, size in fetched.values() if kind in FIRST_VIEW_TYPES)
         assert weight <= FIRST_VIEW_BYTES, sorted(fetched.items(), key=lambda f: -f[1][1])[:8]
-        if view in ("ladder", "gemm"):
+        if view in ("ladder", "gemm", "ws"):
             assert pg.locator(".kw-ladder-table").count() > 0 and pg.locator(".kw-claims").count() > 0
         if width == 1400:
             assert _overflowing(pg) == []
@@ -365,6 +365,106 @@ def test_ladder_regions_are_reachable_by_keyboard_and_become_cards_on_a_phone(br
         assert not pg.locator(".kw-ladder-table thead").first.is_visible()  # a card per row: labels in the cells
         assert pg.locator(".kw-ladder-table caption").first.is_visible()
         assert _overflowing(pg) == []
+    finally:
+        context.close()
+
+
+# ---------------------------------------------------------------- pages that answer at a glance
+
+SCREENS = {"desktop": (1400, 900), "phone": (390, 844)}
+ANSWERING = ("ladder", "gemm", "ws")  # pages with measurements: a measured figure in their first screen
+FIGURE = ".kw-answer .kw-fig"
+
+
+def _screen(browser, url: str, screen: str, scheme: str = "light"):
+    width, height = SCREENS[screen]
+    context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme)
+    pg = context.new_page()
+    pg.goto(url, wait_until="networkidle")
+    return context, pg
+
+
+@pytest.mark.parametrize("screen", sorted(SCREENS))
+@pytest.mark.parametrize("view", ANSWERING)
+def test_first_measured_figure_is_within_the_first_screen(browser, wiki_site, view, screen):
+    """The answer box's first figure lies wholly inside the first screen (before: 2.5 to 5.8 screens down at
+    1400x900, up to 12.5 on a phone), and it is a number."""
+    context, pg = _screen(browser, wiki_site + VIEWS[view], screen)
+    try:
+        figure = pg.locator(FIGURE).first
+        assert figure.is_visible()
+        box = figure.bounding_box()
+        assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= SCREENS[screen][1], box
+        assert any(ch.isdigit() for ch in figure.inner_text())
+    finally:
+        context.close()
+
+
+def test_badges_never_break_inside_a_word(browser, wiki_site):
+    """At 1400 px every verdict and state badge is one line (they broke mid-word in the claims column)."""
+    for view in ANSWERING:
+        context, pg = _screen(browser, wiki_site + VIEWS[view], "desktop")
+        try:
+            broken = pg.eval_on_selector_all(".kw-badge", """els => els.filter(e => e.getClientRects().length > 1
+                || e.getBoundingClientRect().height > 1.9 * parseFloat(getComputedStyle(e).lineHeight)
+                || getComputedStyle(e).whiteSpace !== 'nowrap')  // in a narrower cell it would break
+                .map(e => e.textContent)""")
+            assert broken == [], view
+        finally:
+            context.close()
+
+
+def _right_edges(pg) -> list[str]:
+    """Tables and table wrappers whose right edge passes their article's (Material's wrapper reached 16 px past)."""
+    return pg.evaluate("""() => {
+        const limit = document.querySelector('article').getBoundingClientRect().right + 0.5;
+        return [...document.querySelectorAll('article table, article .md-typeset__scrollwrap, .kw-claims, .kw-home')]
+            .filter(e => e.getClientRects().length && e.getBoundingClientRect().right > limit)
+            .map(e => `${e.className || e.tagName}: ${e.getBoundingClientRect().right} > ${limit}`);
+    }""")
+
+
+@pytest.mark.parametrize("screen", sorted(SCREENS))
+@pytest.mark.parametrize("view", ["home", *ANSWERING])
+def test_no_table_passes_its_column_or_scrolls_sideways(browser, wiki_site, view, screen):
+    """No table reaches past its column, and at desktop width none scrolls sideways; on a phone the home page's
+    table is a card per page (it was unreadable at 390 px)."""
+    context, pg = _screen(browser, wiki_site + VIEWS[view], screen)
+    try:
+        assert _right_edges(pg) == []
+        scrolling = pg.eval_on_selector_all("article table, article .md-typeset__scrollwrap, .kw-scroll", """els =>
+            els.filter(e => e.getClientRects().length && e.scrollWidth > e.clientWidth + 1)
+               .map(e => `${e.className || e.tagName}: ${e.scrollWidth} > ${e.clientWidth}`)""")
+        if screen == "desktop" or view == "home":
+            assert scrolling == []
+        if view == "home" and screen == "phone":
+            assert not pg.locator(".kw-home thead").first.is_visible()
+    finally:
+        context.close()
+
+
+def test_layout_width_is_the_same_on_the_home_page_and_a_content_page(browser, wiki_site):
+    widths = []
+    for view in ("home", "gemm"):
+        context, pg = _screen(browser, wiki_site + VIEWS[view], "desktop")
+        widths.append(pg.evaluate("document.querySelector('.md-main__inner').getBoundingClientRect().width"))
+        context.close()
+    assert widths[0] == widths[1]
+
+
+def test_one_ladder_per_artifact_the_others_link_to_it(browser, wiki_site):
+    """The warp-specialized GEMM's ladder is whole on its page; the persistent-kernel page shows only its claimed
+    shapes and links to it (it printed the same ladder in full on four pages)."""
+    owner = "nvidia/techniques/warp-specialization/algo-warp-specialization/"
+    context, pg = _screen(browser, wiki_site + owner, "desktop")
+    whole = pg.locator('.kw-scroll[aria-label^="gemm_bf16_sm90a ladder"]').count()
+    context.close()
+    context, pg = _screen(browser, wiki_site + "nvidia/techniques/persistent-kernel/", "desktop")
+    try:
+        some = pg.locator('.kw-scroll[aria-label^="gemm_bf16_sm90a ladder"]').count()
+        assert 0 < some < whole
+        link = pg.locator("article a", has_text="Warp specialization for Hopper GEMM").first
+        assert "algo-warp-specialization" in (link.get_attribute("href") or "")
     finally:
         context.close()
 

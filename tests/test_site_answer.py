@@ -222,3 +222,22 @@ def test_claims_no_run_measures_do_not_open_the_claims_table():
     first.claims.insert(0, first.claims.pop())  # the cited claim first in the front matter
     rows = [line for line in claims_table(first).split("\n") if line.startswith("| ") and "`" in line]
     assert "`cited`" in rows[-1]
+
+
+def test_history_chart_run_labels_do_not_collide_and_stay_inside():
+    from kwiki.results.store import ClaimRow
+    from kwiki.wiki.model import Claim
+
+    claim = Claim.model_validate({"id": "c", "statement": "s", "metric": "ratio", "unit": "x", "at_least": 1.0})
+    rows = [ClaimRow(run_id=f"r{i}", date=f"2026-11-{i + 1:02d}T00:00:00Z", gpu="NVIDIA H200", artifact="a",
+                     page="p", claim="c", value=1.0 + i / 100, verdict="reproduced",
+                     commit=None) for i in range(22)]  # runs of no commit: labelled by their date, 10 characters
+    svg = charts.draw(charts.history_spec([claim], rows))
+    labels = [(x, y, s, a.decode(), t.decode()) for x, y, s, a, t in _texts(svg) if a == b"middle" and y > 200
+              and (t[:4] == b"2026" or t.isdigit())]
+    assert len(labels) > 3
+    boxes = [_box(*t) for t in labels]
+    assert all(b[0] >= 0 and b[2] <= 400 for b in boxes)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not charts._overlaps(a, b), (a, b)

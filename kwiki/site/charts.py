@@ -354,23 +354,28 @@ def draw_history(spec: dict[str, Any]) -> bytes:
     body.append(f'<line x1="{left}" y1="{_n(y(1.0))}" x2="{right}" y2="{_n(y(1.0))}" stroke="{MUTED}" '
                 f'stroke-dasharray="5,4"/>')
     labels = [(c or d[:10]) for d, c in runs]
-    step = max(1, math.ceil(len(runs) * _width("0000000 ") / (right - left)))
+    widest = max(_width(label) for label in labels) + 10  # a label and the gap to the next: none collide
+    per_run = (right - left - 24) / (len(runs) - 1) if len(runs) > 1 else widest  # x(i + 1) - x(i)
+    step = max(1, math.ceil(widest / per_run))
     for i in range(0, len(runs), step):
-        body.append(_text(x(i), bottom + 20, labels[i], anchor="middle", fill=MUTED))
+        half = _width(labels[i]) / 2  # kept inside the drawing at both ends
+        body.append(_text(min(max(x(i), half + 2), WIDTH - half - 2), bottom + 20, labels[i], anchor="middle",
+                          fill=MUTED))
     pos = {r: i for i, r in enumerate(runs)}
     legend_y = bottom + 48
     for k, s in enumerate(series):
         color = PALETTE[k % len(PALETTE)]
+        dash = "" if k < len(PALETTE) else ' stroke-dasharray="6,3"'  # past the palette: the colour, dashed
         pts = [(x(pos[(d, c)]), y(v), d, c, v) for d, c, v in s["points"]]
         body.append(f'<polyline points="{" ".join(f"{_n(a)},{_n(b)}" for a, b, *_ in pts)}" fill="none" '
-                    f'stroke="{color}" stroke-width="2"/>')
+                    f'stroke="{color}" stroke-width="2"{dash}/>')
         for a, b, d, c, v in pts:
             body.append(f'<circle cx="{_n(a)}" cy="{_n(b)}" r="3.5" fill="{color}"><title>'
                         f'{html.escape(s["label"])}: {fmt(v, 3)}x the claim, {html.escape(c or "")} {d[:10]}'
                         f"</title></circle>")
         lines = _wrap(s["label"], WIDTH - 40)
         body.append(f'<line x1="10" y1="{_n(legend_y - 5)}" x2="28" y2="{_n(legend_y - 5)}" stroke="{color}" '
-                    f'stroke-width="3"/>')
+                    f'stroke-width="3"{dash}/>')
         body += _lines(34, legend_y, lines)
         legend_y += len(lines) * (TEXT + 4) + 4
     body.append(f'<line x1="{left}" y1="{top - 4}" x2="{left}" y2="{bottom}" stroke="{INK}"/>')

@@ -404,9 +404,10 @@ STYLESHEET = """\
 .kw-answer .kw-fig { white-space: nowrap; }
 .kw-answer-where, .kw-answer-not { color: var(--md-default-fg-color--light); }
 .kw-shape { font-weight: 600; }
-/* tables: no wider than their column (Material's scroll wrapper reaches 16 px past it) */
-.md-typeset :is(.kw-claims, .kw-home, .kw-decisions) .md-typeset__scrollwrap { margin-left: 0; margin-right: 0; }
-.md-typeset :is(.kw-claims, .kw-home, .kw-decisions) .md-typeset__table { padding: 0; display: block; }
+/* tables: no wider than their column (Material's scroll wrapper reaches 16 px past it on either side) */
+.md-typeset .md-typeset__scrollwrap { margin-left: 0; margin-right: 0; }
+.md-typeset .md-typeset__table { padding: 0; }
+.md-typeset :is(.kw-claims, .kw-home, .kw-decisions, .kw-history) .md-typeset__table { display: block; }
 /* claims: every column in view, text wrapping inside its cell */
 .md-typeset .kw-claims table:not([class]) { display: table; width: 100%; font-size: .7rem; }
 .md-typeset .kw-claims td, .md-typeset .kw-claims th { padding: .5em .6em; overflow-wrap: anywhere; }
