@@ -57,7 +57,7 @@ def test_the_unseen_gate_fails_a_sample_that_waited_on_work_it_did_not_time():
 
 @pytest.mark.parametrize("busy,event,kernels", [
     (400.0, 420.0, 1),      # an honest kernel: a few us of enqueue
-    (15.0, 40.0, 1),        # a short one, where the fixed cost dominates
+    (15.0, 30.0, 1),        # a short one, where the fixed cost dominates
     (50.0, 170.0, 20),      # a 20-kernel chain: per-launch enqueue
     (60.0, 80.0, 2),        # a split-K GEMV with its reduction kernel
 ])

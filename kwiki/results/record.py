@@ -75,8 +75,8 @@ class Clocks(Strict):
     energy_j: float | None = Field(default=None, ge=0, description="NVML's board power times the samples' windows, J")
     window_s: float | None = Field(default=None, ge=0, description="the samples' windows the counters cover, summed")
     sm_mhz_effective: float | None = Field(
-        default=None, gt=0, description="the clock the SMs ran the kernel at (protocol 3): cycles counted by the kernel "
-                                        "(clock64) over %globaltimer, or the profiler's cycle counters over time")
+        default=None, gt=0, description="the clock the SMs ran the kernel at (protocol 3): cycles counted by the "
+                                        "kernel (clock64) over %globaltimer, or the profiler's cycle counters")
     sm_mhz_effective_by: Literal["clock64", "profiler"] | None = None
 
     @model_validator(mode="after")
