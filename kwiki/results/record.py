@@ -22,7 +22,9 @@ RECORD_VERSION = 1
 # Bump it when the measurement itself changes, in the same change that lands the new protocol;
 # never for a refactor, a new artifact, variant or shape (the artifact's own hash and the record's
 # params keep those apart), nor for a change of one artifact's sources (its hash already moves).
-PROTOCOL_VERSION = 2  # 2: the shared runner (per-sample poison and re-checks, CUPTI busy time, NVML windows)
+# 2: the shared runner (per-sample poison and re-checks, CUPTI busy time, NVML windows). 3: re-checks over the whole
+# window, what the timer saw (`unseen`), one process on the GPU, fresh inputs, sustained blocks, the effective clock.
+PROTOCOL_VERSION = 3
 
 
 class Timing(Strict):
