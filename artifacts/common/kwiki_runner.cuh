@@ -182,7 +182,7 @@ struct Case {
     // with the reference the (re)check compares against computed on the GPU there too. The record says
     // extra.fresh_inputs = 1.
     std::function<void(cudaStream_t, uint64_t seed)> refill;
-    ClockStamp* clock = nullptr;          // the kernel's clock stamps (kwiki_clock.cuh), when it writes them
+    ClockStamp* clock = nullptr;          // where the kernel stamps its clock (default: kwiki_clock.cuh's stamp)
     int check_runs = 1;                   // poison -> launch -> check repetitions before timing (race variants)
     bool timed = true;                    // false: checked only (its record has no timing)
     bool flush_l2 = true;                 // false: measures L2-resident data (see step 2 above)
@@ -229,6 +229,7 @@ class Runner {
         KWIKI_CHECK(cudaEventCreate(&start_));
         KWIKI_CHECK(cudaEventCreate(&stop_));
         if (check_only_) return;
+        stamp_ = clock_stamp();  // this translation unit's: a kernel that calls kwiki::clock_begin/end writes it
         persistence_ = reset_persistence(true);
         if (opts_.flush_l2) flusher_.emplace();
         start_cupti();
@@ -443,7 +444,8 @@ class Runner {
         if (persistence_) reset_persistence(false);
         if (c.input_sets > 1) c.use_inputs(input_set_for(seed_, s.id, n, c.input_sets));
         if (c.refill) c.refill(stream_, hash64(hash64(seed_, 0xf7e5000000ull + s.id), uint64_t(n))), KWIKI_CHECK_LAST();
-        if (c.clock) KWIKI_CHECK(cudaMemsetAsync(c.clock, 0, sizeof(ClockStamp), stream_));
+        ClockStamp* stamp = c.clock ? c.clock : stamp_;
+        if (stamp) KWIKI_CHECK(cudaMemsetAsync(stamp, 0, sizeof(ClockStamp), stream_));
         if (!c.flush_l2) {  // L2-resident measurement: an untimed launch brings in what it reads
             c.launch(stream_);
             KWIKI_CHECK_LAST();
@@ -467,9 +469,9 @@ class Runner {
         s.us.push_back(w.cupti ? w.activity.busy_us() : w.event_us);
         s.event_us.push_back(w.event_us);
         if (w.cupti) s.span_us.push_back(w.activity.span_us()), s.kernel_counts.push_back(double(w.activity.kernel_records));
-        if (c.clock) {
+        if (stamp) {
             ClockStamp st{};
-            KWIKI_CHECK(cudaMemcpy(&st, c.clock, sizeof st, cudaMemcpyDeviceToHost));
+            KWIKI_CHECK(cudaMemcpy(&st, stamp, sizeof st, cudaMemcpyDeviceToHost));
             if (auto mhz = stamp_mhz(st)) s.mhz_effective.push_back(*mhz);
         }
         const auto t2 = std::chrono::steady_clock::now();
@@ -546,7 +548,8 @@ class Runner {
             if (c.input_sets > 1) c.use_inputs(0);
             c.poison(stream_);
             KWIKI_CHECK_LAST();
-            if (c.clock) KWIKI_CHECK(cudaMemsetAsync(c.clock, 0, sizeof(ClockStamp), stream_));
+            ClockStamp* stamp = c.clock ? c.clock : stamp_;
+            if (stamp) KWIKI_CHECK(cudaMemsetAsync(stamp, 0, sizeof(ClockStamp), stream_));
             KWIKI_CHECK(cudaDeviceSynchronize());
             Block b{};
             Window w = timed_window([&](cudaStream_t st) {
@@ -557,9 +560,9 @@ class Runner {
             b.wall_us = w.event_us;
             b.mhz = w.nvml.mhz;
             b.mw = w.nvml.power_mw;
-            if (c.clock) {
+            if (stamp) {
                 ClockStamp st{};
-                KWIKI_CHECK(cudaMemcpy(&st, c.clock, sizeof st, cudaMemcpyDeviceToHost));
+                KWIKI_CHECK(cudaMemcpy(&st, stamp, sizeof st, cudaMemcpyDeviceToHost));
                 b.eff = stamp_mhz(st);
             }
             return b;
@@ -723,8 +726,10 @@ class Runner {
             }
         }
         r.clocks = s.clocks.summary();
-        if (!s.mhz_effective.empty() && r.timing)
+        if (!s.mhz_effective.empty() && r.timing) {
             r.clocks.sm_mhz_effective = summarize(s.mhz_effective).median_us, r.clocks.sm_mhz_effective_by = "clock64";
+            r.extra.emplace_back("sms", sm_count());  // for the per-clock, per-SM rate (record.py's figures)
+        }
         if (c.finish) c.finish(r);
         return r;
     }
@@ -906,6 +911,7 @@ class Runner {
     bool persistence_ = false;
     bool limit_on_ = true, lines_on_ = true, window_on_ = true;  // the persistence resets the device supports
     cudaStream_t stream_ = nullptr;
+    ClockStamp* stamp_ = nullptr;
     cudaEvent_t start_ = nullptr, stop_ = nullptr;
     std::optional<L2Flusher> flusher_;
     uint64_t seed_ = 0;
