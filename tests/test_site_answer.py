@@ -15,7 +15,8 @@ from kwiki.site.answer import answer_box, figure_text, headline_claim, unhelpful
 from kwiki.site.owners import claimed_params, matches, owners
 from kwiki.site.render import build_text, claims_table
 from kwiki.wiki.manifest import load_manifest
-from kwiki.wiki.model import PageMeta
+from kwiki.wiki.model import Conditions, Decision, PageMeta
+from kwiki.wiki.verdict import Verdict
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -66,7 +67,7 @@ def test_answer_box_gives_the_best_variant_at_each_claimed_shape_with_its_speed_
     shapes = re.findall(r'<span class="kw-shape">([^<]*)</span>: best <code>([^<]*)</code>', box)
     assert shapes == [("4096x4096x4096, bf16", "persistent"), ("8192x8192x8192, bf16", "persistent")]  # claimed only
     assert "820 TFLOP/s" in box and "1.02×</strong> <code>cublas</code>" in box and "SM 1755–1980 MHz" in box
-    assert "NVIDIA H200, 2026-12-02, sm_90a" in box
+    assert "NVIDIA H200, 2026-12-02, sm_90a, burst regime" in box
     assert "Did not help: rung 3 <code>persistent_ws</code> 0.988× of rung 2." in box  # once, not per shape
     assert "Never counted as best: zeros (all-zero inputs)" in box
 
@@ -241,3 +242,48 @@ def test_history_chart_run_labels_do_not_collide_and_stay_inside():
     for i, a in enumerate(boxes):
         for b in boxes[i + 1:]:
             assert not charts._overlaps(a, b), (a, b)
+
+
+# ---------------------------------------------------------------- decision tables
+
+
+def _decided(varies: list[str], verdict: str | None = "reproduced", **conditions: str) -> PageMeta:
+    meta = _meta(headline="vs-cublas-8192")
+    meta.claims[1].decision = Decision(family="gemm", use="persistent", over="cuBLAS", varies=varies)
+    meta.claims[1].conditions = Conditions(**conditions)
+    if verdict is None:
+        meta.measurements = None
+    else:
+        meta.measurements.claims["vs-cublas-8192"].verdict = Verdict(verdict)
+    return meta
+
+
+def test_a_decision_row_traces_to_its_claim_and_page():
+    from kwiki.site.decisions import decisions_page, rows
+    from kwiki.site.listings import SitePage
+
+    meta = _decided(["kernel"], shape="8192x8192x8192", dtype="bf16")
+    pages = [SitePage(None, "kernels/gemm.md", meta, None)]
+    tables, left = rows(pages)
+    (row,) = tables["gemm"]
+    assert (row.page_id, row.claim, row.figure, row.verdict) == ("kernel-gemm", "vs-cublas-8192", "1.02× cuBLAS",
+                                                                 "reproduced")
+    assert (row.shape, row.dtype, row.size, row.use) == ("8192x8192x8192", "bf16", "any", "persistent")
+    assert left == []
+    page = decisions_page(pages)
+    assert "| 8192x8192x8192 | bf16 | any | persistent | 1.02× cuBLAS (reproduced) | [GEMM](../kernels/gemm.md) " \
+           "`vs-cublas-8192` |" in page
+
+
+def test_a_row_whose_claim_confounds_two_factors_is_left_out_and_said_so():
+    from kwiki.site.decisions import decisions_page, rows
+    from kwiki.site.listings import SitePage
+
+    pages = [SitePage(None, "kernels/gemm.md", _decided(["kernel", "dtype"]), None)]
+    tables, left = rows(pages)
+    assert tables == {} and [x.why for x in left] == ["its comparison changes kernel, dtype at once (confounded)"]
+    assert "confounded" in decisions_page(pages)
+    for meta, why in ((_decided(["kernel"], verdict=None), "not measured"),
+                      (_decided(["kernel"], verdict="worse"), "it did not hold (worse)")):
+        tables, left = rows([SitePage(None, "kernels/gemm.md", meta, None)])
+        assert tables == {} and [x.why for x in left] == [why]

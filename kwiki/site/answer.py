@@ -100,7 +100,8 @@ def _ladder_lines(ladder: Ladder, wanted: list[dict[str, Scalar]], set_aside: di
     best = [(g, r) for g, r in best_per_shape(shown) if id(g) in keep]
     if not best:
         return []
-    where = ", ".join(x for x in (ladder.gpu or "", (ladder.date or "")[:10], ladder.target or "") if x)
+    where = ", ".join(x for x in (ladder.gpu or "", (ladder.date or "")[:10], ladder.target or "",
+                                  "burst regime (duty-cycled samples)") if x)
     lines = [f"<p class=\"kw-answer-where\"><code>{html_text(ladder.artifact)}</code> · {html_text(where)}</p>",
              "<ul>", *[_best_line(ladder, g, r) for g, r in best], "</ul>"]
     worse = list({(r.variant, b.variant): (r, b) for g, _ in best for r, b in unhelpful(g)}.values())[:MAX_UNHELPFUL]

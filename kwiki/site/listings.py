@@ -33,6 +33,7 @@ INDEX_DIR = "indexes"
 EVIDENCE = f"{INDEX_DIR}/evidence.md"
 ARCHITECTURES = f"{INDEX_DIR}/architectures.md"
 TAGS = f"{INDEX_DIR}/tags.md"
+DECISIONS = f"{INDEX_DIR}/decisions.md"  # kwiki.site.decisions
 EVIDENCE_DIR = f"{INDEX_DIR}/evidence"  # every page of a state, paged (the index shows the first few)
 ARCHITECTURES_DIR = f"{INDEX_DIR}/architectures"
 TAGS_DIR = f"{INDEX_DIR}/tags"
@@ -308,7 +309,7 @@ def nav(pages: list[SitePage]) -> list[Any]:
         return [{_initials(names[i], names[min(i + NAV_ITEMS, len(items)) - 1]): items[i:i + NAV_ITEMS]}
                 for i in range(0, len(items), NAV_ITEMS)]
 
-    return [HOME, {"Indexes": [EVIDENCE, ARCHITECTURES, TAGS]}, *entries(tree)]
+    return [HOME, {"Indexes": [EVIDENCE, ARCHITECTURES, TAGS, DECISIONS]}, *entries(tree)]
 
 
 def _initials(first: str, last: str) -> str:

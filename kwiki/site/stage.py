@@ -31,8 +31,10 @@ from kwiki.results.standing import claim_rows_by_page, standing
 from kwiki.results.store import ClaimRow, RecordRow, read_all
 from kwiki.results.trace import Store, trace
 from kwiki.site import searchindex
+from kwiki.site.decisions import decisions_page
 from kwiki.site.errors import SiteError
 from kwiki.site.listings import (
+    DECISIONS,
     HOME,
     INDEX_DIR,
     LastRun,
@@ -193,6 +195,7 @@ def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki", key
         ctx.files[HOME] = f"---\n{front}---\n\n{own(ctx, block)}".encode()
     for staged, text in [*evidence_pages(pages).items(), *architectures_pages(pages).items()]:
         ctx.files[staged] = own(ctx, text).encode()
+    ctx.files[DECISIONS] = own(ctx, decisions_page(pages)).encode()
     for staged, text in tags_pages(pages).items():
         ctx.files[staged] = text.encode()
     ctx.files[CSS] = stylesheet().encode()
