@@ -287,3 +287,30 @@ def test_a_row_whose_claim_confounds_two_factors_is_left_out_and_said_so():
                       (_decided(["kernel"], verdict="worse"), "it did not hold (worse)")):
         tables, left = rows([SitePage(None, "kernels/gemm.md", meta, None)])
         assert tables == {} and [x.why for x in left] == [why]
+
+
+# ---------------------------------------------------------------- code that teaches
+
+
+def test_each_rung_shows_its_marked_code_and_what_it_adds_over_the_rung_below(tmp_path):
+    import shutil
+
+    from kwiki.site.excerpts import excerpts
+
+    shutil.copytree(REPO / "artifacts" / "vector_loads_sm90a", tmp_path / "artifacts" / "vector_loads_sm90a")
+    shutil.copytree(REPO / "artifacts" / "common", tmp_path / "artifacts" / "common")
+    rel = "artifacts/vector_loads_sm90a"
+    m = load_manifest(tmp_path / rel, tmp_path)
+    text = excerpts(tmp_path, rel, m).replace("\\_", "_")
+    blocks = re.findall(r'\?\?\? example "rung (\d+) (\w+)', text)
+    assert blocks == sorted(blocks, key=lambda b: int(b[0])) and ("4", "read_v16_x4") in blocks
+    v16x4 = text[text.index('"rung 4 read_v16_x4'):]
+    adds = next(v.adds for v in m.variants if v.name == "read_v16_x4")
+    assert adds in v16x4.split("\n")[0] and "Over rung 3 `read_v16_x1`" in v16x4
+    assert "vector_loads.cu, lines " in v16x4
+    source = tmp_path / rel / "vector_loads.cu"
+    lines = source.read_text().split("\n")
+    kept = [ln for ln in lines if ln.strip() not in ("// kwiki:rung read_v16_x4", "// /kwiki:rung read_v16_x4")]
+    source.write_text("\n".join(kept))  # the region removed: its excerpt goes with it, never a stale copy
+    again = excerpts(tmp_path, rel, load_manifest(tmp_path / rel, tmp_path)).replace("\\_", "_")
+    assert '"rung 4 read_v16_x4' not in again and '"rung 3 read_v16_x1' in again

@@ -156,6 +156,18 @@ def _ladder_tables(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str
     return "\n".join(x for x in out if x)
 
 
+def _excerpts(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
+    """What each rung adds, as code (kwiki.site.excerpts), for the artifacts whose ladder this page owns."""
+    from kwiki.site.excerpts import excerpts
+
+    out = []
+    for rel in sorted({pl.rel for pl in ladders if pl.owner is None}):
+        m = _manifest(ctx, rel)
+        if m is not None:
+            out.append(excerpts(ctx.root, rel, m))
+    return "\n".join(x for x in out if x)
+
+
 def _ladders(ctx: Context, sp: SitePage) -> str:
     """A bar chart of each artifact's variants (per GPU and parameter set), charting what the claims measure,
     collapsed under the ladder's tables."""
@@ -262,6 +274,8 @@ def _body(ctx: Context, sp: SitePage, page_ladders: list[PageLadder]) -> list[st
     history = own(ctx, _history(ctx, sp, sp.history)) if claims else ""
     tables = _ladder_tables(ctx, sp, page_ladders)
     ladders = own(ctx, "\n".join(x for x in (tables, _ladders(ctx, sp)) if x))
+    code = _excerpts(ctx, sp, page_ladders)  # the artifact's text: not marked as kwiki's (see artifact_section)
+    ladders += ("\n" + code) if code and ladders else ""
     out: list[str] = []
     pos = 0
     for region in regions:

@@ -197,7 +197,7 @@ def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
 # ---------------------------------------------------------------- artifacts
 
 
-def _fence(text: str, lang: str, indent: str = "") -> str:
+def fence(text: str, lang: str, indent: str = "") -> str:
     run = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, run + 1)
     body = text if text.endswith("\n") else text + "\n"
@@ -219,7 +219,7 @@ def source_block(root: Path, path: Path, shown_as: str) -> str:
         return f'??? warning "{title}"\n\n    {len(data)} bytes, too large to show here.\n\n'
     text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").expandtabs(4)
     lang = LANGUAGES.get(path.suffix.lower(), "text")
-    return f'??? abstract "{title}"\n\n{_fence(text, lang, "    ")}\n'
+    return f'??? abstract "{title}"\n\n{fence(text, lang, "    ")}\n'
 
 
 def build_lines(manifest: Manifest, rel: str) -> list[str]:
@@ -249,7 +249,7 @@ def build_text(manifest: Manifest, rel: str) -> str:
     Python artifact that kwiki imports its module under its harness (no build line of nvcc's: there is none,
     except for the CUDA sources it loads, named as such)."""
     if manifest.kind != "python" or manifest.python is None:
-        return "Build (from the repository root):\n\n" + _fence("\n".join(build_lines(manifest, rel)), "sh")
+        return "Build (from the repository root):\n\n" + fence("\n".join(build_lines(manifest, rel)), "sh")
     py = manifest.python
     text = (f"No build: `kwiki verify` imports `{rel}/{py.module}` and runs it under kwiki's harness "
             "(`artifacts/common/kwiki_harness.py`), which owns the inputs, the check and the clock.")
