@@ -162,7 +162,7 @@ def _gemm_rows() -> list[RecordRow]:
 def test_gemm_roofline_has_one_roof_per_dtype_however_it_is_spelled_and_no_set_aside_point():
     aside = {"bf16_zeros", "fp8_zeros", "tf32_zeros"}
     (spec,) = charts.compute_roofline_specs(_gemm_rows(), ["cublas", "triton"], {"NVIDIA H200": 4.8}, aside)
-    assert [r["label"] for r in spec["compute_roofs"]] == ["bf16", "fp8_e4m3", "tf32"]  # 'bfloat16' is bf16
+    assert [r["label"] for r in spec["compute_roofs"]] == ["bf16", "fp8", "tf32"]  # "bfloat16" is bf16
     assert {p["variant"] for p in spec["points"]} == {"triton", "fp8_random", "tf32_random"}
     assert [p["label"] for p in spec["points"]][:3] == ["2048x2048x2048 bf16", "4096x4096x4096 bf16",
                                                          "8192x8192x8192 bf16"]  # one shape, either case
@@ -314,3 +314,40 @@ def test_each_rung_shows_its_marked_code_and_what_it_adds_over_the_rung_below(tm
     source.write_text("\n".join(kept))  # the region removed: its excerpt goes with it, never a stale copy
     again = excerpts(tmp_path, rel, load_manifest(tmp_path / rel, tmp_path)).replace("\\_", "_")
     assert '"rung 4 read_v16_x4' not in again and '"rung 3 read_v16_x1' in again
+
+
+# ---------------------------------------------------------------- curves across sizes
+
+
+def _sized_ladder(n: int) -> Ladder:
+    groups = []
+    for i in range(n):
+        rows = n - i  # declared largest first: the curve sorts by size
+        base = Rung(variant="torch", rung=0, role="baseline", status="measured", time_us=1.0, rate=2.0,
+                    rate_unit="TB/s", of_speed_of_light=0.4 + i / 100)
+        ours = Rung(variant="fused", rung=1, status="measured", time_us=1.0, rate=4.0, rate_unit="TB/s",
+                    of_speed_of_light=0.8 + i / 100)
+        zeros = Rung(variant="zeros", status="measured", time_us=1.0, rate=5.0, rate_unit="TB/s", of_speed_of_light=1.0)
+        groups.append(ShapeGroup(params={"rows": rows * 1024, "cols": 4096, "op": "softmax", "dtype": "bf16"},
+                                 label=f"{rows * 1024}x4096, bf16, op=softmax", rows=[base, ours, zeros]))
+    return Ladder(artifact="softmax", title="softmax", gpu="NVIDIA H200", date="2026-12-02T00:00:00Z",
+                  baseline="torch", groups=groups)
+
+
+def test_a_curve_plots_the_best_rung_and_the_baseline_over_sizes_as_a_share_of_the_roof():
+    from kwiki.site.curves import MIN_SIZES, curve_specs, draw_curve
+
+    assert curve_specs(_sized_ladder(MIN_SIZES - 1)) == []  # too few sizes for a curve
+    (spec,) = curve_specs(_sized_ladder(8), {"zeros": "all-zero inputs"})
+    assert spec["roof"] == "the speed of light" and spec["dtype"] == "bf16"
+    labels = [p["label"] for p in spec["points"]]
+    assert labels[0] == "1024x4096" and labels[-1] == "8192x4096"  # smallest first; op and dtype said once
+    assert {p["best_variant"] for p in spec["points"]} == {"fused"}  # the set-aside variant never best
+    assert round(spec["points"][0]["best"], 6) == 0.87 and round(spec["points"][0]["base"], 6) == 0.47
+    svg = draw_curve(spec)
+    assert svg == draw_curve(spec) and min(_font_sizes(svg)) * 330 / 400 >= 11  # a phone's column
+    assert svg.count(b"<circle") == 16 and b"fused 87.0% of the speed of light" in svg
+
+
+def _font_sizes(svg: bytes) -> list[int]:
+    return [int(s) for s in re.findall(rb'font-size="(\d+)"', svg)]

@@ -141,15 +141,11 @@ def history_table(spec: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-DTYPE_SPELLINGS = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
-                   "tfloat32": "tf32", "float8_e4m3fn": "fp8_e4m3", "float8_e4m3": "fp8_e4m3", "e4m3": "fp8_e4m3",
-                   "float8_e5m2": "fp8_e5m2", "e5m2": "fp8_e5m2"}
-
-
 def dtype_name(dtype: object) -> str:
-    """One spelling per dtype ('bfloat16' and 'bf16' are one roof, not two)."""
-    text = str(dtype or "")
-    return DTYPE_SPELLINGS.get(text.lower(), text)
+    """One spelling per dtype ('bfloat16' and 'bf16' are one roof, not two): kwiki.results.peaks' names."""
+    from kwiki.results.peaks import dtype_name as peaks_name
+
+    return peaks_name(dtype) or str(dtype or "")
 
 
 def _shape_key(params: dict[str, Any]) -> str:
@@ -511,4 +507,8 @@ def draw_roofline(spec: dict[str, Any]) -> bytes:
 
 def draw(spec: dict[str, Any]) -> bytes:
     """The SVG of a chart spec."""
+    if spec["kind"] == "curve":
+        from kwiki.site.curves import draw_curve
+
+        return draw_curve(spec)
     return {"ladder": draw_ladder, "history": draw_history, "roofline": draw_roofline}[spec["kind"]](spec)

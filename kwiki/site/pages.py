@@ -156,6 +156,23 @@ def _ladder_tables(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str
     return "\n".join(x for x in out if x)
 
 
+def _curves(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
+    """The best rung and the baseline across sizes (kwiki.site.curves), for the ladders this page owns."""
+    from kwiki.site.curves import curve_specs
+
+    assert sp.meta is not None
+    out = []
+    for pl in ladders:
+        if pl.owner is not None:
+            continue
+        for spec in curve_specs(pl.ladder, sp.meta.set_aside):
+            name = f"curve-{pl.ladder.artifact}-{gpu_slug(spec['gpu'])}-{spec['dtype'] or 'all'}"
+            alt = (f"{pl.ladder.artifact}: best rung and baseline {spec['baseline']} across sizes "
+                   f"{spec['dtype']}, share of {spec['roof']}")
+            out.append(_add_chart(ctx, sp, re.sub(r"[^A-Za-z0-9_.-]+", "-", name), spec, alt))
+    return "#### Across sizes\n\n" + "\n".join(out) if out else ""
+
+
 def _excerpts(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
     """What each rung adds, as code (kwiki.site.excerpts), for the artifacts whose ladder this page owns."""
     from kwiki.site.excerpts import excerpts
@@ -274,6 +291,8 @@ def _body(ctx: Context, sp: SitePage, page_ladders: list[PageLadder]) -> list[st
     history = own(ctx, _history(ctx, sp, sp.history)) if claims else ""
     tables = _ladder_tables(ctx, sp, page_ladders)
     ladders = own(ctx, "\n".join(x for x in (tables, _ladders(ctx, sp)) if x))
+    curves = own(ctx, _curves(ctx, sp, page_ladders))
+    ladders += ("\n" + curves) if curves and ladders else ""
     code = _excerpts(ctx, sp, page_ladders)  # the artifact's text: not marked as kwiki's (see artifact_section)
     ladders += ("\n" + code) if code and ladders else ""
     out: list[str] = []

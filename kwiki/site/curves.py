@@ -1,0 +1,130 @@
+"""Curves across sizes: the best rung and the baseline of a ladder over its shapes, as a fraction of the roof.
+
+A curve needs at least `MIN_SIZES` shapes of one dtype on which the baseline and some other rung were measured
+in the ladder's run. The y axis is the share of the speed of light (the ladder's ceiling variant on the same
+shape, memory-bound ladders); a ladder without a ceiling is drawn against the highest rate any of its rows
+reached in that dtype, and says so in its title. The best rung at each shape is kwiki.results.ladders'
+`best_per_shape`, the page's set-aside variants left out. The spec is plain data; `draw_curve` writes SVG
+with the chart conventions of kwiki.site.charts (text of 14 units on a 400-unit drawing: 11 px or more on a
+390 px phone; the dark scheme inverts the chart's white card).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from kwiki.core.numbers import fmt
+from kwiki.core.strict import Scalar
+from kwiki.results.ladders import Ladder, best_per_shape, shape_label
+from kwiki.site.charts import BASE, BEST, GRID, INK, MUTED, TEXT, WIDTH, _lines, _n, _svg, _text, _ticks, _title, _wrap
+
+MIN_SIZES = 4
+SIZE_KEYS = frozenset({"M", "N", "K", "m", "n", "k", "rows", "cols", "shape", "bytes"})  # a size's own dimensions
+
+
+def size_of(params: dict[str, Scalar]) -> int:
+    """The product of a shape's whole-number parameters (its elements, bytes or FLOP count up to a factor): the
+    order of a curve's sizes."""
+    out = 1
+    for value in params.values():
+        text = str(value)
+        for part in text.split("x") if not isinstance(value, bool) else []:
+            if part.isdigit():
+                out *= int(part)
+    return out
+
+
+def curve_specs(ladder: Ladder, set_aside: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One curve spec per dtype of the ladder with `MIN_SIZES` or more shapes (none when it has fewer)."""
+    aside = set_aside or {}
+    groups = [g.model_copy(update={"rows": [r for r in g.rows if r.variant not in aside]}) for g in ladder.groups]
+    best = {id(g): r for g, r in best_per_shape(ladder.model_copy(update={"groups": groups}))}
+    by_dtype: dict[str, list[dict[str, Any]]] = {}
+    for g in groups:
+        base = next((r for r in g.rows if r.role == "baseline" and r.status == "measured"), None)
+        ours = best.get(id(g))
+        if base is None or ours is None or ours.variant == base.variant:
+            continue
+        dtype = str(g.params.get("dtype", ""))
+        by_dtype.setdefault(dtype, []).append({"params": g.params, "best": ours, "base": base})
+    specs = []
+    for dtype, points in sorted(by_dtype.items()):
+        if len(points) < MIN_SIZES:
+            continue
+        points.sort(key=lambda p: size_of(p["params"]))
+        same = {k for k, v in points[0]["params"].items() if all(p["params"].get(k) == v for p in points)
+                and k not in SIZE_KEYS}
+        for p in points:  # a size is what varies: the parameters every point shares say nothing
+            p["label"] = shape_label({k: v for k, v in p["params"].items() if k not in same}) or "—"
+        sol = all(p["best"].of_speed_of_light is not None and p["base"].of_speed_of_light is not None for p in points)
+        top = max((r.rate or 0.0) for g in groups if str(g.params.get("dtype", "")) == dtype for r in g.rows
+                  if r.status == "measured")
+
+        def share(r: Any, sol: bool = sol, top: float = top) -> float:
+            return float(r.of_speed_of_light) if sol else (r.rate or 0.0) / top if top else 0.0
+
+        unit = points[0]["best"].rate_unit or ""
+        roof = "the speed of light" if sol else f"the highest {unit} of the ladder"
+        specs.append({
+            "kind": "curve", "artifact": ladder.artifact, "gpu": ladder.gpu or "", "date": (ladder.date or "")[:10],
+            "dtype": dtype, "roof": roof, "baseline": ladder.baseline or "baseline",
+            "points": [{"label": p["label"], "best_variant": p["best"].variant, "best": share(p["best"]),
+                        "base": share(p["base"])} for p in points]})
+    return specs
+
+
+def draw_curve(spec: dict[str, Any]) -> bytes:
+    """Two lines over the sizes (oldest shape order: the ladder's, smallest first): the best rung, green, and the
+    baseline, grey and dashed, each point with its value as a tooltip; the sizes under the axis, turned when they
+    do not fit; the legend below."""
+    pts = spec["points"]
+    title = (f"{spec['artifact']} across sizes{', ' + spec['dtype'] if spec['dtype'] else ''}: share of "
+             f"{spec['roof']} on {spec['gpu']}, {spec['date']}")
+    body, top = _title(title)
+    top += 10
+    right, plot = WIDTH - 14, 200
+    widest = max(len(p["label"]) for p in pts) * TEXT * 0.56
+    turned = widest + 6 > (right - 68) / max(1, len(pts) - 1)
+    left = max(48.0, widest * 0.5 + 4) if turned else 48.0  # a label turned 60 degrees reaches half its width left
+    bottom = top + plot
+    values = [p[k] for p in pts for k in ("best", "base")]
+    ticks = _ticks(0.0, max(1.0, max(values)), 5)
+    hi = ticks[-1] or 1.0
+
+    def x(i: int) -> float:
+        return left + 10 + i * (right - left - 20) / max(1, len(pts) - 1)
+
+    def y(v: float) -> float:
+        return bottom - v / hi * (bottom - top)
+
+    for t in ticks:
+        body.append(f'<line x1="{left}" y1="{_n(y(t))}" x2="{right}" y2="{_n(y(t))}" stroke="{GRID}"/>')
+        body.append(_text(left - 6, y(t) + 5, f"{t:.0%}", anchor="end", fill=MUTED))
+    body.append(f'<line x1="{left}" y1="{_n(y(1.0))}" x2="{right}" y2="{_n(y(1.0))}" stroke="{MUTED}" '
+                f'stroke-dasharray="5,4"/>')
+    label_h = widest if turned else TEXT
+    for i, p in enumerate(pts):
+        if turned:
+            body.append(_text(x(i) + 4, bottom + 12, p["label"], anchor="end", fill=MUTED)
+                        .replace("<text ", f'<text transform="rotate(-60 {_n(x(i) + 4)} {_n(bottom + 12)})" ', 1))
+        else:
+            body.append(_text(x(i), bottom + 20, p["label"], anchor="middle", fill=MUTED))
+    for key, color, dash in (("base", BASE, ' stroke-dasharray="6,3"'), ("best", BEST, "")):
+        line = " ".join(f"{_n(x(i))},{_n(y(p[key]))}" for i, p in enumerate(pts))
+        body.append(f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="2.5"{dash}/>')
+        for i, p in enumerate(pts):
+            who = p["best_variant"] if key == "best" else spec["baseline"]
+            body.append(f'<circle cx="{_n(x(i))}" cy="{_n(y(p[key]))}" r="4" fill="{color}"><title>'
+                        f"{html.escape(p['label'])}: {html.escape(who)} {fmt(p[key] * 100, 3)}% of "
+                        f"{html.escape(spec['roof'])}</title></circle>")
+    body.append(f'<line x1="{left}" y1="{top - 4}" x2="{left}" y2="{bottom}" stroke="{INK}"/>')
+    legend_y = bottom + (label_h * 0.87 + 12 if turned else 20) + 34
+    for color, dash, name in ((BEST, "", "best rung at each size (hover: which)"),
+                              (BASE, ' stroke-dasharray="6,3"', f"baseline {spec['baseline']}")):
+        body.append(f'<line x1="10" y1="{_n(legend_y - 5)}" x2="28" y2="{_n(legend_y - 5)}" stroke="{color}" '
+                    f'stroke-width="3"{dash}/>')
+        lines = _wrap(name, WIDTH - 40)
+        body += _lines(34, legend_y, lines)
+        legend_y += len(lines) * (TEXT + 4) + 4
+    return _svg(WIDTH, legend_y, title, body)
