@@ -351,3 +351,39 @@ def test_a_curve_plots_the_best_rung_and_the_baseline_over_sizes_as_a_share_of_t
 
 def _font_sizes(svg: bytes) -> list[int]:
     return [int(s) for s in re.findall(rb'font-size="(\d+)"', svg)]
+
+
+# ---------------------------------------------------------------- measured timelines
+
+
+def _timeline():
+    from kwiki.site.timeline import Span, Timeline
+
+    spans = []
+    for block in range(3):
+        t = 1_000_000 + block * 50
+        for k in range(4):
+            spans.append(Span(block=block, warpgroup=0, phase="producer-wait", start_ns=t, end_ns=t + 100))
+            spans.append(Span(block=block, warpgroup=0, phase="tma-issue", start_ns=t + 100, end_ns=t + 150))
+            spans.append(Span(block=block, warpgroup=1, phase="consumer-wait", start_ns=t + 150, end_ns=t + 300))
+            spans.append(Span(block=block, warpgroup=1, phase="wgmma", start_ns=t + 300, end_ns=t + 900, tile=k))
+            t += 900
+        spans.append(Span(block=block, warpgroup=1, phase="epilogue", start_ns=t, end_ns=t + 400, tile=3))
+    return Timeline(artifact="gemm_bf16_sm90a", variant="ws_plain", params={"M": 4096}, gpu="NVIDIA H200",
+                    spans=spans)
+
+
+def test_a_timeline_draws_only_what_its_stamps_say():
+    from kwiki.site.timeline import timeline_spec
+
+    spec = timeline_spec(_timeline())
+    assert [lane["label"] for lane in spec["lanes"]] == ["CTA 0 WG 0", "CTA 0 WG 1", "CTA 1 WG 0", "CTA 1 WG 1"]
+    assert spec["blocks_left_out"] == 1 and spec["dropped"] == 0
+    first = spec["lanes"][0]["spans"][0]
+    assert (first["phase"], first["start"], first["end"]) == ("producer-wait", 0.0, 0.1)  # µs from the first stamp
+    svg = charts.draw(spec)
+    rects = svg.count(b"<rect") - 1 - 5  # less the card and the legend's five swatches
+    assert rects == sum(len(lane["spans"]) for lane in spec["lanes"]) == 2 * (4 * 4 + 1)
+    assert b"CTA 1 WG 1: wgmma, tile 0" in svg and b"1 more CTAs not drawn" in svg
+    assert min(_font_sizes(svg)) * 330 / 400 >= 11
+    assert timeline_spec(_timeline().model_copy(update={"spans": []})) is None

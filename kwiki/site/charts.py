@@ -511,4 +511,8 @@ def draw(spec: dict[str, Any]) -> bytes:
         from kwiki.site.curves import draw_curve
 
         return draw_curve(spec)
+    if spec["kind"] == "timeline":
+        from kwiki.site.timeline import draw_timeline
+
+        return draw_timeline(spec)
     return {"ladder": draw_ladder, "history": draw_history, "roofline": draw_roofline}[spec["kind"]](spec)

@@ -1,0 +1,115 @@
+"""Measured timelines: what each warpgroup of a kernel did when, drawn from `%globaltimer` stamps.
+
+The record shape (`Timeline`) is what an artifact's separate, untimed trace pass writes: per CTA and warpgroup,
+the spans of each phase (a producer waiting on an empty slot, issuing TMA; a consumer waiting on a full slot,
+running wgmma, the epilogue), in nanoseconds of the GPU's global timer. The timed samples never carry the
+stamps (they would cost time), so the timeline shows the schedule, not the speed: its figures are the
+ladder's. `timeline_spec` turns a Timeline into chart data (lanes of the first `MAX_BLOCKS` CTAs, times from
+the earliest stamp, spans past `MAX_SPANS` per lane dropped and counted) and `draw_timeline` into SVG in the
+conventions of kwiki.site.charts. Nothing here invents a span: a lane shows what its stamps say.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Literal
+
+from pydantic import Field
+
+from kwiki.core.numbers import fmt
+from kwiki.core.strict import Scalar, Strict
+from kwiki.site.charts import GRID, INK, MUTED, TEXT, WIDTH, _lines, _n, _svg, _text, _ticks, _title, _wrap
+
+Phase = Literal["producer-wait", "tma-issue", "consumer-wait", "wgmma", "epilogue"]
+PHASE_COLORS: dict[str, str] = {"producer-wait": "#bdbdbd", "tma-issue": "#1f77b4", "consumer-wait": "#e0e0e0",
+                                "wgmma": "#2e7d32", "epilogue": "#d95f02"}
+MAX_BLOCKS = 2
+MAX_SPANS = 400
+
+
+class Span(Strict):
+    """One phase of one warpgroup, between two `%globaltimer` stamps."""
+
+    block: int = Field(ge=0, description="the CTA (blockIdx.x of the persistent grid)")
+    warpgroup: int = Field(ge=0, description="the warpgroup within the CTA (0: the producer in a specialized kernel)")
+    phase: Phase
+    start_ns: int = Field(ge=0)
+    end_ns: int = Field(ge=0)
+    tile: int | None = Field(default=None, description="the output tile the span works on, where it has one")
+
+
+class Timeline(Strict):
+    """The trace pass of one variant on one shape: every span it stamped."""
+
+    artifact: str
+    variant: str
+    params: dict[str, Scalar] = Field(default_factory=dict)
+    gpu: str | None = None
+    run_id: str | None = Field(default=None, description="the verify run whose untimed pass recorded it")
+    spans: list[Span]
+
+
+def timeline_spec(t: Timeline) -> dict[str, Any] | None:
+    """Chart data of a timeline: one lane per (CTA, warpgroup) of its first MAX_BLOCKS CTAs; None without spans."""
+    if not t.spans:
+        return None
+    origin = min(s.start_ns for s in t.spans)
+    blocks = sorted({s.block for s in t.spans})[:MAX_BLOCKS]
+    lanes: dict[tuple[int, int], list[Span]] = {}
+    for s in sorted(t.spans, key=lambda s: (s.block, s.warpgroup, s.start_ns)):
+        if s.block in blocks:
+            lanes.setdefault((s.block, s.warpgroup), []).append(s)
+    dropped = sum(max(0, len(v) - MAX_SPANS) for v in lanes.values())
+    return {"kind": "timeline", "artifact": t.artifact, "variant": t.variant, "gpu": t.gpu or "",
+            "params": ", ".join(f"{k}={v}" for k, v in sorted(t.params.items())),
+            "lanes": [{"label": f"CTA {b} WG {w}",
+                       "spans": [{"phase": s.phase, "start": (s.start_ns - origin) / 1e3,
+                                  "end": (max(s.end_ns, s.start_ns) - origin) / 1e3, "tile": s.tile}
+                                 for s in spans[:MAX_SPANS]]} for (b, w), spans in sorted(lanes.items())],
+            "dropped": dropped, "blocks_left_out": len({s.block for s in t.spans}) - len(blocks)}
+
+
+def draw_timeline(spec: dict[str, Any]) -> bytes:
+    """Lanes of spans against microseconds since the first stamp, each span coloured by its phase, with its phase,
+    tile and times as a tooltip; the legend of the phases below."""
+    lanes = spec["lanes"]
+    title = f"{spec['artifact']} {spec['variant']}: what each warpgroup did when" + (
+        f" ({spec['params']})" if spec["params"] else "") + (f" on {spec['gpu']}" if spec["gpu"] else "")
+    body, top = _title(title)
+    top += 10
+    left, right, lane_h = 92, WIDTH - 12, 22
+    end = max((s["end"] for lane in lanes for s in lane["spans"]), default=1.0) or 1.0
+    ticks = _ticks(0.0, end, 4)
+    scale = (right - left) / (ticks[-1] or 1.0)
+    bottom = top + lane_h * len(lanes)
+    for t in ticks:
+        body.append(f'<line x1="{_n(left + t * scale)}" y1="{top - 4}" x2="{_n(left + t * scale)}" '
+                    f'y2="{_n(bottom + 4)}" stroke="{GRID}"/>')
+        body.append(_text(left + t * scale, bottom + 20, fmt(t, trim=True), anchor="middle", fill=MUTED))
+    for i, lane in enumerate(lanes):
+        y = top + i * lane_h
+        body.append(_text(left - 6, y + lane_h / 2 + 5, lane["label"], anchor="end"))
+        for s in lane["spans"]:
+            w = max(0.6, (s["end"] - s["start"]) * scale)
+            tip = f"{lane['label']}: {s['phase']}" + (f", tile {s['tile']}" if s["tile"] is not None else "") + \
+                f", {fmt(s['start'], 4, trim=True)}–{fmt(s['end'], 4, trim=True)} µs"
+            body.append(f'<rect x="{_n(left + s["start"] * scale)}" y="{_n(y + 3)}" width="{_n(w)}" '
+                        f'height="{lane_h - 6}" fill="{PHASE_COLORS[s["phase"]]}"><title>{html.escape(tip)}</title>'
+                        "</rect>")
+    body.append(f'<line x1="{left}" y1="{top - 4}" x2="{left}" y2="{_n(bottom + 4)}" stroke="{INK}"/>')
+    body.append(_text((left + right) / 2, bottom + 38, "µs since the first stamp", anchor="middle", fill=MUTED))
+    legend_y = bottom + 62
+    for phase, color in PHASE_COLORS.items():
+        body.append(f'<rect x="10" y="{_n(legend_y - 12)}" width="18" height="12" fill="{color}"/>')
+        body.append(_text(34, legend_y, phase))
+        legend_y += TEXT + 6
+    notes = []
+    if spec.get("dropped"):
+        notes.append(f"{spec['dropped']} later spans not drawn")
+    if spec.get("blocks_left_out"):
+        notes.append(f"{spec['blocks_left_out']} more CTAs not drawn")
+    if notes:
+        lines = _wrap("; ".join(notes), WIDTH - 20)
+        body += _lines(10, legend_y + 4, lines, fill=MUTED)
+        legend_y += len(lines) * (TEXT + 4) + 4
+    return _svg(WIDTH, legend_y, title, body)
