@@ -387,3 +387,35 @@ def test_a_timeline_draws_only_what_its_stamps_say():
     assert b"CTA 1 WG 1: wgmma, tile 0" in svg and b"1 more CTAs not drawn" in svg
     assert min(_font_sizes(svg)) * 330 / 400 >= 11
     assert timeline_spec(_timeline().model_copy(update={"spans": []})) is None
+
+
+# ---------------------------------------------------------------- the glossary
+
+
+def test_the_first_use_of_a_term_in_running_text_links_to_its_definition_once():
+    from kwiki.site.glossary import Entry, anchor, link_first_uses
+    from kwiki.wiki.model import Term
+
+    terms = [Entry(Term(term="mbarrier phase", aliases=["phase bit"], definition="d"), "glossary.md"),
+             Entry(Term(term="warpgroup", aliases=["warpgroups"], definition="d"), "glossary.md")]
+    lines = ["# The warpgroup heading", "", "```cuda", "// one warpgroup per role", "```",
+             "Use `warpgroup` in code and [a warpgroup link](x.md), then two warpgroups wait on the mbarrier phase.",
+             "A later warpgroup and mbarrier phase stay plain.", "| a warpgroup in a table |",
+             "    an indented warpgroup (code)", "generated warpgroup"]
+    out = link_first_uses(lines, terms, "techniques/ws.md", frozenset({9}))
+    assert out[:5] == lines[:5] and out[7:] == lines[7:]  # heading, fence, table, indented code, generated region
+    assert out[5] == ("Use `warpgroup` in code and [a warpgroup link](x.md), then two "
+                      "[warpgroups](../glossary.md#term-warpgroup) wait on the "
+                      "[mbarrier phase](../glossary.md#term-mbarrier-phase).")
+    assert out[6] == lines[6]  # each term once per page
+    assert link_first_uses(lines, terms, "glossary.md") == lines  # the glossary does not link to itself
+    assert anchor("Thread block cluster") == "term-thread-block-cluster"
+
+
+def test_every_glossary_term_links_to_a_page_that_exists():
+    from kwiki.wiki.catalog import load_wiki
+
+    wiki = load_wiki(REPO)
+    ids = {p.id for p in wiki.pages}
+    terms = [t for p in wiki.pages if p.meta is not None for t in p.meta.glossary]
+    assert len(terms) >= 10 and all(t.measured_on in ids for t in terms)

@@ -21,6 +21,7 @@ from kwiki.core.strict import Scalar
 from kwiki.results.store import ClaimRow, RecordRow, gpu_slug
 from kwiki.site import charts, gpumatrix
 from kwiki.site.answer import answer_box
+from kwiki.site.glossary import Entry, definitions, link_first_uses
 from kwiki.site.listings import ARCHITECTURES, INDEX_DIR, SitePage
 from kwiki.site.owners import Owner, claimed_params, matches
 from kwiki.site.render import (
@@ -61,6 +62,8 @@ class Context:
     sources: dict[str, str] = field(default_factory=dict)  # artifact rel -> the staged page of its sources
     loaded: dict[str, Manifest | None] = field(default_factory=dict)  # artifact rel -> its manifest
     owners: dict[str, Owner] = field(default_factory=dict)  # artifact rel -> the page showing its full ladder
+    glossary: list[Entry] = field(default_factory=list)  # every term a page defines (kwiki.site.glossary)
+    pages: list[SitePage] = field(default_factory=list)
 
 
 @dataclass
@@ -287,6 +290,9 @@ def _body(ctx: Context, sp: SitePage, page_ladders: list[PageLadder]) -> list[st
     if sp.meta is None:
         return _neutral(lines)
     regions = sorted(sp.page.regions, key=lambda r: r.open_line)
+    generated = frozenset(n for r in regions
+                          for n in range(r.open_line - fm.body_line, r.close_line - fm.body_line + 1))
+    lines = link_first_uses(lines, ctx.glossary, sp.rel, generated)
     claims = own(ctx, claims_table(sp.meta, sp.trace))
     history = own(ctx, _history(ctx, sp, sp.history)) if claims else ""
     tables = _ladder_tables(ctx, sp, page_ladders)
@@ -315,6 +321,8 @@ def _body(ctx: Context, sp: SitePage, page_ladders: list[PageLadder]) -> list[st
                 ladders = ""
         pos = end + 1
     out += _neutral(lines[pos:])
+    if sp.meta.glossary:
+        out += ["", own(ctx, definitions(sp, ctx.pages))]
     if claims:
         out += ["", "## Claims", "", claims, history]
     if ladders:

@@ -33,6 +33,7 @@ from kwiki.results.trace import Store, trace
 from kwiki.site import searchindex
 from kwiki.site.decisions import decisions_page
 from kwiki.site.errors import SiteError
+from kwiki.site.glossary import entries
 from kwiki.site.listings import (
     DECISIONS,
     HOME,
@@ -169,6 +170,7 @@ def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki", key
             records.setdefault(row.artifact, []).append(row)
     ctx = Context(root, records, ensure_site_key(root) if key is None else key)
     ctx.owners = owners((sp.meta, sp.rel) for sp in pages if sp.meta is not None)
+    ctx.glossary, ctx.pages = entries(pages), pages
     wiki = root / WIKI_DIR
     refused = set(links_out(root, wiki))  # committed links that lead out (or are broken): never read
     why = [f"{inside(root, p.relative_to(root).as_posix())}; not published" for p in sorted(refused)]

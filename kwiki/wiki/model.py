@@ -205,6 +205,16 @@ class Decision(Strict):
                                                                      "its row is left out of the table")
 
 
+class Term(Strict):
+    """A term of the glossary (kwiki.site.glossary): one definition, and the page that measures it. The site links
+    the first use of the term (or an alias) on every other page to its definition."""
+
+    term: NonEmpty
+    aliases: list[NonEmpty] = Field(default_factory=list, description="other spellings a page may use")
+    definition: NonEmpty
+    measured_on: Slug | None = Field(default=None, description="the id of the page whose claims measure it")
+
+
 class Claim(Strict):
     """One checkable statement with a number (or an outcome) and the conditions it holds under."""
 
@@ -423,6 +433,7 @@ class PageMeta(BaseModel):
     set_aside: dict[NonEmpty, NonEmpty] = Field(
         default_factory=dict, description="variant -> why it never counts as 'best' (answer box, roofline): "
                                           "all-zero inputs, a probe that does not do the work")
+    glossary: list[Term] = Field(default_factory=list, description="the terms this page defines (a glossary page)")
     # claims and kwiki's measurements
     claims: list[Claim] = Field(default_factory=list)
     measurements: Measurements | None = None
@@ -482,4 +493,5 @@ class PageMeta(BaseModel):
         out: list[tuple[str, int, str]] = []
         for name in ("prerequisites", "related", "related_skills"):
             out.extend((name, i, ref) for i, ref in enumerate(getattr(self, name)))
+        out.extend(("glossary", i, t.measured_on) for i, t in enumerate(self.glossary) if t.measured_on)
         return out
