@@ -419,3 +419,17 @@ def test_every_glossary_term_links_to_a_page_that_exists():
     ids = {p.id for p in wiki.pages}
     terms = [t for p in wiki.pages if p.meta is not None for t in p.meta.glossary]
     assert len(terms) >= 10 and all(t.measured_on in ids for t in terms)
+
+
+def test_a_kernel_below_its_own_goal_reads_amber_with_by_how_much_never_red():
+    from kwiki.site.render import STYLESHEET
+
+    meta = _meta()
+    meta.measurements.claims["vs-cublas-8192"].verdict = Verdict.worse
+    meta.measurements.claims["vs-cublas-8192"].value = 0.92
+    row = next(line for line in claims_table(meta).split("\n") if "`vs-cublas-8192`" in line)
+    assert "kw-v-below" in row and "kw-v-fail" not in row and "| 0.92× |" in row  # the ratio to the goal
+    amber = re.search(r"([^}]*)\{ background: #f9a825; color: #000; \}", STYLESHEET).group(1)
+    assert ".kw-v-below" in amber
+    meta.measurements.claims["vs-cublas-8192"].verdict = Verdict.failed  # a failed check stays red
+    assert "kw-v-fail" in claims_table(meta)

@@ -31,8 +31,10 @@ LANGUAGES = {".cu": "cuda", ".cuh": "cuda", ".c": "c", ".h": "c", ".cc": "cpp", 
              ".cxx": "cpp", ".py": "python", ".sh": "bash", ".yaml": "yaml", ".yml": "yaml", ".json": "json",
              ".ptx": "text", ".txt": "text", ".mk": "make", ".cmake": "cmake", ".toml": "toml"}
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|#!~])")
+# a kernel below its own goal ('worse') reads amber (the claims table's ratio says by how much), never red: red is
+# for a check that failed
 VERDICT_CLASS = {**dict.fromkeys(PASSING, "pass"), **dict.fromkeys(NOT_REPRODUCED, "fail"),
-                 Verdict.error: "error", Verdict.ambiguous: "warn"}
+                 Verdict.worse: "below", Verdict.error: "error", Verdict.ambiguous: "warn"}
 
 
 def html_text(text: object) -> str:
@@ -387,7 +389,7 @@ STYLESHEET = """\
 .kw-state-drifted, .kw-v-error { background: #bf360c; }
 .kw-state-not-reproduced, .kw-v-fail { background: #c62828; }
 .kw-state-not-measured, .kw-v-none { background: #616161; }
-.kw-v-warn { background: #f9a825; color: #000; }
+.kw-v-warn, .kw-v-below { background: #f9a825; color: #000; }
 .kw-state-untraceable, .kw-ev-untraceable, .kw-v-untraceable { background: #f9a825; color: #000; }
 .kw-header { border-left: .25rem solid var(--md-primary-fg-color); padding: .3rem .9rem; margin: 0 0 1.2rem; }
 .kw-header p { margin: .3em 0; }
