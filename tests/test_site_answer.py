@@ -12,10 +12,10 @@ from kwiki.results.standing import standing
 from kwiki.results.store import RecordRow
 from kwiki.site import charts
 from kwiki.site.answer import answer_box, figure_text, headline_claim, unhelpful
-from kwiki.site.owners import claimed_params, matches, owners
 from kwiki.site.render import build_text, claims_table
 from kwiki.wiki.manifest import load_manifest
 from kwiki.wiki.model import Conditions, Decision, PageMeta
+from kwiki.wiki.owners import claimed_params, matches, owners
 from kwiki.wiki.verdict import Verdict
 
 REPO = Path(__file__).resolve().parent.parent
@@ -433,3 +433,22 @@ def test_a_kernel_below_its_own_goal_reads_amber_with_by_how_much_never_red():
     assert ".kw-v-below" in amber
     meta.measurements.claims["vs-cublas-8192"].verdict = Verdict.failed  # a failed check stays red
     assert "kw-v-fail" in claims_table(meta)
+
+
+def test_written_back_ladder_of_an_artifact_another_page_owns_keeps_the_claimed_shapes_and_links():
+    from kwiki.results.record import Record
+    from kwiki.verify.tables import ladder_table
+    from kwiki.verify.types import PlannedArtifact, RunOutcome
+    from kwiki.wiki.manifest import Manifest
+
+    m = Manifest.model_validate({"name": "gemm", "title": "GEMM", "targets": ["sm_90a"], "build": {"sources": ["g.cu"]},
+                                 "variants": [{"name": "cublas"}, {"name": "ws"}], "baseline": "cublas"})
+    planned = PlannedArtifact("artifacts/gemm", Path("."), m, run_target="sm_90a")
+    timing = {"median_us": 10.0, "q1_us": 10.0, "q3_us": 10.0, "min_us": 10.0, "samples": 5}
+    recs = [Record.model_validate({"kwiki_record": 1, "variant": v, "params": {"M": size}, "check": {"passed": True},
+                                   "timing": timing}) for v in ("cublas", "ws") for size in (2048, 4096, 8192)]
+    outcome = [RunOutcome("gemm", "sm_90a", ["cublas", "ws"], "ok", records=recs)]
+    whole = ladder_table(planned, outcome)
+    part = ladder_table(planned, outcome, only=[{"M": 4096}], owner=("Warp specialization", "../ws.md"))
+    assert whole.count("| M=") == 6 and part.count("| M=") == 2 and "| M=4096 |" in part
+    assert "the full ladder: [Warp specialization](../ws.md)" in part

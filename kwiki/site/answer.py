@@ -17,9 +17,9 @@ from kwiki.core.numbers import fmt
 from kwiki.core.strict import Scalar
 from kwiki.results.ladders import Ladder, Rung, ShapeGroup, best_per_shape
 from kwiki.results.standing import Standing
-from kwiki.site.owners import matches
 from kwiki.site.render import VERDICT_CLASS, html_text
 from kwiki.wiki.model import RATIO_UNITS, Claim, MeasuredClaim, PageMeta
+from kwiki.wiki.owners import matches
 
 MAX_SHAPES = 3  # headline shapes per artifact: the box stays within a phone's first screen
 MAX_UNHELPFUL = 3

@@ -23,7 +23,6 @@ from kwiki.site import charts, gpumatrix
 from kwiki.site.answer import answer_box
 from kwiki.site.glossary import Entry, definitions, link_first_uses
 from kwiki.site.listings import ARCHITECTURES, INDEX_DIR, SitePage
-from kwiki.site.owners import Owner, claimed_params, matches
 from kwiki.site.render import (
     artifact_page,
     artifact_section,
@@ -39,6 +38,7 @@ from kwiki.site.render import (
 from kwiki.site.sanitize import mark_own
 from kwiki.site.tagpages import page_tags
 from kwiki.wiki.catalog import ARTIFACTS_DIR
+from kwiki.wiki.owners import Owner, claimed_params, matches
 
 if TYPE_CHECKING:
     from kwiki.results.ladders import Ladder
@@ -124,7 +124,7 @@ def _manifest(ctx: Context, rel: str) -> Manifest | None:
 
 def page_ladders(ctx: Context, sp: SitePage) -> list[PageLadder]:
     """Each artifact's ladder from its latest run per GPU in the results store, as this page shows it: whole
-    when the page owns the artifact (kwiki.site.owners), else only the groups at the shapes its claims select."""
+    when the page owns the artifact (kwiki.wiki.owners), else only the groups at the shapes its claims select."""
     from kwiki.results.ladders import from_store
 
     meta = sp.meta

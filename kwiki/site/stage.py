@@ -46,7 +46,6 @@ from kwiki.site.listings import (
     last_run,
 )
 from kwiki.site.outdir import SERVE_DIR, STAGE_DIR, mark, output_dir, site_dir_problem
-from kwiki.site.owners import owners
 from kwiki.site.pages import ASSETS, CSS, Context, artifact_pages, own, stage_page
 from kwiki.site.render import html_text, stylesheet
 from kwiki.site.tagpages import tags_pages
@@ -60,6 +59,7 @@ from kwiki.site.theme import (
 )
 from kwiki.wiki.catalog import WIKI_DIR, load_wiki
 from kwiki.wiki.drafts import draft_reason, is_draft
+from kwiki.wiki.owners import owners
 
 if TYPE_CHECKING:
     from mkdocs.livereload import LiveReloadServer

@@ -7,12 +7,14 @@ import json
 from typing import Any
 
 from kwiki.core.numbers import NONE, fmt, fmt_spread, params_text
+from kwiki.core.strict import Scalar
 from kwiki.results.ladders import Entry, Ladder, Rung, about, ladder_of, profiled, record_clock, registers_of
 from kwiki.results.record import Record
 from kwiki.results.series import drift_text
 from kwiki.results.tables import md_cell
 from kwiki.verify import roof as roofs
 from kwiki.verify.types import ClaimResult, Gating, PlannedArtifact, RunOutcome
+from kwiki.wiki.owners import matches
 from kwiki.wiki.verdict import PASSING, RUNS, Verdict
 
 # ---------------------------------------------------------------- the ladder of this run
@@ -88,14 +90,23 @@ def _rung_cells(rung: Rung, params: str) -> list[str]:
     return [*head, fmt(rung.time_us) + fmt_spread(rung.spread), rate, vs, sol, clock, regs]
 
 
-def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: Gating | None = None) -> str:
+def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: Gating | None = None,
+                 only: list[dict[str, Scalar]] | None = None, owner: tuple[str, str] | None = None) -> str:
     """Every variant of one artifact run: time, throughput, ratio to the baseline, what changed, SM clock
-    (the data: kwiki.results.ladders).
+    (the data: kwiki.results.ladders). With `only` (a page that does not own the artifact: kwiki.wiki.owners),
+    just the shapes those parameter sets select, and a link to `owner` (title, relative path), whose page shows
+    the whole ladder.
 
     A record a gate failed keeps its row and time, but shows no rate: the gate stands in its place."""
     ladder = from_run(planned, outcomes, gating)
+    if only is not None:
+        ladder = ladder.model_copy(update={"groups": [g for g in ladder.groups
+                                                      if any(matches(g.params, w) for w in only)], "others": []})
     head = f"**{ladder.title}** (`{planned.path}`, target {planned.run_target}"
     head += f"; baseline `{ladder.baseline}`)\n\n" if ladder.baseline else ")\n\n"
+    if owner is not None:
+        head += (f"The rows at the shapes this page's claims name; the full ladder: [{md_cell(owner[0])}]({owner[1]})."
+                 "\n\n")
     rows = [("| variant | what changed | params | time (us) | throughput | rate vs baseline | of speed of light "
              "| SM MHz | registers |"),
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]

@@ -7,6 +7,7 @@ validated before it replaces the old one, so a page is always either as it was o
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -26,6 +27,7 @@ from kwiki.verify.types import ClaimResult, Gating, Plan, RunOutcome
 from kwiki.wiki import markers
 from kwiki.wiki.frontmatter import decode, parse_page, split
 from kwiki.wiki.model import MeasuredClaim, Measurements, PageMeta, Provenance
+from kwiki.wiki.owners import Owner, claimed_params, owners, rel_of
 from kwiki.wiki.verdict import Verdict
 
 LOCK = ".kwiki/write.lock"
@@ -143,6 +145,7 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
         by_page.setdefault(c.page, []).append(c)
     written: list[str] = []
     problems: list[Problem] = []
+    owner_of = _owners(root)
     with locked(root):
         for page in plan.pages:
             meta = page.meta
@@ -171,7 +174,13 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
             for key in sorted(meta.artifacts):
                 planned = plan.artifact_for(page, key)
                 if planned and planned.path in outcomes:
-                    ladders.append(tables.ladder_table(planned, outcomes[planned.path], gating))
+                    owner = owner_of.get(rel_of(meta.artifacts[key]))
+                    if owner is None or owner.rel == page.path:  # one ladder per artifact: whole on its owner's page
+                        ladders.append(tables.ladder_table(planned, outcomes[planned.path], gating))
+                        continue
+                    link = (owner.title, posixpath.relpath(owner.rel, posixpath.dirname(page.path)))
+                    ladders.append(tables.ladder_table(planned, outcomes[planned.path], gating,
+                                                       claimed_params(meta, rel_of(meta.artifacts[key])), link))
             if ladders:
                 regions["ladder"] = "\n".join(ladders) + "\n" + provenance_line(page_prov)
             try:
@@ -182,6 +191,14 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
                 problems.append(exc.problem())
                 progress(f"NOT written: {exc}")
     return written, problems
+
+
+def _owners(root: Path) -> dict[str, Owner]:
+    """Which page owns each artifact's ladder (kwiki.wiki.owners), over every page of the wiki (a run may
+    measure only some of them); pages named by their path from the repository root."""
+    from kwiki.wiki.catalog import load_wiki
+
+    return owners((p.meta, p.path) for p in load_wiki(root).pages if p.meta is not None)
 
 
 def _kept(c: ClaimResult, before: dict[str, MeasuredClaim]) -> ClaimResult:
