@@ -452,3 +452,10 @@ def test_written_back_ladder_of_an_artifact_another_page_owns_keeps_the_claimed_
     part = ladder_table(planned, outcome, only=[{"M": 4096}], owner=("Warp specialization", "../ws.md"))
     assert whole.count("| M=") == 6 and part.count("| M=") == 2 and "| M=4096 |" in part
     assert "the full ladder: [Warp specialization](../ws.md)" in part
+
+
+def test_a_rung_that_did_not_help_is_measured_against_the_fastest_rung_below_it():
+    rows = [_rung("persistent", 4, 820.0), _rung("group8", 6, 800.0), _rung("hilbert", 7, 810.0)]
+    group = ShapeGroup(params={"M": 4096}, label="4096", rows=rows)
+    assert [(r.variant, b.variant) for r, b in unhelpful(group)] == [("group8", "persistent"),
+                                                                      ("hilbert", "persistent")]

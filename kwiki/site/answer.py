@@ -11,8 +11,6 @@ ladder shows that claim alone. Every number comes from the results store or the 
 
 from __future__ import annotations
 
-import itertools
-
 from kwiki.core.numbers import fmt
 from kwiki.core.strict import Scalar
 from kwiki.results.ladders import Ladder, Rung, ShapeGroup, best_per_shape
@@ -70,12 +68,20 @@ def headline_groups(ladder: Ladder, wanted: list[dict[str, Scalar]]) -> list[Sha
 
 
 def unhelpful(group: ShapeGroup) -> list[tuple[Rung, Rung]]:
-    """(rung, the rung below it) for each numbered rung slower than the one below it on this shape; the
-    baseline (the library) is no rung of ours to build on: how far from it a rung is, its 'vs baseline' says."""
+    """(rung, the fastest rung below it) for each numbered rung slower than some rung below it on this shape (a
+    ladder's rungs need not be a chain: rung 7 may be rung 4 walked another way, so the fastest one below
+    is the bar). The baseline (the library) is no rung of ours to build on: how far from it a rung is, its
+    'vs baseline' says."""
     rungs = sorted((r for r in group.rows if r.rung is not None and r.status == "measured" and r.rate is not None
                     and r.role is None), key=lambda r: r.rung or 0)
-    return [(r, below) for below, r in itertools.pairwise(rungs)
-            if r.rate_unit == below.rate_unit and (r.rate or 0.0) < (below.rate or 0.0)]
+    out = []
+    for i, r in enumerate(rungs):
+        below = [b for b in rungs[:i] if b.rate_unit == r.rate_unit and (b.rung or 0) < (r.rung or 0)]
+        if below:
+            best = max(below, key=lambda b: b.rate or 0.0)
+            if (r.rate or 0.0) < (best.rate or 0.0):
+                out.append((r, best))
+    return out
 
 
 def _best_line(ladder: Ladder, group: ShapeGroup, best: Rung) -> str:
