@@ -507,12 +507,4 @@ def draw_roofline(spec: dict[str, Any]) -> bytes:
 
 def draw(spec: dict[str, Any]) -> bytes:
     """The SVG of a chart spec."""
-    if spec["kind"] == "curve":
-        from kwiki.site.curves import draw_curve
-
-        return draw_curve(spec)
-    if spec["kind"] == "timeline":
-        from kwiki.site.timeline import draw_timeline
-
-        return draw_timeline(spec)
     return {"ladder": draw_ladder, "history": draw_history, "roofline": draw_roofline}[spec["kind"]](spec)

@@ -21,6 +21,7 @@ from kwiki.core.strict import Scalar
 from kwiki.results.store import ClaimRow, RecordRow, gpu_slug
 from kwiki.site import charts, gpumatrix
 from kwiki.site.answer import answer_box
+from kwiki.site.curves import draw_curve
 from kwiki.site.glossary import Entry, definitions, link_first_uses
 from kwiki.site.listings import ARCHITECTURES, INDEX_DIR, SitePage
 from kwiki.site.render import (
@@ -103,7 +104,7 @@ def own(ctx: Context, markdown: str) -> str:
 def _add_chart(ctx: Context, sp: SitePage, name: str, spec: dict[str, Any], alt: str) -> str:
     assert sp.meta is not None  # charts are drawn for valid pages only
     path = f"{ASSETS}/charts/{sp.meta.id}/{name}.svg"
-    ctx.files[path] = charts.draw(spec)
+    ctx.files[path] = draw_curve(spec) if spec["kind"] == "curve" else charts.draw(spec)
     return chart(path, sp.rel, alt)
 
 
