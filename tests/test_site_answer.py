@@ -459,3 +459,13 @@ def test_a_rung_that_did_not_help_is_measured_against_the_fastest_rung_below_it(
     group = ShapeGroup(params={"M": 4096}, label="4096", rows=rows)
     assert [(r.variant, b.variant) for r, b in unhelpful(group)] == [("group8", "persistent"),
                                                                       ("hilbert", "persistent")]
+
+
+def test_the_owner_page_lists_each_rung_with_a_link_to_its_code_on_the_artifact_page():
+    from kwiki.site.excerpts import excerpts, rung_anchor, rung_index
+
+    rel = "artifacts/vector_loads_sm90a"
+    m = load_manifest(REPO / rel, REPO)
+    index = rung_index(REPO, rel, m, "../indexes/artifacts/vector_loads_sm90a.md")
+    assert "- rung 4 `read_v16_x4`" in index and f"#{rung_anchor('read_v16_x4')})" in index
+    assert f'<span id="{rung_anchor("read_v16_x4")}"></span>' in excerpts(REPO, rel, m)  # the link's target

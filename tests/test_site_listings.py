@@ -96,5 +96,5 @@ def test_navigation_groups_a_large_folder(staged):
     tree = listings.nav(pages)
     assert max(sizes(tree)) <= listings.NAV_ITEMS
     flat = re.findall(r"'([^']+\.md)'", repr(tree))
-    indexes = [listings.HOME, listings.EVIDENCE, listings.ARCHITECTURES, listings.TAGS]
+    indexes = [listings.HOME, listings.EVIDENCE, listings.ARCHITECTURES, listings.TAGS, listings.DECISIONS]
     assert sorted(flat) == sorted([p.rel for p in pages if p.rel != listings.HOME] + indexes)  # each page once

@@ -3,9 +3,11 @@
 The regions are the rung markers (`// kwiki:rung NAME` ... `// /kwiki:rung NAME`, kwiki.wiki.rungs), read at
 build time from the sources the ladder ran, so an excerpt is never a stored copy that could go stale: a
 region that is removed takes its excerpt with it, and a marker that names no variant (or a variant without a
-rung) fails `kwiki check` at its line. Each rung with regions gets one collapsed block, in rung order:
-its number, its name, what it adds (the manifest's `adds`) over the rung below it, then each region with its
-file and lines. A region longer than `MAX_LINES` is cut there, and says how many lines it left out.
+rung) fails `kwiki check` at its line. Each rung with regions gets one collapsed block (`excerpts`), in rung
+order, on the artifact's own page (kwiki.site.render.artifact_page, out of the first view's weight): its
+number, its name, what it adds (the manifest's `adds`) over the rung below it, then each region with its file
+and lines. A region longer than `MAX_LINES` is cut there, and says how many lines it left out. The page that
+owns the ladder lists the rungs with what each adds and a link to its code (`rung_index`).
 """
 
 from __future__ import annotations
@@ -31,17 +33,39 @@ def _title(text: str) -> str:
     return re.sub(r"([\\`*_\[\]{}|!~])", r"\\\1", html.escape(one_line, quote=False)).replace('"', "&quot;")
 
 
-def excerpts(root: Path, rel: str, manifest: Manifest) -> str:
-    """The rungs' excerpts of one artifact as Markdown ('' when its sources mark no region)."""
+def rung_anchor(variant: str) -> str:
+    return "rung-" + re.sub(r"[^A-Za-z0-9_-]+", "-", variant)
+
+
+def _regions(root: Path, rel: str, manifest: Manifest) -> dict[str, list[RungRegion]]:
     from kwiki.wiki.manifest import rung_regions
 
     try:
         regions = rung_regions(manifest, root / rel, root)
     except ManifestError:
-        return ""  # `kwiki check` reports the broken marker; the artifact section shows the problem
+        return {}  # `kwiki check` reports the broken marker; the artifact section shows the problem
     by_variant: dict[str, list[RungRegion]] = {}
     for region in regions:
         by_variant.setdefault(region.variant, []).append(region)
+    return by_variant
+
+
+def rung_index(root: Path, rel: str, manifest: Manifest, code_page: str) -> str:
+    """For the page that owns the ladder: each rung with marked code, what it adds, and a link to its code on the
+    artifact's page (`code_page`, relative); '' when no region is marked."""
+    by_variant = _regions(root, rel, manifest)
+    rungs = sorted((v for v in manifest.variants if v.rung is not None and v.name in by_variant),
+                   key=lambda v: (v.rung or 0, v.name))
+    if not rungs:
+        return ""
+    items = [f"- rung {v.rung} `{v.name}`" + (f": {md_text(v.adds)}" if v.adds else "")
+             + f" ([the code]({code_page}#{rung_anchor(v.name)}))" for v in rungs]
+    return f"#### What each rung adds: {md_text(manifest.name)}\n\n" + "\n".join(items) + "\n"
+
+
+def excerpts(root: Path, rel: str, manifest: Manifest) -> str:
+    """The rungs' excerpts of one artifact as Markdown ('' when its sources mark no region)."""
+    by_variant = _regions(root, rel, manifest)
     rungs = sorted((v for v in manifest.variants if v.rung is not None), key=lambda v: (v.rung or 0, v.name))
     out = []
     for i, v in enumerate(rungs):
@@ -49,7 +73,7 @@ def excerpts(root: Path, rel: str, manifest: Manifest) -> str:
             continue
         below = next((b for b in reversed(rungs[:i]) if (b.rung or 0) < (v.rung or 0)), None)
         title = f"rung {v.rung} {v.name}" + (f": {v.adds}" if v.adds else "")
-        lines = [f'??? example "{_title(title)}"', ""]
+        lines = [f'<span id="{rung_anchor(v.name)}"></span>', "", f'??? example "{_title(title)}"', ""]
         if below is not None:
             lines += [f"    Over rung {below.rung} `{below.name}`" + (f" ({md_text(below.adds)})" if below.adds else "")
                       + ", this rung adds the code below.", ""]

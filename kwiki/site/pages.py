@@ -178,14 +178,15 @@ def _curves(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
 
 
 def _excerpts(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
-    """What each rung adds, as code (kwiki.site.excerpts), for the artifacts whose ladder this page owns."""
-    from kwiki.site.excerpts import excerpts
+    """What each rung adds, linked to its code on the artifact's page (kwiki.site.excerpts), for the artifacts
+    whose ladder this page owns."""
+    from kwiki.site.excerpts import rung_index
 
     out = []
     for rel in sorted({pl.rel for pl in ladders if pl.owner is None}):
         m = _manifest(ctx, rel)
-        if m is not None:
-            out.append(excerpts(ctx.root, rel, m))
+        if m is not None and rel in ctx.sources:
+            out.append(rung_index(ctx.root, rel, m, relative(ctx.sources[rel], sp.rel)))
     return "\n".join(x for x in out if x)
 
 
@@ -344,7 +345,10 @@ def _body(ctx: Context, sp: SitePage, page_ladders: list[PageLadder]) -> list[st
 
 
 def artifact_pages(ctx: Context, pages: list[SitePage]) -> None:
-    """One staged page per artifact that a page names, holding its sources (`render.artifact_page`)."""
+    """One staged page per artifact that a page names, holding its sources (`render.artifact_page`) and what each
+    rung adds, as code (kwiki.site.excerpts)."""
+    from kwiki.site.excerpts import excerpts
+
     taken: set[str] = set()
     for rel in sorted({r.rstrip("/") for sp in pages if sp.meta for r in sp.meta.artifacts.values()}):
         text = artifact_page(ctx.root, rel)
@@ -357,6 +361,11 @@ def artifact_pages(ctx: Context, pages: list[SitePage]) -> None:
             name = f"{stem}-{n}"
         taken.add(name)
         ctx.sources[rel] = f"{SOURCES_DIR}/{name}.md"
+        m = _manifest(ctx, rel)
+        code = excerpts(ctx.root, rel, m) if m is not None else ""
+        if code:  # what each rung adds, as code, before the closing of the page's block
+            head, _, tail = text.rpartition("</div>")
+            text = head + "\n" + code + "\n</div>" + tail
         wrapper, _, body = text.partition('<div class="kw-artifacts" markdown>')
         ctx.files[ctx.sources[rel]] = (wrapper + own(ctx, '<div class="kw-artifacts" markdown>') + body).encode()
 
