@@ -30,6 +30,9 @@ def copy_project(src: Path, dst: Path) -> Path:
             shutil.copytree(src / name, dst / name, ignore=shutil.ignore_patterns("__pycache__"))
     if (src / "mkdocs.yml").is_file():
         shutil.copy(src / "mkdocs.yml", dst / "mkdocs.yml")
+    reference = src / "tests" / "fixtures" / "reference"  # pages cite it as their source: `kwiki check` needs it
+    if reference.is_dir():
+        shutil.copytree(reference, dst / "tests" / "fixtures" / "reference")
     return dst
 
 

@@ -26,6 +26,7 @@ import yaml
 
 from kwiki.core.errors import UsageError
 from kwiki.core.paths import inside, links_out
+from kwiki.core.tracked import tracked, unpublishable, wiki_files
 from kwiki.core.writefile import write_atomic
 from kwiki.results.standing import claim_rows_by_page, standing
 from kwiki.results.store import ClaimRow, RecordRow, read_all
@@ -117,13 +118,13 @@ def ensure_site_key(root: Path) -> str:
 
 
 def _site_pages(root: Path, rows: list[RecordRow | ClaimRow], strict: bool) -> list[SitePage]:
-    from kwiki.wiki.check import check_ids
+    from kwiki.results.check import check_tree
 
+    if strict:  # the strict build's check is `kwiki check`'s, whole: a build never passes what check fails
+        problems = check_tree(root).errors
+        if problems:
+            raise SiteError(f"{len(problems)} errors (run 'kwiki check')", [p.format() for p in problems])
     wiki = load_wiki(root)
-    problems = [p for page in wiki.pages for p in page.problems if p.severity == "error"]
-    problems += check_ids(wiki)
-    if strict and problems:
-        raise SiteError(f"{len(problems)} page errors (run 'kwiki check')", [p.format() for p in sorted(problems)])
     by_page = claim_rows_by_page(rows)
     store = Store(rows)
     out = []
@@ -164,19 +165,22 @@ def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki", key
     for row in rows:
         if isinstance(row, RecordRow):
             records.setdefault(row.artifact, []).append(row)
-    ctx = Context(root, records, ensure_site_key(root) if key is None else key)
+    ctx = Context(root, records, ensure_site_key(root) if key is None else key, git=tracked(root))
     wiki = root / WIKI_DIR
     refused = set(links_out(root, wiki))  # committed links that lead out (or are broken): never read
     why = [f"{inside(root, p.relative_to(root).as_posix())}; not published" for p in sorted(refused)]
+    for path in wiki_files(wiki):  # what else may not be published (kwiki.core.tracked): never read either
+        problem = None if path in refused else unpublishable(root, path, WIKI_DIR, ctx.git)
+        if problem is None and path not in refused and path.is_file():
+            ctx.files[path.relative_to(wiki).as_posix()] = path.read_bytes()
+        elif problem is not None and path.is_symlink():
+            why.append(problem)
+        elif problem is not None:
+            log.warning("kwiki: %s", problem)
     if why and strict:
         raise SiteError(f"{len(why)} links under {WIKI_DIR}/ break the containment rule (run 'kwiki check')", why)
     for message in why:
         log.warning("kwiki: %s", message)
-    for path in sorted(wiki.rglob("*")):
-        rel = path.relative_to(wiki).as_posix()
-        if (path not in refused and path.is_file() and not path.name.endswith(".md")
-                and not any(p.startswith(".") for p in rel.split("/"))):
-            ctx.files[rel] = path.read_bytes()
     for reserved in (INDEX_DIR + "/", ASSETS + "/"):
         taken = sorted(f for f in [*ctx.files, *(p.rel for p in pages)] if f.startswith(reserved))
         if taken:

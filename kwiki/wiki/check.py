@@ -19,6 +19,7 @@ from urllib.parse import unquote
 
 from kwiki.core.errors import ManifestError, Problem
 from kwiki.core.paths import inside, links_out
+from kwiki.core.tracked import artifact_entry_problem, tracked, unpublishable, wiki_files
 from kwiki.wiki.catalog import WIKI_DIR, Wiki, page_files
 from kwiki.wiki.drafts import draft_reason
 from kwiki.wiki.evidence import EvidenceLevel
@@ -77,11 +78,14 @@ class _Summary:
     page_links: tuple[tuple[int, str, str], ...] = ()  # (line, target, path of the page file it leads to)
 
 
-def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> tuple[list[_Summary], list[Problem]]:
+_Job = tuple[Path, list[Path], bool, frozenset[str] | None, frozenset[str] | None]
+
+
+def _check_files(job: _Job) -> tuple[list[_Summary], list[Problem]]:
     """Load pages and run every check that needs only the page itself (a worker's share)."""
     from kwiki.wiki.pages import load_page
 
-    root, files, strict, known = job
+    root, files, strict, known, git_files = job
     summaries: list[_Summary] = []
     problems: list[Problem] = []
     for file in files:
@@ -107,7 +111,7 @@ def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> t
         if strict:
             problems.extend(check_id_convention(page))
         problems.extend(check_sources(page, root))
-        problems.extend(check_artifacts(page, root))
+        problems.extend(check_artifacts(page, root, git_files))
         problems.extend(check_manifests(page, root))
         problems.extend(check_evidence(page))
         problems.extend(check_regions(page))
@@ -129,19 +133,20 @@ def check(root: Path, strict: bool = False, jobs: int = 0, traced: Traced | None
     """
     files = page_files(root)
     known = _plain_page_files(root, files)
+    git_files = tracked(root)
     jobs = jobs or os.cpu_count() or 1
     # workers are forked (no re-import); forking a process that runs threads is unsafe, so then stay serial
     if jobs > 1 and len(files) >= PARALLEL_MIN_PAGES and threading.active_count() == 1:
         size = -(-len(files) // jobs)
-        shares = [(root, files[i : i + size], strict, known) for i in range(0, len(files), size)]
+        shares = [(root, files[i : i + size], strict, known, git_files) for i in range(0, len(files), size)]
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
             parts = list(pool.map(_check_files, shares))
     else:
-        parts = [_check_files((root, files, strict, known))]
+        parts = [_check_files((root, files, strict, known, git_files))]
     summaries = [s for part in parts for s in part[0]]
     problems = [p for part in parts for p in part[1]]
     problems.extend(check_ids(summaries, root))
-    problems.extend(check_wiki_links(root))
+    problems.extend(check_wiki_links(root, git_files))
     ids = {s.id for s in summaries if s.id}
     problems.extend(
         Problem(s.path, line, f"{name}[{i}]", f"no page has id {ref!r}")
@@ -265,11 +270,13 @@ def _ages(root: Path | None, paths: list[str]) -> dict[str, tuple[int, int, str]
     return out
 
 
-def check_artifacts(page: Page, root: Path) -> list[Problem]:
+def check_artifacts(page: Page, root: Path, git_files: frozenset[str] | None = None) -> list[Problem]:
+    """Each `artifacts` entry names a path under artifacts/ that git tracks (kwiki.core.tracked), and
+    `artifact_dir` keeps the containment rule. `git_files`: `tracked(root)`."""
     assert page.meta is not None
     out = []
     for name, rel in sorted(page.meta.artifacts.items()):
-        why = inside(root, rel)
+        why = artifact_entry_problem(root, rel, git_files)
         if why:
             out.append(Problem(page.path, page.line_of("artifacts", name), f"artifacts.{name}", why))
     if page.meta.artifact_dir:
@@ -279,17 +286,21 @@ def check_artifacts(page: Page, root: Path) -> list[Problem]:
     return out
 
 
-def check_wiki_links(root: Path) -> list[Problem]:
-    """Links committed under wiki/ that break the containment rule (pages are reported when loaded).
-
-    The site never reads nor publishes them.
+def check_wiki_links(root: Path, git_files: frozenset[str] | None = None) -> list[Problem]:
+    """Links committed under wiki/ that break the containment rule or lead out of wiki/ or to a path with a
+    dot-component (kwiki.core.tracked; pages are reported when loaded). The site never reads nor publishes them.
     """
     out = []
-    for path in links_out(root, root / WIKI_DIR):
+    refused = links_out(root, root / WIKI_DIR)
+    for path in refused:
         if path.suffix == ".md" and not path.is_dir():
             continue  # a page: load_page reports it
         rel = path.relative_to(root).as_posix()
         out.append(Problem(rel, 0, "", f"{inside(root, rel)}; the site does not publish it"))
+    for path in wiki_files(root / WIKI_DIR):
+        why = unpublishable(root, path, WIKI_DIR, git_files) if path.is_symlink() and path not in refused else None
+        if why is not None:
+            out.append(Problem(path.relative_to(root).as_posix(), 0, "", why))
     return out
 
 
