@@ -20,6 +20,7 @@ import os
 import subprocess
 from pathlib import Path, PurePosixPath
 
+from kwiki.core.errors import EnvironmentProblem, Problem
 from kwiki.core.paths import within
 
 CACHE_DIR = ".kwiki"
@@ -115,3 +116,20 @@ def wiki_files(top: Path) -> list[Path]:
                              if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d)))
         out += [Path(dirpath) / n for n in filenames if not n.startswith(".") and not n.endswith(".md")]
     return sorted(out)
+
+
+def cache_problems(files: frozenset[str] | None) -> list[Problem]:
+    """A located error for each file under `.kwiki/` that git tracks (`files`: `tracked(root)`): kwiki's caches are
+    per machine, and what a checkout carries there (a prebuilt binary, a profile, a site key) is never used."""
+    return [Problem(rel, 0, "", f"git tracks this file, but {CACHE_DIR}/ holds this machine's caches, which kwiki "
+                                f"never takes from a checkout (run: git rm -r --cached {CACHE_DIR})")
+            for rel in sorted(f for f in files or () if f.startswith(CACHE_DIR + "/"))]
+
+
+def refuse_tracked_caches(root: Path, files: frozenset[str] | None = None) -> None:
+    """EnvironmentProblem, naming them, when git tracks files under `.kwiki/`; `files` defaults to `tracked(root)`."""
+    problems = cache_problems(tracked(root) if files is None else files)
+    if problems:
+        shown = "; ".join(p.format() for p in problems[:3]) + (f"; and {len(problems) - 3} more"
+                                                                if len(problems) > 3 else "")
+        raise EnvironmentProblem(shown)

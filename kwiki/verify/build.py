@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kwiki.core.arch import parse_arch
+from kwiki.core.machine import seal, sealed
 from kwiki.core.paths import shown, within
 from kwiki.core.proc import run_group
 from kwiki.core.writefile import write_atomic
@@ -147,6 +148,15 @@ def _copy_entry(src: Path, dest: Path) -> bool:
         return False
 
 
+def _binary_hash(path: Path) -> str:
+    """The binary's SHA-256: a cache hit is re-hashed against the seal its build wrote on this machine."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None,
               started: Callable[[BuildJob], None] | None = None) -> BuildResult:
     """Compile one CUDA (or host C++) job, or take it from the cache; `started(job)` is told before a compiler
@@ -163,12 +173,14 @@ def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | N
     if binary.exists() and meta.exists():
         try:
             cached = json.loads(meta.read_text())
+            if not sealed(root, cached.get("seal"), "build", key, _binary_hash(binary)):
+                raise ValueError("not built on this machine")  # a checkout's or another machine's binary
             kernels = {k: KernelResources(**v) for k, v in cached.get("kernels", {}).items()}
             hit = BuildResult(job.artifact, job.target, True, True, key, str(binary), 0.0,
                               cached.get("command", []), str(final / "build.log"), None, kernels)
             return agree_on_variants(job, root, hit)
-        except (ValueError, TypeError):
-            pass  # a damaged cache entry is rebuilt
+        except (ValueError, TypeError, AttributeError, OSError):
+            pass  # a damaged, planted or foreign cache entry is rebuilt
     if started is not None:
         started(job)
     staging = final.with_name(final.name + f".tmp{os.getpid()}-{time.monotonic_ns()}")
@@ -200,8 +212,8 @@ def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | N
                            str(failed / "build.log"), f"build failed ({why}): " + " | ".join(last)[:400])
     kernels = parse_ptxas(log)
     write_atomic(staging / "build.json", json.dumps(
-        {"command": list(argv), "kernels": {k: asdict(v) for k, v in kernels.items()}, "seconds": res.seconds},
-        indent=1, sort_keys=True).encode())
+        {"command": list(argv), "kernels": {k: asdict(v) for k, v in kernels.items()}, "seconds": res.seconds,
+         "seal": seal(root, "build", key, _binary_hash(out))}, indent=1, sort_keys=True).encode())
     shutil.rmtree(final, ignore_errors=True)
     os.replace(staging, final)
     if shared is not None:

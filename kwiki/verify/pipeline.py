@@ -12,6 +12,7 @@ from typing import Any
 from kwiki import SCHEMA_VERSION
 from kwiki.core.errors import EnvironmentProblem, Problem, UsageError
 from kwiki.core.suggest import did_you_mean
+from kwiki.core.tracked import refuse_tracked_caches
 from kwiki.results.record import PROTOCOL_VERSION
 from kwiki.results.store import RecordRow
 from kwiki.verify import compute_sanitizer as sanitizer
@@ -147,6 +148,7 @@ def verify(root: Path, options: Options, progress: Callable[[str], None],
         raise UsageError("--variants selects what --profile and --sanitize run; a timed run runs every variant")
     if executor is not None and (options.stage_only or options.compile_only):
         raise UsageError("--ray runs timed runs on a cluster; --profile, --sanitize and --compile-only run here")
+    refuse_tracked_caches(root)  # a binary, profile or key a checkout carries under .kwiki/ is never used
     return run_tools(root, options, progress) if options.stage_only else measure(root, options, progress, executor)
 
 

@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 from kwiki.core.errors import ManifestError, Problem
 from kwiki.core.paths import inside, links_out
-from kwiki.core.tracked import artifact_entry_problem, tracked, unpublishable, wiki_files
+from kwiki.core.tracked import artifact_entry_problem, cache_problems, tracked, unpublishable, wiki_files
 from kwiki.wiki.catalog import WIKI_DIR, Wiki, page_files
 from kwiki.wiki.drafts import draft_reason
 from kwiki.wiki.evidence import EvidenceLevel
@@ -147,6 +147,7 @@ def check(root: Path, strict: bool = False, jobs: int = 0, traced: Traced | None
     problems = [p for part in parts for p in part[1]]
     problems.extend(check_ids(summaries, root))
     problems.extend(check_wiki_links(root, git_files))
+    problems.extend(cache_problems(git_files))
     ids = {s.id for s in summaries if s.id}
     problems.extend(
         Problem(s.path, line, f"{name}[{i}]", f"no page has id {ref!r}")
