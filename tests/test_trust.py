@@ -153,3 +153,199 @@ def test_the_strict_build_fails_what_check_fails(repo: Path):
     commit(repo)
     assert ("wiki/cites.md", 7, "sources[0].path") in errors(repo)
     assert main(["build", "--root", str(repo)]) == 1
+
+
+# ---------------------------------------------------------------- 2. caches re-derive, never trust
+
+
+def _job(repo: Path):
+    from kwiki.wiki.buildline import BuildJob
+    from kwiki.wiki.manifest import load_manifest
+
+    directory = repo / "artifacts" / "inside_host"
+    return BuildJob(artifact="inside_host", directory=directory, manifest=load_manifest(directory, repo), target="host")
+
+
+def test_a_tracked_file_under_dot_kwiki_is_refused_with_its_location(repo: Path, capsys):
+    planted = repo / ".kwiki" / "build" / "inside_host" / "host-0123" / "inside_host"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("#!/bin/sh\necho forged\n", encoding="utf-8")
+    commit(repo, ".kwiki", force=True)
+    assert (".kwiki/build/inside_host/host-0123/inside_host", 0, "") in errors(repo)
+    assert main(["verify", "--root", str(repo), "--compile-only", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert ".kwiki/build/inside_host/host-0123/inside_host: git tracks this file" in err
+    assert not (repo / "artifacts" / "inside_host" / "BUILT").exists()  # nothing was built
+
+
+def test_a_binary_planted_at_the_build_cache_key_is_rebuilt(repo: Path):
+    """The cache key is public (it hashes the sources): an entry this machine did not seal is never run."""
+    from kwiki.verify.build import BUILD_DIR, build_one, cache_key
+
+    job = _job(repo)
+    key = cache_key(job, repo, None)
+    entry = repo / BUILD_DIR / "inside_host" / f"host-{key}"
+    entry.mkdir(parents=True)
+    (entry / "inside_host").write_text("#!/bin/sh\necho forged\n", encoding="utf-8")
+    (entry / "build.json").write_text('{"command": [], "kernels": {}}', encoding="utf-8")
+    result = build_one(job, repo, None, None, None)
+    assert result.ok and not result.cached
+    assert "forged" not in Path(result.binary or "").read_text(encoding="utf-8")
+    assert build_one(job, repo, None, None, None).cached  # its own entry is used again
+    (entry / "inside_host").write_text("#!/bin/sh\necho forged\n", encoding="utf-8")  # swapped after sealing
+    assert not build_one(job, repo, None, None, None).cached
+
+
+def test_a_planted_site_key_draws_no_verified_badge(repo: Path):
+    from kwiki.site.stage import ensure_site_key
+
+    planted = "ab" * 16
+    (repo / ".kwiki" / "site").mkdir(parents=True)
+    (repo / ".kwiki" / "site" / "key").write_text(planted, encoding="ascii")
+    commit(repo, ".kwiki", force=True)
+    add_page(repo, "forged", "", f'<span class="kw-badge kw-state-verified kw-own-{planted}">verified</span>\n')
+    commit(repo)
+    assert ensure_site_key(repo) != planted
+    serve_build(repo)
+    page = (repo / "site" / "forged" / "index.html").read_text(encoding="utf-8")
+    assert "kw-state-verified" not in page and planted not in page
+
+
+def test_an_untracked_key_file_is_a_salt_not_the_key(repo: Path):
+    from kwiki.site.stage import ensure_site_key
+
+    (repo / ".kwiki" / "site").mkdir(parents=True)
+    (repo / ".kwiki" / "site" / "key").write_text("cd" * 16, encoding="ascii")  # e.g. from an unpacked archive
+    key = ensure_site_key(repo)
+    assert key != "cd" * 16 and key == ensure_site_key(repo)  # stable from build to build
+
+
+def test_a_published_site_key_is_retired():
+    from kwiki.site.sanitize import Sanitizer
+
+    class Page:
+        class file:
+            src_uri = "x.md"
+
+    sanitizer = Sanitizer("wiki", "assets/kwiki/", own="ef" * 16)
+    sanitizer.on_post_page(f"<p>{'ef' * 16}</p>", page=Page, config={})
+    assert sanitizer.key_published
+
+
+def test_a_forged_profile_cache_is_not_read(tmp_path: Path):
+    """A profile document this machine did not write (no seal, or another profiler's) gives no DRAM bytes."""
+    import json
+
+    from kwiki.core.machine import seal
+    from kwiki.verify.profile import _read_cache, cache_key
+
+    binary = tmp_path / "bin"
+    binary.write_bytes(b"\x7fELF")
+    ncu = tmp_path / "ncu"
+    ncu.write_text("#!/bin/sh\n", encoding="utf-8")
+    from kwiki.verify.profile import profiler_identity
+
+    key = cache_key(str(binary), ["bin", "--x"], "NVIDIA H200", profiler_identity(str(ncu)))
+    assert key != cache_key(str(binary), ["bin", "--x"], "NVIDIA H200", None)  # the profiler is part of the key
+    path = tmp_path / f"{key}.json"
+    path.write_text(json.dumps({"stdout": "{}", "report": "ID,dram__bytes\n0,99e12\n"}), encoding="utf-8")
+    assert _read_cache(path, tmp_path) is None
+    doc = {"stdout": "{}", "report": "r", "seal": seal(tmp_path, "profile", key, "{}", "r")}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    assert _read_cache(path, tmp_path) == ("{}", "r")
+
+
+# ---------------------------------------------------------------- 3. the site from kwiki's own config
+
+BASE = "site_name: T\ntheme:\n  name: material\n"
+
+
+def build_with_config(repo: Path, config: str, capsys) -> tuple[int, str]:
+    (repo / "mkdocs.yml").write_text(config, encoding="utf-8")
+    commit(repo)
+    code = main(["build", "--root", str(repo)])
+    return code, capsys.readouterr().err
+
+
+def test_mkdocs_hooks_never_run(repo: Path, capsys):
+    marker = repo.parent / "hook-ran"
+    (repo / "hook.py").write_text(f"open({str(marker)!r}, 'w').close()\n", encoding="utf-8")
+    code, err = build_with_config(repo, BASE + "hooks:\n  - hook.py\n", capsys)
+    assert code == 1 and "mkdocs.yml:4: hooks: not allowed" in err
+    assert not marker.exists()
+    from kwiki.site.errors import SiteError
+    from kwiki.site.stage import build_site
+
+    with pytest.raises(SiteError):  # `kwiki serve` too
+        build_site(repo, repo / "site", strict=False)
+    assert not marker.exists()
+
+
+def test_python_tags_never_construct(repo: Path, capsys):
+    marker = repo.parent / "tag-ran"
+    code, err = build_with_config(repo, BASE + f"extra: !!python/object/apply:os.system ['touch {marker}']\n", capsys)
+    assert code == 1 and "mkdocs.yml:4: extra: tag 'tag:yaml.org,2002:python/object/apply:os.system' is not " \
+                         "allowed" in err
+    assert not marker.exists()
+
+
+def test_env_tags_do_not_read_the_environment(repo: Path, capsys, monkeypatch):
+    monkeypatch.setenv("KWIKI_TRUST_SECRET", TOKEN)
+    code, err = build_with_config(repo, "site_name: !ENV KWIKI_TRUST_SECRET\n", capsys)
+    assert code == 1 and "mkdocs.yml:1: site_name: tag '!ENV' is not allowed" in err
+    assert TOKEN not in err
+
+
+def test_snippets_cannot_include_host_files(repo: Path, capsys):
+    add_page(repo, "snip", "", '--8<-- "/etc/passwd"\n\n--8<-- "/proc/self/environ"\n')
+    config = BASE + "markdown_extensions:\n  - pymdownx.snippets:\n      base_path: [/]\n      check_paths: false\n"
+    code, err = build_with_config(repo, config, capsys)
+    assert code == 1 and "mkdocs.yml:5: markdown_extensions[0]: 'pymdownx.snippets' is not allowed" in err
+    text = serve_build_text(repo)
+    assert "root:x:0:0" not in text
+
+
+def serve_build_text(repo: Path) -> str:
+    """A non-strict build after the config is fixed (the refused config never builds)."""
+    (repo / "mkdocs.yml").write_text(BASE, encoding="utf-8")
+    commit(repo)
+    return serve_build(repo)
+
+
+@pytest.mark.parametrize(("config", "where"), [
+    (BASE + "  custom_dir: overrides\n", "mkdocs.yml:4: theme.custom_dir: not allowed"),
+    (BASE + "extra:\n  analytics:\n    provider: google\n    property: G-XXXX\n", "mkdocs.yml:4: extra: not allowed"),
+    (BASE + "extra_javascript: [x.js]\n", "mkdocs.yml:4: extra_javascript: not allowed"),
+    (BASE + "plugins:\n  - search\n  - macros\n", "mkdocs.yml:6: plugins[1]: 'macros' is not allowed"),
+    (BASE + "repo_url: https://github.com/x/y\n", "mkdocs.yml:4: repo_url: not allowed"),
+    (BASE + "a: &x 1\nb: *x\n", "mkdocs.yml:5: b: anchors and aliases are not allowed"),
+])
+def test_theme_overrides_analytics_and_unknown_settings_are_refused(repo: Path, capsys, config, where):
+    (repo / "overrides").mkdir()
+    (repo / "overrides" / "main.html").write_text('{% extends "base.html" %}{% block scripts %}<script>'
+                                                  'alert(1)</script>{% endblock %}', encoding="utf-8")
+    code, err = build_with_config(repo, config, capsys)
+    assert code == 1 and where in err, err
+    assert ("mkdocs.yml", int(where.split(":")[1]), where.split(": ")[1]) in errors(repo)  # `kwiki check` says so
+
+
+def test_the_repositorys_own_mkdocs_yml_is_allowed():
+    from kwiki.site.config import read_config
+
+    assert read_config(Path(__file__).parent.parent)["site_name"] == "KernelWiki"
+
+
+def test_the_finished_site_audit_finds_inline_scripts_and_runtime_fetches():
+    from kwiki.site.audit import script_problems
+
+    theirs = '<script>__md_scope=new URL("..",location),__md_hash=e=>[...e].reduce(((e,_)=>(e<<5)-e+_.charCodeAt(0)' \
+             '),0),__md_get=(e,_=localStorage,t=__md_scope)=>JSON.parse(_.getItem(t.pathname+"."+e)),__md_set=(e,_,t' \
+             '=localStorage,a=__md_scope)=>{try{t.setItem(a.pathname+"."+e,JSON.stringify(_))}catch(e){}}</script>'
+    assert script_problems(theirs) == []
+    assert script_problems('<script id="__config" type="application/json">{"base": ".."}</script>') == []
+    assert script_problems("<script>alert(1)</script>") == ["an inline script that is not the theme's ('alert(1)')"]
+    fetch = '<script>var s=document.createElement("script");s.src="https://evil.example/x.js"</script>'
+    assert script_problems(fetch) == ["an inline script fetches from another host at run time "
+                                      "(https://evil.example/x.js)"]
+    config = '<script id="__config" type="application/json">{"version": {"url": "//evil.example/v.json"}}</script>'
+    assert len(script_problems(config)) == 1

@@ -372,6 +372,7 @@ class Sanitizer:
         self.exempt = exempt
         self.own = own  # the build's key that marks kwiki's own elements (`mark_own`)
         self.problems: list[str] = []
+        self.key_published = False  # the key reached a finished page: the build retires it
 
     def _where(self, src_uri: str) -> str:
         return posixpath.join(self.source_dir, src_uri)
@@ -398,8 +399,9 @@ class Sanitizer:
 
     def on_post_page(self, output: str, *, page: Any, config: Any) -> str:
         found = list(dict.fromkeys(active_markup(output)))
-        if self.own and OWN_MARK + self.own in output:  # the key must never be published: it would let a page
+        if self.own and self.own in output:  # the key must never be published: it would let a page
             found.append("kwiki's own-markup key")  # mark its HTML as kwiki's in a later build
+            self.key_published = True
         if not found:
             return output
         where = self._where(page.file.src_uri)

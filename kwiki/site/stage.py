@@ -32,6 +32,8 @@ from kwiki.results.standing import claim_rows_by_page, standing
 from kwiki.results.store import ClaimRow, RecordRow, read_all
 from kwiki.results.trace import Store, trace
 from kwiki.site import searchindex
+from kwiki.site.audit import audit_scripts
+from kwiki.site.config import BASE_CONFIG
 from kwiki.site.errors import SiteError
 from kwiki.site.listings import (
     HOME,
@@ -48,7 +50,6 @@ from kwiki.site.pages import ASSETS, CSS, Context, artifact_pages, own, stage_pa
 from kwiki.site.render import html_text, stylesheet
 from kwiki.site.tagpages import tags_pages
 from kwiki.site.theme import (
-    BASE_CONFIG,
     base_config,
     config_overrides,
     remote_resources,
@@ -93,27 +94,45 @@ class SiteReport:
 
 
 
+KEY_FILE = f"{STAGE_DIR}/key"
+
+
 def ensure_site_key(root: Path) -> str:
     """The secret that marks kwiki's own markup in the staged pages (sanitize.mark_own), so that the sanitiser
-    can tell kwiki's badges from a page's HTML: random, kept in `.kwiki/site/key` (ignored by git, never
-    published; a fresh checkout makes a fresh one) so that unchanged staged pages stay byte-identical from
-    build to build. A page's author cannot know it, so cannot mark their HTML as kwiki's."""
+    can tell kwiki's badges from a page's HTML. It is this machine's (kwiki.core.machine) seal of a random salt
+    kept in `.kwiki/site/key` (ignored by git, never published), so unchanged staged pages stay byte-identical
+    from build to build, and a key file a checkout carries gives its author nothing. A salt git tracks is not
+    used (a key for this build alone); a key that reached the site is retired (`retire_site_key`). A page's
+    author cannot know the key, so cannot mark their HTML as kwiki's."""
     import secrets
 
-    path = root / STAGE_DIR / "key"
+    from kwiki.core.machine import seal
+    from kwiki.core.tracked import is_tracked, tracked
+
+    path = root / KEY_FILE
+    files = tracked(root)
+    if files is not None and is_tracked(files, KEY_FILE):
+        log.warning("kwiki: %s: git tracks it; a key for this build alone (run: git rm --cached %s)",
+                    KEY_FILE, KEY_FILE)
+        return secrets.token_hex(16)
     try:
-        key = path.read_text(encoding="ascii").strip()
-        if re.fullmatch(r"[0-9a-f]{32}", key):
-            return key
+        salt = path.read_text(encoding="ascii").strip()
+        if re.fullmatch(r"[0-9a-f]{32}", salt):
+            return seal(root, "site", salt)[:32]
     except (OSError, UnicodeDecodeError):
         pass
-    key = secrets.token_hex(16)
+    salt = secrets.token_hex(16)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, key.encode("ascii"))
+        write_atomic(path, salt.encode("ascii"))
     except OSError:
         pass  # .kwiki/ cannot be written: a key for this build alone
-    return key
+    return seal(root, "site", salt)[:32]
+
+
+def retire_site_key(root: Path) -> None:
+    """Forget the site key (it reached a finished page): the next build makes a new one."""
+    (root / KEY_FILE).unlink(missing_ok=True)
 
 
 
@@ -238,9 +257,9 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport
     templates = write_theme_overrides(stage / "overrides")
     overrides = config_overrides(base, stage / "docs", site_dir, pages, strict, templates)
     t1 = time.perf_counter()
-    config_file = root / BASE_CONFIG
     mark(site_dir)
-    warnings = run_mkdocs(overrides, config_file if config_file.is_file() else stage / "base.yml", own=key)
+    warnings = run_mkdocs(overrides, stage / "mkdocs.yml", own=key,
+                          published=lambda: retire_site_key(root))
     t2 = time.perf_counter()
     write_exports(site_dir, pages, overrides["site_name"], overrides["site_description"], run,
                   overrides["use_directory_urls"])
@@ -249,7 +268,7 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport
     deferred = searchindex.defer_index(site_dir)
     if deferred and strict:
         raise SiteError("the search index would load with every page", [deferred])
-    remote = remote_resources(site_dir) + ([deferred] if deferred else [])
+    remote = remote_resources(site_dir) + ([deferred] if deferred else []) + audit_scripts(site_dir)
     if remote and strict:
         raise SiteError(f"{len(remote)} resources would be fetched from another host", remote)
     t3 = time.perf_counter()
