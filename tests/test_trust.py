@@ -349,3 +349,90 @@ def test_the_finished_site_audit_finds_inline_scripts_and_runtime_fetches():
                                       "(https://evil.example/x.js)"]
     config = '<script id="__config" type="application/json">{"version": {"url": "//evil.example/v.json"}}</script>'
     assert len(script_problems(config)) == 1
+
+
+# ---------------------------------------------------------------- 5. the store is data kwiki wrote
+
+SITE = Path(__file__).parent / "fixtures" / "site"
+
+
+def test_a_hand_written_legacy_row_never_makes_a_page_verified(tmp_path: Path):
+    """The fixture's vector-copy block has no run ids (the format before traceability), so it traces through a
+    claim row of that format, which anyone can write: raised to 99 TB/s, with one matching row, it stays
+    measured, never verified (site, show, query and MCP all read `standing` and `evidence`)."""
+    import json
+    import re
+
+    from kwiki.results.standing import standing
+    from kwiki.results.trace import Store, evidence, trace
+    from kwiki.wiki.catalog import load_wiki
+    from kwiki.wiki.markers import checksum
+
+    root = tmp_path / "site"
+    for name in ("wiki", "artifacts", "results"):
+        shutil.copytree(SITE / name, root / name)
+    page = root / "wiki" / "techniques" / "vector-copy.md"
+    text = page.read_text(encoding="utf-8")
+    m = re.search(r"# kwiki:measurements sha256=[0-9a-f]+\n(.*?)# /kwiki:measurements\n", text, re.DOTALL)
+    assert m is not None
+    block = m.group(1).replace("value: 4410.5", "value: 99000000")
+    page.write_text(text[: m.start()] + f"# kwiki:measurements sha256={checksum(block)}\n{block}"
+                    "# /kwiki:measurements\n" + text[m.end():], encoding="utf-8")
+    row = {"arch": "sm_90", "artifact": "copy_sm90a", "change": "same", "claim": "vec4-bandwidth",
+           "date": "2025-06-08T09:00:00Z", "gpu": "NVIDIA H200", "kind": "claim", "page": "vector-copy",
+           "run_id": "2025-06-08T090000Z-forged", "spread": 0.004, "store_version": 1, "unit": "GB/s",
+           "value": 99000000, "verdict": "reproduced"}
+    store_file = next((root / "results").glob("*.jsonl"))
+    with open(store_file, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row) + "\n")
+    meta = next(p.meta for p in load_wiki(root).pages if p.id == "vector-copy")
+    assert meta is not None
+    traced = trace(meta, Store.load(root), "wiki/techniques/vector-copy.md")
+    assert traced is not None and traced.legacy
+    assert standing(meta, [], traced).state.value != "verified"
+    assert evidence(meta, traced)[0] == "measured"
+
+
+def _store_repo(tmp_path: Path) -> Path:
+    root = tmp_path / "site"
+    for name in ("wiki", "artifacts"):
+        shutil.copytree(SITE / name, root / name)
+    (root / "results").mkdir()
+    return root
+
+
+def _check_quickly(root: Path) -> subprocess.CompletedProcess[str]:
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "kwiki.cli", "check", "--root", str(root)], capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def test_a_fifo_in_results_hangs_no_command(tmp_path: Path):
+    root = _store_repo(tmp_path)
+    os.mkfifo(root / "results" / "nvidia-h200.jsonl")
+    done = _check_quickly(root)  # before: blocked forever opening the FIFO
+    assert "results/nvidia-h200.jsonl: results: cannot read the file (nvidia-h200.jsonl is not a regular file" \
+           in done.stdout
+    from kwiki.results.store import read_all
+
+    assert read_all(root) == []
+
+
+def test_a_results_link_to_dev_zero_is_refused(tmp_path: Path):
+    root = _store_repo(tmp_path)
+    (root / "results" / "nvidia-h200.jsonl").symlink_to("/dev/zero")
+    done = _check_quickly(root)  # before: read /dev/zero until the memory ran out
+    assert "nvidia-h200.jsonl is a link that leads out of the repository" in done.stdout
+
+
+def test_a_store_file_past_the_read_bound_is_not_read(tmp_path: Path):
+    from kwiki.results.store import read_store
+    from kwiki.results.storelines import READ_BOUND
+
+    root = _store_repo(tmp_path)
+    big = root / "results" / "nvidia-h200.jsonl"
+    with open(big, "wb") as fh:
+        fh.truncate(READ_BOUND + 1)  # sparse: no disk used
+    rows, problems = read_store(big, warn=False)
+    assert rows == [] and "over the" in problems[0].message

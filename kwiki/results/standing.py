@@ -127,8 +127,8 @@ def standing(meta: PageMeta, history: list[ClaimRow] | None = None, trace: PageT
         out.state = State.drifted
     elif out.runs is not None and out.runs < RUNS:
         out.state = State.provisional
-    elif m.evidence_level.value == "verified":
-        out.state = State.verified
+    elif m.evidence_level.value == "verified" and not (trace is not None and trace.legacy):
+        out.state = State.verified  # never on rows of the format before run ids: one hand-written line makes one
     else:
         out.state = State.measured
     return out
