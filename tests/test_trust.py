@@ -436,3 +436,36 @@ def test_a_store_file_past_the_read_bound_is_not_read(tmp_path: Path):
         fh.truncate(READ_BOUND + 1)  # sparse: no disk used
     rows, problems = read_store(big, warn=False)
     assert rows == [] and "over the" in problems[0].message
+
+
+# ---------------------------------------------------------------- 6. bounded cost
+
+
+def test_check_refuses_pages_past_the_heading_and_nesting_limits(repo: Path, capsys):
+    from kwiki.wiki.limits import MAX_HEADINGS, MAX_NESTING
+
+    add_page(repo, "headings", "", "".join(f"## H{i}\n\ntext\n\n" for i in range(MAX_HEADINGS)))  # + '# headings'
+    add_page(repo, "nested", "", "<div>" * (MAX_NESTING + 1) + "x" + "</div>" * (MAX_NESTING + 1) + "\n")
+    add_page(repo, "fine", "", "<div>" * MAX_NESTING + "x" + "</div>" * MAX_NESTING + "\n\n## One\n")
+    commit(repo)
+    assert {(p, f) for p, _, f in errors(repo)} == {("wiki/headings.md", "body"), ("wiki/nested.md", "body")}
+    assert main(["build", "--root", str(repo)]) == 1
+    assert "wiki/headings.md:7: body: 1001 headings, over the limit of 1000 per page" in capsys.readouterr().err
+    serve_build(repo)  # `kwiki serve` leaves them out
+    assert (repo / "site" / "fine" / "index.html").is_file() and not (repo / "site" / "nested").exists()
+
+
+def test_the_limits_are_checked_in_linear_time():
+    """The issue's sizes (50,000 headings, 100,000 nested divs) took the build over 300 s; the check that
+    refuses them is linear."""
+    import time
+
+    from kwiki.wiki.limits import limit_problems
+
+    started = time.perf_counter()
+    assert limit_problems("## h\n\nt\n\n" * 50_000)[0][2].startswith("50000 headings")
+    assert limit_problems("<div>" * 100_000 + "</div>" * 100_000)[0][2].startswith("nested 100000 levels")
+    assert limit_problems("<div\n>" * 100_000)[0][2].startswith("nested 100000 levels")  # a tag over two lines
+    assert limit_problems("> " * 100_000 + "deep")[0][2].startswith("nested 100000 levels")
+    assert limit_problems("<li>x\n" * 100_000) == []  # an unclosed <li> is closed by the next, as browsers read it
+    assert time.perf_counter() - started < 20  # about 2 s on 2 shared cores

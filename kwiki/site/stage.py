@@ -138,6 +138,7 @@ def retire_site_key(root: Path) -> None:
 
 def _site_pages(root: Path, rows: list[RecordRow | ClaimRow], strict: bool) -> list[SitePage]:
     from kwiki.results.check import check_tree
+    from kwiki.wiki.check import check_limits
 
     if strict:  # the strict build's check is `kwiki check`'s, whole: a build never passes what check fails
         problems = check_tree(root).errors
@@ -148,6 +149,10 @@ def _site_pages(root: Path, rows: list[RecordRow | ClaimRow], strict: bool) -> l
     store = Store(rows)
     out = []
     for page in wiki.pages:
+        over = check_limits(page)
+        if over:  # only a build that is not strict gets here with one (`kwiki serve`): never built, never slow
+            log.warning("kwiki: %s; not published", over[0].format())
+            continue
         if page.meta is not None and is_draft(page.meta):  # drafts stay drafts: not staged, listed or exported
             log.info("kwiki: %s: a draft, not published (%s)", page.path, draft_reason(page.meta))
             continue

@@ -23,6 +23,7 @@ from kwiki.core.tracked import artifact_entry_problem, cache_problems, tracked, 
 from kwiki.wiki.catalog import WIKI_DIR, Wiki, page_files
 from kwiki.wiki.drafts import draft_reason
 from kwiki.wiki.evidence import EvidenceLevel
+from kwiki.wiki.limits import limit_problems
 from kwiki.wiki.manifest import MANIFEST, Manifest, load_manifest, shape_list
 from kwiki.wiki.markers import code_lines
 from kwiki.wiki.pages import Page
@@ -92,6 +93,7 @@ def _check_files(job: _Job) -> tuple[list[_Summary], list[Problem]]:
         page = load_page(file, root, strict)
         problems.extend(page.problems)
         problems.extend(check_file(page))
+        problems.extend(check_limits(page))
         if page.meta is None:
             summaries.append(_Summary(page.path, None, 0, ()))
             continue
@@ -208,6 +210,14 @@ def check_id_convention(page: Page) -> list[Problem]:
     return [Problem(page.path, page.line_of("id"), "id", f"id {page.meta.id!r} does not follow the convention "
                     f"'<type>-<slug>': a page of type {page.meta.type.value!r} has an id that starts with "
                     f"{prefix!r} (e.g. '{prefix}{page.meta.id}')")]
+
+
+def check_limits(page: Page) -> list[Problem]:
+    """A page past the headings or nesting limit (kwiki.wiki.limits): building it would cost too much."""
+    if page.fm is None:
+        return []
+    return [Problem(page.path, page.fm.body_line + line - 1, field, message)
+            for line, field, message in limit_problems(page.fm.body)]
 
 
 _ENDINGS = {b"\r\n": "CR LF", b"\n": "LF", b"\r": "CR"}
