@@ -469,3 +469,31 @@ def test_the_limits_are_checked_in_linear_time():
     assert limit_problems("> " * 100_000 + "deep")[0][2].startswith("nested 100000 levels")
     assert limit_problems("<li>x\n" * 100_000) == []  # an unclosed <li> is closed by the next, as browsers read it
     assert time.perf_counter() - started < 20  # about 2 s on 2 shared cores
+
+
+# ---------------------------------------------------------------- 7. every low
+
+
+def test_check_refuses_a_binary_of_that_leaves_the_repository(tmp_path: Path):
+    root = tmp_path / "p"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "verify" / "project", root)
+    shutil.copytree(Path(__file__).parent / "fixtures" / "binary_of", root, dirs_exist_ok=True)
+    shutil.copytree(root / "artifacts" / "host_ok", tmp_path / "elsewhere")
+    manifest = root / "artifacts" / "host_driver" / "artifact.yaml"
+    manifest.write_text(manifest.read_text().replace("binary_of: ../host_ok", "binary_of: ../../../elsewhere"))
+    found = [p for p in check_tree(root).errors if p.field == "build.binary_of"]
+    assert [(p.path, "leaves the repository" in p.message) for p in found] == [
+        ("artifacts/host_driver/artifact.yaml", True)]
+
+
+@pytest.mark.parametrize("jobs", ["0", "-5"])
+def test_jobs_below_one_is_a_usage_error(repo: Path, capsys, jobs):
+    with pytest.raises(SystemExit) as exc:
+        main(["verify", "--root", str(repo), "--compile-only", "--jobs", jobs])
+    assert exc.value.code == 2 and "give at least 1" in capsys.readouterr().err
+
+
+def test_new_refuses_an_id_with_a_trailing_newline(repo: Path, capsys):
+    assert main(["new", "page", "technique-x\n", "--root", str(repo)]) == 2
+    assert "is not a slug" in capsys.readouterr().err
+    assert not any("\n" in p.name for p in (repo / "wiki").rglob("*"))

@@ -501,6 +501,24 @@ def _load_manifest(directory: Path, root: Path) -> Manifest | ManifestError:
         return exc
 
 
+def check_binary_of(root: Path, rel: str, manifest: Manifest) -> list[Problem]:
+    """`build.binary_of` names an artifact folder inside the repository, as `kwiki verify` requires
+    (kwiki.verify.plan._borrow): the containment rule, and a manifest there."""
+    if not manifest.build.binary_of:
+        return []
+    target = Path(os.path.normpath(Path(rel) / manifest.build.binary_of)).as_posix()
+    why = inside(root, target) or (None if (root / target / MANIFEST).is_file() else f"{target!r} has no {MANIFEST}")
+    if why is None:
+        return []
+    path = f"{rel}/{MANIFEST}"
+    try:
+        lines = (root / path).read_text(encoding="utf-8", errors="replace").splitlines()
+        line = next((i for i, text in enumerate(lines, 1) if text.strip().startswith("binary_of:")), 1)
+    except OSError:
+        line = 1
+    return [Problem(path, line, "build.binary_of", why)]
+
+
 def check_manifests(page: Page, root: Path) -> list[Problem]:
     """Problems of the artifact directories a page names and of its claims' `measure` selectors."""
     meta = page.meta
@@ -517,6 +535,7 @@ def check_manifests(page: Page, root: Path) -> list[Problem]:
             out.append(Problem(problem.path, problem.line, problem.field or MANIFEST, problem.message))
         else:
             manifests[key] = loaded
+            out.extend(check_binary_of(root, rel.rstrip("/"), loaded))
     for i, claim in enumerate(meta.claims):
         m = claim.measure
         if m is None:
