@@ -497,3 +497,51 @@ def test_new_refuses_an_id_with_a_trailing_newline(repo: Path, capsys):
     assert main(["new", "page", "technique-x\n", "--root", str(repo)]) == 2
     assert "is not a slug" in capsys.readouterr().err
     assert not any("\n" in p.name for p in (repo / "wiki").rglob("*"))
+
+
+def test_site_dir_does_not_empty_a_folder_for_holding_llms_txt_and_index_json(repo: Path, capsys):
+    notes = repo.parent / "notes"
+    notes.mkdir()
+    for name in ("llms.txt", "index.json", "mine.txt"):
+        (notes / name).write_text("mine\n", encoding="utf-8")
+    assert main(["build", "--root", str(repo), "--site-dir", str(notes)]) == 2
+    assert "no kwiki build wrote" in capsys.readouterr().err
+    assert (notes / "mine.txt").read_text(encoding="utf-8") == "mine\n"
+
+
+def test_export_skills_writes_nothing_into_wiki_nor_over_a_users_skill(tmp_path: Path, capsys):
+    root = tmp_path / "q"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "query", root)
+    before = sorted(str(p) for p in (root / "wiki").rglob("*"))
+    assert main(["export", "skills", str(root / "wiki" / "skills"), "--root", str(root)]) != 0
+    assert "a folder of the repository" in capsys.readouterr().err
+    assert sorted(str(p) for p in (root / "wiki").rglob("*")) == before
+    out = tmp_path / "out"
+    mine = out / "kernelwiki" / "SKILL.md"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("---\nname: kernelwiki\ndescription: my own\n---\nmine\n", encoding="utf-8")
+    assert main(["export", "skills", str(out), "--root", str(root)]) != 0
+    assert "a SKILL.md kwiki did not write" in capsys.readouterr().err
+    assert mine.read_text(encoding="utf-8").endswith("mine\n") and sorted(p.name for p in out.iterdir()) == ["kernelwiki"]
+
+
+def test_terminal_escapes_in_a_title_and_the_gpu_lock_file_are_shown_not_run(repo: Path, capsys, monkeypatch, tmp_path):
+    import sys
+
+    from kwiki.core.lock import holder
+
+    page = add_page(repo, "escape", "")
+    page.write_text(page.read_text(encoding="utf-8").replace("title: escape", 'title: "\\e]0;pwned\\a\\e[2J Esc"'),
+                    encoding="utf-8")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    assert main(["query", "--root", str(repo)]) == 0
+    assert main(["show", "technique-escape", "--root", str(repo)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b]0;pwned" in out
+    lock = tmp_path / "gpu.lock"
+    lock.write_bytes(b"pid 1: \x1b[2J\x1b]0;owned\x07")
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        assert "\x1b" not in holder(fd) and "\\x1b[2J" in holder(fd)
+    finally:
+        os.close(fd)

@@ -19,10 +19,10 @@ OWN_FOLDERS = (WIKI_DIR, ARTIFACTS_DIR, RESULTS_DIR, "schema", "kwiki", "tests",
 
 
 def _built_here(directory: Path) -> bool:
-    """Whether `directory` holds a site kwiki built (its mark, or the agents' files of an older build)."""
-    from kwiki.site.exports import INDEX_JSON, LLMS
-
-    return (directory / SITE_MARK).is_file() or ((directory / LLMS).is_file() and (directory / INDEX_JSON).is_file())
+    """Whether `directory` holds a site kwiki built: its mark, a regular file (files named like the agents' files,
+    `llms.txt` and `index.json`, are anyone's: a folder holding them is not emptied on their word)."""
+    mark_file = directory / SITE_MARK
+    return mark_file.is_file() and not mark_file.is_symlink()
 
 
 def site_dir_problem(root: Path, site_dir: Path) -> str | None:
