@@ -522,10 +522,12 @@ def test_export_skills_writes_nothing_into_wiki_nor_over_a_users_skill(tmp_path:
     mine.write_text("---\nname: kernelwiki\ndescription: my own\n---\nmine\n", encoding="utf-8")
     assert main(["export", "skills", str(out), "--root", str(root)]) != 0
     assert "a SKILL.md kwiki did not write" in capsys.readouterr().err
-    assert mine.read_text(encoding="utf-8").endswith("mine\n") and sorted(p.name for p in out.iterdir()) == ["kernelwiki"]
+    assert mine.read_text(encoding="utf-8").endswith("mine\n")
+    assert sorted(p.name for p in out.iterdir()) == ["kernelwiki"]
 
 
-def test_terminal_escapes_in_a_title_and_the_gpu_lock_file_are_shown_not_run(repo: Path, capsys, monkeypatch, tmp_path):
+def test_terminal_escapes_in_a_title_and_the_gpu_lock_file_are_shown_not_run(repo: Path, capsys, monkeypatch,
+                                                                            tmp_path):
     import sys
 
     from kwiki.core.lock import holder
