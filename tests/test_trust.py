@@ -547,3 +547,19 @@ def test_terminal_escapes_in_a_title_and_the_gpu_lock_file_are_shown_not_run(rep
         assert "\x1b" not in holder(fd) and "\\x1b[2J" in holder(fd)
     finally:
         os.close(fd)
+
+
+def test_a_page_cannot_use_materials_classes(repo: Path):
+    from kwiki.site.sanitize import clean
+
+    forged = '<div class="md-dialog md-dialog--active note"><div class="md-dialog__inner">Verified</div></div>'
+    cleaned, problems = clean(forged, own="ab" * 16)
+    assert cleaned == '<div class="note"><div>Verified</div></div>'
+    assert any("Material's classes (md-*)" in p for p in problems)
+    add_page(repo, "dialog", "", forged + "\n\n[Open](#){ .md-button .md-banner }\n")
+    commit(repo)
+    serve_build(repo)
+    page = (repo / "site" / "dialog" / "index.html").read_text(encoding="utf-8")
+    article = page.split("<article", 1)[1].split("</article>", 1)[0]
+    assert "md-dialog" not in article and "md-banner" not in article and "Verified" in article
+    assert "md-button" not in article
