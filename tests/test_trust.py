@@ -563,3 +563,41 @@ def test_a_page_cannot_use_materials_classes(repo: Path):
     article = page.split("<article", 1)[1].split("</article>", 1)[0]
     assert "md-dialog" not in article and "md-banner" not in article and "Verified" in article
     assert "md-button" not in article
+
+
+def test_a_file_name_that_is_not_utf8_is_named_not_an_internal_error(repo: Path, capsys):
+    plain = repo / "artifacts" / "plain"
+    plain.mkdir()
+    (plain / "kernel.cu").write_text("// a kernel\n", encoding="utf-8")
+    with open(os.path.join(os.fsencode(plain), b"k\xff.cu"), "wb") as fh:
+        fh.write(b"// k\n")
+    add_page(repo, "plain", "artifacts:\n  p: artifacts/plain\n")
+    commit(repo)
+    assert main(["build", "--root", str(repo)]) == 0, capsys.readouterr().err
+    text = site_text(repo / "site")
+    assert "// a kernel" in text and "Not published: the file name is not UTF-8" in text
+
+
+def test_mcp_refuses_an_oversized_id_quickly_without_echoing_it(tmp_path: Path):
+    """A 10 MB id took 34 s and came back in the error; now it is refused unread, in a line."""
+    import time
+
+    from test_mcp import call, session_run
+
+    root = tmp_path / "q"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "query", root)
+    huge = "x" * (10 * 1024 * 1024)
+
+    async def steps(session):
+        started = time.perf_counter()
+        result = await call(session, "get_page", id=huge)
+        return result, time.perf_counter() - started
+
+    result, seconds = session_run(root, steps)
+    text = result["content"][0]["text"]
+    assert result["isError"] is True and "over the 65536 bytes a tool takes" in text and len(text) < 300
+    assert seconds < 15
+    from kwiki.agents.mcp import oversized
+
+    assert oversized({"id": "y" * 1001}) == "argument 'id' is over 1000 characters"
+    assert oversized({"tags": ["t"] * 3}) is None

@@ -15,7 +15,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kwiki.core.errors import ManifestError
+from kwiki.core.errors import ManifestError, printable
 from kwiki.core.numbers import fmt
 from kwiki.core.tracked import artifact_entry_problem, unpublishable
 from kwiki.results import tables
@@ -223,6 +223,15 @@ def source_block(root: Path, path: Path, shown_as: str, files: frozenset[str] | 
     return f'??? abstract "{title}"\n\n{_fence(text, lang, "    ")}\n'
 
 
+def _utf8(name: str) -> bool:
+    """Whether a file name (as os.fsdecode gave it) is UTF-8, so that a page can carry it."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def build_lines(manifest: Manifest, rel: str) -> list[str]:
     """The commands that build the artifact, one per target, run from the repository root."""
     from kwiki.core.arch import parse_arch
@@ -284,7 +293,9 @@ def artifact_sources(root: Path, rel: str, files: frozenset[str] | None = None) 
     if path.is_dir():
         listed = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in LANGUAGES
                         and not p.name.startswith("."))
-        return "".join(source_block(root, p, f"{rel}/{p.name}", files) for p in listed[:20])
+        return "".join(source_block(root, p, f"{rel}/{p.name}", files) if _utf8(p.name) else
+                       f'!!! failure "{md_text(printable(p.name))}"\n\n    Not published: the file name is not '
+                       "UTF-8 (rename it).\n\n" for p in listed[:20])
     return None
 
 
