@@ -601,3 +601,20 @@ def test_mcp_refuses_an_oversized_id_quickly_without_echoing_it(tmp_path: Path):
 
     assert oversized({"id": "y" * 1001}) == "argument 'id' is over 1000 characters"
     assert oversized({"tags": ["t"] * 3}) is None
+
+
+def test_serve_refuses_a_link_to_the_root_folder_instead_of_walking_the_machine(repo: Path):
+    import socket
+    import sys
+
+    (repo / "wiki" / "x").symlink_to("/")
+    commit(repo)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    try:
+        done = subprocess.run([sys.executable, "-m", "kwiki.cli", "serve", "--root", str(repo), "--dev-addr",
+                               f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=120, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("kwiki serve walked through wiki/x -> / (it never answered)")
+    assert done.returncode == 2 and "wiki/x: a link to a folder or out of the repository" in done.stderr

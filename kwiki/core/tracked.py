@@ -133,3 +133,11 @@ def refuse_tracked_caches(root: Path, files: frozenset[str] | None = None) -> No
         shown = "; ".join(p.format() for p in problems[:3]) + (f"; and {len(problems) - 3} more"
                                                                 if len(problems) > 3 else "")
         raise EnvironmentProblem(shown)
+
+
+def linked_folders(top: Path) -> list[Path]:
+    """Every link under `top` (dot-names included, not followed) that leads to a folder, sorted."""
+    out: list[Path] = []
+    for dirpath, dirnames, _ in os.walk(top):
+        out += [Path(dirpath) / d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+    return sorted(out)

@@ -26,7 +26,7 @@ import yaml
 
 from kwiki.core.errors import UsageError
 from kwiki.core.paths import inside, links_out
-from kwiki.core.tracked import tracked, unpublishable, wiki_files
+from kwiki.core.tracked import linked_folders, tracked, unpublishable, wiki_files
 from kwiki.core.writefile import write_atomic
 from kwiki.results.standing import claim_rows_by_page, standing
 from kwiki.results.store import ClaimRow, RecordRow, read_all
@@ -286,6 +286,13 @@ def live_server(root: Path, host: str, port: int) -> LiveReloadServer:
     from mkdocs.livereload import LiveReloadServer
 
     site_dir = root / SERVE_DIR
+    watched = [root / WIKI_DIR, root / "artifacts", root / "results", root / BASE_CONFIG]
+    # the watcher follows links to folders (watchdog's snapshot stats through them): `wiki/x -> /` would have it
+    # walk the whole machine and never answer, so such a link is refused before anything starts
+    walked = [p for top in watched if top.is_dir() for p in [*links_out(root, top), *linked_folders(top)]]
+    if walked:
+        raise UsageError(f"{walked[0].relative_to(root).as_posix()}: a link to a folder or out of the repository; "
+                         "the live server would walk through it (remove it, or use 'kwiki build')")
 
     def builder() -> None:
         try:
@@ -301,7 +308,7 @@ def live_server(root: Path, host: str, port: int) -> LiveReloadServer:
     server = LiveReloadServer(builder=builder, host=host, port=port, root=str(site_dir))
     not_found = site_dir / "404.html"
     server.error_handler = lambda code: not_found.read_bytes() if not_found.is_file() else None
-    for watched in (root / WIKI_DIR, root / "artifacts", root / "results", root / BASE_CONFIG):
-        if watched.exists():
-            server.watch(str(watched))
+    for path in watched:
+        if path.exists():
+            server.watch(str(path))
     return server
