@@ -618,3 +618,21 @@ def test_serve_refuses_a_link_to_the_root_folder_instead_of_walking_the_machine(
     except subprocess.TimeoutExpired:
         pytest.fail("kwiki serve walked through wiki/x -> / (it never answered)")
     assert done.returncode == 2 and "wiki/x: a link to a folder or out of the repository" in done.stderr
+
+
+def test_the_build_cache_key_covers_the_files_a_build_script_reads(repo: Path):
+    from kwiki.verify.build import build_one
+
+    script = repo / "artifacts" / "inside_host" / "build.sh"
+    script.write_text(script.read_text(encoding="utf-8").replace(
+        "printf '#!/bin/sh\\nexit 0\\n'", "printf '#!/bin/sh\\necho %s\\n' \"$(cat data.txt)\""), encoding="utf-8")
+    data = repo / "artifacts" / "inside_host" / "data.txt"
+    data.write_text("one\n", encoding="utf-8")
+    commit(repo)
+    job = _job(repo)
+    first = build_one(job, repo, None, None, None)
+    assert first.ok and "one" in Path(first.binary or "").read_text(encoding="utf-8")
+    data.write_text("two\n", encoding="utf-8")
+    commit(repo)
+    second = build_one(job, repo, None, None, None)
+    assert not second.cached and "two" in Path(second.binary or "").read_text(encoding="utf-8")

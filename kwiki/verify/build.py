@@ -56,6 +56,8 @@ def included_files(sources: list[Path], search: list[Path]) -> list[Path]:
 
 
 def cache_key(job: BuildJob, root: Path, compiler_version: str | None) -> str:
+    """The build's cache key: its settings, target, compiler and every file it reads (for a script, which may
+    read anything there: every file of its folder and of artifacts/common)."""
     b = job.manifest.build
     files = [job.directory / s for s in [*b.sources, *b.headers, *filter(None, [b.script])]]
     files += included_files(files, [root / COMMON_DIR])
@@ -69,7 +71,27 @@ def cache_key(job: BuildJob, root: Path, compiler_version: str | None) -> str:
             h.update(path.read_bytes())
         except OSError:
             h.update(b"<missing>")
+    if b.script:  # a script may read any file of its folder or of artifacts/common: every one is in the key
+        h.update(_script_inputs(job.directory, root).encode())
     return h.hexdigest()[:20]
+
+
+def _script_inputs(directory: Path, root: Path) -> str:
+    """The hash of what a build script may read: every file of its folder and of artifacts/common that git tracks
+    (outside a git work tree: every file), so what the build writes beside itself does not change its key."""
+    from kwiki.core.tracked import tracked
+
+    git = tracked(root)
+    h = hashlib.sha256()
+    for base in (directory, root / COMMON_DIR):
+        if not base.is_dir():
+            continue
+        for path in sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                           and within(root, p)):
+            rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+            if git is None or rel in git:
+                h.update(rel.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
 
 
 def artifact_hash(directory: Path, root: Path, also: list[Path] | None = None) -> str:
