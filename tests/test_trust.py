@@ -636,3 +636,23 @@ def test_the_build_cache_key_covers_the_files_a_build_script_reads(repo: Path):
     commit(repo)
     second = build_one(job, repo, None, None, None)
     assert not second.cached and "two" in Path(second.binary or "").read_text(encoding="utf-8")
+
+
+def test_a_python_artifact_runs_nothing_when_a_file_of_its_folder_links_out(tmp_path: Path, capsys):
+    """The module's folder is on its import path: `helpers.py -> /elsewhere/evil.py` would be imported."""
+    import json as _json
+
+    from test_pyartifact import make_project
+
+    root = make_project(tmp_path / "p")
+    evil = tmp_path / "evil.py"
+    marker = tmp_path / "evil-ran"
+    evil.write_text(f"open({str(marker)!r}, 'w').close()\n", encoding="utf-8")
+    (root / "artifacts" / "host_py" / "helpers.py").symlink_to(evil)
+    ops = root / "artifacts" / "host_py" / "ops.py"
+    ops.write_text("import helpers  # noqa\n" + ops.read_text(encoding="utf-8"), encoding="utf-8")
+    main(["verify", "--quiet", "--json", "--no-write", "--root", str(root), "--compile-only"])
+    report = _json.loads(capsys.readouterr().out)
+    build = next(b for b in report["builds"] if b["artifact"] == "host_py")
+    assert not build["ok"] and "artifacts/host_py/helpers.py: a link that leads out" in build["error"]
+    assert not marker.exists()
