@@ -330,7 +330,7 @@ def test_theme_overrides_analytics_and_unknown_settings_are_refused(repo: Path, 
 
 
 def test_the_repositorys_own_mkdocs_yml_is_allowed():
-    from kwiki.site.config import read_config
+    from kwiki.wiki.siteconfig import read_config
 
     assert read_config(Path(__file__).parent.parent)["site_name"] == "KernelWiki"
 
@@ -595,11 +595,12 @@ def test_mcp_refuses_an_oversized_id_quickly_without_echoing_it(tmp_path: Path):
 
     result, seconds = session_run(root, steps)
     text = result["content"][0]["text"]
-    assert result["isError"] is True and "over the 65536 bytes a tool takes" in text and len(text) < 300
+    assert result["isError"] is True and "argument 'id': at most 1000 characters" in text and len(text) < 300
     assert seconds < 15
     from kwiki.agents.mcp import oversized
 
-    assert oversized({"id": "y" * 1001}) == "argument 'id' is over 1000 characters"
+    assert oversized({"id": "y" * 1001}) == "argument 'id': at most 1000 characters"
+    assert oversized({"tags": ["t"] * 20_000}).startswith("arguments of ")  # each tag short, the call too large
     assert oversized({"tags": ["t"] * 3}) is None
 
 

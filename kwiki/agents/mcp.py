@@ -97,12 +97,12 @@ def oversized(arguments: Any) -> str | None:
         size = len(json.dumps(arguments, default=str))
     except (TypeError, ValueError, RecursionError):
         return "arguments that are not JSON data"
-    if size > MAX_ARGUMENTS_BYTES:
-        return f"arguments of {size} bytes, over the {MAX_ARGUMENTS_BYTES} bytes a tool takes"
-    for key, value in (arguments or {}).items():
+    for key, value in (arguments or {}).items() if isinstance(arguments, dict) else ():
         values = value if isinstance(value, list) else [value]
         if any(isinstance(v, str) and len(v) > MAX_ARGUMENT_CHARS for v in values):
-            return f"argument {str(key)[:40]!r} is over {MAX_ARGUMENT_CHARS} characters"
+            return f"argument {str(key)[:40]!r}: at most {MAX_ARGUMENT_CHARS} characters"
+    if size > MAX_ARGUMENTS_BYTES:
+        return f"arguments of {size} bytes, over the {MAX_ARGUMENTS_BYTES} bytes a tool takes"
     return None
 
 

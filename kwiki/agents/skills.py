@@ -385,7 +385,7 @@ def export(root: Path, out_dir: Path) -> list[str]:
 
 def _own_folder(root: Path, out_dir: Path) -> str | None:
     """The repository's own folder (or the repository itself, '.') that `out_dir` is or lies inside, or None."""
-    from kwiki.site.outdir import OWN_FOLDERS
+    from kwiki.wiki.catalog import OWN_FOLDERS
 
     real_root, out = Path(os.path.realpath(root)), Path(os.path.realpath(out_dir))
     if out == real_root:

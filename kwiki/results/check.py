@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kwiki.results.storelines import store_problems
-from kwiki.site.config import config_problems
 from kwiki.wiki.check import Report, check
+from kwiki.wiki.siteconfig import config_problems
 
 
 def check_tree(root: Path, *, strict: bool = False, jobs: int = 0) -> Report:

@@ -2,7 +2,7 @@
 
 Page content is sanitised (kwiki.site.sanitize), so a script can reach the site only through the theme:
 its templates, its JavaScript, or a config that switches on one of its integrations (analytics, a
-repository's facts fetched from its host). kwiki refuses those settings (kwiki.site.config); this audit
+repository's facts fetched from its host). kwiki refuses those settings (kwiki.wiki.siteconfig); this audit
 checks the result, so a refused setting that found another way in still fails the strict build:
 - an inline `<script>` is Material's `__config` (JSON, whose URLs stay on the site) or text that appears
   in Material's installed templates (their `{{ values }}` filled in);

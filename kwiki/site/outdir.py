@@ -8,14 +8,11 @@ from pathlib import Path
 
 from kwiki.core.errors import UsageError
 from kwiki.core.writefile import write_atomic
-from kwiki.results.storelines import RESULTS_DIR
-from kwiki.wiki.catalog import ARTIFACTS_DIR, WIKI_DIR
+from kwiki.wiki.catalog import OWN_FOLDERS
 
 STAGE_DIR = ".kwiki/site"
 SERVE_DIR = ".kwiki/serve"
 SITE_MARK = ".kwiki-site"  # in every output directory kwiki built (MkDocs keeps dot-files when it empties one)
-# the repository's own folders, present or not: no build may write its site there
-OWN_FOLDERS = (WIKI_DIR, ARTIFACTS_DIR, RESULTS_DIR, "schema", "kwiki", "tests", "bench", ".git", ".kwiki")
 
 
 def _built_here(directory: Path) -> bool:

@@ -33,7 +33,6 @@ from kwiki.results.store import ClaimRow, RecordRow, read_all
 from kwiki.results.trace import Store, trace
 from kwiki.site import searchindex
 from kwiki.site.audit import audit_scripts
-from kwiki.site.config import BASE_CONFIG
 from kwiki.site.errors import SiteError
 from kwiki.site.listings import (
     HOME,
@@ -58,6 +57,7 @@ from kwiki.site.theme import (
 )
 from kwiki.wiki.catalog import WIKI_DIR, load_wiki
 from kwiki.wiki.drafts import draft_reason, is_draft
+from kwiki.wiki.siteconfig import BASE_CONFIG
 
 if TYPE_CHECKING:
     from mkdocs.livereload import LiveReloadServer

@@ -14,12 +14,12 @@ from typing import Any
 import yaml
 
 from kwiki.core.writefile import write_atomic
-from kwiki.site.config import BASE_CONFIG, ConfigProblems, read_config
 from kwiki.site.errors import SiteError
 from kwiki.site.listings import ARCHITECTURES_DIR, EVIDENCE_DIR, TAGS_DIR, SitePage, nav
 from kwiki.site.pages import ASSETS, CSS, SOURCES_DIR
 from kwiki.site.sanitize import Sanitizer, remote_in_css, remote_in_html
 from kwiki.wiki.catalog import WIKI_DIR
+from kwiki.wiki.siteconfig import BASE_CONFIG, ConfigProblems, read_config
 
 DESCRIPTION = "GPU kernel techniques whose numbers are re-measured by a machine"
 EXTENSIONS = ["admonition", "attr_list", "md_in_html", "tables", "toc", "pymdownx.details",
@@ -45,7 +45,7 @@ def _names(items: list[Any]) -> list[str]:
 
 
 def base_config(root: Path) -> dict[str, Any]:
-    """The fields kwiki's site takes from the repository's mkdocs.yml, read as plain data (kwiki.site.config);
+    """The fields kwiki's site takes from the repository's mkdocs.yml, read as plain data (kwiki.wiki.siteconfig);
     SiteError with located problems when it asks for anything else."""
     try:
         return read_config(root)

@@ -129,9 +129,9 @@ def read_page(file: Path, root: Path) -> Page:
 def _in_wiki(root: Path, file: Path) -> bool:
     """Whether the link `file` resolves inside wiki/ to a path without a dot-component."""
     from kwiki.core.tracked import dotted
-    from kwiki.wiki.catalog import WIKI_DIR
 
-    real, top = os.path.realpath(file), os.path.realpath(root / WIKI_DIR)
+    top_name = Path(os.path.relpath(file, root)).parts[0]  # wiki/: every page lies under it (kwiki.wiki.catalog)
+    real, top = os.path.realpath(file), os.path.realpath(root / top_name)
     return real.startswith(top + os.sep) and not dotted(os.path.relpath(real, top))
 
 
