@@ -303,10 +303,13 @@ struct Selections {
     template <class Bind>
     Selections(kwiki::Runner& selector, const std::vector<Todo>& todo, const Libraries& lib, int M, int K, Bind bind) {
         auto want_kind = [&](Kind k) { return std::any_of(todo.begin(), todo.end(), [k](const Todo& t) { return t.kind == k; }); };
+        // kwiki:rung tuned
         if (want_kind(Kind::Tuned)) {
             tuned = kwiki::select_config(selector, configs(), [&](kwiki::Case& c, Launch l) { bind(c, kernel_run(l), "fp32"); });
             if (tuned.index >= 0) tuned_name = configs()[size_t(tuned.index)].name;
         }
+        // /kwiki:rung tuned
+        // kwiki:rung cublaslt_best
         if (!want_kind(Kind::CublasLt)) return;
         ltg = std::make_unique<kwiki::LtGemmTn>(lib.lt, 1, M, K, kwiki::kGemmBf16, 8);
         std::vector<kwiki::Case> cand;
@@ -317,6 +320,7 @@ struct Selections {
             cand.push_back(std::move(c));
         }
         lt_best = kwiki::select_fastest(selector, cand);
+        // /kwiki:rung cublaslt_best
     }
 };
 
