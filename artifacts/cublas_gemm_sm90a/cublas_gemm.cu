@@ -27,6 +27,7 @@
 // --input-sets (2) pre-filled sets of A and B, each with its fp64 samples; a timed sample reads one at random,
 // and a re-checked one is compared with that set's samples. Zero inputs stay one set: their re-checked samples
 // must be exact zeros in every element (compared on the GPU).
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <memory>
@@ -213,27 +214,14 @@ struct Variant : kwiki::VariantInfo {
 
 const char* dtype_name(Dtype dt) { return dt == Dtype::tf32 ? "tf32" : dt == Dtype::fp8 ? "fp8_e4m3" : "bf16"; }
 
-// cuBLAS (bf16, tf32) and cuBLASLt (fp8), each opened only when a variant that --variants asks for calls it.
-struct Libraries {
-    kwiki::cublasHandle_t blas = nullptr;
-    kwiki::cublasLtHandle_t lt = nullptr;
-
-    template <class Table>
-    Libraries(const kwiki::Args& args, const Table& table) {
-        bool any_fp8 = false, any_gemmex = false;
-        for (auto& v : table)
-            if (args.want(v.name)) (v.dtype == Dtype::fp8 ? any_fp8 : any_gemmex) = true;
-        if (any_gemmex) KWIKI_CHECK_STATUS(kwiki::cublas().Create(&blas));
-        if (any_fp8) KWIKI_CHECK_STATUS(kwiki::cublasLt().Create(&lt));
-    }
-    ~Libraries() {
-        if (blas) KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(blas));
-        if (lt) KWIKI_CHECK_STATUS(kwiki::cublasLt().Destroy(lt));
-    }
-};
+// Whether a variant that --variants asks for calls cublasGemmEx (bf16, tf32), or cublasLtMatmul (fp8 when `fp8`).
+template <class Table>
+bool calls(const kwiki::Args& args, const Table& table, bool fp8) {
+    return std::any_of(std::begin(table), std::end(table), [&](const Variant& v) { return args.want(v.name) && (v.dtype == Dtype::fp8) == fp8; });
+}
 
 // One call of a variant's dtype on stream st: cublasLtMatmul with `plan` for fp8, cublasGemmEx otherwise.
-void run_gemm(const Libraries& lib, const LtFp8* plan, Dtype dt, const Problem& p, const void* A, const void* B, void* C,
+void run_gemm(const kwiki::BlasHandles& lib, const LtFp8* plan, Dtype dt, const Problem& p, const void* A, const void* B, void* C,
               cudaStream_t st) {
     if (dt == Dtype::fp8) run_cublaslt_fp8(lib.lt, *plan, A, B, C, st);
     else kwiki::gemm_tn(lib.blas, A, B, C, p.M, p.N, p.K, dt == Dtype::tf32 ? kwiki::kGemmTf32 : kwiki::kGemmBf16, st);
@@ -269,7 +257,7 @@ int main(int argc, char** argv) {
                                                       [](const std::vector<int>& d) { return d[2] % 8 == 0; });
     const int samples = int(m.args.get_int("check-samples", 2048));
     kwiki::Runner& runner = m.start("cublas_gemm");
-    const Libraries lib(m.args, kVariants);
+    const kwiki::BlasHandles lib(calls(m.args, kVariants, false), calls(m.args, kVariants, true));  // loaded when called
     for (const Problem& p : shapes) {
         std::unique_ptr<LtFp8> plan = lib.lt ? std::make_unique<LtFp8>(p, 1.f / kFp8Amplitude) : nullptr;
         if (plan) plan->choose(lib.lt);

@@ -801,8 +801,8 @@ int main(int argc, char** argv) {
     const auto shapes = m.args.get_shapes<Problem, 3>("shapes", "", "MxNxK,... K a multiple of 8, N even", launchable);
     const int group = int(m.args.get_int("group", 16)), samples = int(m.args.get_int("check-samples", 4096));
     kwiki::Runner& runner = m.start("gemm");
-    kwiki::cublasHandle_t handle;
-    KWIKI_CHECK_STATUS(kwiki::cublas().Create(&handle));
+    const kwiki::BlasHandles lib(true, false);  // cuBLAS: the reference and the baseline
+    const kwiki::cublasHandle_t handle = lib.blas;
     for (const Problem& p : shapes)
         for (bool tf32 : {false, true}) {  // one dtype at a time: its input sets, then its variants, interleaved
             const auto of_dtype = [tf32](const Variant& v) { return v.tf32 == tf32; };
@@ -828,6 +828,5 @@ int main(int argc, char** argv) {
                 return c;
             }, of_dtype);
         }
-    KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(handle));
     return kwiki::exit_code();
 }

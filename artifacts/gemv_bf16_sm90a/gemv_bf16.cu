@@ -277,20 +277,6 @@ struct Variant : kwiki::VariantInfo {
 using Todo = kwiki::GemvTodo<Kind, Launch>;
 using Run = std::function<void(const Problem&, cudaStream_t)>;  // a variant's launch on the current input set
 
-// cuBLAS and cuBLASLt, each opened only when its variant runs.
-struct Libraries {
-    kwiki::cublasHandle_t blas = nullptr;
-    kwiki::cublasLtHandle_t lt = nullptr;
-    explicit Libraries(const kwiki::Args& args) {
-        if (args.want("cublas")) KWIKI_CHECK_STATUS(kwiki::cublas().Create(&blas));
-        if (args.want("cublaslt_best")) KWIKI_CHECK_STATUS(kwiki::cublasLt().Create(&lt));
-    }
-    ~Libraries() {
-        if (blas) KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(blas));
-        if (lt) KWIKI_CHECK_STATUS(kwiki::cublasLt().Destroy(lt));
-    }
-};
-
 Run kernel_run(Launch l) { return [l](const Problem& p, cudaStream_t s) { run_kernel(l, p, s); }; }
 
 // The selection passes of one shape: every block configuration (tuned) and every cuBLASLt candidate (cublaslt_best),
@@ -301,7 +287,7 @@ struct Selections {
     std::unique_ptr<kwiki::LtGemmTn> ltg;
 
     template <class Bind>
-    Selections(kwiki::Runner& selector, const std::vector<Todo>& todo, const Libraries& lib, int M, int K, Bind bind) {
+    Selections(kwiki::Runner& selector, const std::vector<Todo>& todo, const kwiki::BlasHandles& lib, int M, int K, Bind bind) {
         auto want_kind = [&](Kind k) { return std::any_of(todo.begin(), todo.end(), [k](const Todo& t) { return t.kind == k; }); };
         // kwiki:rung tuned
         if (want_kind(Kind::Tuned)) {
@@ -389,7 +375,7 @@ int main(int argc, char** argv) {
         return args.get_shapes<std::pair<int, int>, 2>("shapes", "", "MxK pairs with K a multiple of 8", [](const std::vector<int>& d) { return d[1] % 8 == 0; });
     };
     kwiki::GemvMain<std::pair<int, int>> m(argc, argv, kVariants, "gemv_bf16", parse_shapes);
-    const Libraries lib(m.args);  // cuBLAS and cuBLASLt are loaded only when their variants run
+    const kwiki::BlasHandles lib(m.args.want("cublas"), m.args.want("cublaslt_best"));  // loaded only for their variants
     kwiki::Runner runner(m.args);
     const auto selector = kwiki::selection_runner(m.args);  // the selection passes: samples of their own, no records
     const auto roof = kwiki::gemv_roof(runner, m.args, m.seed, "read_ceiling");  // the read roof, swept once

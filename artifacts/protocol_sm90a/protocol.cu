@@ -252,8 +252,8 @@ int main(int argc, char** argv) {
     }
     const bool seq = args.want("twin_seq_a") || args.want("twin_seq_b"), inter = args.want("twin_int_a") || args.want("twin_int_b");
     if (!args.want("gemm_sustained") && !seq && !inter) return kwiki::exit_code();
-    kwiki::cublasHandle_t blas = nullptr;
-    KWIKI_CHECK_STATUS(kwiki::cublas().Create(&blas));
+    const kwiki::BlasHandles lib(true, false);  // cuBLAS: the GEMMs
+    const kwiki::cublasHandle_t blas = lib.blas;
     if (args.want("gemm_sustained")) {  // sustained load: what it does to the SM clock and the power cap
         Gemm big(sustained_n, kwiki::hash64(m.seed, 4), blas);
         std::vector<kwiki::Case> cases{big.as_case("gemm_sustained", gemm_launches)};
@@ -262,6 +262,5 @@ int main(int argc, char** argv) {
     Gemm g(twin_n, kwiki::hash64(m.seed, 5), blas);  // right after the sustained load, as a page's runs follow each other
     if (seq) twins(runner, args, g, "twin_seq_a", "twin_seq_b", false);
     if (inter) twins(runner, args, g, "twin_int_a", "twin_int_b", true);
-    KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(blas));
     return kwiki::exit_code();
 }

@@ -442,8 +442,8 @@ int main(int argc, char** argv) {
     const Problem shapes[] = {one("sweep", "one MxNxK, M and N multiples of 128, K of 64", true),
                               one("small", "one MxNxK, K a multiple of 8", false), one("odd", "one MxNxK, K a multiple of 8", false)};
     kwiki::Runner& runner = m.start("pitfalls");
-    kwiki::cublasHandle_t handle;
-    KWIKI_CHECK_STATUS(kwiki::cublas().Create(&handle));
+    const kwiki::BlasHandles lib(true, false);  // cuBLAS: the reference and the baseline
+    const kwiki::cublasHandle_t handle = lib.blas;
     kwiki::DeviceBuffer<int> errors(1);
     std::deque<Inputs> inputs;  // one set of random inputs per shape, shared by the variants of that shape
     std::deque<Row> rows;
@@ -461,6 +461,5 @@ int main(int argc, char** argv) {
         c.check = [&row, &in, &v] { return v.cluster_sums ? check_cluster_sums(row.out) : row.judge(in.compare(row.out)); };
         return c;
     });
-    KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(handle));
     return kwiki::exit_code();
 }
