@@ -44,7 +44,8 @@ from pathlib import Path, PurePosixPath
 
 from kwiki.core.errors import Problem
 from kwiki.results.judge import judge
-from kwiki.results.series import claim_value, stats
+from kwiki.results.series import Caught, caught, caught_text, claim_value, runs_of, stats
+from kwiki.results.states import UNTRACEABLE  # the state and evidence label of a block that does not trace
 from kwiki.results.store import ClaimRow, RecordRow, read_all
 from kwiki.wiki.evidence import AUTHOR_LEVELS, EvidenceLevel
 from kwiki.wiki.model import Claim, MeasuredClaim, PageMeta
@@ -54,7 +55,6 @@ from kwiki.wiki.verdict import OUT_OF_SCOPE, PASSING, RUNS, Verdict
 # ratio of stored figures differs from the stored median by at most about 1.5e-4 of it
 TOLERANCE = 3e-4
 MOVED = frozenset({"faster", "slower"})
-UNTRACEABLE = "untraceable"  # the page state and evidence label of a block that does not trace
 LEGACY = "written before traceability (no run ids); re-run kwiki verify"
 
 
@@ -66,6 +66,7 @@ class ClaimTrace:
     reason: str | None = None  # why not (or, for a legacy claim, that it was written before run ids)
     legacy: bool = False  # traced through a claim row written before run ids
     gpu: str | None = None  # the GPU of the run it traced to (None: nothing to trace, a not-run entry)
+    caught: str | None = None  # a variant it compares was caught in a run of its series (kwiki.results.series)
 
 
 @dataclass
@@ -90,6 +91,10 @@ class PageTrace:
         out += [f"claim {cid}: {t.reason}" for cid, t in sorted(self.claims.items()) if not t.traceable]
         return out
 
+    def caught(self) -> dict[str, str]:
+        """claim id -> where a variant it compares was caught in a run of its series: such a claim is failed."""
+        return {cid: t.caught for cid, t in sorted(self.claims.items()) if t.caught}
+
     def untraceable(self, claim_id: str) -> str | None:
         t = self.claims.get(claim_id)
         return t.reason if t is not None and not t.traceable else None
@@ -104,6 +109,7 @@ class Store:
         self.legacy_rows: dict[tuple[str, str], list[ClaimRow]] = {}
         self.records: dict[tuple[str | None, str, str], list[RecordRow]] = {}
         self.run_records: dict[tuple[str, str], list[RecordRow]] = {}  # (artifact, run): one run, one series
+        self.series_records: dict[tuple[str | None, str], list[RecordRow]] = {}  # (series, artifact): every run
         self.by_page: dict[str, list[ClaimRow]] = {}
         for row in rows:
             if isinstance(row, ClaimRow):
@@ -114,6 +120,7 @@ class Store:
             else:
                 self.records.setdefault((row.series, row.artifact, row.run_id), []).append(row)
                 self.run_records.setdefault((row.artifact, row.run_id), []).append(row)
+                self.series_records.setdefault((row.series, row.artifact), []).append(row)
 
     @classmethod
     def load(cls, root: Path) -> Store:
@@ -210,10 +217,26 @@ def _figure(claim: Claim, mc: MeasuredClaim, row: ClaimRow, store: Store, other:
     if mc.runs is not None:  # judged over its series (kwiki.verify.series.judge_over_runs)
         band = stats(values).band
         now = judge(claim, median, band)
+        c = _caught(claim, mc, row, store, other)
+        if c is not None and mc.verdict == Verdict.failed:
+            return ClaimTrace(True, gpu=row.gpu, caught=caught_text(c))
         if now != mc.verdict and judge(claim, mc.value, mc.spread or band) != mc.verdict:  # rounding aside
             return _no(f"verdict {mc.verdict.value}, but its runs make it {now.value} against the claim as the "
                        f"page states it ({claim.describe()}): the claim was edited after the run")
+        if c is not None:  # a block written before the rule: it traces, and every reader counts it as failed
+            return ClaimTrace(True, gpu=row.gpu, caught=caught_text(c))
     return ClaimTrace(True, gpu=row.gpu)
+
+
+def _caught(claim: Claim, mc: MeasuredClaim, row: ClaimRow, store: Store, other: str | None) -> Caught | None:
+    """Whether a variant the claim compares was caught in a run of its series up to the run that wrote the
+    block (kwiki.results.series.caught): then the block's verdict must be `failed`."""
+    if mc.series is None:
+        return None
+    runs = [run for run in runs_of(store.series_records.get((mc.series, row.artifact), []), mc.series, row.artifact,
+                                   None) if max(r.date for r in run) <= row.date]
+    per = {run[0].run_id: store.run_records.get((other, run[0].run_id), []) for run in runs} if other else None
+    return caught(runs, claim, per)
 
 
 def _legacy(page_id: str, path: str | None, claim_id: str, mc: MeasuredClaim, store: Store) -> ClaimTrace:

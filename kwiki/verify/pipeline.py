@@ -77,7 +77,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return (not any(c.verdict in BLOCKING for c in self.claims)
+        return (not any(c.verdict in BLOCKING and c.below_goal is None for c in self.claims)  # below goal: no failure
                 and all(b.ok for b in self.builds)
                 and not any(f.fail for _, _, f in self.gating.findings)
                 and not any(p.severity == "error" for p in self.problems))

@@ -193,6 +193,7 @@ class ClaimResult:
     range: tuple[float, float] | None = None  # lowest and highest figure over the runs
     drift: float | None = None  # this run's relative move from the median, when outside the band
     run_ids: list[str] = field(default_factory=list)  # the runs whose figures make `median` (this run last)
+    below_goal: float | None = None  # worse, but beats what it compares with: the share it misses its goal by
 
     @property
     def provisional(self) -> bool:
@@ -204,7 +205,7 @@ class ClaimResult:
             "page": self.page, "claim": self.claim, "verdict": self.verdict.value, "value": self.value,
             "unit": self.unit, "spread": self.spread, "detail": self.detail, "artifact": self.artifact,
             "matches_hardware": self.matches_hardware, "claimed": self.claimed, "change": self.change,
-            "figure": self.figure,
+            "figure": self.figure, "below_goal": self.below_goal,
             "gates": [g.model_dump() for g in self.gates], "warnings": [g.model_dump() for g in self.warnings],
             "series": None if self.series is None else {
                 "key": self.series, "runs": self.runs, "median": self.median, "band": self.band,
