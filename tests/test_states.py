@@ -222,3 +222,63 @@ def test_home_query_and_mcp_count_the_same_verified_pages(project, capsys, monke
     assert block(project)["evidence_level"] == "verified"  # the block still says so ...
     assert state_of(project)[0].state == State.drifted
     assert _counts(project, capsys) == (0, 0, 0)  # ... but no reader counts it verified
+
+
+# ---------------------------------------------------------------- boards
+
+
+def test_each_median_says_how_many_boards_it_stands_on_and_how_far_apart(project, capsys, monkeypatch):
+    import functools
+
+    from kwiki.results.store import RecordRow, append_rows
+    from kwiki.verify import series
+
+    verify(capsys, project)
+    store = project / "results" / "host.jsonl"
+    rows = [RecordRow.model_validate(r) for r in map(json.loads, store.read_text().splitlines())
+            if r.get("kind") == "record"]
+    other = []  # another session's run of the same code on another board, whose stream ran 2% slower
+    for r in rows:
+        figures = {k: v * 1.02 for k, v in r.figures.items()} if r.variant == "stream" else r.figures
+        other.append(r.model_copy(update={"run_id": "20200101T000000Z-board-b", "date": "2020-01-01T00:00:00+00:00",
+                                          "gpu_uuid": "GPU-b", "figures": figures}))
+    lines = store.read_text().splitlines()
+    store.write_text("".join(line.replace('"gpu": "host"', '"gpu": "host", "gpu_uuid": "GPU-a"') + "\n"
+                             for line in lines))
+    append_rows(store, other)
+    monkeypatch.setattr(series, "judge_over_runs", functools.partial(series.judge_over_runs, board="GPU-a"))
+    c = claims_of(verify(capsys, project)[1])["stream-time"]
+    assert [(b["board"], b["runs"]) for b in c["series"]["boards"]] == [("GPU-a", 2), ("GPU-b", 1)]
+    m = block(project)["claims"]["stream-time"]
+    assert [b["board"] for b in m["boards"]] == ["GPU-a", "GPU-b"]
+    text = (project / "wiki" / "series.md").read_text()
+    assert "2 boards 2.0% apart" in text  # the claims table
+    lines = store.read_text().splitlines()  # this run's rows, as a run on GPU-a writes them
+    store.write_text("".join((line if "gpu_uuid" in line else line.replace('"gpu": "host"',
+                                                                          '"gpu": "host", "gpu_uuid": "GPU-a"'))
+                             + "\n" for line in lines))
+    assert state_of(project)[1].traceable
+    assert main(["show", "--json", "--root", str(project), "series-page"]) == 0
+    shown = {c["id"]: c for c in json.loads(capsys.readouterr().out)["claims"]}["stream-time"]["measured"]
+    assert shown["board_spread"] == pytest.approx(0.02) and len(shown["boards"]) == 2
+    from kwiki.cli.show import render_text
+
+    assert main(["show", "--json", "--root", str(project), "series-page"]) == 0
+    assert "2 boards 2.0% apart" in render_text(json.loads(capsys.readouterr().out))
+
+
+def test_the_records_one_claim_compares_come_from_one_board():
+    from kwiki.results.series import claim_value
+    from kwiki.results.store import RecordRow
+    from kwiki.wiki.model import Claim
+
+    claim = Claim.model_validate({"id": "c", "statement": "s", "metric": "ratio", "unit": "x", "at_least": 1.0,
+                                  "measure": {"artifact": "a", "of": {"variant": "ours", "figure": "time_us"},
+                                              "per": {"variant": "base", "figure": "time_us"}}})
+
+    def row(variant: str, board: str) -> RecordRow:
+        return RecordRow(run_id="r", date="2026-12-01", gpu="NVIDIA H200", gpu_uuid=board, artifact="a",
+                         target="sm_90a", variant=variant, figures={"time_us": 2.0}, passed=True)
+
+    assert claim_value([row("ours", "GPU-a"), row("base", "GPU-a")], claim) == 1.0
+    assert claim_value([row("ours", "GPU-a"), row("base", "GPU-b")], claim) is None

@@ -89,6 +89,17 @@ def runs_of(rows: Iterable[RecordRow], key: str, artifact: str, exclude: str | N
     return [by_run[run_id] for run_id in sorted(by_run, key=lambda rid: (max(r.date for r in by_run[rid]), order[rid]))]
 
 
+def row_board(rows: list[RecordRow], sel: Selector) -> str | None:
+    """The board (NVML's GPU UUID) the record `sel` names ran on in one run (None: not known or not measured)."""
+    found = [r for r in rows if matches(r, sel)]
+    return found[0].gpu_uuid if len(found) == 1 else None
+
+
+def run_board(rows: list[RecordRow], claim: Claim) -> str | None:
+    """The board a claim's figure was measured on in one run: its `of` record's."""
+    return row_board(rows, claim.measure.of) if claim.measure is not None else None
+
+
 def row_figure(rows: list[RecordRow], sel: Selector) -> float | None:
     found = [r for r in rows if matches(r, sel)]
     if len(found) != 1 or not found[0].passed or found[0].gates:
@@ -108,7 +119,11 @@ def claim_value(rows: list[RecordRow], claim: Claim, per_rows: list[RecordRow] |
     other = m.per.artifact not in (None, m.artifact)
     if other and per_rows is None:
         return None  # that run did not measure the other artifact (in its current series)
-    per = row_figure(per_rows if other and per_rows is not None else rows, m.per)
+    denominator_rows = per_rows if other and per_rows is not None else rows
+    per = row_figure(denominator_rows, m.per)
+    a, b = row_board(rows, m.of), row_board(denominator_rows, m.per)
+    if a is not None and b is not None and a != b:
+        return None  # the records one claim compares come from one board in one run
     return value / per if per else None
 
 
@@ -119,6 +134,20 @@ def run_counts(rows: list[RecordRow]) -> dict[tuple[str, str], int]:
         if row.series:
             seen.setdefault((row.series, row.artifact), set()).add(row.run_id)
     return {k: len(v) for k, v in seen.items()}
+
+
+# ---------------------------------------------------------------- boards
+
+
+def boards_of(values: list[tuple[str | None, float]]) -> list[tuple[str, int, float]]:
+    """(board, value) per run -> (board, runs, median) of each board behind them, by board ('unknown' where a run
+    named none). MeasuredClaim.board_spread says how far apart their medians are."""
+    if all(board is None for board, _ in values):
+        return []  # no run named its board (a host-only run): nothing to say
+    by: dict[str, list[float]] = {}
+    for board, value in values:
+        by.setdefault(board or "unknown", []).append(value)
+    return [(b, len(v), statistics.median(v)) for b, v in sorted(by.items())]
 
 
 # ---------------------------------------------------------------- caught once, caught for the series

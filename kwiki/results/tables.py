@@ -67,13 +67,24 @@ def _plain_verdict(claim: Claim, mc: MeasuredClaim | None) -> str:
 
 
 def runs_text(mc: MeasuredClaim | None) -> str:
-    """'3 runs, 4.381–4.452' or '1 of 3 runs: provisional': what a figure stands on ('—' before series)."""
+    """'3 runs, 4.381–4.452, 2 boards 1.2% apart' or '1 of 3 runs, 1 board: provisional': what a figure stands on
+    ('—' before series)."""
     if mc is None or mc.runs is None:
         return NONE
     spread = f", {fmt(mc.range[0])}–{fmt(mc.range[1])}" if mc.range and mc.runs > 1 else ""
+    spread += boards_text(mc)
     if mc.runs < RUNS:
         return f"{mc.runs} of {RUNS} runs{spread}: provisional"
     return f"{mc.runs} runs{spread}"
+
+
+def boards_text(mc: MeasuredClaim) -> str:
+    """', 1 board' or ', 2 boards 1.2% apart': the boards behind a median ('' where the block names none)."""
+    if not mc.boards:
+        return ""
+    n = len(mc.boards)
+    apart = mc.board_spread
+    return f", {n} board{'s' if n != 1 else ''}" + (f" {apart:.1%} apart" if apart is not None else "")
 
 
 def measured_text(mc: MeasuredClaim, unit: str, claim: Claim | None = None) -> str:

@@ -44,7 +44,7 @@ from pathlib import Path, PurePosixPath
 
 from kwiki.core.errors import Problem
 from kwiki.results.judge import judge
-from kwiki.results.series import Caught, caught, caught_text, claim_value, runs_of, stats
+from kwiki.results.series import Caught, boards_of, caught, caught_text, claim_value, run_board, runs_of, stats
 from kwiki.results.states import UNTRACEABLE  # the state and evidence label of a block that does not trace
 from kwiki.results.store import ClaimRow, RecordRow, read_all
 from kwiki.wiki.evidence import AUTHOR_LEVELS, EvidenceLevel
@@ -198,7 +198,7 @@ def _figure(claim: Claim, mc: MeasuredClaim, row: ClaimRow, store: Store, other:
     verdict, judged again from them against the claim as the page states it now (the claim lies outside
     the sealed block: a figure raised after the run would otherwise keep the run's verdict)."""
     assert mc.value is not None
-    values = []
+    values, boards = [], []
     for run_id in mc.run_ids or []:
         rows = store.records.get((mc.series, row.artifact, run_id), [])
         per_rows = store.run_records.get((other, run_id)) if other else None  # the same run's other artifact
@@ -206,6 +206,11 @@ def _figure(claim: Claim, mc: MeasuredClaim, row: ClaimRow, store: Store, other:
         if value is None:
             return _no(f"run {run_id} holds no figure of this claim in series {mc.series or 'none'} in results/")
         values.append(value)
+        boards.append((run_board(rows, claim), value))
+    if mc.boards is not None:
+        have = [(b.board, b.runs) for b in mc.boards]
+        if have != [(b, n) for b, n, _ in boards_of(boards)]:
+            return _no(f"boards {have}, but its runs in results/ ran on {[(b, n) for b, n, _ in boards_of(boards)]}")
     if mc.runs is not None and mc.runs != len(values):
         return _no(f"stands on {mc.runs} runs, but names {len(values)} run ids")
     median = statistics.median(values)

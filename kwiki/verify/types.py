@@ -193,6 +193,7 @@ class ClaimResult:
     range: tuple[float, float] | None = None  # lowest and highest figure over the runs
     drift: float | None = None  # this run's relative move from the median, when outside the band
     run_ids: list[str] = field(default_factory=list)  # the runs whose figures make `median` (this run last)
+    boards: list[tuple[str, int, float]] = field(default_factory=list)  # (board, runs, median) behind `median`
     below_goal: float | None = None  # worse, but beats what it compares with: the share it misses its goal by
 
     @property
@@ -210,7 +211,8 @@ class ClaimResult:
             "series": None if self.series is None else {
                 "key": self.series, "runs": self.runs, "median": self.median, "band": self.band,
                 "range": list(self.range) if self.range else None, "drift": self.drift,
-                "provisional": self.provisional, "run_ids": list(self.run_ids)},
+                "provisional": self.provisional, "run_ids": list(self.run_ids),
+                "boards": [{"board": b, "runs": n, "median": m} for b, n, m in self.boards]},
         }
 
 
