@@ -22,7 +22,9 @@ RECORD_VERSION = 1
 # Bump it when the measurement itself changes, in the same change that lands the new protocol;
 # never for a refactor, a new artifact, variant or shape (the artifact's own hash and the record's
 # params keep those apart), nor for a change of one artifact's sources (its hash already moves).
-PROTOCOL_VERSION = 2  # 2: the shared runner (per-sample poison and re-checks, CUPTI busy time, NVML windows)
+# 2: the shared runner (per-sample poison and re-checks, CUPTI busy time, NVML windows). 3: re-checks over the whole
+# window, what the timer saw (`unseen`), one process on the GPU, fresh inputs, sustained blocks, the effective clock.
+PROTOCOL_VERSION = 3
 
 
 class Timing(Strict):
@@ -74,6 +76,10 @@ class Clocks(Strict):
                                                                        "power brake)")
     energy_j: float | None = Field(default=None, ge=0, description="NVML's board power times the samples' windows, J")
     window_s: float | None = Field(default=None, ge=0, description="the samples' windows the counters cover, summed")
+    sm_mhz_effective: float | None = Field(
+        default=None, gt=0, description="the clock the SMs ran the kernel at (protocol 3): cycles counted by the "
+                                        "kernel (clock64) over %globaltimer, or the profiler's cycle counters")
+    sm_mhz_effective_by: Literal["clock64", "profiler"] | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> Clocks:
@@ -86,6 +92,47 @@ class Clocks(Strict):
     def sm_mhz(self) -> float | None:
         """The record's SM clock: the median over its samples, else the last reading."""
         return self.sm_mhz_median if self.sm_mhz_median is not None else self.sm_mhz_after
+
+
+class Timer(Strict):
+    """What the timer saw beside the busy time (protocol 3): the bracket the launch stream's CUDA events (or the
+    Python harness's) put around each sample, the span of its GPU work, how many kernels ran, and this process's
+    own cost of a bracket: the `unseen` gate (kwiki.verify.gates) holds the bracket to the busy time plus them."""
+
+    event_median_us: float = Field(ge=0, description="median bracket time: event pair around the launch (host "
+                                                     "enqueue included)")
+    span_median_us: float | None = Field(default=None, ge=0, description="median first start to last end of the "
+                                                                         "sample's GPU work")
+    kernels: float = Field(ge=0, description="median number of kernels per sample (copies and fills not counted)")
+    fixed_us: float = Field(ge=0, description="this process's bracket minus busy time for one trivial launch "
+                                              "(median of 21)")
+    per_launch_us: float = Field(ge=0, description="this process's extra bracket time per further kernel")
+    contexts: Literal["listed", "own-not-listed", "unavailable"] | None = Field(
+        default=None, description="whether NVML could list the processes holding a context on the GPU during "
+                                  "timing (listed: only the artifact's own was there)")
+
+
+class Sustained(Strict):
+    """The sustained figure (protocol 3): blocks of back-to-back launches of the compared cases in alternation
+    after the clock and power settled; median_us is one launch's share of a block's busy time."""
+
+    median_us: float = Field(gt=0)
+    q1_us: float = Field(gt=0)
+    q3_us: float = Field(gt=0)
+    min_us: float = Field(gt=0)
+    samples: int = Field(ge=1, description="blocks (one per round)")
+    launches: int = Field(ge=1, description="launches per block (median)")
+    duty: float = Field(ge=0, le=1.05, description="busy time over wall time across the blocks")
+    sm_mhz: float | None = Field(default=None, gt=0, description="NVML's SM clock during the blocks (median)")
+    power_w: float | None = Field(default=None, ge=0, description="NVML's board power during the blocks (median)")
+    settle_s: float = Field(ge=0, description="back-to-back time before the first block")
+    settled: bool = Field(description="whether clock and power settled within the settle limit")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Sustained:
+        if not (self.min_us <= self.q1_us <= self.median_us <= self.q3_us):
+            raise ValueError("sustained must satisfy min <= q1 <= median <= q3")
+        return self
 
 
 class Roof(Strict):
@@ -145,6 +192,8 @@ class Record(Strict):
     check: Check
     clocks: Clocks = Field(default_factory=Clocks)
     extra: dict[str, Scalar] = Field(default_factory=dict)
+    timer: Timer | None = None
+    sustained: Sustained | None = None
     kernels: list[str] | None = Field(
         default=None, description="the kernels CUPTI saw run inside the timed samples (demangled C++ names; an "
                                   "extern \"C\" name as is); absent: not seen (timed without CUPTI, or not timed). "
@@ -160,6 +209,8 @@ class Record(Strict):
         if have and len(have) < len(ROOF_KEYS):
             raise ValueError(f"a roof needs every one of {', '.join(ROOF_KEYS)}; missing "
                              f"{', '.join(k for k in ROOF_KEYS if k not in self.extra)}")
+        if (self.timer is not None or self.sustained is not None) and self.timing is None:
+            raise ValueError("timer and sustained go with a timing")
         if have and self.timing is not None:
             raise ValueError("a roof record carries no timing of its own (its time is bytes / BW)")
         if have:
@@ -183,10 +234,24 @@ class Record(Strict):
             "kernels": kernels.split(",") if isinstance(kernels, str) and kernels else []})
 
     def figures(self) -> dict[str, float]:
-        """Every figure a claim can select: timing, derived bandwidth and throughput, extras. A roof record
-        (no timing of its own) has the roof's: time_us = bytes / BW, gb_per_s = BW."""
-        out: dict[str, float] = {k: float(v) for k, v in self.extra.items()
-                                 if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        """Every figure a claim can select: timing, derived bandwidth and throughput, extras, what the timer saw
+        (span_us, event_us, kernels), the effective clock, and the sustained regime's figures prefixed
+        `sustained_` (kwiki.wiki.model.Selector.key). A roof record (no timing of its own) has the roof's:
+        time_us = bytes / BW, gb_per_s = BW."""
+        out = {k: float(v) for k, v in self.extra.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if self.timer is not None:
+            out["event_us"] = self.timer.event_median_us
+            out["kernels"] = self.timer.kernels
+            if self.timer.span_median_us is not None:
+                out["span_us"] = self.timer.span_median_us
+        if self.clocks.sm_mhz_effective is not None:
+            out["sm_mhz_effective"] = self.clocks.sm_mhz_effective
+        if self.sustained is not None:
+            sus = self.sustained
+            out.update({f"sustained_{k}": v for k, v in self._rates(sus.median_us).items()})
+            out["sustained_duty"] = sus.duty
+            if sus.sm_mhz is not None:
+                out["sustained_sm_mhz"] = sus.sm_mhz
         roof = self.roof if self.timing is None else None
         if self.timing is not None:
             t = self.timing.median_us
@@ -194,16 +259,20 @@ class Record(Strict):
             t = self.bytes / roof.gb_per_s / 1e3
         else:
             return out
-        out["time_us"] = t
-        out["time_ms"] = t / 1e3
+        out.update(self._rates(t))
+        if self.clocks.sm_mhz is not None:
+            out["sm_mhz"] = self.clocks.sm_mhz
+        return out
+
+    def _rates(self, t: float) -> dict[str, float]:
+        """time_us and what follows from it with the record's bytes and FLOPs."""
+        out = {"time_us": t, "time_ms": t / 1e3}
         if self.bytes:
             out["gb_per_s"] = self.bytes / t / 1e3
             out["tb_per_s"] = self.bytes / t / 1e6
         if self.flops:
             out["tflop_per_s"] = self.flops / t / 1e6
             out["gflop_per_s"] = self.flops / t / 1e3
-        if self.clocks.sm_mhz is not None:
-            out["sm_mhz"] = self.clocks.sm_mhz
         return out
 
 

@@ -104,7 +104,7 @@ def row_figure(rows: list[RecordRow], sel: Selector) -> float | None:
     found = [r for r in rows if matches(r, sel)]
     if len(found) != 1 or not found[0].passed or found[0].gates:
         return None  # not measured then, failed its check, or refused by a gate: no value of the series
-    return found[0].figures.get(sel.figure)
+    return found[0].figures.get(sel.key)
 
 
 def claim_value(rows: list[RecordRow], claim: Claim, per_rows: list[RecordRow] | None = None) -> float | None:

@@ -45,11 +45,11 @@ def _figure(outcomes: list[RunOutcome], sel: Selector) -> tuple[float, float | N
     if not record.check.passed:
         raise _Missing(Verdict.failed, f"variant {sel.variant!r} failed its correctness check")
     figures = record.figures()
-    if sel.figure not in figures:
-        raise _Missing(Verdict.error, f"record of {sel.variant!r} has no figure {sel.figure!r} "
+    if sel.key not in figures:
+        raise _Missing(Verdict.error, f"record of {sel.variant!r} has no figure {sel.key!r} "
                                       f"(has: {', '.join(sorted(figures))})")
     spread = record.timing.spread if record.timing else None
-    return figures[sel.figure], spread, record
+    return figures[sel.key], spread, record
 
 
 def evaluate_claim(page: Page, claim: Claim, plan: Plan, builds: dict[tuple[str, str], BuildResult],
@@ -150,7 +150,7 @@ def _gate(res: ClaimResult, records: list[Record], gating: Gating) -> None:
 def _describe(sel: Selector) -> str:
     params = ",".join(f"{k}={v}" for k, v in sorted(sel.params.items()))
     where = f"{sel.artifact}:" if sel.artifact else ""
-    return f"{where}{sel.variant}" + (f"[{params}]" if params else "") + f".{sel.figure}"
+    return f"{where}{sel.variant}" + (f"[{params}]" if params else "") + f".{sel.key}"
 
 
 def _judge_outcome(res: ClaimResult, claim: Claim, runs: list[RunOutcome]) -> ClaimResult:

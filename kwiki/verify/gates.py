@@ -33,6 +33,12 @@ identity  a record whose timed samples ran a kernel its variant's `kernels:` glo
           that ran in any of its timed samples (kernel names from CUPTI, kwiki_cupti.cuh; matching:
           kwiki.verify.kernels). Not checked, and said in the notes, where a record carries no
           kernel list (timed without CUPTI) or the manifest names no kernels for the variant.
+unseen    a record whose bracket (the CUDA event pair around each sample, host enqueue included) exceeds its
+          busy time (CUPTI: the GPU work of this process) by more than this process's own cost of a bracket:
+          UNSEEN_FIXED x the fixed cost of one trivial launch + UNSEEN_PER_LAUNCH x the cost per further
+          kernel x the kernels CUPTI saw + UNSEEN_FLOOR_US + UNSEEN_SHARE x the busy time (protocol 3's
+          `timer`). Work the timer cannot see (another process on the same buffers, host work into mapped
+          memory) makes a sample wait without being busy. Records without `timer` (protocol 2) pass.
 profile, sanitize  added by `kwiki verify --profile` / `--sanitize` (kwiki.verify.profile,
           kwiki.verify.compute_sanitizer): declared bytes or FLOPs above the profiled ones, sanitizer errors.
 """
@@ -54,6 +60,8 @@ PHYSICAL = "physical"
 CLOCKS = "clocks"
 ROOF = "roof"
 IDENTITY = "identity"
+UNSEEN = "unseen"
+UNSEEN_FIXED, UNSEEN_PER_LAUNCH, UNSEEN_FLOOR_US, UNSEEN_SHARE = 2.0, 2.0, 5.0, 0.10
 SLOWDOWN_LIMIT = 0.05  # of a record's sampling window: a moment's slowdown is noise, a twentieth is a throttled card
 PHYSICAL_MARGIN = 0.03  # fixed: physical peaks have no noise, only the datasheet's rounding
 ROOF_NOISE_FLOOR = 0.01  # a record this far above the measured roof (or the runs' spreads) warns
@@ -105,6 +113,32 @@ def clocks(record: Record) -> Finding | None:
                           f"(more than {SLOWDOWN_LIMIT:.0%}): the card was throttled")
 
 
+def unseen_allowance_us(record: Record) -> float | None:
+    """How much longer than its busy time a record's bracket may be (None: no `timer`, not gated)."""
+    t, busy = record.timer, record.timing
+    if t is None or busy is None:
+        return None
+    return (UNSEEN_FIXED * t.fixed_us + UNSEEN_PER_LAUNCH * t.per_launch_us * t.kernels + UNSEEN_FLOOR_US
+            + UNSEEN_SHARE * busy.median_us)
+
+
+def unseen(record: Record) -> Finding | None:
+    """Fails a record whose bracket exceeds its busy time by more than unseen_allowance_us: its samples waited
+    for work the timer did not see."""
+    allowed = unseen_allowance_us(record)
+    if allowed is None:
+        return None
+    assert record.timer is not None and record.timing is not None
+    t, busy = record.timer, record.timing.median_us
+    gap = t.event_median_us - busy
+    if gap <= allowed:
+        return None
+    return Finding(UNSEEN, f"its bracket ({fmt(t.event_median_us)} us, events) exceeds its busy time "
+                           f"({fmt(busy)} us, CUPTI) by {fmt(gap)} us, more than this process's allowance of "
+                           f"{fmt(allowed)} us ({fmt(t.fixed_us)} us fixed, {fmt(t.per_launch_us)} us per launch, "
+                           f"{fmt(t.kernels)} kernels): the samples waited on work the timer does not see")
+
+
 def roof(record: Record, ceiling: Record, ceiling_name: str) -> Finding | None:
     """Warns when `record` moves bytes faster than the measured roof beyond noise: the read roof `ceiling`
     carries (fitted over a size sweep in the same run), else `ceiling`'s own bandwidth (same params)."""
@@ -153,9 +187,9 @@ def check(plan: Plan, outcomes: dict[str, list[RunOutcome]]) -> Gating:
                 assert gpu is not None
                 for finding in physical(r, gpu):
                     gating.add(planned.name, r, finding)
-                slowed = clocks(r)
-                if slowed is not None:
-                    gating.add(planned.name, r, slowed)
+                for finding_or_none in (clocks(r), unseen(r)):
+                    if finding_or_none is not None:
+                        gating.add(planned.name, r, finding_or_none)
                 ungated |= _ungated(r, gpu)
         _roofs(gating, planned, records)
         if on_gpu:

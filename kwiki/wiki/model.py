@@ -130,6 +130,9 @@ FIGURE_UNITS: dict[str, str] = {
     "registers": "registers",
     "spill_bytes": "bytes",
     "sm_mhz": "MHz",
+    "sm_mhz_effective": "MHz",
+    "span_us": "us",
+    "event_us": "us",
 }
 RATIO_UNITS = frozenset({"x", "ratio", "fraction"})
 
@@ -140,9 +143,18 @@ class Selector(Strict):
     variant: NonEmpty
     params: dict[str, Scalar] = Field(default_factory=dict)
     figure: str = "time_us"
+    regime: Literal["burst", "sustained"] = Field(
+        default="burst", description="burst: the protocol's duty-cycled samples (poison, flush, sync between "
+                                     "launches); sustained: blocks of back-to-back launches after clock and power "
+                                     "settled (protocol 3)")
     artifact: NonEmpty | None = Field(
         default=None, description="a key of the page's `artifacts` whose run of the same verify holds this figure "
                                   "(default: the measure's artifact), so a claim compares two artifacts")
+
+    @property
+    def key(self) -> str:
+        """The name of the selected figure among a record's figures (kwiki.results.record.Record.figures)."""
+        return self.figure if self.regime == "burst" else f"sustained_{self.figure}"
 
 
 class Measure(Strict):
