@@ -41,6 +41,7 @@ class Standing:
     improved: list[str] = field(default_factory=list)  # claim ids whose figure moved beyond its band the good way
     below_goal: dict[str, float] = field(default_factory=dict)  # claim id -> the share it misses its goal by
     caught: dict[str, str] = field(default_factory=dict)  # claim id -> where a variant it compares was caught
+    unaudited: list[str] = field(default_factory=list)  # why it is measured, not verified: records without audit
     headline: tuple[str, MeasuredClaim] | None = None  # the first claim with a measured value
     runs: int | None = None  # the fewest runs any measured claim stands on (None: written before series)
     untraceable: list[str] = field(default_factory=list)  # why the block does not trace, one line each
@@ -65,6 +66,9 @@ class Standing:
             extra += f", {len(self.moved)} drifted"
         if self.state == State.provisional and self.runs is not None:
             extra += f" ({self.runs} of {RUNS} runs)"
+        if self.unaudited and self.state == State.measured:
+            extra += (f"; not verified: {len(self.unaudited)} record{'s' if len(self.unaudited) != 1 else ''} "
+                      f"without a passing profile audit ({self.unaudited[0]})")
         return f"{self.state.label} {where}, {(self.date or '')[:10]}: {counts}{extra}"
 
 
@@ -106,6 +110,7 @@ def standing(meta: PageMeta, history: list[ClaimRow] | None = None, trace: PageT
         out.state, out.untraceable, out.verified_on = State.untraceable, trace.reasons(), None
         return out
     _count(out, meta, counted, history, trace)
+    out.unaudited = list(trace.unaudited) if trace is not None else []
     if out.failing or (out.judged and not out.passing and not out.below_goal):
         out.state = State.not_reproduced
     elif out.moved:
@@ -114,7 +119,7 @@ def standing(meta: PageMeta, history: list[ClaimRow] | None = None, trace: PageT
         out.state = State.below_goal
     elif out.runs is not None and out.runs < RUNS:
         out.state = State.provisional
-    elif m.evidence_level.value == "verified":
+    elif m.evidence_level.value == "verified" and not out.unaudited:
         out.state = State.verified
     else:
         out.state = State.measured

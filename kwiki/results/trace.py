@@ -43,11 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from kwiki.core.errors import Problem
-from kwiki.results.judge import judge
+from kwiki.results.audits import Audits, audit_key, declares_work
+from kwiki.results.judge import judge, matches
 from kwiki.results.series import Caught, boards_of, caught, caught_text, claim_value, run_board, runs_of, stats
 from kwiki.results.states import UNTRACEABLE  # the state and evidence label of a block that does not trace
 from kwiki.results.store import ClaimRow, RecordRow, read_all
 from kwiki.wiki.evidence import AUTHOR_LEVELS, EvidenceLevel
+from kwiki.wiki.manifest import HOST
 from kwiki.wiki.model import Claim, MeasuredClaim, PageMeta
 from kwiki.wiki.verdict import OUT_OF_SCOPE, PASSING, RUNS, Verdict
 
@@ -75,6 +77,7 @@ class PageTrace:
 
     claims: dict[str, ClaimTrace] = field(default_factory=dict)
     block: str | None = None  # why the block as a whole does not trace
+    unaudited: list[str] = field(default_factory=list)  # records its claims compare without a passing audit
 
     @property
     def traceable(self) -> bool:
@@ -104,7 +107,8 @@ class Store:
     """The results store's rows, indexed for tracing: claim rows by (page, claim, run), record rows by
     (series, artifact, run), the claim rows written before series by (page, claim), and by page."""
 
-    def __init__(self, rows: list[RecordRow | ClaimRow]):
+    def __init__(self, rows: list[RecordRow | ClaimRow], audits: Audits | None = None):
+        self.audits = audits if audits is not None else Audits()  # none given: nothing counts as audited
         self.claim_rows: dict[tuple[str, str, str], ClaimRow] = {}
         self.legacy_rows: dict[tuple[str, str], list[ClaimRow]] = {}
         self.records: dict[tuple[str | None, str, str], list[RecordRow]] = {}
@@ -124,7 +128,7 @@ class Store:
 
     @classmethod
     def load(cls, root: Path) -> Store:
-        return cls(read_all(root))
+        return cls(read_all(root), Audits.load(root))
 
     def history(self, page_id: str, path: str | None = None) -> list[ClaimRow]:
         """The claim rows of a page (by its id, and by its path in older rows)."""
@@ -269,6 +273,7 @@ def trace(meta: PageMeta, store: Store, path: str | None = None) -> PageTrace | 
     if m is None:
         return None
     out = PageTrace({cid: trace_claim(meta, cid, mc, store, path) for cid, mc in sorted(m.claims.items())})
+    out.unaudited = _unaudited(meta, store)
     measured = m.evidence_level.rank >= EvidenceLevel.measured.rank
     if not meta.artifacts and (measured or m.verified_on or not all(map(asserts_nothing, m.claims.values()))):
         out.block = "the page names no artifact, so no kwiki run can have measured it"
@@ -282,6 +287,35 @@ def trace(meta: PageMeta, store: Store, path: str | None = None) -> PageTrace | 
         why = _not_verified(meta, out)
         if why:
             out.block = f"evidence_level verified does not follow from its claims: {why}"
+    return out
+
+
+def _unaudited(meta: PageMeta, store: Store) -> list[str]:
+    """Why the records the page's passing claims compare (in the run that wrote each) are not all audited: one
+    line per record that declares work and has no passing profile audit of its code (kwiki.results.audits)."""
+    assert meta.measurements is not None
+    out: list[str] = []
+    claims = {c.id: c for c in meta.claims}
+    for cid, mc in sorted(meta.measurements.claims.items()):
+        claim = claims.get(cid)
+        if claim is None or claim.measure is None or mc.verdict not in PASSING or not mc.run_ids or not mc.series:
+            continue
+        m, last = claim.measure, mc.run_ids[-1]
+        written = store.claim_rows.get((meta.id, cid, last))
+        if written is None:
+            continue  # does not trace: said by the trace
+        for sel in filter(None, [m.of, m.per]):
+            other = sel.artifact not in (None, m.artifact)
+            name = _other_artifact(meta, claim) if other else None
+            rows = (store.run_records.get((name, last), []) if other and name else
+                    store.records.get((mc.series, written.artifact, last), []))
+            for row in rows:
+                if not matches(row, sel) or row.target == HOST or not declares_work(row.figures):
+                    continue
+                why = store.audits.why_not(audit_key(row.series, row.nvcc, row.target), row.artifact, row.variant,
+                                           row.params)
+                if why is not None and why not in out:
+                    out.append(why)
     return out
 
 

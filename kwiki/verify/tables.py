@@ -155,6 +155,9 @@ def details(results: list[ClaimResult]) -> str:
             lines.append(f"{r.page}: {r.claim}: {r.verdict.value}: {r.detail}")
         elif r.detail and r.verdict in PASSING and r.detail.startswith("follows series"):
             lines.append(f"{r.page}: {r.claim}: {r.detail}")
+        if r.unaudited and r.verdict in PASSING:
+            lines.append(f"{r.page}: {r.claim}: measured, not verified: {r.unaudited[0]}"
+                         + (f" (and {len(r.unaudited) - 1} more)" if len(r.unaudited) > 1 else ""))
         if r.drift is not None and r.value is not None:
             word = "improved" if r.change == "faster" else "drifted"
             lines.append(f"{r.page}: {r.claim}: {word}: this run {fmt(r.value)} {r.unit} is {drift_text(r.drift)} "
