@@ -28,6 +28,7 @@ struct BenchOptions {
     std::optional<uint64_t> recheck_seed;  // --recheck-seed: which samples are re-checked (default: drawn at start)
     bool selftest_record = false;          // --protocol-selftest: emit the flush self-test as a record
     std::vector<std::string> sustained;    // --sustained=a,b: these variants also get a sustained figure
+    bool tail = true;                      // the tail check after sampling (off in selection passes)
 };
 
 // ===================================================================================================

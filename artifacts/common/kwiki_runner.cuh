@@ -182,7 +182,7 @@ struct Case {
     // with the reference the (re)check compares against computed on the GPU there too. The record says
     // extra.fresh_inputs = 1.
     std::function<void(cudaStream_t, uint64_t seed)> refill;
-    ClockStamp* clock = nullptr;          // the kernel's clock stamps (kwiki_clock.cuh), when it writes them
+    ClockStamp* clock = nullptr;          // where the kernel stamps its clock (default: kwiki_clock.cuh's stamp)
     int check_runs = 1;                   // poison -> launch -> check repetitions before timing (race variants)
     bool timed = true;                    // false: checked only (its record has no timing)
     bool flush_l2 = true;                 // false: measures L2-resident data (see step 2 above)
@@ -229,6 +229,7 @@ class Runner {
         KWIKI_CHECK(cudaEventCreate(&start_));
         KWIKI_CHECK(cudaEventCreate(&stop_));
         if (check_only_) return;
+        stamp_ = clock_stamp();  // this translation unit's: a kernel that calls kwiki::clock_begin/end writes it
         persistence_ = reset_persistence(true);
         if (opts_.flush_l2) flusher_.emplace();
         start_cupti();
@@ -240,8 +241,8 @@ class Runner {
     ~Runner() {
         if (phases_.cases > 0)  // where the wall time went (stderr: kwiki's overhead accounting, not a figure)
             std::fprintf(stderr, "kwiki: runner wall time: %d cases, check %.2f s, warmup %.2f s, %d samples: "
-                         "prepare %.2f s, window %.2f s, re-check %.2f s\n", phases_.cases, phases_.check,
-                         phases_.warmup, phases_.samples, phases_.prepare, phases_.window, phases_.recheck);
+                         "prepare %.2f s, window %.2f s, re-check %.2f s, tail %.2f s\n", phases_.cases, phases_.check,
+                         phases_.warmup, phases_.samples, phases_.prepare, phases_.window, phases_.recheck, phases_.tail);
         cudaEventDestroy(start_);
         cudaEventDestroy(stop_);
         cudaStreamDestroy(stream_);
@@ -402,6 +403,37 @@ class Runner {
             for (State* s : todo)
                 if (!s->done) sample(*s, checked), left += !s->done;
         }
+        if (checked && opts_.tail)
+            for (State* s : todo) tail(*s);
+    }
+
+    // The tail check (protocol 3): a kernel honest for its first N launches would outwait every re-check of a case
+    // that stops before N. After its samples, a case launches back to back a number of times drawn from
+    // [kTailMin, 2 kTailMin) (at most kTailSeconds of its median; shorter kernels get the full count), then once
+    // more on poisoned outputs, and that launch is compared with the reference: a failure fails the case.
+    static constexpr int kTailMin = 1024;
+    static constexpr double kTailSeconds = 0.1;
+
+    void tail(State& s) {
+        if (!s.check.passed || s.us.empty()) return;
+        Case& c = *s.c;
+        const int want = kTailMin + int(hash64(seed_, 0x7a11000000ull + s.id) % uint64_t(kTailMin));
+        const int n = std::max(1, std::min(want, int(kTailSeconds * 1e6 / std::max(summarize(s.us).median_us, 0.1))));
+        const auto t0 = std::chrono::steady_clock::now();
+        if (c.input_sets > 1) c.use_inputs(0);
+        for (int i = 0; i < n; ++i) c.launch(stream_);
+        KWIKI_CHECK_LAST();
+        c.poison(stream_);
+        KWIKI_CHECK_LAST();
+        c.launch(stream_);
+        KWIKI_CHECK_LAST();
+        KWIKI_CHECK(cudaDeviceSynchronize());
+        CheckResult r = c.recheck ? c.recheck() : c.check();
+        phases_.tail += seconds_since(t0);
+        ++s.rechecked;
+        if (!r.passed)
+            fail_timing(s, "the launch after " + std::to_string(n) + " more back to back differs from the reference: " +
+                               r.detail);
     }
 
     // One timed sample of one case (the protocol's order: persistence, inputs, poison, flush, launch).
@@ -412,7 +444,8 @@ class Runner {
         if (persistence_) reset_persistence(false);
         if (c.input_sets > 1) c.use_inputs(input_set_for(seed_, s.id, n, c.input_sets));
         if (c.refill) c.refill(stream_, hash64(hash64(seed_, 0xf7e5000000ull + s.id), uint64_t(n))), KWIKI_CHECK_LAST();
-        if (c.clock) KWIKI_CHECK(cudaMemsetAsync(c.clock, 0, sizeof(ClockStamp), stream_));
+        ClockStamp* stamp = c.clock ? c.clock : stamp_;
+        if (stamp) KWIKI_CHECK(cudaMemsetAsync(stamp, 0, sizeof(ClockStamp), stream_));
         if (!c.flush_l2) {  // L2-resident measurement: an untimed launch brings in what it reads
             c.launch(stream_);
             KWIKI_CHECK_LAST();
@@ -436,9 +469,9 @@ class Runner {
         s.us.push_back(w.cupti ? w.activity.busy_us() : w.event_us);
         s.event_us.push_back(w.event_us);
         if (w.cupti) s.span_us.push_back(w.activity.span_us()), s.kernel_counts.push_back(double(w.activity.kernel_records));
-        if (c.clock) {
+        if (stamp) {
             ClockStamp st{};
-            KWIKI_CHECK(cudaMemcpy(&st, c.clock, sizeof st, cudaMemcpyDeviceToHost));
+            KWIKI_CHECK(cudaMemcpy(&st, stamp, sizeof st, cudaMemcpyDeviceToHost));
             if (auto mhz = stamp_mhz(st)) s.mhz_effective.push_back(*mhz);
         }
         const auto t2 = std::chrono::steady_clock::now();
@@ -515,7 +548,8 @@ class Runner {
             if (c.input_sets > 1) c.use_inputs(0);
             c.poison(stream_);
             KWIKI_CHECK_LAST();
-            if (c.clock) KWIKI_CHECK(cudaMemsetAsync(c.clock, 0, sizeof(ClockStamp), stream_));
+            ClockStamp* stamp = c.clock ? c.clock : stamp_;
+            if (stamp) KWIKI_CHECK(cudaMemsetAsync(stamp, 0, sizeof(ClockStamp), stream_));
             KWIKI_CHECK(cudaDeviceSynchronize());
             Block b{};
             Window w = timed_window([&](cudaStream_t st) {
@@ -526,9 +560,9 @@ class Runner {
             b.wall_us = w.event_us;
             b.mhz = w.nvml.mhz;
             b.mw = w.nvml.power_mw;
-            if (c.clock) {
+            if (stamp) {
                 ClockStamp st{};
-                KWIKI_CHECK(cudaMemcpy(&st, c.clock, sizeof st, cudaMemcpyDeviceToHost));
+                KWIKI_CHECK(cudaMemcpy(&st, stamp, sizeof st, cudaMemcpyDeviceToHost));
                 b.eff = stamp_mhz(st);
             }
             return b;
@@ -692,8 +726,10 @@ class Runner {
             }
         }
         r.clocks = s.clocks.summary();
-        if (!s.mhz_effective.empty() && r.timing)
+        if (!s.mhz_effective.empty() && r.timing) {
             r.clocks.sm_mhz_effective = summarize(s.mhz_effective).median_us, r.clocks.sm_mhz_effective_by = "clock64";
+            r.extra.emplace_back("sms", sm_count());  // for the per-clock, per-SM rate (record.py's figures)
+        }
         if (c.finish) c.finish(r);
         return r;
     }
@@ -728,19 +764,25 @@ class Runner {
     }
 
     // This process's own cost of a bracket (protocol 3; the `unseen` gate's allowance): the event pair's time less
-    // CUPTI's busy time for one empty launch (fixed_us), and per further launch of a window of 8 (per_launch_us),
-    // medians of 21 windows each. Once per process.
+    // CUPTI's busy time for one launch of a short read (1 MiB, a few us: an empty kernel's bracket is dominated by
+    // costs a real kernel overlaps) (fixed_us), and per further launch of a window of 8 (per_launch_us), medians
+    // of 21 windows each. Once per process.
     void measure_bracket() {
         static Bracket measured;
         static bool done = false;
         if (!done) {
             done = true;
+            void* buf = nullptr;
+            KWIKI_CHECK(cudaMalloc(&buf, (1 << 20) + 16));
+            KWIKI_CHECK(cudaMemset(buf, 0x3C, (1 << 20) + 16));
             auto excess = [&](int launches) {
                 std::vector<double> e;
                 for (int i = 0; i < 21; ++i) {
                     KWIKI_CHECK(cudaDeviceSynchronize());
                     Window w = timed_window([&](cudaStream_t st) {
-                        for (int k = 0; k < launches; ++k) profile_marker<<<1, 32, 0, st>>>();
+                        for (int k = 0; k < launches; ++k)
+                            l2_flush_kernel<uint4><<<32, 256, 0, st>>>(static_cast<const uint4*>(buf), (1 << 20) / 16, 1u,
+                                                                       static_cast<uint32_t*>(buf) + (1 << 18));
                     });
                     e.push_back(std::max(0.0, w.event_us - w.activity.busy_us()));
                 }
@@ -749,6 +791,7 @@ class Runner {
             excess(1);  // warm: the first windows pay for module loading
             measured.fixed_us = excess(1);
             measured.per_launch_us = std::max(0.0, (excess(8) - measured.fixed_us) / 7.0);
+            KWIKI_CHECK(cudaFree(buf));
             std::fprintf(stderr, "kwiki: bracket cost: %.2f us fixed, %.2f us per further launch (events less CUPTI)\n",
                          measured.fixed_us, measured.per_launch_us);
         }
@@ -868,13 +911,14 @@ class Runner {
     bool persistence_ = false;
     bool limit_on_ = true, lines_on_ = true, window_on_ = true;  // the persistence resets the device supports
     cudaStream_t stream_ = nullptr;
+    ClockStamp* stamp_ = nullptr;
     cudaEvent_t start_ = nullptr, stop_ = nullptr;
     std::optional<L2Flusher> flusher_;
     uint64_t seed_ = 0;
     uint64_t next_case_id_ = 0;
     struct Phases {
         int cases = 0, samples = 0;
-        double check = 0, warmup = 0, prepare = 0, window = 0, recheck = 0;
+        double check = 0, warmup = 0, prepare = 0, window = 0, recheck = 0, tail = 0;
     } phases_;
     static double seconds_since(std::chrono::steady_clock::time_point t0) {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -892,6 +936,8 @@ inline BenchOptions selection_options(BenchOptions o) {
     o.max_samples = std::max(1, std::min(o.max_samples, 50));
     o.target_rse = std::max(o.target_rse, 0.01);
     o.selftest_record = false;
+    o.tail = false;       // the winner is timed again in the measured run, tail check included
+    o.sustained.clear();
     return o;
 }
 
