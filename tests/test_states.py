@@ -175,6 +175,13 @@ def test_below_goal_does_not_fail_kwiki_verify(project, capsys):
     assert code == 0 and report["ok"] is True
     assert state_of(project)[0].state == State.below_goal
     assert "below goal by 20.0%" in page_md.read_text()
+    assert main(["query", "--text", "series", "--json", "--root", str(project)]) == 0
+    hit = json.loads(capsys.readouterr().out)["results"][0]
+    assert hit["state"] == "below-goal"
+    brief = {c["id"]: c for c in hit["claims"]}
+    assert brief["stream-vs-baseline"]["state"] == "below goal by 20.0%"
+    assert main(["show", "--root", str(project), "series-page"]) == 0
+    assert "below goal by 20.0%" in capsys.readouterr().out
 
 
 def test_an_improvement_is_never_an_alarm():

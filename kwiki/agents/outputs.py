@@ -134,6 +134,9 @@ class BriefClaim(_Out):
     unit: str | None = None
     verdict: str | None = Field(default=None, description="absent if never measured")
     provisional: bool = Field(default=False, description="fewer runs than a verdict needs (3)")
+    state: str | None = Field(default=None, description="the claim's state in words where it is not its verdict: "
+                                                        "'below goal by 4.3%' (not a failure), 'reproduced, "
+                                                        "improved', 'failed (caught in its series)'")
     evidence: str = Field(default="goal", description="'spec' or 'source-reported' for a cited figure")
 
 
