@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +121,8 @@ class AuditStage:
     notes: list[str] = field(default_factory=list)
     written: int = 0
     artifacts: list[dict[str, Any]] = field(default_factory=list)
+    profiles: list[Any] = field(default_factory=list)  # kwiki.verify.profile.ArtifactProfile, for the gate
+    names: dict[str, str] = field(default_factory=dict)  # artifact path -> name, for attaching their figures
 
     def as_json(self) -> dict[str, Any]:
         return {"seconds": round(self.seconds, 3), "notes": self.notes, "written": self.written,
@@ -145,8 +147,9 @@ def run_missing(plan: Plan, builds: list[BuildResult], outcomes: Mapping[str, li
         key = key_of(planned, series, nvcc)
         lacking = [r for o in outs for r in o.records if r.check.passed and (r.bytes or r.flops)
                    and audits.why_not(key, planned.name, r.variant, r.params) is not None]
-        if lacking and key is not None:
-            todo.append((path, planned, key))
+        if lacking and key is not None:  # only the variants that lack one: the audit costs what is missing
+            wanted = {r.variant for r in lacking}
+            todo.append((path, replace(planned, run_variants=[v for v in planned.run_variants if v in wanted]), key))
     if not todo:
         return stage
     ncu = ncu or find_ncu()
@@ -169,6 +172,8 @@ def run_missing(plan: Plan, builds: list[BuildResult], outcomes: Mapping[str, li
         mine = profiler.audit_rows(p, series=series[path], key=key, nvcc=nvcc,
                                    target=planned.run_target or "", gpu=plan.gpu.name, date=date)
         rows += mine
+        stage.profiles.append(p)
+        stage.names[path] = planned.name
         stage.artifacts.append({"artifact": planned.name, "seconds": round(p.seconds, 3), "cached": p.cached,
                                 "error": p.error or p.skipped, "audited": len(mine),
                                 "failed": sum(not r.passed for r in mine)})

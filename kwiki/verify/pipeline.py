@@ -177,6 +177,11 @@ def measure(root: Path, options: Options, progress: Callable[[str], None],
     # figures of earlier --profile runs of these binaries (no ncu)
     profiled = profiler.cached_stage(prep.plan, built.builds, outcomes, root, options.profile_tolerance) \
         if outcomes else None
+    if audited is not None and audited.profiles:  # the audits just run: their counters and their gate
+        profiler.attach(audited.profiles, outcomes, audited.names)
+        profiled = profiled or profiler.ProfileStage(tolerance=options.profile_tolerance)
+        have = {p.artifact for p in profiled.profiles}
+        profiled.profiles += [p for p in audited.profiles if p.artifact not in have]
     report = _gate(prep, built, outcomes, profiled=profiled)
     if executor is not None:
         report.clocks_after = {}  # this machine's NVML would describe another GPU than the runs'
