@@ -50,7 +50,7 @@ from kwiki.results.states import UNTRACEABLE  # the state and evidence label of 
 from kwiki.results.store import ClaimRow, RecordRow, read_all
 from kwiki.wiki.evidence import AUTHOR_LEVELS, EvidenceLevel
 from kwiki.wiki.manifest import HOST
-from kwiki.wiki.model import Claim, MeasuredClaim, PageMeta
+from kwiki.wiki.model import Claim, MeasuredClaim, Metric, PageMeta
 from kwiki.wiki.verdict import OUT_OF_SCOPE, PASSING, RUNS, Verdict
 
 # relative: figures are stored to 5 significant digits (kwiki.core.numbers.round_sig), so the median or
@@ -298,7 +298,8 @@ def _unaudited(meta: PageMeta, store: Store) -> list[str]:
     claims = {c.id: c for c in meta.claims}
     for cid, mc in sorted(meta.measurements.claims.items()):
         claim = claims.get(cid)
-        if claim is None or claim.measure is None or mc.verdict not in PASSING or not mc.run_ids or not mc.series:
+        if (claim is None or claim.measure is None or claim.metric == Metric.outcome or mc.verdict not in PASSING
+                or not mc.run_ids or not mc.series):
             continue
         m, last = claim.measure, mc.run_ids[-1]
         written = store.claim_rows.get((meta.id, cid, last))

@@ -20,7 +20,7 @@ from kwiki.results.judge import matches
 from kwiki.results.store import RecordRow
 from kwiki.verify.types import BuildResult, ClaimResult, Plan, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import HOST
-from kwiki.wiki.model import Selector
+from kwiki.wiki.model import Metric, Selector
 from kwiki.wiki.pages import Page
 from kwiki.wiki.verdict import MEASURED
 
@@ -38,8 +38,8 @@ def compared(plan: Plan, page: Page, claim_id: str) -> list[tuple[PlannedArtifac
     """(artifact, selector) of each figure a claim compares."""
     assert page.meta is not None
     claim = next((c for c in page.meta.claims if c.id == claim_id), None)
-    if claim is None or claim.measure is None:
-        return []
+    if claim is None or claim.measure is None or claim.metric == Metric.outcome:
+        return []  # an outcome claim uses no figure: nothing it compares needs an audit
     m = claim.measure
     out = []
     for sel in filter(None, [m.of, m.per]):
@@ -78,8 +78,8 @@ def mark(plan: Plan, claims: list[ClaimResult], outcomes: Mapping[str, list[RunO
             if not auditable(planned):
                 continue
             for r in (r for o in outcomes.get(planned.path, []) for r in o.records if matches(r, sel)):
-                if r.bytes is None and r.flops is None:
-                    continue  # declares no work: nothing to audit
+                if (r.bytes is None and r.flops is None) or not r.check.passed:
+                    continue  # declares no work, or has no figure (a failed check): nothing to audit
                 why = audits.why_not(key_of(planned, series, nvcc), planned.name, r.variant, r.params)
                 if why is not None and why not in c.unaudited:
                     c.unaudited.append(why)
@@ -100,7 +100,7 @@ def missing(plan: Plan, series: Mapping[str, str], nvcc: str | None, audits: Aud
                 stored = [r for r in rows if r.series == series.get(planned.path) and r.artifact == planned.name
                           and matches(r, sel)]
                 latest = stored[-1] if stored else None
-                if latest is not None and not declares_work(latest.figures):
+                if latest is not None and (not latest.passed or not declares_work(latest.figures)):
                     continue
                 params = latest.params if latest is not None else dict(sel.params)
                 why = audits.why_not(key, planned.name, sel.variant, params)
