@@ -226,9 +226,9 @@ def follows_text(key: str, c: Caught, runs: int) -> str:
 
 
 def older_series(rows: Iterable[RecordRow], key: str, artifact: str) -> list[tuple[str, list[list[RecordRow]]]]:
-    """The other series of `artifact` in `rows` (one GPU model's store, the same protocol), newest first (by
-    their latest run), each with its runs oldest first."""
-    prefix = key.rsplit("/", 1)[0] + "/"
+    """The other series of `artifact` in `rows` on the same GPU model (under any protocol: a new protocol launders
+    nothing either), newest first (by their latest run), each with its runs oldest first."""
+    prefix = key.split("/", 1)[0] + "/"
     mine = [r for r in rows if r.artifact == artifact and r.series and r.series != key
             and r.series.startswith(prefix)]
     keys = {r.series for r in mine if r.series}
