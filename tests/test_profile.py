@@ -317,3 +317,16 @@ def test_a_timed_run_audits_only_what_its_records_lack_and_commits_the_audits(tm
     stage = audit.run_missing(plan, [build()], outcomes, series, "release 13.1", tmp_path, "2026-12-02",
                               write=True, progress=lambda _: None, ncu=NCU)
     assert stage.written == 2 and stage.artifacts[0]["cached"] is True
+
+
+def test_kwiki_verify_profile_commits_its_audits(tmp_path, monkeypatch):
+    from kwiki.results.audits import Audits, audit_key
+    from kwiki.results.gpu import Gpu
+    from kwiki.verify import audit
+
+    p = run(tmp_path, monkeypatch)
+    plan = SimpleNamespace(artifacts={"artifacts/copy_sm90a": planned(tmp_path)}, gpu=Gpu(0, "NVIDIA H200", None, 90))
+    series = {"artifacts/copy_sm90a": "nvidia-h200/p2/abc"}
+    assert audit.commit(plan, [p], series, "release 13.0", tmp_path, "2026-12-02") == 2
+    key = audit_key("nvidia-h200/p2/abc", "release 13.0", "sm_90a")
+    assert Audits.load(tmp_path).why_not(key, "copy_sm90a", "copy", {"n": 1048576, "dtype": "f32"}) is None

@@ -68,8 +68,9 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
                         "without it they are skipped with a warning")
     p.add_argument("--profile", action="store_true",
                    help="build, then profile each artifact once under Nsight Compute (ncu) instead of timing it: "
-                        "declared bytes or FLOPs above the profiled ones fail the profile gate; a later timed run "
-                        "gives its records the (cached) counters as figures")
+                        "declared bytes or FLOPs above the profiled ones fail the profile gate; the audits are "
+                        "committed to results/audits/, and a later timed run gives its records the (cached) "
+                        "counters as figures")
     p.add_argument("--profile-tolerance", type=_tolerance, default=None, metavar="T",
                    help="the profile gate fails declared work above profiled x (1 + T) (default: each level's, set "
                         "from evidence: DRAM and L2 bytes 0.02, FLOPs 0.01)")

@@ -185,3 +185,26 @@ def run_missing(plan: Plan, builds: list[BuildResult], outcomes: Mapping[str, li
     stage.notes.append(f"audits: {len(todo)} artifacts audited in {stage.seconds:.1f} s, {len(rows)} records"
                        + ("" if write else " (--no-write: not kept in results/audits/)"))
     return stage
+
+
+def commit(plan: Plan, profiles: list[Any], series: Mapping[str, str], nvcc: str | None, root: Path,
+           date: str) -> int:
+    """Commit the audits of `kwiki verify --profile`'s profiles (kwiki.verify.profile.ArtifactProfile) to
+    results/audits/; the number of audited records."""
+    from kwiki.verify import profile as profiler
+
+    assert plan.gpu is not None
+    by_name = {a.name: (path, a) for path, a in plan.artifacts.items()}
+    rows = []
+    for p in profiles:
+        found = by_name.get(p.artifact)
+        if found is None or not auditable(found[1]):
+            continue
+        path, planned = found
+        key = key_of(planned, series, nvcc)
+        if key is None:
+            continue
+        rows += profiler.audit_rows(p, series=series[path], key=key, nvcc=nvcc, target=planned.run_target or "",
+                                    gpu=plan.gpu.name, date=date)
+    append_audits(root, plan.gpu.name, rows)
+    return len(rows)

@@ -236,8 +236,13 @@ def run_tools(root: Path, options: Options, progress: Callable[[str], None]) -> 
 def profile(prep: _Prepared, built: _Built, root: Path, options: Options,
             progress: Callable[[str], None]) -> profiler.ProfileStage:
     """--profile: Nsight Compute over every artifact with a GPU build here; its counters are cached for the timed
-    runs of the same binaries."""
-    return profiler.run_stage(prep.plan, built.builds, root, progress, options.profile_tolerance)
+    runs of the same binaries, and (with `options.write`, at the evidence's tolerances) its audits committed to
+    results/audits/ (kwiki.results.audits)."""
+    stage = profiler.run_stage(prep.plan, built.builds, root, progress, options.profile_tolerance)
+    if options.write and options.profile_tolerance is None and prep.plan.gpu is not None:
+        n = audits.commit(prep.plan, stage.profiles, prep.keys, prep.environment.nvcc, root, prep.now.isoformat())
+        stage.notes.append(f"--profile: {n} audits committed to results/audits/")
+    return stage
 
 
 def sanitize(prep: _Prepared, built: _Built, root: Path, options: Options,
@@ -273,9 +278,9 @@ def _prepare(root: Path, options: Options, progress: Callable[[str], None],
     if options.stage_only:
         asked = [n for n, on in (("profile", options.profile), ("sanitize", options.sanitize)) if on]
         notes.append(f"--{' and --'.join(asked)}: build, then only that stage: no timed runs, no claims judged, "
-                     "nothing written"
-                     + (" (a timed `kwiki verify` gives its records the cached profile figures)" if options.profile
-                        else ""))
+                     "no page written"
+                     + (" (its audits are committed to results/audits/; a timed `kwiki verify` gives its records "
+                        "the cached profile figures)" if options.profile else ""))
     if options.until_runs is not None:
         skipped = series.until_runs(the_plan, past, keys, options.until_runs)
         notes.append(f"--until-runs {options.until_runs}: {len(skipped)} artifacts whose series have "
