@@ -355,6 +355,13 @@ struct Buffers {
         kwiki::fill_random(reinterpret_cast<uint32_t*>(src), bytes / 4, seed);
         kwiki::fill_random(reinterpret_cast<uint32_t*>(vec), vec_bytes / 4, vec_seed);
     }
+    // Fresh inputs (protocol 3): new random words from `s`, on stream `st`, before a timed sample; the checks regenerate
+    // them from the same seeds.
+    void refill(uint64_t s, cudaStream_t st) {
+        seed = s, vec_seed = s ^ 0xabcdef12345ull, salt = uint32_t(s >> 7);
+        kwiki::fill_random(reinterpret_cast<uint32_t*>(src), bytes / 4, seed, -1.0f, 1.0f, st);
+        kwiki::fill_random(reinterpret_cast<uint32_t*>(vec), vec_bytes / 4, vec_seed, -1.0f, 1.0f, st);
+    }
     ~Buffers() { cudaFree(src), cudaFree(dst), cudaFree(vec), cudaFree(sum), cudaFree(bad); }
     Buffers(const Buffers&) = delete;
     Buffers& operator=(const Buffers&) = delete;
@@ -616,14 +623,15 @@ int main(int argc, char** argv) {
     const auto sizes = m.args.get_sizes("mib", "", 1, "the stream's size in MiB (at least 8x the L2)");  // the manifest's
     kwiki::Runner& runner = m.start("vector_loads");
     for (const auto& size : sizes) {
-        // one input set: the stream's bytes are what is measured, and each read starts cold after the flush
-        const Buffers b(size_t(size[0]) << 20, m.seed);
+        // one input set, refilled with new words before every timed sample (fresh inputs); each read starts cold
+        Buffers b(size_t(size[0]) << 20, m.seed);
         Refs refs;
         kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) {
             const unsigned grid = grid_of(v, b);
             kwiki::Case c = stream_case(v, b, grid);
             c.poison = [&v, &b, grid](cudaStream_t s) { poison_outputs(v, b, grid, s); };
             c.check = [&v, &b, grid, &refs] { return check_last(v, b, grid, refs); };
+            c.refill = [&b, &refs](cudaStream_t s, uint64_t seed) { b.refill(seed, s), refs = Refs{}; };
             return c;
         }, [&](const Variant& v) { return runs_here(v, m.args); });
     }
