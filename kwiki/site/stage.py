@@ -28,6 +28,7 @@ from kwiki.core.errors import UsageError
 from kwiki.core.paths import inside, links_out
 from kwiki.core.tracked import linked_folders, tracked, unpublishable, wiki_files
 from kwiki.core.writefile import write_atomic
+from kwiki.results.audits import Audits
 from kwiki.results.standing import claim_rows_by_page, standing
 from kwiki.results.store import ClaimRow, RecordRow, read_all
 from kwiki.results.trace import Store, trace
@@ -146,7 +147,7 @@ def _site_pages(root: Path, rows: list[RecordRow | ClaimRow], strict: bool) -> l
             raise SiteError(f"{len(problems)} errors (run 'kwiki check')", [p.format() for p in problems])
     wiki = load_wiki(root)
     by_page = claim_rows_by_page(rows)
-    store = Store(rows)
+    store = Store(rows, Audits.load(root))
     out = []
     for page in wiki.pages:
         over = check_limits(page)
