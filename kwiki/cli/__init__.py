@@ -58,7 +58,7 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", help="only pages for this architecture")
     p.add_argument("--compile-only", action="store_true", help="build everything, run nothing")
     p.add_argument("--no-write", action="store_true", help="do not write pages or the results store")
-    p.add_argument("--jobs", type=int, default=0, help="parallel builds (default: CPU count)")
+    p.add_argument("--jobs", type=_jobs, default=0, help="parallel builds (default: CPU count)")
     p.add_argument("--until-runs", type=_runs, metavar="N",
                    help="run only the artifacts whose series have fewer than N runs in results/ (any session)")
     p.add_argument("--require-gpu", action="store_true",
@@ -68,10 +68,17 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
                         "without it they are skipped with a warning")
     p.add_argument("--profile", action="store_true",
                    help="build, then profile each artifact once under Nsight Compute (ncu) instead of timing it: "
-                        "declared bytes or FLOPs above the profiled ones fail the profile gate; a later timed run "
-                        "gives its records the (cached) counters as figures")
-    p.add_argument("--profile-tolerance", type=_tolerance, default=0.10, metavar="T",
-                   help="the profile gate fails declared work above profiled x (1 + T) (default 0.10)")
+                        "declared bytes or FLOPs above the profiled ones fail the profile gate; the audits are "
+                        "committed to results/audits/, and a later timed run gives its records the (cached) "
+                        "counters as figures")
+    p.add_argument("--profile-tolerance", type=_tolerance, default=None, metavar="T",
+                   help="the profile gate fails declared work above profiled x (1 + T) (default: each level's, set "
+                        "from evidence: DRAM and L2 bytes 0.02, FLOPs 0.01)")
+    p.add_argument("--no-audit", action="store_true",
+                   help="do not run the profile audits the run's records lack (where ncu is found, a timed run runs "
+                        "them: a page is verified only when every record its claims use passed one)")
+    p.add_argument("--list-audits", action="store_true",
+                   help="only list the profile audits the selected pages' records lack (nothing is built or run)")
     p.add_argument("--sanitize", nargs="?", const="memcheck,racecheck,synccheck", type=_tools, metavar="TOOLS",
                    help="build, then run each variant, small, under compute-sanitizer's tools instead of timing "
                         "it (default: memcheck,racecheck,synccheck); errors the manifest does not expect fail the "
@@ -124,6 +131,16 @@ def _seconds(text: str) -> float:
     if not 0 < s <= 86400:
         raise argparse.ArgumentTypeError(f"wants seconds from 0 to 86400, got {text!r}")
     return s
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} parallel builds: give at least 1 (leave it out for one per CPU)")
+    return n
 
 
 def _runs(text: str) -> int:

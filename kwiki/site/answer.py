@@ -15,7 +15,8 @@ from kwiki.core.numbers import fmt
 from kwiki.core.strict import Scalar
 from kwiki.results.ladders import Ladder, Rung, ShapeGroup, best_per_shape
 from kwiki.results.standing import Standing
-from kwiki.site.render import VERDICT_CLASS, html_text
+from kwiki.results.states import claim_word
+from kwiki.site.render import html_text
 from kwiki.wiki.model import RATIO_UNITS, Claim, MeasuredClaim, PageMeta
 from kwiki.wiki.owners import matches
 
@@ -127,9 +128,8 @@ def answer_box(meta: PageMeta, st: Standing | None, ladders: list[tuple[Ladder, 
         claim, mc = head
         figure = figure_text(claim, mc)
         if figure is not None and mc is not None:
-            verdict = mc.verdict.value
-            badge = (f'<span class="kw-badge kw-verdict kw-v-{VERDICT_CLASS.get(mc.verdict, "none")}">'
-                     f"{html_text(verdict)}</span>")
+            word, kind = claim_word(claim, mc)  # the claim's state in words (kwiki.results.states)
+            badge = f'<span class="kw-badge kw-verdict kw-v-{kind}">{html_text(word)}</span>'
             out.append(f'<p class="kw-answer-head"><strong class="kw-fig">{html_text(figure)}</strong> '
                        f"{badge} {html_text(claim.statement)}</p>")
     for ladder, wanted in ladders:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from kwiki.core.errors import ManifestError
-from kwiki.core.paths import inside
 from kwiki.core.strict import Scalar
+from kwiki.core.tracked import artifact_entry_problem
 from kwiki.results.store import ClaimRow, RecordRow, gpu_slug
 from kwiki.site import charts, gpumatrix
 from kwiki.site.answer import answer_box
@@ -62,6 +62,7 @@ class Context:
     files: dict[str, bytes] = field(default_factory=dict)  # staged path -> content
     sources: dict[str, str] = field(default_factory=dict)  # artifact rel -> the staged page of its sources
     loaded: dict[str, Manifest | None] = field(default_factory=dict)  # artifact rel -> its manifest
+    git: frozenset[str] | None = None  # the files git tracks (kwiki.core.tracked): only those are published
     owners: dict[str, Owner] = field(default_factory=dict)  # artifact rel -> the page showing its full ladder
     glossary: list[Entry] = field(default_factory=list)  # every term a page defines (kwiki.site.glossary)
     pages: list[SitePage] = field(default_factory=list)
@@ -82,7 +83,7 @@ def _artifact(ctx: Context, rel: str) -> tuple[str, list[str], str | None]:
     """The name the results store uses for an artifact, its variants in manifest order, its baseline."""
     from kwiki.wiki.manifest import MANIFEST, load_manifest
 
-    refused = inside(ctx.root, rel, must_exist=False)  # the containment rule: never read what lies outside
+    refused = artifact_entry_problem(ctx.root, rel, ctx.git, must_exist=False)  # never read what is refused
     rel = rel.rstrip("/")
     if rel not in ctx.manifests:
         ctx.manifests[rel] = (Path(rel).name, [], None)
@@ -115,7 +116,8 @@ def _manifest(ctx: Context, rel: str) -> Manifest | None:
     rel = rel.rstrip("/")
     if rel not in ctx.loaded:
         ctx.loaded[rel] = None
-        if not inside(ctx.root, rel, must_exist=False) and (ctx.root / rel / MANIFEST).is_file():
+        if (not artifact_entry_problem(ctx.root, rel, ctx.git, must_exist=False)
+                and (ctx.root / rel / MANIFEST).is_file()):
             try:
                 ctx.loaded[rel] = load_manifest(ctx.root / rel, ctx.root)
             except ManifestError:
@@ -339,7 +341,7 @@ def _body(ctx: Context, sp: SitePage, page_ladders: list[PageLadder]) -> list[st
     if sources:
         out += ["", own(ctx, sources)]
     # only the section's wrapper is marked: the sources it shows are the artifact's text, not kwiki's
-    wrapper, _, sources = artifact_section(ctx.root, sp.meta, ctx.sources, sp.rel).partition("\n")
+    wrapper, _, sources = artifact_section(ctx.root, sp.meta, ctx.sources, sp.rel, ctx.git).partition("\n")
     out += ["", own(ctx, wrapper) + ("\n" + sources if sources else "")]
     return out
 
@@ -351,7 +353,7 @@ def artifact_pages(ctx: Context, pages: list[SitePage]) -> None:
 
     taken: set[str] = set()
     for rel in sorted({r.rstrip("/") for sp in pages if sp.meta for r in sp.meta.artifacts.values()}):
-        text = artifact_page(ctx.root, rel)
+        text = artifact_page(ctx.root, rel, ctx.git)
         if text is None:
             continue
         stem = re.sub(r"[^A-Za-z0-9_.]+", "-", rel.removeprefix(ARTIFACTS_DIR + "/")).strip("-.") or "artifact"

@@ -15,12 +15,14 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kwiki.core.errors import ManifestError
-from kwiki.core.paths import inside, within
+from kwiki.core.errors import ManifestError, printable
+from kwiki.core.tracked import artifact_entry_problem, unpublishable
 from kwiki.results import tables
 from kwiki.results.standing import Standing
+from kwiki.results.states import claim_word
 from kwiki.results.trace import PageTrace
-from kwiki.wiki.model import MeasuredClaim, PageMeta
+from kwiki.wiki.catalog import ARTIFACTS_DIR
+from kwiki.wiki.model import Claim, MeasuredClaim, PageMeta
 from kwiki.wiki.verdict import NOT_REPRODUCED, OUT_OF_SCOPE, PASSING, Verdict
 
 if TYPE_CHECKING:
@@ -31,10 +33,8 @@ LANGUAGES = {".cu": "cuda", ".cuh": "cuda", ".c": "c", ".h": "c", ".cc": "cpp", 
              ".cxx": "cpp", ".py": "python", ".sh": "bash", ".yaml": "yaml", ".yml": "yaml", ".json": "json",
              ".ptx": "text", ".txt": "text", ".mk": "make", ".cmake": "cmake", ".toml": "toml"}
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|#!~])")
-# a kernel below its own goal ('worse') reads amber (the claims table's ratio says by how much), never red: red is
-# for a check that failed
 VERDICT_CLASS = {**dict.fromkeys(PASSING, "pass"), **dict.fromkeys(NOT_REPRODUCED, "fail"),
-                 Verdict.worse: "below", Verdict.error: "error", Verdict.ambiguous: "warn"}
+                 Verdict.error: "error", Verdict.ambiguous: "warn"}
 
 
 def html_text(text: object) -> str:
@@ -66,13 +66,13 @@ def relative(path: str, start: str) -> str:
 # ---------------------------------------------------------------- header
 
 
-def _drift(meta: PageMeta, st: Standing) -> list[str]:
+def _drift(meta: PageMeta, ids: list[str]) -> list[str]:
     """'bw-16384 +8.4% (regressed)' for each drifted claim: the size of its move and whether it went the
     claim's better way (`standing` decided which claims drifted; this only reads their figures)."""
     claims = {c.id: c for c in meta.claims}
     measured = meta.measurements.claims if meta.measurements else {}
     out = []
-    for cid in st.moved:
+    for cid in ids:
         mc, claim = measured.get(cid), claims.get(cid)
         if mc is not None and mc.drift is not None and claim is not None:
             better = claim.better or ("lower" if claim.metric.value == "time" else "higher")
@@ -100,9 +100,12 @@ def state_line(meta: PageMeta, st: Standing) -> str:
         parts.append(f"{cited} cited figure{'s' if cited != 1 else ''} not testable here")
     elif cited:
         parts.append(f"{cited} of {len(meta.claims)} cited figures not testable here")
-    drift = _drift(meta, st)
+    drift = _drift(meta, st.moved)
     if drift:
         parts.append("drifted: " + "; ".join(drift))
+    better = _drift(meta, st.improved)  # said, never an alarm (kwiki.results.states)
+    if better:
+        parts.append("improved: " + "; ".join(better))
     return " · ".join(parts)
 
 
@@ -154,10 +157,10 @@ def sources_section(meta: PageMeta) -> str:
 # ---------------------------------------------------------------- claims
 
 
-def _verdict_badge(mc: MeasuredClaim | None) -> str:
-    if mc is None:
-        return badge("not measured", "kw-verdict", "kw-v-none")
-    return badge(mc.verdict.value, "kw-verdict", f"kw-v-{VERDICT_CLASS.get(mc.verdict, 'none')}")
+def _verdict_badge(claim: Claim, mc: MeasuredClaim | None, caught: str | None = None) -> str:
+    """The claim's state in words (kwiki.results.states.claim_word) as a badge."""
+    word, kind = claim_word(claim, mc, caught)
+    return badge(word, "kw-verdict", f"kw-v-{kind}")
 
 
 def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
@@ -168,11 +171,13 @@ def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
     measured = meta.measurements.claims if meta.measurements else {}
     untraceable = {id(mc): trace.untraceable(cid) for cid, mc in measured.items()} if trace is not None else {}
 
-    def verdict(mc: MeasuredClaim | None) -> str:
+    caught = trace.caught() if trace is not None else {}
+
+    def verdict(claim: Claim, mc: MeasuredClaim | None) -> str:
         why = untraceable.get(id(mc)) if mc is not None else None
         if why is not None and mc is not None:  # (a reason is looked up only for a measured claim)
             return badge(f"untraceable (says {mc.verdict.value})", "kw-verdict", "kw-v-untraceable")
-        return _verdict_badge(mc)
+        return _verdict_badge(claim, mc, caught.get(claim.id))
 
     # one provenance for every measured claim (a full run): said once below the table, not on every row
     wheres = {tables.provenance_text(mc.provenance) for c in meta.claims
@@ -207,21 +212,31 @@ def fence(text: str, lang: str, indent: str = "") -> str:
     return "\n".join(indent + line if line else line for line in lines) + "\n"
 
 
-def source_block(root: Path, path: Path, shown_as: str) -> str:
+def source_block(root: Path, path: Path, shown_as: str, files: frozenset[str] | None = None) -> str:
     """A collapsed admonition holding one file of the repository, highlighted by its extension.
 
-    A file that is not inside `root` once links are resolved (a committed link that leads out)
-    is named, never read (the containment rule).
+    A file the site may not publish (kwiki.core.tracked: a dot-component, a link that leads out of
+    artifacts/, a file git does not track; `files` is `tracked(root)`) is named, never read.
     """
     title = html_text(shown_as).replace('"', "&quot;")
-    if not within(root, path):
-        return f'!!! failure "{title}"\n\n    Not published: a link that leads out of the repository.\n\n'
+    why = unpublishable(root, path, ARTIFACTS_DIR, files)
+    if why is not None or not path.is_file():
+        return f'!!! failure "{title}"\n\n    {md_text(why or "not a regular file")}.\n\n'
     data = path.read_bytes()
     if len(data) > MAX_SOURCE_BYTES:
         return f'??? warning "{title}"\n\n    {len(data)} bytes, too large to show here.\n\n'
     text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").expandtabs(4)
     lang = LANGUAGES.get(path.suffix.lower(), "text")
     return f'??? abstract "{title}"\n\n{fence(text, lang, "    ")}\n'
+
+
+def _utf8(name: str) -> bool:
+    """Whether a file name (as os.fsdecode gave it) is UTF-8, so that a page can carry it."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def build_lines(manifest: Manifest, rel: str) -> list[str]:
@@ -261,7 +276,7 @@ def build_text(manifest: Manifest, rel: str) -> str:
     return text if "`" not in rel else md_text(text)
 
 
-def _manifest_section(root: Path, rel: str) -> str:
+def _manifest_section(root: Path, rel: str, files: frozenset[str] | None) -> str:
     from kwiki.wiki.manifest import MANIFEST, load_manifest
 
     directory = root / rel
@@ -277,38 +292,42 @@ def _manifest_section(root: Path, rel: str) -> str:
         lines += [f"- `{v.name}`: {md_text(v.description)}" for v in described] + [""]
     lines += [build_text(manifest, rel), ""]
     b = manifest.build
-    files = [*b.sources, *b.headers, *([b.script] if b.script else [])]
+    named = [*b.sources, *b.headers, *([b.script] if b.script else [])]
     if manifest.python is not None:  # its module, the kernels beside it, the CUDA it loads
-        files += [manifest.python.module, *sorted(p.name for p in directory.glob("*.py")), *manifest.python.cuda]
-    blocks = [source_block(root, directory / f, f"{rel}/{f}") for f in dict.fromkeys(files)
+        named += [manifest.python.module, *sorted(p.name for p in directory.glob("*.py")), *manifest.python.cuda]
+    blocks = [source_block(root, directory / f, f"{rel}/{f}", files) for f in dict.fromkeys(named)
               if (directory / f).is_file()]
-    blocks.append(source_block(root, directory / MANIFEST, f"{rel}/{MANIFEST}"))
+    blocks.append(source_block(root, directory / MANIFEST, f"{rel}/{MANIFEST}", files))
     return "\n".join(lines) + "\n" + "".join(blocks)
 
 
-def artifact_sources(root: Path, rel: str) -> str | None:
+def artifact_sources(root: Path, rel: str, files: frozenset[str] | None = None) -> str | None:
     """The Markdown of an artifact's own page (`artifact_page`): its manifest, build line and source files,
-    collapsed; None when there is nothing to publish (refused by the containment rule, or missing)."""
+    collapsed; None when there is nothing to publish (refused by kwiki.core.tracked's rule, or missing).
+    `files`: `tracked(root)`."""
     from kwiki.wiki.manifest import MANIFEST
 
-    if inside(root, rel, must_exist=False):  # before stripping: '/' must stay absolute
+    if artifact_entry_problem(root, rel, files, must_exist=False):  # before stripping: '/' must stay absolute
         return None
     rel = rel.rstrip("/")
     path = root / rel
     if (path / MANIFEST).is_file():
-        return _manifest_section(root, rel)
+        return _manifest_section(root, rel, files)
     if path.is_file():
-        return source_block(root, path, rel)
+        return source_block(root, path, rel, files)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in LANGUAGES)
-        return "".join(source_block(root, p, f"{rel}/{p.name}") for p in files[:20])
+        listed = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in LANGUAGES
+                        and not p.name.startswith("."))
+        return "".join(source_block(root, p, f"{rel}/{p.name}", files) if _utf8(p.name) else
+                       f'!!! failure "{md_text(printable(p.name))}"\n\n    Not published: the file name is not '
+                       "UTF-8 (rename it).\n\n" for p in listed[:20])
     return None
 
 
-def artifact_page(root: Path, rel: str) -> str | None:
+def artifact_page(root: Path, rel: str, files: frozenset[str] | None = None) -> str | None:
     """A page of its own for an artifact's sources, shared by every page that names it: kept out of the
     navigation and the search index (the same file is indexed nowhere rather than on each page)."""
-    body = artifact_sources(root, rel)
+    body = artifact_sources(root, rel, files)
     if body is None:
         return None
     rel = rel.rstrip("/")
@@ -320,7 +339,8 @@ def artifact_page(root: Path, rel: str) -> str | None:
     return "\n".join(lines)
 
 
-def artifact_section(root: Path, meta: PageMeta, pages: dict[str, str] | None = None, page_rel: str = "") -> str:
+def artifact_section(root: Path, meta: PageMeta, pages: dict[str, str] | None = None, page_rel: str = "",
+                     files: frozenset[str] | None = None) -> str:
     """Each artifact the page names, and a link to the page of its sources (`pages`: artifact rel -> staged
     page); without `pages`, the sources themselves, collapsed."""
     from kwiki.wiki.manifest import MANIFEST, load_manifest
@@ -329,14 +349,14 @@ def artifact_section(root: Path, meta: PageMeta, pages: dict[str, str] | None = 
         return ""
     out = ['<div class="kw-artifacts" markdown>', "", "## Artifact sources", ""]
     for key, rel in sorted(meta.artifacts.items()):
-        why = inside(root, rel, must_exist=False)  # before stripping: '/' must stay absolute
+        why = artifact_entry_problem(root, rel, files, must_exist=False)  # before stripping: '/' stays absolute
         rel = rel.rstrip("/")
         path = root / rel
         out += [f"### {md_text(key)}: `{rel}`" if "`" not in rel else f"### {md_text(key)}", ""]
         if why:
             out.append(f'!!! failure "not published"\n\n    {md_text(why)}.\n')
         elif pages is None or rel not in pages:
-            body = artifact_sources(root, rel)
+            body = artifact_sources(root, rel, files)
             out.append(body if body is not None else f'!!! failure "missing artifact"\n\n    {md_text(rel)} does not '
                                                      "exist.\n")
         else:
@@ -389,7 +409,8 @@ STYLESHEET = """\
 .kw-state-drifted, .kw-v-error { background: #bf360c; }
 .kw-state-not-reproduced, .kw-v-fail { background: #c62828; }
 .kw-state-not-measured, .kw-v-none { background: #616161; }
-.kw-v-warn, .kw-v-below { background: #f9a825; color: #000; }
+/* a kernel below its own goal reads amber, its words say by how much (kwiki.results.states); never red */
+.kw-v-warn, .kw-state-below-goal { background: #f9a825; color: #000; }
 .kw-state-untraceable, .kw-ev-untraceable, .kw-v-untraceable { background: #f9a825; color: #000; }
 .kw-header { border-left: .25rem solid var(--md-primary-fg-color); padding: .3rem .9rem; margin: 0 0 1.2rem; }
 .kw-header p { margin: .3em 0; }

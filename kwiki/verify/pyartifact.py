@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kwiki.core.errors import Problem, RecordError
-from kwiki.core.paths import within
+from kwiki.core.paths import links_out, shown, within
 from kwiki.core.proc import ProcResult, run_group
 from kwiki.results.judge import params_match
 from kwiki.results.record import Record, parse_records
@@ -71,6 +71,13 @@ def check_module(job: BuildJob, root: Path) -> BuildResult:
     if not within(job.directory, module):  # the containment rule (kwiki/core/paths.py): nothing outside runs
         return BuildResult(job.artifact, job.target, False, False, key="python",
                            error=f"{where}: {m.python.module} is missing or leads out of the artifact's folder")
+    # the module's folder and artifacts/common are on its import path: no file there may be a link that leads out
+    out = [p for base in (job.directory, root / COMMON_DIR) for p in links_out(root, base)]
+    if out:
+        return BuildResult(job.artifact, job.target, False, False, key="python",
+                           error=f"{shown(out[0], root)}: a link that leads out of the repository (or is broken); "
+                                 "a Python artifact imports its folder's and artifacts/common's files, so nothing "
+                                 f"of it runs{f' (and {len(out) - 1} more)' if len(out) > 1 else ''}")
     argv = [python(), str(harness(root)), "describe", str(module)]
     res = run_group(argv, cwd=job.directory, env=environment(root), timeout=DESCRIBE_TIMEOUT_S)
     result = BuildResult(job.artifact, job.target, False, False, key="python", command=argv, seconds=res.seconds)
