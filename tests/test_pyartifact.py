@@ -193,8 +193,8 @@ def test_a_sample_window_holds_the_device_work_its_launch_calls_made():
         e(False, "cudaStreamSynchronize", 5321, 5400, 5),  # an API call the profiler files as device work
     ]
     assert h.sample_windows(events) == {
-        "kwiki.sample.a.0": (50, 50, frozenset({"triton_kernel", "kernel_stream2"})),
-        "kwiki.sample.a.1": (10, 10, frozenset()),  # a memcpy is work, not a kernel
+        "kwiki.sample.a.0": (50, 50, frozenset({"triton_kernel", "kernel_stream2"}), 2),
+        "kwiki.sample.a.1": (10, 10, frozenset(), 0),  # a memcpy is work, not a kernel
     }
 
 
@@ -203,7 +203,7 @@ def test_without_launch_calls_a_window_takes_the_work_that_started_in_it():
     e = h.Event
     events = [e(True, "kwiki.sample.a.0", 100, 200), e(False, "flush", 50, 99), e(False, "k", 110, 150),
               e(False, "k2", 120, 160)]
-    assert h.sample_windows(events) == {"kwiki.sample.a.0": (50, 50, frozenset({"k", "k2"}))}
+    assert h.sample_windows(events) == {"kwiki.sample.a.0": (50, 50, frozenset({"k", "k2"}), 2)}
 
 
 # ---------------------------------------------------------------- the harness's verdicts (one verify run)
@@ -310,7 +310,7 @@ def test_records_carry_the_shared_format_and_provenance(ran):
     log = next(Path(ran["root"], r["log"]) for r in ran["runs"] if r["variants"] == ["good"])
     line = next(ln for ln in log.read_text().splitlines() if '"variant":"good"' in ln)
     rec = json.loads(line)
-    assert rec["protocol"] == 2 and rec["timing_source"] == "wall" and rec["rechecked"] >= 2
+    assert rec["protocol"] >= 2 and rec["timing_source"] == "wall" and rec["rechecked"] >= 2
     assert rec["extra"]["torch"].startswith("2.") and rec["extra"]["harness"] == "python"
     assert rec["extra"]["input_sets"] >= 2
 
@@ -509,3 +509,91 @@ def test_a_claim_whose_params_match_no_grid_entry_is_a_located_problem_before_a_
 def test_the_claims_of_the_fixture_match_their_grid(project: Path, capsys: pytest.CaptureFixture[str]):
     code, report = verify(capsys, project, "--compile-only")
     assert code == 0 and not [p for p in report["problems"] if "GRID" in p["message"]], report["problems"]
+
+
+# ---------------------------------------------------------------- what the module cannot change (issue 40 item 4)
+
+CHEATS = Path(__file__).parent / "fixtures" / "python_cheats"
+CHEAT_MODULE = CHEATS / "artifacts" / "cheats_py" / "cheats.py"
+
+
+def test_the_harness_draws_the_recheck_plan_of_kwiki_results_recheck():
+    from kwiki.results import recheck
+
+    h = harness_module()
+    for max_samples in (5, 19, 20, 2000):
+        for i in range(0, 5000, 7):
+            assert h.recheck_probability(i, max_samples) == recheck.probability(i, max_samples), (i, max_samples)
+    assert (h.RECHECK_RATE, h.RECHECK_SCALE, h.RECHECK_MIN_SAMPLES) == (recheck.RATE, recheck.SCALE,
+                                                                       recheck.MIN_SAMPLES)
+
+
+def test_the_harness_and_its_judge_draw_the_same_positions():
+    h = harness_module()
+    assert h.positions(7, 10) == list(range(10))  # a small tensor ships every element
+    drawn = h.positions(12345, 1 << 30)
+    assert drawn == h.positions(12345, 1 << 30) and len(drawn) == h.SHIPPED and max(drawn) < 1 << 30
+    assert drawn != h.positions(12346, 1 << 30)
+
+
+@pytest.fixture(scope="module")
+def cheats(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("needs torch (pip install -e '.[torch]')")
+    root = tmp_path_factory.mktemp("cheats") / "p"
+    shutil.copytree(CHEATS, root)
+    (root / "artifacts" / "common").mkdir()
+    for name in HARNESS_FILES:
+        shutil.copy(ROOT / "artifacts" / "common" / name, root / "artifacts" / "common" / name)
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    out = StringIO()
+    with redirect_stdout(out):
+        main(["verify", "--quiet", "--json", "--no-write", "--root", str(root)])
+    report = json.loads(out.getvalue())
+    report["by_variant"] = {r["variants"][0]: r for r in report["runs"]}
+    report["verdicts"] = {c["claim"]: c["verdict"] for c in report["claims"]}
+    report["root"] = root
+    return report
+
+
+@needs_torch
+def test_the_honest_variant_beside_the_cheats_is_reproduced_and_its_record_written_by_kwiki(cheats):
+    assert cheats["by_variant"]["honest"]["status"] == "ok", cheats["by_variant"]["honest"]
+    assert cheats["verdicts"]["honest-time"] == "reproduced"
+    log = Path(cheats["root"], cheats["by_variant"]["honest"]["log"]).read_text()
+    records = log.split("--- records (written by kwiki from the harness's channel)\n")[1]
+    rec = next(json.loads(ln) for ln in records.splitlines() if '"variant":"honest"' in ln)
+    assert rec["extra"]["parent_median_us"] > 0 and rec["rechecked"] >= 1 and rec["timing"]["samples"] >= 20
+    assert "--- judge: exit 0" in log
+
+
+@needs_torch
+@pytest.mark.parametrize(("variant", "caught_by"), [
+    ("frame_plan", "timed sample"),  # no plan exists before a sample ran: it bets, and is re-checked
+    ("patch_compare", "kwiki's judge"),  # the harness's compare said yes; the judge, in its own process, did not
+    ("patch_clock", "kwiki's clock saw"),  # the harness reported 1/1000 of what the parent's clock saw
+    ("memo_reference", "timed sample"),  # no reference is kept between samples: nothing to copy
+    ("rewrite_record", "not within"),  # its record on stdout is not read; kwiki writes the records
+])
+def test_a_cheat_that_reaches_into_the_harness_is_not_reproduced(cheats, variant: str, caught_by: str):
+    run = cheats["by_variant"][variant]
+    assert run["status"] == "check-failed" and caught_by in run["message"], run
+    assert cheats["verdicts"][f"{variant.replace('_', '-')}-time"] == "failed"
+
+
+@needs_torch
+@pytest.mark.parametrize("variant", ["patch_compare", "patch_clock", "rewrite_record"])
+def test_without_its_parent_the_harness_cannot_stop_the_patching_cheats(variant: str):
+    """The defense removed: run by hand, the harness is its own parent (plan, comparison, clock and records in the
+    module's process) and the patching cheats come out passed. What fails them under kwiki is the parent."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, str(ROOT / "artifacts" / "common" / "kwiki_harness.py"), "run",
+                           str(CHEAT_MODULE), "--device", "cpu", "--variants", variant, "--max-samples=25"],
+                          capture_output=True, text=True, timeout=120)
+    rec = next(json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith('{"kwiki_record"'))
+    assert rec["check"]["passed"] and rec["timing"], rec
+    if variant == "patch_clock":
+        assert rec["timing"]["median_us"] < 1000  # its calls sleep 10 ms

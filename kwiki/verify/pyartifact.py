@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from kwiki.core.paths import within
 from kwiki.core.proc import ProcResult, run_group
 from kwiki.results.judge import params_match
 from kwiki.results.record import Record, parse_records
+from kwiki.verify import pyjudge
 from kwiki.verify.build import BuildJob
 from kwiki.verify.run import RUNS_DIR
 from kwiki.verify.types import BuildResult, Plan, PlannedArtifact, RunOutcome, RunStatus
@@ -200,16 +202,25 @@ def run_python(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int |
         env = environment(root, gpu_index if build.target != HOST else None, events_path)
         if build.library:
             env[LIBRARY_ENV] = build.library
-        res = run_group(argv, cwd=planned.directory, env=env, timeout=m.run.timeout_s,
-                        max_output=m.run.max_output_bytes)
+        referee = pyjudge.Referee()
+        env[pyjudge.CHANNEL_ENV] = referee.path
+        try:
+            res = run_group(argv, cwd=planned.directory, env=env, timeout=m.run.timeout_s,
+                            max_output=m.run.max_output_bytes)
+        finally:
+            referee.close()
+        judged = pyjudge.judge(referee, partial(_run_judge, build, planned, root, env, m.run.timeout_s), log_dir)
+        composed = referee.composed()
         log = log_dir / f"{m.name}{'' if attempt == 1 else f'-{attempt}'}.log"
-        log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
-                       f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
+        notes = "".join(f"--- {n}\n" for n in [*referee.problems, judged] if n)
+        log.write_text(f"$ {' '.join(argv)}\n--- stdout (not read as records)\n{res.stdout}\n--- stderr\n{res.stderr}\n"
+                       f"--- exit {res.returncode} after {res.seconds:.2f} s\n{notes}"
+                       f"--- records (written by kwiki from the harness's channel)\n{composed}", encoding="utf-8")
         rel_log = str(log.relative_to(root))
         events, watchdog = _read_events(events_path)
         ended = _ended(res, events, watchdog, m.run.timeout_s)
         try:
-            records = parse_records(res.stdout, m.name)
+            records = parse_records(composed, m.name)
         except RecordError as exc:
             for v in remaining:
                 outcomes[v] = RunOutcome(m.name, build.target, [v], "bad-output", [], res.seconds, rel_log,
@@ -234,6 +245,20 @@ def run_python(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int |
         remaining = [v for v in remaining if v != culprit]  # the others run again, without it
     order = [*planned.run_variants, *planned.isolated]
     return [outcomes[v] for v in order if v in outcomes]
+
+
+def _run_judge(build: BuildResult, planned: PlannedArtifact, root: Path, env: dict[str, str], timeout: float,
+               requests: Path) -> tuple[str, str]:
+    """Run `kwiki_harness.py judge` on the judged samples (after the harness ended: one process on the GPU at a
+    time); (its stdout, a note for the log)."""
+    assert build.binary is not None
+    env = {k: v for k, v in env.items() if k != pyjudge.CHANNEL_ENV}
+    argv = [python(), str(harness(root)), "judge", build.binary, str(requests),
+            "--device", "cpu" if build.target == HOST else "cuda"]
+    res = run_group(argv, cwd=planned.directory, env=env, timeout=timeout)
+    tail = " | ".join(res.stderr.strip().splitlines()[-3:])[:600]
+    note = f"judge: exit {res.returncode} after {res.seconds:.2f} s" + (f": {tail}" if tail and res.returncode else "")
+    return res.stdout, note
 
 
 def _outcome(artifact: str, target: str, variant: str, records: list[Record], res: ProcResult, log: str,
