@@ -597,3 +597,28 @@ def test_without_its_parent_the_harness_cannot_stop_the_patching_cheats(variant:
     assert rec["check"]["passed"] and rec["timing"], rec
     if variant == "patch_clock":
         assert rec["timing"]["median_us"] < 1000  # its calls sleep 10 ms
+
+
+@needs_torch
+def test_fresh_inputs_fail_a_variant_that_reuses_part_of_an_earlier_output(cheats):
+    run = cheats["by_variant"]["reuse_5pct"]
+    assert run["status"] == "check-failed" and "timed sample" in run["message"], run
+    assert cheats["verdicts"]["reuse-5pct-time"] == "failed"
+    assert cheats["verdicts"]["fresh-honest-time"] == "reproduced"
+    log = Path(cheats["root"], cheats["by_variant"]["reuse_5pct"]["log"]).read_text()
+    rec = next(json.loads(ln) for ln in log.split("--- records")[1].splitlines() if '"variant":"honest"' in ln)
+    assert rec["extra"]["fresh_inputs"] == 1 and rec["extra"]["input_sets"] == 1
+
+
+@needs_torch
+def test_without_fresh_inputs_the_reuse_escapes(monkeypatch: pytest.MonkeyPatch):
+    """The defense removed: on rotating input sets, 5% of an earlier output is always right."""
+    import os
+    import subprocess
+
+    module = CHEATS / "artifacts" / "fresh_py" / "fresh.py"
+    done = subprocess.run([sys.executable, str(ROOT / "artifacts" / "common" / "kwiki_harness.py"), "run",
+                           str(module), "--device", "cpu", "--variants", "reuse_5pct", "--max-samples=25"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "KWIKI_TEST_NO_FRESH": "1"})
+    rec = next(json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith('{"kwiki_record"'))
+    assert rec["check"]["passed"] and rec["timing"] and "fresh_inputs" not in rec["extra"], rec

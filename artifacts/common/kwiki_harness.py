@@ -192,6 +192,7 @@ def describe(path: str) -> dict[str, Any]:
         out["grid"] = [{"params": p, "variants": [v for v in mod.VARIANTS if applies is None or applies(v, p)]}
                        for p in mod.GRID]
         out["tolerances"] = {k: {"atol": v[0], "rtol": v[1], "reason": v[2]} for k, v in mod.TOLERANCES.items()}
+        out["fresh_inputs"] = getattr(mod, "FRESH_INPUTS", False) is True
     return out
 
 
