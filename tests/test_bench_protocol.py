@@ -18,7 +18,8 @@ import pytest
 from pydantic import ValidationError
 
 from kwiki.cli import main
-from kwiki.results.record import Record, parse_records
+from kwiki.results import recheck
+from kwiki.results.record import PROTOCOL_VERSION, Record, parse_records
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMON = ROOT / "artifacts" / "common"
@@ -244,26 +245,33 @@ def test_recheck_selection_differs_between_seeds_and_between_cases(host_test):
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("seed", [1, 2, 3, 12345, 2**40 + 7])
-def test_every_case_is_rechecked_at_least_twice_early_and_at_most_eight_times(host_test, seed):
-    for extra in rechecks(host_test, f"--seed={seed}", "--cases=8", "--n=500").values():
-        got = indices(extra)
-        window, needed = extra["window"], extra["needed"]
-        assert 2 <= len(got) <= extra["at_most"] == 8
-        assert len([i for i in got if i < window]) == 2  # two among the first `window` samples ...
-        assert needed == max(i for i in got if i < window) + 1 <= window  # ... which the case must reach
-        assert got == sorted(set(got)) and got[-1] < 500
+def test_the_runners_plan_is_the_one_whose_arithmetic_kwiki_states(host_test):
+    """Protocol 3: the runner's constants are kwiki.results.recheck's, and every case must take 20 samples."""
+    for extra in rechecks(host_test, "--seed=4", "--cases=2", "--n=40").values():
+        assert (extra["rate"], extra["scale"], extra["min_samples"]) == (recheck.RATE, recheck.SCALE,
+                                                                          recheck.MIN_SAMPLES)
+        assert extra["needed"] == recheck.MIN_SAMPLES
 
 
 @pytest.mark.nvcc
-def test_rechecks_after_the_window_come_at_about_five_percent(host_test):
-    extras = rechecks(host_test, "--seed=9", "--cases=40", "--n=60").values()
-    late = sum(len([i for i in indices(e) if i >= 8]) for e in extras)
-    assert 40 * 52 * 0.01 < late < 40 * 52 * 0.12  # 5% of 52 samples a case, loosely
+def test_rechecks_are_spread_over_the_whole_window_at_the_stated_rates(host_test):
+    """Over 400 cases of 200 samples: each index is re-checked at about p(i); late samples are not spared (the
+    protocol 2 plan re-checked 5% after the first 8, and a kernel honest for 8 launches escaped half the time)."""
+    extras = list(rechecks(host_test, "--seed=9", "--cases=400", "--n=200").values())
+    hits = [0] * 200
+    for e in extras:
+        for i in indices(e):
+            hits[i] += 1
+    for lo, hi in ((0, 18), (18, 60), (60, 200)):
+        want = sum(recheck.probability(i) for i in range(lo, hi)) * len(extras)
+        assert abs(sum(hits[lo:hi]) - want) < 4 * want ** 0.5 + 5, (lo, hi)
+    # a kernel cutting corners on the last 11 of 20 samples: caught in nearly every case
+    caught = sum(any(i >= 9 for i in indices(e) if i < 20) for e in extras)
+    assert caught >= 0.97 * len(extras)
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("max_samples, want", [(2, [0, 1]), (1, [0])])
+@pytest.mark.parametrize("max_samples, want", [(2, [0, 1]), (1, [0]), (12, list(range(12)))])
 def test_a_case_allowed_few_samples_rechecks_all_of_them(host_test, max_samples, want):
     few = (f"--n={max_samples}", f"--max-samples={max_samples}")
     for extra in rechecks(host_test, "--seed=5", "--cases=4", *few).values():
@@ -303,7 +311,10 @@ def test_cupti_window_counts_busy_time_on_every_stream_and_skips_what_it_cannot_
     # without a span; an API record is not parsed. Opened at 2 us: the kernel that started at 1 us is left out.
     assert extra == {"parsed": 4, "records": 4, "invalid": 1, "span_us": 8.0, "busy_us": 7.0, "any": True,
                      "empty_any": False, "invalid_only_any": False, "opened_records": 3, "opened_busy_us": 5.5,
-                     "overlap_busy_us": 22.0, "overlap_span_us": 30.0, "header_checked": extra["header_checked"]}
+                     "overlap_busy_us": 22.0, "overlap_span_us": 30.0, "header_checked": extra["header_checked"],
+                     "kernel_records": 2,  # two kernels; the memcpy and the memset are work, not kernels
+                     "stamp_mhz": pytest.approx(1794.0),  # 179,400 cycles in 100 us: the clock the kernel counted
+                     "stamp_short": False}  # 1 us of stamps: no figure
 
 
 @pytest.mark.nvcc
@@ -316,17 +327,23 @@ def test_cupti_window_keeps_the_distinct_kernel_names_demangled_for_the_record(h
 
 
 @pytest.mark.nvcc
-def test_protocol_two_record_validates_with_the_record_model(host_test):
+def test_protocol_three_record_validates_with_the_record_model(host_test):
     p = run(host_test, "protocol")
     assert p.returncode == 1  # the failed re-check counts
     recs = by_variant(p.stdout)
     good, cheat = recs["ws_persistent"], recs["cheat"]
     provenance = (good.protocol, good.timing_source, good.rechecked, good.bytes_level, good.flops_dtype)
-    assert provenance == (2, "cupti", 3, "dram", "bf16")
+    assert provenance == (PROTOCOL_VERSION, "cupti", 3, "dram", "bf16")
     assert good.clocks.sm_mhz_median == 1747.5 and good.clocks.power_cap_s == pytest.approx(0.0032)
     assert good.clocks.energy_j == pytest.approx(0.0016 * (690 + 700))
     assert good.figures()["sm_mhz"] == 1747.5 and good.figures()["event_median_us"] == 1428.5
+    assert good.timer is not None and (good.timer.event_median_us, good.timer.kernels, good.timer.contexts) == \
+        (1431.0, 1.0, "own-not-listed")
+    assert good.sustained is not None and good.sustained.median_us == 1655.0 and good.sustained.settled
+    assert good.figures()["sustained_tflop_per_s"] == pytest.approx(2 * 8192**3 / 1655.0 / 1e6)
+    assert (good.clocks.sm_mhz_effective, good.clocks.sm_mhz_effective_by) == (1639.0, "clock64")
     assert cheat.timing is None and cheat.timing_source is None and not cheat.check.passed
+    assert cheat.timer is None and cheat.sustained is None  # a failed check carries none of them
     assert cheat.check.detail.startswith("timed sample 4 differs from the reference")
 
 

@@ -66,3 +66,35 @@ def test_cheats_end_with_no_claim_reproduced_and_the_reason_named(tmp_path, caps
         assert c["verdict"] in ("worse", "failed"), c
         assert c["value"] is None or c["value"] < 4.8 * 1.03, c
     assert [k for k, c in claims.items() if c["verdict"] in ("reproduced", "better")] == ["honest"]
+
+
+EXPLOITS_P3 = Path(__file__).parent / "fixtures" / "verify" / "exploits_p3"
+P3_CHEATS = ("late-8", "late-16", "late-64", "late-1000", "reuse-5", "ipc-5", "ipc-50")
+
+
+def p3_report(tmp_path: Path, capsys, fresh: bool = True) -> dict:
+    root = tmp_path / "exploits_p3"
+    shutil.copytree(EXPLOITS_P3, root)
+    shutil.copytree(REPO / "artifacts" / "common", root / "artifacts" / "common")
+    if not fresh:  # the defense removed: one input set for every sample
+        manifest = root / "artifacts" / "cheats3_sm90a" / "artifact.yaml"
+        manifest.write_text(manifest.read_text().replace("--fresh=1", "--fresh=0"))
+    main(["verify", "--quiet", "--json", "--no-write", "--root", str(root)])
+    report = json.loads(capsys.readouterr().out)
+    return {c["claim"].removesuffix("-bandwidth"): c for c in report["claims"]}
+
+
+def test_protocol_three_cheats_under_the_roof_end_not_reproduced(tmp_path, capsys):
+    """Work the timer cannot see, corners cut after honest launches, reuse of an earlier output: none reproduced;
+    the honest saxpy, burst and sustained, is."""
+    claims = p3_report(tmp_path, capsys)
+    for honest in ("honest", "honest-sustained"):
+        assert claims[honest]["verdict"] == "reproduced", claims[honest]
+    for cheat in P3_CHEATS:
+        assert claims[cheat]["verdict"] not in ("reproduced", "better"), claims[cheat]
+
+
+def test_without_fresh_inputs_reuse_passes(tmp_path, capsys):
+    """The defense shown by its removal: with one input set, copying part of an earlier output is always right."""
+    claims = p3_report(tmp_path, capsys, fresh=False)
+    assert claims["reuse-5"]["verdict"] == "reproduced", claims["reuse-5"]

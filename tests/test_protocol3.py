@@ -86,3 +86,20 @@ def test_timer_and_sustained_need_a_timing():
     with pytest.raises(ValueError, match="timer and sustained go with a timing"):
         Record.model_validate({"kwiki_record": 1, "variant": "v", "check": {"passed": False},
                                "timer": {"event_median_us": 1, "kernels": 1, "fixed_us": 1, "per_launch_us": 0}})
+
+
+def test_a_sustained_claim_makes_its_variants_run_back_to_back():
+    """An artifact's run gets --sustained with the variants a claim selects in the sustained regime, and only in the
+    process that runs them."""
+    from pathlib import Path
+
+    from kwiki.verify.run import argv_for
+    from kwiki.verify.types import PlannedArtifact
+    from kwiki.wiki.manifest import load_manifest
+
+    repo = Path(__file__).resolve().parent.parent
+    directory = repo / "artifacts" / "vector_loads_sm90a"
+    planned = PlannedArtifact("artifacts/vector_loads_sm90a", directory, load_manifest(directory, repo))
+    planned.sustained = ["v"]
+    assert argv_for(planned, "bin", ["v", "w"])[-1] == "--sustained=v"
+    assert not any(a.startswith("--sustained") for a in argv_for(planned, "bin", ["w"]))

@@ -310,7 +310,7 @@ def test_records_carry_the_shared_format_and_provenance(ran):
     log = next(Path(ran["root"], r["log"]) for r in ran["runs"] if r["variants"] == ["good"])
     line = next(ln for ln in log.read_text().splitlines() if '"variant":"good"' in ln)
     rec = json.loads(line)
-    assert rec["protocol"] >= 2 and rec["timing_source"] == "wall" and rec["rechecked"] >= 2
+    assert rec["protocol"] == 3 and rec["timing_source"] == "wall" and rec["rechecked"] >= 2
     assert rec["extra"]["torch"].startswith("2.") and rec["extra"]["harness"] == "python"
     assert rec["extra"]["input_sets"] >= 2
 

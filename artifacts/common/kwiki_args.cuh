@@ -27,6 +27,8 @@ struct BenchOptions {
     bool cupti = true;           // false (--timing=events): CUDA events even where CUPTI is available
     std::optional<uint64_t> recheck_seed;  // --recheck-seed: which samples are re-checked (default: drawn at start)
     bool selftest_record = false;          // --protocol-selftest: emit the flush self-test as a record
+    std::vector<std::string> sustained;    // --sustained=a,b: these variants also get a sustained figure
+    bool tail = true;                      // the tail check after sampling (off in selection passes)
 };
 
 // ===================================================================================================
@@ -84,16 +86,23 @@ class Args {
             else value = "1";
             kv_.emplace_back(key, value);
         }
-        if (auto v = get("variants")) {
-            has_variants_ = true;
-            size_t start = 0;
-            while (start <= v->size()) {
-                size_t comma = v->find(',', start);
-                if (comma == std::string::npos) comma = v->size();
-                if (comma > start) variants_.push_back(v->substr(start, comma - start));
-                start = comma + 1;
-            }
+        has_variants_ = has("variants");
+        variants_ = list("variants");
+    }
+
+    // The comma-separated names --name gives (empty ones dropped); none when it is absent.
+    std::vector<std::string> list(const std::string& name) const {
+        std::vector<std::string> out;
+        const auto v = get(name);
+        if (!v) return out;
+        size_t start = 0;
+        while (start <= v->size()) {
+            size_t comma = v->find(',', start);
+            if (comma == std::string::npos) comma = v->size();
+            if (comma > start) out.push_back(v->substr(start, comma - start));
+            start = comma + 1;
         }
+        return out;
     }
 
     // The last value given for --name, if any.
@@ -220,7 +229,7 @@ class Args {
     }
 
     // Runner options from --target-rse, --min-samples, --max-samples, --max-seconds, --warmup, --no-flush,
-    // --timing=cupti|events, --recheck-seed=N, --protocol-selftest; exit 2 on a value out of range.
+    // --timing=cupti|events, --recheck-seed=N, --protocol-selftest, --sustained=a,b; exit 2 on a value out of range.
     BenchOptions bench_options() const {
         BenchOptions o;
         o.target_rse = get_double("target-rse", o.target_rse);
@@ -234,6 +243,7 @@ class Args {
         o.cupti = timing == "cupti";
         if (has("recheck-seed")) o.recheck_seed = uint64_t(get_int("recheck-seed", 0));
         o.selftest_record = has("protocol-selftest");
+        o.sustained = list("sustained");
         if (o.max_samples < 1 || o.min_samples < 0 || o.warmup < 0 || !(o.max_seconds > 0) || !(o.target_rse >= 0))
             usage("--max-samples wants >= 1, --min-samples and --warmup >= 0, --max-seconds > 0, --target-rse >= 0");
         return o;

@@ -80,6 +80,7 @@ struct Window {
     size_t invalid = 0;
     uint64_t first_start = 0, last_end = 0;
     uint64_t busy_ns = 0;
+    size_t kernel_records = 0;         // kernel records in the window (copies and fills not counted)
     std::vector<std::string> kernels;  // the distinct names of the kernels in the window (mangled), sorted
 
     bool any() const { return records > invalid; }
@@ -96,6 +97,7 @@ inline Window summarize(std::vector<Span> spans, uint64_t opened = 0) {
         if (opened && s.start != 0 && s.start < opened) continue;
         ++w.records;
         if (!s.name.empty()) w.kernels.push_back(s.name);
+        if (s.kind == kKindConcurrentKernel || s.kind == kKindKernel) ++w.kernel_records;
         if (s.start == 0 || s.end == 0 || s.end < s.start) ++w.invalid;
         else valid.push_back(s);
     }

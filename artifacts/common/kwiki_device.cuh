@@ -135,6 +135,18 @@ class Nvml {
         if (!dev_ || !violation_ || violation_(dev_, policy, &v) != 0) return std::nullopt;
         return v.violation_time;
     }
+    // The processes holding a compute context on this device (nvmlDeviceGetComputeRunningProcesses_v3), as NVML
+    // numbers them (a container's PID namespace may hide them, or number them differently); none: cannot list.
+    std::optional<std::vector<unsigned>> compute_pids() const {
+        struct Info { unsigned pid; unsigned long long used; unsigned gpu_instance, compute_instance; };  // v2/v3
+        if (!dev_ || !procs_) return std::nullopt;
+        std::vector<Info> info(64);
+        unsigned n = unsigned(info.size());
+        if (procs_(dev_, &n, info.data()) != 0) return std::nullopt;
+        std::vector<unsigned> pids;
+        for (unsigned i = 0; i < n && i < info.size(); ++i) pids.push_back(info[i].pid);
+        return pids;
+    }
     // Why the clocks are below their maximum now: a bit mask of the kReason* values.
     std::optional<unsigned long long> reasons() const {
         unsigned long long v = 0;
@@ -149,7 +161,9 @@ class Nvml {
     using PowerFn = int (*)(void*, unsigned*);
     using ViolationFn = int (*)(void*, int, void*);
     using ReasonsFn = int (*)(void*, unsigned long long*);
+    using ProcsFn = int (*)(void*, unsigned*, void*);
     void* dev_ = nullptr;
+    ProcsFn procs_ = nullptr;
     ClockFn clock_ = nullptr;
     PowerFn power_ = nullptr;
     ViolationFn violation_ = nullptr;
@@ -165,6 +179,8 @@ class Nvml {
         violation_ = reinterpret_cast<ViolationFn>(dlsym(lib, "nvmlDeviceGetViolationStatus"));
         reasons_ = reinterpret_cast<ReasonsFn>(dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons"));
         if (!reasons_) reasons_ = reinterpret_cast<ReasonsFn>(dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons"));
+        procs_ = reinterpret_cast<ProcsFn>(dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3"));
+        if (!procs_) procs_ = reinterpret_cast<ProcsFn>(dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v2"));
         char bus[32] = {};
         if (!init || !by_bus || init() != 0) return;
         if (cudaDeviceGetPCIBusId(bus, sizeof bus, current_device()) != cudaSuccess) {
@@ -182,6 +198,8 @@ struct Clocks {
     std::optional<double> power_cap_s, thermal_s, hw_slowdown_s;   // time held down, summed over the samples' windows
     std::optional<double> energy_j;                                // energy used in the samples' windows
     std::optional<double> window_s;                                // the samples' windows, summed (the denominator)
+    std::optional<double> sm_mhz_effective;                        // the clock the kernel counted (clock64 / globaltimer)
+    std::string sm_mhz_effective_by;                               // "clock64" or "profiler"; empty: none
 };
 
 // What NVML says during one sample, read while its launch runs: the SM clock, the clock-event reasons, the board

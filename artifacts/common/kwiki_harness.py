@@ -81,7 +81,7 @@ from typing import Any, ClassVar
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kwiki_bench as kb
 
-PROTOCOL_VERSION = 2  # kwiki/results/record.py: the same rules as kwiki_runner.cuh's
+PROTOCOL_VERSION = 3  # kwiki/results/record.py: the same rules as kwiki_runner.cuh's
 CONTRACT = {"GRID": "list", "VARIANTS": "names", "TOLERANCES": "mapping", "make_inputs": "callable",
             "make_outputs": "callable", "reference": "callable", "work": "callable", "load": "callable"}
 RECHECK_RATE, RECHECK_SCALE, RECHECK_MIN_SAMPLES = 0.38, 7.2, 20  # kwiki/results/recheck.py's p(i); a test compares

@@ -16,7 +16,10 @@ namespace kwiki {
 
 // The measurement protocol a record was taken under (kwiki/results/record.py reads it). 2: every timed sample
 // poisoned and flushed, a random subset re-checked, CUPTI spans over every stream, clocks and power per case.
-inline constexpr int PROTOCOL_VERSION = 2;
+// 3: re-checks spread over the whole sampling window, what the timer saw (bracket, span, kernels, this process's
+// bracket cost) against work it cannot see, one process on the GPU, fresh inputs, sustained blocks, the clock
+// the kernel ran at.
+inline constexpr int PROTOCOL_VERSION = 3;
 
 // ===================================================================================================
 // Timing figures and options
@@ -26,6 +29,21 @@ struct Timing {
     double median_us = 0, q1_us = 0, q3_us = 0, min_us = 0;
     int samples = 0;
     double rse = 0;
+};
+
+// What the timer saw beside the busy time (record.py's Timer).
+struct TimerInfo {
+    double event_median_us = 0, span_median_us = 0, kernels = 0, fixed_us = 0, per_launch_us = 0;
+    std::string contexts;  // "listed", "own-not-listed", "unavailable"; empty: not asked
+};
+
+// Blocks of back-to-back launches after the clock and power settled (record.py's Sustained).
+struct SustainedInfo {
+    Timing timing;
+    int launches = 0;
+    double duty = 0, settle_s = 0;
+    std::optional<double> sm_mhz, power_w;
+    bool settled = false;
 };
 
 
@@ -92,6 +110,8 @@ struct Record {
     Clocks clocks;
     Fields extra;                    // registers, local_bytes, event_median_us, other numbers
     std::optional<std::vector<std::string>> kernels;  // kernels CUPTI saw in the timed samples (demangled); none: unseen
+    std::optional<TimerInfo> timer;                   // what the timer saw (CUPTI timing only)
+    std::optional<SustainedInfo> sustained;           // --sustained's figure
 
     void set_regs(const KernelRegs& r) {
         extra.emplace_back("registers", r.registers);
@@ -171,8 +191,26 @@ inline std::string to_json(const Record& r) {
          ",\"sm_mhz_min\":" + number(k.sm_mhz_min) + ",\"sm_mhz_median\":" + number(k.sm_mhz_median) +
          ",\"sm_mhz_max\":" + number(k.sm_mhz_max) + ",\"power_cap_s\":" + number(k.power_cap_s) +
          ",\"thermal_s\":" + number(k.thermal_s) + ",\"hw_slowdown_s\":" + number(k.hw_slowdown_s) +
-         ",\"energy_j\":" + number(k.energy_j) + ",\"window_s\":" + number(k.window_s) + "}";
+         ",\"energy_j\":" + number(k.energy_j) + ",\"window_s\":" + number(k.window_s) +
+         ",\"sm_mhz_effective\":" + number(k.sm_mhz_effective) + ",\"sm_mhz_effective_by\":" +
+         (k.sm_mhz_effective && !k.sm_mhz_effective_by.empty() ? quote(k.sm_mhz_effective_by) : std::string("null")) + "}";
     o += ",\"extra\":" + object(r.extra);
+    if (timed && r.timer) {
+        const TimerInfo& w = *r.timer;
+        o += ",\"timer\":{\"event_median_us\":" + number(w.event_median_us) + ",\"span_median_us\":" +
+             number(w.span_median_us) + ",\"kernels\":" + number(w.kernels) + ",\"fixed_us\":" + number(w.fixed_us) +
+             ",\"per_launch_us\":" + number(w.per_launch_us) + ",\"contexts\":" +
+             (w.contexts.empty() ? std::string("null") : quote(w.contexts)) + "}";
+    }
+    if (timed && r.sustained && r.sustained->timing.samples > 0) {
+        const SustainedInfo& u = *r.sustained;
+        o += ",\"sustained\":{\"median_us\":" + number(u.timing.median_us) + ",\"q1_us\":" + number(u.timing.q1_us) +
+             ",\"q3_us\":" + number(u.timing.q3_us) + ",\"min_us\":" + number(u.timing.min_us) +
+             ",\"samples\":" + std::to_string(u.timing.samples) + ",\"launches\":" + std::to_string(u.launches) +
+             ",\"duty\":" + number(std::min(u.duty, 1.0)) + ",\"sm_mhz\":" + number(u.sm_mhz) +
+             ",\"power_w\":" + number(u.power_w) + ",\"settle_s\":" + number(u.settle_s) +
+             ",\"settled\":" + (u.settled ? "true" : "false") + "}";
+    }
     if (r.kernels) {
         o += ",\"kernels\":[";
         for (size_t i = 0; i < r.kernels->size(); ++i) o += (i ? "," : "") + quote((*r.kernels)[i]);

@@ -46,6 +46,7 @@
 #pragma once
 
 #include "kwiki_args.cuh"
+#include "kwiki_clock.cuh"
 #include "kwiki_cupti.cuh"
 #include "kwiki_record.cuh"
 
@@ -56,6 +57,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace kwiki {
@@ -111,43 +113,35 @@ class L2Flusher {
 // Which timed samples are re-checked, and which input set each sample reads (pure: host-tested)
 // ===================================================================================================
 
-// Per case: two samples drawn among the first kWindow (so every case that times at all has them; the case runs
-// until both have happened), then each later sample with probability kRate, at most kAtMost in all. All from
-// `seed` (drawn when the run starts) and the case's number: deterministic given both, unknown to the kernel.
+// Protocol 3 (kwiki/results/recheck.py holds the arithmetic, and tests hold this to it): timed sample i of a case is
+// re-checked with probability p(i) = min(kRate, kScale / (i + 1)), each draw from `seed` (drawn when the run
+// starts, unknown to the kernel), the case's number and i; a checked case takes at least kMinSamples samples
+// before it may stop, and one whose max_samples is below that re-checks every sample. A kernel that cuts corners
+// on more than half of a case's samples escapes with probability at most 0.0087, whatever it did before.
 class RecheckPlan {
   public:
-    static constexpr int kWindow = 8, kAtLeast = 2, kAtMost = 8;
-    static constexpr double kRate = 0.05;
+    static constexpr double kRate = 0.38, kScale = 7.2;
+    static constexpr int kMinSamples = 20;
 
-    RecheckPlan() = default;
-    RecheckPlan(uint64_t seed, uint64_t case_id, int max_samples) : key_(hash64(seed, 0x5ec4ec0000ull + case_id)) {
-        const int span = std::max(1, std::min(kWindow, max_samples));
-        const int want = std::min(kAtLeast, span);
-        int idx[kWindow];
-        for (int i = 0; i < span; ++i) idx[i] = i;
-        for (int j = 0; j < want; ++j) {  // a partial Fisher-Yates shuffle: `want` distinct indices in [0, span)
-            const int k = j + int(hash64(key_, 1000 + uint64_t(j)) % uint64_t(span - j));
-            std::swap(idx[j], idx[k]);
-            early_ |= 1u << idx[j];
-            needed_ = std::max(needed_, idx[j] + 1);
-        }
-    }
+    RecheckPlan() = default;  // re-checks nothing (a pass that is not checked)
+    RecheckPlan(uint64_t seed, uint64_t case_id, int max_samples)
+        : key_(hash64(seed, 0x5ec4ec0000ull + case_id)), on_(true), all_(max_samples < kMinSamples),
+          needed_(std::max(1, std::min(kMinSamples, max_samples))) {}
+
+    static double probability(int i, bool all = false) { return all ? 1.0 : std::min(kRate, kScale / double(i + 1)); }
 
     // Whether the next sample (asked in order: 0, 1, 2, ...) is re-checked.
     bool next() {
         const int i = n_++;
-        const bool yes = i < kWindow ? ((early_ >> i) & 1u) != 0
-                                     : count_ < kAtMost && double(hash64(key_, uint64_t(i)) >> 11) * 0x1p-53 < kRate;
-        count_ += yes;
-        return yes;
+        return on_ && double(hash64(key_, uint64_t(i)) >> 11) * 0x1p-53 < probability(i, all_);
     }
-    // Samples the case must take before it may stop (so that its early re-checks happen).
+    // Samples the case must take before it may stop.
     int needed() const { return needed_; }
 
   private:
     uint64_t key_ = 0;
-    unsigned early_ = 0;
-    int needed_ = 0, n_ = 0, count_ = 0;
+    bool on_ = false, all_ = false;
+    int needed_ = 0, n_ = 0;
 };
 
 // The re-checked sample indices of a case that took n samples (what the Runner does, for tests and logs).
@@ -184,6 +178,11 @@ struct Case {
 
     int input_sets = 1;                   // pre-filled input sets; each timed sample reads one at random
     std::function<void(int)> use_inputs;  // select input set i for the next launch and check (required when > 1)
+    // Fresh inputs (protocol 3): new random inputs from `seed` in the untimed preparation of every timed sample,
+    // with the reference the (re)check compares against computed on the GPU there too. The record says
+    // extra.fresh_inputs = 1.
+    std::function<void(cudaStream_t, uint64_t seed)> refill;
+    ClockStamp* clock = nullptr;          // where the kernel stamps its clock (default: kwiki_clock.cuh's stamp)
     int check_runs = 1;                   // poison -> launch -> check repetitions before timing (race variants)
     bool timed = true;                    // false: checked only (its record has no timing)
     bool flush_l2 = true;                 // false: measures L2-resident data (see step 2 above)
@@ -230,6 +229,7 @@ class Runner {
         KWIKI_CHECK(cudaEventCreate(&start_));
         KWIKI_CHECK(cudaEventCreate(&stop_));
         if (check_only_) return;
+        stamp_ = clock_stamp();  // this translation unit's: a kernel that calls kwiki::clock_begin/end writes it
         persistence_ = reset_persistence(true);
         if (opts_.flush_l2) flusher_.emplace();
         start_cupti();
@@ -241,8 +241,8 @@ class Runner {
     ~Runner() {
         if (phases_.cases > 0)  // where the wall time went (stderr: kwiki's overhead accounting, not a figure)
             std::fprintf(stderr, "kwiki: runner wall time: %d cases, check %.2f s, warmup %.2f s, %d samples: "
-                         "prepare %.2f s, window %.2f s, re-check %.2f s\n", phases_.cases, phases_.check,
-                         phases_.warmup, phases_.samples, phases_.prepare, phases_.window, phases_.recheck);
+                         "prepare %.2f s, window %.2f s, re-check %.2f s, tail %.2f s\n", phases_.cases, phases_.check,
+                         phases_.warmup, phases_.samples, phases_.prepare, phases_.window, phases_.recheck, phases_.tail);
         cudaEventDestroy(start_);
         cudaEventDestroy(stop_);
         cudaStreamDestroy(stream_);
@@ -272,6 +272,7 @@ class Runner {
         }
         if (profile_) profile_cases(states);
         if (!check_only_) time_cases(states, true);
+        if (!check_only_ && !opts_.sustained.empty()) sustain(states);
         std::vector<Record> out;
         for (const State& s : states) out.push_back(record_of(s));
         return out;
@@ -283,8 +284,11 @@ class Runner {
         uint64_t id = 0;
         CheckResult check;
         RecheckPlan plan;
-        std::vector<double> us, event_us, span_us;
+        std::vector<double> us, event_us, span_us, kernel_counts, mhz_effective;
         std::vector<std::string> kernels;  // CUPTI's names of the kernels of the timed samples (mangled, distinct)
+        std::string contexts;              // what NVML listed during timing (contexts_of)
+        std::optional<SustainedInfo> sustained;
+        std::optional<double> sustained_mhz_effective;
         ClockTally clocks;
         double seconds = 0;
         int rechecked = 0;
@@ -399,6 +403,37 @@ class Runner {
             for (State* s : todo)
                 if (!s->done) sample(*s, checked), left += !s->done;
         }
+        if (checked && opts_.tail)
+            for (State* s : todo) tail(*s);
+    }
+
+    // The tail check (protocol 3): a kernel honest for its first N launches would outwait every re-check of a case
+    // that stops before N. After its samples, a case launches back to back a number of times drawn from
+    // [kTailMin, 2 kTailMin) (at most kTailSeconds of its median; shorter kernels get the full count), then once
+    // more on poisoned outputs, and that launch is compared with the reference: a failure fails the case.
+    static constexpr int kTailMin = 1024;
+    static constexpr double kTailSeconds = 0.1;
+
+    void tail(State& s) {
+        if (!s.check.passed || s.us.empty()) return;
+        Case& c = *s.c;
+        const int want = kTailMin + int(hash64(seed_, 0x7a11000000ull + s.id) % uint64_t(kTailMin));
+        const int n = std::max(1, std::min(want, int(kTailSeconds * 1e6 / std::max(summarize(s.us).median_us, 0.1))));
+        const auto t0 = std::chrono::steady_clock::now();
+        if (c.input_sets > 1) c.use_inputs(0);
+        for (int i = 0; i < n; ++i) c.launch(stream_);
+        KWIKI_CHECK_LAST();
+        c.poison(stream_);
+        KWIKI_CHECK_LAST();
+        c.launch(stream_);
+        KWIKI_CHECK_LAST();
+        KWIKI_CHECK(cudaDeviceSynchronize());
+        CheckResult r = c.recheck ? c.recheck() : c.check();
+        phases_.tail += seconds_since(t0);
+        ++s.rechecked;
+        if (!r.passed)
+            fail_timing(s, "the launch after " + std::to_string(n) + " more back to back differs from the reference: " +
+                               r.detail);
     }
 
     // One timed sample of one case (the protocol's order: persistence, inputs, poison, flush, launch).
@@ -408,6 +443,9 @@ class Runner {
         const auto t0 = std::chrono::steady_clock::now();
         if (persistence_) reset_persistence(false);
         if (c.input_sets > 1) c.use_inputs(input_set_for(seed_, s.id, n, c.input_sets));
+        if (c.refill) c.refill(stream_, hash64(hash64(seed_, 0xf7e5000000ull + s.id), uint64_t(n))), KWIKI_CHECK_LAST();
+        ClockStamp* stamp = c.clock ? c.clock : stamp_;
+        if (stamp) KWIKI_CHECK(cudaMemsetAsync(stamp, 0, sizeof(ClockStamp), stream_));
         if (!c.flush_l2) {  // L2-resident measurement: an untimed launch brings in what it reads
             c.launch(stream_);
             KWIKI_CHECK_LAST();
@@ -430,13 +468,19 @@ class Runner {
             if (std::find(s.kernels.begin(), s.kernels.end(), k) == s.kernels.end()) s.kernels.push_back(k);
         s.us.push_back(w.cupti ? w.activity.busy_us() : w.event_us);
         s.event_us.push_back(w.event_us);
-        if (w.cupti) s.span_us.push_back(w.activity.span_us());
+        if (w.cupti) s.span_us.push_back(w.activity.span_us()), s.kernel_counts.push_back(double(w.activity.kernel_records));
+        if (stamp) {
+            ClockStamp st{};
+            KWIKI_CHECK(cudaMemcpy(&st, stamp, sizeof st, cudaMemcpyDeviceToHost));
+            if (auto mhz = stamp_mhz(st)) s.mhz_effective.push_back(*mhz);
+        }
         const auto t2 = std::chrono::steady_clock::now();
         s.seconds += std::chrono::duration<double>(t2 - t0).count();
         phases_.window += std::chrono::duration<double>(t2 - t1).count();
 
         if (checked && s.plan.next()) {  // compare this sample's outputs (not counted in its time budget)
             CheckResult r = c.recheck ? c.recheck() : c.check();
+            if (r.passed && !contexts_of(s)) return;  // another process holds a context on this GPU
             phases_.recheck += seconds_since(t2);
             ++s.rechecked;
             if (!r.passed) {
@@ -451,6 +495,148 @@ class Runner {
         const bool stable = m >= opts_.min_samples && summarize(s.us).rse <= opts_.target_rse;
         const bool enough = stable || m >= opts_.max_samples || (m >= 3 && s.seconds >= opts_.max_seconds);
         s.done = enough && (m >= s.plan.needed() || m >= opts_.max_samples);
+        if (s.done) contexts_of(s);
+    }
+
+    // One process on the GPU (protocol 3): NVML's list of the processes holding a compute context on this device,
+    // asked after each re-checked sample and when a case stops. A process other than this one fails the case's
+    // timing (work handed to it would be invisible to CUPTI, which sees this process only). Where NVML cannot list
+    // processes, or does not list this one (a container's PID namespace), the record says so and the `unseen`
+    // gate is what remains. Returns false when the case failed here.
+    bool contexts_of(State& s) {
+        const auto pids = Nvml::get().compute_pids();
+        const unsigned me = unsigned(getpid());
+        std::string now = "listed";
+        if (!pids) now = "unavailable";
+        else if (std::find(pids->begin(), pids->end(), me) == pids->end()) now = "own-not-listed";
+        else
+            for (unsigned pid : *pids)
+                if (pid != me) {
+                    fail_timing(s, "process " + std::to_string(pid) + " holds a context on this GPU during timing "
+                                   "(protocol 3: only the artifact's own process may)");
+                    return false;
+                }
+        if (s.contexts.empty() || s.contexts == "listed") s.contexts = now;
+        return true;
+    }
+
+    // --- step 2b: sustained (protocol 3) ----------------------------------------------------------------
+    //
+    // The cases --sustained names (that passed and were timed) run in blocks of back-to-back launches: no poison,
+    // flush or sync between launches, as a model runs. First they settle: blocks of each case in alternation until
+    // NVML's SM clock and board power each moved by less than kSettleTol over a case's last 3 blocks, at least
+    // kSettleMin and at most kSettleMax seconds. Then kRounds rounds, each a block per case in alternation; a block
+    // has B + a random 0..B/2 launches (B: about kBlockSeconds of the case's burst median, 10 to kMaxLaunches), is
+    // timed by CUPTI (busy time) and the event pair (wall), and its last launch's outputs are compared with the
+    // reference: a failure fails the case. The figure is a launch's share of a block's busy time.
+    static constexpr double kBlockSeconds = 0.02, kSettleMin = 1.0, kSettleMax = 5.0, kSettleTol = 0.02;
+    static constexpr int kRounds = 7, kMaxLaunches = 2000;
+
+    void sustain(std::vector<State>& states) {
+        std::vector<State*> sel;
+        for (State& s : states)
+            if (s.timed && s.check.passed && !s.us.empty() &&
+                std::find(opts_.sustained.begin(), opts_.sustained.end(), s.c->variant) != opts_.sustained.end())
+                sel.push_back(&s);
+        if (sel.empty()) return;
+        struct Block { double busy_us, wall_us; int launches; std::optional<double> mhz, mw, eff; };
+        auto launches_of = [&](State& s) {
+            return std::clamp(int(kBlockSeconds * 1e6 / std::max(summarize(s.us).median_us, 0.1)), 10, kMaxLaunches);
+        };
+        auto block = [&](State& s, int n) {
+            Case& c = *s.c;
+            if (c.input_sets > 1) c.use_inputs(0);
+            c.poison(stream_);
+            KWIKI_CHECK_LAST();
+            ClockStamp* stamp = c.clock ? c.clock : stamp_;
+            if (stamp) KWIKI_CHECK(cudaMemsetAsync(stamp, 0, sizeof(ClockStamp), stream_));
+            KWIKI_CHECK(cudaDeviceSynchronize());
+            Block b{};
+            Window w = timed_window([&](cudaStream_t st) {
+                for (int i = 0; i < n; ++i) c.launch(st);
+            });
+            b.launches = n;
+            b.busy_us = w.cupti ? w.activity.busy_us() : w.event_us;
+            b.wall_us = w.event_us;
+            b.mhz = w.nvml.mhz;
+            b.mw = w.nvml.power_mw;
+            if (stamp) {
+                ClockStamp st{};
+                KWIKI_CHECK(cudaMemcpy(&st, stamp, sizeof st, cudaMemcpyDeviceToHost));
+                b.eff = stamp_mhz(st);
+            }
+            return b;
+        };
+        // settle
+        const auto t0 = std::chrono::steady_clock::now();
+        std::vector<std::vector<Block>> seen(sel.size());
+        auto steady = [&](const std::vector<Block>& v) {
+            if (v.size() < 3) return false;
+            auto moved = [&](auto get) {
+                double lo = 1e300, hi = 0;
+                for (size_t i = v.size() - 3; i < v.size(); ++i) {
+                    const std::optional<double> x = get(v[i]);
+                    if (!x) return 0.0;  // NVML cannot say: nothing to wait for
+                    lo = std::min(lo, *x), hi = std::max(hi, *x);
+                }
+                return hi > 0 ? (hi - lo) / hi : 0.0;
+            };
+            return moved([](const Block& b) { return b.mhz; }) < kSettleTol && moved([](const Block& b) { return b.mw; }) < kSettleTol;
+        };
+        bool settled = false;
+        double settle_s = 0;
+        while (true) {
+            for (size_t i = 0; i < sel.size(); ++i) seen[i].push_back(block(*sel[i], launches_of(*sel[i])));
+            settle_s = seconds_since(t0);
+            settled = std::all_of(seen.begin(), seen.end(), steady);
+            if ((settled && settle_s >= kSettleMin) || settle_s >= kSettleMax) break;
+        }
+        // measure
+        std::vector<std::vector<Block>> got(sel.size());
+        for (int round = 0; round < kRounds; ++round)
+            for (size_t i = 0; i < sel.size(); ++i) {
+                State& s = *sel[i];
+                if (!s.check.passed) continue;
+                const int base = launches_of(s);
+                const int n = base + int(hash64(hash64(seed_, 0x5a57000000ull + s.id), uint64_t(round)) % uint64_t(base / 2 + 1));
+                got[i].push_back(block(s, n));
+                CheckResult r = s.c->recheck ? s.c->recheck() : s.c->check();
+                ++s.rechecked;
+                if (!r.passed) {
+                    fail_timing(s, "the last launch of sustained block " + std::to_string(round) + " (" + std::to_string(n) +
+                                       " launches back to back) differs from the reference: " + r.detail);
+                    s.us.clear();
+                }
+            }
+        for (size_t i = 0; i < sel.size(); ++i) {
+            State& s = *sel[i];
+            if (!s.check.passed || got[i].empty()) continue;
+            std::vector<double> per, mhz, watts, eff;
+            double busy = 0, wall = 0;
+            std::vector<double> ns;
+            for (const Block& b : got[i]) {
+                per.push_back(b.busy_us / b.launches);
+                busy += b.busy_us, wall += b.wall_us;
+                ns.push_back(b.launches);
+                if (b.mhz) mhz.push_back(*b.mhz);
+                if (b.mw) watts.push_back(*b.mw * 1e-3);
+                if (b.eff) eff.push_back(*b.eff);
+            }
+            SustainedInfo u;
+            u.timing = summarize(per);
+            u.launches = int(summarize(ns).median_us);
+            u.duty = wall > 0 ? busy / wall : 0;
+            if (!mhz.empty()) u.sm_mhz = summarize(mhz).median_us;
+            if (!watts.empty()) u.power_w = summarize(watts).median_us;
+            u.settle_s = settle_s;
+            u.settled = settled;
+            s.sustained = u;
+            if (!eff.empty()) s.sustained_mhz_effective = summarize(eff).median_us;
+            std::fprintf(stderr, "sustained %-20s %s: %.3f us a launch (burst %.3f), duty %.3f, %s MHz, %s W, settled %s "
+                         "after %.1f s\n", s.c->variant.c_str(), describe(s.c->params).c_str(), u.timing.median_us,
+                         summarize(s.us).median_us, u.duty, u.sm_mhz ? std::to_string(int(*u.sm_mhz)).c_str() : "-",
+                         u.power_w ? std::to_string(int(*u.power_w)).c_str() : "-", settled ? "yes" : "NO", settle_s);
+        }
     }
 
     void fail_timing(State& s, const std::string& why) {
@@ -519,6 +705,19 @@ class Runner {
             r.timing_source = timing_source();
             r.extra.emplace_back("event_median_us", summarize(s.event_us).median_us);
             if (!s.span_us.empty()) r.extra.emplace_back("span_median_us", summarize(s.span_us).median_us);
+            if (r.timing_source == std::string("cupti") && !s.span_us.empty()) {
+                TimerInfo t;
+                t.event_median_us = summarize(s.event_us).median_us;
+                t.span_median_us = summarize(s.span_us).median_us;
+                t.kernels = summarize(s.kernel_counts).median_us;
+                t.fixed_us = bracket_.fixed_us;
+                t.per_launch_us = bracket_.per_launch_us;
+                t.contexts = s.contexts;
+                r.timer = t;
+            }
+            if (c.refill) r.extra.emplace_back("fresh_inputs", 1);
+            if (s.sustained) r.sustained = s.sustained;
+            if (s.sustained_mhz_effective) r.extra.emplace_back("sustained_mhz_effective", *s.sustained_mhz_effective);
             if (r.timing_source == std::string("cupti")) {  // kernel identity: what ran in the timed samples
                 std::vector<std::string> names;
                 for (const std::string& k : s.kernels) names.push_back(cupti::demangle(k));
@@ -527,6 +726,10 @@ class Runner {
             }
         }
         r.clocks = s.clocks.summary();
+        if (!s.mhz_effective.empty() && r.timing) {
+            r.clocks.sm_mhz_effective = summarize(s.mhz_effective).median_us, r.clocks.sm_mhz_effective_by = "clock64";
+            r.extra.emplace_back("sms", sm_count());  // for the per-clock, per-SM rate (record.py's figures)
+        }
         if (c.finish) c.finish(r);
         return r;
     }
@@ -557,6 +760,42 @@ class Runner {
                 act.disable("CUPTI saw no timestamps for a test kernel (" + std::to_string(w.activity.records) + " records)");
         }
         if (!act.enabled()) std::fprintf(stderr, "kwiki: CUPTI not used: %s; timing by CUDA events\n", act.why_not().c_str());
+        else measure_bracket();
+    }
+
+    // This process's own cost of a bracket (protocol 3; the `unseen` gate's allowance): the event pair's time less
+    // CUPTI's busy time for one launch of a short read (1 MiB, a few us: an empty kernel's bracket is dominated by
+    // costs a real kernel overlaps) (fixed_us), and per further launch of a window of 8 (per_launch_us), medians
+    // of 21 windows each. Once per process.
+    void measure_bracket() {
+        static Bracket measured;
+        static bool done = false;
+        if (!done) {
+            done = true;
+            void* buf = nullptr;
+            KWIKI_CHECK(cudaMalloc(&buf, (1 << 20) + 16));
+            KWIKI_CHECK(cudaMemset(buf, 0x3C, (1 << 20) + 16));
+            auto excess = [&](int launches) {
+                std::vector<double> e;
+                for (int i = 0; i < 21; ++i) {
+                    KWIKI_CHECK(cudaDeviceSynchronize());
+                    Window w = timed_window([&](cudaStream_t st) {
+                        for (int k = 0; k < launches; ++k)
+                            l2_flush_kernel<uint4><<<32, 256, 0, st>>>(static_cast<const uint4*>(buf), (1 << 20) / 16, 1u,
+                                                                       static_cast<uint32_t*>(buf) + (1 << 18));
+                    });
+                    e.push_back(std::max(0.0, w.event_us - w.activity.busy_us()));
+                }
+                return summarize(e).median_us;
+            };
+            excess(1);  // warm: the first windows pay for module loading
+            measured.fixed_us = excess(1);
+            measured.per_launch_us = std::max(0.0, (excess(8) - measured.fixed_us) / 7.0);
+            KWIKI_CHECK(cudaFree(buf));
+            std::fprintf(stderr, "kwiki: bracket cost: %.2f us fixed, %.2f us per further launch (events less CUPTI)\n",
+                         measured.fixed_us, measured.per_launch_us);
+        }
+        bracket_ = measured;
     }
 
     // L2 persistence off: a persisting carve-out of 0, no persisting lines, no access-policy window on the launch
@@ -662,6 +901,9 @@ class Runner {
             fail_env(__FILE__, __LINE__, "flush self-test", "the L2 flush does not evict; no timing can be trusted");
     }
 
+    struct Bracket {
+        double fixed_us = 0, per_launch_us = 0;
+    } bracket_;
     BenchOptions opts_;
     bool check_only_ = false;
     bool profile_ = false;  // --profile-mode
@@ -669,13 +911,14 @@ class Runner {
     bool persistence_ = false;
     bool limit_on_ = true, lines_on_ = true, window_on_ = true;  // the persistence resets the device supports
     cudaStream_t stream_ = nullptr;
+    ClockStamp* stamp_ = nullptr;
     cudaEvent_t start_ = nullptr, stop_ = nullptr;
     std::optional<L2Flusher> flusher_;
     uint64_t seed_ = 0;
     uint64_t next_case_id_ = 0;
     struct Phases {
         int cases = 0, samples = 0;
-        double check = 0, warmup = 0, prepare = 0, window = 0, recheck = 0;
+        double check = 0, warmup = 0, prepare = 0, window = 0, recheck = 0, tail = 0;
     } phases_;
     static double seconds_since(std::chrono::steady_clock::time_point t0) {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -693,6 +936,8 @@ inline BenchOptions selection_options(BenchOptions o) {
     o.max_samples = std::max(1, std::min(o.max_samples, 50));
     o.target_rse = std::max(o.target_rse, 0.01);
     o.selftest_record = false;
+    o.tail = false;       // the winner is timed again in the measured run, tail check included
+    o.sustained.clear();
     return o;
 }
 

@@ -352,6 +352,7 @@ gemm_ws(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtenso
     }
     if constexpr (C::CLUSTER > 1) sm90::cluster_sync();
     else __syncthreads();
+    kwiki::clock_begin();  // the clock this kernel runs at (kwiki_clock.cuh): CTA 0's thread 0, the producer
 
     const int tiles_m = (M + C::BM - 1) / C::BM, tiles_n = (N + C::BN - 1) / C::BN, k_blocks = (K + C::BK - 1) / C::BK;
     const int units_m = (tiles_m + C::CLUSTER - 1) / C::CLUSTER, units = units_m * tiles_n;
@@ -404,6 +405,7 @@ gemm_ws(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtenso
         if constexpr (C::EPI_TMA)
             if (tid == 0) sm90::bulk_wait<0>();  // stores finished before the CTA (and its shared memory) goes
     }
+    kwiki::clock_end();
     if constexpr (C::CLUSTER > 1) sm90::cluster_sync();  // no CTA leaves while its peer may still signal it
 }
 // /kwiki:rung ws_plain

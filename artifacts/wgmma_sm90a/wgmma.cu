@@ -116,6 +116,7 @@ __global__ void __launch_bounds__(128 * WG, 1) wgmma_loop(const void* __restrict
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) d[i] = 0.f, sm90::fence_operand(d[i]);
 
+    kwiki::clock_begin();  // the tensor-core loop's clock (kwiki_clock.cuh): cycles and ns of CTA 0's thread 0
     for (int it = 0; it < iters; ++it) {
         sm90::wgmma_fence();
 #pragma unroll
@@ -127,6 +128,7 @@ __global__ void __launch_bounds__(128 * WG, 1) wgmma_loop(const void* __restrict
     sm90::wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) sm90::fence_operand(d[i]);
+    kwiki::clock_end();
 
     if (blockIdx.x != 0) return;
     // accumulator layout: rows 16*(t/32) + (t%32)/4 (+8), columns 8j + 2*(t%4) + {0,1}

@@ -22,7 +22,9 @@ RECORD_VERSION = 1
 # Bump it when the measurement itself changes, in the same change that lands the new protocol;
 # never for a refactor, a new artifact, variant or shape (the artifact's own hash and the record's
 # params keep those apart), nor for a change of one artifact's sources (its hash already moves).
-PROTOCOL_VERSION = 2  # 2: the shared runner (per-sample poison and re-checks, CUPTI busy time, NVML windows)
+# 2: the shared runner (per-sample poison and re-checks, CUPTI busy time, NVML windows). 3: re-checks over the whole
+# window, what the timer saw (`unseen`), one process on the GPU, fresh inputs, sustained blocks, the effective clock.
+PROTOCOL_VERSION = 3
 
 
 class Timing(Strict):
@@ -242,8 +244,13 @@ class Record(Strict):
             out["kernels"] = self.timer.kernels
             if self.timer.span_median_us is not None:
                 out["span_us"] = self.timer.span_median_us
-        if self.clocks.sm_mhz_effective is not None:
-            out["sm_mhz_effective"] = self.clocks.sm_mhz_effective
+        mhz = self.clocks.sm_mhz_effective
+        if mhz is not None:
+            out["sm_mhz_effective"] = mhz
+            sms = self.extra.get("sms")
+            if self.flops and self.timing is not None and isinstance(sms, int) and sms > 0:
+                # FLOPs per SM per cycle at the clock the kernel counted: the tensor cores' per-clock rate
+                out["flop_per_clk_per_sm"] = self.flops / (self.timing.median_us * mhz * sms)
         if self.sustained is not None:
             sus = self.sustained
             out.update({f"sustained_{k}": v for k, v in self._rates(sus.median_us).items()})

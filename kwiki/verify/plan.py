@@ -123,7 +123,26 @@ def plan(wiki: Wiki, pages: list[Page], env: Environment, *, compile_only: bool,
         if a.manifest is not None
         for target in a.manifest.targets
     ]
-    return Plan(root, pages, artifacts, builds, gpu, compile_only, problems)
+    planned = Plan(root, pages, artifacts, builds, gpu, compile_only, problems)
+    _sustained(planned)
+    return planned
+
+
+def _sustained(plan: Plan) -> None:
+    """Each artifact's variants that a claim selects in the sustained regime (its run gets --sustained)."""
+    for page in plan.pages:
+        if page.meta is None:
+            continue
+        for claim in page.meta.claims:
+            m = claim.measure
+            if m is None:
+                continue
+            for sel in (m.of, m.per):
+                if sel is None or sel.regime != "sustained":
+                    continue
+                target = plan.artifact_for(page, sel.artifact or m.artifact)
+                if target is not None and sel.variant not in target.sustained:
+                    target.sustained.append(sel.variant)
 
 
 def _borrow(a: PlannedArtifact, root: Path, env: Environment, builders: dict[str, PlannedArtifact]) -> None:

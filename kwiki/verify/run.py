@@ -68,7 +68,9 @@ def argv_for(planned: PlannedArtifact, binary: str, variants: list[str]) -> list
         base = [part.replace("{binary}", binary).replace("{python}", sys.executable) for part in run.command]
     else:
         base = [binary]
-    return [*base, *planned.manifest.run_args(), "--variants", ",".join(variants)]  # shapes, then run.args
+    sustained = [v for v in planned.sustained if v in variants]  # blocks back to back (protocol 3)
+    return [*base, *planned.manifest.run_args(), "--variants", ",".join(variants),
+            *([f"--sustained={','.join(sustained)}"] if sustained else [])]  # shapes, then run.args
 
 
 def run_artifact(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int | None, root: Path,

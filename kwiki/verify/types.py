@@ -35,6 +35,7 @@ class PlannedArtifact:
     run_variants: list[str] = field(default_factory=list)  # run together in one process
     isolated: list[str] = field(default_factory=list)  # each in a process of its own
     not_applicable: list[str] = field(default_factory=list)
+    sustained: list[str] = field(default_factory=list)  # variants a claim selects in the sustained regime
     binary_of: PlannedArtifact | None = None  # the artifact whose build this one runs (build.binary_of)
 
     @property

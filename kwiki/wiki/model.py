@@ -131,6 +131,7 @@ FIGURE_UNITS: dict[str, str] = {
     "spill_bytes": "bytes",
     "sm_mhz": "MHz",
     "sm_mhz_effective": "MHz",
+    "flop_per_clk_per_sm": "FLOP/clk/SM",
     "span_us": "us",
     "event_us": "us",
 }

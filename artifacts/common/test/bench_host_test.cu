@@ -187,7 +187,8 @@ static int case_recheck(int argc, char** argv) {
         r.variant = "case" + std::to_string(c);
         r.check = ok_check();
         r.extra = {{"samples", idx}, {"needed", kwiki::RecheckPlan(seed, uint64_t(c), max_samples).needed()}, {"sets", sets},
-                   {"window", kwiki::RecheckPlan::kWindow}, {"at_most", kwiki::RecheckPlan::kAtMost}};
+                   {"rate", kwiki::RecheckPlan::kRate}, {"scale", kwiki::RecheckPlan::kScale},
+                   {"min_samples", kwiki::RecheckPlan::kMinSamples}};
         kwiki::emit(r);
     }
     return kwiki::exit_code();
@@ -267,6 +268,9 @@ static int case_window() {
                {"any", w.any()}, {"empty_any", empty.any()}, {"invalid_only_any", only_invalid.any()},
                {"opened_records", static_cast<unsigned long long>(opened.records)}, {"opened_busy_us", opened.busy_us()},
                {"overlap_busy_us", overlap.busy_us()}, {"overlap_span_us", overlap.span_us()},
+               {"kernel_records", static_cast<unsigned long long>(w.kernel_records)},
+               {"stamp_mhz", *kwiki::stamp_mhz(kwiki::ClockStamp{1000, 5000, 1000 + 1794 * 100, 105000})},
+               {"stamp_short", kwiki::stamp_mhz(kwiki::ClockStamp{1000, 5000, 2000, 6000}).has_value()},
                {"header_checked", bool(KWIKI_TEST_CUPTI_HEADER)}};
     kwiki::emit(r);
     return kwiki::exit_code();
@@ -321,7 +325,14 @@ static int case_protocol() {
     t.add(kwiki::SampleReading{1755.0, kwiki::kReasonSwPowerCap, 690000.0, {}, {}, {}, {}}, 0.0016);
     t.add(kwiki::SampleReading{1740.0, kwiki::kReasonSwPowerCap, 700000.0, {}, {}, {}, {}}, 0.0016);
     r.clocks = t.summary();
+    r.clocks.sm_mhz_effective = 1639.0;
+    r.clocks.sm_mhz_effective_by = "clock64";
     r.extra = {{"tile", "128x256x64"}, {"stages", 4}, {"registers", 168}, {"event_median_us", 1428.5}};
+    r.timer = kwiki::TimerInfo{1431.0, 1426.0, 1.0, 6.5, 2.25, "own-not-listed"};
+    kwiki::SustainedInfo u;
+    u.timing = kwiki::summarize({1650.0, 1655.0, 1660.0});
+    u.launches = 14, u.duty = 0.998, u.settle_s = 1.25, u.settled = true, u.sm_mhz = 1800.0, u.power_w = 695.0;
+    r.sustained = u;
     kwiki::emit(r);
     kwiki::Record l2 = r;  // a failed re-check: no timing, the failing sample named
     l2.variant = "cheat";
