@@ -552,7 +552,8 @@ def cheats(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with redirect_stdout(out):
         main(["verify", "--quiet", "--json", "--no-write", "--root", str(root)])
     report = json.loads(out.getvalue())
-    report["by_variant"] = {r["variants"][0]: r for r in report["runs"]}
+    report["by_variant"] = {r["variants"][0]: r for r in report["runs"] if r["artifact"] == "cheats_py"}
+    report["fresh"] = {r["variants"][0]: r for r in report["runs"] if r["artifact"] == "fresh_py"}
     report["verdicts"] = {c["claim"]: c["verdict"] for c in report["claims"]}
     report["root"] = root
     return report
@@ -576,6 +577,7 @@ def test_the_honest_variant_beside_the_cheats_is_reproduced_and_its_record_writt
     ("patch_clock", "kwiki's clock saw"),  # the harness reported 1/1000 of what the parent's clock saw
     ("memo_reference", "timed sample"),  # no reference is kept between samples: nothing to copy
     ("rewrite_record", "not within"),  # its record on stdout is not read; kwiki writes the records
+    ("late_200", "more back to back"),  # honest for more calls than the samples: the tail check outlasts it
 ])
 def test_a_cheat_that_reaches_into_the_harness_is_not_reproduced(cheats, variant: str, caught_by: str):
     run = cheats["by_variant"][variant]
@@ -600,12 +602,25 @@ def test_without_its_parent_the_harness_cannot_stop_the_patching_cheats(variant:
 
 
 @needs_torch
+def test_a_claim_in_the_sustained_regime_gets_blocks_back_to_back(cheats):
+    assert cheats["verdicts"]["honest-sustained-time"] == "reproduced"
+    log = Path(cheats["root"], cheats["by_variant"]["honest"]["log"]).read_text()
+    assert "--sustained=honest" in log.splitlines()[0]  # the claim's regime put the variant on the harness's line
+    rec = next(json.loads(ln) for ln in log.split("--- records")[1].splitlines() if '"variant":"honest"' in ln)
+    sus = rec["sustained"]
+    assert sus["samples"] == 7 and sus["launches"] >= 10 and sus["settle_s"] >= 1.0 and sus["settled"], sus
+    assert rec["rechecked"] >= 1 + 7  # the tail's last call and each block's last call are judged
+    frame = next(json.loads(ln) for ln in log.split("--- records")[1].splitlines() if '"variant":"frame_plan"' in ln)
+    assert frame.get("sustained") is None
+
+
+@needs_torch
 def test_fresh_inputs_fail_a_variant_that_reuses_part_of_an_earlier_output(cheats):
-    run = cheats["by_variant"]["reuse_5pct"]
+    run = cheats["fresh"]["reuse_5pct"]
     assert run["status"] == "check-failed" and "timed sample" in run["message"], run
     assert cheats["verdicts"]["reuse-5pct-time"] == "failed"
     assert cheats["verdicts"]["fresh-honest-time"] == "reproduced"
-    log = Path(cheats["root"], cheats["by_variant"]["reuse_5pct"]["log"]).read_text()
+    log = Path(cheats["root"], cheats["fresh"]["reuse_5pct"]["log"]).read_text()
     rec = next(json.loads(ln) for ln in log.split("--- records")[1].splitlines() if '"variant":"honest"' in ln)
     assert rec["extra"]["fresh_inputs"] == 1 and rec["extra"]["input_sets"] == 1
 

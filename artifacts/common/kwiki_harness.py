@@ -86,6 +86,9 @@ CONTRACT = {"GRID": "list", "VARIANTS": "names", "TOLERANCES": "mapping", "make_
             "make_outputs": "callable", "reference": "callable", "work": "callable", "load": "callable"}
 RECHECK_RATE, RECHECK_SCALE, RECHECK_MIN_SAMPLES = 0.38, 7.2, 20  # kwiki/results/recheck.py's p(i); a test compares
 SHIPPED = 2048  # elements of each output and input a judged sample ships to the parent's judge
+TAIL_MIN, TAIL_SECONDS = 1024, 0.1  # the tail check: [1024, 2048) calls back to back, at most 0.1 s of the median
+BLOCK_SECONDS, MAX_BLOCK, ROUNDS = 0.02, 2000, 7  # sustained blocks (kwiki_runner.cuh's kBlockSeconds, ...)
+SETTLE_MIN_S, SETTLE_MAX_S, SETTLE_TOL = 1.0, 5.0, 0.02
 CALIBRATION_WINDOWS = 21  # windows of 1 and of 8 trivial torch ops: this process's cost of a bracket
 CHANNEL_ENV = "KWIKI_HARNESS_CHANNEL"  # the parent's Unix socket (kwiki/verify/pyjudge.py); absent: run by hand
 EXIT_RAISED = 3
@@ -483,6 +486,12 @@ def recheck_probability(i: int, max_samples: int) -> float:
     return 1.0 if max_samples < RECHECK_MIN_SAMPLES else min(RECHECK_RATE, RECHECK_SCALE / (i + 1))
 
 
+def tail_calls(want: int, median_us: float) -> int:
+    """The tail check's back-to-back calls: `want` (drawn from [TAIL_MIN, 2 TAIL_MIN)), at most TAIL_SECONDS of the
+    case's median (kwiki_runner.cuh's kTailMin, kTailSeconds)."""
+    return max(1, min(want, int(TAIL_SECONDS * 1e6 / max(median_us, 0.1))))
+
+
 def positions(seed: int, numel: int) -> list[int]:
     """The flat indices a judged sample ships (the same in the harness and the judge): SHIPPED of them drawn
     from `seed`, or every one of a small tensor."""
@@ -508,9 +517,13 @@ class Parent:
         if op == "prep":
             return {"seed": self.rng.getrandbits(31)} if msg["fresh"] else {"set": self.rng.randrange(self.sets)}
         if op == "done":
-            k = msg["k"]
-            check = k == "check" or (msg["v"] and self.rng.random() < recheck_probability(k, self.max_samples))
+            k = msg["k"]  # a timed sample's index; a string for the checked call, the tail and sustained blocks
+            check = isinstance(k, str) or (msg["v"] and self.rng.random() < recheck_probability(k, self.max_samples))
             return {"positions": self.rng.getrandbits(31) if check else None}
+        if op == "tail":
+            return {"n": tail_calls(self.rng.randrange(TAIL_MIN, 2 * TAIL_MIN), msg["median_us"])}
+        if op == "block":
+            return {"extra": self.rng.randrange(msg["base"] // 2 + 1)}
         raise ValueError(op)
 
     def tell(self, op: str, **msg: Any) -> None:
@@ -572,6 +585,47 @@ class Case:
     timing_source: str = "cupti"
     kernels: frozenset[str] = frozenset()  # the kernels CUPTI saw in its timed samples
     contexts: str | None = None
+    sustained: dict[str, Any] | None = None
+
+
+@dataclass
+class Block:
+    """One sustained block: its busy time, bracket, calls, NVML's clock and power during it, the last call's return."""
+
+    busy_us: float
+    event_us: float
+    calls: int
+    mhz: float | None
+    watts: float | None
+    ret: Any
+
+
+def steady(blocks: list[Block]) -> bool:
+    """NVML's SM clock and board power each moved by less than SETTLE_TOL over the last 3 blocks (a reading NVML
+    cannot give: nothing to wait for)."""
+    if len(blocks) < 3:
+        return False
+    for name in ("mhz", "watts"):
+        xs = [getattr(b, name) for b in blocks[-3:]]
+        if any(x is None for x in xs):
+            continue
+        hi = max(xs)
+        if hi > 0 and (hi - min(xs)) / hi >= SETTLE_TOL:
+            return False
+    return True
+
+
+def sustained_figure(blocks: list[Block], settle_s: float, settled: bool) -> dict[str, Any]:
+    """The record's `sustained`: a call's share of each block's busy time, over the rounds."""
+    t = kb.summarize([b.busy_us / b.calls for b in blocks])
+    wall = sum(b.event_us for b in blocks)
+    mhz = [b.mhz for b in blocks if b.mhz is not None]
+    watts = [b.watts for b in blocks if b.watts is not None]
+    return {"median_us": t.median_us, "q1_us": t.q1_us, "q3_us": t.q3_us, "min_us": t.min_us, "samples": t.samples,
+            "launches": int(kb.summarize([float(b.calls) for b in blocks]).median_us),
+            "duty": min(1.05, sum(b.busy_us for b in blocks) / wall) if wall > 0 else 0.0,
+            "sm_mhz": kb.summarize(mhz).median_us if mhz else None,
+            "power_w": kb.summarize(watts).median_us if watts else None, "settle_s": settle_s, "settled": settled}
 
 
 @dataclass
@@ -592,6 +646,7 @@ class Harness:
         self.torch, self.mod, self.device, self.opts = torch, mod, device, opts
         self.want_sets, self.timeouts, self.events, self.parent = input_sets, timeouts, events, parent
         self.fresh = getattr(mod, "FRESH_INPUTS", False) is True
+        self.sustained: set[str] = set()  # --sustained=a,b: the variants that get a sustained figure
         self.nvml = Nvml(device)
         self.failures = 0
         self.flush = None
@@ -680,8 +735,7 @@ class Harness:
             case.rechecked += 1
         if not ok:
             case.passed = False
-            case.detail = detail if k == "check" else \
-                f"timed sample {k} differs from the reference: {detail}"
+            case.detail = detail if k == "check" else f"timed sample {k} differs from the reference: {detail}"
         elif k == "check":
             case.passed, case.detail, case.max_abs, case.max_rel = True, detail, a, r
         return ok
@@ -840,6 +894,133 @@ class Harness:
             active = [c for c in active if not self.done(c)]
         for case in cases:
             case.contexts = self.contexts(case)
+            self.tail(case, params, sets, pristine, outputs, tol)
+        self.sustain([c for c in cases if c.passed and c.samples and c.variant in self.sustained], params, sets,
+                     pristine, outputs, tol)
+
+    def tail(self, case: Case, params: dict[str, Any], sets: list[Tensors], pristine: list[Tensors],
+             outputs: Tensors, tol: Tolerance) -> None:
+        """kwiki_runner.cuh's tail check: a variant honest for its first N calls would outwait every re-check of a
+        case that stops before N. After its samples a case is called back to back n more times (n from the parent,
+        drawn from [1024, 2048), at most 0.1 s of its median), then once more on poisoned outputs, and that call is
+        judged."""
+        if not case.passed or not case.samples:
+            return
+        median = kb.summarize(case.samples).median_us
+        n = int(self.parent.ask("tail", v=case.variant, k="tail", median_us=median)["n"])
+        i = self.inputs_for(case, "tail", params, sets, pristine)
+        self.events.say(call=case.variant, phase="tail")
+        self.events.arm(case.timeout_s * 2 + 1e-4 * n)
+        try:
+            for _ in range(n):
+                ret = case.fn(dict(sets[i]), dict(outputs))
+                if ret is not None:
+                    got, _ = self.outputs_of(ret, outputs, sets[i])
+                    if got is not outputs:
+                        self.poison(got)
+            self.poison(outputs)
+            ret = case.fn(dict(sets[i]), dict(outputs))
+            if self.device == "cuda":
+                self.torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001
+            self.raised(case, "tail", exc)
+        self.events.disarm()
+        got, bad = self.outputs_of(ret, outputs, sets[i])
+        if bad:
+            self.parent.ask("done", v=case.variant, k="tail")
+            case.passed, case.detail = False, f"the call after {n} more back to back: {bad}"
+        elif not self.judge(case, "tail", params, got, sets[i], pristine[i], tol):
+            case.detail = case.detail.replace("timed sample tail", f"the call after {n} more back to back")
+        if got is not outputs:
+            self.poison(got)
+
+    # -- sustained (protocol 3): blocks of back-to-back calls after the clock and the power settled
+    def block(self, case: Case, n: int, i: int, sets: list[Tensors], outputs: Tensors) -> Block:
+        """n calls of `case` back to back (no poison, flush or sync between them): busy time (CUPTI, else the
+        bracket), the bracket (event pair; the host clock on a cpu device), and NVML's clock and power during it."""
+        torch, cuda = self.torch, self.device == "cuda"
+        self.poison(outputs)
+        if cuda:
+            torch.cuda.synchronize()
+        self.events.say(call=case.variant, phase="sustained")
+        self.events.arm(case.timeout_s * 2 + 1e-4 * n)
+        ctx = self.profiler() if cuda else None
+        label = f"{SAMPLE_PREFIX}{case.variant}.block"
+        try:
+            if ctx is not None:
+                ctx.__enter__()
+            with torch.profiler.record_function(label):
+                w0 = time.perf_counter()
+                start, stop = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) \
+                    if cuda else (None, None)
+                if start is not None:
+                    start.record()
+                ret = None
+                for _ in range(n):
+                    ret = case.fn(dict(sets[i]), dict(outputs))
+                if stop is not None:
+                    stop.record()
+                mhz, _, watts = self.nvml.read()
+                if cuda:
+                    torch.cuda.synchronize()
+                wall = (time.perf_counter() - w0) * 1e6
+            if ctx is not None:
+                ctx.__exit__(None, None, None)
+        except Exception as exc:  # noqa: BLE001
+            self.raised(case, "sustained", exc)
+        self.events.disarm()
+        event = start.elapsed_time(stop) * 1e3 if start is not None and stop is not None else wall
+        busy = windows(ctx).get(label, (0, 0, frozenset(), 0))[0] / 1e3 if ctx is not None else 0.0
+        return Block(busy if busy > 0 else event, event, n, mhz, watts, ret)
+
+    def sustain(self, cases: list[Case], params: dict[str, Any], sets: list[Tensors], pristine: list[Tensors],
+                outputs: Tensors, tol: Tolerance) -> None:
+        """kwiki_runner.cuh's sustain(): settle (blocks of about BLOCK_SECONDS of each case in alternation until
+        NVML's SM clock and board power each moved by less than SETTLE_TOL over a case's last 3 blocks, at least
+        SETTLE_MIN_S, at most SETTLE_MAX_S), then ROUNDS rounds of a block per case of B + a random 0..B/2 calls
+        (the parent draws it), whose last call's outputs are judged. The figure: a call's share of a block's busy
+        time."""
+        if not cases:
+            return
+        settle_s, settled = self.settle(cases, sets, outputs)
+        got: dict[str, list[Block]] = {c.variant: [] for c in cases}
+        for r in range(ROUNDS):
+            for case in [c for c in cases if c.passed]:
+                b = self.block_calls(case)
+                n = b + int(self.parent.ask("block", v=case.variant, k=f"s{r}", base=b)["extra"])
+                k = f"s{r}"
+                i = self.inputs_for(case, k, params, sets, pristine)
+                blk = self.block(case, n, i, sets, outputs)
+                got[case.variant].append(blk)
+                out_, bad = self.outputs_of(blk.ret, outputs, sets[i])
+                if bad:
+                    self.parent.ask("done", v=case.variant, k=k)
+                    case.passed, case.detail = False, f"sustained block {r}: {bad}"
+                elif not self.judge(case, k, params, out_, sets[i], pristine[i], tol):
+                    case.detail = case.detail.replace(f"timed sample {k}", f"the last call of sustained block {r} "
+                                                                            f"({n} back to back)")
+                if out_ is not outputs:
+                    self.poison(out_)
+        for case in cases:
+            blocks = got[case.variant]
+            if case.passed and blocks:
+                case.sustained = sustained_figure(blocks, settle_s, settled)
+
+    def block_calls(self, case: Case) -> int:
+        """B: about BLOCK_SECONDS of the case's burst median, 10 to MAX_BLOCK calls."""
+        return min(MAX_BLOCK, max(10, int(BLOCK_SECONDS * 1e6 / max(kb.summarize(case.samples).median_us, 0.1))))
+
+    def settle(self, cases: list[Case], sets: list[Tensors], outputs: Tensors) -> tuple[float, bool]:
+        """Blocks of each case in alternation until every case's clock and power are steady (seconds, settled)."""
+        t0 = time.perf_counter()
+        seen: dict[str, list[Block]] = {c.variant: [] for c in cases}
+        while True:
+            for case in cases:
+                seen[case.variant].append(self.block(case, self.block_calls(case), 0, sets, outputs))
+            settle_s = time.perf_counter() - t0
+            settled = all(steady(b) for b in seen.values())
+            if (settled and settle_s >= SETTLE_MIN_S) or settle_s >= SETTLE_MAX_S:
+                return settle_s, settled
 
     def contexts(self, case: Case) -> str | None:
         """Protocol 3's one process on the GPU, read after a case's timed samples: another process holding a
@@ -981,6 +1162,8 @@ class Harness:
         timer = self.timer(case) if timing else None
         if timer is not None:
             rec["timer"] = timer
+        if timing and case.sustained is not None:
+            rec["sustained"] = case.sustained
         return rec
 
 
@@ -1086,6 +1269,7 @@ def run(argv: list[str]) -> int:
         say("kwiki_harness: --device cuda, but torch sees no CUDA device")
         return 2
     harness = Harness(mod, ns.device, args.options, ns.input_sets, timeouts, events, parent)
+    harness.sustained = {v for v in args.rest.get("sustained", "").split(",") if v}
     fresh = harness.fresh
     harness.seed = int(parent.ask("hello", max_samples=args.options.max_samples, sets=ns.input_sets,
                                   device=ns.device, fresh=fresh)["seed"])

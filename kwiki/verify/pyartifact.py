@@ -199,6 +199,9 @@ def run_python(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int |
                 "--device", "cpu" if build.target == HOST else "cuda", "--input-sets", str(m.python.input_sets),
                 "--timeouts", json.dumps(timeouts, sort_keys=True), "--call-timeout", str(m.python.call_timeout_s),
                 *m.run.args, "--variants", ",".join(remaining)]
+        sustained = [v for v in planned.sustained if v in remaining]  # blocks back to back (protocol 3)
+        if sustained:
+            argv.append(f"--sustained={','.join(sustained)}")
         env = environment(root, gpu_index if build.target != HOST else None, events_path)
         if build.library:
             env[LIBRARY_ENV] = build.library

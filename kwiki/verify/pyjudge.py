@@ -43,6 +43,7 @@ PARENT_FLOOR_US = {"cuda": 200.0, "cpu": 1000.0}  # the socket's and Python's ji
 PARENT_SHARE = 0.10
 PARENT_FIXED_LIMIT_US = 5000.0  # a bracket of one torch op slower than this: the clock cannot bound the samples
 PER_LAUNCH_LIMIT_US = 50.0
+TAIL_MIN, TAIL_SECONDS = 1024, 0.1  # kwiki_harness.TAIL_MIN, TAIL_SECONDS (kwiki_runner.cuh's kTailMin, kTailSeconds)
 
 Key = tuple[str, str]  # (params as JSON, variant)
 
@@ -58,6 +59,21 @@ class CaseLog:
     positions: dict[Any, int] = field(default_factory=dict)  # judged sample -> the positions' seed
     shipped: dict[Any, dict[str, Any]] = field(default_factory=dict)  # judged sample -> its "checked" message
     verdicts: dict[Any, tuple[bool, str]] = field(default_factory=dict)  # judged sample -> the judge's verdict
+
+
+def tail_calls(want: int, median_us: float) -> int:
+    """kwiki_harness.tail_calls: the tail check's back-to-back calls, at most TAIL_SECONDS of the case's median."""
+    return max(1, min(want, int(TAIL_SECONDS * 1e6 / max(median_us, 0.1))))
+
+
+def _named(k: Any) -> str:
+    if k == "check":
+        return "the checked call"
+    if k == "tail":
+        return "the call after the tail's back-to-back calls"
+    if isinstance(k, str):
+        return f"the last call of sustained block {k[1:]}"
+    return f"timed sample {k}"
 
 
 def _median(xs: list[float]) -> float:
@@ -162,6 +178,10 @@ class Referee:
             return None
         if op == "end":
             return None
+        return self.sample_op(op, msg, now)
+
+    def sample_op(self, op: str, msg: dict[str, Any], now: int) -> dict[str, Any] | None:
+        """The messages about one call of a variant (k: a timed sample's index; "check", "tail", "s<round>")."""
         log, k = self.case(str(msg["v"])), msg["k"]
         if op == "prep":
             if self.fresh:
@@ -170,20 +190,24 @@ class Referee:
             i = self.rng.randrange(self.sets)
             log.seeds[k] = self.seed + i
             return {"set": i}
-        if op == "go":
+        if op == "go":  # the sample's call starts now
             log.started[k] = now
             return None
         if op == "done":
             if k in log.started:
                 log.brackets[k] = (now - log.started.pop(k)) / 1e3
-            judged = k == "check" or (msg["v"] != TRIVIAL and isinstance(k, int)
-                                      and self.rng.random() < recheck.probability(k, self.max_samples))
+            judged = msg["v"] != TRIVIAL and (isinstance(k, str) or self.rng.random() < recheck.probability(
+                int(k), self.max_samples))  # a string: the checked call, the tail, a sustained block: always
             if not judged:
                 return {"positions": None}
             log.positions[k] = self.rng.getrandbits(31)
             if k == "check":
                 log.seeds[k] = self.seed
             return {"positions": log.positions[k]}
+        if op == "tail":
+            return {"n": tail_calls(self.rng.randrange(TAIL_MIN, 2 * TAIL_MIN), float(msg["median_us"]))}
+        if op == "block":
+            return {"extra": self.rng.randrange(int(msg["base"]) // 2 + 1)}
         if op == "checked":
             log.shipped[k] = msg
             return None
@@ -259,13 +283,13 @@ class Referee:
     def why_failed(self, log: CaseLog, rec: dict[str, Any], fixed: float | None, per_launch: float) -> str | None:
         for k, (ok, detail) in sorted(log.verdicts.items(), key=lambda x: (x[0] != "check", str(x[0]).zfill(9))):
             if not ok:
-                return f"{'the checked call' if k == 'check' else f'timed sample {k}'}: kwiki's judge: {detail}"
+                return f"{_named(k)}: kwiki's judge: {detail}"
         for k in log.positions:
             shipped = log.shipped.get(k)
             if shipped is None:
-                return f"sample {k} was to be judged and the harness shipped nothing"
+                return f"{_named(k)} was to be judged and the harness shipped nothing"
             if not shipped.get("ok"):
-                return f"sample {k}: {shipped.get('detail')}"
+                return f"{_named(k)}: {shipped.get('detail')}"
         if rec.get("timing") is None:
             return None
         timed = [k for k in log.times if isinstance(k, int) and k in log.brackets]
