@@ -637,3 +637,39 @@ def test_without_fresh_inputs_the_reuse_escapes(monkeypatch: pytest.MonkeyPatch)
                           capture_output=True, text=True, timeout=120, env={**os.environ, "KWIKI_TEST_NO_FRESH": "1"})
     rec = next(json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith('{"kwiki_record"'))
     assert rec["check"]["passed"] and rec["timing"] and "fresh_inputs" not in rec["extra"], rec
+
+
+# ---------------------------------------------------------------- one process on the GPU (protocol 3, R3)
+
+
+class FakeNvml:
+    """pynvml's process listing, as a driver answers it."""
+
+    def __init__(self, pids: list[int] | None, v3: bool = True):
+        self.pids = pids
+        if v3:
+            self.nvmlDeviceGetComputeRunningProcesses_v3 = self.listing
+        else:
+            self.nvmlDeviceGetComputeRunningProcesses = self.listing
+
+    def listing(self, handle: object) -> list[Any]:
+        if self.pids is None:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return [type("P", (), {"pid": p})() for p in self.pids]
+
+
+@pytest.mark.parametrize(("pids", "v3", "want"), [
+    ([0], True, ("listed", [])),  # 0: this process (filled in below)
+    ([0, 4242], False, ("listed", [4242])),  # a helper process holding a context: it fails the case
+    ([7], True, ("own-not-listed", [])),  # a PID namespace: one entry may be ours
+    ([7, 8], True, ("own-not-listed", [8])),  # ... a second one is not
+    (None, True, ("unavailable", [])),
+])
+def test_nvml_lists_the_processes_holding_a_context(pids, v3, want):
+    import os
+
+    h = harness_module()
+    nvml = h.Nvml("cpu")
+    nvml.h, nvml.nv = object(), FakeNvml([os.getpid() if p == 0 else p for p in pids] if pids else pids, v3)
+    assert nvml.processes() == want
+    assert h.Nvml("cpu").processes() == ("unavailable", [])  # no pynvml, no GPU: said so

@@ -661,7 +661,16 @@ class Harness:
         """Windows of 1 and of 8 one-element torch adds, bracketed as samples are (the parent's clock included):
         this process's fixed cost of a bracket and its cost per further launch."""
         torch, cuda = self.torch, self.device == "cuda"
-        x = torch.zeros(1, device=self.device)
+        trivial: Tensors = {"x": torch.zeros(1, device=self.device)}
+
+        def one(i: Tensors, o: Tensors) -> None:  # called as a variant is: fn(dict(inputs), dict(outputs))
+            o["x"].add_(1)
+
+        def eight(i: Tensors, o: Tensors) -> None:
+            x = o["x"]
+            for _ in range(8):
+                x.add_(1)
+
         labels: dict[str, tuple[int, float]] = {}
         ctx = self.profiler() if cuda else None
         if ctx is not None:
@@ -678,8 +687,7 @@ class Harness:
                     if cuda else (None, None)
                 if start is not None:
                     start.record()
-                for _ in range(ops):
-                    x.add_(1)
+                (one if ops == 1 else eight)(dict(trivial), dict(trivial))
                 if stop is not None:
                     stop.record()
                     torch.cuda.synchronize()
