@@ -44,7 +44,14 @@ of eight (fixed_us, per_launch_us of the record's `timer`). Then, for each param
     clock, clock-event reasons and power are read while each sample runs, and after a case's samples the
     processes holding a context on the GPU: another process's fails the case (pynvml optional; the record's
     timer.contexts says "listed", "own-not-listed" or "unavailable").
- 4. Send each record to the parent, which writes it: its timing from the samples the parent bracketed, its
+ 4. The tail check (kwiki_runner.cuh's): after its samples a case is called back to back n more times (n from
+    the parent, in [1024, 2048), at most 0.1 s of its median), then once more on poisoned outputs, and that
+    call is judged: a variant honest for its first N calls cannot outwait it. Variants named by
+    --sustained=a,b then get a sustained figure: blocks of about 20 ms of back-to-back calls of each case in
+    alternation until NVML's SM clock and power each moved by less than 2% over a case's last 3 blocks (1 s
+    at least, 5 s at most), then 7 rounds of a block per case of B + a random 0..B/2 calls (the parent draws
+    it), each block timed by CUPTI and the event pair, its last call judged (record.sustained).
+ 5. Send each record to the parent, which writes it: its timing from the samples the parent bracketed, its
     check failed when the judge disagreed or the parent's clock saw much longer samples than were reported.
 A variant that raises, or whose call overruns its watchdog (faulthandler, which needs no GIL), ends this
 process: the events file ($KWIKI_HARNESS_EVENTS: one JSON line per call, then the watchdog's text) says
@@ -53,10 +60,13 @@ runs the rest again. On a `cpu` device (host targets; the CPU tests) there is no
 times the call (timing_source "wall").
 
 The artifact runs in this process and can reach all of it: what it can change here (the in-process
-comparison, the profiler's busy times, the bracket) the parent either decides itself (inputs, plan, the
-judged comparison, the records) or bounds with its own clock. What remains: a module that computes its
-honest output outside the window (say in the preparation) and lies about nothing else is bounded only by
-the parent's clock around the whole sample and by the `unseen` gate.
+comparison, the profiler's busy times, the bracket, the records) the parent either decides itself (inputs,
+plan, the judged comparison, the records) or bounds with its own clock. What remains: a report shortened by
+less than the parent's allowance (about 200 us beyond this process's own fixed cost on a GPU) is not seen by
+it (the `unseen` gate holds the in-process bracket tighter, but this process computes it); work done before
+"go" (in the preparation) is on no clock, though poisoned outputs and fresh inputs leave it little to do; the
+judge compares 2048 elements of each output, so a handful of wrong elements escape it and only the in-process
+full comparison sees them; and make_inputs and reference are the module's own, reviewed code in both processes.
 """
 
 from __future__ import annotations
@@ -690,6 +700,7 @@ class Harness:
                 (one if ops == 1 else eight)(dict(trivial), dict(trivial))
                 if stop is not None:
                     stop.record()
+                    self.nvml.read()  # as a sample reads NVML while its launch runs
                     torch.cuda.synchronize()
                 wall = (time.perf_counter() - w0) * 1e6
             self.parent.ask("done", v="", k=k)

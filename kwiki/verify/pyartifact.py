@@ -6,7 +6,10 @@ of kwiki_bench.cuh. This parent judges: the harness writes one event line per ca
 faulthandler, its watchdog, a "Timeout" line when a call overruns); when the process ends early, the
 variant it was calling gets the verdict (a hang: `timeout`; an exception: `exit-error`; a signal:
 `crash`) and the harness runs again for the variants that had not finished. Every variant gets a
-RunOutcome of its own, so one variant's hang never costs another its figures.
+RunOutcome of its own, so one variant's hang never costs another its figures. The harness talks to a
+Referee (kwiki/verify/pyjudge.py) over a Unix socket: it chooses the inputs and the judged samples, keeps a
+clock of its own, has the judged samples checked by a process that runs no variant, and writes the records
+(the harness's stdout is kept in the log, never read as records).
 """
 
 from __future__ import annotations
