@@ -150,9 +150,20 @@ def test_cheats_are_failed_naming_the_gate_and_honest_records_are_unaffected(exp
     for cid in HONEST:
         assert claims[cid]["verdict"] == "reproduced" and claims[cid]["gates"] == [], cid
     failed = sorted(g["variant"] for g in report["gates"] if g["severity"] == "failed")
-    assert failed == ["first_launch_only", "gemm_skips_work", "hidden_stream", "ten_x_bytes", "throttled_stream"]
+    assert failed == ["first_launch_only", "gemm_skips_work", "helper_process", "hidden_stream", "ten_x_bytes",
+                      "throttled_stream"]
+    helper = claims["helper-process-bandwidth"]  # under the roof and the peak: only the bracket gives it away
+    assert helper["verdict"] == "failed" and [g["name"] for g in helper["gates"]] == ["unseen"]
     throttled = claims["throttled-bandwidth"]  # under the peak, honest work, but timed on a throttled card
     assert throttled["verdict"] == "failed" and [g["name"] for g in throttled["gates"]] == ["clocks"]
+
+
+def test_fresh_inputs_declared_but_not_had_fail_the_fresh_gate(exploits, capsys):
+    manifest = exploits / "artifacts" / "cheats_sm90a" / "artifact.yaml"
+    manifest.write_text(manifest.read_text() + "fresh_inputs: true\n")
+    _, report = verify_json(capsys, exploits)
+    honest = {c["claim"]: c for c in report["claims"]}["honest-bandwidth"]
+    assert honest["verdict"] == "failed" and [g["name"] for g in honest["gates"]] == ["fresh"]
 
 
 def test_a_record_above_the_measured_roof_warns_and_still_passes(exploits, capsys):
@@ -179,15 +190,16 @@ def test_refused_figures_are_not_written_and_the_gate_is_listed(exploits, capsys
     claim_rows = {r["claim"]: r for r in rows if r["kind"] == "claim"}
     assert "value" not in claim_rows["first-launch-bandwidth"] and claim_rows["first-launch-bandwidth"]["gates"]
     refused = [r for r in rows if r["kind"] == "record" and r.get("gates")]
-    assert sorted(r["variant"] for r in refused) == ["first_launch_only", "gemm_skips_work", "hidden_stream",
-                                                      "ten_x_bytes", "throttled_stream"]
+    assert sorted(r["variant"] for r in refused) == ["first_launch_only", "gemm_skips_work", "helper_process",
+                                                      "hidden_stream", "ten_x_bytes", "throttled_stream"]
 
 
 def test_the_terminal_report_has_a_gates_section(exploits, capsys):
     assert main(["verify", "--quiet", "--no-write", "--root", str(exploits)]) == 1
     out = capsys.readouterr().out
     section = out[out.index("GATES"):]
-    assert "5 records FAILED a gate" in section
+    assert "6 records FAILED a gate" in section
+    assert "FAILED unseen: cheats_sm90a helper_process" in section
     assert "FAILED clocks: cheats_sm90a throttled_stream" in section
     assert ("FAILED physical: cheats_sm90a first_launch_only [n=1000000000]: 175 TB/s of DRAM bytes > "
             "4.8 TB/s x 1.03 physical peak of NVIDIA H200") in section

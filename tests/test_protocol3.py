@@ -103,3 +103,12 @@ def test_a_sustained_claim_makes_its_variants_run_back_to_back():
     planned.sustained = ["v"]
     assert argv_for(planned, "bin", ["v", "w"])[-1] == "--sustained=v"
     assert not any(a.startswith("--sustained") for a in argv_for(planned, "bin", ["w"]))
+
+
+def test_the_profilers_cycle_counters_give_a_library_kernels_clock_in_mhz():
+    from kwiki.verify import ncu
+
+    assert "sm__cycles_elapsed.avg.per_second" in ncu.METRICS
+    rows = [{"gpu__time_duration.sum": "1000", "sm__cycles_elapsed.avg.per_second": "1639000000"},
+            {"gpu__time_duration.sum": "10", "sm__cycles_elapsed.avg.per_second": "1980000000"}]
+    assert ncu.figures(rows)["ncu_sm_mhz_effective"] == 1639.0  # the longest kernel's

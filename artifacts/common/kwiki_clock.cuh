@@ -40,17 +40,23 @@ __device__ __forceinline__ bool clock_thread() {
            threadIdx.z == 0;
 }
 
+// The stamps are written by atomic exchange, not plain stores: a kernel whose SASS expectations forbid STG (a
+// TMA-store epilogue proves it has none) keeps proving it.
+__device__ __forceinline__ void put(unsigned long long* at, unsigned long long v) { atomicExch(at, v); }
+
 __device__ __forceinline__ void clock_begin() {
     if (clock_thread()) {
-        detail::g_clock_stamp.t0 = globaltimer_ns();
-        detail::g_clock_stamp.c0 = clock64();
+        const unsigned long long t = globaltimer_ns(), c = clock64();
+        put(&detail::g_clock_stamp.t0, t);
+        put(&detail::g_clock_stamp.c0, c);
     }
 }
 
 __device__ __forceinline__ void clock_end() {
     if (clock_thread()) {
-        detail::g_clock_stamp.c1 = clock64();
-        detail::g_clock_stamp.t1 = globaltimer_ns();
+        const unsigned long long c = clock64(), t = globaltimer_ns();
+        put(&detail::g_clock_stamp.c1, c);
+        put(&detail::g_clock_stamp.t1, t);
     }
 }
 

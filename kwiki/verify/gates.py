@@ -39,6 +39,8 @@ unseen    a record whose bracket (the CUDA event pair around each sample, host e
           kernel x the kernels CUPTI saw + UNSEEN_FLOOR_US + UNSEEN_SHARE x the busy time (protocol 3's
           `timer`). Work the timer cannot see (another process on the same buffers, host work into mapped
           memory) makes a sample wait without being busy. Records without `timer` (protocol 2) pass.
+fresh     a timed record of an artifact whose manifest declares `fresh_inputs: true` that does not say its
+          samples had fresh inputs (extra.fresh_inputs): the defence against reuse the page relies on did not run.
 profile, sanitize  added by `kwiki verify --profile` / `--sanitize` (kwiki.verify.profile,
           kwiki.verify.compute_sanitizer): declared bytes or FLOPs above the profiled ones, sanitizer errors.
 """
@@ -61,6 +63,7 @@ CLOCKS = "clocks"
 ROOF = "roof"
 IDENTITY = "identity"
 UNSEEN = "unseen"
+FRESH = "fresh"
 UNSEEN_FIXED, UNSEEN_PER_LAUNCH, UNSEEN_FLOOR_US, UNSEEN_SHARE = 2.0, 2.0, 5.0, 0.10
 SLOWDOWN_LIMIT = 0.05  # of a record's sampling window: a moment's slowdown is noise, a twentieth is a throttled card
 PHYSICAL_MARGIN = 0.03  # fixed: physical peaks have no noise, only the datasheet's rounding
@@ -191,6 +194,11 @@ def check(plan: Plan, outcomes: dict[str, list[RunOutcome]]) -> Gating:
                     if finding_or_none is not None:
                         gating.add(planned.name, r, finding_or_none)
                 ungated |= _ungated(r, gpu)
+        if planned.manifest is not None and planned.manifest.fresh_inputs is True:
+            for r in records:
+                if r.timing is not None and r.extra.get("fresh_inputs") != 1:
+                    why = f"{planned.path}/artifact.yaml declares fresh_inputs, but this record's samples had none"
+                    gating.add(planned.name, r, Finding(FRESH, why))
         _roofs(gating, planned, records)
         if on_gpu:
             ungated |= _identities(gating, planned, records)

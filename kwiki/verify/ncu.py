@@ -25,6 +25,9 @@ SUMS = {
 RATES = {
     "lts__t_sector_hit_rate.pct": "ncu_l2_hit_rate_pct",
     "sm__warps_active.avg.pct_of_peak_sustained_active": "ncu_occupancy_pct",
+    # the profiler's cycle counters over the kernel's duration: the clock a library kernel (cuBLAS, cuDNN, Triton)
+    # ran at, where kwiki_clock.cuh's in-kernel stamps cannot go (protocol 3); cycles per second, as MHz below
+    "sm__cycles_elapsed.avg.per_second": "ncu_sm_mhz_effective",
 }
 TENSOR = r"regex:^sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active$"  # the name moves by arch
 SECTOR_BYTES = 32  # an L2 sector
@@ -123,6 +126,8 @@ def figures(rows: list[dict[str, str]]) -> dict[str, float]:
         v = number(longest.get(metric))
         if v is not None:
             out[name] = v
+    if "ncu_sm_mhz_effective" in out:
+        out["ncu_sm_mhz_effective"] /= 1e6
     tensor = [v for k, v in longest.items() if k.startswith("sm__pipe_tensor") and number(v) is not None]
     if tensor:
         out["ncu_tensor_pipe_pct"] = max(number(v) or 0.0 for v in tensor)

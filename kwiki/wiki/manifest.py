@@ -299,6 +299,10 @@ class Manifest(Strict):
     shapes: list[Shapes] = Field(
         default_factory=list, description="the shapes the binary runs, one entry per option it takes them by "
                                           "(the manifest is their one source: the binary has no defaults)")
+    fresh_inputs: bool | Annotated[str, StringConstraints(min_length=3, strip_whitespace=True)] | None = Field(
+        default=None, description="protocol 3: true when every timed sample's inputs are new random values with the "
+                                  "reference computed again on the GPU (every timed record then says so, or fails the "
+                                  "`fresh` gate); a text says why not (e.g. an fp64 host reference of seconds)")
 
     @model_validator(mode="before")
     @classmethod
