@@ -673,3 +673,24 @@ def test_nvml_lists_the_processes_holding_a_context(pids, v3, want):
     nvml.h, nvml.nv = object(), FakeNvml([os.getpid() if p == 0 else p for p in pids] if pids else pids, v3)
     assert nvml.processes() == want
     assert h.Nvml("cpu").processes() == ("unavailable", [])  # no pynvml, no GPU: said so
+
+
+@pytest.mark.parametrize(("declared", "module_flag", "error"), [
+    ("true", "", "the manifest says True, the module does not declare FRESH_INPUTS = True"),
+    ("'an fp64 host reference costs seconds'", "FRESH_INPUTS = True\n", "the module declares FRESH_INPUTS"),
+    ("true", "FRESH_INPUTS = True\n", None),
+])
+def test_the_manifests_fresh_inputs_and_the_modules_agree(project: Path, capsys, declared: str, module_flag: str,
+                                                          error: str | None):
+    manifest = project / "artifacts" / "host_py" / "artifact.yaml"
+    text = manifest.read_text().replace("targets: [host]\n", f"targets: [host]\nfresh_inputs: {declared}\n")
+    manifest.write_text(text)
+    ops = project / "artifacts" / "host_py" / "ops.py"
+    ops.write_text(ops.read_text().replace("import time\n", "import time\n" + module_flag))
+    _, report = verify(capsys, project, "--compile-only")
+    build = next(b for b in report["builds"] if b["artifact"] == "host_py")
+    if error is None:
+        assert build["ok"], build
+    else:
+        assert not build["ok"] and error in build["error"], build
+        assert build["error"].startswith("artifacts/host_py/artifact.yaml: fresh_inputs:")

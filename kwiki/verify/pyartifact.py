@@ -100,6 +100,11 @@ def check_module(job: BuildJob, root: Path) -> BuildResult:
                                      f"not in the manifest: {', '.join(unknown)}" if unknown else "") if p)
         result.error = f"{root_rel(job, root)}: variants: the module's VARIANTS and the manifest disagree ({diff})"
         return result
+    declared_fresh, fresh = m.fresh_inputs, bool(info.get("fresh_inputs"))
+    if declared_fresh is not None and (declared_fresh is True) != fresh:
+        result.error = (f"{root_rel(job, root)}: fresh_inputs: the manifest says {declared_fresh!r}, the module "
+                        f"{'declares' if fresh else 'does not declare'} FRESH_INPUTS = True (they must agree)")
+        return result
     result.ok, result.binary = True, str(module)
     result.grid = info.get("grid")
     result.not_runnable = info.get("torch_missing")
