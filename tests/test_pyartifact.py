@@ -694,3 +694,21 @@ def test_the_manifests_fresh_inputs_and_the_modules_agree(project: Path, capsys,
     else:
         assert not build["ok"] and error in build["error"], build
         assert build["error"].startswith("artifacts/host_py/artifact.yaml: fresh_inputs:")
+
+
+def test_the_timer_says_what_the_event_pair_the_span_and_the_kernel_count_saw():
+    from kwiki.results.record import Timer
+
+    h = harness_module()
+    harness = h.Harness.__new__(h.Harness)  # no module, no device: only what timer() reads
+    harness.device, harness.calibration = "cuda", h.Calibration(fixed_us=7.5, per_launch_us=2.5)
+    case = h.Case("v", lambda i, o: None, 1.0, events_us=[12.0, 10.0, 11.0], spans=[6.0, 5.0, 7.0],
+                  counts=[2, 3, 2], contexts="own-not-listed")
+    t = harness.timer(case)
+    assert t == {"event_median_us": 11.0, "span_median_us": 6.0, "kernels": 2.0, "fixed_us": 7.5,
+                 "per_launch_us": 2.5, "contexts": "own-not-listed"}
+    Timer.model_validate(t)  # the record's model reads it
+    case.timing_source = "events"  # no CUPTI: no busy time to hold the bracket to
+    assert harness.timer(case) is None
+    harness.device = "cpu"
+    assert h.Harness.timer(harness, h.Case("v", lambda i, o: None, 1.0)) is None

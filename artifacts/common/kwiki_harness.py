@@ -610,6 +610,15 @@ class Block:
     ret: Any
 
 
+def command(pid: int) -> str:
+    """ ("name"): the command of a process, where /proc tells it."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f" ({f.read().strip()[:40]})"
+    except OSError:
+        return ""
+
+
 def steady(blocks: list[Block]) -> bool:
     """NVML's SM clock and board power each moved by less than SETTLE_TOL over the last 3 blocks (a reading NVML
     cannot give: nothing to wait for)."""
@@ -1049,7 +1058,7 @@ class Harness:
         state, others = self.nvml.processes()
         if others and case.passed:
             case.passed = False
-            case.detail = f"process {others[0]} holds a context on this GPU during timing"
+            case.detail = f"process {others[0]}{command(others[0])} holds a context on this GPU during timing"
         return state
 
     def profiler(self) -> Any:

@@ -56,6 +56,9 @@ def environment(root: Path, gpu_index: int | None = None, events: Path | None = 
     env = dict(os.environ)
     env["TRITON_CACHE_DIR"] = str(root / TRITON_CACHE)
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in artifact directories (they are hashed)
+    # torch.compile compiles in the harness's process, not in a pool of workers: protocol 3 fails a case while
+    # another process is on the GPU, and no compile worker should look like one
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     if gpu_index is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
     if events is not None:
