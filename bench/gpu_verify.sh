@@ -26,9 +26,25 @@ if [ -n "${COMPILE_BENCH:-}" ]; then  # cold and cached --compile-only wall time
   TIMEFORMAT="cold compile-only: %R s"; { time kw verify --compile-only --quiet >/dev/null 2>&1; } 2>> "$out/compile.txt"
   TIMEFORMAT="cached compile-only: %R s"; { time kw verify --compile-only --quiet >/dev/null 2>&1; } 2>> "$out/compile.txt"
 fi
+# BUDGET_S: start another run only while the runs so far plus one more of the longest fit in it (the device's
+# per-command limit); STOP_ON_ERROR=1: no further run after one with a claim in error or a run that crashed
+start=$SECONDS; longest=0
 for n in $(seq 1 "$runs"); do
+  if [ "$n" -gt 1 ] && [ -n "${BUDGET_S:-}" ] && [ $((SECONDS - start + longest)) -gt "$BUDGET_S" ]; then
+    echo "verify run $n: not started (${BUDGET_S} s budget)" | tee -a "$out/compile.txt"; break
+  fi
+  t0=$SECONDS
   kw verify --json "$@" > "$out/verify-$n.json" 2> "$out/verify-$n.log"
-  echo "verify run $n: exit $?" | tee -a "$out/compile.txt"
+  echo "verify run $n: exit $? in $((SECONDS - t0)) s" | tee -a "$out/compile.txt"
+  longest=$(( SECONDS - t0 > longest ? SECONDS - t0 : longest ))
+  if [ -n "${STOP_ON_ERROR:-}" ] && python3 - "$out/verify-$n.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+bad = [c["claim"] for c in r["claims"] if c["verdict"] == "error"]
+print("errors:", bad[:20])
+sys.exit(0 if bad else 1)
+PY
+  then echo "verify run $n: errors, no further run" | tee -a "$out/compile.txt"; break; fi
 done
 tar czf "$out/written.tgz" wiki results .kwiki/runs 2>/dev/null
 python3 bench/compare_runs.py >> "$out/compile.txt" 2>&1 || true

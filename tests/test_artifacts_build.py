@@ -41,63 +41,121 @@ def test_every_artifact_of_the_wiki_builds_and_lists_its_manifests_variants(caps
 # ---------------------------------------------------------------- glue: what an artifact adds outside its kernels
 
 GLUE_LIMIT = 40
+WIDTH = 120  # a longer line counts once per 120 columns begun: glue is not shortened by joining lines
 BANNER = re.compile(r"^// =+$")
 OWN_SECTIONS = ("Reference", "Kernels", "Kernel", "Launchers", "Launcher")  # the artifact's own code, not glue
-# The CUDA artifacts written before the shared main (kwiki_main.cuh): their glue today, which may only shrink as
-# they move onto it (issue 25 left them as they were: rewriting every main without a GPU risks every check).
-GLUE_BEFORE_THE_SHARED_MAIN = {
-    "cublas_gemm_sm90a/cublas_gemm.cu": 138, "gemm_bf16_sm90a/gemm.cu": 216, "gemv_bf16_sm90a/gemv_bf16.cu": 138,
-    "nvfp4_gemv_sm90a/nvfp4_gemv.cu": 177, "protocol_sm90a/protocol.cu": 151, "tma_sm90a/tma.cu": 130,
-    "vector_loads_sm90a/vector_loads.cu": 101, "wgmma_sm90a/wgmma.cu": 88, "ws_pitfalls_sm90a/pitfalls.cu": 171,
-}
+TABLE_START = re.compile(r"\bkVariants\[\]\s*=\s*\{\s*$")
 
 
-def glue_lines(text: str) -> list[str]:
-    """The counting rule: the code lines of a .cu outside its header comment (everything before the first banner)
-    and outside the banner sections whose title starts with Reference, Kernels or Launchers (a banner is a line of
-    `// ===...`, the title line, and another such line). Blank lines, comment lines, preprocessor lines and the
-    lines that open or close a namespace are not code. What remains is glue: the variant table, main, and any
-    other section."""
+def sections(text: str) -> list[tuple[str | None, int, str]]:
+    """(title of the banner section it is in, or None in the header comment; line number; line) per line."""
     lines = text.splitlines()
+    out: list[tuple[str | None, int, str]] = []
     section: str | None = None
-    out: list[str] = []
     i = 0
     while i < len(lines):
         if BANNER.match(lines[i]) and i + 2 < len(lines) and BANNER.match(lines[i + 2]):
             section = lines[i + 1].removeprefix("//").strip()
             i += 3
             continue
-        line = lines[i].strip()
+        out.append((section, i + 1, lines[i]))
         i += 1
-        if section is None or re.split(r"[\s:]", section)[0] in OWN_SECTIONS:
-            continue
-        if not line or line.startswith(("//", "#", "namespace")) or re.match(r"^\}\s*//\s*namespace", line):
-            continue
-        out.append(line)
     return out
 
 
-def test_the_glue_rule_counts_main_and_the_table_but_not_kernels_launchers_or_the_reference():
-    text = ("// header\n#include <x>\nint header_code;\n"
-            "// ====\n// Reference: fp64\n// ====\nint ref;\n"
-            "// ====\n// Kernels\n// ====\n__global__ void k() {}\n"
-            "// ====\n// Launchers\n// ====\nvoid launch() {}\n"
-            "// ====\n// The table of variants\n// ====\n"
-            "namespace {\nconst V kVariants[] = {{\"a\"}};\n}  // namespace\n"
-            "// ====\n// main\n// ====\n\n// a comment\nint main() {\n    return 0;\n}\n")
-    assert glue_lines(text) == ['const V kVariants[] = {{"a"}};', "int main() {", "return 0;", "}"]
+def own(section: str) -> bool:
+    return re.split(r"[\s:]", section)[0] in OWN_SECTIONS
 
 
-@pytest.mark.parametrize("rel", sorted(GLUE_BEFORE_THE_SHARED_MAIN))
-def test_an_artifact_written_before_the_shared_main_only_loses_glue(rel):
-    assert len(glue_lines((REPO / "artifacts" / rel).read_text())) <= GLUE_BEFORE_THE_SHARED_MAIN[rel]
+def glue_lines(text: str) -> list[str]:
+    """The counting rule (CONTRIBUTING.md, convention 12): the code lines of a .cu outside its header comment
+    (everything before the first banner) and outside the banner sections whose title starts with Reference, Kernels
+    or Launchers (a banner is a line of `// ===...`, the title line, and another such line), less the rows of the
+    variant table (the lines between `kVariants[] = {` and its `};`: data, one row per variant, names only beside
+    what the launchers need). Blank lines, comment lines, preprocessor lines and the lines that open or close a
+    namespace are not code. What remains is glue: the table's struct, main, and any other section; a line longer
+    than WIDTH columns is listed once per WIDTH columns begun."""
+    out: list[str] = []
+    in_table = False
+    for section, _, raw in sections(text):
+        line = raw.strip()
+        if section is None or own(section):
+            continue
+        if in_table:
+            in_table = line != "};"
+            if in_table:
+                continue
+        elif TABLE_START.search(line):
+            in_table = True
+        if not line or line.startswith(("//", "#", "namespace")) or re.match(r"^\}\s*//\s*namespace", line):
+            continue
+        out.extend([line] * max(1, -(-len(raw.rstrip()) // WIDTH)))
+    return out
 
 
-def test_a_new_cuda_artifact_has_at_most_40_lines_of_glue():
-    for source in sorted((REPO / "artifacts").glob("*/*.cu")):
-        rel = source.relative_to(REPO / "artifacts").as_posix()
-        if rel not in GLUE_BEFORE_THE_SHARED_MAIN:
-            assert len(glue_lines(source.read_text())) <= GLUE_LIMIT, rel
+def misplaced(text: str) -> list[str]:
+    """The variant table and main belong to glue sections: either in the header or an own section is an error."""
+    return [f"line {n}: {line.strip()[:60]}" for section, n, line in sections(text)
+            if (section is None or own(section)) and (TABLE_START.search(line) or line.startswith("int main("))]
+
+
+def over_the_limit(root: Path) -> list[str]:
+    """Every CUDA artifact under root/artifacts whose glue exceeds GLUE_LIMIT, or whose table or main sits outside
+    the glue, with what was counted."""
+    problems = []
+    for source in sorted((root / "artifacts").glob("*/*.cu")):
+        rel = source.relative_to(root / "artifacts").as_posix()
+        text = source.read_text()
+        if "int main(" not in text:
+            continue  # a library's sources (a Python artifact's CUDA kernels): no main, no glue
+        n = len(glue_lines(text))
+        if n > GLUE_LIMIT:
+            problems.append(f"{rel}: {n} lines of glue (at most {GLUE_LIMIT})")
+        problems += [f"{rel}: {m}: the table of variants and main go in a glue section" for m in misplaced(text)]
+    return problems
+
+
+GLUE_RULE_TEXT = ("// header\n#include <x>\nint header_code;\n"
+                  "// ====\n// Reference: fp64\n// ====\nint ref;\n"
+                  "// ====\n// Kernels\n// ====\n__global__ void k() {}\n"
+                  "// ====\n// Launchers\n// ====\nvoid launch() {}\n"
+                  "// ====\n// The table of variants\n// ====\n"
+                  "namespace {\nstruct Variant : kwiki::VariantInfo { int x; };\n"
+                  "const Variant kVariants[] = {\n    {{\"a\"}, 1},\n    {{\"b\"}, 2},\n};\n}  // namespace\n"
+                  "// ====\n// main\n// ====\n\n// a comment\nint main() {\n    return 0;\n}\n")
+
+
+def test_the_glue_rule_counts_main_and_the_tables_struct_but_not_kernels_launchers_reference_or_rows():
+    assert glue_lines(GLUE_RULE_TEXT) == ["struct Variant : kwiki::VariantInfo { int x; };",
+                                          "const Variant kVariants[] = {", "};", "int main() {", "return 0;", "}"]
+    assert misplaced(GLUE_RULE_TEXT) == []
+
+
+def test_a_long_line_of_glue_counts_once_per_120_columns():
+    text = GLUE_RULE_TEXT.replace("    return 0;", "    return 0;" + " " * 250 + "// a long line")  # 277 columns
+    assert len(glue_lines(text)) == len(glue_lines(GLUE_RULE_TEXT)) + 2
+
+
+def test_main_or_the_table_inside_a_launchers_section_is_refused():
+    text = GLUE_RULE_TEXT.replace("// Launchers\n// ====\nvoid launch() {}\n",
+                                  "// Launchers\n// ====\nvoid launch() {}\nint main() {\n    return 1;\n}\n")
+    assert misplaced(text) == ["line 16: int main() {"]
+
+
+def test_every_cuda_artifact_has_at_most_40_lines_of_glue():
+    assert over_the_limit(REPO) == []
+
+
+def test_the_glue_limit_fails_an_artifact_over_it(tmp_path):
+    # the ratchet can fail: an artifact whose main grows past the limit by one line is reported
+    body = "".join(f"    int x{i} = {i};\n" for i in range(GLUE_LIMIT - 5))
+    fat = GLUE_RULE_TEXT.replace("    return 0;\n", body + "    return 0;\n")
+    (tmp_path / "artifacts" / "fat_sm90a").mkdir(parents=True)
+    (tmp_path / "artifacts" / "fat_sm90a" / "fat.cu").write_text(fat)
+    assert len(glue_lines(fat)) == GLUE_LIMIT + 1
+    assert over_the_limit(tmp_path) == [f"fat_sm90a/fat.cu: {GLUE_LIMIT + 1} lines of glue (at most {GLUE_LIMIT})"]
+    (tmp_path / "artifacts" / "fat_sm90a" / "fat.cu").write_text(fat.replace("    int x0 = 0;\n", ""))
+    assert over_the_limit(tmp_path) == []
 
 
 def test_the_artifact_skeleton_is_on_the_shared_main_within_the_glue_limit():

@@ -157,3 +157,39 @@ def test_ladder_labels_profiled_rows_and_shows_the_sm_clock():
     assert _row(table, "counted")[3] == "profiled (no timing)"
     assert _row(table, "tuned")[3] == "check failed"
     assert "| SM MHz |" in table and _row(table, "cublas")[7] == "1755–1980"
+
+
+# ---------------------------------------------------------------- one scale (issue 27, item 5)
+
+
+def _page_claim(path: str, claim_id: str) -> Claim:
+    from pathlib import Path
+
+    from kwiki.wiki.frontmatter import parse_page
+
+    root = Path(__file__).resolve().parent.parent
+    data = parse_page((root / path).read_bytes()).data
+    return Claim.model_validate(next(c for c in data["claims"] if c["id"] == claim_id))
+
+
+def test_judge_one_scale_interleaved_twins():
+    """`interleaved-twins-agree` (gap <= 0.01): a gap of a 15th of the bound whose runs spread 100% of their
+    median passes by far; compared on two scales (the band relative to the value, the margin relative to the
+    bound: 0.93 < 1.0) it read ambiguous."""
+    twins = _page_claim("wiki/nvidia/patterns/benchmarking.md", "interleaved-twins-agree")
+    assert twins.at_most == 0.01
+    gap = twins.at_most / 15
+    assert judge(twins, gap, 1.0) == Verdict.reproduced
+    # near the bound the same noise still makes it ambiguous, and past it worse
+    assert judge(twins, 0.0095, 0.1) == Verdict.ambiguous
+    assert judge(twins, 0.02, 0.1) == Verdict.worse
+
+
+def test_judge_one_scale_point_claim():
+    """A point claim's noise is the measured value's, in us: 200 us whose runs spread 60% (120 us) cannot be told
+    from 100 us +- 5% (on two scales, 0.95 of the reference against 0.6 of the value, it read better); 150 us
+    spread 2% is worse."""
+    c = claim(value=100, tolerance=0.05, metric="time", unit="us")
+    assert judge(c, 200, 0.6) == Verdict.ambiguous
+    assert judge(c, 150, 0.02) == Verdict.worse
+    assert judge(c, 106, 0.02) == Verdict.ambiguous

@@ -81,14 +81,14 @@ def test_declared_bytes_above_the_profiled_ones_fail_with_a_located_message(tmp_
     assert a.bytes_ratio == pytest.approx(2.0)
     assert a.finding is not None and a.finding.gate == "profile"
     assert a.finding.reason.startswith("artifacts/copy_sm90a/artifact.yaml: variant 'copy' at dtype=f32, n=1048576:")
-    assert "declares 8000000 DRAM bytes, Nsight Compute saw 4000000 (x2.00; more than x1.1 fails)" in a.finding.reason
+    assert "declares 8000000 DRAM bytes, Nsight Compute saw 4000000 (x2.000; more than x1.02 fails)" in a.finding.reason
 
 
 def test_the_audit_is_one_sided_and_tolerant(tmp_path, monkeypatch):
     more = run(tmp_path, monkeypatch, FAKE_NCU_DRAM_READ="30,000,000").audits[0]  # a GEMM re-reading panels
     assert more.finding is None and more.bytes_ratio == pytest.approx(8e6 / 34e6)
     (tmp_path / ".kwiki").rename(tmp_path / "old")  # no cache
-    within = run(tmp_path, monkeypatch, FAKE_NCU_DRAM_READ="3,400,000").audits[0]  # 8e6 / 7.4e6 = 1.08 < 1.10
+    within = run(tmp_path, monkeypatch, FAKE_NCU_DRAM_READ="3,900,000").audits[0]  # 8e6 / 7.9e6 = 1.013 < 1.02
     assert within.finding is None
 
 
@@ -281,3 +281,52 @@ def test_a_python_artifact_is_skipped_with_its_reason_not_handed_to_ncu(tmp_path
     out = profile.profile_artifact(p, b, ncu=NCU, root=tmp_path, gpu="NVIDIA H200", gpu_index=0)
     assert out.skipped and "Python artifact" in out.skipped and out.error is None
     assert calls(tmp_path) == []
+
+
+# ---------------------------------------------------------------- the audits a timed run runs (issue 27, item 2)
+
+
+def test_a_timed_run_audits_only_what_its_records_lack_and_commits_the_audits(tmp_path, monkeypatch):
+    from kwiki.results.audits import Audits, audit_key
+    from kwiki.results.gpu import Gpu
+    from kwiki.verify import audit
+
+    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu.log"))
+    timed = [Record.model_validate({"kwiki_record": 1, "variant": v, "params": {"n": 1048576, "dtype": "f32"},
+                                    "bytes": 8e6, "check": {"passed": True},
+                                    "timing": {"median_us": 4, "q1_us": 4, "q3_us": 4, "min_us": 4, "samples": 9}})
+             for v in ("copy", "vec4")]
+    outcomes = {"artifacts/copy_sm90a": [RunOutcome("copy_sm90a", "sm_90a", ["copy", "vec4"], "ok", timed)]}
+    plan = SimpleNamespace(artifacts={"artifacts/copy_sm90a": planned(tmp_path)},
+                           gpu=Gpu(0, "NVIDIA H200", "GPU-x", 90))
+    series = {"artifacts/copy_sm90a": "nvidia-h200/p2/abc"}
+    nvcc = "release 13.0, V13.0.88"
+    key = audit_key(series["artifacts/copy_sm90a"], nvcc, "sm_90a")
+    stage = audit.run_missing(plan, [build()], outcomes, series, nvcc, tmp_path, "2026-12-02", write=True,
+                              progress=lambda _: None, ncu=NCU)
+    (argv,) = calls(tmp_path)
+    assert argv[argv.index("--variants") + 1] == "copy,vec4"  # both lack an audit
+    audits = Audits.load(tmp_path)
+    assert stage.written == 2 and audits.why_not(key, "copy_sm90a", "copy", timed[0].params) is None
+    assert [p.artifact for p in stage.profiles] == ["copy_sm90a"]  # for the run's profile gate
+    # the next run finds them committed: no ncu
+    again = audit.run_missing(plan, [build()], outcomes, series, nvcc, tmp_path, "2026-12-02", write=True,
+                              progress=lambda _: None, ncu=NCU)
+    assert again.artifacts == [] and len(calls(tmp_path)) == 1
+    # another compiler is other code: its key has no audit yet (the same binary here: ncu's profile is cached)
+    stage = audit.run_missing(plan, [build()], outcomes, series, "release 13.1", tmp_path, "2026-12-02",
+                              write=True, progress=lambda _: None, ncu=NCU)
+    assert stage.written == 2 and stage.artifacts[0]["cached"] is True
+
+
+def test_kwiki_verify_profile_commits_its_audits(tmp_path, monkeypatch):
+    from kwiki.results.audits import Audits, audit_key
+    from kwiki.results.gpu import Gpu
+    from kwiki.verify import audit
+
+    p = run(tmp_path, monkeypatch)
+    plan = SimpleNamespace(artifacts={"artifacts/copy_sm90a": planned(tmp_path)}, gpu=Gpu(0, "NVIDIA H200", None, 90))
+    series = {"artifacts/copy_sm90a": "nvidia-h200/p2/abc"}
+    assert audit.commit(plan, [p], series, "release 13.0", tmp_path, "2026-12-02") == 2
+    key = audit_key("nvidia-h200/p2/abc", "release 13.0", "sm_90a")
+    assert Audits.load(tmp_path).why_not(key, "copy_sm90a", "copy", {"n": 1048576, "dtype": "f32"}) is None

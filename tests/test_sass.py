@@ -305,3 +305,71 @@ def test_without_a_disassembler_ci_fails_and_a_laptop_warns(tmp_path: Path, caps
     monkeypatch.setenv("CI", "true")
     assert main(["verify", "--quiet", "--compile-only", "--no-write", "--root", str(root)]) == 2
     assert "no disassembler" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- expectations that prove their mechanism (issue 27)
+
+REPO = Path(__file__).resolve().parent.parent
+MECHANISMS = FIXTURES / "mechanisms.sass"  # real cuobjdump output of the kernels below, trimmed
+# (artifact, variant, the variant whose kernels its expectations must NOT match): each pair differs by exactly the
+# mechanism the first variant is about
+MUST_NOT_MATCH = [
+    ("gemm_bf16_sm90a", "ws_persistent_lag0", "ws_persistent"),  # wgmma_wait 0: no wait of depth 1
+    ("gemm_bf16_sm90a", "ws_persistent", "ws_persistent_lag0"),  # wgmma_wait 1
+    ("gemm_bf16_sm90a", "ws_cluster_release_cluster", "ws_cluster"),  # .release.cluster: two more GPU-scope MEMBARs
+    ("vector_loads_sm90a", "regs_x8_auto", "read_v16_x8"),  # ptxas's 32-register target, not its 56
+]
+
+
+def _named(found: dict[str, sass.Kernel]) -> dict[str, sass.Kernel]:
+    for mangled, name in sass.demangle(sorted(found)).items():
+        found[mangled].name = name
+    return found
+
+
+def _cross_check(kernels: dict[str, sass.Kernel]) -> list[tuple[str, list[str], list[str]]]:
+    """(variant, mismatches on its own kernels, mismatches on the other variant's kernels) of each pair."""
+    out = []
+    for artifact, name, other in MUST_NOT_MATCH:
+        m = load_manifest(REPO / "artifacts" / artifact, REPO)
+        v, o = m.variant(name), m.variant(other)
+        assert v is not None and o is not None and v.sass is not None
+        _, own = sass.check_variant(v, "sm_90a", kernels, {})
+        _, theirs = sass.check_variant(v.model_copy(update={"kernels": o.kernels}), "sm_90a", kernels, {})
+        out.append((name, own, theirs))
+    return out
+
+
+def test_each_mechanism_expectation_holds_on_its_kernel_and_fails_on_the_variant_without_it():
+    for name, own, theirs in _cross_check(_named(sass.parse_listing(MECHANISMS.read_text()))):
+        assert own == [], name
+        assert theirs, f"{name}'s SASS expectations also hold on the variant without its mechanism"
+        assert not any("matches no kernel" in t for t in theirs), theirs  # it failed on the kernel, not on a name
+
+
+def test_a_wgmma_waits_depth_is_spelled_as_a_modifier_and_registers_are_capped():
+    found = _named(sass.parse_listing(MECHANISMS.read_text()))
+    depths = {s for k in found.values() for s in k.opcodes if s.startswith("WARPGROUP.DEPBAR")}
+    assert depths == {"WARPGROUP.DEPBAR.LE.DEPTH0", "WARPGROUP.DEPBAR.LE.DEPTH1"}
+    capped = Variant.model_validate({"name": "v", "kernels": ["*read_kernel<16, 8, *"],
+                                     "sass": {"max_registers": 32}})
+    _, bad = sass.check_variant(capped, "sm_90a", found, {})
+    assert bad and "max_registers 32: uses 56" in bad[0]
+
+
+@pytest.mark.nvcc
+def test_the_mechanism_expectations_fail_on_freshly_built_binaries_of_the_variants_without_them(capsys):
+    tools = sass.find_tools()
+    if tools is None:
+        pytest.skip("no cuobjdump")
+    main(["verify", "--compile-only", "--no-write", "--quiet", "--json", "--root", str(REPO),
+          "algorithm-warp-specialization", "technique-vectorized-loads"])
+    report = json.loads(capsys.readouterr().out)
+    kernels: dict[str, sass.Kernel] = {}
+    for b in report["builds"]:
+        if b["ok"] and b["binary"] and b["target"] == "sm_90a" and b["artifact"] in ("gemm_bf16_sm90a",
+                                                                                    "vector_loads_sm90a"):
+            kernels.update(sass.disassemble(Path(b["binary"]), tools)[0])
+    for name, own, theirs in _cross_check(_named(kernels)):
+        assert own == [] and theirs, name
+        assert not any("matches no kernel" in t for t in theirs), theirs

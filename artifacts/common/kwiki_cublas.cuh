@@ -298,4 +298,28 @@ class LtGemmTn {
     void* workspace_ = nullptr;
 };
 
+// ===================================================================================================
+// The handles of a run, opened only for the variants that call the library
+// ===================================================================================================
+
+// A cuBLAS and a cuBLASLt handle, each created (its library loaded then) only when asked for, and destroyed with
+// this object: a run whose variants call neither never loads them.
+//   const kwiki::BlasHandles lib(args.want("cublas"), args.want("cublaslt_best"));
+//   kwiki::gemm_tn(lib.blas, ...);
+struct BlasHandles {
+    cublasHandle_t blas = nullptr;
+    cublasLtHandle_t lt = nullptr;
+
+    BlasHandles(bool want_blas, bool want_lt) {
+        if (want_blas) KWIKI_CHECK_STATUS(cublas().Create(&blas));
+        if (want_lt) KWIKI_CHECK_STATUS(cublasLt().Create(&lt));
+    }
+    ~BlasHandles() {
+        if (blas) KWIKI_CHECK_STATUS(cublas().Destroy(blas));
+        if (lt) KWIKI_CHECK_STATUS(cublasLt().Destroy(lt));
+    }
+    BlasHandles(const BlasHandles&) = delete;
+    BlasHandles& operator=(const BlasHandles&) = delete;
+};
+
 }  // namespace kwiki

@@ -94,6 +94,13 @@ std::vector<float> gather_samples(const T* C, int N, const std::vector<GemmSampl
     return out;
 }
 
+// C's elements at the samples' positions (gathered on the GPU) against the samples: the sampled fp64 check.
+template <typename T>
+CheckResult check_gemm_samples(const T* C, int N, const std::vector<GemmSample>& ref, Tolerance tol, std::string reference) {
+    const std::vector<float> got = gather_samples(C, N, ref);
+    return compare_samples(got.data(), ref, tol, std::move(reference));
+}
+
 // What limits a GEMM output's agreement with the fp64 reference, by the dtypes it reads and writes.
 enum class GemmPrecision {
     bf16,      // bf16 in and out: products exact in fp32, fp32 accumulation, one bf16 rounding of C

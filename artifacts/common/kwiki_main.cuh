@@ -115,18 +115,25 @@ class InputSets {
     int current_ = 0;
 };
 
-// The ladder at one shape: a case per variant of `table` that --variants asks for (make(variant) builds it; its
-// variant name is the table's), in the table's order; checked, timed and emitted by `runner`.
-template <class Table, class Make>
-void run_ladder(Runner& runner, const Args& args, const Table& table, Make make) {
+// The ladder at one shape: a case per variant of `table` that --variants asks for and `runs(variant)` accepts (e.g.
+// not an sm_100 rung on sm_90: no case, no record), in the table's order; make(variant) builds it (its variant name
+// is the table's); checked, timed and emitted by `runner`.
+template <class Table, class Make, class Runs>
+void run_ladder(Runner& runner, const Args& args, const Table& table, Make make, Runs runs) {
     std::vector<Case> cases;
     for (const auto& v : table) {
-        if (!args.want(v.name)) continue;
+        if (!args.want(v.name) || !runs(v)) continue;
         Case c = make(v);
         c.variant = v.name;
         cases.push_back(std::move(c));
     }
     runner.run(cases);
+}
+
+// The same for a table whose every variant runs everywhere.
+template <class Table, class Make>
+void run_ladder(Runner& runner, const Args& args, const Table& table, Make make) {
+    run_ladder(runner, args, table, std::move(make), [](const auto&) { return true; });
 }
 
 }  // namespace kwiki

@@ -27,7 +27,9 @@
 // --input-sets (2) pre-filled sets of A and B, each with its fp64 samples; a timed sample reads one at random,
 // and a re-checked one is compared with that set's samples. Zero inputs stay one set: their re-checked samples
 // must be exact zeros in every element (compared on the GPU).
+#include <algorithm>
 #include <cmath>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,29 +50,7 @@ enum class Dtype { bf16, tf32, fp8 };
 constexpr float kFp8Amplitude = 256.f;
 
 // ===================================================================================================
-// Reference
-// ===================================================================================================
-
-// Sampled elements of C (fp32 for tf32, bf16 otherwise) against the fp64 samples of kwiki::gemm_reference.
-kwiki::CheckResult check_samples(const void* C, Dtype dt, const std::vector<kwiki::GemmSample>& ref, int N, int K) {
-    const bool tf32 = dt == Dtype::tf32;
-    const std::vector<float> got = tf32 ? kwiki::gather_samples(static_cast<const float*>(C), N, ref)
-                                        : kwiki::gather_samples(static_cast<const bf16*>(C), N, ref);
-    const kwiki::GemmPrecision precision = tf32               ? kwiki::GemmPrecision::tf32
-                                           : dt == Dtype::fp8 ? kwiki::GemmPrecision::fp8_bf16
-                                                              : kwiki::GemmPrecision::bf16;
-    return kwiki::compare_samples(got.data(), ref, kwiki::gemm_tolerance(precision, K), "host fp64 on sampled elements");
-}
-
-// Every element exactly zero (either sign), on the GPU; NaN (poison) or anything else fails.
-kwiki::CheckResult check_zeros_device(const void* C, Dtype dt, size_t n) {
-    const char* what = "exact zeros (zero inputs), every element on the GPU";
-    return dt == Dtype::tf32 ? kwiki::compare_device(static_cast<const float*>(C), static_cast<const float*>(nullptr), n, {0, 0}, what)
-                             : kwiki::compare_device(static_cast<const bf16*>(C), static_cast<const bf16*>(nullptr), n, {0, 0}, what);
-}
-
-// ===================================================================================================
-// Inputs
+// Reference: the inputs (random, zeros or e4m3), their fp64 samples, and the checks
 // ===================================================================================================
 
 // e4m3 of amplitude * (uniform in [-1, 1)), rounded to nearest; |value| <= amplitude < 448, never NaN.
@@ -92,13 +72,69 @@ std::vector<float> to_host_dequantized(const e4m3* dev, size_t n, float scale) {
     return out;
 }
 
-// ===================================================================================================
-// Launchers
-// ===================================================================================================
-
 struct Problem {
     int M, N, K;
 };
+
+size_t input_bytes(Dtype dt) { return dt == Dtype::tf32 ? 4 : dt == Dtype::fp8 ? 1 : 2; }
+size_t output_bytes(Dtype dt) { return dt == Dtype::tf32 ? 4 : 2; }
+
+// One input set of a variant: A and B in its dtype, random (from `sa`, B from hash64(sa, 1)) or all zeros, and for
+// random inputs the fp64 samples of A B^T (`samples` of them, at positions drawn from hash64(sa, 2)).
+struct Operands {
+    kwiki::DeviceBuffer<uint8_t> A, B;
+    std::vector<kwiki::GemmSample> ref;
+
+    void fill(const Problem& p, Dtype dt, bool zeros, uint64_t sa, int samples) {
+        const size_t nA = size_t(p.M) * p.K, nB = size_t(p.N) * p.K, es = input_bytes(dt);
+        const uint64_t sb = kwiki::hash64(sa, 1);
+        A = kwiki::DeviceBuffer<uint8_t>(nA * es), B = kwiki::DeviceBuffer<uint8_t>(nB * es);
+        if (zeros) {
+            KWIKI_CHECK(cudaMemset(A.get(), 0, nA * es));
+            KWIKI_CHECK(cudaMemset(B.get(), 0, nB * es));
+            return;
+        }
+        if (dt == Dtype::fp8) {
+            fill_random_e4m3(reinterpret_cast<e4m3*>(A.get()), nA, sa, kFp8Amplitude);
+            fill_random_e4m3(reinterpret_cast<e4m3*>(B.get()), nB, sb, kFp8Amplitude);
+        } else if (dt == Dtype::tf32) {
+            kwiki::fill_random(reinterpret_cast<float*>(A.get()), nA, sa), kwiki::fill_random(reinterpret_cast<float*>(B.get()), nB, sb);
+        } else {
+            kwiki::fill_random(reinterpret_cast<bf16*>(A.get()), nA, sa), kwiki::fill_random(reinterpret_cast<bf16*>(B.get()), nB, sb);
+        }
+        auto host = [dt](const void* dev, size_t n) {
+            switch (dt) {
+                case Dtype::tf32: return kwiki::to_host_float(static_cast<const float*>(dev), n);
+                case Dtype::fp8: return to_host_dequantized(static_cast<const e4m3*>(dev), n, 1.f / kFp8Amplitude);
+                default: return kwiki::to_host_float(static_cast<const bf16*>(dev), n);
+            }
+        };
+        const std::vector<float> hA = host(A.get(), nA), hB = host(B.get(), nB);
+        ref = kwiki::gemm_reference(hA, hB, p.M, p.N, p.K, samples, kwiki::hash64(sa, 2));
+    }
+};
+
+// Sampled elements of C (fp32 for tf32, bf16 otherwise) against the fp64 samples of kwiki::gemm_reference.
+kwiki::CheckResult check_samples(const void* C, Dtype dt, const std::vector<kwiki::GemmSample>& ref, int N, int K) {
+    const bool tf32 = dt == Dtype::tf32;
+    const std::vector<float> got = tf32 ? kwiki::gather_samples(static_cast<const float*>(C), N, ref)
+                                        : kwiki::gather_samples(static_cast<const bf16*>(C), N, ref);
+    const kwiki::GemmPrecision precision = tf32               ? kwiki::GemmPrecision::tf32
+                                           : dt == Dtype::fp8 ? kwiki::GemmPrecision::fp8_bf16
+                                                              : kwiki::GemmPrecision::bf16;
+    return kwiki::compare_samples(got.data(), ref, kwiki::gemm_tolerance(precision, K), "host fp64 on sampled elements");
+}
+
+// Every element exactly zero (either sign), on the GPU; NaN (poison) or anything else fails.
+kwiki::CheckResult check_zeros_device(const void* C, Dtype dt, size_t n) {
+    const char* what = "exact zeros (zero inputs), every element on the GPU";
+    return dt == Dtype::tf32 ? kwiki::compare_device(static_cast<const float*>(C), static_cast<const float*>(nullptr), n, {0, 0}, what)
+                             : kwiki::compare_device(static_cast<const bf16*>(C), static_cast<const bf16*>(nullptr), n, {0, 0}, what);
+}
+
+// ===================================================================================================
+// Launchers
+// ===================================================================================================
 
 // One fp8 cublasLtMatmul, set up once per shape: descriptors, the two device scales, a workspace.
 struct LtFp8 {
@@ -170,147 +206,75 @@ void run_cublaslt_fp8(kwiki::cublasLtHandle_t h, const LtFp8& plan, const void* 
                                                 &plan.algo, plan.workspace, LtFp8::kWorkspaceBytes, s));
 }
 
-// ===================================================================================================
-// Variants and shapes
-// ===================================================================================================
-
-// The table of variants (artifact.yaml lists the same names).
+// A row of the table of variants: the call it makes and on which inputs.
 struct Variant : kwiki::VariantInfo {
     Dtype dtype;
     bool zeros;
 };
+
+const char* dtype_name(Dtype dt) { return dt == Dtype::tf32 ? "tf32" : dt == Dtype::fp8 ? "fp8_e4m3" : "bf16"; }
+
+// Whether a variant that --variants asks for calls cublasGemmEx (bf16, tf32), or cublasLtMatmul (fp8 when `fp8`).
+template <class Table>
+bool calls(const kwiki::Args& args, const Table& table, bool fp8) {
+    return std::any_of(std::begin(table), std::end(table), [&](const Variant& v) { return args.want(v.name) && (v.dtype == Dtype::fp8) == fp8; });
+}
+
+// One call of a variant's dtype on stream st: cublasLtMatmul with `plan` for fp8, cublasGemmEx otherwise.
+void run_gemm(const kwiki::BlasHandles& lib, const LtFp8* plan, Dtype dt, const Problem& p, const void* A, const void* B, void* C,
+              cudaStream_t st) {
+    if (dt == Dtype::fp8) run_cublaslt_fp8(lib.lt, *plan, A, B, C, st);
+    else kwiki::gemm_tn(lib.blas, A, B, C, p.M, p.N, p.K, dt == Dtype::tf32 ? kwiki::kGemmTf32 : kwiki::kGemmBf16, st);
+}
+
+// What a variant's record reports at p: its dtype, flops and bytes (A, B and C in their dtypes), and its inputs.
+kwiki::Case gemm_case(const Variant& v, const Problem& p) {
+    kwiki::Case c;
+    c.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", dtype_name(v.dtype)}};
+    c.flops = 2.0 * p.M * p.N * double(p.K);
+    c.flops_dtype = v.dtype == Dtype::fp8 ? "fp8" : v.dtype == Dtype::tf32 ? "tf32" : "bf16";
+    c.bytes = double(size_t(p.M) * p.K + size_t(p.N) * p.K) * input_bytes(v.dtype) + double(size_t(p.M) * p.N) * output_bytes(v.dtype);
+    c.extra.emplace_back("inputs", v.zeros ? "zeros" : "random");
+    return c;
+}
+
+// ===================================================================================================
+// The table of variants (artifact.yaml lists the same names, in this order)
+// ===================================================================================================
 
 constexpr Variant kVariants[] = {
     {{"bf16_random"}, Dtype::bf16, false}, {{"bf16_zeros"}, Dtype::bf16, true}, {{"tf32_random"}, Dtype::tf32, false},
     {{"tf32_zeros"}, Dtype::tf32, true},   {{"fp8_random"}, Dtype::fp8, false}, {{"fp8_zeros"}, Dtype::fp8, true},
 };
 
-size_t input_bytes(Dtype dt) { return dt == Dtype::tf32 ? 4 : dt == Dtype::fp8 ? 1 : 2; }
-size_t output_bytes(Dtype dt) { return dt == Dtype::tf32 ? 4 : 2; }
-const char* dtype_name(Dtype dt) { return dt == Dtype::tf32 ? "tf32" : dt == Dtype::fp8 ? "fp8_e4m3" : "bf16"; }
-
-const char* kDefaultShapes = "";  // none: the manifest declares the shapes (artifact.yaml, shapes)
-
-// --shapes: K a multiple of 8, the aligned shapes this artifact is about.
-std::vector<Problem> parse_shapes(const kwiki::Args& args) {
-    return args.get_shapes<Problem, 3>("shapes", kDefaultShapes, "MxNxK,... with K a multiple of 8",
-                                       [](const std::vector<int>& d) { return d[2] % 8 == 0; });
-}
-
 // ===================================================================================================
 // main
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv, kVariants);
-    const auto shapes = parse_shapes(args);
-    const int samples = int(args.get_int("check-samples", 2048));
-    const int sets = args.input_sets();
-    const uint64_t seed = args.seed();
-    std::fprintf(stderr, "cublas_gemm: seed %llu, %d SMs, L2 %zu MiB\n", (unsigned long long)seed, kwiki::sm_count(),
-                 kwiki::l2_bytes() >> 20);
-
-    bool any_fp8 = false, any_gemmex = false;
-    for (auto& v : kVariants)
-        if (args.want(v.name)) (v.dtype == Dtype::fp8 ? any_fp8 : any_gemmex) = true;
-    kwiki::cublasHandle_t handle = nullptr;
-    kwiki::cublasLtHandle_t lt_handle = nullptr;
-    if (any_gemmex) KWIKI_CHECK_STATUS(kwiki::cublas().Create(&handle));
-    if (any_fp8) KWIKI_CHECK_STATUS(kwiki::cublasLt().Create(&lt_handle));
-    kwiki::Runner runner(args);
-
+    kwiki::Main m(argc, argv, kVariants);
+    const auto shapes = m.args.get_shapes<Problem, 3>("shapes", "", "MxNxK,... with K a multiple of 8",  // the manifest's
+                                                      [](const std::vector<int>& d) { return d[2] % 8 == 0; });
+    const int samples = int(m.args.get_int("check-samples", 2048));
+    kwiki::Runner& runner = m.start("cublas_gemm");
+    const kwiki::BlasHandles lib(calls(m.args, kVariants, false), calls(m.args, kVariants, true));  // loaded when called
     for (const Problem& p : shapes) {
-        const size_t nA = size_t(p.M) * p.K, nB = size_t(p.N) * p.K, nC = size_t(p.M) * p.N;
-        std::vector<const Variant*> todo;
-        for (auto& v : kVariants)
-            if (args.want(v.name)) todo.push_back(&v);
-        if (todo.empty()) continue;
-        std::unique_ptr<LtFp8> lt_plan;
-        if (any_fp8) {
-            lt_plan = std::make_unique<LtFp8>(p, 1.f / kFp8Amplitude);
-            lt_plan->choose(lt_handle);
-        }
-        const LtFp8* plan = lt_plan.get();
-        // one call of a variant's dtype on stream st
-        auto launch = [=](Dtype dt, const void* A, const void* B, void* C, cudaStream_t st) {
-            if (dt == Dtype::fp8)
-                run_cublaslt_fp8(lt_handle, *plan, A, B, C, st);
-            else
-                kwiki::gemm_tn(handle, A, B, C, p.M, p.N, p.K, dt == Dtype::tf32 ? kwiki::kGemmTf32 : kwiki::kGemmBf16, st);
-        };
-
-        // per variant: its own input sets (random or zeros, in its dtype), their fp64 samples, and its output
-        struct Slot {
-            std::vector<void*> A, B;
-            std::vector<std::vector<kwiki::GemmSample>> ref;
-            void* C = nullptr;
-            int current = 0;
-        };
-        std::vector<Slot> slots(todo.size());
-        std::vector<kwiki::Case> cases;
-        for (size_t i = 0; i < todo.size(); ++i) {
-            const Variant& v = *todo[i];
-            const size_t es = input_bytes(v.dtype), os = output_bytes(v.dtype);
-            Slot& s = slots[i];
-            KWIKI_CHECK(cudaMalloc(&s.C, nC * os));
-            const int n_sets = v.zeros ? 1 : sets;
-            for (int k = 0; k < n_sets; ++k) {
-                void *A, *B;
-                KWIKI_CHECK(cudaMalloc(&A, nA * es));
-                KWIKI_CHECK(cudaMalloc(&B, nB * es));
-                const uint64_t s0 = kwiki::hash64(seed, 1000 + p.M + 7ull * p.N + 13ull * p.K + uint64_t(v.dtype));
-                const uint64_t sa = k == 0 ? s0 : kwiki::hash64(s0, 0x5e7 + uint64_t(k)), sb = kwiki::hash64(sa, 1);
-                if (v.zeros) {
-                    KWIKI_CHECK(cudaMemset(A, 0, nA * es));
-                    KWIKI_CHECK(cudaMemset(B, 0, nB * es));
-                } else if (v.dtype == Dtype::fp8) {
-                    fill_random_e4m3(static_cast<e4m3*>(A), nA, sa, kFp8Amplitude);
-                    fill_random_e4m3(static_cast<e4m3*>(B), nB, sb, kFp8Amplitude);
-                } else if (v.dtype == Dtype::tf32) {
-                    kwiki::fill_random(static_cast<float*>(A), nA, sa), kwiki::fill_random(static_cast<float*>(B), nB, sb);
-                } else {
-                    kwiki::fill_random(static_cast<bf16*>(A), nA, sa), kwiki::fill_random(static_cast<bf16*>(B), nB, sb);
-                }
-                if (!v.zeros) {
-                    auto host = [&](const void* dev, size_t n) {
-                        switch (v.dtype) {
-                            case Dtype::tf32: return kwiki::to_host_float(static_cast<const float*>(dev), n);
-                            case Dtype::fp8: return to_host_dequantized(static_cast<const e4m3*>(dev), n, 1.f / kFp8Amplitude);
-                            default: return kwiki::to_host_float(static_cast<const bf16*>(dev), n);
-                        }
-                    };
-                    const std::vector<float> hA = host(A, nA), hB = host(B, nB);
-                    s.ref.push_back(kwiki::gemm_reference(hA, hB, p.M, p.N, p.K, samples, kwiki::hash64(sa, 2)));
-                }
-                s.A.push_back(A), s.B.push_back(B);
-            }
-            kwiki::Case c;
-            c.variant = v.name;
-            c.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", dtype_name(v.dtype)}};
-            c.flops = 2.0 * p.M * p.N * double(p.K);
-            c.flops_dtype = v.dtype == Dtype::fp8 ? "fp8" : v.dtype == Dtype::tf32 ? "tf32" : "bf16";
-            c.bytes = double(nA + nB) * es + double(nC) * os;
-            const Dtype dt = v.dtype;
-            c.launch = [&s, dt, launch](cudaStream_t st) { launch(dt, s.A[size_t(s.current)], s.B[size_t(s.current)], s.C, st); };
-            c.poison = [&s, nC, os](cudaStream_t st) { kwiki::poison(s.C, nC * os, st); };
-            c.input_sets = n_sets;
-            c.use_inputs = [&s](int k) { s.current = k; };
-            if (v.zeros) {
-                c.check = [&s, dt, nC] { return check_zeros_device(s.C, dt, nC); };
-            } else {
-                c.check = [&s, dt, p] { return check_samples(s.C, dt, s.ref[size_t(s.current)], p.N, p.K); };
-            }
-            c.extra.emplace_back("inputs", v.zeros ? "zeros" : "random");
-            cases.push_back(std::move(c));
-        }
-        runner.run(cases);
-        for (Slot& s : slots) {
-            for (void* q : s.A) KWIKI_CHECK(cudaFree(q));
-            for (void* q : s.B) KWIKI_CHECK(cudaFree(q));
-            KWIKI_CHECK(cudaFree(s.C));
-        }
+        std::unique_ptr<LtFp8> plan = lib.lt ? std::make_unique<LtFp8>(p, 1.f / kFp8Amplitude) : nullptr;
+        if (plan) plan->choose(lib.lt);
+        std::deque<kwiki::InputSets<Operands>> inputs;  // per variant: its input sets (zeros: one), alive for the runner
+        std::deque<kwiki::DeviceBuffer<uint8_t>> outputs;
+        kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) {
+            const uint64_t seed = kwiki::hash64(m.seed, 1000 + p.M + 7ull * p.N + 13ull * p.K + uint64_t(v.dtype));
+            auto& in = inputs.emplace_back(v.zeros ? 1 : m.sets, seed, [&](Operands& s, uint64_t sa) { s.fill(p, v.dtype, v.zeros, sa, samples); });
+            auto& C = outputs.emplace_back(size_t(p.M) * p.N * output_bytes(v.dtype));
+            kwiki::Case c = gemm_case(v, p);
+            c.launch = [&, plan = plan.get()](cudaStream_t st) { run_gemm(lib, plan, v.dtype, p, in.current().A.get(), in.current().B.get(), C.get(), st); };
+            // random inputs: the sampled elements against fp64; zero inputs: exact zeros in every element, on the GPU
+            in.bind(c, [&C](cudaStream_t st) { kwiki::poison(C.get(), C.bytes(), st); }, [&C, &v, p](const Operands& s) {
+                return v.zeros ? check_zeros_device(C.get(), v.dtype, size_t(p.M) * p.N) : check_samples(C.get(), v.dtype, s.ref, p.N, p.K);
+            });
+            return c;
+        });
     }
-    if (handle) KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(handle));
-    if (lt_handle) KWIKI_CHECK_STATUS(kwiki::cublasLt().Destroy(lt_handle));
     return kwiki::exit_code();
 }

@@ -8,8 +8,8 @@
 // need not be multiples of the tile: TMA fills out-of-range elements with zeros, stores are guarded.
 //
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o gemm gemm.cu
-// Run:   ./gemm [--variants a,b] [--shapes 4096x4096x4096,8192x8192x8192,4000x4000x4040] [--group 16] [--seed N]
-//        [--input-sets 2]
+// Run:   ./gemm --shapes=4096x4096x4096,... [--variants a,b] [--group 16] [--seed N] [--input-sets 2]   (--shapes: the
+//        manifest's)
 //
 // Variants: the ladder of page algo-warp-specialization; artifact.yaml holds each variant's rung, what it adds
 // and its description, in the order of the table below (names only); each rung's code is a marked region.
@@ -19,6 +19,8 @@
 // Timing (kwiki::Runner): --input-sets (2) pre-filled sets of A and B, each with cuBLAS's output (itself checked
 // against the host fp64 samples); every timed sample reads one set at random into a poisoned C, and the
 // re-checked samples are compared, every element, with that set's cuBLAS output on the GPU.
+#include <algorithm>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -34,7 +36,96 @@ using bf16 = __nv_bfloat16;
 // ===================================================================================================
 
 // Host fp64 on sampled elements (kwiki::gemm_reference, kwiki_gemm.cuh) and cuBLAS on every element
-// (kwiki::gemm_tn, kwiki_cublas.cuh, called by run_cublas below), both from the same inputs.
+// (kwiki::gemm_tn, kwiki_cublas.cuh, as run_cublas calls it below), both from the same inputs.
+
+struct Problem {
+    int M, N, K;
+};
+
+// Device buffer of bf16 or fp32 (tf32 variants) to host floats.
+std::vector<float> host_floats(const void* dev, size_t n, bool tf32) {
+    return tf32 ? kwiki::to_host_float(static_cast<const float*>(dev), n) : kwiki::to_host_float(static_cast<const bf16*>(dev), n);
+}
+
+// The output's elements at the fp64 samples' positions (kwiki::gather_samples: on the GPU, 4096 elements copied).
+std::vector<float> sampled_floats(const void* C, int N, const std::vector<kwiki::GemmSample>& ref, bool tf32) {
+    return tf32 ? kwiki::gather_samples(static_cast<const float*>(C), N, ref) : kwiki::gather_samples(static_cast<const bf16*>(C), N, ref);
+}
+
+// Every element of out against ref (both bf16, or both fp32), on the GPU.
+kwiki::CheckResult compare_on_device(const void* out, const void* ref, size_t n, bool tf32, kwiki::Tolerance tol) {
+    const char* what = "cuBLAS on the same inputs (every element, on the GPU)";
+    return tf32 ? kwiki::compare_device(static_cast<const float*>(out), static_cast<const float*>(ref), n, tol, what)
+                : kwiki::compare_device(static_cast<const bf16*>(out), static_cast<const bf16*>(ref), n, tol, what);
+}
+
+// tolerance: two roundings of the output dtype, plus fp32 accumulation (and tf32 inputs) over K terms
+kwiki::Tolerance tolerance(bool tf32, int K) {
+    return kwiki::gemm_tolerance(tf32 ? kwiki::GemmPrecision::tf32 : kwiki::GemmPrecision::bf16, K);
+}
+
+// One input set of a shape and dtype: A and B (bf16, or fp32 for tf32; A from `sa`, B from hash64(sa, 1)), cuBLAS's
+// output on them, and the host fp64 samples (`samples` of them, positions from hash64(sa, 2)). The samples of set 0
+// are kept for the record's check; every later set's cuBLAS output is checked against its own (exit 2 if cuBLAS is
+// wrong).
+struct Operands {
+    kwiki::DeviceBuffer<uint8_t> A, B, Cref;
+    std::vector<kwiki::GemmSample> ref;
+
+    void fill(const Problem& p, bool tf32, uint64_t sa, int samples, kwiki::cublasHandle_t handle, bool first) {
+        const size_t nA = size_t(p.M) * p.K, nB = size_t(p.N) * p.K, nC = size_t(p.M) * p.N, in_size = tf32 ? 4 : 2;
+        A = kwiki::DeviceBuffer<uint8_t>(nA * in_size), B = kwiki::DeviceBuffer<uint8_t>(nB * in_size);
+        Cref = kwiki::DeviceBuffer<uint8_t>(nC * in_size);
+        const uint64_t sb = kwiki::hash64(sa, 1);
+        if (tf32) kwiki::fill_random(reinterpret_cast<float*>(A.get()), nA, sa), kwiki::fill_random(reinterpret_cast<float*>(B.get()), nB, sb);
+        else kwiki::fill_random(reinterpret_cast<bf16*>(A.get()), nA, sa), kwiki::fill_random(reinterpret_cast<bf16*>(B.get()), nB, sb);
+        kwiki::gemm_tn(handle, A.get(), B.get(), Cref.get(), p.M, p.N, p.K, tf32 ? kwiki::kGemmTf32 : kwiki::kGemmBf16, 0);
+        KWIKI_CHECK(cudaDeviceSynchronize());
+        // host copies of the inputs (as rounded to their dtype) for the fp64 reference
+        const std::vector<float> hA = host_floats(A.get(), nA, tf32), hB = host_floats(B.get(), nB, tf32);
+        std::vector<kwiki::GemmSample> samples_of_set = kwiki::gemm_reference(hA, hB, p.M, p.N, p.K, samples, kwiki::hash64(sa, 2));
+        if (first) {
+            ref = std::move(samples_of_set);
+            return;
+        }
+        const std::vector<float> at = sampled_floats(Cref.get(), p.N, samples_of_set, tf32);
+        const kwiki::CheckResult c = kwiki::compare_samples(at.data(), samples_of_set, tolerance(tf32, p.K), "host fp64 on sampled elements");
+        if (!c.passed)
+            kwiki::fail_env(__FILE__, __LINE__, "cuBLAS on input set", ("disagrees with the host fp64 samples: " + c.detail).c_str());
+    }
+};
+
+// Every element of `out` against the set's cuBLAS output, on the GPU (the check of every set but 0, and the re-checks).
+kwiki::CheckResult check_all(const void* out, const Operands& set, const Problem& p, bool tf32) {
+    return compare_on_device(out, set.Cref.get(), size_t(p.M) * p.N, tf32, tolerance(tf32, p.K));
+}
+
+// The check of a launch on input set `s`: check_first on set 0, check_all on any other.
+kwiki::CheckResult check_first(const void* out, const Problem& p, bool tf32, bool is_cublas, const Operands& set0);
+kwiki::CheckResult check_set(const void* out, const Operands& s, bool first, const Problem& p, bool tf32, bool is_cublas) {
+    return first ? check_first(out, p, tf32, is_cublas, s) : check_all(out, s, p, tf32);
+}
+
+// The check of input set 0: every element against cuBLAS (on the GPU; not for cuBLAS itself, the reference) and the
+// sampled elements against set 0's fp64 samples (on the host).
+kwiki::CheckResult check_first(const void* out, const Problem& p, bool tf32, bool is_cublas, const Operands& set0) {
+    const kwiki::Tolerance tol = tolerance(tf32, p.K);
+    kwiki::CheckResult cb;
+    if (is_cublas) {
+        cb.passed = true;
+        cb.detail = "is the reference";
+    } else {
+        cb = compare_on_device(out, set0.Cref.get(), size_t(p.M) * p.N, tf32, tol);
+    }
+    const std::vector<float> at = sampled_floats(out, p.N, set0.ref, tf32);
+    kwiki::CheckResult h = kwiki::compare_samples(at.data(), set0.ref, tol, "");
+    kwiki::CheckResult both = cb;
+    both.passed = cb.passed && h.passed;
+    both.reference = is_cublas ? "host fp64 on sampled elements" : "cuBLAS (every element) and host fp64 (sampled elements)";
+    if (is_cublas) both.max_abs_err = h.max_abs_err, both.max_rel_err = h.max_rel_err;
+    both.detail = "vs cuBLAS: " + cb.detail + "; vs fp64: " + h.detail;
+    return both;
+}
 
 // ===================================================================================================
 // Kernels
@@ -487,10 +578,6 @@ constexpr auto ws_kernel() {
 // Launchers
 // ===================================================================================================
 
-struct Problem {
-    int M, N, K;
-};
-
 template <class C>
 struct Launch {
     CUtensorMap tmA, tmB, tmC;
@@ -574,10 +661,6 @@ void run_cublas(kwiki::cublasHandle_t h, const void* A, const void* B, void* C, 
 }
 // /kwiki:rung cublas
 
-// ===================================================================================================
-// Variants and shapes
-// ===================================================================================================
-
 // A variant at one shape, ready to run: how to launch it, and what its record reports.
 struct Prepared {
     std::function<void(cudaStream_t)> launch;
@@ -627,7 +710,7 @@ using ClusterEpiBf16 = Config<bf16, 128, 256, 2, 3, 2, 0, true, true>;          
 using WideTf32 = Config<float, 128, 256, 2, 4, 1, 1>;                               // rung 14: rung 4 on fp32
 using ClusterTf32 = Config<float, 128, 256, 2, 4, 2, 0>;                            // rung 15: cluster 2, LAG 0 on fp32
 
-// The ladder, one rung a row (rung numbers and what each adds as in the header comment, and in artifact.yaml).
+// A row of the table of variants: what its launch needs.
 struct Variant : kwiki::VariantInfo {
     bool tf32;
     bool reference;  // cuBLAS: checked against the fp64 samples only
@@ -636,6 +719,41 @@ struct Variant : kwiki::VariantInfo {
     Prepared (*make)(const Buffers&);
     int group = 0;  // tile order: bands of this many tile-rows; 0 = take --group; -1 = Hilbert curve
 };
+
+// A variant prepared on each input set of `in`, writing `out`.
+std::vector<Prepared> prepare_sets(const Variant& v, kwiki::InputSets<Operands>& in, void* out, Problem p, int group,
+                                   kwiki::cublasHandle_t handle) {
+    std::vector<Prepared> pr;
+    for (int s = 0; s < in.size(); ++s) pr.push_back(v.make(Buffers{in[s].A.get(), in[s].B.get(), out, p, group, handle}));
+    return pr;
+}
+
+// The shapes the launchers take: K a multiple of 8 (TMA rows are 16-byte aligned), N even (paired stores).
+bool launchable(const std::vector<int>& d) { return d[2] % 8 == 0 && d[1] % 2 == 0; }
+
+// What a variant's record reports at p (its launch prepared on input set 0: the kernel, its grid and shared memory).
+kwiki::Case gemm_case(const Variant& v, const Problem& p, const Prepared& pr) {
+    const size_t out_size = v.tf32 ? 4 : 2;
+    kwiki::Case c;
+    c.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", v.tf32 ? "tf32" : "bf16"}};
+    c.flops = 2.0 * p.M * p.N * double(p.K);
+    c.flops_dtype = v.tf32 ? "tf32" : "bf16";
+    c.bytes = double(size_t(p.M) * p.K + size_t(p.N) * p.K) * out_size + double(size_t(p.M) * p.N) * out_size;
+    c.extra.emplace_back("tile", v.tile);
+    c.extra.emplace_back("stages", v.stages);
+    if (pr.func) {
+        // registers and occupancy at the block size the kernel's __launch_bounds__ names (its launch's)
+        kwiki::add_occupancy(c.extra, pr.func, kwiki::kernel_regs(pr.func).max_threads, size_t(pr.smem));
+        c.extra.emplace_back("grid", pr.grid);
+        c.extra.emplace_back("smem_bytes", pr.smem);
+        if (v.group) c.extra.emplace_back("group", v.group);
+    }
+    return c;
+}
+
+// ===================================================================================================
+// The table of variants (artifact.yaml lists the same names, in this order)
+// ===================================================================================================
 
 constexpr Variant kVariants[] = {
     {{"cublas"},
@@ -674,160 +792,41 @@ constexpr Variant kVariants[] = {
      true, false, "2x(128x256x32)", ClusterTf32::STAGES, make_ws<ClusterTf32, true>},
 };
 
-const char* kDefaultShapes = "";  // none: the manifest declares the shapes (artifact.yaml, shapes)
-
-// --shapes: K a multiple of 8 (TMA rows are 16-byte aligned), N even (paired stores).
-std::vector<Problem> parse_shapes(const kwiki::Args& args) {
-    return args.get_shapes<Problem, 3>("shapes", kDefaultShapes, "MxNxK,... with K a multiple of 8 and N even",
-                                       [](const std::vector<int>& d) { return d[2] % 8 == 0 && d[1] % 2 == 0; });
-}
-
 // ===================================================================================================
 // main
 // ===================================================================================================
 
-// Device buffer of bf16 or fp32 (tf32 variants) to host floats.
-// The output's elements at the fp64 samples' positions (kwiki::gather_samples: on the GPU, 4096 elements copied).
-std::vector<float> sampled_floats(const void* C, int N, const std::vector<kwiki::GemmSample>& ref, bool tf32) {
-    return tf32 ? kwiki::gather_samples(static_cast<const float*>(C), N, ref) : kwiki::gather_samples(static_cast<const bf16*>(C), N, ref);
-}
-
-std::vector<float> host_floats(const void* dev, size_t n, bool tf32) {
-    return tf32 ? kwiki::to_host_float(static_cast<const float*>(dev), n) : kwiki::to_host_float(static_cast<const bf16*>(dev), n);
-}
-
-// Every element of out against ref (both bf16, or both fp32), on the GPU.
-kwiki::CheckResult compare_on_device(const void* out, const void* ref, size_t n, bool tf32, kwiki::Tolerance tol) {
-    const char* what = "cuBLAS on the same inputs (every element, on the GPU)";
-    return tf32 ? kwiki::compare_device(static_cast<const float*>(out), static_cast<const float*>(ref), n, tol, what)
-                : kwiki::compare_device(static_cast<const bf16*>(out), static_cast<const bf16*>(ref), n, tol, what);
-}
-
-// One shape and dtype: its input sets and their cuBLAS outputs, alive until the runner is done with its cases.
-struct Group {
-    Problem p;
-    bool tf32;
-    std::vector<void*> A, B, Cref;      // per input set
-    std::vector<kwiki::GemmSample> ref;  // host fp64 samples of set 0
-    int current = 0;                     // the input set the next launch reads
-};
-
-// Fill the group's input sets and their cuBLAS outputs; set 0 from the shape's seed (as protocol 1 did). Every
-// set's cuBLAS output is checked against the host fp64 samples of that set (exit 2 if cuBLAS is wrong).
-void fill_group(Group& g, int sets, uint64_t seed, int samples, kwiki::cublasHandle_t handle) {
-    const Problem& p = g.p;
-    const size_t nA = size_t(p.M) * p.K, nB = size_t(p.N) * p.K, nC = size_t(p.M) * p.N;
-    const size_t in_size = g.tf32 ? 4 : 2;
-    const kwiki::Tolerance tol = kwiki::gemm_tolerance(g.tf32 ? kwiki::GemmPrecision::tf32 : kwiki::GemmPrecision::bf16, p.K);
-    for (int i = 0; i < sets; ++i) {
-        void *A, *B, *C;
-        KWIKI_CHECK(cudaMalloc(&A, nA * in_size));
-        KWIKI_CHECK(cudaMalloc(&B, nB * in_size));
-        KWIKI_CHECK(cudaMalloc(&C, nC * in_size));
-        const uint64_t s0 = kwiki::hash64(seed, 1000 + p.M + 7ull * p.N + 13ull * p.K + g.tf32);
-        const uint64_t sa = i == 0 ? s0 : kwiki::hash64(s0, 0x5e7 + uint64_t(i)), sb = kwiki::hash64(sa, 1);
-        if (g.tf32) kwiki::fill_random(static_cast<float*>(A), nA, sa), kwiki::fill_random(static_cast<float*>(B), nB, sb);
-        else kwiki::fill_random(static_cast<bf16*>(A), nA, sa), kwiki::fill_random(static_cast<bf16*>(B), nB, sb);
-        run_cublas(handle, A, B, C, p, g.tf32, 0);
-        KWIKI_CHECK(cudaDeviceSynchronize());
-        // host copies of the inputs (as rounded to their dtype) for the fp64 reference
-        const std::vector<float> hA = host_floats(A, nA, g.tf32), hB = host_floats(B, nB, g.tf32);
-        std::vector<kwiki::GemmSample> ref = kwiki::gemm_reference(hA, hB, p.M, p.N, p.K, samples, kwiki::hash64(sa, 2));
-        if (i == 0) {
-            g.ref = ref;
-        } else {
-            const std::vector<float> at = sampled_floats(C, p.N, ref, g.tf32);
-            const kwiki::CheckResult c = kwiki::compare_samples(at.data(), ref, tol, "host fp64 on sampled elements");
-            if (!c.passed)
-                kwiki::fail_env(__FILE__, __LINE__, "cuBLAS on input set", ("disagrees with the host fp64 samples: " + c.detail).c_str());
-        }
-        g.A.push_back(A), g.B.push_back(B), g.Cref.push_back(C);
-    }
-}
-
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv, kVariants);
-    const auto shapes = parse_shapes(args);
-    const int group = int(args.get_int("group", 16));
-    const int samples = int(args.get_int("check-samples", 4096));
-    const int sets = args.input_sets();
-    const uint64_t seed = args.seed();
-    std::fprintf(stderr, "gemm: seed %llu, %d SMs, L2 %zu MiB\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes() >> 20);
-
-    kwiki::cublasHandle_t handle;
-    KWIKI_CHECK_STATUS(kwiki::cublas().Create(&handle));
-    kwiki::Runner runner(args);
-
-    for (const Problem& p : shapes) {
-        const size_t nC = size_t(p.M) * p.N;
-        for (bool tf32 : {false, true}) {
-            std::vector<const Variant*> todo;
-            for (auto& v : kVariants)
-                if (v.tf32 == tf32 && args.want(v.name)) todo.push_back(&v);
-            if (todo.empty()) continue;
-            Group g{p, tf32, {}, {}, {}, {}, 0};
-            fill_group(g, sets, seed, samples, handle);
-            const size_t out_size = tf32 ? 4 : 2;
-            // tolerance: two roundings of the output dtype, plus fp32 accumulation (and tf32 inputs) over K terms
-            const kwiki::Tolerance tol = kwiki::gemm_tolerance(tf32 ? kwiki::GemmPrecision::tf32 : kwiki::GemmPrecision::bf16, p.K);
-
-            std::vector<void*> outs;
-            std::vector<std::vector<Prepared>> preps(todo.size());  // per variant, per input set
-            std::vector<kwiki::Case> cases;
-            for (size_t i = 0; i < todo.size(); ++i) {
-                const Variant* v = todo[i];
-                void* out;
-                KWIKI_CHECK(cudaMalloc(&out, nC * out_size));
-                outs.push_back(out);
-                for (int s = 0; s < sets; ++s)
-                    preps[i].push_back(v->make(Buffers{g.A[s], g.B[s], out, p, v->group ? v->group : group, handle}));
-                const std::vector<Prepared>& pr = preps[i];
-                kwiki::Case c;
-                c.variant = v->name;
-                c.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", tf32 ? "tf32" : "bf16"}};
-                c.flops = 2.0 * p.M * p.N * double(p.K);
-                c.flops_dtype = tf32 ? "tf32" : "bf16";
-                c.bytes = double(size_t(p.M) * p.K + size_t(p.N) * p.K) * out_size + double(nC) * out_size;
-                c.launch = [&pr, &g](cudaStream_t s) { pr[size_t(g.current)].launch(s); };
-                c.poison = [out, nC, out_size](cudaStream_t s) { kwiki::poison(out, nC * out_size, s); };
-                c.input_sets = sets;
-                c.use_inputs = [&g](int s) { g.current = s; };
-                c.recheck = [out, nC, tf32, tol, &g] { return compare_on_device(out, g.Cref[size_t(g.current)], nC, tf32, tol); };
-                // set 0: every element against cuBLAS (on the GPU) and the sampled elements against fp64 (on the host)
-                c.check = [out, tf32, tol, &g, v, recheck = c.recheck] {
-                    if (g.current != 0) return recheck();
-                    kwiki::CheckResult cb;
-                    if (v->reference) {
-                        cb.passed = true;
-                        cb.detail = "is the reference";
-                    } else {
-                        cb = recheck();
-                    }
-                    const std::vector<float> at = sampled_floats(out, g.p.N, g.ref, tf32);
-                    kwiki::CheckResult h = kwiki::compare_samples(at.data(), g.ref, tol, "");
-                    kwiki::CheckResult both = cb;
-                    both.passed = cb.passed && h.passed;
-                    both.reference = v->reference ? "host fp64 on sampled elements" : "cuBLAS (every element) and host fp64 (sampled elements)";
-                    if (v->reference) both.max_abs_err = h.max_abs_err, both.max_rel_err = h.max_rel_err;
-                    both.detail = "vs cuBLAS: " + cb.detail + "; vs fp64: " + h.detail;
-                    return both;
-                };
-                c.extra.emplace_back("tile", v->tile);
-                c.extra.emplace_back("stages", v->stages);
-                if (pr[0].func) {
-                    // registers and occupancy at the block size the kernel's __launch_bounds__ names (its launch's)
-                    kwiki::add_occupancy(c.extra, pr[0].func, kwiki::kernel_regs(pr[0].func).max_threads, size_t(pr[0].smem));
-                    c.extra.emplace_back("grid", pr[0].grid);
-                    c.extra.emplace_back("smem_bytes", pr[0].smem);
-                    if (v->group) c.extra.emplace_back("group", v->group);
-                }
-                cases.push_back(std::move(c));
-            }
-            runner.run(cases);
-            for (void* o : outs) KWIKI_CHECK(cudaFree(o));
-            for (int s = 0; s < sets; ++s) KWIKI_CHECK(cudaFree(g.A[s])), KWIKI_CHECK(cudaFree(g.B[s])), KWIKI_CHECK(cudaFree(g.Cref[s]));
+    kwiki::Main m(argc, argv, kVariants);
+    const auto shapes = m.args.get_shapes<Problem, 3>("shapes", "", "MxNxK,... K a multiple of 8, N even", launchable);
+    const int group = int(m.args.get_int("group", 16)), samples = int(m.args.get_int("check-samples", 4096));
+    kwiki::Runner& runner = m.start("gemm");
+    const kwiki::BlasHandles lib(true, false);  // cuBLAS: the reference and the baseline
+    const kwiki::cublasHandle_t handle = lib.blas;
+    for (const Problem& p : shapes)
+        for (bool tf32 : {false, true}) {  // one dtype at a time: its input sets, then its variants, interleaved
+            const auto of_dtype = [tf32](const Variant& v) { return v.tf32 == tf32; };
+            const auto wanted = [&](const Variant& v) { return of_dtype(v) && m.args.want(v.name); };
+            if (std::none_of(std::begin(kVariants), std::end(kVariants), wanted)) continue;
+            int filled = 0;  // set 0 from the shape's seed (as protocol 1 did)
+            const uint64_t seed = kwiki::hash64(m.seed, 1000 + p.M + 7ull * p.N + 13ull * p.K + tf32);
+            kwiki::InputSets<Operands> in(m.sets, seed, [&](Operands& s, uint64_t si) {
+                s.fill(p, tf32, si, samples, handle, !filled++);
+            });
+            std::deque<kwiki::DeviceBuffer<uint8_t>> outs;
+            std::deque<std::vector<Prepared>> preps;  // per variant, per input set: alive until the runner is done
+            kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) {
+                const kwiki::DeviceBuffer<uint8_t>& out = outs.emplace_back(size_t(p.M) * p.N * (tf32 ? 4 : 2));
+                const std::vector<Prepared>& pr = preps.emplace_back(prepare_sets(v, in, out.get(), p, v.group ? v.group : group, handle));
+                kwiki::Case c = gemm_case(v, p, pr[0]);
+                c.launch = [&pr, &in](cudaStream_t s) { pr[size_t(in.index())].launch(s); };
+                // set 0: every element against cuBLAS and the samples against fp64; any other set, and the re-checks of
+                // timed samples: every element against that set's cuBLAS output, on the GPU
+                in.bind(c, [&out](cudaStream_t s) { kwiki::poison(out.get(), out.bytes(), s); },
+                        [&, p, tf32](const Operands& s) { return check_set(out.get(), s, in.index() == 0, p, tf32, v.reference); });
+                c.recheck = [&, p, tf32] { return check_all(out.get(), in.current(), p, tf32); };
+                return c;
+            }, of_dtype);
         }
-    }
-    KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(handle));
     return kwiki::exit_code();
 }

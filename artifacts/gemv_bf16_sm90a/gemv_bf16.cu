@@ -47,6 +47,30 @@ std::vector<double> reference(const std::vector<bf16>& A, const std::vector<bf16
     return y;
 }
 
+// One input set: A (M x K) and x (K), random in [-1, 1) (A from `seed`, x from seed ^ 0x77), and y's fp64 reference.
+struct Inputs {
+    kwiki::DeviceBuffer<bf16> A, x;
+    std::vector<double> ref;
+
+    void fill(int M, int K, uint64_t seed) {
+        const size_t a_elems = size_t(M) * K;
+        A = kwiki::DeviceBuffer<bf16>(a_elems), x = kwiki::DeviceBuffer<bf16>(size_t(K));
+        kwiki::fill_random(A.get(), a_elems, seed, -1.0f, 1.0f);
+        kwiki::fill_random(x.get(), size_t(K), seed ^ 0x77, -1.0f, 1.0f);
+        std::vector<bf16> hA(a_elems), hx(K);
+        KWIKI_CHECK(cudaMemcpy(hA.data(), A.get(), a_elems * sizeof(bf16), cudaMemcpyDeviceToHost));
+        KWIKI_CHECK(cudaMemcpy(hx.data(), x.get(), size_t(K) * sizeof(bf16), cudaMemcpyDeviceToHost));
+        ref = reference(hA, hx, M, K);
+    }
+};
+
+// y's M elements against the set's reference (bf16 output rounding, rtol 2^-7, plus atol 1e-3), and its canary intact.
+kwiki::CheckResult check_y(const bf16* y, int M, const Inputs& set) {
+    std::vector<float> got = kwiki::to_host_float(y, size_t(M));
+    return kwiki::with_canary(kwiki::compare(got.data(), set.ref.data(), size_t(M), {1e-3, 2.0 / 128},
+                                             "host fp64 from the same bf16 inputs"), y, size_t(M));
+}
+
 // ===================================================================================================
 // Kernels
 // ===================================================================================================
@@ -241,16 +265,85 @@ void run_cublas(const Problem& p, cudaStream_t s) { kwiki::gemm_tn(p.blas, p.x, 
 void run_cublaslt(const kwiki::LtGemmTn& g, int i, const Problem& p, cudaStream_t s) { g.run(i, p.x, p.A, p.y, s); }
 // /kwiki:rung cublaslt_best
 
-// ===================================================================================================
-// The table of variants (artifact.yaml lists the same names, rungs and what each adds)
-// ===================================================================================================
 
 enum class Kind { Kernel, Tuned, Cublas, CublasLt, Ceiling };
 
+// A row of the table of variants: what it launches (a block kernel's launch, for Kind::Kernel).
 struct Variant : kwiki::VariantInfo {
     Kind kind;
     Launch launch;
 };
+
+using Todo = kwiki::GemvTodo<Kind, Launch>;
+using Run = std::function<void(const Problem&, cudaStream_t)>;  // a variant's launch on the current input set
+
+Run kernel_run(Launch l) { return [l](const Problem& p, cudaStream_t s) { run_kernel(l, p, s); }; }
+
+// The selection passes of one shape: every block configuration (tuned) and every cuBLASLt candidate (cublaslt_best),
+// each candidate a case that bind(case, run, flops dtype) completes, checked and timed on `selector`.
+struct Selections {
+    kwiki::Selection tuned, lt_best;
+    std::string tuned_name;
+    std::unique_ptr<kwiki::LtGemmTn> ltg;
+
+    template <class Bind>
+    Selections(kwiki::Runner& selector, const std::vector<Todo>& todo, const kwiki::BlasHandles& lib, int M, int K, Bind bind) {
+        auto want_kind = [&](Kind k) { return std::any_of(todo.begin(), todo.end(), [k](const Todo& t) { return t.kind == k; }); };
+        // kwiki:rung tuned
+        if (want_kind(Kind::Tuned)) {
+            tuned = kwiki::select_config(selector, configs(), [&](kwiki::Case& c, Launch l) { bind(c, kernel_run(l), "fp32"); });
+            if (tuned.index >= 0) tuned_name = configs()[size_t(tuned.index)].name;
+        }
+        // /kwiki:rung tuned
+        // kwiki:rung cublaslt_best
+        if (!want_kind(Kind::CublasLt)) return;
+        ltg = std::make_unique<kwiki::LtGemmTn>(lib.lt, 1, M, K, kwiki::kGemmBf16, 8);
+        std::vector<kwiki::Case> cand;
+        for (int i = 0; i < ltg->algos(); ++i) {
+            kwiki::Case c;
+            c.variant = "select_cublaslt_" + std::to_string(i);
+            bind(c, [g = ltg.get(), i](const Problem& p, cudaStream_t s) { run_cublaslt(*g, i, p, s); }, "bf16");
+            cand.push_back(std::move(c));
+        }
+        lt_best = kwiki::select_fastest(selector, cand);
+        // /kwiki:rung cublaslt_best
+    }
+};
+
+// A ladder variant's case at `params`: its run (tuned: the selection's configuration; cublaslt_best: the heuristic's
+// fastest candidate), completed by bind(case, run, flops dtype), and what its record adds (registers, occupancy,
+// threads, rows per block; what a selection chose and from how many).
+template <class Bind>
+kwiki::Case ladder_case(const Todo& v, const Selections& sel, const kwiki::Fields& params, Bind bind) {
+    kwiki::Case c = kwiki::named_case(v.name, params);
+    const kwiki::Selection& chosen = v.kind == Kind::Tuned ? sel.tuned : sel.lt_best;
+    if ((v.kind == Kind::Tuned || v.kind == Kind::CublasLt) && chosen.index < 0) {  // no candidate passed (or --check-only)
+        kwiki::nothing_selected(c, "no candidate of the selection pass passed its check and was timed");
+        return c;
+    }
+    const Launch l = v.kind == Kind::Tuned ? config(sel.tuned_name.c_str()) : v.launch;
+    const bool library = v.kind == Kind::Cublas || v.kind == Kind::CublasLt;
+    if (v.kind == Kind::Cublas) bind(c, [](const Problem& p, cudaStream_t s) { run_cublas(p, s); }, "bf16");
+    else if (v.kind == Kind::CublasLt)
+        bind(c, [g = sel.ltg.get(), i = sel.lt_best.index](const Problem& p, cudaStream_t s) { run_cublaslt(*g, i, p, s); }, "bf16");
+    else bind(c, kernel_run(l), "fp32");  // the kernels multiply-add in fp32
+    if (!library) {
+        kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel), l.threads);
+        c.extra.emplace_back("threads", l.threads);
+        c.extra.emplace_back("rows_per_block", l.rows_per_block);
+    }
+    if (v.kind == Kind::Tuned || v.kind == Kind::CublasLt) {
+        if (v.kind == Kind::Tuned) c.extra.emplace_back("selected", sel.tuned_name);
+        else c.extra.emplace_back("selected", "heuristic algorithm " + std::to_string(chosen.index));
+        c.extra.emplace_back("selected_from", chosen.tried);
+        if (chosen.median_us) c.extra.emplace_back("selection_median_us", *chosen.median_us);
+    }
+    return c;
+}
+
+// ===================================================================================================
+// The table of variants (artifact.yaml lists the same names, in this order)
+// ===================================================================================================
 
 constexpr Variant kVariants[] = {
     {{"naive"}, Kind::Kernel, {naive_kernel, 256, 256}},
@@ -271,13 +364,6 @@ constexpr Variant kVariants[] = {
     {{"read_ceiling"}, Kind::Ceiling, {}},  // not a rung: the speed of light, from the run's read roof
 };
 
-const char* kDefaultShapes = "";  // none: the manifest declares the shapes (artifact.yaml, shapes)
-
-std::vector<std::pair<int, int>> parse_shapes(const kwiki::Args& args) {
-    return args.get_shapes<std::pair<int, int>, 2>("shapes", kDefaultShapes, "MxK pairs with K a multiple of 8",
-                                                   [](const std::vector<int>& d) { return d[1] % 8 == 0; });
-}
-
 }  // namespace
 
 // ===================================================================================================
@@ -285,123 +371,33 @@ std::vector<std::pair<int, int>> parse_shapes(const kwiki::Args& args) {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
+    const auto parse_shapes = [](const kwiki::Args& args) {  // the manifest's; K a multiple of 8 (16-byte rows)
+        return args.get_shapes<std::pair<int, int>, 2>("shapes", "", "MxK pairs with K a multiple of 8", [](const std::vector<int>& d) { return d[1] % 8 == 0; });
+    };
     kwiki::GemvMain<std::pair<int, int>> m(argc, argv, kVariants, "gemv_bf16", parse_shapes);
-    const kwiki::Args& args = m.args;
-    const int sets = m.sets;
-
-    kwiki::cublasHandle_t blas = nullptr;  // cuBLAS is loaded only when its variant runs
-    if (args.want("cublas")) KWIKI_CHECK_STATUS(kwiki::cublas().Create(&blas));
-    kwiki::cublasLtHandle_t lt = nullptr;
-    if (args.want("cublaslt_best")) KWIKI_CHECK_STATUS(kwiki::cublasLt().Create(&lt));
-    kwiki::Runner runner(args);
-    // the selection pass of `tuned` and `cublaslt_best`: samples of their own, records not emitted
-    const auto selector = kwiki::selection_runner(args);
-
-    const auto roof = kwiki::gemv_roof(runner, args, m.seed, "read_ceiling");  // the read roof, swept once
-    const auto todo = kwiki::gemv_todo(args, kVariants, configs(), Kind::Kernel, [](const Variant& v) { return v.kind != Kind::Ceiling; });
-    using Todo = decltype(todo)::value_type;
-
-    for (auto [M, K] : m.shapes) {
-        Problem p{M, K, nullptr, nullptr, nullptr, blas};
-        const size_t a_elems = size_t(M) * K;
-        KWIKI_CHECK(cudaMalloc(&p.y, (size_t(M) + kwiki::kCanary) * sizeof(bf16)));
-        kwiki::set_canary(p.y, size_t(M));  // y[M..M+kCanary) must stay as set (kwiki_gemv.cuh)
-        // input sets: A and x filled at random (set 0 from the shape's seed, as protocol 1 did), each with its reference
-        std::vector<bf16*> As(sets), xs(sets);
-        std::vector<std::vector<double>> refs(sets);
-        const uint64_t shape_seed = m.seed + uint64_t(M) * 1000003u + K;
-        for (int i = 0; i < sets; ++i) {
-            const uint64_t si = i == 0 ? shape_seed : kwiki::hash64(shape_seed, 0x5e7 + uint64_t(i));
-            KWIKI_CHECK(cudaMalloc(&As[i], a_elems * sizeof(bf16)));
-            KWIKI_CHECK(cudaMalloc(&xs[i], size_t(K) * sizeof(bf16)));
-            kwiki::fill_random(As[i], a_elems, si, -1.0f, 1.0f);
-            kwiki::fill_random(xs[i], size_t(K), si ^ 0x77, -1.0f, 1.0f);
-            std::vector<bf16> hA(a_elems), hx(K);
-            KWIKI_CHECK(cudaMemcpy(hA.data(), As[i], a_elems * sizeof(bf16), cudaMemcpyDeviceToHost));
-            KWIKI_CHECK(cudaMemcpy(hx.data(), xs[i], size_t(K) * sizeof(bf16), cudaMemcpyDeviceToHost));
-            refs[i] = reference(hA, hx, M, K);
-        }
-        int current = 0;
-        auto use_inputs = [&p, &As, &xs, &current](int i) { current = i, p.A = As[i], p.x = xs[i]; };
-        use_inputs(0);
-        const double bytes = double(a_elems + K + M) * sizeof(bf16);
-
-        char shape[32];
-        std::snprintf(shape, sizeof shape, "%dx%d", M, K);
-        const kwiki::Fields params = {{"shape", shape}, {"M", M}, {"K", K}, {"dtype", "bf16"}};
-        // what every case of this shape shares: bytes, flops, poison, the check (with the canary), the input sets
-        auto fill_case = [&](kwiki::Case& c, std::function<void(cudaStream_t)> launch, const char* flops_dtype) {
-            c.params = params;
-            c.bytes = bytes;
-            c.flops = 2.0 * double(p.M) * p.K;
-            c.flops_dtype = flops_dtype;
-            c.launch = std::move(launch);
-            c.poison = [&p](cudaStream_t s) { kwiki::poison(p.y, size_t(p.M) * sizeof(bf16), s); };
-            c.check = [&p, &refs, &current] {
-                std::vector<float> got = kwiki::to_host_float(p.y, size_t(p.M));
-                return kwiki::with_canary(kwiki::compare(got.data(), refs[current].data(), size_t(p.M), {1e-3, 2.0 / 128},
-                                                         "host fp64 from the same bf16 inputs"), p.y, size_t(p.M));
-            };
-            c.input_sets = sets;
-            c.use_inputs = use_inputs;
+    const kwiki::BlasHandles lib(m.args.want("cublas"), m.args.want("cublaslt_best"));  // loaded only for their variants
+    kwiki::Runner runner(m.args);
+    const auto selector = kwiki::selection_runner(m.args);  // the selection passes: samples of their own, no records
+    const auto roof = kwiki::gemv_roof(runner, m.args, m.seed, "read_ceiling");  // the read roof, swept once
+    const auto todo = kwiki::gemv_todo(m.args, kVariants, configs(), Kind::Kernel, [](const Variant& v) { return v.kind != Kind::Ceiling; });
+    for (const auto& shape : m.shapes) {
+        const int M = shape.first, K = shape.second;
+        kwiki::DeviceBuffer<bf16> y(size_t(M) + kwiki::kCanary);
+        kwiki::set_canary(y.get(), size_t(M));  // y[M..M+kCanary) must stay as set (kwiki_gemv.cuh)
+        kwiki::InputSets<Inputs> in(m.sets, m.seed + uint64_t(M) * 1000003u + K, [&](Inputs& s, uint64_t seed) { s.fill(M, K, seed); });
+        const double bytes = double(size_t(M) * K + K + M) * sizeof(bf16);
+        const kwiki::Fields params = {{"shape", std::to_string(M) + "x" + std::to_string(K)}, {"M", M}, {"K", K}, {"dtype", "bf16"}};
+        // what every case of this shape shares: bytes, flops, the launch on the current set, poison, the check, the sets
+        auto bind = [&](kwiki::Case& c, Run run, const char* flops_dtype) {
+            c.params = params, c.bytes = bytes, c.flops = 2.0 * double(M) * K, c.flops_dtype = flops_dtype;
+            c.launch = [&, run](cudaStream_t s) { run(Problem{M, K, in.current().A.get(), in.current().x.get(), y.get(), lib.blas}, s); };
+            in.bind(c, [&y, M](cudaStream_t s) { kwiki::poison(y.get(), size_t(M) * sizeof(bf16), s); },
+                    [&y, M](const Inputs& set) { return check_y(y.get(), M, set); });
         };
-        // the selection pass: every block configuration (tuned) and every cuBLASLt candidate (cublaslt_best)
-        auto want_kind = [&](Kind k) { return std::any_of(todo.begin(), todo.end(), [k](const Todo& t) { return t.kind == k; }); };
-        kwiki::Selection tuned, lt_best;
-        std::string tuned_name;
-        if (want_kind(Kind::Tuned)) {
-            tuned = kwiki::select_config(*selector, configs(), [&](kwiki::Case& c, Launch l) {
-                fill_case(c, [&p, l](cudaStream_t s) { run_kernel(l, p, s); }, "fp32");
-            });
-            if (tuned.index >= 0) tuned_name = configs()[size_t(tuned.index)].name;
-        }
-        std::unique_ptr<kwiki::LtGemmTn> ltg;
-        if (want_kind(Kind::CublasLt)) {
-            ltg = std::make_unique<kwiki::LtGemmTn>(lt, 1, M, K, kwiki::kGemmBf16, 8);
-            std::vector<kwiki::Case> cand;
-            for (int i = 0; i < ltg->algos(); ++i) {
-                kwiki::Case c;
-                c.variant = "select_cublaslt_" + std::to_string(i);
-                fill_case(c, [&p, g = ltg.get(), i](cudaStream_t s) { run_cublaslt(*g, i, p, s); }, "bf16");
-                cand.push_back(std::move(c));
-            }
-            lt_best = kwiki::select_fastest(*selector, cand);
-        }
-
+        const Selections sel(*selector, todo, lib, M, K, bind);
         std::vector<kwiki::Case> cases;
-        for (const Todo& v : todo) {
-            kwiki::Case c = kwiki::named_case(v.name, params);
-            const kwiki::Selection& sel = v.kind == Kind::Tuned ? tuned : lt_best;
-            if ((v.kind == Kind::Tuned || v.kind == Kind::CublasLt) && sel.index < 0) {  // no candidate passed (or --check-only)
-                kwiki::nothing_selected(c, "no candidate of the selection pass passed its check and was timed");
-                cases.push_back(std::move(c));
-                continue;
-            }
-            const Launch l = v.kind == Kind::Tuned ? config(tuned_name.c_str()) : v.launch;
-            const bool library = v.kind == Kind::Cublas || v.kind == Kind::CublasLt;
-            if (v.kind == Kind::Cublas) fill_case(c, [&p](cudaStream_t s) { run_cublas(p, s); }, "bf16");
-            else if (v.kind == Kind::CublasLt)
-                fill_case(c, [&p, g = ltg.get(), i = lt_best.index](cudaStream_t s) { run_cublaslt(*g, i, p, s); }, "bf16");
-            else fill_case(c, [&p, l](cudaStream_t s) { run_kernel(l, p, s); }, "fp32");  // the kernels multiply-add in fp32
-            c.variant = v.name;
-            if (!library) {
-                kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel), l.threads);
-                c.extra.emplace_back("threads", l.threads);
-                c.extra.emplace_back("rows_per_block", l.rows_per_block);
-            }
-            if (v.kind == Kind::Tuned || v.kind == Kind::CublasLt) {
-                if (v.kind == Kind::Tuned) c.extra.emplace_back("selected", tuned_name);
-                else c.extra.emplace_back("selected", "heuristic algorithm " + std::to_string(sel.index));
-                c.extra.emplace_back("selected_from", sel.tried);
-                if (sel.median_us) c.extra.emplace_back("selection_median_us", *sel.median_us);
-            }
-            cases.push_back(std::move(c));
-        }
+        for (const Todo& v : todo) cases.push_back(ladder_case(v, sel, params, bind));
         kwiki::run_shape(runner, cases, roof.get(), "read_ceiling", params, bytes);
-        KWIKI_CHECK(cudaFree(p.y));
-        for (int i = 0; i < sets; ++i) KWIKI_CHECK(cudaFree(As[i])), KWIKI_CHECK(cudaFree(xs[i]));
     }
-    if (blas) KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(blas));
-    if (lt) KWIKI_CHECK_STATUS(kwiki::cublasLt().Destroy(lt));
     return kwiki::exit_code();
 }

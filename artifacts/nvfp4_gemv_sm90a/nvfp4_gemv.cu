@@ -86,7 +86,7 @@ std::vector<double> reference(const Host& h, int M, int K, int L, double alpha, 
 }
 
 // ===================================================================================================
-// Decoders: one 32-bit word (8 e2m1 values) to four half2, pairs (n0,n2) (n4,n6) (n1,n3) (n5,n7)
+// Kernels: the decoders, one 32-bit word (8 e2m1 values) to four half2, pairs (n0,n2) (n4,n6) (n1,n3) (n5,n7)
 // ===================================================================================================
 
 enum class Dec { Bits, Fp8, Hw };
@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(T, 1) block_kernel(Args4 p) {
 }
 
 // ===================================================================================================
-// Launchers and the table of variants
+// Launchers
 // ===================================================================================================
 
 using Kernel = void (*)(Args4);
@@ -328,28 +328,6 @@ const std::vector<Config>& configs() {
     return c;
 }
 
-enum class Kind { Kernel, Tuned, Ceiling };
-
-// The table of variants (artifact.yaml lists the same names, rungs and what each adds).
-struct Variant : kwiki::VariantInfo {
-    Kind kind;
-    Launch launch;
-    bool sm100_only;
-};
-
-constexpr Variant kVariants[] = {
-    {{"naive"}, Kind::Kernel, {naive_kernel, 128, 128, 1.0}, false},
-    {{"warp_bits"}, Kind::Kernel,
-     block_cfg<Dec::Bits, 1, 2, 32>(), false},
-    {{"block_bits"}, Kind::Kernel,
-     block_cfg<Dec::Bits, 4, 2, 128>(), false},
-    {{"block_fp8cvt"}, Kind::Kernel,
-     block_cfg<Dec::Fp8, 4, 2, 128>(), false},
-    {{"tuned"}, Kind::Tuned, {}, false},
-    {{"hw_e2m1"}, Kind::Kernel, block_cfg<Dec::Hw, 4, 2, 128>(),
-     true},
-    {{"read_ceiling"}, Kind::Ceiling, {}, false},  // not a rung: the baseline and the speed of light, from the run's read roof
-};
 
 void run_kernel(const Launch& l, Args4 p, int L, double global_alpha, cudaStream_t s) {
     p.alpha = float(global_alpha / l.product_scale);
@@ -384,6 +362,115 @@ std::vector<Shape> parse_shapes(const kwiki::Args& args) {
     return out;
 }
 
+enum class Kind { Kernel, Tuned, Ceiling };
+
+// A row of the table of variants: what it launches.
+struct Variant : kwiki::VariantInfo {
+    Kind kind;
+    Launch launch;
+    bool sm100_only;
+};
+
+using Todo = kwiki::GemvTodo<Kind, Launch>;
+
+// One input set of a shape: A, SFA, b and SFB on the device (random bytes; the scales made narrow or full-range,
+// make_scales), the reference of c and its tolerance (1e-5 of the largest sum |a_i b_i|, fp16's rtol).
+struct Inputs {
+    kwiki::DeviceBuffer<uint8_t> A, SFA, B, SFB;
+    std::vector<double> ref;
+    kwiki::Tolerance tol;
+
+    // Set `seed`'s inputs at `sh`; `alpha` is the shape's (full-range scales: set 0 refits it so that its largest
+    // |output| is 2^13, then computes its reference again; later sets use it).
+    void fill(const Shape& sh, uint64_t seed, bool first, double* alpha) {
+        const int M = sh.M, K = sh.K, L = sh.L;
+        const size_t a_bytes = size_t(L) * M * K / 2, sfa_bytes = size_t(L) * M * K / 16;
+        const size_t b_bytes = size_t(L) * K / 2, sfb_bytes = size_t(L) * K / 16;
+        A = kwiki::DeviceBuffer<uint8_t>(a_bytes), SFA = kwiki::DeviceBuffer<uint8_t>(sfa_bytes);
+        B = kwiki::DeviceBuffer<uint8_t>(b_bytes), SFB = kwiki::DeviceBuffer<uint8_t>(sfb_bytes);
+        kwiki::fill_random(A.get(), a_bytes, seed);
+        kwiki::fill_random(B.get(), b_bytes, seed + 1);
+        kwiki::fill_random(SFA.get(), sfa_bytes, seed + 2);
+        kwiki::fill_random(SFB.get(), sfb_bytes, seed + 3);
+        make_scales<<<1024, 256>>>(SFA.get(), sfa_bytes, sh.full_scales);
+        make_scales<<<64, 256>>>(SFB.get(), sfb_bytes, sh.full_scales);
+        KWIKI_CHECK_LAST();
+        Host h{std::vector<uint8_t>(a_bytes), std::vector<uint8_t>(sfa_bytes), std::vector<uint8_t>(b_bytes),
+               std::vector<uint8_t>(sfb_bytes)};
+        KWIKI_CHECK(cudaMemcpy(h.A.data(), A.get(), a_bytes, cudaMemcpyDeviceToHost));
+        KWIKI_CHECK(cudaMemcpy(h.SFA.data(), SFA.get(), sfa_bytes, cudaMemcpyDeviceToHost));
+        KWIKI_CHECK(cudaMemcpy(h.B.data(), B.get(), b_bytes, cudaMemcpyDeviceToHost));
+        KWIKI_CHECK(cudaMemcpy(h.SFB.data(), SFB.get(), sfb_bytes, cudaMemcpyDeviceToHost));
+        double max_abs_sum = 0;
+        ref = reference(h, M, K, L, *alpha, &max_abs_sum);
+        if (sh.full_scales && first) {  // alpha such that the largest |output| is 2^13, then the reference again
+            double peak = 0;
+            for (double v : ref) peak = std::max(peak, std::fabs(v));
+            if (peak > 0) *alpha *= 8192.0 / peak;
+            ref = reference(h, M, K, L, *alpha, &max_abs_sum);
+        }
+        tol = {1e-5 * max_abs_sum, kwiki::tolerance_for<__half>().rtol};
+    }
+};
+
+// The bytes of A, SFA, b and SFB at a shape.
+size_t input_bytes(const Shape& sh) {
+    return size_t(sh.L) * sh.M * sh.K / 2 + size_t(sh.L) * sh.M * sh.K / 16 + size_t(sh.L) * sh.K / 2 + size_t(sh.L) * sh.K / 16;
+}
+
+// The kernels' arguments on input set `s`, writing C (alpha: run_kernel's).
+Args4 args4(const Shape& sh, const Inputs& s, __half* C) {
+    Args4 a{};
+    a.A = s.A.get(), a.SFA = s.SFA.get(), a.B = s.B.get(), a.SFB = s.SFB.get(), a.C = C, a.M = sh.M, a.K = sh.K;
+    return a;
+}
+
+// c's L x M elements against the set's reference, and its canary intact.
+kwiki::CheckResult check_c(const __half* c, size_t n, const Inputs& set) {
+    std::vector<float> got = kwiki::to_host_float(c, n);
+    return kwiki::with_canary(kwiki::compare(got.data(), set.ref.data(), n, set.tol, "host fp64, exact dequantization"), c, n);
+}
+
+// A ladder variant's case at `params`: its launch (tuned: the selection's configuration), completed by
+// bind(case, launch), and what its record adds (registers, occupancy, threads, rows per block; what tuned chose).
+template <class Bind>
+kwiki::Case ladder_case(const Todo& v, const kwiki::Selection& tuned, const kwiki::Fields& params, Bind bind) {
+    kwiki::Case c = kwiki::named_case(v.name, params);
+    if (v.kind == Kind::Tuned && tuned.index < 0) {  // no candidate passed its check
+        kwiki::nothing_selected(c, "no candidate of the selection pass passed its check");
+        return c;
+    }
+    const Launch l = v.kind == Kind::Tuned ? configs()[size_t(tuned.index)].launch : v.launch;
+    bind(c, l);
+    kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel), l.threads);
+    c.extra.emplace_back("threads", l.threads);
+    c.extra.emplace_back("rows_per_block", l.rows_per_block);
+    if (v.kind == Kind::Tuned) {
+        c.extra.emplace_back("selected", configs()[size_t(tuned.index)].name);
+        c.extra.emplace_back("selected_from", tuned.tried);
+        if (tuned.median_us) c.extra.emplace_back("selection_median_us", *tuned.median_us);
+    }
+    return c;
+}
+
+// ===================================================================================================
+// The table of variants (artifact.yaml lists the same names, in this order)
+// ===================================================================================================
+
+constexpr Variant kVariants[] = {
+    {{"naive"}, Kind::Kernel, {naive_kernel, 128, 128, 1.0}, false},
+    {{"warp_bits"}, Kind::Kernel,
+     block_cfg<Dec::Bits, 1, 2, 32>(), false},
+    {{"block_bits"}, Kind::Kernel,
+     block_cfg<Dec::Bits, 4, 2, 128>(), false},
+    {{"block_fp8cvt"}, Kind::Kernel,
+     block_cfg<Dec::Fp8, 4, 2, 128>(), false},
+    {{"tuned"}, Kind::Tuned, {}, false},
+    {{"hw_e2m1"}, Kind::Kernel, block_cfg<Dec::Hw, 4, 2, 128>(),
+     true},
+    {{"read_ceiling"}, Kind::Ceiling, {}, false},  // not a rung: the baseline and the speed of light, from the run's read roof
+};
+
 }  // namespace
 
 // ===================================================================================================
@@ -392,119 +479,39 @@ std::vector<Shape> parse_shapes(const kwiki::Args& args) {
 
 int main(int argc, char** argv) {
     kwiki::GemvMain<Shape> m(argc, argv, kVariants, "nvfp4_gemv", parse_shapes);
-    const kwiki::Args& args = m.args;
-    const int sets = m.sets;
     const bool sm100 = kwiki::device_attr(cudaDevAttrComputeCapabilityMajor) >= 10;
-    const double global_a = 0.37, global_b = 0.11;
-    kwiki::Runner runner(args);
-    // the selection pass of `tuned`: samples of its own, records not emitted
-    const auto selector = kwiki::selection_runner(args);
-
-    const auto roof = kwiki::gemv_roof(runner, args, m.seed, "read_ceiling");  // the read roof, swept once
-    const auto todo = kwiki::gemv_todo(args, kVariants, configs(), Kind::Kernel,
-                                       [sm100](const Variant& v) { return v.kind != Kind::Ceiling && (!v.sm100_only || sm100); });
-    using Todo = decltype(todo)::value_type;
-
+    kwiki::Runner runner(m.args);
+    const auto selector = kwiki::selection_runner(m.args);  // tuned's selection pass: samples of its own, no records
+    const auto roof = kwiki::gemv_roof(runner, m.args, m.seed, "read_ceiling");  // the read roof, swept once
+    const auto todo = kwiki::gemv_todo(m.args, kVariants, configs(), Kind::Kernel, [sm100](const Variant& v) {
+        return v.kind != Kind::Ceiling && (!v.sm100_only || sm100);
+    });
     for (const Shape& sh : m.shapes) {
-        const int M = sh.M, K = sh.K, L = sh.L;
-        const size_t a_bytes = size_t(L) * M * K / 2, sfa_bytes = size_t(L) * M * K / 16;
-        const size_t b_bytes = size_t(L) * K / 2, sfb_bytes = size_t(L) * K / 16, c_elems = size_t(L) * M;
-        Args4 p{};
-        p.M = M;
-        p.K = K;
-        KWIKI_CHECK(cudaMalloc(&p.C, (c_elems + kwiki::kCanary) * sizeof(__half)));
-        kwiki::set_canary(p.C, c_elems);  // c[L*M..L*M+kCanary) must stay as set (kwiki_gemv.cuh)
-        double alpha = global_a * global_b;  // full-range scales: refitted from input set 0 below
-        // input sets (set 0 from the shape's seeds, as protocol 1 did), each with its reference and tolerance
-        struct Set { uint8_t *A, *SFA, *B, *SFB; std::vector<double> ref; kwiki::Tolerance tol; };
-        std::vector<Set> in(sets);
-        const uint64_t s0 = m.seed + uint64_t(M) * 7919u + uint64_t(K) * 31u + L;
-        for (int i = 0; i < sets; ++i) {
-            Set& t = in[i];
-            const uint64_t si = i == 0 ? s0 : kwiki::hash64(s0, 0x5e7 + uint64_t(i));
-            KWIKI_CHECK(cudaMalloc(&t.A, a_bytes));
-            KWIKI_CHECK(cudaMalloc(&t.SFA, sfa_bytes));
-            KWIKI_CHECK(cudaMalloc(&t.B, b_bytes));
-            KWIKI_CHECK(cudaMalloc(&t.SFB, sfb_bytes));
-            kwiki::fill_random(t.A, a_bytes, si);
-            kwiki::fill_random(t.B, b_bytes, si + 1);
-            kwiki::fill_random(t.SFA, sfa_bytes, si + 2);
-            kwiki::fill_random(t.SFB, sfb_bytes, si + 3);
-            make_scales<<<1024, 256>>>(t.SFA, sfa_bytes, sh.full_scales);
-            make_scales<<<64, 256>>>(t.SFB, sfb_bytes, sh.full_scales);
-            KWIKI_CHECK_LAST();
-            Host h{std::vector<uint8_t>(a_bytes), std::vector<uint8_t>(sfa_bytes), std::vector<uint8_t>(b_bytes),
-                   std::vector<uint8_t>(sfb_bytes)};
-            KWIKI_CHECK(cudaMemcpy(h.A.data(), t.A, a_bytes, cudaMemcpyDeviceToHost));
-            KWIKI_CHECK(cudaMemcpy(h.SFA.data(), t.SFA, sfa_bytes, cudaMemcpyDeviceToHost));
-            KWIKI_CHECK(cudaMemcpy(h.B.data(), t.B, b_bytes, cudaMemcpyDeviceToHost));
-            KWIKI_CHECK(cudaMemcpy(h.SFB.data(), t.SFB, sfb_bytes, cudaMemcpyDeviceToHost));
-            double max_abs_sum = 0;
-            t.ref = reference(h, M, K, L, alpha, &max_abs_sum);
-            if (sh.full_scales && i == 0) {  // alpha such that the largest |output| is 2^13, then the reference again
-                double peak = 0;
-                for (double v : t.ref) peak = std::max(peak, std::fabs(v));
-                if (peak > 0) alpha *= 8192.0 / peak;
-                t.ref = reference(h, M, K, L, alpha, &max_abs_sum);
-            }
-            t.tol = {1e-5 * max_abs_sum, kwiki::tolerance_for<__half>().rtol};
-        }
-        int current = 0;
-        auto use_inputs = [&p, &in, &current](int i) {
-            current = i;
-            p.A = in[i].A, p.SFA = in[i].SFA, p.B = in[i].B, p.SFB = in[i].SFB;
-        };
-        use_inputs(0);
-        const double bytes = double(a_bytes + sfa_bytes + b_bytes + sfb_bytes + c_elems * sizeof(__half));
-
-        char shape[48];
-        std::snprintf(shape, sizeof shape, "%dx%dx%d", M, K, L);
-        kwiki::Fields params = {{"shape", shape}, {"M", M}, {"K", K}, {"L", L}, {"dtype", "nvfp4"}};
+        const size_t c_elems = size_t(sh.L) * sh.M;
+        kwiki::DeviceBuffer<__half> C(c_elems + kwiki::kCanary);
+        kwiki::set_canary(C.get(), c_elems);  // c[L*M..L*M+kCanary) must stay as set (kwiki_gemv.cuh)
+        double alpha = 0.37 * 0.11;  // global_a * global_b; full-range scales: refitted from input set 0
+        int filled = 0;  // set 0 (from the shape's seed, as protocol 1 did) fits alpha
+        kwiki::InputSets<Inputs> in(m.sets, m.seed + uint64_t(sh.M) * 7919u + uint64_t(sh.K) * 31u + sh.L,
+                                    [&](Inputs& s, uint64_t seed) { s.fill(sh, seed, filled++ == 0, &alpha); });
+        const double bytes = double(input_bytes(sh) + c_elems * sizeof(__half));  // A + SFA + b + SFB + c
+        const std::string shape = std::to_string(sh.M) + "x" + std::to_string(sh.K) + "x" + std::to_string(sh.L);
+        kwiki::Fields params = {{"shape", shape}, {"M", sh.M}, {"K", sh.K}, {"L", sh.L}, {"dtype", "nvfp4"}};
         if (sh.full_scales) params.emplace_back("scales", "e4m3-full");
-        // what every case of this shape shares: bytes, flops, poison, the check (with the canary), the input sets
-        auto fill_case = [&, c_elems, L](kwiki::Case& c, const Launch& l) {
-            c.params = params;
-            c.bytes = bytes;
-            c.flops = 2.0 * double(L) * p.M * p.K;
+        // what every case of this shape shares: bytes, flops, the launch on the current set, poison, check, sets
+        auto bind = [&](kwiki::Case& c, const Launch& l) {
+            c.params = params, c.bytes = bytes, c.flops = 2.0 * double(c_elems) * sh.K;
             c.flops_dtype = "fp16";  // products summed in half2 FMAs (exactly), then fp32
-            c.launch = [&p, l, L, alpha](cudaStream_t s) { run_kernel(l, p, L, alpha, s); };
-            c.poison = [&p, c_elems](cudaStream_t s) { kwiki::poison(p.C, c_elems * sizeof(__half), s); };
-            c.check = [&p, &in, &current, c_elems] {
-                std::vector<float> got = kwiki::to_host_float(p.C, c_elems);
-                return kwiki::with_canary(kwiki::compare(got.data(), in[current].ref.data(), c_elems, in[current].tol,
-                                                         "host fp64, exact dequantization"), p.C, c_elems);
-            };
-            c.input_sets = sets;
-            c.use_inputs = use_inputs;
+            c.launch = [&, l](cudaStream_t s) { run_kernel(l, args4(sh, in.current(), C.get()), sh.L, alpha, s); };
+            in.bind(c, [&C, c_elems](cudaStream_t s) { kwiki::poison(C.get(), c_elems * sizeof(__half), s); },
+                    [&C, c_elems](const Inputs& set) { return check_c(C.get(), c_elems, set); });
         };
-        // the selection pass of `tuned`: every block configuration, in samples of its own
         kwiki::Selection tuned;
         if (std::any_of(todo.begin(), todo.end(), [](const Todo& t) { return t.kind == Kind::Tuned; }))
-            tuned = kwiki::select_config(*selector, configs(), [&](kwiki::Case& c, Launch l) { fill_case(c, l); });
+            tuned = kwiki::select_config(*selector, configs(), [&](kwiki::Case& c, Launch l) { bind(c, l); });
         std::vector<kwiki::Case> cases;
-        for (const Todo& v : todo) {
-            kwiki::Case c = kwiki::named_case(v.name, params);
-            if (v.kind == Kind::Tuned && tuned.index < 0) {  // no candidate passed its check
-                kwiki::nothing_selected(c, "no candidate of the selection pass passed its check");
-                cases.push_back(std::move(c));
-                continue;
-            }
-            const Launch l = v.kind == Kind::Tuned ? configs()[size_t(tuned.index)].launch : v.launch;
-            fill_case(c, l);
-            kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel), l.threads);
-            c.extra.emplace_back("threads", l.threads);
-            c.extra.emplace_back("rows_per_block", l.rows_per_block);
-            if (v.kind == Kind::Tuned) {
-                c.extra.emplace_back("selected", configs()[size_t(tuned.index)].name);
-                c.extra.emplace_back("selected_from", tuned.tried);
-                if (tuned.median_us) c.extra.emplace_back("selection_median_us", *tuned.median_us);
-            }
-            cases.push_back(std::move(c));
-        }
+        for (const Todo& v : todo) cases.push_back(ladder_case(v, tuned, params, bind));
         kwiki::run_shape(runner, cases, roof.get(), "read_ceiling", params, bytes);
-        KWIKI_CHECK(cudaFree(p.C));
-        for (Set& t : in)
-            for (void* q : {(void*)t.A, (void*)t.SFA, (void*)t.B, (void*)t.SFB}) KWIKI_CHECK(cudaFree(q));
     }
     return kwiki::exit_code();
 }

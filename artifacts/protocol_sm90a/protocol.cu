@@ -3,7 +3,8 @@
 //
 // Build (kwiki does this):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -Xptxas=-v -o protocol protocol.cu
-// Run: ./protocol [--variants a,b,c] [--gemm-launches=100]
+// Run: ./protocol --sustained-gemm=8192x8192x8192 --twin-gemm=4096x4096x4096 [--variants a,b,c] [--gemm-launches=100]
+//      (the GEMM sizes: the manifest's shapes)
 //
 // Variants (not a ladder: each one shows one thing the protocol does, or why it does it):
 //   l2_read_cold    a checked read of a quarter of the L2, flushed from the L2 before every sample (the protocol's
@@ -26,6 +27,7 @@
 #include "kwiki_gemm.cuh"
 
 #include <cmath>
+#include <cstring>
 
 namespace {
 
@@ -71,13 +73,8 @@ kwiki::CheckResult exact(uint32_t got, uint32_t want, const char* reference) {
 }
 
 // ===================================================================================================
-// The variants
+// Launchers: each variant's buffers, launch, poison and check
 // ===================================================================================================
-
-constexpr kwiki::VariantInfo kVariants[] = {
-    {"l2_read_cold"}, {"l2_read_hot"}, {"empty_kernel"}, {"gemm_sustained"},
-    {"twin_seq_a"},   {"twin_seq_b"},  {"twin_int_a"},   {"twin_int_b"},
-};
 
 // A read of `bytes` (a quarter of the L2) with its checksum, as a Case; `flush`: the protocol's flush before each sample.
 struct L2Read {
@@ -121,6 +118,29 @@ struct L2Read {
     }
 };
 
+// One thread writes one word: the timer's fixed cost, as a Case.
+struct EmptyKernel {
+    uint32_t* word = nullptr;
+    uint32_t value;
+
+    explicit EmptyKernel(uint32_t v) : value(v) { KWIKI_CHECK(cudaMalloc(&word, sizeof(uint32_t))); }
+    ~EmptyKernel() { cudaFree(word); }
+
+    kwiki::Case as_case() {
+        kwiki::Case c;
+        c.variant = "empty_kernel";
+        c.params = {{"threads", 32}};
+        c.launch = [this](cudaStream_t s) { empty_kernel<<<1, 32, 0, s>>>(word, value); };
+        c.poison = [this](cudaStream_t s) { kwiki::poison(word, sizeof(uint32_t), s); };
+        c.check = [this] {
+            uint32_t got = 0;
+            KWIKI_CHECK(cudaMemcpy(&got, word, sizeof got, cudaMemcpyDeviceToHost));
+            return exact(got, value, "the word the kernel was asked to write");
+        };
+        return c;
+    }
+};
+
 // A square bf16 GEMM (C = A B^T, cuBLAS) with a sampled fp64 reference; `launches` GEMMs back to back per launch.
 struct Gemm {
     int n;
@@ -151,9 +171,8 @@ struct Gemm {
         };
         c.poison = [this](cudaStream_t s) { kwiki::poison(C, size_t(n) * n * sizeof(bf16), s); };
         c.check = [this] {
-            const std::vector<float> got = kwiki::gather_samples(C, n, ref);
-            return kwiki::compare_samples(got.data(), ref, kwiki::gemm_tolerance(kwiki::GemmPrecision::bf16, n),
-                                          "host fp64 on sampled elements");
+            return kwiki::check_gemm_samples(C, n, ref, kwiki::gemm_tolerance(kwiki::GemmPrecision::bf16, n),
+                                             "host fp64 on sampled elements");
         };
         c.finish = [](kwiki::Record& r) {  // the power-cap share of the NVML window, as a figure a claim can select
             const kwiki::Clocks& k = r.clocks;
@@ -171,6 +190,43 @@ void add_gap(const kwiki::Record& a, kwiki::Record& b) {
         b.extra.emplace_back("twin_gap", std::fabs(a.timing->median_us / b.timing->median_us - 1.0));
 }
 
+
+// Twins a and b of the GEMM g: back to back (all of a's samples, then all of b's: two Runner calls) or interleaved
+// (their samples alternate in one Runner call); extra.twin_gap on b; each emitted when --variants asks for it.
+void twins(kwiki::Runner& runner, const kwiki::Args& args, Gemm& g, const char* a, const char* b, bool interleaved) {
+    std::vector<kwiki::Record> r;
+    if (interleaved) {
+        std::vector<kwiki::Case> ab{g.as_case(a, 1), g.as_case(b, 1)};
+        r = runner.measure(ab);
+    } else {
+        std::vector<kwiki::Case> ca{g.as_case(a, 1)}, cb{g.as_case(b, 1)};
+        r = runner.measure(ca);
+        r.push_back(runner.measure(cb)[0]);
+    }
+    add_gap(r[0], r[1]);
+    if (args.want(a)) kwiki::emit(r[0]);
+    if (args.want(b)) kwiki::emit(r[1]);
+}
+
+// --OPTION: one square GEMM size NxNxN (the manifest's shapes).
+struct GemmShape {
+    int M, N, K;
+};
+int square_gemm(const kwiki::Args& args, const char* option) {
+    return args.get_shapes<GemmShape, 3>(option, "", "one NxNxN, a square GEMM", [](const std::vector<int>& d) {
+        return d[0] == d[1] && d[1] == d[2];
+    }).at(0).M;
+}
+
+// ===================================================================================================
+// The table of variants (artifact.yaml lists the same names, in this order)
+// ===================================================================================================
+
+constexpr kwiki::VariantInfo kVariants[] = {
+    {"l2_read_cold"}, {"l2_read_hot"}, {"empty_kernel"}, {"gemm_sustained"},
+    {"twin_seq_a"},   {"twin_seq_b"},  {"twin_int_a"},   {"twin_int_b"},
+};
+
 }  // namespace
 
 // ===================================================================================================
@@ -178,76 +234,33 @@ void add_gap(const kwiki::Record& a, kwiki::Record& b) {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv, kVariants);
-    const uint64_t seed = args.seed();
-    const int gemm_launches = args.get_int("gemm-launches", 100);
-    KWIKI_REQUIRE(gemm_launches >= 1, "--gemm-launches must be at least 1");
-    std::fprintf(stderr, "protocol: seed %llu, %d SMs, L2 %zu bytes\n", (unsigned long long)seed, kwiki::sm_count(), kwiki::l2_bytes());
-    kwiki::Runner runner(args);
-    auto measure = [&runner](std::vector<kwiki::Case>& cases) { return runner.measure(cases); };
-
-    // the flush: the same read of a quarter of the L2, cold and hot, interleaved
-    if (args.want("l2_read_cold") || args.want("l2_read_hot")) {
-        L2Read read(kwiki::l2_bytes() / 4, kwiki::hash64(seed, 1));
-        std::vector<kwiki::Case> cases;
-        if (args.want("l2_read_cold")) cases.push_back(read.as_case("l2_read_cold", true));
-        if (args.want("l2_read_hot")) cases.push_back(read.as_case("l2_read_hot", false));
+    kwiki::Main m(argc, argv, kVariants);
+    const kwiki::Args& args = m.args;
+    const int sustained_n = square_gemm(args, "sustained-gemm"), twin_n = square_gemm(args, "twin-gemm");  // the manifest's
+    const int gemm_launches = int(args.get_int("gemm-launches", 100));
+    if (gemm_launches < 1) kwiki::Args::usage("--gemm-launches must be at least 1");
+    kwiki::Runner& runner = m.start("protocol");
+    if (args.want("l2_read_cold") || args.want("l2_read_hot")) {  // the flush: one read of a quarter of the L2, cold and hot
+        L2Read read(kwiki::l2_bytes() / 4, kwiki::hash64(m.seed, 1));
+        kwiki::run_ladder(runner, args, kVariants, [&](const kwiki::VariantInfo& v) { return read.as_case(v.name, std::strcmp(v.name, "l2_read_cold") == 0); },
+                          [](const kwiki::VariantInfo& v) { return std::strncmp(v.name, "l2_read_", 8) == 0; });
+    }
+    if (args.want("empty_kernel")) {  // the timer's fixed cost: CUPTI busy time and the event pair of one near-empty launch
+        EmptyKernel empty(uint32_t(kwiki::hash64(m.seed, 3)));
+        std::vector<kwiki::Case> cases{empty.as_case()};
         runner.run(cases);
     }
-
-    // the timer's fixed cost: CUPTI busy time and the event pair of one near-empty launch
-    if (args.want("empty_kernel")) {
-        uint32_t* word = nullptr;
-        KWIKI_CHECK(cudaMalloc(&word, sizeof(uint32_t)));
-        const uint32_t value = uint32_t(kwiki::hash64(seed, 3));
-        kwiki::Case c;
-        c.variant = "empty_kernel";
-        c.params = {{"threads", 32}};
-        c.launch = [word, value](cudaStream_t s) { empty_kernel<<<1, 32, 0, s>>>(word, value); };
-        c.poison = [word](cudaStream_t s) { kwiki::poison(word, sizeof(uint32_t), s); };
-        c.check = [word, value] {
-            uint32_t got = 0;
-            KWIKI_CHECK(cudaMemcpy(&got, word, sizeof got, cudaMemcpyDeviceToHost));
-            return exact(got, value, "the word the kernel was asked to write");
-        };
-        std::vector<kwiki::Case> cases{c};
+    const bool seq = args.want("twin_seq_a") || args.want("twin_seq_b"), inter = args.want("twin_int_a") || args.want("twin_int_b");
+    if (!args.want("gemm_sustained") && !seq && !inter) return kwiki::exit_code();
+    const kwiki::BlasHandles lib(true, false);  // cuBLAS: the GEMMs
+    const kwiki::cublasHandle_t blas = lib.blas;
+    if (args.want("gemm_sustained")) {  // sustained load: what it does to the SM clock and the power cap
+        Gemm big(sustained_n, kwiki::hash64(m.seed, 4), blas);
+        std::vector<kwiki::Case> cases{big.as_case("gemm_sustained", gemm_launches)};
         runner.run(cases);
-        KWIKI_CHECK(cudaFree(word));
     }
-
-    const bool sustained = args.want("gemm_sustained");
-    const bool seq = args.want("twin_seq_a") || args.want("twin_seq_b");
-    const bool inter = args.want("twin_int_a") || args.want("twin_int_b");
-    if (sustained || seq || inter) {
-        kwiki::cublasHandle_t blas = nullptr;
-        KWIKI_CHECK_STATUS(kwiki::cublas().Create(&blas));
-        {
-            // sustained load: what it does to the SM clock and the power cap
-            if (sustained) {
-                Gemm big(8192, kwiki::hash64(seed, 4), blas);
-                std::vector<kwiki::Case> cases{big.as_case("gemm_sustained", gemm_launches)};
-                runner.run(cases);
-            }
-            Gemm g(4096, kwiki::hash64(seed, 5), blas);
-            // back to back: all of a's samples, then all of b's (right after the sustained load, as a page's runs follow
-            // each other)
-            if (seq) {
-                std::vector<kwiki::Case> a{g.as_case("twin_seq_a", 1)}, b{g.as_case("twin_seq_b", 1)};
-                std::vector<kwiki::Record> ra = measure(a), rb = measure(b);
-                add_gap(ra[0], rb[0]);
-                if (args.want("twin_seq_a")) kwiki::emit(ra[0]);
-                if (args.want("twin_seq_b")) kwiki::emit(rb[0]);
-            }
-            // interleaved: a's and b's samples alternate in one Runner call
-            if (inter) {
-                std::vector<kwiki::Case> ab{g.as_case("twin_int_a", 1), g.as_case("twin_int_b", 1)};
-                std::vector<kwiki::Record> r = measure(ab);
-                add_gap(r[0], r[1]);
-                if (args.want("twin_int_a")) kwiki::emit(r[0]);
-                if (args.want("twin_int_b")) kwiki::emit(r[1]);
-            }
-        }
-        KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(blas));
-    }
+    Gemm g(twin_n, kwiki::hash64(m.seed, 5), blas);  // right after the sustained load, as a page's runs follow each other
+    if (seq) twins(runner, args, g, "twin_seq_a", "twin_seq_b", false);
+    if (inter) twins(runner, args, g, "twin_int_a", "twin_int_b", true);
     return kwiki::exit_code();
 }

@@ -36,7 +36,7 @@
 // read). The same bytes land either way, so the time ratio copy / multicast is the amplification.
 //
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o tma tma.cu
-// Run:   ./tma [--variants a,b] [--seed N] [--rows=N] [--l2-rows=N]   (small rows: the sanitizers' shape)
+// Run:   ./tma --rows=16384 --l2-rows=1024 [--variants a,b] [--seed N]   (the manifest's shapes; small rows: the sanitizers')
 //
 // Variants (box = rows x columns of bf16; swizzle; stages; cluster), `touch` consumer unless named:
 //   box_16 .. box_256   64-column (128-byte) boxes of 16, 32, 64, 128, 256 rows, 128B swizzle, 4 stages
@@ -84,6 +84,20 @@ uint32_t host_token_sum(const std::vector<uint32_t>& words, int rows, int box_ro
         for (int c0 = 0; c0 < COLS; c0 += box_cols)
             for (int k = 0; k < slices; ++k) s += words[(size_t(r0 + k * (box_rows / slices)) * COLS + c0) / 2];
     return s;
+}
+
+// The sum in `sums` after a launch against `want`.
+kwiki::CheckResult check_sum(const uint32_t* sums, uint32_t want, const char* reference) {
+    uint32_t got = 0;
+    KWIKI_CHECK(cudaMemcpy(&got, sums, sizeof got, cudaMemcpyDeviceToHost));
+    kwiki::CheckResult r;
+    r.passed = got == want;
+    r.reference = reference;
+    r.max_abs_err = got == want ? 0 : 1;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "sum %08x, expected %08x", got, want);
+    r.detail = buf;
+    return r;
 }
 
 // ===================================================================================================
@@ -212,10 +226,10 @@ KernelFn kernel_of(Consume c) {
 const char* consumer_name(Consume c) { return c == Consume::Touch ? "touch" : c == Consume::Sum8 ? "sum8" : "sum1"; }
 
 // ===================================================================================================
-// Variants
+// Launcher
 // ===================================================================================================
 
-// The table of variants (artifact.yaml lists the same names).
+// A row of the table of variants: what its launch needs.
 struct Variant : kwiki::VariantInfo {
     int box_rows, box_cols;
     CUtensorMapSwizzle swizzle;
@@ -223,44 +237,6 @@ struct Variant : kwiki::VariantInfo {
     int stages, cluster, multicast;
     bool l2;  // L2-resident mode
     Consume consume;
-};
-
-constexpr CUtensorMapSwizzle SW128 = CU_TENSOR_MAP_SWIZZLE_128B;
-constexpr Consume T = Consume::Touch, S8 = Consume::Sum8, S1 = Consume::Sum1;
-constexpr Variant kVariants[] = {
-    {{"box_16"}, 16, 64, SW128, "128B", 4, 1, 0, false, T},
-    {{"box_32"}, 32, 64, SW128, "128B", 4, 1, 0, false, T},
-    {{"box_64"}, 64, 64, SW128, "128B", 4, 1, 0, false, T},
-    {{"box_128"}, 128, 64, SW128, "128B", 4, 1, 0, false, T},
-    {{"box_256"}, 256, 64, SW128, "128B", 4, 1, 0, false, T},
-    {{"swz_none"}, 128, 64, CU_TENSOR_MAP_SWIZZLE_NONE, "none", 4, 1, 0, false, T},
-    {{"swz_64"}, 256, 32, CU_TENSOR_MAP_SWIZZLE_64B, "64B", 4, 1, 0, false, T},
-    {{"swz_32"}, 256, 16, CU_TENSOR_MAP_SWIZZLE_32B, "32B", 4, 1, 0, false, T},
-    {{"depth_1"}, 128, 64, SW128, "128B", 1, 1, 0, false, T},
-    {{"depth_2"}, 128, 64, SW128, "128B", 2, 1, 0, false, T},
-    {{"depth_8"}, 128, 64, SW128, "128B", 8, 1, 0, false, T},
-    {{"c2_copy"}, 128, 64, SW128, "128B", 4, 2, 0, false, T},
-    {{"c2_multicast"}, 128, 64, SW128, "128B", 4, 2, 1, false, T},
-    {{"c4_copy"}, 128, 64, SW128, "128B", 4, 4, 0, false, T},
-    {{"c4_multicast"}, 128, 64, SW128, "128B", 4, 4, 1, false, T},
-    {{"c2_copy_d8"}, 128, 64, SW128, "128B", 8, 2, 0, false, T},
-    {{"c2_multicast_d8"}, 128, 64, SW128, "128B", 8, 2, 1, false, T},
-    {{"c4_copy_d8"}, 128, 64, SW128, "128B", 8, 4, 0, false, T},
-    {{"c4_multicast_d8"}, 128, 64, SW128, "128B", 8, 4, 1, false, T},
-    {{"l2_c1"}, 128, 64, SW128, "128B", 4, 1, 0, true, T},
-    {{"l2_c2_copy"}, 128, 64, SW128, "128B", 4, 2, 0, true, T},
-    {{"l2_c2_multicast"}, 128, 64, SW128, "128B", 4, 2, 1, true, T},
-    {{"l2_c4_copy"}, 128, 64, SW128, "128B", 4, 4, 0, true, T},
-    {{"l2_c4_multicast"}, 128, 64, SW128, "128B", 4, 4, 1, true, T},
-    // the consumer study: the same configurations with a consumer that reads every byte
-    {{"box_128_sum1"}, 128, 64, SW128, "128B", 4, 1, 0, false, S1},
-    {{"box_128_sum8"}, 128, 64, SW128, "128B", 4, 1, 0, false, S8},
-    {{"c4_copy_sum1"}, 128, 64, SW128, "128B", 4, 4, 0, false, S1},
-    {{"c4_copy_sum8"}, 128, 64, SW128, "128B", 4, 4, 0, false, S8},
-    {{"l2_c1_sum1"}, 128, 64, SW128, "128B", 4, 1, 0, true, S1},
-    {{"l2_c1_sum8"}, 128, 64, SW128, "128B", 4, 1, 0, true, S8},
-    {{"l2_c4_multicast_sum1"}, 128, 64, SW128, "128B", 4, 4, 1, true, S1},
-    {{"l2_c4_multicast_sum8"}, 128, 64, SW128, "128B", 4, 4, 1, true, S8},
 };
 
 // Where a variant's counted bytes move (see the header): DRAM, the L2-to-SM path, or into shared memory.
@@ -271,10 +247,6 @@ int smem_for(const Variant& v) {
     static const int half_sm = kwiki::device_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor) / 2 + 1024;
     return std::max(v.stages * v.box_rows * v.box_cols * 2 + 2 * MAX_STAGES * 8 + 1024, half_sm);
 }
-
-// ===================================================================================================
-// Launcher
-// ===================================================================================================
 
 struct Launch {
     CUtensorMap map;
@@ -321,107 +293,154 @@ void run(const Launch& l, Consume c, cudaStream_t s) {
     KWIKI_CHECK(cudaLaunchKernelEx(&cfg, kernel_of(c), l.map, l.a, l.sums));
 }
 
-// The sum in `sums` after a launch against `want`.
-kwiki::CheckResult check_sum(const uint32_t* sums, uint32_t want, const char* reference) {
-    uint32_t got = 0;
-    KWIKI_CHECK(cudaMemcpy(&got, sums, sizeof got, cudaMemcpyDeviceToHost));
-    kwiki::CheckResult r;
-    r.passed = got == want;
-    r.reference = reference;
-    r.max_abs_err = got == want ? 0 : 1;
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "sum %08x, expected %08x", got, want);
-    r.detail = buf;
+
+// The matrix every variant streams, filled once (one input set: raw random bits; every launch reads all of it,
+// cold after the flush or warm in the L2), with the host's copy of its words for the reference sums.
+struct Matrix {
+    bf16* data = nullptr;
+    uint32_t* sums = nullptr;  // the kernel's one 32-bit counter
+    std::vector<uint32_t> words;
+    uint32_t total, l2_total;  // host sums of every word of the matrix, and of its L2-resident rows
+
+    Matrix(const Shape& shape, uint64_t seed) : words(size_t(shape.rows) * COLS / 2) {
+        const size_t n = size_t(shape.rows) * COLS;
+        KWIKI_CHECK(cudaMalloc(&data, n * 2));
+        KWIKI_CHECK(cudaMalloc(&sums, sizeof(uint32_t)));
+        kwiki::fill_random(reinterpret_cast<uint32_t*>(data), n / 2, seed);  // raw random bits
+        KWIKI_CHECK(cudaMemcpy(words.data(), data, n * 2, cudaMemcpyDeviceToHost));
+        total = host_word_sum(words, words.size());
+        l2_total = host_word_sum(words, size_t(shape.l2_rows) * COLS / 2);
+    }
+    ~Matrix() { cudaFree(data), cudaFree(sums); }
+    Matrix(const Matrix&) = delete;
+    Matrix& operator=(const Matrix&) = delete;
+
+    // every CTA of a cluster receives every box of its cluster; in L2 mode every CTA receives every box
+    static uint32_t receivers(const Variant& v, const Launch& l) { return v.l2 ? uint32_t(l.grid) : uint32_t(v.cluster); }
+    // the sum a consumer that reads every byte (sum1, sum8) must report
+    uint32_t full_sum(const Variant& v, const Launch& l) const { return (v.l2 ? l2_total : total) * receivers(v, l); }
+    // the sum the touch consumer must report
+    uint32_t touch_sum(const Variant& v, const Launch& l, const Shape& shape) const {
+        return host_token_sum(words, v.l2 ? shape.l2_rows : shape.rows, v.box_rows, v.box_cols, v.cluster) * receivers(v, l);
+    }
+};
+
+// One limit of dynamic shared memory for every variant's launch, set on the three kernels.
+void set_smem_limit(const Variant* table, size_t n) {
+    int max_smem = 0;
+    for (size_t i = 0; i < n; ++i) max_smem = std::max(max_smem, smem_for(table[i]));
+    for (Consume c : {Consume::Touch, Consume::Sum8, Consume::Sum1})
+        KWIKI_CHECK(cudaFuncSetAttribute(kernel_of(c), cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
+}
+
+// A variant's case: its launch and what its record reports (bytes landed in shared memory, the box, the consumer,
+// per_cta_gb_s). The caller binds its poison and checks.
+kwiki::Case tma_case(const Variant& v, const Launch& l, const Shape& shape) {
+    const int rows = v.l2 ? shape.l2_rows : shape.rows;
+    const double matrix_bytes = double(rows) * COLS * 2;
+    const Consume consume = v.consume;
+    kwiki::Case c;
+    c.params = {{"rows", rows}, {"cols", COLS}, {"dtype", "bf16"}};
+    c.bytes = v.l2 ? matrix_bytes * l.grid : matrix_bytes * v.cluster;
+    c.bytes_level = bytes_level(v);
+    c.flush_l2 = !v.l2;  // L2-resident: warmed by an untimed launch instead of flushed
+    c.launch = [&l, consume](cudaStream_t s) { run(l, consume, s); };
+    const int threads = threads_of(consume);
+    const double grid = l.grid;
+    c.extra = {{"box_rows", v.box_rows}, {"box_cols", v.box_cols}, {"box_bytes", v.box_rows * v.box_cols * 2},
+               {"swizzle", v.swizzle_name}, {"stages", v.stages}, {"cluster", v.cluster}, {"multicast", v.multicast != 0},
+               {"consumer", consumer_name(consume)}, {"threads", threads}, {"ctas", l.grid}, {"l2_resident", v.l2},
+               {"smem_bytes", l.smem}, {"l2_bytes", v.multicast ? *c.bytes / v.cluster : *c.bytes}};
+    kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(kernel_of(consume)), threads, size_t(l.smem));
+    c.finish = [grid](kwiki::Record& r) {  // what one CTA (one SM) receives per second
+        if (r.timing && r.bytes) r.extra.emplace_back("per_cta_gb_s", *r.bytes / grid / r.timing->median_us / 1e3);
+    };
+    return c;
+}
+
+// The data path in full: the touch variant's configuration run once with the sum8 consumer (a checked pass before
+// timing, kwiki::Case::precheck), whose sum must be `want`.
+kwiki::CheckResult sum8_pass(const Launch& l, uint32_t* sums, uint32_t want) {
+    KWIKI_CHECK(cudaMemset(sums, 0, sizeof(uint32_t)));
+    run(l, Consume::Sum8, 0);
+    KWIKI_CHECK_LAST();
+    KWIKI_CHECK(cudaDeviceSynchronize());
+    kwiki::CheckResult r = check_sum(sums, want, "checked pass with the sum8 consumer: host sum of every 32-bit word of the "
+                                                 "matrix, times the CTAs that receive each box");
+    r.detail = "sum8 pass: " + r.detail;
     return r;
 }
+
+// ===================================================================================================
+// The table of variants (artifact.yaml lists the same names, in this order)
+// ===================================================================================================
+
+constexpr CUtensorMapSwizzle SW128 = CU_TENSOR_MAP_SWIZZLE_128B;
+constexpr Consume T = Consume::Touch, S8 = Consume::Sum8, S1 = Consume::Sum1;
+constexpr Variant kVariants[] = {
+    {{"box_16"}, 16, 64, SW128, "128B", 4, 1, 0, false, T},
+    {{"box_32"}, 32, 64, SW128, "128B", 4, 1, 0, false, T},
+    {{"box_64"}, 64, 64, SW128, "128B", 4, 1, 0, false, T},
+    {{"box_128"}, 128, 64, SW128, "128B", 4, 1, 0, false, T},
+    {{"box_256"}, 256, 64, SW128, "128B", 4, 1, 0, false, T},
+    {{"swz_none"}, 128, 64, CU_TENSOR_MAP_SWIZZLE_NONE, "none", 4, 1, 0, false, T},
+    {{"swz_64"}, 256, 32, CU_TENSOR_MAP_SWIZZLE_64B, "64B", 4, 1, 0, false, T},
+    {{"swz_32"}, 256, 16, CU_TENSOR_MAP_SWIZZLE_32B, "32B", 4, 1, 0, false, T},
+    {{"depth_1"}, 128, 64, SW128, "128B", 1, 1, 0, false, T},
+    {{"depth_2"}, 128, 64, SW128, "128B", 2, 1, 0, false, T},
+    {{"depth_8"}, 128, 64, SW128, "128B", 8, 1, 0, false, T},
+    {{"c2_copy"}, 128, 64, SW128, "128B", 4, 2, 0, false, T},
+    {{"c2_multicast"}, 128, 64, SW128, "128B", 4, 2, 1, false, T},
+    {{"c4_copy"}, 128, 64, SW128, "128B", 4, 4, 0, false, T},
+    {{"c4_multicast"}, 128, 64, SW128, "128B", 4, 4, 1, false, T},
+    {{"c2_copy_d8"}, 128, 64, SW128, "128B", 8, 2, 0, false, T},
+    {{"c2_multicast_d8"}, 128, 64, SW128, "128B", 8, 2, 1, false, T},
+    {{"c4_copy_d8"}, 128, 64, SW128, "128B", 8, 4, 0, false, T},
+    {{"c4_multicast_d8"}, 128, 64, SW128, "128B", 8, 4, 1, false, T},
+    {{"l2_c1"}, 128, 64, SW128, "128B", 4, 1, 0, true, T},
+    {{"l2_c2_copy"}, 128, 64, SW128, "128B", 4, 2, 0, true, T},
+    {{"l2_c2_multicast"}, 128, 64, SW128, "128B", 4, 2, 1, true, T},
+    {{"l2_c4_copy"}, 128, 64, SW128, "128B", 4, 4, 0, true, T},
+    {{"l2_c4_multicast"}, 128, 64, SW128, "128B", 4, 4, 1, true, T},
+    // the consumer study: the same configurations with a consumer that reads every byte
+    {{"box_128_sum1"}, 128, 64, SW128, "128B", 4, 1, 0, false, S1},
+    {{"box_128_sum8"}, 128, 64, SW128, "128B", 4, 1, 0, false, S8},
+    {{"c4_copy_sum1"}, 128, 64, SW128, "128B", 4, 4, 0, false, S1},
+    {{"c4_copy_sum8"}, 128, 64, SW128, "128B", 4, 4, 0, false, S8},
+    {{"l2_c1_sum1"}, 128, 64, SW128, "128B", 4, 1, 0, true, S1},
+    {{"l2_c1_sum8"}, 128, 64, SW128, "128B", 4, 1, 0, true, S8},
+    {{"l2_c4_multicast_sum1"}, 128, 64, SW128, "128B", 4, 4, 1, true, S1},
+    {{"l2_c4_multicast_sum8"}, 128, 64, SW128, "128B", 4, 4, 1, true, S8},
+};
 
 // ===================================================================================================
 // main
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv, kVariants);
-    const uint64_t seed = args.seed();
-    const Shape shape{int(args.get_int("rows", 16384)), int(args.get_int("l2-rows", 1024))};
-    if (shape.rows <= 0 || shape.rows % MAX_BOX_ROWS || shape.l2_rows <= 0 || shape.l2_rows % MAX_BOX_ROWS || shape.l2_rows > shape.rows)
-        kwiki::Args::usage("--rows and --l2-rows must be positive multiples of " + std::to_string(MAX_BOX_ROWS) +
-                           ", --l2-rows at most --rows");
-    std::fprintf(stderr, "tma: seed %llu, %d SMs, matrix %dx%d bf16 (L2-resident: its first %d rows)\n", (unsigned long long)seed,
-                 kwiki::sm_count(), shape.rows, COLS, shape.l2_rows);
-
-    int max_smem = 0;  // one limit for every variant's launch
-    for (auto& v : kVariants) max_smem = std::max(max_smem, smem_for(v));
-    for (Consume c : {Consume::Touch, Consume::Sum8, Consume::Sum1})
-        KWIKI_CHECK(cudaFuncSetAttribute(kernel_of(c), cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
-
-    const size_t n = size_t(shape.rows) * COLS;
-    bf16* matrix;
-    uint32_t* sums;
-    KWIKI_CHECK(cudaMalloc(&matrix, n * 2));
-    KWIKI_CHECK(cudaMalloc(&sums, sizeof(uint32_t)));
-    kwiki::fill_random(reinterpret_cast<uint32_t*>(matrix), n / 2, seed);  // raw random bits
-    std::vector<uint32_t> words(n / 2);
-    KWIKI_CHECK(cudaMemcpy(words.data(), matrix, n * 2, cudaMemcpyDeviceToHost));
-    const uint32_t total = host_word_sum(words, words.size());
-    const uint32_t l2_total = host_word_sum(words, size_t(shape.l2_rows) * COLS / 2);
-
-    kwiki::Runner runner(args);
+    kwiki::Main m(argc, argv, kVariants);
+    const auto rows = m.args.get_sizes("rows", "", 1, "the streamed matrix's rows");  // the manifest's shapes
+    const auto l2_rows = m.args.get_sizes("l2-rows", "", 1, "the L2-resident matrix's rows");
+    const Shape shape{rows.at(0)[0], l2_rows.at(0)[0]};
+    if (rows.size() != 1 || l2_rows.size() != 1 || shape.rows % MAX_BOX_ROWS || shape.l2_rows % MAX_BOX_ROWS || shape.l2_rows > shape.rows)
+        kwiki::Args::usage("--rows and --l2-rows want one multiple of " + std::to_string(MAX_BOX_ROWS) + " each, --l2-rows at most --rows");
+    kwiki::Runner& runner = m.start("tma");
+    set_smem_limit(kVariants, std::size(kVariants));
+    const Matrix matrix(shape, m.seed);
     std::deque<Launch> launches;  // one per case, alive until the runner is done (a deque never moves them)
-    std::vector<kwiki::Case> cases;
-    for (const Variant& v : kVariants) {
-        if (!args.want(v.name)) continue;
-        const Launch& l = launches.emplace_back(prepare(v, shape, matrix, sums));
-        const int rows = v.l2 ? shape.l2_rows : shape.rows;
-        // every CTA of a cluster receives every box of its cluster; in L2 mode every CTA receives every box
-        const uint32_t receivers = v.l2 ? uint32_t(l.grid) : uint32_t(v.cluster);
-        const uint32_t full_want = (v.l2 ? l2_total : total) * receivers;
-        const uint32_t touch_want = host_token_sum(words, rows, v.box_rows, v.box_cols, v.cluster) * receivers;
-        const double matrix_bytes = double(rows) * COLS * 2;
-        const Consume consume = v.consume;
-        kwiki::Case c;
-        c.variant = v.name;
-        c.params = {{"rows", rows}, {"cols", COLS}, {"dtype", "bf16"}};
-        c.bytes = v.l2 ? matrix_bytes * l.grid : matrix_bytes * v.cluster;
-        c.bytes_level = bytes_level(v);
-        c.flush_l2 = !v.l2;  // L2-resident: warmed by an untimed launch instead of flushed
-        c.launch = [&l, consume](cudaStream_t s) { run(l, consume, s); };
+    kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) {
+        const Launch& l = launches.emplace_back(prepare(v, shape, matrix.data, matrix.sums));
+        kwiki::Case c = tma_case(v, l, shape);
+        uint32_t* sums = matrix.sums;
+        const uint32_t full = matrix.full_sum(v, l), touch = matrix.touch_sum(v, l, shape);
         c.poison = [sums](cudaStream_t s) { KWIKI_CHECK(cudaMemsetAsync(sums, 0, sizeof(uint32_t), s)); };  // see the header
-        if (consume == Consume::Touch) {
-            c.check = [sums, touch_want] {
-                return check_sum(sums, touch_want,
-                                 "host sum of the first word of every slice of every box, times the CTAs that receive each box");
-            };
-            // the data path in full, once before timing: the same configuration with the sum8 consumer
-            c.precheck = [&l, sums, full_want] {
-                KWIKI_CHECK(cudaMemset(sums, 0, sizeof(uint32_t)));
-                run(l, Consume::Sum8, 0);
-                KWIKI_CHECK_LAST();
-                KWIKI_CHECK(cudaDeviceSynchronize());
-                kwiki::CheckResult r = check_sum(sums, full_want,
-                                                 "checked pass with the sum8 consumer: host sum of every 32-bit word of the "
-                                                 "matrix, times the CTAs that receive each box");
-                r.detail = "sum8 pass: " + r.detail;
-                return r;
-            };
-        } else {
-            c.check = [sums, full_want] {
-                return check_sum(sums, full_want, "host sum of every 32-bit word of the matrix, times the CTAs that receive each box");
-            };
+        if (v.consume != Consume::Touch) {
+            c.check = [sums, full] { return check_sum(sums, full, "host sum of every 32-bit word of the matrix, times the CTAs that receive each box"); };
+            return c;
         }
-        const int threads = threads_of(consume);
-        const double grid = l.grid;
-        c.extra = {{"box_rows", v.box_rows}, {"box_cols", v.box_cols}, {"box_bytes", v.box_rows * v.box_cols * 2},
-                   {"swizzle", v.swizzle_name}, {"stages", v.stages}, {"cluster", v.cluster}, {"multicast", v.multicast != 0},
-                   {"consumer", consumer_name(consume)}, {"threads", threads}, {"ctas", l.grid}, {"l2_resident", v.l2},
-                   {"smem_bytes", l.smem}, {"l2_bytes", v.multicast ? *c.bytes / v.cluster : *c.bytes}};
-        kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(kernel_of(consume)), threads, size_t(l.smem));
-        c.finish = [grid](kwiki::Record& r) {  // what one CTA (one SM) receives per second
-            if (r.timing && r.bytes) r.extra.emplace_back("per_cta_gb_s", *r.bytes / grid / r.timing->median_us / 1e3);
-        };
-        cases.push_back(std::move(c));
-    }
-    runner.run(cases);
-    KWIKI_CHECK(cudaFree(matrix));
-    KWIKI_CHECK(cudaFree(sums));
+        c.check = [sums, touch] { return check_sum(sums, touch, "host sum of the first word of every slice of every box, times the CTAs that receive each box"); };
+        c.precheck = [&l, sums, full] { return sum8_pass(l, sums, full); };  // the data path in full, once before timing
+        return c;
+    });
     return kwiki::exit_code();
 }

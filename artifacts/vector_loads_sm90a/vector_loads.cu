@@ -2,9 +2,9 @@
 //
 // Build (kwiki does this per target):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -Xptxas=-v -o vector_loads vector_loads.cu
-// Run: ./vector_loads [--bytes=4294967296] [--variants a,b,c]
+// Run: ./vector_loads --mib=4096 [--variants a,b,c]   (--mib: the manifest's shapes)
 //
-// Every variant streams one buffer of --bytes (default 4 GiB, far beyond the L2) once per launch.
+// Every variant streams one buffer of --mib MiB (the manifest's 4 GiB, far beyond the L2) once per launch.
 // Reads are checked: each thread sums the 32-bit words it loaded, each block writes its partial sum, and the
 // total must equal the sum of the same words regenerated from the fill's hash (mod 2^32), so no load can be
 // dropped and a wrong address fails. Writes and copies are compared word by word against the expected values.
@@ -85,7 +85,7 @@ __global__ void count_mismatch(const uint32_t* p, size_t n, uint64_t seed, bool 
 }
 
 // ===================================================================================================
-// Loads and stores through inline PTX (one qualifier set per Cache value)
+// Kernels: loads and stores through inline PTX (one qualifier set per Cache value)
 // ===================================================================================================
 
 enum class Cache { Plain, NC, L1NoAllocate, L1EvictLast, L1EvictFirst, L2Prefetch256, NCNoAllocate };
@@ -325,10 +325,12 @@ __global__ void __launch_bounds__(32, 1) copy_bulk_kernel(const uint4* src, uint
 }
 
 // ===================================================================================================
-// Launchers and the table of variants
+// Launchers
 // ===================================================================================================
 
 enum class Kind { Read, Reuse, Write, Copy, DeviceCopy, DeviceRead };
+
+constexpr int kReuseRowBytes = 32768;  // one row of a K=16384 bf16 matrix
 
 struct Buffers {
     uint8_t* src;          // filled once with fill_random<uint32_t>(seed)
@@ -340,10 +342,33 @@ struct Buffers {
     unsigned long long* bad;  // mismatch count of write and copy checks
     uint64_t seed, vec_seed;
     uint32_t salt;         // write pattern
+
+    // The one input set: src of `n` bytes filled from `s`, the reused vector from its own seed.
+    Buffers(size_t n, uint64_t s) : bytes(n), vec_bytes(kReuseRowBytes), seed(s), vec_seed(s ^ 0xabcdef12345ull), salt(uint32_t(s >> 7)) {
+        KWIKI_REQUIRE(bytes % (kReuseRowBytes * 8) == 0, "the stream's bytes must be a multiple of 256 KiB");
+        KWIKI_REQUIRE(bytes >= 8 * kwiki::l2_bytes(), "the stream's bytes must be at least 8x the L2 size");
+        KWIKI_CHECK(cudaMalloc(&src, bytes));
+        KWIKI_CHECK(cudaMalloc(&dst, bytes));
+        KWIKI_CHECK(cudaMalloc(&vec, vec_bytes));
+        KWIKI_CHECK(cudaMalloc(&sum, (kMaxBlocks + 1) * sizeof(uint32_t)));
+        KWIKI_CHECK(cudaMalloc(&bad, sizeof(unsigned long long)));
+        kwiki::fill_random(reinterpret_cast<uint32_t*>(src), bytes / 4, seed);
+        kwiki::fill_random(reinterpret_cast<uint32_t*>(vec), vec_bytes / 4, vec_seed);
+    }
+    // Fresh inputs (protocol 3): new random words from `s`, on stream `st`, before a timed sample; the checks regenerate
+    // them from the same seeds.
+    void refill(uint64_t s, cudaStream_t st) {
+        seed = s, vec_seed = s ^ 0xabcdef12345ull, salt = uint32_t(s >> 7);
+        kwiki::fill_random(reinterpret_cast<uint32_t*>(src), bytes / 4, seed, -1.0f, 1.0f, st);
+        kwiki::fill_random(reinterpret_cast<uint32_t*>(vec), vec_bytes / 4, vec_seed, -1.0f, 1.0f, st);
+    }
+    ~Buffers() { cudaFree(src), cudaFree(dst), cudaFree(vec), cudaFree(sum), cudaFree(bad); }
+    Buffers(const Buffers&) = delete;
+    Buffers& operator=(const Buffers&) = delete;
 };
 
-// The table of variants (artifact.yaml lists the same names). Not constexpr: it holds kernel addresses cast to
-// one type, which a constant expression cannot.
+// A row of the table of variants: what its launch needs. The table is not constexpr: it holds kernel addresses cast
+// to one type, which a constant expression cannot.
 struct Variant : kwiki::VariantInfo {
     Kind kind;
     int width, in_flight;  // bytes per access, accesses in flight per thread (0: not applicable)
@@ -364,52 +389,6 @@ Variant other_v(const char* name, Kind kind, int width, int in_flight, const voi
     return {{name}, kind, width, in_flight, func, flat, false, smem};
 }
 
-const Variant kVariants[] = {
-    read_v<4, 1, Cache::Plain>("read_v4_x1"),
-    read_v<4, 4, Cache::Plain>("read_v4_x4"),
-    read_v<4, 8, Cache::Plain>("read_v4_x8"),
-    // kwiki:rung read_v8_x1
-    read_v<8, 1, Cache::Plain>("read_v8_x1"),
-    // /kwiki:rung read_v8_x1
-    read_v<8, 4, Cache::Plain>("read_v8_x4"),
-    read_v<8, 8, Cache::Plain>("read_v8_x8"),
-    // kwiki:rung read_v16_x1
-    read_v<16, 1, Cache::Plain>("read_v16_x1"),
-    // /kwiki:rung read_v16_x1
-    read_v<16, 2, Cache::Plain>("read_v16_x2"),
-    // kwiki:rung read_v16_x4
-    read_v<16, 4, Cache::Plain>("read_v16_x4"),
-    // /kwiki:rung read_v16_x4
-    read_v<16, 8, Cache::Plain>("read_v16_x8"),
-    read_v<32, 4, Cache::Plain>("read_v32_x4"),
-    read_v<16, 4, Cache::NC>("read_v16_nc"),
-    read_v<16, 4, Cache::L1NoAllocate>("read_v16_l1_no_allocate"),
-    read_v<16, 4, Cache::L1EvictLast>("read_v16_l1_evict_last"),
-    read_v<16, 4, Cache::L1EvictFirst>("read_v16_l1_evict_first"),
-    read_v<16, 4, Cache::L2Prefetch256>("read_v16_l2_256b"),
-    other_v("reuse_plain", Kind::Reuse, 16, 4, (const void*)reuse_kernel<Cache::Plain, Cache::Plain>),
-    other_v("reuse_nc", Kind::Reuse, 16, 4, (const void*)reuse_kernel<Cache::NC, Cache::NC>),
-    other_v("reuse_hinted", Kind::Reuse, 16, 4, (const void*)reuse_kernel<Cache::L1NoAllocate, Cache::L1EvictLast>),
-    regs_v<8, 0>("regs_x8_auto"),
-    regs_v<16, 1>("regs_x16_r255"),
-    regs_v<16, 4>("regs_x16_r64"),
-    regs_v<16, 8>("regs_x16_r32"),
-    other_v("write_v16", Kind::Write, 16, 1, (const void*)write_kernel<false>),
-    other_v("write_v16_cs", Kind::Write, 16, 1, (const void*)write_kernel<true>),
-    other_v("copy_v16_x1", Kind::Copy, 16, 1, (const void*)copy_kernel<1, Cache::Plain, false>),
-    other_v("copy_v16_x4", Kind::Copy, 16, 4, (const void*)copy_kernel<4, Cache::Plain, false>),
-    other_v("copy_v16_x4_cs", Kind::Copy, 16, 4, (const void*)copy_kernel<4, Cache::NCNoAllocate, true>),
-    other_v("copy_flat_x4_cs", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::Streaming>, true),
-    other_v("copy_flat_x2", Kind::Copy, 16, 2, (const void*)copy_flat_kernel<2, L2Pol::None>, true),
-    other_v("copy_flat_x4", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::None>, true),
-    other_v("copy_flat_x4_read_first", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::ReadFirst>, true),
-    other_v("copy_flat_x4_write_last", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::WriteLast>, true),
-    other_v("copy_flat_x4_write_first", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::WriteFirst>, true),
-    other_v("copy_flat_x2_write_first", Kind::Copy, 16, 2, (const void*)copy_flat_kernel<2, L2Pol::WriteFirst>, true),
-    other_v("copy_bulk_s6_32k", Kind::Copy, 32768, 5, (const void*)copy_bulk_kernel<6, 32768>, false, 6 * 32768),
-    other_v("device_copy", Kind::DeviceCopy, 0, 0, nullptr),
-    other_v("device_read", Kind::DeviceRead, 0, 0, nullptr),
-};
 
 // cub::DeviceReduce::Sum's temporary storage for the buffer's words (sized once, kept for the process).
 void* cub_temp(const Buffers& b, size_t* bytes) {
@@ -435,8 +414,6 @@ unsigned grid_for(const Variant& v, const Buffers& b) {
     KWIKI_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, v.func, block_of(v), v.smem));
     return unsigned(std::max(per_sm, 1) * kwiki::sm_count());
 }
-
-constexpr int kReuseRowBytes = 32768;  // one row of a K=16384 bf16 matrix
 
 void launch(const Variant& v, const Buffers& b, unsigned grid, cudaStream_t s) {
     const size_t n16 = b.bytes / 16;
@@ -490,6 +467,43 @@ void poison_outputs(const Variant& v, const Buffers& b, unsigned grid, cudaStrea
         kwiki::poison(b.sum, size_t(grid) * sizeof(uint32_t), s);
     else kwiki::poison(b.dst, b.bytes, s);
 }
+
+// A variant's grid on these buffers: the persistent or flat grid of its kernel, 1 for device_read, 0 for device_copy.
+unsigned grid_of(const Variant& v, const Buffers& b) {
+    const unsigned grid = v.func ? grid_for(v, b) : v.kind == Kind::DeviceRead ? 1 : 0;
+    // only the read and reuse kernels write one checksum per block (copy_flat's grid follows the size)
+    if (v.kind == Kind::Read || v.kind == Kind::Reuse) KWIKI_REQUIRE(grid <= kMaxBlocks, "grid larger than the partial-sum buffer");
+    return grid;
+}
+
+// Whether a variant runs on this device (read_v32_x4 needs sm_100: on Hopper it has no case and no record).
+bool runs_here(const Variant& v, const kwiki::Args& args) {
+    static const bool sm100 = is_sm100();
+    if (v.sm100_only && !sm100 && args.has("variants")) std::fprintf(stderr, "%s: needs sm_100, skipped\n", v.name);
+    return !v.sm100_only || sm100;
+}
+
+// A variant's case on the buffers: its launch at `grid` and what its record reports.
+kwiki::Case stream_case(const Variant& v, const Buffers& b, unsigned grid) {
+    kwiki::Case c;
+    c.params = {{"shape", std::to_string(b.bytes)}, {"dtype", "u8"}};
+    c.bytes = bytes_moved(v, b);
+    c.bytes_level = "dram";
+    c.launch = [&v, &b, grid](cudaStream_t s) { launch(v, b, grid, s); };
+    if (v.func) {
+        kwiki::add_occupancy(c.extra, v.func, block_of(v), size_t(v.smem));
+        c.extra.emplace_back("grid", grid);
+        c.extra.emplace_back("block", block_of(v));
+        if (v.smem) c.extra.emplace_back("smem_bytes", v.smem);
+    }
+    c.extra.emplace_back("bytes_per_access", v.width);
+    c.extra.emplace_back("accesses_in_flight", v.in_flight);
+    return c;
+}
+
+// ===================================================================================================
+// Reference: the checks of a launch's output against the regenerated data
+// ===================================================================================================
 
 // The reference checksums of the reads, regenerated from the fill's hash on the device (once each).
 struct Refs {
@@ -547,6 +561,57 @@ kwiki::CheckResult check_last(const Variant& v, const Buffers& b, unsigned grid,
     return c;
 }
 
+// ===================================================================================================
+// The table of variants (artifact.yaml lists the same names, in this order)
+// ===================================================================================================
+
+const Variant kVariants[] = {
+    read_v<4, 1, Cache::Plain>("read_v4_x1"),
+    read_v<4, 4, Cache::Plain>("read_v4_x4"),
+    read_v<4, 8, Cache::Plain>("read_v4_x8"),
+    // kwiki:rung read_v8_x1
+    read_v<8, 1, Cache::Plain>("read_v8_x1"),
+    // /kwiki:rung read_v8_x1
+    read_v<8, 4, Cache::Plain>("read_v8_x4"),
+    read_v<8, 8, Cache::Plain>("read_v8_x8"),
+    // kwiki:rung read_v16_x1
+    read_v<16, 1, Cache::Plain>("read_v16_x1"),
+    // /kwiki:rung read_v16_x1
+    read_v<16, 2, Cache::Plain>("read_v16_x2"),
+    // kwiki:rung read_v16_x4
+    read_v<16, 4, Cache::Plain>("read_v16_x4"),
+    // /kwiki:rung read_v16_x4
+    read_v<16, 8, Cache::Plain>("read_v16_x8"),
+    read_v<32, 4, Cache::Plain>("read_v32_x4"),
+    read_v<16, 4, Cache::NC>("read_v16_nc"),
+    read_v<16, 4, Cache::L1NoAllocate>("read_v16_l1_no_allocate"),
+    read_v<16, 4, Cache::L1EvictLast>("read_v16_l1_evict_last"),
+    read_v<16, 4, Cache::L1EvictFirst>("read_v16_l1_evict_first"),
+    read_v<16, 4, Cache::L2Prefetch256>("read_v16_l2_256b"),
+    other_v("reuse_plain", Kind::Reuse, 16, 4, (const void*)reuse_kernel<Cache::Plain, Cache::Plain>),
+    other_v("reuse_nc", Kind::Reuse, 16, 4, (const void*)reuse_kernel<Cache::NC, Cache::NC>),
+    other_v("reuse_hinted", Kind::Reuse, 16, 4, (const void*)reuse_kernel<Cache::L1NoAllocate, Cache::L1EvictLast>),
+    regs_v<8, 0>("regs_x8_auto"),
+    regs_v<16, 1>("regs_x16_r255"),
+    regs_v<16, 4>("regs_x16_r64"),
+    regs_v<16, 8>("regs_x16_r32"),
+    other_v("write_v16", Kind::Write, 16, 1, (const void*)write_kernel<false>),
+    other_v("write_v16_cs", Kind::Write, 16, 1, (const void*)write_kernel<true>),
+    other_v("copy_v16_x1", Kind::Copy, 16, 1, (const void*)copy_kernel<1, Cache::Plain, false>),
+    other_v("copy_v16_x4", Kind::Copy, 16, 4, (const void*)copy_kernel<4, Cache::Plain, false>),
+    other_v("copy_v16_x4_cs", Kind::Copy, 16, 4, (const void*)copy_kernel<4, Cache::NCNoAllocate, true>),
+    other_v("copy_flat_x4_cs", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::Streaming>, true),
+    other_v("copy_flat_x2", Kind::Copy, 16, 2, (const void*)copy_flat_kernel<2, L2Pol::None>, true),
+    other_v("copy_flat_x4", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::None>, true),
+    other_v("copy_flat_x4_read_first", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::ReadFirst>, true),
+    other_v("copy_flat_x4_write_last", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::WriteLast>, true),
+    other_v("copy_flat_x4_write_first", Kind::Copy, 16, 4, (const void*)copy_flat_kernel<4, L2Pol::WriteFirst>, true),
+    other_v("copy_flat_x2_write_first", Kind::Copy, 16, 2, (const void*)copy_flat_kernel<2, L2Pol::WriteFirst>, true),
+    other_v("copy_bulk_s6_32k", Kind::Copy, 32768, 5, (const void*)copy_bulk_kernel<6, 32768>, false, 6 * 32768),
+    other_v("device_copy", Kind::DeviceCopy, 0, 0, nullptr),
+    other_v("device_read", Kind::DeviceRead, 0, 0, nullptr),
+};
+
 }  // namespace
 
 // ===================================================================================================
@@ -554,59 +619,21 @@ kwiki::CheckResult check_last(const Variant& v, const Buffers& b, unsigned grid,
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv, kVariants);
-
-    Buffers b{};
-    b.bytes = size_t(args.get_int("bytes", 4ll << 30));
-    KWIKI_REQUIRE(b.bytes % (kReuseRowBytes * 8) == 0, "--bytes must be a multiple of 256 KiB");
-    KWIKI_REQUIRE(b.bytes >= 8 * kwiki::l2_bytes(), "--bytes must be at least 8x the L2 size");
-    b.vec_bytes = kReuseRowBytes;
-    b.seed = args.seed();
-    b.vec_seed = b.seed ^ 0xabcdef12345ull;
-    b.salt = uint32_t(b.seed >> 7);
-    std::fprintf(stderr, "vector_loads: %zu bytes, seed %llu, %d SMs, L2 %zu bytes\n", b.bytes,
-                 (unsigned long long)b.seed, kwiki::sm_count(), kwiki::l2_bytes());
-    KWIKI_CHECK(cudaMalloc(&b.src, b.bytes));
-    KWIKI_CHECK(cudaMalloc(&b.dst, b.bytes));
-    KWIKI_CHECK(cudaMalloc(&b.vec, b.vec_bytes));
-    KWIKI_CHECK(cudaMalloc(&b.sum, (kMaxBlocks + 1) * sizeof(uint32_t)));
-    KWIKI_CHECK(cudaMalloc(&b.bad, sizeof(unsigned long long)));
-    kwiki::fill_random(reinterpret_cast<uint32_t*>(b.src), b.bytes / 4, b.seed);
-    kwiki::fill_random(reinterpret_cast<uint32_t*>(b.vec), b.vec_bytes / 4, b.vec_seed);
-    kwiki::Runner runner(args);
-    Refs refs;
-
-    const bool sm100 = is_sm100();
-    const std::string shape = std::to_string(b.bytes);
-    std::vector<kwiki::Case> cases;
-    for (const Variant& v : kVariants) {
-        if (!args.want(v.name)) continue;
-        if (v.sm100_only && !sm100) {
-            if (args.has("variants")) std::fprintf(stderr, "%s: needs sm_100, skipped\n", v.name);
-            continue;
-        }
-        const unsigned grid = v.func ? grid_for(v, b) : v.kind == Kind::DeviceRead ? 1 : 0;
-        // only the read and reuse kernels write one checksum per block (copy_flat's grid follows the size)
-        if (v.kind == Kind::Read || v.kind == Kind::Reuse)
-            KWIKI_REQUIRE(grid <= kMaxBlocks, "grid larger than the partial-sum buffer");
-        kwiki::Case c;
-        c.variant = v.name;
-        c.params = {{"shape", shape}, {"dtype", "u8"}};
-        c.bytes = bytes_moved(v, b);
-        c.bytes_level = "dram";
-        c.launch = [&v, &b, grid](cudaStream_t s) { launch(v, b, grid, s); };
-        c.poison = [&v, &b, grid](cudaStream_t s) { poison_outputs(v, b, grid, s); };
-        c.check = [&v, &b, grid, &refs] { return check_last(v, b, grid, refs); };
-        if (v.func) {
-            kwiki::add_occupancy(c.extra, v.func, block_of(v), size_t(v.smem));
-            c.extra.emplace_back("grid", grid);
-            c.extra.emplace_back("block", block_of(v));
-            if (v.smem) c.extra.emplace_back("smem_bytes", v.smem);
-        }
-        c.extra.emplace_back("bytes_per_access", v.width);
-        c.extra.emplace_back("accesses_in_flight", v.in_flight);
-        cases.push_back(std::move(c));
+    kwiki::Main m(argc, argv, kVariants);
+    const auto sizes = m.args.get_sizes("mib", "", 1, "the stream's size in MiB (at least 8x the L2)");  // the manifest's
+    kwiki::Runner& runner = m.start("vector_loads");
+    for (const auto& size : sizes) {
+        // one input set, refilled with new words before every timed sample (fresh inputs); each read starts cold
+        Buffers b(size_t(size[0]) << 20, m.seed);
+        Refs refs;
+        kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) {
+            const unsigned grid = grid_of(v, b);
+            kwiki::Case c = stream_case(v, b, grid);
+            c.poison = [&v, &b, grid](cudaStream_t s) { poison_outputs(v, b, grid, s); };
+            c.check = [&v, &b, grid, &refs] { return check_last(v, b, grid, refs); };
+            c.refill = [&b, &refs](cudaStream_t s, uint64_t seed) { b.refill(seed, s), refs = Refs{}; };
+            return c;
+        }, [&](const Variant& v) { return runs_here(v, m.args); });
     }
-    runner.run(cases);
     return kwiki::exit_code();
 }

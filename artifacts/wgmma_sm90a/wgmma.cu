@@ -9,7 +9,7 @@
 // more than half of an SM's shared memory), grid = SM count.
 //
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o wgmma wgmma.cu
-// Run:   ./wgmma [--variants a,b] [--iters 2048] [--seed N]
+// Run:   ./wgmma --iters=2048 [--variants a,b] [--seed N]   (--iters: k-blocks per warpgroup, the manifest's shapes)
 //
 // Variants (n<N>_wg<warpgroups per CTA>):
 //   n64_wg1, n128_wg1, n256_wg1   one warpgroup per CTA issuing m64n64k16 / m64n128k16 / m64n256k16
@@ -166,11 +166,74 @@ void run(const Launch& l, const void* A, const void* B, int iters, float* out, c
     l.kernel<<<l.grid, l.threads, l.smem, s>>>(A, B, iters, out);
 }
 
+// The operands every variant reads, filled once: the largest any variant reads (A of 2 warpgroups, 128 rows; B of
+// N = 256, 256 rows; of 128 bytes each), bf16 (64 per row) and tf32 (fp32 storage rounded to tf32, 32 per row),
+// with their host copies for the reference.
+struct Operands {
+    static constexpr size_t kRowsA = 128, kRowsB = 256;
+    kwiki::DeviceBuffer<bf16> A{kRowsA * KB<bf16>}, B{kRowsB * KB<bf16>};
+    kwiki::DeviceBuffer<float> A32{kRowsA * KB<float>}, B32{kRowsB * KB<float>};
+    std::vector<float> hA, hB, hA32, hB32;
+
+    explicit Operands(uint64_t seed) {
+        kwiki::fill_random(A.get(), A.size(), kwiki::hash64(seed, 1));
+        kwiki::fill_random(B.get(), B.size(), kwiki::hash64(seed, 2));
+        kwiki::fill_random(A32.get(), A32.size(), kwiki::hash64(seed, 3));
+        kwiki::fill_random(B32.get(), B32.size(), kwiki::hash64(seed, 4));
+        KWIKI_CHECK(cudaDeviceSynchronize());
+        hA = kwiki::to_host_float(A.get(), A.size()), hB = kwiki::to_host_float(B.get(), B.size());
+        hA32 = to_tf32(A32.get(), A32.size()), hB32 = to_tf32(B32.get(), B32.size());
+    }
+};
+
+// One variant's case (m64nNk16 on bf16, or m64nNk8 on tf32, by `wgs` warpgroups per CTA): its launch on the shared
+// operands into `out`, what its record reports, and its checks: the record's check runs 3 k-blocks (every element
+// within 1e-3: products of bf16 or tf32 values are exact in fp32, the error is fp32 accumulation over 3 k-blocks),
+// then the timed launch (iters k-blocks) and its re-checks against iters * (A B^T) within iters_tolerance.
+kwiki::Case wgmma_case(const Launch& l, int N, int wgs, bool tf32, int iters, const Operands& ops, float* out) {
+    const size_t n = size_t(64) * wgs * N;
+    const void* a = tf32 ? static_cast<const void*>(ops.A32.get()) : ops.A.get();
+    const void* b = tf32 ? static_cast<const void*>(ops.B32.get()) : ops.B.get();
+    const std::vector<float>& ha = tf32 ? ops.hA32 : ops.hA;
+    const std::vector<float>& hb = tf32 ? ops.hB32 : ops.hB;
+    const int kb = tf32 ? KB<float> : KB<bf16>;
+    // the timed launch's reference and tolerance (iters k-blocks), for its check and the re-checks
+    auto timed_ref = std::make_shared<std::vector<double>>(host_reference(ha, hb, kb, N, wgs, iters));
+    const kwiki::Tolerance timed_tol = iters_tolerance(ha, hb, kb, N, wgs, iters);
+    kwiki::Case c;
+    c.params = {{"N", N}, {"warpgroups", wgs}, {"iters", iters}, {"dtype", tf32 ? "tf32" : "bf16"}};
+    // per warpgroup and k-block: 64 x N x KB multiply-adds (4 wgmmas of k16 bf16 or k8 tf32)
+    c.flops = double(l.grid) * wgs * double(iters) * 2.0 * 64 * N * kb;
+    c.flops_dtype = tf32 ? "tf32" : "bf16";
+    c.bytes_level = "smem";  // no bytes declared: the operands are read from shared memory
+    c.launch = [&l, a, b, iters, out](cudaStream_t s) { run(l, a, b, iters, out, s); };
+    c.poison = [out, n](cudaStream_t s) { kwiki::poison(out, n * sizeof(float), s); };
+    c.precheck = [&l, a, b, out, n, &ha, &hb, kb, N, wgs] {
+        kwiki::poison(out, n * sizeof(float));
+        run(l, a, b, CHECK_ITERS, out, 0);
+        KWIKI_CHECK_LAST();
+        KWIKI_CHECK(cudaDeviceSynchronize());
+        std::vector<float> got = kwiki::to_host_float(out, n);
+        std::vector<double> ref = host_reference(ha, hb, kb, N, wgs, CHECK_ITERS);
+        return kwiki::compare(got.data(), ref.data(), n, kwiki::Tolerance{1e-3, 1e-3},
+                              "host fp64, every element of CTA 0's tiles, 3 k-blocks");
+    };
+    c.check = [out, n, timed_ref, timed_tol] {
+        std::vector<float> got = kwiki::to_host_float(out, n);
+        return kwiki::compare(got.data(), timed_ref->data(), n, timed_tol, "host fp64, every element of CTA 0's tiles, iters k-blocks");
+    };
+    c.extra = {{"grid", l.grid}, {"smem_bytes", l.smem}};
+    kwiki::Fields regs;
+    kwiki::add_occupancy(regs, reinterpret_cast<const void*>(l.kernel), l.threads, size_t(l.smem));
+    c.extra.insert(c.extra.begin(), regs.begin(), regs.end());
+    return c;
+}
+
 // ===================================================================================================
-// Variants
+// The table of variants
 // ===================================================================================================
 
-// The table of variants (artifact.yaml lists the same names).
+// artifact.yaml lists the same names, in this order.
 struct Variant : kwiki::VariantInfo {
     int n, wgs;
     bool tf32;
@@ -195,81 +258,16 @@ constexpr Variant kVariants[] = {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv, kVariants);
-    const int iters = int(args.get_int("iters", 2048));
-    if (iters < 1) kwiki::Args::usage("--iters wants a positive integer");
-    const uint64_t seed = args.seed();
-    std::fprintf(stderr, "wgmma: seed %llu, %d SMs, %d k-blocks per warpgroup\n", (unsigned long long)seed, kwiki::sm_count(), iters);
-
-    // the largest operands any variant reads: A of 2 warpgroups (128 rows), B of N = 256 (256 rows), of 128
-    // bytes each; bf16 operands (64 per row) and tf32 operands (fp32 storage, 32 per row)
-    const size_t rowsA = 128, rowsB = 256, nOut = 128 * 256;
-    bf16 *A, *B;
-    float *A32, *B32, *out;
-    KWIKI_CHECK(cudaMalloc(&A, rowsA * KB<bf16> * sizeof(bf16)));
-    KWIKI_CHECK(cudaMalloc(&B, rowsB * KB<bf16> * sizeof(bf16)));
-    KWIKI_CHECK(cudaMalloc(&A32, rowsA * KB<float> * sizeof(float)));
-    KWIKI_CHECK(cudaMalloc(&B32, rowsB * KB<float> * sizeof(float)));
-    KWIKI_CHECK(cudaMalloc(&out, nOut * sizeof(float)));
-    kwiki::fill_random(A, rowsA * KB<bf16>, kwiki::hash64(seed, 1));
-    kwiki::fill_random(B, rowsB * KB<bf16>, kwiki::hash64(seed, 2));
-    kwiki::fill_random(A32, rowsA * KB<float>, kwiki::hash64(seed, 3));
-    kwiki::fill_random(B32, rowsB * KB<float>, kwiki::hash64(seed, 4));
-    KWIKI_CHECK(cudaDeviceSynchronize());
-    const std::vector<float> hA = kwiki::to_host_float(A, rowsA * KB<bf16>), hB = kwiki::to_host_float(B, rowsB * KB<bf16>);
-    const std::vector<float> hA32 = to_tf32(A32, rowsA * KB<float>), hB32 = to_tf32(B32, rowsB * KB<float>);
-
-    kwiki::Runner runner(args);
-    std::deque<Launch> launches;  // one per case, alive until the runner is done (a deque never moves them)
-    std::vector<kwiki::Case> cases;
-    for (const Variant& v : kVariants) {
-        if (!args.want(v.name)) continue;
-        const Launch& l = launches.emplace_back(v.prepare());
-        const size_t n = size_t(64) * v.wgs * v.n;
-        const void* a = v.tf32 ? static_cast<const void*>(A32) : A;
-        const void* b = v.tf32 ? static_cast<const void*>(B32) : B;
-        const std::vector<float>& ha = v.tf32 ? hA32 : hA;
-        const std::vector<float>& hb = v.tf32 ? hB32 : hB;
-        const int kb = v.tf32 ? KB<float> : KB<bf16>;
-        // the timed launch's reference and tolerance (iters k-blocks), for its check and the re-checks
-        auto timed_ref = std::make_shared<std::vector<double>>(host_reference(ha, hb, kb, v.n, v.wgs, iters));
-        const kwiki::Tolerance timed_tol = iters_tolerance(ha, hb, kb, v.n, v.wgs, iters);
-        kwiki::Case c;
-        c.variant = v.name;
-        c.params = {{"N", v.n}, {"warpgroups", v.wgs}, {"iters", iters}, {"dtype", v.tf32 ? "tf32" : "bf16"}};
-        // per warpgroup and k-block: 64 x N x KB multiply-adds (4 wgmmas of k16 bf16 or k8 tf32)
-        c.flops = double(l.grid) * v.wgs * double(iters) * 2.0 * 64 * v.n * kb;
-        c.flops_dtype = v.tf32 ? "tf32" : "bf16";
-        c.bytes_level = "smem";  // no bytes declared: the operands are read from shared memory
-        c.launch = [&l, a, b, iters, out](cudaStream_t s) { run(l, a, b, iters, out, s); };
-        c.poison = [out, n](cudaStream_t s) { kwiki::poison(out, n * sizeof(float), s); };
-        // the record's check: 3 k-blocks, every element within 1e-3 (products of bf16 or tf32 values are exact in
-        // fp32; the error is fp32 accumulation over 3 k-blocks)
-        c.precheck = [&l, a, b, out, n, &ha, &hb, kb, &v] {
-            kwiki::poison(out, n * sizeof(float));
-            run(l, a, b, CHECK_ITERS, out, 0);
-            KWIKI_CHECK_LAST();
-            KWIKI_CHECK(cudaDeviceSynchronize());
-            std::vector<float> got = kwiki::to_host_float(out, n);
-            std::vector<double> ref = host_reference(ha, hb, kb, v.n, v.wgs, CHECK_ITERS);
-            return kwiki::compare(got.data(), ref.data(), n, kwiki::Tolerance{1e-3, 1e-3},
-                                  "host fp64, every element of CTA 0's tiles, 3 k-blocks");
-        };
-        c.check = [out, n, timed_ref, timed_tol] {
-            std::vector<float> got = kwiki::to_host_float(out, n);
-            return kwiki::compare(got.data(), timed_ref->data(), n, timed_tol, "host fp64, every element of CTA 0's tiles, iters k-blocks");
-        };
-        c.extra = {{"grid", l.grid}, {"smem_bytes", l.smem}};
-        kwiki::Fields regs;
-        kwiki::add_occupancy(regs, reinterpret_cast<const void*>(l.kernel), l.threads, size_t(l.smem));
-        c.extra.insert(c.extra.begin(), regs.begin(), regs.end());
-        cases.push_back(std::move(c));
+    kwiki::Main m(argc, argv, kVariants);
+    const auto shapes = m.args.get_sizes("iters", "", 1, "k-blocks per warpgroup, e.g. 2048");  // the manifest's
+    kwiki::Runner& runner = m.start("wgmma");
+    const Operands ops(m.seed);  // one input set: the operands stay in shared memory, no rotation to defeat
+    kwiki::DeviceBuffer<float> out(size_t(128) * 256);
+    for (const auto& shape : shapes) {
+        std::deque<Launch> launches;  // one per case, alive until the runner is done (a deque never moves them)
+        kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) {
+            return wgmma_case(launches.emplace_back(v.prepare()), v.n, v.wgs, v.tf32, shape[0], ops, out.get());
+        });
     }
-    runner.run(cases);
-    KWIKI_CHECK(cudaFree(A));
-    KWIKI_CHECK(cudaFree(B));
-    KWIKI_CHECK(cudaFree(A32));
-    KWIKI_CHECK(cudaFree(B32));
-    KWIKI_CHECK(cudaFree(out));
     return kwiki::exit_code();
 }

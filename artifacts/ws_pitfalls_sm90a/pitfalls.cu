@@ -8,7 +8,8 @@
 // with that count.
 //
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -o pitfalls pitfalls.cu
-// Run:   ./pitfalls [--variants a,b] [--max-cycles=200000000] [--seed=N] [--repeats=N] [--sweep=MxNxK]  (default 4096x4096x4096)
+// Run:   ./pitfalls --sweep=4096x4096x4096 --small=1024x1024x4096 --odd=1000x1000x1000 [--variants a,b]
+//        [--max-cycles=200000000] [--seed=N] [--repeats=N]   (the shapes: the manifest's)
 //
 // Variants:
 //   stages_2 .. stages_6  the correct kernel with 2..6 stages (32 KiB each), timed at 4096^3
@@ -58,6 +59,37 @@ using bf16 = __nv_bfloat16;
 
 // kwiki::gemm_tn (kwiki_cublas.cuh) with kwiki::kGemmBf16: the same C = A B^T, bf16 in and out, fp32
 // accumulation, computed by cuBLAS from the same inputs; every element of a variant's output is compared.
+
+struct Problem {
+    int M, N, K;
+};
+
+// One problem's random inputs (one set, shared by the variants of that shape) and cuBLAS's output on them.
+struct Inputs {
+    Problem p;
+    bf16 *A = nullptr, *B = nullptr, *Cref = nullptr;
+
+    Inputs(Problem shape, uint64_t seed, kwiki::cublasHandle_t handle) : p(shape) {
+        const size_t nA = size_t(p.M) * p.K, nB = size_t(p.N) * p.K, nC = size_t(p.M) * p.N;
+        KWIKI_CHECK(cudaMalloc(&A, nA * 2));
+        KWIKI_CHECK(cudaMalloc(&B, nB * 2));
+        KWIKI_CHECK(cudaMalloc(&Cref, nC * 2));
+        const uint64_t sa = kwiki::hash64(seed, p.M + 7ull * p.K);
+        kwiki::fill_random(A, nA, sa);
+        kwiki::fill_random(B, nB, kwiki::hash64(sa, 1));
+        kwiki::gemm_tn(handle, A, B, Cref, p.M, p.N, p.K, kwiki::kGemmBf16, 0);
+        KWIKI_CHECK(cudaDeviceSynchronize());
+    }
+    ~Inputs() { cudaFree(A), cudaFree(B), cudaFree(Cref); }
+    Inputs(const Inputs&) = delete;
+    Inputs& operator=(const Inputs&) = delete;
+
+    // Every element of `out` against cuBLAS's, on the GPU.
+    kwiki::CheckResult compare(const bf16* out) const {
+        return kwiki::compare_device(out, Cref, size_t(p.M) * p.N, kwiki::gemm_tolerance(kwiki::GemmPrecision::bf16, p.K),
+                                     "cuBLAS on the same inputs (every element, on the GPU)");
+    }
+};
 
 // ===================================================================================================
 // Kernel
@@ -214,7 +246,7 @@ gemm_pitfall(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CU
 }
 
 // ===================================================================================================
-// The cluster-exit pitfall: a CTA leaves while its peer still writes its shared memory
+// Kernels: the cluster-exit pitfall, a CTA leaves while its peer still writes its shared memory
 // ===================================================================================================
 
 constexpr int EXIT_WORDS = 1024;  // 4 KiB that CTA 1 of each cluster writes into CTA 0's shared memory
@@ -260,13 +292,18 @@ std::vector<uint32_t> cluster_exit_expected() {
     return want;
 }
 
+// The cluster-exit variants' check: the sums every cluster's CTA 0 stored (the first words of `out`).
+kwiki::CheckResult check_cluster_sums(const void* out) {
+    static const std::vector<uint32_t> want = cluster_exit_expected();
+    std::vector<uint32_t> got(EXIT_CLUSTERS);
+    KWIKI_CHECK(cudaMemcpy(got.data(), out, got.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+    return kwiki::compare_bytes(got.data(), want.data(), got.size() * sizeof(uint32_t),
+                                "the host's sum of the words each cluster's CTA 1 writes into CTA 0");
+}
+
 // ===================================================================================================
 // Launchers
 // ===================================================================================================
-
-struct Problem {
-    int M, N, K;
-};
 
 using Launcher = std::function<void(cudaStream_t)>;
 
@@ -292,162 +329,137 @@ Launcher make_cluster_exit(const bf16*, const bf16*, bf16* C, Problem, long long
     return [sums](cudaStream_t s) { cluster_exit<SYNC><<<2 * EXIT_CLUSTERS, 128, 0, s>>>(sums); };
 }
 
-// ===================================================================================================
-// Variants and shapes
-// ===================================================================================================
+// The shapes a variant runs at (the manifest's --sweep, --small and --odd). Odd: M and N no multiple of the 128x128
+// tile, K no multiple of the 64-deep k-block (TMA fills the edges with zeros, the epilogue guards its stores): the
+// correct kernel must be right there too.
+enum class Size { Sweep, Small, Odd };
 
-// The table of variants (artifact.yaml lists the same names).
+// A row of the table of variants: what its launch needs.
 struct Variant : kwiki::VariantInfo {
-    Problem shape;
+    Size size;
     bool timed;     // part of the timed stage sweep
     int repeats;    // checked launches (the race variants run several)
     int stages;
-    Launcher (*make)(const bf16*, const bf16*, bf16*, Problem, long long, int*, const void**, int*);
+    Launcher (*make)(const bf16*, const bf16*, bf16*, Problem, long long, int*, const void**, int*);  // null: cuBLAS
     bool cluster_sums = false;  // checked against cluster_exit_expected(), not cuBLAS
 };
 
-// kOdd: M and N no multiple of the 128x128 tile, K no multiple of the 64-deep k-block (TMA fills the edges with
-// zeros, the epilogue guards its stores): the correct kernel must be right there too.
-constexpr Problem kSweep{4096, 4096, 4096}, kSmall{1024, 1024, 4096}, kOdd{1000, 1000, 1000};
+// One variant's output and what its closures share, alive until the runner is done with its case.
+struct Row {
+    bf16* out = nullptr;
+    size_t bytes = 0;
+    const void* func = nullptr;
+    int smem = 0;
+    int timeouts = 0;
+    int* errors = nullptr;  // the wait bound's timeouts of the last launch (shared by every case)
+    long long max_cycles = 0;
+
+    Row(Problem p, int* errs, long long cycles) : bytes(size_t(p.M) * p.N * 2), errors(errs), max_cycles(cycles) {
+        KWIKI_CHECK(cudaMalloc(&out, bytes));
+    }
+    ~Row() { cudaFree(out); }
+    Row(const Row&) = delete;
+    Row& operator=(const Row&) = delete;
+
+    // `c` (the output's check), failed when the last launch's waits timed out; the timeouts counted for the record.
+    kwiki::CheckResult judge(kwiki::CheckResult c) {
+        int e = 0;
+        KWIKI_CHECK(cudaMemcpy(&e, errors, sizeof(int), cudaMemcpyDeviceToHost));
+        timeouts += e;
+        if (e > 0) {
+            c.passed = false;
+            c.detail = std::to_string(e) + " mbarrier waits timed out after " + std::to_string(max_cycles) +
+                       " cycles (an unbounded wait would hang); " + c.detail;
+        }
+        return c;
+    }
+};
+
+// A variant's case on `in`: its launch into row.out (cuBLAS's when it has no kernel) and what its record reports.
+kwiki::Case pitfall_case(const Variant& v, const Inputs& in, Row& row, kwiki::cublasHandle_t handle, int repeats) {
+    const Problem p = in.p;
+    kwiki::Case c;
+    if (v.make) {
+        c.launch = v.make(in.A, in.B, row.out, p, row.max_cycles, row.errors, &row.func, &row.smem);
+    } else {
+        bf16 *A = in.A, *B = in.B, *out = row.out;
+        c.launch = [=](cudaStream_t s) { kwiki::gemm_tn(handle, A, B, out, p.M, p.N, p.K, kwiki::kGemmBf16, s); };
+    }
+    c.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", "bf16"}};
+    c.flops = 2.0 * p.M * p.N * double(p.K);
+    c.flops_dtype = "bf16";
+    c.bytes = 2.0 * (double(p.M) * p.K + double(p.N) * p.K + double(p.M) * p.N);
+    c.timed = v.timed;
+    c.check_runs = repeats > 0 ? repeats : v.repeats;  // every checked launch must pass (races get several chances)
+    c.finish = [&row, &v](kwiki::Record& r) {
+        r.extra.emplace_back("stages", v.stages);
+        r.extra.emplace_back("wait_timeouts", row.timeouts);
+        if (row.func) {
+            // registers and occupancy at the block size the kernel's __launch_bounds__ names (its launch's)
+            kwiki::add_occupancy(r.extra, row.func, kwiki::kernel_regs(row.func).max_threads, size_t(row.smem));
+            r.extra.emplace_back("smem_bytes", row.smem);
+        }
+    };
+    return c;
+}
+
+// ===================================================================================================
+// The table of variants (artifact.yaml lists the same names, in this order)
+// ===================================================================================================
 
 constexpr Variant kVariants[] = {
-    {{"cublas"}, kSweep, true, 1, 0, nullptr},
-    {{"stages_2"}, kSweep, true, 1, 2, make_launch<2, Bug::None>},
-    {{"stages_3"}, kSweep, true, 1, 3, make_launch<3, Bug::None>},
-    {{"stages_4"}, kSweep, true, 1, 4, make_launch<4, Bug::None>},
-    {{"stages_5"}, kSweep, true, 1, 5, make_launch<5, Bug::None>},
-    {{"stages_6"}, kSweep, true, 1, 6, make_launch<6, Bug::None>},
-    {{"stages_4_odd"}, kOdd, false, 1, 4, make_launch<4, Bug::None>},
-    {{"expect_tx_too_large"}, kSmall, false, 1, 4, make_launch<4, Bug::ExpectTxTooLarge>},
-    {{"expect_tx_too_small"}, kSmall, false, 1, 4, make_launch<4, Bug::ExpectTxTooSmall>},
-    {{"constant_phase"}, kSmall, false, 1, 2, make_launch<2, Bug::ConstantPhase>},
-    {{"constant_phase_s6"}, kSmall, false, 1, 6, make_launch<6, Bug::ConstantPhase>},
-    {{"tma_store_fenced"}, kSweep, false, 20, 4, make_launch<4, Bug::TmaStoreFenced>},
-    {{"tma_store_no_fence"}, kSweep, false, 20, 4, make_launch<4, Bug::TmaStoreNoFence>},
-    {{"tma_store_fenced_wide"}, kSweep, false, 20, 4, make_launch<4, Bug::TmaStoreFencedWide>},
-    {{"tma_store_no_fence_wide"}, kSweep, false, 20, 4, make_launch<4, Bug::TmaStoreNoFenceWide>},
-    {{"cluster_exit_synced"}, kSmall, false, 20, 0, make_cluster_exit<true>, true},
-    {{"cluster_exit_early"}, kSmall, false, 20, 0, make_cluster_exit<false>, true},
+    {{"cublas"}, Size::Sweep, true, 1, 0, nullptr},
+    {{"stages_2"}, Size::Sweep, true, 1, 2, make_launch<2, Bug::None>},
+    {{"stages_3"}, Size::Sweep, true, 1, 3, make_launch<3, Bug::None>},
+    {{"stages_4"}, Size::Sweep, true, 1, 4, make_launch<4, Bug::None>},
+    {{"stages_5"}, Size::Sweep, true, 1, 5, make_launch<5, Bug::None>},
+    {{"stages_6"}, Size::Sweep, true, 1, 6, make_launch<6, Bug::None>},
+    {{"stages_4_odd"}, Size::Odd, false, 1, 4, make_launch<4, Bug::None>},
+    {{"expect_tx_too_large"}, Size::Small, false, 1, 4, make_launch<4, Bug::ExpectTxTooLarge>},
+    {{"expect_tx_too_small"}, Size::Small, false, 1, 4, make_launch<4, Bug::ExpectTxTooSmall>},
+    {{"constant_phase"}, Size::Small, false, 1, 2, make_launch<2, Bug::ConstantPhase>},
+    {{"constant_phase_s6"}, Size::Small, false, 1, 6, make_launch<6, Bug::ConstantPhase>},
+    {{"tma_store_fenced"}, Size::Sweep, false, 20, 4, make_launch<4, Bug::TmaStoreFenced>},
+    {{"tma_store_no_fence"}, Size::Sweep, false, 20, 4, make_launch<4, Bug::TmaStoreNoFence>},
+    {{"tma_store_fenced_wide"}, Size::Sweep, false, 20, 4, make_launch<4, Bug::TmaStoreFencedWide>},
+    {{"tma_store_no_fence_wide"}, Size::Sweep, false, 20, 4, make_launch<4, Bug::TmaStoreNoFenceWide>},
+    {{"cluster_exit_synced"}, Size::Small, false, 20, 0, make_cluster_exit<true>, true},
+    {{"cluster_exit_early"}, Size::Small, false, 20, 0, make_cluster_exit<false>, true},
 };
 
 // ===================================================================================================
 // main
 // ===================================================================================================
 
-struct Inputs {
-    Problem p;
-    bf16 *A, *B, *Cref;  // Cref: cuBLAS on A and B, the reference every element is compared with (on the GPU)
-};
-
 int main(int argc, char** argv) {
-    kwiki::Args args(argc, argv, kVariants);
-    const long long max_cycles = args.get_int("max-cycles", 200000000);
-    const int repeats = int(args.get_int("repeats", -1));
-    const uint64_t seed = args.seed();
-    // --sweep: the shape of the variants at kSweep (the sanitizers' small run); whole 128x128 tiles and 64-deep k-blocks
-    const Problem sweep = args.get_shapes<Problem, 3>("sweep", "4096x4096x4096", "one MxNxK, M and N multiples of 128, K of 64",
-                                                      [](const std::vector<int>& d) { return d[0] % 128 == 0 && d[1] % 128 == 0 && d[2] % 64 == 0; })
-                              .at(0);
-    std::fprintf(stderr, "pitfalls: seed %llu, wait bound %lld cycles, sweep %dx%dx%d\n", (unsigned long long)seed, max_cycles,
-                 sweep.M, sweep.N, sweep.K);
-
-    kwiki::cublasHandle_t handle;
-    KWIKI_CHECK_STATUS(kwiki::cublas().Create(&handle));
-    int* errors;
-    KWIKI_CHECK(cudaMalloc(&errors, sizeof(int)));
-
+    kwiki::Main m(argc, argv, kVariants);
+    const long long max_cycles = m.args.get_int("max-cycles", 200000000);
+    const int repeats = int(m.args.get_int("repeats", -1));
+    const auto one = [&m](const char* option, const char* what, bool whole) {  // the manifest's shapes, one each
+        return m.args.get_shapes<Problem, 3>(option, "", what, [whole](const std::vector<int>& d) {
+            return whole ? d[0] % 128 == 0 && d[1] % 128 == 0 && d[2] % 64 == 0 : d[2] % 8 == 0; }).at(0);
+    };
+    const Problem shapes[] = {one("sweep", "one MxNxK, M and N multiples of 128, K of 64", true),
+                              one("small", "one MxNxK, K a multiple of 8", false), one("odd", "one MxNxK, K a multiple of 8", false)};
+    kwiki::Runner& runner = m.start("pitfalls");
+    const kwiki::BlasHandles lib(true, false);  // cuBLAS: the reference and the baseline
+    const kwiki::cublasHandle_t handle = lib.blas;
+    kwiki::DeviceBuffer<int> errors(1);
     std::deque<Inputs> inputs;  // one set of random inputs per shape, shared by the variants of that shape
-    auto inputs_for = [&](Problem p) -> Inputs& {
-        for (auto& in : inputs)
-            if (in.p.M == p.M && in.p.N == p.N && in.p.K == p.K) return in;
-        Inputs in{p, nullptr, nullptr, nullptr};
-        const size_t nA = size_t(p.M) * p.K, nB = size_t(p.N) * p.K, nC = size_t(p.M) * p.N;
-        KWIKI_CHECK(cudaMalloc(&in.A, nA * 2));
-        KWIKI_CHECK(cudaMalloc(&in.B, nB * 2));
-        KWIKI_CHECK(cudaMalloc(&in.Cref, nC * 2));
-        const uint64_t sa = kwiki::hash64(seed, p.M + 7ull * p.K);
-        kwiki::fill_random(in.A, nA, sa);
-        kwiki::fill_random(in.B, nB, kwiki::hash64(sa, 1));
-        kwiki::gemm_tn(handle, in.A, in.B, in.Cref, p.M, p.N, p.K, kwiki::kGemmBf16, 0);
-        KWIKI_CHECK(cudaDeviceSynchronize());
-        inputs.push_back(std::move(in));
-        return inputs.back();
-    };
-
-    kwiki::Runner runner(args);
-    struct Row {  // what a case's closures share, alive until the runner is done
-        bf16* out = nullptr;
-        const void* func = nullptr;
-        int smem = 0;
-        int timeouts = 0;
-    };
     std::deque<Row> rows;
-    std::vector<kwiki::Case> cases;
-    for (const Variant& v : kVariants) {
-        if (!args.want(v.name)) continue;
-        const bool at_sweep = v.shape.M == kSweep.M && v.shape.N == kSweep.N && v.shape.K == kSweep.K;
-        const Problem p = at_sweep ? sweep : v.shape;
-        Inputs& in = inputs_for(p);
-        const size_t nC = size_t(p.M) * p.N;
-        Row& row = rows.emplace_back();
-        KWIKI_CHECK(cudaMalloc(&row.out, nC * 2));
-        kwiki::Case c;
-        if (v.make) {
-            c.launch = v.make(in.A, in.B, row.out, p, max_cycles, errors, &row.func, &row.smem);
-        } else {
-            bf16 *A = in.A, *B = in.B, *out = row.out;
-            c.launch = [=](cudaStream_t s) { kwiki::gemm_tn(handle, A, B, out, p.M, p.N, p.K, kwiki::kGemmBf16, s); };
-        }
-        c.variant = v.name;
-        c.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", "bf16"}};
-        c.flops = 2.0 * p.M * p.N * double(p.K);
-        c.flops_dtype = "bf16";
-        c.bytes = 2.0 * (double(p.M) * p.K + double(p.N) * p.K + double(p.M) * p.N);
-        c.timed = v.timed;
-        c.check_runs = repeats > 0 ? repeats : v.repeats;  // every checked launch must pass (races get several chances)
-        c.poison = [&row, nC, errors](cudaStream_t s) {
-            kwiki::poison(row.out, nC * 2, s);
-            KWIKI_CHECK(cudaMemsetAsync(errors, 0, sizeof(int), s));
+    kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) {
+        const Problem p = shapes[int(v.size)];
+        auto same = std::find_if(inputs.begin(), inputs.end(), [p](const Inputs& in) { return in.p.M == p.M && in.p.N == p.N && in.p.K == p.K; });
+        const Inputs& in = same != inputs.end() ? *same : inputs.emplace_back(p, m.seed, handle);
+        Row& row = rows.emplace_back(p, errors.get(), max_cycles);
+        kwiki::Case c = pitfall_case(v, in, row, handle, repeats);
+        c.poison = [&row](cudaStream_t s) {
+            kwiki::poison(row.out, row.bytes, s);
+            KWIKI_CHECK(cudaMemsetAsync(row.errors, 0, sizeof(int), s));
         };
-        const kwiki::Tolerance tol = kwiki::gemm_tolerance(kwiki::GemmPrecision::bf16, p.K);
-        // the wait bound's timeouts, then the output, every element against cuBLAS on the GPU
-        auto judge = [&row, errors, max_cycles](kwiki::CheckResult c) {
-            int e = 0;
-            KWIKI_CHECK(cudaMemcpy(&e, errors, sizeof(int), cudaMemcpyDeviceToHost));
-            row.timeouts += e;
-            if (e > 0) {
-                c.passed = false;
-                c.detail = std::to_string(e) + " mbarrier waits timed out after " + std::to_string(max_cycles) +
-                           " cycles (an unbounded wait would hang); " + c.detail;
-            }
-            return c;
-        };
-        c.check = [&row, &in, nC, tol, judge] {  // also the re-check of timed samples
-            return judge(kwiki::compare_device(row.out, in.Cref, nC, tol, "cuBLAS on the same inputs (every element, on the GPU)"));
-        };
-        if (v.cluster_sums)
-            c.check = [&row] {
-                static const std::vector<uint32_t> want = cluster_exit_expected();
-                std::vector<uint32_t> got(EXIT_CLUSTERS);
-                KWIKI_CHECK(cudaMemcpy(got.data(), row.out, got.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost));
-                return kwiki::compare_bytes(got.data(), want.data(), got.size() * sizeof(uint32_t),
-                                            "the host's sum of the words each cluster's CTA 1 writes into CTA 0");
-            };
-        c.finish = [&row, &v](kwiki::Record& r) {
-            r.extra.emplace_back("stages", v.stages);
-            r.extra.emplace_back("wait_timeouts", row.timeouts);
-            if (row.func) {
-                // registers and occupancy at the block size the kernel's __launch_bounds__ names (its launch's)
-                kwiki::add_occupancy(r.extra, row.func, kwiki::kernel_regs(row.func).max_threads, size_t(row.smem));
-                r.extra.emplace_back("smem_bytes", row.smem);
-            }
-        };
-        cases.push_back(std::move(c));
-    }
-    runner.run(cases);
-    for (Row& r : rows) KWIKI_CHECK(cudaFree(r.out));
-    for (auto& in : inputs) KWIKI_CHECK(cudaFree(in.A)), KWIKI_CHECK(cudaFree(in.B)), KWIKI_CHECK(cudaFree(in.Cref));
-    KWIKI_CHECK(cudaFree(errors));
-    KWIKI_CHECK_STATUS(kwiki::cublas().Destroy(handle));
+        // the wait bound's timeouts, then the output (every element against cuBLAS on the GPU; the cluster sums alone)
+        c.check = [&row, &in, &v] { return v.cluster_sums ? check_cluster_sums(row.out) : row.judge(in.compare(row.out)); };
+        return c;
+    });
     return kwiki::exit_code();
 }

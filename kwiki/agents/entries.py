@@ -279,14 +279,15 @@ def _read_one(job: tuple[str, str]) -> _Record:
     trace = st = None
     rank = meta.effective_evidence.rank
     if block is not None:  # what the results store says about it (only such pages import kwiki.results)
-        from kwiki.results.standing import standing
+        from kwiki.results.standing import evidence_rank, standing
         from kwiki.results.trace import evidence
         from kwiki.results.trace import trace as trace_page
 
         store = _trace_store(root)
         trace = trace_page(meta, store, path)
         st = standing(meta, store.history(meta.id, path), trace)
-        rank = evidence(meta, trace)[1]
+        # the standing's level: "verified" only in the verified state, as the home page counts it
+        rank = evidence(meta, trace)[1] if trace is not None and not trace.traceable else evidence_rank(st)
         if trace is not None and trace.traceable:  # an untraceable block was verified on no GPU
             gpus = {block.verified_on} | {m.provenance.gpu for m in block.claims.values() if m.provenance}
             facets |= {("gpu", g.strip().lower()) for g in gpus if g and g.strip()}

@@ -41,6 +41,14 @@ class GateView(_Out):
     reason: str = Field(description="why, in one line")
 
 
+class BoardView(_Out):
+    """One board behind a claim's median."""
+
+    board: str = Field(description="the GPU's UUID as NVML gives it")
+    runs: int
+    median: float
+
+
 class MeasuredView(_Out):
     """The latest figure `kwiki verify` measured for a claim."""
 
@@ -63,6 +71,9 @@ class MeasuredView(_Out):
                                                           "set only when outside the run-to-run band")
     provisional: bool = Field(default=False, description="fewer runs than a verdict needs (3): not verified")
     gates: list[GateView] = Field(default_factory=list, description="gates that refused the figure")
+    boards: list[BoardView] = Field(default_factory=list, description="the boards (physical GPUs) those runs ran on")
+    board_spread: float | None = Field(default=None, description="(highest - lowest board median) / the lowest; "
+                                                                 "absent with one board")
 
 
 class SourceView(_Out):
@@ -93,6 +104,12 @@ class ClaimView(_Out):
     measured: MeasuredView | None = Field(default=None, description="absent until kwiki verify measured the claim")
     verdict: str | None = Field(default=None, description="reproduced, better, worse, failed, not-applicable, ...; "
                                                           "absent if never measured")
+    state: str | None = Field(default=None, description="the claim's state in words: the verdict, 'below goal by "
+                                                        "4.3%' (beats what it compares with, misses its own goal: "
+                                                        "not a failure), 'reproduced, improved', 'failed (caught in "
+                                                        "its series)'")
+    caught: str | None = Field(default=None, description="where a variant the claim compares failed its check or a "
+                                                         "re-check in a run of its series: the claim is failed")
     traceable: bool | None = Field(default=None, description="whether the results store holds the runs the measured "
                                                              "figure names, with its value and verdict (absent: not "
                                                              "measured); an untraceable figure is never verified")
@@ -117,12 +134,16 @@ class BriefClaim(_Out):
     unit: str | None = None
     verdict: str | None = Field(default=None, description="absent if never measured")
     provisional: bool = Field(default=False, description="fewer runs than a verdict needs (3)")
+    state: str | None = Field(default=None, description="the claim's state in words where it is not its verdict: "
+                                                        "'below goal by 4.3%' (not a failure), 'reproduced, "
+                                                        "improved', 'failed (caught in its series)'")
     evidence: str = Field(default="goal", description="'spec' or 'source-reported' for a cited figure")
 
 
 def _state() -> Any:
     return Field(default=None, description="where the page stands: untraceable, not-reproduced, drifted, "
-                                           "provisional, verified, measured or not-measured (untraceable: its "
+                                           "below-goal, provisional, measured, verified or not-measured (verified "
+                                           "only in this state; untraceable: its "
                                            "measurements block does not trace to the results store, so nothing "
                                            "on it counts as verified)")
 

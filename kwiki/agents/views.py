@@ -121,6 +121,8 @@ def measured_view(measured: MeasuredClaim | None, block: Measurements | None = N
         "range": list(measured.range) if measured.range is not None else None,
         "drift": measured.drift,
         "provisional": True if measured.runs is not None and measured.runs < RUNS else None,
+        "boards": [b.model_dump(mode="json") for b in measured.boards or []],
+        "board_spread": round(s, 4) if (s := measured.board_spread) is not None else None,
         "gates": [g.model_dump() for g in measured.gates or []],
     })
 
@@ -139,7 +141,10 @@ def sources_of(meta: PageMeta) -> dict[str, dict[str, Any]]:
 def claim_view(claim: Claim, block: Measurements | None, trace: PageTrace | None = None,
                sources: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """A claim with its latest measurement; `sources` (sources_of) resolves the source it cites."""
+    from kwiki.results.states import claim_word
+
     measured = block.claims.get(claim.id) if block is not None else None
+    caught = trace.caught().get(claim.id) if trace is not None else None  # where a variant it compares was caught
     traceable = untraceable = None
     if measured is not None and trace is not None:
         untraceable = trace.untraceable(claim.id)
@@ -160,6 +165,9 @@ def claim_view(claim: Claim, block: Measurements | None, trace: PageTrace | None
         "claimed": claimed_view(claim),
         "measured": measured_view(measured, block),
         "verdict": measured.verdict.value if measured is not None else None,
+        # the claim's state in words (kwiki.results.states): 'below goal by 4.3%', 'reproduced, improved'
+        "state": claim_word(claim, measured, caught)[0] if measured is not None else None,
+        "caught": caught,
         "traceable": traceable,
         "untraceable": untraceable,
     })

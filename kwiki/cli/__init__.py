@@ -68,10 +68,17 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
                         "without it they are skipped with a warning")
     p.add_argument("--profile", action="store_true",
                    help="build, then profile each artifact once under Nsight Compute (ncu) instead of timing it: "
-                        "declared bytes or FLOPs above the profiled ones fail the profile gate; a later timed run "
-                        "gives its records the (cached) counters as figures")
-    p.add_argument("--profile-tolerance", type=_tolerance, default=0.10, metavar="T",
-                   help="the profile gate fails declared work above profiled x (1 + T) (default 0.10)")
+                        "declared bytes or FLOPs above the profiled ones fail the profile gate; the audits are "
+                        "committed to results/audits/, and a later timed run gives its records the (cached) "
+                        "counters as figures")
+    p.add_argument("--profile-tolerance", type=_tolerance, default=None, metavar="T",
+                   help="the profile gate fails declared work above profiled x (1 + T) (default: each level's, set "
+                        "from evidence: DRAM and L2 bytes 0.02, FLOPs 0.01)")
+    p.add_argument("--no-audit", action="store_true",
+                   help="do not run the profile audits the run's records lack (where ncu is found, a timed run runs "
+                        "them: a page is verified only when every record its claims use passed one)")
+    p.add_argument("--list-audits", action="store_true",
+                   help="only list the profile audits the selected pages' records lack (nothing is built or run)")
     p.add_argument("--sanitize", nargs="?", const="memcheck,racecheck,synccheck", type=_tools, metavar="TOOLS",
                    help="build, then run each variant, small, under compute-sanitizer's tools instead of timing "
                         "it (default: memcheck,racecheck,synccheck); errors the manifest does not expect fail the "

@@ -60,6 +60,25 @@ def run(args: Any) -> int:
     return 0
 
 
+def _measured_cell(m: dict[str, Any] | None, unit: str) -> str:
+    """'4.41 TB/s (3 runs 4.38-4.45, 2 boards 1.2% apart)': the median over its series' runs, their range and
+    the boards behind them; or the gate that refused the figure."""
+    if m is not None and m.get("value") is not None:
+        measured = f"{m['value']:g} {m.get('unit') or unit}"
+        if m.get("runs"):
+            low, high = m.get("range") or (m["value"], m["value"])
+            runs = f"{m['runs']} runs {low:g}-{high:g}" if m["runs"] > 1 else "1 run"
+            boards = m.get("boards") or []
+            if boards:
+                runs += f", {len(boards)} board{'s' if len(boards) != 1 else ''}"
+                runs += f" {m['board_spread']:.1%} apart" if m.get("board_spread") is not None else ""
+            measured += f" ({runs}{', provisional' if m.get('provisional') else ''})"
+        return measured
+    if m is not None and m.get("gates"):
+        return "refused by gate " + ", ".join(g["name"] for g in m["gates"])
+    return "-"
+
+
 def render_text(doc: dict[str, Any]) -> str:
     fm = doc["front_matter"]
     block = doc.get("measurements")
@@ -83,26 +102,24 @@ def render_text(doc: dict[str, Any]) -> str:
     if doc["claims"]:
         lines += ["", "Claims:"]
         rows = [["ID", "CLAIMED", "MEASURED", "VERDICT", "GPU", "DATE"]]
+        why: list[str] = []  # a failed, caught or tainted claim's reason, below the table
         run_of = doc.get("runs") or {}
         for c in doc["claims"]:
             m = c.get("measured")
             prov = run_of.get(m.get("run", ""), {}) if m is not None else {}
-            measured = "-"
-            if m is not None and m.get("value") is not None:
-                measured = f"{m['value']:g} {m.get('unit') or c['unit']}"
-                if m.get("runs"):  # the median over its series' runs, with their range
-                    low, high = m.get("range") or (m["value"], m["value"])
-                    runs = f"{m['runs']} runs {low:g}-{high:g}" if m["runs"] > 1 else "1 run"
-                    measured += f" ({runs}{', provisional' if m.get('provisional') else ''})"
-            elif m is not None and m.get("gates"):
-                measured = "refused by gate " + ", ".join(g["name"] for g in m["gates"])
-            verdict = c.get("verdict") or "not measured"
+            measured = _measured_cell(m, c["unit"])
+            verdict = c.get("state") or c.get("verdict") or "not measured"
+            reason = c.get("caught") or (m or {}).get("detail")
+            if reason and (verdict.startswith(("failed", "below")) or str(reason).startswith("follows series")):
+                why.append(f"  {c['id']}: {reason}")
             if c.get("traceable") is False:
                 verdict = f"UNTRACEABLE (says {verdict})"
             rows.append([c["id"], c["claimed"]["text"], measured, verdict, prov.get("gpu") or "-",
                          prov.get("date") or "-"])
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        if why:
+            lines += ["", "Why:", *why]
     if untraceable:
         lines += ["", "Untraceable (nothing on this page counts as verified):"]
         lines += [f"  - {reason}" for reason in untraceable]

@@ -34,7 +34,8 @@ def options(args: argparse.Namespace) -> Options:
     return Options(ids=tuple(args.pages), tags=tuple(args.tag), arch=args.arch, compile_only=args.compile_only,
                    write=not args.no_write, jobs=args.jobs, until_runs=args.until_runs, require_gpu=args.require_gpu,
                    require_disassembler=args.require_disassembler, profile=args.profile,
-                   profile_tolerance=args.profile_tolerance, sanitize=tuple(args.sanitize or ()),
+                   profile_tolerance=args.profile_tolerance, audit=not args.no_audit,
+                   list_audits=args.list_audits, sanitize=tuple(args.sanitize or ()),
                    variants=tuple(args.variants or ()))
 
 

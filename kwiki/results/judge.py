@@ -17,23 +17,27 @@ MIN_SPREAD = 0.002
 
 def judge(claim: Claim, value: float, spread: float | None) -> Verdict:
     """Compare a measured value with a point claim (and tolerance) or a bound; `spread` None
-    (a figure from one untimed run, such as a profiler counter) counts as the noise floor."""
-    noise = max(spread or 0.0, MIN_SPREAD)
+    (a figure from one untimed run, such as a profiler counter) counts as the noise floor.
+
+    One scale: the noise (`spread`, relative to the measured value) and the distance to the claim are both
+    taken in the figure's own unit, so a bound far from a noisy small value (a 0.0007 gap claimed <= 0.01,
+    its runs spread 100% of their median) is passed, not ambiguous."""
+    noise = max(spread or 0.0, MIN_SPREAD) * abs(value)
     if claim.value is not None:
         ref = claim.value
-        rel = (value - ref) / abs(ref) if ref else value
-        tol = claim.tolerance_or_default
-        if abs(rel) <= tol:
+        off = value - ref
+        slack = claim.tolerance_or_default * abs(ref) if ref else claim.tolerance_or_default
+        if abs(off) <= slack:
             return Verdict.reproduced
-        if abs(rel) - tol <= noise:
+        if abs(off) - slack <= noise:
             return Verdict.ambiguous
-        good = rel > 0 if claim.direction == "higher" else rel < 0
+        good = off > 0 if claim.direction == "higher" else off < 0
         return Verdict.better if good else Verdict.worse
     margins = []
     if claim.at_least is not None:
-        margins.append((value - claim.at_least) / abs(claim.at_least or 1.0))
+        margins.append(value - claim.at_least)
     if claim.at_most is not None:
-        margins.append((claim.at_most - value) / abs(claim.at_most or 1.0))
+        margins.append(claim.at_most - value)
     margin = min(margins)
     if abs(margin) <= noise:
         return Verdict.ambiguous

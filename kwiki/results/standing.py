@@ -4,18 +4,7 @@ One `Standing` per page, computed from the page's measurements block (written by
 and the results store; the site header, the indexes, `index.json` and the home page all read it,
 so they never disagree about what "verified" or "drifted" means.
 
-States, worst first:
-
-untraceable     the measurements block does not trace to the results store (kwiki.results.trace): a
-                figure no run recorded, a verdict or value edited by hand, a block on a page that no
-                run measured; whatever it says, the page is never shown as verified
-not-reproduced  a measured claim came out worse than claimed, its check failed, or a gate refused
-                its figure
-drifted         the latest run of a claim lies outside its series' median +- run-to-run band
-provisional     a claim stands on fewer runs of its series than a verdict needs (3): never verified
-verified        kwiki reproduced every claim that could run (evidence level `verified`)
-measured        kwiki measured the page, but not every claim could be reproduced here
-not-measured    no kwiki run yet: the page's figures are what its author or sources report
+The states and their words are defined once, in kwiki.results.states.
 
 A measurements block written before verdicts over runs (its claims carry no `runs`) is read as it
 was then: drifted when a figure moved against the previous run, or a claim that passed fails now.
@@ -24,29 +13,18 @@ was then: drifted when a figure moved against the previous run, or a claim that 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 
+from kwiki.results.states import State, below_goal, improved, regressed
 from kwiki.results.store import ClaimRow, RecordRow
-from kwiki.results.trace import UNTRACEABLE, PageTrace, evidence
+from kwiki.results.trace import PageTrace, evidence
+from kwiki.wiki.evidence import EvidenceLevel
 from kwiki.wiki.model import MeasuredClaim, PageMeta
 from kwiki.wiki.verdict import JUDGED, NOT_REPRODUCED, PASSING, RUNS
 
-MOVED = frozenset({"faster", "slower"})
+__all__ = ["Standing", "State", "claim_rows_by_page", "standing"]
+
+SLOWER = "slower"  # the change of a figure that moved the wrong way (kwiki.verify.series)
 HEADLINE_ORDER = {"bandwidth": 0, "throughput": 0, "ratio": 1, "time": 2}
-
-
-class State(str, Enum):
-    untraceable = UNTRACEABLE
-    not_reproduced = "not-reproduced"
-    drifted = "drifted"
-    provisional = "provisional"
-    verified = "verified"
-    measured = "measured"
-    not_measured = "not-measured"
-
-    @property
-    def label(self) -> str:
-        return self.value.replace("-", " ")
 
 
 @dataclass
@@ -58,8 +36,12 @@ class Standing:
     claims: int = 0  # claims on the page
     judged: int = 0  # claims the last run could judge
     passing: int = 0  # reproduced or better
-    failing: int = 0  # worse or check failed
-    moved: list[str] = field(default_factory=list)  # claim ids whose figure drifted
+    failing: int = 0  # worse (and not below goal), check failed, or caught in its series
+    moved: list[str] = field(default_factory=list)  # claim ids whose figure drifted the wrong way
+    improved: list[str] = field(default_factory=list)  # claim ids whose figure moved beyond its band the good way
+    below_goal: dict[str, float] = field(default_factory=dict)  # claim id -> the share it misses its goal by
+    caught: dict[str, str] = field(default_factory=dict)  # claim id -> where a variant it compares was caught
+    unaudited: list[str] = field(default_factory=list)  # why it is measured, not verified: records without audit
     headline: tuple[str, MeasuredClaim] | None = None  # the first claim with a measured value
     runs: int | None = None  # the fewest runs any measured claim stands on (None: written before series)
     untraceable: list[str] = field(default_factory=list)  # why the block does not trace, one line each
@@ -77,10 +59,16 @@ class Standing:
         extra = ""
         if self.failing:
             extra = f", {self.failing} not"
+        if self.below_goal:
+            extra += f", {len(self.below_goal)} below goal (by " + ", ".join(
+                f"{v:.1%}" for _, v in sorted(self.below_goal.items())) + ")"
         if self.moved:
             extra += f", {len(self.moved)} drifted"
         if self.state == State.provisional and self.runs is not None:
             extra += f" ({self.runs} of {RUNS} runs)"
+        if self.unaudited and self.state == State.measured:
+            extra += (f"; not verified: {len(self.unaudited)} record{'s' if len(self.unaudited) != 1 else ''} "
+                      f"without a passing profile audit ({self.unaudited[0]})")
         return f"{self.state.label} {where}, {(self.date or '')[:10]}: {counts}{extra}"
 
 
@@ -89,8 +77,9 @@ def _drifted(meta: PageMeta, history: list[ClaimRow]) -> list[str]:
     latest run moved their figure, or which passed the run before and fail now."""
     claims = meta.measurements.claims if meta.measurements else {}
     if any(mc.runs is not None for mc in claims.values()):
-        return sorted(cid for cid, mc in claims.items() if mc.drift is not None)
-    moved = {cid for cid, mc in claims.items() if mc.change in MOVED}
+        by_id = {c.id: c for c in meta.claims}
+        return sorted(cid for cid, mc in claims.items() if cid in by_id and regressed(by_id[cid], mc))
+    moved = {cid for cid, mc in claims.items() if mc.change == SLOWER}
     by_claim: dict[tuple[str, str], list[ClaimRow]] = {}
     for row in history:
         by_claim.setdefault((row.claim, row.gpu), []).append(row)
@@ -120,34 +109,56 @@ def standing(meta: PageMeta, history: list[ClaimRow] | None = None, trace: PageT
         _count(out, meta, traced, history)
         out.state, out.untraceable, out.verified_on = State.untraceable, trace.reasons(), None
         return out
-    _count(out, meta, counted, history)
-    if out.failing or (out.judged and not out.passing):
+    _count(out, meta, counted, history, trace)
+    out.unaudited = list(trace.unaudited) if trace is not None else []
+    if out.failing or (out.judged and not out.passing and not out.below_goal):
         out.state = State.not_reproduced
     elif out.moved:
         out.state = State.drifted
+    elif out.below_goal:
+        out.state = State.below_goal
     elif out.runs is not None and out.runs < RUNS:
         out.state = State.provisional
-    elif m.evidence_level.value == "verified":
+    elif m.evidence_level.value == "verified" and not out.unaudited:
         out.state = State.verified
     else:
         out.state = State.measured
+    if out.state != State.verified and out.evidence == EvidenceLevel.verified.value:
+        out.evidence = EvidenceLevel.measured.value  # "verified" has one meaning: the state
     return out
 
 
-def _count(out: Standing, meta: PageMeta, claims: dict[str, MeasuredClaim], history: list[ClaimRow] | None) -> None:
-    """The counts, drifted claims, runs and headline of a standing, over `claims`."""
-    verdicts = [mc.verdict for mc in claims.values()]
-    out.judged = sum(v in JUDGED for v in verdicts)
-    out.passing = sum(v in PASSING for v in verdicts)
-    out.failing = sum(v in NOT_REPRODUCED for v in verdicts)
+def evidence_rank(st: Standing) -> int:
+    """The rank on the evidence ladder `query --evidence` filters a page with a measurements block by: its
+    standing's, so that `query`, MCP and the home page count the same verified pages."""
+    try:
+        return EvidenceLevel(st.evidence).rank
+    except ValueError:  # 'untraceable': ranked as the author's level by kwiki.results.trace.evidence
+        return EvidenceLevel.source_reported.rank
+
+
+def _count(out: Standing, meta: PageMeta, claims: dict[str, MeasuredClaim], history: list[ClaimRow] | None,
+           trace: PageTrace | None = None) -> None:
+    """The counts, drifted, below-goal and caught claims, runs and headline of a standing, over `claims`."""
+    by_id = {c.id: c for c in meta.claims}
+    out.caught = {cid: why for cid, why in (trace.caught() if trace is not None else {}).items() if cid in claims}
+    out.below_goal = {cid: short for cid, mc in claims.items() if cid in by_id and cid not in out.caught
+                      and (short := below_goal(by_id[cid], mc)) is not None}
+    verdicts = {cid: mc.verdict for cid, mc in claims.items()}
+    out.judged = sum(v in JUDGED for v in verdicts.values())
+    out.passing = sum(v in PASSING and cid not in out.caught for cid, v in verdicts.items())
+    out.failing = sum((v in NOT_REPRODUCED or cid in out.caught) and cid not in out.below_goal
+                      for cid, v in verdicts.items())
     out.moved = _drifted(meta, history or [])
+    out.improved = sorted(cid for cid, mc in claims.items() if cid in by_id and improved(by_id[cid], mc))
     counted = [mc.runs for mc in claims.values() if mc.runs is not None]
     out.runs = min(counted) if counted else None
     # "how fast" first: a rate, then a ratio (x cuBLAS, fraction of a ceiling), then the rest
     ranked = sorted(meta.claims, key=lambda c: HEADLINE_ORDER.get(c.metric.value, len(HEADLINE_ORDER)))
     order = [c.id for c in ranked]
     out.headline = next(((cid, claims[cid]) for cid in order
-                         if cid in claims and claims[cid].value is not None and claims[cid].verdict in PASSING),
+                         if cid in claims and claims[cid].value is not None and claims[cid].verdict in PASSING
+                         and cid not in out.caught),
                         None)
 
 

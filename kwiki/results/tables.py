@@ -7,8 +7,9 @@ from collections.abc import Callable, Mapping
 
 from kwiki.core.numbers import NONE, fmt, fmt_spread
 from kwiki.results.series import drift_text
+from kwiki.results.states import claim_word, improved
 from kwiki.wiki.model import Claim, MeasuredClaim, Provenance
-from kwiki.wiki.verdict import RUNS
+from kwiki.wiki.verdict import RUNS, Verdict
 
 
 def provenance_text(p: Provenance, *, full: bool = False) -> str:
@@ -57,29 +58,42 @@ def _conditions(claim: Claim) -> str:
     return text
 
 
-def _plain_verdict(mc: MeasuredClaim | None) -> str:
+def _plain_verdict(claim: Claim, mc: MeasuredClaim | None) -> str:
+    """The claim's state in words (kwiki.results.states), with why where it has no figure or was caught."""
+    word, _ = claim_word(claim, mc)
     if mc is None:
-        return "not measured"
-    return mc.verdict.value + (f" ({mc.detail})" if mc.detail and mc.value is None else "")
+        return word
+    return word + (f" ({mc.detail})" if mc.detail and (mc.value is None or mc.verdict == Verdict.failed) else "")
 
 
 def runs_text(mc: MeasuredClaim | None) -> str:
-    """'3 runs, 4.381–4.452' or '1 of 3 runs: provisional': what a figure stands on ('—' before series)."""
+    """'3 runs, 4.381–4.452, 2 boards 1.2% apart' or '1 of 3 runs, 1 board: provisional': what a figure stands on
+    ('—' before series)."""
     if mc is None or mc.runs is None:
         return NONE
     spread = f", {fmt(mc.range[0])}–{fmt(mc.range[1])}" if mc.range and mc.runs > 1 else ""
+    spread += boards_text(mc)
     if mc.runs < RUNS:
         return f"{mc.runs} of {RUNS} runs{spread}: provisional"
     return f"{mc.runs} runs{spread}"
 
 
-def measured_text(mc: MeasuredClaim, unit: str) -> str:
+def boards_text(mc: MeasuredClaim) -> str:
+    """', 1 board' or ', 2 boards 1.2% apart': the boards behind a median ('' where the block names none)."""
+    if not mc.boards:
+        return ""
+    n = len(mc.boards)
+    apart = mc.board_spread
+    return f", {n} board{'s' if n != 1 else ''}" + (f" {apart:.1%} apart" if apart is not None else "")
+
+
+def measured_text(mc: MeasuredClaim, unit: str, claim: Claim | None = None) -> str:
     """'4.410 TB/s ±2.0% (+8.4% vs the series median)': a measured figure with its band and drift."""
     if mc.value is None:
         return NONE
     value = f"{fmt(mc.value)} {mc.unit or unit}{fmt_spread(mc.spread)}"
     if mc.drift is not None:
-        value += f" (latest run {drift_text(mc.drift)})"
+        value += f" (latest run {drift_text(mc.drift)}{', improved' if claim and improved(claim, mc) else ''})"
     elif mc.change and mc.change not in ("new", "same"):
         value += f" ({mc.change})"
     return value
@@ -87,7 +101,8 @@ def measured_text(mc: MeasuredClaim, unit: str) -> str:
 
 def claims_table(claims: list[Claim], measured: Mapping[str, MeasuredClaim], *,
                  text: Callable[[str], str] = md_cell,
-                 verdict: Callable[[MeasuredClaim | None], str] = _plain_verdict, provenance: bool = True) -> str:
+                 verdict: Callable[[Claim, MeasuredClaim | None], str] = _plain_verdict,
+                 provenance: bool = True) -> str:
     """The claims table, one definition for the page (plain Markdown) and the site (`text` escapes
     for Markdown, `verdict` draws a badge): claimed, measured, ratio to the claim, verdict, the runs
     it stands on, where (without `provenance`: no where column, the site says it once below the table)."""
@@ -99,9 +114,9 @@ def claims_table(claims: list[Claim], measured: Mapping[str, MeasuredClaim], *,
         cell = f"{text(claim.statement)}<br><small>`{claim.id}`{' · ' + text(cond) if cond else ''}</small>"
         value = ratio = NONE
         if mc is not None and mc.value is not None:
-            value = measured_text(mc, claim.unit)
+            value = measured_text(mc, claim.unit, claim)
             ratio = f"{mc.value / claim.reference:.2f}×" if claim.reference else NONE
         where = provenance_text(mc.provenance) if mc and mc.provenance else NONE
-        rows.append(f"| {cell} | {text(claim.describe())} | {text(value)} | {ratio} | {verdict(mc)} "
+        rows.append(f"| {cell} | {text(claim.describe())} | {text(value)} | {ratio} | {verdict(claim, mc)} "
                     f"| {text(runs_text(mc))} |" + (f" {text(where)} |" if provenance else ""))
     return "\n".join(rows) + "\n"

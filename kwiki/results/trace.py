@@ -43,18 +43,20 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from kwiki.core.errors import Problem
-from kwiki.results.judge import judge
-from kwiki.results.series import claim_value, stats
+from kwiki.results.audits import Audits, audit_key, declares_work
+from kwiki.results.judge import judge, matches
+from kwiki.results.series import Caught, boards_of, caught, caught_text, claim_value, run_board, runs_of, stats
+from kwiki.results.states import UNTRACEABLE  # the state and evidence label of a block that does not trace
 from kwiki.results.store import ClaimRow, RecordRow, read_all
 from kwiki.wiki.evidence import AUTHOR_LEVELS, EvidenceLevel
-from kwiki.wiki.model import Claim, MeasuredClaim, PageMeta
+from kwiki.wiki.manifest import HOST
+from kwiki.wiki.model import Claim, MeasuredClaim, Metric, PageMeta
 from kwiki.wiki.verdict import OUT_OF_SCOPE, PASSING, RUNS, Verdict
 
 # relative: figures are stored to 5 significant digits (kwiki.core.numbers.round_sig), so the median or
 # ratio of stored figures differs from the stored median by at most about 1.5e-4 of it
 TOLERANCE = 3e-4
 MOVED = frozenset({"faster", "slower"})
-UNTRACEABLE = "untraceable"  # the page state and evidence label of a block that does not trace
 LEGACY = "written before traceability (no run ids); re-run kwiki verify"
 
 
@@ -66,6 +68,7 @@ class ClaimTrace:
     reason: str | None = None  # why not (or, for a legacy claim, that it was written before run ids)
     legacy: bool = False  # traced through a claim row written before run ids
     gpu: str | None = None  # the GPU of the run it traced to (None: nothing to trace, a not-run entry)
+    caught: str | None = None  # a variant it compares was caught in a run of its series (kwiki.results.series)
 
 
 @dataclass
@@ -74,6 +77,7 @@ class PageTrace:
 
     claims: dict[str, ClaimTrace] = field(default_factory=dict)
     block: str | None = None  # why the block as a whole does not trace
+    unaudited: list[str] = field(default_factory=list)  # records its claims compare without a passing audit
 
     @property
     def traceable(self) -> bool:
@@ -90,6 +94,10 @@ class PageTrace:
         out += [f"claim {cid}: {t.reason}" for cid, t in sorted(self.claims.items()) if not t.traceable]
         return out
 
+    def caught(self) -> dict[str, str]:
+        """claim id -> where a variant it compares was caught in a run of its series: such a claim is failed."""
+        return {cid: t.caught for cid, t in sorted(self.claims.items()) if t.caught}
+
     def untraceable(self, claim_id: str) -> str | None:
         t = self.claims.get(claim_id)
         return t.reason if t is not None and not t.traceable else None
@@ -99,11 +107,13 @@ class Store:
     """The results store's rows, indexed for tracing: claim rows by (page, claim, run), record rows by
     (series, artifact, run), the claim rows written before series by (page, claim), and by page."""
 
-    def __init__(self, rows: list[RecordRow | ClaimRow]):
+    def __init__(self, rows: list[RecordRow | ClaimRow], audits: Audits | None = None):
+        self.audits = audits if audits is not None else Audits()  # none given: nothing counts as audited
         self.claim_rows: dict[tuple[str, str, str], ClaimRow] = {}
         self.legacy_rows: dict[tuple[str, str], list[ClaimRow]] = {}
         self.records: dict[tuple[str | None, str, str], list[RecordRow]] = {}
         self.run_records: dict[tuple[str, str], list[RecordRow]] = {}  # (artifact, run): one run, one series
+        self.series_records: dict[tuple[str | None, str], list[RecordRow]] = {}  # (series, artifact): every run
         self.by_page: dict[str, list[ClaimRow]] = {}
         for row in rows:
             if isinstance(row, ClaimRow):
@@ -114,10 +124,11 @@ class Store:
             else:
                 self.records.setdefault((row.series, row.artifact, row.run_id), []).append(row)
                 self.run_records.setdefault((row.artifact, row.run_id), []).append(row)
+                self.series_records.setdefault((row.series, row.artifact), []).append(row)
 
     @classmethod
     def load(cls, root: Path) -> Store:
-        return cls(read_all(root))
+        return cls(read_all(root), Audits.load(root))
 
     def history(self, page_id: str, path: str | None = None) -> list[ClaimRow]:
         """The claim rows of a page (by its id, and by its path in older rows)."""
@@ -191,7 +202,7 @@ def _figure(claim: Claim, mc: MeasuredClaim, row: ClaimRow, store: Store, other:
     verdict, judged again from them against the claim as the page states it now (the claim lies outside
     the sealed block: a figure raised after the run would otherwise keep the run's verdict)."""
     assert mc.value is not None
-    values = []
+    values, boards = [], []
     for run_id in mc.run_ids or []:
         rows = store.records.get((mc.series, row.artifact, run_id), [])
         per_rows = store.run_records.get((other, run_id)) if other else None  # the same run's other artifact
@@ -199,6 +210,11 @@ def _figure(claim: Claim, mc: MeasuredClaim, row: ClaimRow, store: Store, other:
         if value is None:
             return _no(f"run {run_id} holds no figure of this claim in series {mc.series or 'none'} in results/")
         values.append(value)
+        boards.append((run_board(rows, claim), value))
+    if mc.boards is not None:
+        have = [(b.board, b.runs) for b in mc.boards]
+        if have != [(b, n) for b, n, _ in boards_of(boards)]:
+            return _no(f"boards {have}, but its runs in results/ ran on {[(b, n) for b, n, _ in boards_of(boards)]}")
     if mc.runs is not None and mc.runs != len(values):
         return _no(f"stands on {mc.runs} runs, but names {len(values)} run ids")
     median = statistics.median(values)
@@ -210,10 +226,26 @@ def _figure(claim: Claim, mc: MeasuredClaim, row: ClaimRow, store: Store, other:
     if mc.runs is not None:  # judged over its series (kwiki.verify.series.judge_over_runs)
         band = stats(values).band
         now = judge(claim, median, band)
+        c = _caught(claim, mc, row, store, other)
+        if c is not None and mc.verdict == Verdict.failed:
+            return ClaimTrace(True, gpu=row.gpu, caught=caught_text(c))
         if now != mc.verdict and judge(claim, mc.value, mc.spread or band) != mc.verdict:  # rounding aside
             return _no(f"verdict {mc.verdict.value}, but its runs make it {now.value} against the claim as the "
                        f"page states it ({claim.describe()}): the claim was edited after the run")
+        if c is not None:  # a block written before the rule: it traces, and every reader counts it as failed
+            return ClaimTrace(True, gpu=row.gpu, caught=caught_text(c))
     return ClaimTrace(True, gpu=row.gpu)
+
+
+def _caught(claim: Claim, mc: MeasuredClaim, row: ClaimRow, store: Store, other: str | None) -> Caught | None:
+    """Whether a variant the claim compares was caught in a run of its series up to the run that wrote the
+    block (kwiki.results.series.caught): then the block's verdict must be `failed`."""
+    if mc.series is None:
+        return None
+    runs = [run for run in runs_of(store.series_records.get((mc.series, row.artifact), []), mc.series, row.artifact,
+                                   None) if max(r.date for r in run) <= row.date]
+    per = {run[0].run_id: store.run_records.get((other, run[0].run_id), []) for run in runs} if other else None
+    return caught(runs, claim, per)
 
 
 def _legacy(page_id: str, path: str | None, claim_id: str, mc: MeasuredClaim, store: Store) -> ClaimTrace:
@@ -241,6 +273,7 @@ def trace(meta: PageMeta, store: Store, path: str | None = None) -> PageTrace | 
     if m is None:
         return None
     out = PageTrace({cid: trace_claim(meta, cid, mc, store, path) for cid, mc in sorted(m.claims.items())})
+    out.unaudited = _unaudited(meta, store)
     measured = m.evidence_level.rank >= EvidenceLevel.measured.rank
     if not meta.artifacts and (measured or m.verified_on or not all(map(asserts_nothing, m.claims.values()))):
         out.block = "the page names no artifact, so no kwiki run can have measured it"
@@ -254,6 +287,36 @@ def trace(meta: PageMeta, store: Store, path: str | None = None) -> PageTrace | 
         why = _not_verified(meta, out)
         if why:
             out.block = f"evidence_level verified does not follow from its claims: {why}"
+    return out
+
+
+def _unaudited(meta: PageMeta, store: Store) -> list[str]:
+    """Why the records the page's passing claims compare (in the run that wrote each) are not all audited: one
+    line per record that declares work and has no passing profile audit of its code (kwiki.results.audits)."""
+    assert meta.measurements is not None
+    out: list[str] = []
+    claims = {c.id: c for c in meta.claims}
+    for cid, mc in sorted(meta.measurements.claims.items()):
+        claim = claims.get(cid)
+        if (claim is None or claim.measure is None or claim.metric == Metric.outcome or mc.verdict not in PASSING
+                or not mc.run_ids or not mc.series):
+            continue
+        m, last = claim.measure, mc.run_ids[-1]
+        written = store.claim_rows.get((meta.id, cid, last))
+        if written is None:
+            continue  # does not trace: said by the trace
+        for sel in filter(None, [m.of, m.per]):
+            other = sel.artifact not in (None, m.artifact)
+            name = _other_artifact(meta, claim) if other else None
+            rows = (store.run_records.get((name, last), []) if other and name else
+                    store.records.get((mc.series, written.artifact, last), []))
+            for row in rows:
+                if not matches(row, sel) or row.target == HOST or not declares_work(row.figures):
+                    continue
+                why = store.audits.why_not(audit_key(row.series, row.nvcc, row.target), row.artifact, row.variant,
+                                           row.params)
+                if why is not None and why not in out:
+                    out.append(why)
     return out
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kwiki.results.standing import Standing, State
+from kwiki.results.states import ORDER, SECTION
 from kwiki.results.store import ClaimRow, RecordRow
 from kwiki.results.trace import PageTrace
 from kwiki.site.render import (
@@ -41,23 +42,7 @@ HOME = "index.md"
 HOME_ROWS = 12
 PREVIEW_ROWS = 10  # pages an index shows of each group before linking the whole group
 PAGE_ROWS = 100  # pages listed on one page of a group
-STATE_ORDER = [State.verified, State.provisional, State.measured, State.drifted, State.not_reproduced,
-               State.untraceable, State.not_measured]
-SECTION = {
-    State.verified: ("Verified", "kwiki reproduced every claim that could run."),
-    State.provisional: ("Provisional", "kwiki measured these pages on fewer runs than a verdict needs (3); "
-                                       "not verified yet."),
-    State.measured: ("Measured", "kwiki measured these pages; not every claim could be reproduced on the GPU used."),
-    State.drifted: ("Drifted", "a figure moved beyond the noise since the previous run on the same GPU model, "
-                               "or a claim that passed before fails now."),
-    State.not_reproduced: ("Not reproduced", "a measured figure came out worse than claimed, or the artifact's "
-                                             "check failed."),
-    State.untraceable: ("Untraceable", ("the page's measurements block does not trace to the results store: a "
-                                        "figure or verdict no run recorded (edited or written by hand). Nothing "
-                                        "on these pages counts as verified until kwiki verify runs again.")),
-    State.not_measured: ("Never reproduced", "no kwiki run yet: the figures are as the page's author or sources "
-                                             "report them."),
-}
+STATE_ORDER = ORDER  # the states and their words: kwiki.results.states
 UPPER = {"nvidia": "NVIDIA", "amd": "AMD", "apis": "APIs", "ptx": "PTX", "cuda": "CUDA"}
 
 
@@ -137,6 +122,7 @@ def home_block(pages: list[SitePage], run: LastRun | None, from_rel: str = HOME)
            _stat(f"{passing} / {judged}", "measured claims reproduced"),
            _stat(len(groups[State.verified]), "pages verified"),
            _stat(len(groups[State.drifted]) + len(groups[State.not_reproduced]), "drifted or not reproduced"),
+           *([_stat(len(groups[State.below_goal]), "below goal")] if groups[State.below_goal] else []),
            *([_stat(len(groups[State.untraceable]), "untraceable")] if groups[State.untraceable] else []),
            _stat(claims, "claims in all"), "</div>", ""]
     if run:

@@ -20,8 +20,9 @@ from kwiki.core.numbers import fmt
 from kwiki.core.paths import inside, within
 from kwiki.results import tables
 from kwiki.results.standing import Standing
+from kwiki.results.states import claim_word
 from kwiki.results.trace import PageTrace
-from kwiki.wiki.model import MeasuredClaim, PageMeta
+from kwiki.wiki.model import Claim, MeasuredClaim, PageMeta
 from kwiki.wiki.verdict import NOT_REPRODUCED, OUT_OF_SCOPE, PASSING, Verdict
 
 if TYPE_CHECKING:
@@ -65,13 +66,13 @@ def relative(path: str, start: str) -> str:
 # ---------------------------------------------------------------- header
 
 
-def _drift(meta: PageMeta, st: Standing) -> list[str]:
+def _drift(meta: PageMeta, ids: list[str]) -> list[str]:
     """'bw-16384 +8.4% (regressed)' for each drifted claim: the size of its move and whether it went the
     claim's better way (`standing` decided which claims drifted; this only reads their figures)."""
     claims = {c.id: c for c in meta.claims}
     measured = meta.measurements.claims if meta.measurements else {}
     out = []
-    for cid in st.moved:
+    for cid in ids:
         mc, claim = measured.get(cid), claims.get(cid)
         if mc is not None and mc.drift is not None and claim is not None:
             better = claim.better or ("lower" if claim.metric.value == "time" else "higher")
@@ -99,9 +100,12 @@ def state_line(meta: PageMeta, st: Standing) -> str:
         parts.append(f"{cited} cited figure{'s' if cited != 1 else ''} not testable here")
     elif cited:
         parts.append(f"{cited} of {len(meta.claims)} cited figures not testable here")
-    drift = _drift(meta, st)
+    drift = _drift(meta, st.moved)
     if drift:
         parts.append("drifted: " + "; ".join(drift))
+    better = _drift(meta, st.improved)  # said, never an alarm (kwiki.results.states)
+    if better:
+        parts.append("improved: " + "; ".join(better))
     return " · ".join(parts)
 
 
@@ -153,10 +157,10 @@ def sources_section(meta: PageMeta) -> str:
 # ---------------------------------------------------------------- claims
 
 
-def _verdict_badge(mc: MeasuredClaim | None) -> str:
-    if mc is None:
-        return badge("not measured", "kw-verdict", "kw-v-none")
-    return badge(mc.verdict.value, "kw-verdict", f"kw-v-{VERDICT_CLASS.get(mc.verdict, 'none')}")
+def _verdict_badge(claim: Claim, mc: MeasuredClaim | None, caught: str | None = None) -> str:
+    """The claim's state in words (kwiki.results.states.claim_word) as a badge."""
+    word, kind = claim_word(claim, mc, caught)
+    return badge(word, "kw-verdict", f"kw-v-{kind}")
 
 
 def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
@@ -167,11 +171,13 @@ def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
     measured = meta.measurements.claims if meta.measurements else {}
     untraceable = {id(mc): trace.untraceable(cid) for cid, mc in measured.items()} if trace is not None else {}
 
-    def verdict(mc: MeasuredClaim | None) -> str:
+    caught = trace.caught() if trace is not None else {}
+
+    def verdict(claim: Claim, mc: MeasuredClaim | None) -> str:
         why = untraceable.get(id(mc)) if mc is not None else None
         if why is not None and mc is not None:  # (a reason is looked up only for a measured claim)
             return badge(f"untraceable (says {mc.verdict.value})", "kw-verdict", "kw-v-untraceable")
-        return _verdict_badge(mc)
+        return _verdict_badge(claim, mc, caught.get(claim.id))
 
     # one provenance for every measured claim (a full run): said once below the table, not on every row
     wheres = {tables.provenance_text(mc.provenance) for c in meta.claims

@@ -27,6 +27,7 @@ import yaml
 from kwiki.core.errors import UsageError
 from kwiki.core.paths import inside, links_out
 from kwiki.core.writefile import write_atomic
+from kwiki.results.audits import Audits
 from kwiki.results.standing import claim_rows_by_page, standing
 from kwiki.results.store import ClaimRow, RecordRow, read_all
 from kwiki.results.trace import Store, trace
@@ -125,7 +126,7 @@ def _site_pages(root: Path, rows: list[RecordRow | ClaimRow], strict: bool) -> l
     if strict and problems:
         raise SiteError(f"{len(problems)} page errors (run 'kwiki check')", [p.format() for p in sorted(problems)])
     by_page = claim_rows_by_page(rows)
-    store = Store(rows)
+    store = Store(rows, Audits.load(root))
     out = []
     for page in wiki.pages:
         if page.meta is not None and is_draft(page.meta):  # drafts stay drafts: not staged, listed or exported

@@ -188,4 +188,5 @@ def evidence_for(results: list[ClaimResult]) -> str | None:
     all_pass = all(r.verdict in PASSING for r in runnable)
     on_matching = all(r.matches_hardware for r in runnable)
     settled = not any(r.provisional for r in runnable)  # fewer runs than a series needs: never verified
-    return "verified" if all_pass and on_matching and settled else "measured"
+    audited = not any(r.unaudited for r in runnable)  # every record they compare passed a profile audit
+    return "verified" if all_pass and on_matching and settled and audited else "measured"

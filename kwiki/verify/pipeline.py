@@ -12,8 +12,10 @@ from typing import Any
 from kwiki import SCHEMA_VERSION
 from kwiki.core.errors import EnvironmentProblem, Problem, UsageError
 from kwiki.core.suggest import did_you_mean
+from kwiki.results.audits import Audits
 from kwiki.results.record import PROTOCOL_VERSION
 from kwiki.results.store import RecordRow
+from kwiki.verify import audit as audits
 from kwiki.verify import compute_sanitizer as sanitizer
 from kwiki.verify import env as envmod
 from kwiki.verify import gates, history, pyartifact, sass, series
@@ -52,6 +54,7 @@ class Report:
     series: dict[str, str] = field(default_factory=dict)  # artifact path -> series key
     profiled: profiler.ProfileStage | None = None  # --profile (or the cached profiles a timed run attached)
     sanitized: sanitizer.SanitizeStage | None = None  # --sanitize
+    audits: dict[str, Any] | None = None  # the profile audits run (a timed run) or missing (--list-audits)
     stage_only: bool = False  # --profile / --sanitize: build -> stage, no timed runs, no claims, nothing written
 
     def nothing_verified(self, *, compile_only: bool, until_runs: int | None) -> str | None:
@@ -77,7 +80,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return (not any(c.verdict in BLOCKING for c in self.claims)
+        return (not any(c.verdict in BLOCKING and c.below_goal is None for c in self.claims)  # below goal: no failure
                 and all(b.ok for b in self.builds)
                 and not any(f.fail for _, _, f in self.gating.findings)
                 and not any(p.severity == "error" for p in self.problems))
@@ -107,6 +110,7 @@ class Report:
             "gates": self.gating.as_json(),
             "profile": self.profiled.as_json() if self.profiled else None,
             "sanitize": self.sanitized.as_json() if self.sanitized else None,
+            "audits": self.audits,
             "mechanism": self.mechanism.as_json(),
             "record_changes": self.record_changes,
             "problems": [p.as_json() for p in self.problems],
@@ -147,6 +151,8 @@ def verify(root: Path, options: Options, progress: Callable[[str], None],
         raise UsageError("--variants selects what --profile and --sanitize run; a timed run runs every variant")
     if executor is not None and (options.stage_only or options.compile_only):
         raise UsageError("--ray runs timed runs on a cluster; --profile, --sanitize and --compile-only run here")
+    if options.list_audits:
+        return list_audits(root, options, progress)
     return run_tools(root, options, progress) if options.stage_only else measure(root, options, progress, executor)
 
 
@@ -161,17 +167,30 @@ def measure(root: Path, options: Options, progress: Callable[[str], None],
     run_seconds, ran = 0.0, 0
     if executor is not None:  # its tasks hold their GPUs: one timing run per GPU there
         outcomes, run_seconds, ran = executor.run_stage(prep.plan, built.builds, root, prep.run_id, progress)
-    else:
+    audited = None
+    if executor is None:
         with gpu_lock(prep.plan.gpu, root, progress):  # one timing run per GPU, across processes
             outcomes, run_seconds, ran = _run_stage(prep.plan, built.builds, root, prep.run_id, progress)
+            if options.audit and outcomes:  # the audits its records lack, where ncu is found
+                audited = audits.run_missing(prep.plan, built.builds, outcomes, prep.keys, prep.environment.nvcc,
+                                             root, prep.now.isoformat(), write=options.write, progress=progress)
     # figures of earlier --profile runs of these binaries (no ncu)
     profiled = profiler.cached_stage(prep.plan, built.builds, outcomes, root, options.profile_tolerance) \
         if outcomes else None
+    if audited is not None and audited.profiles:  # the audits just run: their counters and their gate
+        profiler.attach(audited.profiles, outcomes, audited.names)
+        profiled = profiled or profiler.ProfileStage(tolerance=options.profile_tolerance)
+        have = {p.artifact for p in profiled.profiles}
+        profiled.profiles += [p for p in audited.profiles if p.artifact not in have]
     report = _gate(prep, built, outcomes, profiled=profiled)
     if executor is not None:
         report.clocks_after = {}  # this machine's NVML would describe another GPU than the runs'
     report.claims = evaluate(prep.plan, built.builds, outcomes, report.gating)
     series.judge_over_runs(prep.plan, report.claims, prep.past, prep.keys, prep.run_id)
+    audits.mark(prep.plan, report.claims, outcomes, prep.keys, prep.environment.nvcc, Audits.load(root))
+    if audited is not None:
+        report.notes += audited.notes
+        report.audits = audited.as_json()
     base = _provenance(report, None)
     report.record_changes = history.record_run(root, base, report.run_id, report.date, prep.plan, outcomes,
                                                report.claims, write=options.write, series=prep.keys,
@@ -181,6 +200,21 @@ def measure(root: Path, options: Options, progress: Callable[[str], None],
         report.written += written
         report.problems += failed
     report.seconds = _seconds(time.monotonic() - t0, built, run_seconds, ran)
+    return report
+
+
+def list_audits(root: Path, options: Options, progress: Callable[[str], None]) -> Report:
+    """--list-audits: the profile audits the selected pages' records lack, from the pages, the artifacts' files and
+    the committed results alone (nothing built or run)."""
+    prep = _prepare(root, options, progress)
+    report = Report(prep.run_id, prep.now.isoformat(), prep.environment, prep.plan, [], {}, [], prep.problems,
+                    notes=list(prep.notes), series=prep.keys)
+    report.stage_only = True
+    lacking = audits.missing(prep.plan, prep.keys, prep.environment.nvcc, Audits.load(root), prep.past)
+    report.audits = {"missing": lacking}
+    report.notes.append(f"--list-audits: {len(lacking)} records the selected pages' claims compare lack a passing "
+                        "profile audit of their code" + ("" if not lacking else ": " + "; ".join(
+                            f"{m['artifact']} {m['variant']}" for m in lacking)))
     return report
 
 
@@ -202,8 +236,13 @@ def run_tools(root: Path, options: Options, progress: Callable[[str], None]) -> 
 def profile(prep: _Prepared, built: _Built, root: Path, options: Options,
             progress: Callable[[str], None]) -> profiler.ProfileStage:
     """--profile: Nsight Compute over every artifact with a GPU build here; its counters are cached for the timed
-    runs of the same binaries."""
-    return profiler.run_stage(prep.plan, built.builds, root, progress, options.profile_tolerance)
+    runs of the same binaries, and (with `options.write`, at the evidence's tolerances) its audits committed to
+    results/audits/ (kwiki.results.audits)."""
+    stage = profiler.run_stage(prep.plan, built.builds, root, progress, options.profile_tolerance)
+    if options.write and options.profile_tolerance is None and prep.plan.gpu is not None:
+        n = audits.commit(prep.plan, stage.profiles, prep.keys, prep.environment.nvcc, root, prep.now.isoformat())
+        stage.notes.append(f"--profile: {n} audits committed to results/audits/")
+    return stage
 
 
 def sanitize(prep: _Prepared, built: _Built, root: Path, options: Options,
@@ -239,9 +278,9 @@ def _prepare(root: Path, options: Options, progress: Callable[[str], None],
     if options.stage_only:
         asked = [n for n, on in (("profile", options.profile), ("sanitize", options.sanitize)) if on]
         notes.append(f"--{' and --'.join(asked)}: build, then only that stage: no timed runs, no claims judged, "
-                     "nothing written"
-                     + (" (a timed `kwiki verify` gives its records the cached profile figures)" if options.profile
-                        else ""))
+                     "no page written"
+                     + (" (its audits are committed to results/audits/; a timed `kwiki verify` gives its records "
+                        "the cached profile figures)" if options.profile else ""))
     if options.until_runs is not None:
         skipped = series.until_runs(the_plan, past, keys, options.until_runs)
         notes.append(f"--until-runs {options.until_runs}: {len(skipped)} artifacts whose series have "

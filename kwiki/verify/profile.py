@@ -43,6 +43,7 @@ from kwiki.core.numbers import fmt, params_text
 from kwiki.core.paths import shown
 from kwiki.core.proc import run_group
 from kwiki.core.writefile import write_atomic
+from kwiki.results.audits import FLOPS_TOLERANCE, AuditRow, tolerance_for
 from kwiki.results.ladders import bytes_figure
 from kwiki.results.record import Record, parse_records
 from kwiki.verify import kernels as kmatch
@@ -138,6 +139,7 @@ class Audit:
     flops_measured: float | None = None
     finding: Finding | None = None
     note: str | None = None
+    tolerance: float | None = None  # the bytes tolerance it was held to
 
     @property
     def bytes_ratio(self) -> float | None:
@@ -165,10 +167,14 @@ def _ratio(declared: float | None, measured: float | None) -> float | None:
 FP32 = {"fp32", "f32", "float"}
 
 
-def audit(record: Record, figs: dict[str, float], tolerance: float, where: str) -> Audit:
-    """Hold `record`'s declared bytes (DRAM or L2 level) and FP32 FLOPs to the profiled ones x (1 + tolerance)."""
+def audit(record: Record, figs: dict[str, float], tolerance: float | None, where: str) -> Audit:
+    """Hold `record`'s declared bytes (DRAM or L2 level) and FP32 FLOPs to the profiled ones x (1 + tolerance);
+    `tolerance` None: each level's, set from evidence (kwiki.results.audits)."""
     a = Audit(record.variant, dict(record.params), figs, [], bytes_level=record.bytes_level)
-    limit = 1 + tolerance
+    level_tol = tolerance if tolerance is not None else tolerance_for(record.bytes_level)
+    limit = 1 + (level_tol if level_tol is not None else 0.0)
+    flops_limit = 1 + (tolerance if tolerance is not None else FLOPS_TOLERANCE)
+    a.tolerance = level_tol
     why = []
     if record.bytes:
         key = bytes_figure(figs, record.bytes_level)
@@ -178,16 +184,17 @@ def audit(record: Record, figs: dict[str, float], tolerance: float, where: str) 
             a.note = f"{record.bytes_level} bytes are not audited (no counter here)"
         elif a.bytes_measured is not None and record.bytes > a.bytes_measured * limit:
             why.append(f"declares {fmt(record.bytes, 3)} {record.bytes_level.upper()} bytes, Nsight Compute saw "
-                       f"{fmt(a.bytes_measured, 3)} (x{record.bytes / max(a.bytes_measured, 1.0):.2f}; more than "
+                       f"{fmt(a.bytes_measured, 3)} (x{record.bytes / max(a.bytes_measured, 1.0):.3f}; more than "
                        f"x{limit:g} fails)")
     dtype = str(record.flops_dtype or record.params.get("dtype") or "").lower()
     if record.flops:
         a.flops_declared = record.flops
         if dtype in FP32:
             a.flops_measured = figs.get("ncu_fp32_flops")
-            if a.flops_measured is not None and record.flops > a.flops_measured * limit:
+            if a.flops_measured is not None and record.flops > a.flops_measured * flops_limit:
                 why.append(f"declares {fmt(record.flops, 3)} FP32 FLOPs, Nsight Compute counted "
-                           f"{fmt(a.flops_measured, 3)} (x{record.flops / max(a.flops_measured, 1.0):.2f})")
+                           f"{fmt(a.flops_measured, 3)} (x{record.flops / max(a.flops_measured, 1.0):.3f}; more than "
+                           f"x{flops_limit:g} fails)")
         else:
             a.note = "; ".join(filter(None, [a.note, f"{dtype or 'tensor'} FLOPs are not audited (no counter)"]))
     if why:
@@ -260,7 +267,7 @@ def _read_cache(path: Path) -> tuple[str, str] | None:
 
 
 def cached_profile(planned: PlannedArtifact, build: BuildResult, *, root: Path, gpu: str | None,
-                   tolerance: float = DEFAULT_TOLERANCE) -> ArtifactProfile | None:
+                   tolerance: float | None = DEFAULT_TOLERANCE) -> ArtifactProfile | None:
     """The audited profile `kwiki verify --profile` cached for this very binary, arguments and GPU model, or None
     (no ncu run: for a timed run, whose records then carry the figures)."""
     m = planned.manifest
@@ -278,8 +285,10 @@ def cached_profile(planned: PlannedArtifact, build: BuildResult, *, root: Path, 
 
 
 def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, root: Path, gpu: str | None,
-                     gpu_index: int | None, tolerance: float = DEFAULT_TOLERANCE) -> ArtifactProfile:
-    """Profile the artifact's shared-process variants in one ncu process (or read the cache) and audit them."""
+                     gpu_index: int | None, tolerance: float | None = DEFAULT_TOLERANCE,
+                     budget_s: float | None = None) -> ArtifactProfile:
+    """Profile the artifact's shared-process variants in one ncu process (or read the cache) and audit them;
+    `budget_s` bounds the ncu run (an audit run by default: AUDIT_BUDGET_S)."""
     m = planned.manifest
     assert m is not None and build.binary is not None
     out = ArtifactProfile(m.name)
@@ -300,7 +309,8 @@ def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, 
         env = dict(os.environ)
         if gpu_index is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
-        res = run_group(argv, cwd=planned.directory, env=env, timeout=min(3600.0, m.run.timeout_s * TIMEOUT_FACTOR),
+        limit = min(3600.0, m.run.timeout_s * TIMEOUT_FACTOR)
+        res = run_group(argv, cwd=planned.directory, env=env, timeout=min(limit, budget_s or limit),
                         max_output=m.run.max_output_bytes)
         out.seconds = res.seconds
         report = log_file.read_text(errors="replace") if log_file.exists() else ""
@@ -311,7 +321,8 @@ def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, 
         out.log = str(log.relative_to(root))
         tail = [ln for ln in (res.stderr + "\n" + report).splitlines() if ln.startswith("==ERROR==")][:2]
         if res.start_error or res.timed_out or res.returncode not in (0, 1) or tail:
-            why = res.start_error or ("timed out" if res.timed_out else f"exit {res.returncode}")
+            why = res.start_error or ((f"over its budget of {budget_s:.0f} s" if budget_s else "timed out")
+                                      if res.timed_out else f"exit {res.returncode}")
             out.error = f"{rel}: ncu {why}" + (f": {' | '.join(tail)[:300]}" if tail else "")
             return out
         got = (res.stdout, report)
@@ -320,7 +331,7 @@ def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, 
     return out
 
 
-def _audit_all(out: ArtifactProfile, stdout: str, report: str, tolerance: float, rel: str) -> bool:
+def _audit_all(out: ArtifactProfile, stdout: str, report: str, tolerance: float | None, rel: str) -> bool:
     """Audit every profiled record of one run into `out`; False (and out.error) when the run cannot be read."""
     try:
         profiled = cases(parse_records(stdout, out.artifact), read_csv(report))
@@ -360,6 +371,25 @@ def attach(profiles: list[ArtifactProfile], outcomes: Mapping[str, list[Any]],
                     r.extra.update(a.figures)
 
 
+def audit_rows(p: ArtifactProfile, *, series: str, key: str, nvcc: str | None, target: str, gpu: str,
+               date: str) -> list[AuditRow]:
+    """The committed audits (kwiki.results.audits) of one profiled artifact: one per audited record that declares
+    work; none where the profile could not be read."""
+    if p.error or p.skipped:
+        return []
+    out = []
+    for a in p.audits:
+        if a.bytes_declared is None and a.flops_declared is None:
+            continue
+        out.append(AuditRow(
+            key=key, artifact=p.artifact, series=series, nvcc=nvcc, target=target, variant=a.variant,
+            params=a.params, bytes_level=a.bytes_level, bytes_declared=a.bytes_declared,
+            bytes_profiled=a.bytes_measured, flops_declared=a.flops_declared, flops_profiled=a.flops_measured,
+            tolerance=a.tolerance if a.tolerance is not None else 0.0, passed=a.finding is None,
+            reason=a.finding.reason if a.finding else None, note=a.note, gpu=gpu, date=date))
+    return out
+
+
 def closing_note(p: ArtifactProfile) -> str:
     """One line per artifact: declared vs profiled bytes, and every mismatch."""
     if p.skipped:
@@ -386,7 +416,7 @@ class ProfileStage:
     profiles: list[ArtifactProfile] = field(default_factory=list)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
-    tolerance: float = DEFAULT_TOLERANCE
+    tolerance: float | None = DEFAULT_TOLERANCE
 
     def as_json(self) -> dict[str, Any]:
         return {"seconds": round(self.seconds, 3), "tolerance": self.tolerance, "notes": self.notes,
@@ -414,7 +444,7 @@ def _gpu_builds(plan: Any, builds: list[BuildResult], paths: Any) -> list[tuple[
 
 
 def run_stage(plan: Any, builds: list[BuildResult], root: Path, progress: Any,
-              tolerance: float = DEFAULT_TOLERANCE, ncu: str | None = None) -> ProfileStage:
+              tolerance: float | None = DEFAULT_TOLERANCE, ncu: str | None = None) -> ProfileStage:
     """`kwiki verify --profile`: profile every artifact of the plan with a GPU build here (its shared-process
     variants; no timed run before it) and audit them. Without ncu or a GPU: a note, nothing profiled."""
     import time
@@ -442,7 +472,7 @@ def run_stage(plan: Any, builds: list[BuildResult], root: Path, progress: Any,
 
 
 def cached_stage(plan: Any, builds: list[BuildResult], outcomes: Mapping[str, list[Any]], root: Path,
-                 tolerance: float = DEFAULT_TOLERANCE) -> ProfileStage | None:
+                 tolerance: float | None = DEFAULT_TOLERANCE) -> ProfileStage | None:
     """For a timed run: the profiles `kwiki verify --profile` cached for the binaries that ran (no ncu), their
     figures copied into the run's records so claims can name them; None when no binary that ran has one."""
     if plan.gpu is None:

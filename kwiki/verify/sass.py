@@ -49,7 +49,8 @@ from kwiki.wiki.manifest import HOST, MANIFEST, Manifest, Variant
 MECHANISM = "mechanism"  # the gate
 CACHE_NAME = "sass.json"
 CHECKS_NAME = "sass-checks.json"  # beside it: each variant's check result by its expectations, for the same key
-CACHE_VERSION = 1  # bump when what the cache holds, or how SASS is parsed, changes
+# 2: a wgmma wait's depth spelled as a modifier (WARPGROUP.DEPBAR.LE.DEPTH1)
+CACHE_VERSION = 2  # bump when what the cache holds, or how SASS is parsed, changes
 DISASSEMBLE_TIMEOUT_S = 120.0
 
 
@@ -108,6 +109,10 @@ _ARCH = re.compile(r"^\s*arch = (\w+)")
 _SASS_FUNC = re.compile(r"^\s*Function : (\S+)")
 _RES_FUNC = re.compile(r"^\s*Function (\S+):\s*$")
 _RES = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
+# `wgmma.wait_group N` is WARPGROUP.DEPBAR.LE gsb0, 0xN: its operand N (how many wgmma groups may stay in flight)
+# is what a variant about releasing stages early changes, so it is spelled as a modifier: WARPGROUP.DEPBAR.LE.DEPTH1
+WGMMA_WAIT = "WARPGROUP.DEPBAR.LE"
+_WAIT_DEPTH = re.compile(r"\s+gsb0\s*,\s*0x([0-9a-f]+)")
 _INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
 
 
@@ -130,7 +135,10 @@ def parse_listing(text: str) -> dict[str, Kernel]:
             res_for.registers, res_for.stack_bytes, res_for.smem_bytes, res_for.local_bytes = map(int, m.groups())
             res_for = None
         elif current is not None and (m := _INSTR.match(line)):
-            current.opcodes[m.group(1)] = current.opcodes.get(m.group(1), 0) + 1
+            spelling = m.group(1)
+            if spelling == WGMMA_WAIT and (d := _WAIT_DEPTH.match(line, m.end())):
+                spelling += f".DEPTH{int(d.group(1), 16)}"  # wgmma.wait_group N: the depth is the mechanism
+            current.opcodes[spelling] = current.opcodes.get(spelling, 0) + 1
     return kernels
 
 
@@ -319,6 +327,10 @@ def check_variant(variant: Variant, target: str, kernels: dict[str, Kernel],
             if n:
                 spelled = sorted(s for s in k.opcodes if p.matches(s))
                 bad.append(f"kernel {k.name!r}: forbid {p.text!r}: found {n} ({', '.join(spelled[:4])})")
+        cap = variant.sass.max_registers
+        if cap is not None and (k.registers is None or k.registers > cap):
+            bad.append(f"kernel {k.name!r}: max_registers {cap}: uses "
+                       + (f"{k.registers}" if k.registers is not None else "an unknown number (no -res-usage)"))
         stores, loads = spills.get(k.mangled, (None, None))
         evidence.append(KernelEvidence(k.name, k.registers, k.stack_bytes, k.smem_bytes, k.local_bytes,
                                        stores, loads, matched))

@@ -12,7 +12,20 @@ from pathlib import Path
 
 from kwiki.results.judge import judge
 from kwiki.results.record import PROTOCOL_VERSION
-from kwiki.results.series import claim_value, run_counts, runs_of, stats
+from kwiki.results.series import (
+    boards_of,
+    caught,
+    caught_text,
+    claim_value,
+    follows,
+    follows_text,
+    older_series,
+    run_board,
+    run_counts,
+    runs_of,
+    stats,
+)
+from kwiki.results.states import shortfall
 from kwiki.results.store import RecordRow, gpu_slug, read_store, store_path
 from kwiki.verify.build import included_files
 from kwiki.verify.types import ClaimResult, Plan, PlannedArtifact
@@ -97,10 +110,13 @@ def _per_rows(plan: Plan, page_id: str, claim: Claim, series: dict[str, str],
 
 
 def judge_over_runs(plan: Plan, results: list[ClaimResult], rows: list[RecordRow], series: dict[str, str],
-                    run_id: str | None = None, n: int = RUNS) -> None:
-    """Give every measured claim its series, and its verdict from the median of its last `n` runs.
+                    run_id: str | None = None, n: int = RUNS, board: str | None = None) -> None:
+    """Give every measured claim its series, and its verdict from the median of its last `n` runs; a claim whose
+    variant was caught in a run of its series fails (kwiki.results.series: caught once, caught for the series).
 
-    A claim a gate refused, or one with no figure this run, keeps this run's verdict."""
+    A claim a gate refused, or one with no figure this run, keeps this run's verdict. `board`: the GPU (UUID) this
+    run measured on, so that each claim says how many boards its runs come from."""
+    board = board or (plan.gpu.uuid if plan.gpu else None)
     claims = {(page.id or page.path, c.id): c for page in plan.pages if page.meta for c in page.meta.claims}
     by_series: dict[tuple[str | None, str], list[RecordRow]] = {}
     for row in rows:
@@ -123,11 +139,11 @@ def judge_over_runs(plan: Plan, results: list[ClaimResult], rows: list[RecordRow
             r.runs = min(n, 1 + len(past))  # an outcome (or a failed check): judged on this run alone
             continue
         per_rows = _per_rows(plan, r.page, claim, series, by_series)
-        used = [(run[0].run_id, v) for run, v in
-                ((run, claim_value(run, claim, per_rows.get(run[0].run_id))) for run in past)
-                if v is not None][-(n - 1):] if n > 1 else []
-        values = [v for _, v in used]
-        r.run_ids = [rid for rid, _ in used] + this if this else []
+        used = [(run[0].run_id, v, run_board(run, claim)) for run in past
+                if (v := claim_value(run, claim, per_rows.get(run[0].run_id))) is not None][-(n - 1):] if n > 1 else []
+        values = [v for _, v, _ in used]
+        r.run_ids = [rid for rid, _, _ in used] + this if this else []
+        r.boards = boards_of([(b, v) for _, v, b in used] + [(board, r.value)])
         st = stats([*values, r.value])
         r.runs, r.median, r.band, r.range = st.runs, st.median, st.band, (st.low, st.high)
         r.verdict = judge(claim, st.median, st.band)
@@ -137,6 +153,23 @@ def judge_over_runs(plan: Plan, results: list[ClaimResult], rows: list[RecordRow
             r.change = "faster" if improved else "slower"
         else:
             r.change = "new" if st.runs == 1 else "same"
+        _taint(r, claim, past, per_rows, rows, key, planned.name)
+        r.below_goal = shortfall(claim, r.verdict, r.median)
+
+
+def _taint(r: ClaimResult, claim: Claim, past: list[list[RecordRow]], per_rows: dict[str, list[RecordRow]],
+           rows: list[RecordRow], key: str, artifact: str) -> None:
+    """Caught in a run of its series: the claim fails, saying where. Too few runs of a series that follows a
+    caught one: the claim says so (it is provisional already)."""
+    c = caught(past, claim, per_rows)
+    if c is not None:
+        r.verdict, r.detail = Verdict.failed, caught_text(c)
+        return
+    clean = 1 + len(past)
+    if clean < RUNS:
+        found = follows(older_series(rows, key, artifact), claim)
+        if found is not None:
+            r.detail = follows_text(found[0], found[1], clean)
 
 
 def until_runs(plan: Plan, rows: list[RecordRow], series: dict[str, str], n: int) -> list[str]:

@@ -148,10 +148,19 @@ def details(results: list[ClaimResult]) -> str:
     """One line per claim that did not pass, with why, and one per claim whose latest run drifted."""
     lines = []
     for r in results:
-        if r.detail and r.verdict not in PASSING | {Verdict.not_testable}:
+        if r.below_goal is not None:
+            lines.append(f"{r.page}: {r.claim}: below goal by {r.below_goal:.1%} (beats what it compares with; "
+                         f"not a failure): {fmt(r.median)} {r.unit}, claimed {r.claimed}")
+        elif r.detail and r.verdict not in PASSING | {Verdict.not_testable}:
             lines.append(f"{r.page}: {r.claim}: {r.verdict.value}: {r.detail}")
+        elif r.detail and r.verdict in PASSING and r.detail.startswith("follows series"):
+            lines.append(f"{r.page}: {r.claim}: {r.detail}")
+        if r.unaudited and r.verdict in PASSING:
+            lines.append(f"{r.page}: {r.claim}: measured, not verified: {r.unaudited[0]}"
+                         + (f" (and {len(r.unaudited) - 1} more)" if len(r.unaudited) > 1 else ""))
         if r.drift is not None and r.value is not None:
-            lines.append(f"{r.page}: {r.claim}: drifted: this run {fmt(r.value)} {r.unit} is {drift_text(r.drift)} "
+            word = "improved" if r.change == "faster" else "drifted"
+            lines.append(f"{r.page}: {r.claim}: {word}: this run {fmt(r.value)} {r.unit} is {drift_text(r.drift)} "
                          f"({fmt(r.median)} over {r.runs} runs, band ±{(r.band or 0) * 100:.1f}%)")
     return "\n".join(lines)
 

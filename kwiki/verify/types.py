@@ -194,6 +194,9 @@ class ClaimResult:
     range: tuple[float, float] | None = None  # lowest and highest figure over the runs
     drift: float | None = None  # this run's relative move from the median, when outside the band
     run_ids: list[str] = field(default_factory=list)  # the runs whose figures make `median` (this run last)
+    boards: list[tuple[str, int, float]] = field(default_factory=list)  # (board, runs, median) behind `median`
+    unaudited: list[str] = field(default_factory=list)  # records it compares that lack a passing profile audit
+    below_goal: float | None = None  # worse, but beats what it compares with: the share it misses its goal by
 
     @property
     def provisional(self) -> bool:
@@ -205,19 +208,20 @@ class ClaimResult:
             "page": self.page, "claim": self.claim, "verdict": self.verdict.value, "value": self.value,
             "unit": self.unit, "spread": self.spread, "detail": self.detail, "artifact": self.artifact,
             "matches_hardware": self.matches_hardware, "claimed": self.claimed, "change": self.change,
-            "figure": self.figure,
+            "figure": self.figure, "below_goal": self.below_goal, "unaudited": list(self.unaudited),
             "gates": [g.model_dump() for g in self.gates], "warnings": [g.model_dump() for g in self.warnings],
             "series": None if self.series is None else {
                 "key": self.series, "runs": self.runs, "median": self.median, "band": self.band,
                 "range": list(self.range) if self.range else None, "drift": self.drift,
-                "provisional": self.provisional, "run_ids": list(self.run_ids)},
+                "provisional": self.provisional, "run_ids": list(self.run_ids),
+                "boards": [{"board": b, "runs": n, "median": m} for b, n, m in self.boards]},
         }
 
 
 # ---------------------------------------------------------------- a run's options and its tool stages
 
 
-DEFAULT_PROFILE_TOLERANCE = 0.10  # declared bytes may exceed profiled bytes by this share (kwiki.verify.profile)
+DEFAULT_PROFILE_TOLERANCE: float | None = None  # None: each level's, from evidence (kwiki.results.audits.TOLERANCE)
 
 
 @dataclass(frozen=True)
@@ -235,7 +239,9 @@ class Options:
     require_gpu: bool = False
     require_disassembler: bool = False
     profile: bool = False
-    profile_tolerance: float = DEFAULT_PROFILE_TOLERANCE
+    profile_tolerance: float | None = DEFAULT_PROFILE_TOLERANCE
+    audit: bool = True  # run the profile audits the run's records lack, where ncu is found (kwiki.results.audits)
+    list_audits: bool = False  # only list the audits the selected pages' records lack: nothing built or run
     sanitize: tuple[str, ...] = ()  # compute-sanitizer tools
     variants: tuple[str, ...] = ()  # what --profile and --sanitize run (a timed run runs every variant)
 

@@ -25,7 +25,7 @@ from kwiki.verify.claims import evidence_for
 from kwiki.verify.types import ClaimResult, Gating, Plan, RunOutcome
 from kwiki.wiki import markers
 from kwiki.wiki.frontmatter import decode, parse_page, split
-from kwiki.wiki.model import MeasuredClaim, Measurements, PageMeta, Provenance
+from kwiki.wiki.model import Board, MeasuredClaim, Measurements, PageMeta, Provenance
 from kwiki.wiki.verdict import Verdict
 
 LOCK = ".kwiki/write.lock"
@@ -208,4 +208,5 @@ def _measured(c: ClaimResult, provenance: Provenance) -> MeasuredClaim:
         spread=round_sig(c.band if over_runs else c.spread, 3), change=c.change, detail=c.detail or None,
         provenance=provenance, runs=c.runs,
         range=(round_sig(c.range[0]), round_sig(c.range[1])) if c.range else None,
-        drift=round_sig(c.drift, 3), run_ids=run_ids, series=c.series)
+        drift=round_sig(c.drift, 3), run_ids=run_ids, series=c.series,
+        boards=[Board(board=b, runs=n, median=round_sig(m) or 0.0) for b, n, m in c.boards] or None)

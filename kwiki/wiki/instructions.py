@@ -13,6 +13,11 @@ modifiers an instruction must HAVE, never its whole spelling, and never a substr
     LDG.128 >= 8            at least 8 such instructions in the kernel's code (default: >= 1)
     HGMMA.BF16 == 4         exactly 4
 
+One operand is spelled as a modifier, because it is the mechanism of a variant: the depth of a wgmma wait
+(`wgmma.wait_group N`, SASS `WARPGROUP.DEPBAR.LE gsb0, 0xN`) reads `WARPGROUP.DEPBAR.LE.DEPTH<N>`, so
+`WARPGROUP.DEPBAR.DEPTH1` proves a consumer that keeps one wgmma group in flight (kwiki.verify.sass). A
+variant about register pressure bounds ptxas's choice with `max_registers` beside `require` and `forbid`.
+
 Opcode and modifiers are case-sensitive, as cuobjdump prints them; `*`, `?` and `[...]` are shell
 globs within one part (never across a dot). Counts are static: instructions in the code, not
 executions. `LDG` never matches `LDGSTS` or `LDGDEPBAR` (the opcode is compared whole).

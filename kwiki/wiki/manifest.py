@@ -73,14 +73,18 @@ class Sass(Strict):
     forbid: list[ForbiddenSass] = Field(
         default_factory=list, description="patterns no kernel of the variant may contain (e.g. 'LDG.128' for a "
                                           "variant about 4-byte loads); no count: one occurrence fails")
+    max_registers: int | None = Field(
+        default=None, ge=1, le=255, description="registers per thread each kernel may use at most (ptxas's choice, "
+                                                "from cuobjdump -res-usage): the evidence of a variant about "
+                                                "register pressure or occupancy")
     targets: list[Target] = Field(
         default_factory=list, description="check only these targets' binaries (default: every target the variant "
                                           "builds for); for spellings that differ by architecture")
 
     @model_validator(mode="after")
     def _something(self) -> Sass:
-        if not self.require and not self.forbid:
-            raise ValueError("give 'require' or 'forbid' (or drop 'sass')")
+        if not self.require and not self.forbid and self.max_registers is None:
+            raise ValueError("give 'require', 'forbid' or 'max_registers' (or drop 'sass')")
         return self
 
 

@@ -310,6 +310,14 @@ class Gate(Strict):
     reason: NonEmpty
 
 
+class Board(Strict):
+    """One board (a physical GPU, by NVML's UUID) behind a claim's median: its runs and their median."""
+
+    board: NonEmpty = Field(description="the GPU's UUID as NVML gives it ('unknown' for a run that named none)")
+    runs: int = Field(ge=1)
+    median: float
+
+
 class MeasuredClaim(Strict):
     verdict: Verdict
     value: float | None = Field(default=None, description="the median of the claim's figure over the runs of its "
@@ -331,6 +339,17 @@ class MeasuredClaim(Strict):
                                                                     "make the figure (the last one wrote it); "
                                                                     "null in blocks written before traceability")
     series: str | None = Field(default=None, description="the series (kwiki.verify.series) those runs belong to")
+    boards: list[Board] | None = Field(default=None, description="the boards those runs ran on, each with its runs "
+                                                                 "and median (a series pools the boards of one "
+                                                                 "GPU model)")
+
+    @property
+    def board_spread(self) -> float | None:
+        """(highest - lowest board median) / the lowest; None with fewer than two boards."""
+        meds = [b.median for b in self.boards or []]
+        if len(meds) < 2 or min(meds) == 0:
+            return None
+        return (max(meds) - min(meds)) / abs(min(meds))
 
 
 class Measurements(Strict):

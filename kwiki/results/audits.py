@@ -1,0 +1,185 @@
+"""Profile audits, committed: what Nsight Compute counted for each record of an artifact's code, and whether the
+record's declared work held to it. The audit is part of "verified" (kwiki.results.states).
+
+Where. `results/audits/<gpu model>.jsonl` (committed, beside the results store: a verify may start on a fresh
+machine every time, so a cache under .kwiki/ is not enough), one JSON line per audited record: the artifact,
+variant and params, declared and profiled bytes (at the record's level) and FLOPs, pass or fail and why. A later
+line for the same key, variant and params replaces an earlier one.
+
+The key. `audit_key(series, nvcc, target)`: the record's series key (the GPU model, the protocol and the hash of
+the artifact's own files and build settings, names relative to the checkout: kwiki.verify.series.series_key),
+the nvcc release and the build target. Two checkouts of the same commit, at any paths, agree on it; any edit of
+the code, a new protocol or another compiler makes a new key, which has no audit until one is run.
+
+What must be audited. A record declares work when it carries `bytes` (a `gb_per_s` figure) or `flops` (a
+`tflop_per_s` figure). Every such record that a page's measured claim compares (its `of` and `per`) must have a
+passing audit of the same key, or the page is "measured", never "verified", and says which record lacks one.
+A record that declares no work (a time, a ratio of times, an outcome) has nothing to audit.
+
+Tolerances, from evidence. The audit is one-sided: a record fails when declared > profiled x (1 + tolerance)
+(kwiki.verify.profile.audit). Over every honest record of the committed store with a profile (the run of
+2026-12-01 that carried the cached profiles of 9 artifacts; no gate failed, every check passed), declared /
+profiled was:
+
+    level   records   min     median   90th pct   max
+    DRAM    201       0.092   0.977    0.9994     1.000
+    L2        4       0.644   0.987    0.987      0.987
+    FP32     35       0.864   0.985    1.000      1.000
+
+No honest record declares more than it moves (ratios below 1 are kernels that move more than they declare:
+a GEMM that re-reads panels, a read of 1/4 of the L2 that also evicts). The counters count sectors, so an honest
+ratio sits at 1.000 at most; the tolerance only has to absorb the rounding of a declared figure. At the old 10%,
+a kernel that skipped 7% of its bytes (ratio 1.075) passed. Chosen: DRAM 2%, L2 2%, FP32 FLOPs 1% (counted
+instructions are exact). `tests/test_audits.py` recomputes the distribution from results/ and fails when an
+honest record would fail a tolerance, or a tolerance exceeds the honest maximum by more than its margin.
+
+Cost. An audit replays each profiled kernel once per metric pass; AUDIT_BUDGET_S bounds one artifact's audit
+(the profile is killed past it and the artifact stays unaudited, saying so).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ValidationError
+
+from kwiki.core.numbers import params_text
+from kwiki.core.strict import Scalar, Strict
+from kwiki.results.store import gpu_slug
+from kwiki.results.storelines import RESULTS_DIR
+
+AUDITS_DIR = "audits"
+TOLERANCE = {"dram": 0.02, "l2": 0.02}  # declared bytes over profiled, per level (see above)
+FLOPS_TOLERANCE = 0.01  # declared FLOPs over counted FLOPs
+AUDIT_BUDGET_S = 180.0  # one artifact's audit at most
+AUDIT_VERSION = 1
+
+
+def audit_key(series: str | None, nvcc: str | None, target: str | None) -> str | None:
+    """The key of the audits of one artifact's code and toolchain (None without a series)."""
+    if not series:
+        return None
+    doc = json.dumps({"v": AUDIT_VERSION, "series": series, "nvcc": nvcc or "", "target": target or ""},
+                     sort_keys=True)
+    return hashlib.sha256(doc.encode()).hexdigest()[:16]
+
+
+class AuditRow(Strict):
+    """One audited record."""
+
+    kind: Literal["audit"] = "audit"
+    key: str
+    artifact: str
+    series: str
+    nvcc: str | None = None
+    target: str
+    variant: str
+    params: dict[str, Scalar]
+    bytes_level: str = "dram"
+    bytes_declared: float | None = None
+    bytes_profiled: float | None = None
+    flops_declared: float | None = None
+    flops_profiled: float | None = None
+    tolerance: float
+    passed: bool
+    reason: str | None = None
+    note: str | None = None
+    gpu: str
+    date: str
+
+    @property
+    def ident(self) -> tuple[str, str, str]:
+        return self.key, self.variant, params_text(self.params)
+
+
+def audits_path(root: Path, gpu: str) -> Path:
+    return root / RESULTS_DIR / AUDITS_DIR / f"{gpu_slug(gpu)}.jsonl"
+
+
+class Audits:
+    """Every committed audit, the latest per (key, variant, params)."""
+
+    def __init__(self, rows: Iterable[AuditRow] = ()):
+        self.rows: dict[tuple[str, str, str], AuditRow] = {}
+        for row in rows:
+            self.rows[row.ident] = row
+
+    @classmethod
+    def load(cls, root: Path) -> Audits:
+        """The audits under results/audits/ (a line that is not one is skipped: `kwiki check` is not its place)."""
+        rows: list[AuditRow] = []
+        directory = root / RESULTS_DIR / AUDITS_DIR
+        if directory.is_dir():
+            for path in sorted(directory.glob("*.jsonl")):
+                for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                    try:
+                        rows.append(AuditRow.model_validate_json(line))
+                    except ValidationError:
+                        continue
+        return cls(rows)
+
+    def find(self, key: str | None, variant: str, params: Mapping[str, object]) -> AuditRow | None:
+        return self.rows.get((key, variant, params_text(params))) if key else None
+
+    def why_not(self, key: str | None, artifact: str, variant: str, params: Mapping[str, object]) -> str | None:
+        """Why a record that declares work is not audited (None: it passed an audit of the same code)."""
+        row = self.find(key, variant, params)
+        where = f"{artifact} {variant}" + (f" [{params_text(params)}]" if params else "")
+        if row is None:
+            return f"{where} has no profile audit of this code (kwiki verify runs it where ncu is found)"
+        if not row.passed:
+            return f"{where} failed its profile audit: {row.reason or 'declared more work than profiled'}"
+        return None
+
+
+def append_audits(root: Path, gpu: str, rows: list[AuditRow]) -> None:
+    """Add `rows` to the GPU model's audit file (replacing the audits of the same keys), atomically."""
+    if not rows:
+        return
+    from kwiki.core.lock import hold_replaced
+    from kwiki.core.writefile import write_atomic
+
+    path = audits_path(root, gpu)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with hold_replaced(path):
+        old = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        mine = {r.ident for r in rows}
+        kept = []
+        for line in old:
+            try:
+                if AuditRow.model_validate_json(line).ident in mine:
+                    continue
+            except ValidationError:
+                pass
+            kept.append(line)
+        new = [json.dumps(r.model_dump(mode="json", exclude_none=True), sort_keys=True) for r in rows]
+        write_atomic(path, ("\n".join([*kept, *new]) + "\n").encode("utf-8"))
+
+
+def declares_work(figures: Mapping[str, float]) -> bool:
+    """Whether a stored record declared bytes or FLOPs (its figures carry the rates made from them)."""
+    return "gb_per_s" in figures or "tflop_per_s" in figures
+
+
+def tolerance_for(level: str) -> float | None:
+    """The bytes tolerance of a level (None: no counter, not audited)."""
+    return TOLERANCE.get(level)
+
+
+def distribution(ratios: Iterable[tuple[str, float]]) -> dict[str, dict[str, float]]:
+    """(level, declared/profiled) of honest records -> per level: records, min, median, p90 and max."""
+    import statistics
+
+    by: dict[str, list[float]] = {}
+    for level, ratio in ratios:
+        by.setdefault(level, []).append(ratio)
+    out = {}
+    for level, xs in sorted(by.items()):
+        xs.sort()
+        out[level] = {"records": float(len(xs)), "min": xs[0], "median": statistics.median(xs),
+                      "p90": xs[min(len(xs) - 1, int(0.9 * len(xs)))], "max": xs[-1]}
+    return out

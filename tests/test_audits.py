@@ -1,0 +1,182 @@
+"""The audit is part of "verified" (issue 27, item 2): committed audits keyed by code and toolchain, a page with an
+unaudited record stays measured and says why, the dry path lists what is missing, tolerances set from evidence."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kwiki.cli import main
+from kwiki.results.audits import FLOPS_TOLERANCE, TOLERANCE, AuditRow, Audits, append_audits, audit_key, distribution
+from kwiki.results.record import Record
+from kwiki.results.standing import State, standing
+from kwiki.results.store import RecordRow, read_all
+from kwiki.results.trace import Store, trace
+from kwiki.verify import audit as verify_audit
+from kwiki.verify import series
+from kwiki.verify.profile import audit
+from kwiki.verify.types import PlannedArtifact
+from kwiki.wiki.catalog import load_wiki
+from kwiki.wiki.manifest import load_manifest
+
+REPO = Path(__file__).resolve().parent.parent
+SERIES = Path(__file__).parent / "fixtures" / "verify" / "series"
+NVCC = "release 13.0, V13.0.88"
+
+
+# ---------------------------------------------------------------- the key
+
+
+def _key(root: Path, name: str) -> str | None:
+    directory = root / "artifacts" / name
+    planned = PlannedArtifact(f"artifacts/{name}", directory, load_manifest(directory, root))
+    return audit_key(series.series_key(planned, "NVIDIA H200", root), NVCC, "sm_90a")
+
+
+def test_the_audit_key_is_stable_across_checkouts(tmp_path):
+    """Two clones of the same commit at different paths (and depths) give every artifact the same audit key; an
+    edit of its code, or another nvcc, gives another."""
+    clones = [tmp_path / "a", tmp_path / "deeper" / "still" / "b"]
+    for clone in clones:
+        clone.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "clone", "--quiet", "--shared", str(REPO), str(clone)], check=True)
+    names = sorted(p.parent.name for p in (clones[0] / "artifacts").glob("*/artifact.yaml"))
+    assert len(names) > 5
+    for name in names:
+        first = _key(clones[0], name)
+        assert first is not None and first == _key(clones[1], name), name
+    name = "gemv_bf16_sm90a"
+    source = next((clones[1] / "artifacts" / name).glob("*.cu"))
+    before = _key(clones[1], name)
+    source.write_text(source.read_text() + "\n// an edit\n")
+    assert _key(clones[1], name) != before
+    planned = PlannedArtifact(f"artifacts/{name}", clones[0] / "artifacts" / name,
+                              load_manifest(clones[0] / "artifacts" / name, clones[0]))
+    key = series.series_key(planned, "NVIDIA H200", clones[0])
+    assert audit_key(key, "release 13.1, V13.1.0", "sm_90a") != audit_key(key, NVCC, "sm_90a")
+
+
+# ---------------------------------------------------------------- tolerances from evidence
+
+
+def _honest_ratios() -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """(level, declared/profiled) of every honest record of the committed store with a profile: bytes, FLOPs."""
+    rows = [r for r in read_all(REPO) if isinstance(r, RecordRow) and r.passed and not r.gates]
+    nbytes = [(r.bytes_level or "dram", r.figures["ncu_bytes_ratio"]) for r in rows if "ncu_bytes_ratio" in r.figures]
+    flops = [("fp32", r.figures["ncu_flops_ratio"]) for r in rows if "ncu_flops_ratio" in r.figures]
+    return nbytes, flops
+
+
+def test_tolerances_sit_just_above_every_honest_record_and_catch_a_7_percent_skip():
+    nbytes, flops = _honest_ratios()
+    dist = distribution(nbytes + flops)
+    assert dist["dram"]["records"] >= 100  # the evidence: results/ holds the audits that exist
+    for level, tol in TOLERANCE.items():
+        if level in dist:
+            assert dist[level]["max"] <= 1 + tol, level  # no honest record fails
+        assert 1 / 0.93 > 1 + tol, level  # a kernel that skips 7% of its bytes fails
+    assert dist["fp32"]["max"] <= 1 + FLOPS_TOLERANCE
+
+
+def _record(declared: float, level: str = "dram", flops: float | None = None) -> Record:
+    return Record.model_validate({
+        "kwiki_record": 1, "variant": "v", "params": {"n": 1}, "bytes": declared, "bytes_level": level,
+        "flops": flops, "flops_dtype": "fp32" if flops else None,
+        "timing": {"median_us": 1, "q1_us": 1, "q3_us": 1, "min_us": 1, "samples": 3}, "check": {"passed": True}})
+
+
+def test_the_audit_holds_each_level_to_its_own_tolerance():
+    figs = {"ncu_dram_owed_bytes": 1e9, "ncu_dram_read_bytes": 1e9, "ncu_dram_write_bytes": 0.0,
+            "ncu_l2_bytes": 1e9, "ncu_fp32_flops": 1e9}
+    assert audit(_record(1e9), figs, None, "w").finding is None  # honest: 1.00
+    skipped = audit(_record(1e9 / 0.93), figs, None, "w")  # skips 7% of what it declares
+    assert skipped.finding is not None and "x1.075" in skipped.finding.reason
+    assert audit(_record(1e9 / 0.93), figs, 0.10, "w").finding is None  # the old 10% let it through
+    assert audit(_record(1e9, flops=1.02e9), figs, None, "w").finding is not None  # FLOPs: 1%
+
+
+# ---------------------------------------------------------------- an unaudited page stays measured
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch) -> Path:
+    """The series fixture, with its host artifact treated as auditable (as a GPU artifact's records are)."""
+    root = tmp_path / "series"
+    shutil.copytree(SERIES, root)
+    monkeypatch.setenv("KWIKI_TEST_SCALE", "1")
+    monkeypatch.delenv("KWIKI_TEST_FAIL", raising=False)
+    monkeypatch.setattr(verify_audit, "auditable", lambda planned: True)
+    monkeypatch.setattr("kwiki.results.trace.HOST", "no-such-target")
+    return root
+
+
+def verify(capsys, root: Path, *argv: str) -> dict:
+    main(["verify", "--quiet", "--json", "--root", str(root), *argv])
+    return json.loads(capsys.readouterr().out)
+
+
+def page_standing(root: Path):
+    page = next(p for p in load_wiki(root).pages if p.id == "series-page")
+    store = Store.load(root)
+    return standing(page.meta, store.history(page.meta.id, page.path), trace(page.meta, store, page.path))
+
+
+def _audit_all(root: Path, passed: bool = True) -> None:
+    """Audit rows for every record of the store (as a run under ncu appends them)."""
+    rows = [r for r in read_all(root) if isinstance(r, RecordRow)]
+    audits = {(r.variant, json.dumps(r.params, sort_keys=True)): AuditRow(
+        key=audit_key(r.series, r.nvcc, r.target) or "", artifact=r.artifact, series=r.series or "", nvcc=r.nvcc,
+        target=r.target, variant=r.variant, params=r.params, bytes_declared=1e9, bytes_profiled=1e9 if passed else 5e8,
+        tolerance=0.02, passed=passed, reason=None if passed else "declares 1e9 DRAM bytes, Nsight Compute saw 5e8",
+        gpu=r.gpu, date=r.date) for r in rows}
+    append_audits(root, "host", list(audits.values()))
+
+
+def test_an_unaudited_page_is_measured_and_says_why(project, capsys):
+    for _ in range(3):
+        report = verify(capsys, project)
+    c = {c["claim"]: c for c in report["claims"]}["stream-time"]
+    assert c["verdict"] == "reproduced" and c["series"]["runs"] == 3
+    assert c["unaudited"] and "has no profile audit of this code" in c["unaudited"][0]
+    page = project / "wiki" / "series.md"
+    assert "evidence_level: measured" in page.read_text()  # every claim passed 3 runs, yet not verified
+    st = page_standing(project)
+    assert st.state == State.measured and "without a passing profile audit" in st.summary()
+    assert any("Nsight Compute (ncu) is not found" in n and "stay measured" in n for n in report["notes"])
+    # the dry path lists them, without building anything
+    listed = verify(capsys, project, "--list-audits")
+    assert listed["builds"] == [] and listed["runs"] == []
+    missing = {(m["artifact"], m["variant"]) for m in listed["audits"]["missing"]}
+    assert missing == {("drifting", "stream"), ("drifting", "baseline")}
+    # audits of the same code, committed: the next run verifies it, and the dry path lists nothing
+    _audit_all(project)
+    assert verify(capsys, project, "--list-audits")["audits"]["missing"] == []
+    verify(capsys, project)
+    assert "evidence_level: verified" in page.read_text()
+    assert page_standing(project).state == State.verified
+
+
+def test_a_failed_audit_keeps_the_page_measured(project, capsys):
+    for _ in range(2):
+        verify(capsys, project)
+    _audit_all(project, passed=False)
+    report = verify(capsys, project)
+    c = {c["claim"]: c for c in report["claims"]}["stream-time"]
+    assert "failed its profile audit" in c["unaudited"][0]
+    assert page_standing(project).state == State.measured
+
+
+def test_committed_audits_round_trip_and_a_later_audit_replaces_an_earlier(tmp_path):
+    row = AuditRow(key="k", artifact="a", series="s", target="sm_90a", variant="v", params={"n": 1},
+                   bytes_declared=1.0, bytes_profiled=1.0, tolerance=0.02, passed=False, reason="r",
+                   gpu="NVIDIA H200", date="2026-12-02")
+    append_audits(tmp_path, "NVIDIA H200", [row])
+    append_audits(tmp_path, "NVIDIA H200", [row.model_copy(update={"passed": True, "reason": None})])
+    audits = Audits.load(tmp_path)
+    assert len(audits.rows) == 1 and audits.why_not("k", "a", "v", {"n": 1}) is None
+    assert "has no profile audit" in (audits.why_not("other", "a", "v", {"n": 1}) or "")
+    assert (tmp_path / "results" / "audits" / "nvidia-h200.jsonl").is_file()
