@@ -79,6 +79,11 @@ def check_module(job: BuildJob, root: Path) -> BuildResult:
     if not within(job.directory, module):  # the containment rule (kwiki/core/paths.py): nothing outside runs
         return BuildResult(job.artifact, job.target, False, False, key="python",
                            error=f"{where}: {m.python.module} is missing or leads out of the artifact's folder")
+    out = _links_out(job.directory, root)
+    if out:  # a helper the module imports, or the harness itself, through a link out of its folder: never run
+        return BuildResult(job.artifact, job.target, False, False, key="python",
+                           error=f"{where}: {out[0]} is a link that leads out of its folder (the containment "
+                                 f"rule: every file of a Python artifact's folder and of {COMMON_DIR} stays inside)")
     argv = [python(), str(harness(root)), "describe", str(module)]
     res = run_group(argv, cwd=job.directory, env=environment(root), timeout=DESCRIBE_TIMEOUT_S)
     result = BuildResult(job.artifact, job.target, False, False, key="python", command=argv, seconds=res.seconds)
@@ -113,6 +118,19 @@ def check_module(job: BuildJob, root: Path) -> BuildResult:
     result.not_runnable = info.get("torch_missing")
     result.log = json.dumps({k: info.get(k) for k in ("torch", "triton", "python", "tolerances")}, sort_keys=True)
     return result
+
+
+def _links_out(directory: Path, root: Path) -> list[str]:
+    """Every link under the artifact's folder, or under artifacts/common, that leads out of it (dot-names included:
+    the module could import them by path), as repository paths."""
+    out: list[str] = []
+    for top in (directory, root / COMMON_DIR):
+        for here, dirs, files in os.walk(top):
+            for name in [*dirs, *files]:
+                path = Path(here) / name
+                if path.is_symlink() and not within(top, path):
+                    out.append(path.relative_to(root).as_posix())
+    return sorted(out)
 
 
 LIBRARY_ENV = "KWIKI_CUDA_LIBRARY"  # the path of the artifact's CUDA library, for its module (ctypes.CDLL)
@@ -248,7 +266,7 @@ def run_python(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int |
             # finished (or ended where no variant can be blamed): every variant is judged on this run
             for v in remaining:
                 outcomes[v] = _outcome(m.name, build.target, v, by_variant.get(v, []), res, rel_log,
-                                       None if ended.current is None else ended)
+                                       None if ended.status == "ok" else ended)
                 if unknown:
                     outcomes[v].status = "bad-output"
                     outcomes[v].message = f"records for variants not asked for: {unknown}"
