@@ -190,7 +190,13 @@ def test_build_does_not_publish_host_files_named_by_a_page(repo: Path):
     env = {**os.environ, "KWIKI_SECRET_TEST": token}
     done = subprocess.run([sys.executable, "-m", "kwiki.cli", "build", "--root", str(repo)], env=env,
                           capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1  # strict: `kwiki check` fails the page, so the build does (issue 40)
+    assert "wiki/host-files.md:8: artifacts.pw: '/etc/passwd' is an absolute path" in done.stderr
+    assert not (repo / "site").exists()
+    done = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from kwiki.site.stage import "
+                           "build_site; build_site(Path(sys.argv[1]), Path(sys.argv[1]) / 'site', strict=False)",
+                           str(repo)], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr  # as `kwiki serve` builds: the rest is published
     text = site_text(repo / "site")
     assert token not in text
     passwd = Path("/etc/passwd").read_text(encoding="utf-8", errors="replace").splitlines()
@@ -232,7 +238,10 @@ def test_build_does_not_publish_a_link_out_in_an_artifact_directory(repo: Path):
     page.write_text(page.read_text(encoding="utf-8").replace(
         "  ok: artifacts/inside_host\n", "  ok: artifacts/inside_host\n  plain: artifacts/plain\n"
         "  leak: artifacts/plain/leak.txt\n"), encoding="utf-8")
-    assert main(["build", "--root", str(repo)]) == 0
+    assert main(["build", "--root", str(repo)]) == 1  # strict: `kwiki check` names both links
+    from kwiki.site.stage import build_site
+
+    build_site(repo, repo / "site", strict=False)  # as `kwiki serve` builds: the rest is published
     text = site_text(repo / "site")
     assert "// in the repository" in text and SECRET not in text
     assert "build: 'build.sh' is a link that leads out of the repository" in html.unescape(text)  # shown why
@@ -273,7 +282,7 @@ def test_build_rebuilds_its_own_site_dir_even_after_a_failed_build(repo: Path):
     only_pages(repo, "inside")
     page = repo / "wiki" / "inside.md"
     good = page.read_text(encoding="utf-8")
-    page.write_text(good + "\n[a page that does not exist](missing.md)\n", encoding="utf-8")
+    page.write_text(good + '\n<img src="https://example.com/x.png">\n', encoding="utf-8")
     assert main(["build", "--root", str(repo), "--site-dir", "public"]) == 1  # MkDocs wrote, then strict failed
     assert any((repo / "public").iterdir()) and not (repo / "public" / "llms.txt").exists()
     page.write_text(good, encoding="utf-8")

@@ -252,6 +252,7 @@ def test_a_timed_run_reads_the_cached_profile_of_the_same_binary_without_ncu(tmp
                                    "bytes": 8e6, "check": {"passed": True},
                                    "timing": {"median_us": 4, "q1_us": 4, "q3_us": 4, "min_us": 4, "samples": 9}})
     outcomes = {"artifacts/copy_sm90a": [RunOutcome("copy_sm90a", "sm_90a", ["copy"], "ok", [timed])]}
+    monkeypatch.setenv("KWIKI_NCU", str(NCU))  # the profiler this machine has is part of the cache key (issue 40)
     assert profile.cached_stage(plan, [build()], outcomes, tmp_path) is None  # never profiled: nothing
     run(tmp_path, monkeypatch)  # kwiki verify --profile
     stage = profile.cached_stage(plan, [build()], outcomes, tmp_path)

@@ -714,11 +714,14 @@ def test_the_timer_says_what_the_event_pair_the_span_and_the_kernel_count_saw():
     assert h.Harness.timer(harness, h.Case("v", lambda i, o: None, 1.0)) is None
 
 
-@pytest.mark.parametrize("where", ["artifacts/host_py/helpers.py", "artifacts/common/.kwiki_extra.py"])
-def test_a_link_out_of_a_python_artifacts_folder_or_common_is_refused(project: Path, tmp_path: Path, capsys, where):
+@pytest.mark.parametrize(("where", "inside_repo"), [("artifacts/host_py/helpers.py", True),
+                                                    ("artifacts/common/.kwiki_extra.py", False)])
+def test_a_link_out_of_a_python_artifacts_folder_or_common_is_refused(project: Path, tmp_path: Path, capsys, where,
+                                                                      inside_repo: bool):
     # issue 40 item 4: the containment rule holds for every file of the folder the harness imports from, and for
-    # the harness's own folder, not only for the module the manifest names
-    outside = tmp_path / "elsewhere.py"
+    # the harness's own folder, not only for the module the manifest names: a link to elsewhere in the repository,
+    # and a dot-named link (importable by path) out of it
+    outside = (project / "wiki" if inside_repo else tmp_path) / "elsewhere.py"
     outside.write_text("import pathlib\npathlib.Path(__file__).with_name('ran').write_text('1')\n")
     (project / where).symlink_to(outside)
     _, report = verify(capsys, project, "--compile-only")

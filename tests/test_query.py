@@ -81,7 +81,7 @@ def test_type_filter(root):
 
 
 def test_evidence_is_at_least_the_level_given(root):
-    assert ids(root, evidence="verified") == ["technique-tma-multicast"]
+    assert ids(root, evidence="verified") == []  # issue 40: a block written before run ids is never verified
     assert ids(root, evidence="measured") == ["technique-tma-multicast", "technique-wgmma-pipeline"]
     # the measurements block wins over the author's level: both measured pages were source-reported
     assert set(ids(root, evidence="source-reported")) == {
@@ -210,7 +210,7 @@ def test_json_matches_the_schema_and_carries_measurements(root, capsys):
     assert rc == 0 and doc["schema_version"] == SCHEMA_VERSION and doc["total"] == 1
     page = doc["results"][0]
     assert page["path"] == "wiki/nvidia/techniques/tma-multicast.md"
-    assert page["evidence_level"] == "verified"
+    assert page["evidence_level"] == "measured"  # issue 40: a block written before run ids is never verified
     assert page["artifacts"] == {"bench": "artifacts/tma_multicast_sm90a"}
     claim = {c["id"]: c for c in page["claims"]}["multicast-speedup"]
     assert claim["verdict"] == "reproduced"

@@ -30,6 +30,9 @@ def copy_project(src: Path, dst: Path) -> Path:
             shutil.copytree(src / name, dst / name, ignore=shutil.ignore_patterns("__pycache__"))
     if (src / "mkdocs.yml").is_file():
         shutil.copy(src / "mkdocs.yml", dst / "mkdocs.yml")
+    reference = src / "tests" / "fixtures" / "reference"  # pages cite it as their source: `kwiki check` needs it
+    if reference.is_dir():
+        shutil.copytree(reference, dst / "tests" / "fixtures" / "reference")
     return dst
 
 
@@ -88,9 +91,10 @@ def test_build_is_strict_and_leaves_wiki_untouched(built):
 
 def test_header_shows_evidence_architectures_and_verified_on(built):
     page = html(built, "techniques/vector-copy/index.html")
-    assert 'class="kw-badge kw-state kw-state-verified"' in page  # one state badge, the line beside it
+    # issue 40: its block was written before run ids, so it is measured, never verified
+    assert 'class="kw-badge kw-state kw-state-measured"' in page  # one state badge, the line beside it
     assert 'class="kw-badge kw-ev' not in page  # no 'verified' evidence badge beside a 'drifted' state
-    assert "verified on NVIDIA H200, 2025-06-08: 2 of 2 claims reproduced" in page
+    assert "measured on NVIDIA H200, 2025-06-08: 2 of 2 claims reproduced" in page
     assert re.search(r'href="\.\./\.\./indexes/architectures/#sm-90a"[^>]*>sm_90a<', page)
 
 
@@ -186,7 +190,7 @@ def test_search_index_is_small_ranks_titles_and_summaries_and_leaves_out_sources
 
 def test_evidence_index_sorts_pages_by_what_was_found(built):
     page = html(built, "indexes/evidence/index.html")
-    assert "Vector copy" in section(page, "verified")
+    assert "Vector copy" in section(page, "measured")  # issue 40: written before run ids, never verified
     assert "GEMV whose figure drifted" in section(page, "drifted")
     assert "Reduction that was not reproduced" in section(page, "not-reproduced")
     assert "HBM3e bandwidth" in section(page, "not-measured")
@@ -229,7 +233,7 @@ def test_index_json_lists_pages_tags_architectures_measurements(built):
     assert set(pages) == {"home", "vector-copy", "gemv-drift", "reduce-worse", "spec-only", "hostile-page"}
     copy = pages["vector-copy"]
     assert copy["url"] == "techniques/vector-copy/" and copy["markdown"] == "techniques/vector-copy.md"
-    assert copy["state"] == "verified"
+    assert copy["state"] == "measured"  # issue 40: written before run ids, never verified
     assert copy["measurements"]["claims"]["vec4-bandwidth"]["value"] == 4410.5
     assert data["tags"]["memory-bound"] == ["gemv-drift", "spec-only", "vector-copy"]
     assert "gemv-drift" in data["architectures"]["sm_80"]

@@ -344,10 +344,14 @@ def test_the_key_that_marks_kwikis_markup_is_never_published(tmp_path, monkeypat
     (tmp_path / "wiki").mkdir()
     shutil.copy(TRACE / "wiki" / "fake-badge.md", tmp_path / "wiki" / "index.md")
     monkeypatch.setattr(sanitize, "clean", lambda text, own=None: (text, []))
+    from kwiki.site.stage import ensure_site_key
+
+    key = ensure_site_key(tmp_path)
+    assert re.fullmatch(r"[0-9a-f]{32}", key)
     report = build_site(tmp_path, tmp_path / "site", strict=False)
     assert any("kwiki's own-markup key (in the finished page; the page is withheld)" in w for w in report.warnings)
-    key = (tmp_path / ".kwiki" / "site" / "key").read_text()
-    assert re.fullmatch(r"[0-9a-f]{32}", key)
+    assert not (tmp_path / ".kwiki" / "site" / "key").exists()  # retired: the next build makes a new key (issue 40)
+    assert ensure_site_key(tmp_path) != key
     for path in (tmp_path / "site").rglob("*"):
         if path.is_file():
             assert key.encode() not in path.read_bytes(), path

@@ -85,6 +85,27 @@ PageId = Annotated[
 ]
 
 
+MAX_ARGUMENT_CHARS = 1000  # a string argument (an id, a tag, a shape, the search text: MAX_TEXT_CHARS too)
+MAX_ARGUMENTS_BYTES = 64 * 1024  # all of a call's arguments, as JSON
+
+
+def oversized(arguments: Any) -> str | None:
+    """Why a tool call's arguments are refused unread (too large), or None; never quotes them."""
+    import json
+
+    try:
+        size = len(json.dumps(arguments, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return "arguments that are not JSON data"
+    for key, value in (arguments or {}).items() if isinstance(arguments, dict) else ():
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and len(v) > MAX_ARGUMENT_CHARS for v in values):
+            return f"argument {str(key)[:40]!r}: at most {MAX_ARGUMENT_CHARS} characters"
+    if size > MAX_ARGUMENTS_BYTES:
+        return f"arguments of {size} bytes, over the {MAX_ARGUMENTS_BYTES} bytes a tool takes"
+    return None
+
+
 def _sdk() -> tuple[Any, Any, Any]:
     """(server class, ToolError, ToolAnnotations) of the installed MCP SDK, 2.x or 1.x."""
     try:
@@ -160,6 +181,9 @@ class _Tools:
 
         class StrictServer(server_class):  # type: ignore[misc]  # the SDK's class, chosen at run time
             async def call_tool(self, name: str, arguments: dict[str, Any], *rest: Any, **kw: Any) -> Any:
+                too_big = oversized(arguments)
+                if too_big:  # before the SDK validates or any tool reads them; the value is never echoed back
+                    raise tool_error(f"{name}: {too_big}")
                 known = params.get(name)
                 unknown = sorted(set(arguments or {}) - set(known or []))
                 if known is not None and unknown:

@@ -23,6 +23,7 @@ in DIR is touched.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -358,11 +359,19 @@ def export(root: Path, out_dir: Path) -> list[str]:
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"{out_dir}: exists and is not a directory")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    own = _own_folder(root, out_dir)
+    if own is not None:
+        raise ExportError(f"{out_dir}: is or lies inside {own!r}, a folder of the repository; export the skills "
+                          "elsewhere (such as a new folder 'skills-out')")
     for name in skills:
         folder = out_dir / name
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
             raise ExportError(f"{folder}: is in the way (a link or a file); not written")
+        skill = folder / "SKILL.md"
+        if os.path.lexists(skill) and (skill.is_symlink() or not _ours(skill)):
+            raise ExportError(f"{skill}: a SKILL.md kwiki did not write; not overwritten (move it, or export "
+                              "elsewhere)")
+    out_dir.mkdir(parents=True, exist_ok=True)
     for name, text in sorted(skills.items()):
         (out_dir / name).mkdir(exist_ok=True)
         write_atomic(out_dir / name / "SKILL.md", text.encode("utf-8"))
@@ -372,6 +381,20 @@ def export(root: Path, out_dir: Path) -> list[str]:
             if not any(stale.iterdir()):  # a folder holding more than kwiki wrote keeps it
                 stale.rmdir()
     return sorted(skills)
+
+
+def _own_folder(root: Path, out_dir: Path) -> str | None:
+    """The repository's own folder (or the repository itself, '.') that `out_dir` is or lies inside, or None."""
+    from kwiki.wiki.catalog import OWN_FOLDERS
+
+    real_root, out = Path(os.path.realpath(root)), Path(os.path.realpath(out_dir))
+    if out == real_root:
+        return "."
+    for name in OWN_FOLDERS:
+        folder = Path(os.path.realpath(real_root / name))
+        if out == folder or folder in out.parents:
+            return name
+    return None
 
 
 def _ours(path: Path) -> bool:

@@ -58,7 +58,7 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", help="only pages for this architecture")
     p.add_argument("--compile-only", action="store_true", help="build everything, run nothing")
     p.add_argument("--no-write", action="store_true", help="do not write pages or the results store")
-    p.add_argument("--jobs", type=int, default=0, help="parallel builds (default: CPU count)")
+    p.add_argument("--jobs", type=_jobs, default=0, help="parallel builds (default: CPU count)")
     p.add_argument("--until-runs", type=_runs, metavar="N",
                    help="run only the artifacts whose series have fewer than N runs in results/ (any session)")
     p.add_argument("--require-gpu", action="store_true",
@@ -131,6 +131,16 @@ def _seconds(text: str) -> float:
     if not 0 < s <= 86400:
         raise argparse.ArgumentTypeError(f"wants seconds from 0 to 86400, got {text!r}")
     return s
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} parallel builds: give at least 1 (leave it out for one per CPU)")
+    return n
 
 
 def _runs(text: str) -> int:

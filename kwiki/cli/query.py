@@ -8,6 +8,7 @@ from typing import Any
 
 from kwiki.agents.index import skipped, with_index
 from kwiki.agents.query import Query, render_json, search_conn, tags_conn
+from kwiki.core.errors import printable
 from kwiki.wiki.catalog import find_root
 
 
@@ -73,6 +74,7 @@ def _print_table(header: list[str], rows: list[list[str]]) -> None:
         return
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header) - 1)]
     room = max(20, shutil.get_terminal_size((120, 24)).columns - sum(widths) - 2 * len(widths))
+    rows = [[printable(str(c)) for c in row] for row in rows]  # a title's escape sequence is shown, not run
     for row in [header, *rows]:
         last = str(row[-1])
         if len(last) > room:

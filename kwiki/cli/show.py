@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from kwiki.agents.show import show
-from kwiki.core.errors import UsageError
+from kwiki.core.errors import UsageError, printable_lines
 from kwiki.wiki.catalog import find_root
 
 
@@ -19,7 +19,7 @@ def _ladder(args: Any) -> int:
     if getattr(args, "json", False) or not sys.stdout.isatty():
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     else:
-        sys.stdout.write(render_ladders(doc))
+        sys.stdout.write(printable_lines(render_ladders(doc)))
     return 0
 
 
@@ -56,7 +56,7 @@ def run(args: Any) -> int:
     if getattr(args, "json", False) or not sys.stdout.isatty():
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     else:
-        sys.stdout.write(render_text(doc))
+        sys.stdout.write(printable_lines(render_text(doc)))
     return 0
 
 
@@ -99,7 +99,7 @@ def render_text(doc: dict[str, Any]) -> str:
     ):
         if value:
             lines.append(f"  {label:<9} {value}")
-    if doc["claims"]:
+    if doc.get("claims"):  # a page without claims has none in its document
         lines += ["", "Claims:"]
         rows = [["ID", "CLAIMED", "MEASURED", "VERDICT", "GPU", "DATE"]]
         why: list[str] = []  # a failed, caught or tainted claim's reason, below the table

@@ -39,6 +39,12 @@ class Problem(NamedTuple):
         }
 
 
+def printable_lines(text: str) -> str:
+    """Text for a terminal, line by line: each line `printable`, the line breaks kept (a page title's escape
+    sequence cannot retitle the window, move the cursor or recolour what follows)."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
 def printable(text: str) -> str:
     """`text` with every character that is not printable escaped (line breaks, other control and
     format characters, bidi overrides); a byte of a name that is not UTF-8 shows as \\xNN."""

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from kwiki.core.errors import printable
+
 _OPEN = os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK  # O_NONBLOCK: a FIFO planted there cannot hang us
 
 
@@ -49,7 +51,7 @@ def holder(fd: int) -> str:
         text = os.pread(fd, 300, 0).decode("utf-8", errors="replace").strip()
     except OSError:
         text = ""
-    return text or "another process"
+    return printable(text) or "another process"  # the file is anyone's: its escape sequences are shown
 
 
 @contextmanager

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kwiki.results.storelines import store_problems
 from kwiki.wiki.check import Report, check
+from kwiki.wiki.siteconfig import config_problems
 
 
 def check_tree(root: Path, *, strict: bool = False, jobs: int = 0) -> Report:
@@ -19,5 +20,6 @@ def check_tree(root: Path, *, strict: bool = False, jobs: int = 0) -> Report:
 
     report = check(root, strict=strict, jobs=jobs, traced=check_pages)
     stored = store_problems(root)  # lines of results/ that verify and build skip
-    report.problems = sorted(report.problems + [p._replace(severity="error") if strict else p for p in stored])
+    report.problems = sorted(report.problems + [p._replace(severity="error") if strict else p for p in stored]
+                             + config_problems(root))
     return report

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from kwiki.core.arch import parse_arch
 from kwiki.results.merge import LOCAL, stores
 from kwiki.results.store import ClaimRow
-from kwiki.results.storelines import committed
+from kwiki.results.storelines import committed, read_text
 from kwiki.wiki.model import Claim
 
 NOT_APPLICABLE = "not-applicable"
@@ -73,7 +73,10 @@ def _claims(path: str, mtime_ns: int, size: int) -> dict[str, list[ClaimRow]]:
     """The claim rows of one store file by page (measured on a GPU), read once per version of the file: a site
     build asks for every page's."""
     out: dict[str, list[ClaimRow]] = {}
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    try:
+        text = read_text(Path(path))
+    except OSError:
+        return out  # kwiki check names the file (kwiki.results.storelines.store_problems)
     for _, data, _ in committed(Path(path), text):
         if data is None or data.get("kind") != "claim":
             continue

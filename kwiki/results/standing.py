@@ -119,8 +119,8 @@ def standing(meta: PageMeta, history: list[ClaimRow] | None = None, trace: PageT
         out.state = State.below_goal
     elif out.runs is not None and out.runs < RUNS:
         out.state = State.provisional
-    elif m.evidence_level.value == "verified" and not out.unaudited:
-        out.state = State.verified
+    elif m.evidence_level.value == "verified" and not out.unaudited and not (trace is not None and trace.legacy):
+        out.state = State.verified  # never on rows of the format before run ids: one hand-written line makes one
     else:
         out.state = State.measured
     if out.state != State.verified and out.evidence == EvidenceLevel.verified.value:

@@ -11,16 +11,26 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from kwiki.core.errors import Problem
+from kwiki.core.errors import EnvironmentProblem, Problem
 from kwiki.core.strict import Scalar
 from kwiki.results.mechanism import MechanismEvidence
-from kwiki.results.storelines import COMMIT, COMMITTED_FROM, RESULTS_DIR, committed, needs_commit, unreadable
+from kwiki.results.storelines import (
+    COMMIT,
+    COMMITTED_FROM,
+    RESULTS_DIR,
+    committed,
+    display_path,
+    needs_commit,
+    read_text,
+    unreadable,
+)
 from kwiki.wiki.model import Gate, Provenance
 
 STORE_VERSION = 2  # 2: each run's rows are followed by a commit line that counts them
@@ -86,9 +96,14 @@ def read_store(path: Path, *, warn: bool = True,
     """
     rows: list[RecordRow | ClaimRow] = []
     problems: list[Problem] = []
-    if not path.exists():
+    if not os.path.lexists(path):
         return rows, problems
-    for lineno, data, problem in committed(path, path.read_text(encoding="utf-8", errors="replace")):
+    try:
+        text = read_text(path)
+    except OSError as exc:
+        text = ""
+        problems.append(Problem(display_path(path), 0, "results", f"cannot read the file ({exc.strerror or exc})"))
+    for lineno, data, problem in committed(path, text):
         if data is not None:
             try:
                 row = (ClaimRow if data["kind"] == "claim" else RecordRow).model_validate(data)
@@ -159,8 +174,11 @@ def append_rows(path: Path, rows: Sequence[Row]) -> None:
     block = b"".join(row_line(r) for r in rows)
     path.parent.mkdir(parents=True, exist_ok=True)
     with hold_replaced(path):
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device: never a store
+                raise EnvironmentProblem(f"{display_path(path)}: not a regular file; kwiki appends a run only to a "
+                                         "regular store file (remove it)")
             end = finished_end(fd)
             if end < os.fstat(fd).st_size:
                 os.ftruncate(fd, end)

@@ -25,6 +25,47 @@ COMMIT = "commit"
 COMMITTED_FROM = 2  # the store version from which rows count only once a commit line counts them
 
 
+READ_BOUND = 80 * 1024 * 1024  # 4x the store's size bound (kwiki.results.summary.BOUND): no store kwiki keeps is larger
+
+
+class StoreFileError(OSError):
+    """A store file kwiki does not read: not a regular file, a link that leads out of the repository, or too large."""
+
+
+def read_text(path: Path) -> str:
+    """A store file's text, read only when it is a regular file (a link to one inside the repository, two levels
+    up, is fine) of at most READ_BOUND bytes; StoreFileError (an OSError) otherwise: a FIFO would block every
+    command, `/dev/zero` would fill the memory."""
+    import os
+    import stat
+
+    from kwiki.core.paths import within
+
+    if path.is_symlink() and not within(path.parent.parent, path):
+        raise StoreFileError(f"{path.name} is a link that leads out of the repository; not read")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open itself
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise StoreFileError(f"{path.name} is not a regular file (a FIFO, a device or a folder); not read")
+        if info.st_size > READ_BOUND:
+            raise StoreFileError(f"{path.name} is {info.st_size} bytes, over the {READ_BOUND} bytes kwiki reads "
+                                 "(the store's size bound is 20 MB); not read")
+        chunks, left = [], READ_BOUND + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > READ_BOUND:
+        raise StoreFileError(f"{path.name} grew past {READ_BOUND} bytes while read; not read")
+    return data.decode("utf-8", errors="replace")
+
+
 def display_path(path: Path) -> str:
     """`results/NAME.jsonl` for a store file in a results/ folder, else the path as given."""
     return f"{RESULTS_DIR}/{path.name}" if path.parent.name == RESULTS_DIR else str(path)
@@ -105,9 +146,9 @@ def store_problems(root: Path) -> list[Problem]:
         return out
     for path in sorted(directory.glob("*.jsonl")):
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = read_text(path)
         except OSError as exc:
-            out.append(unreadable(path, 0, f"cannot read the file ({exc.strerror or exc})"))
+            out.append(Problem(display_path(path), 0, "results", f"cannot read the file ({exc.strerror or exc})"))
             continue
         out += [problem for _, _, problem in committed(path, text) if problem is not None]
     return out

@@ -23,7 +23,8 @@ Blocks written before run ids (their claims name no `run_ids`, `runs` nor `serie
 the claim row the same older kwiki wrote alongside them: the store must hold a claim row of that
 page and claim, itself written before series, on the provenance's GPU and date, with the block's
 verdict and value, and a change that tells a drift as the block's does. Such a claim is traceable
-but `kwiki check` warns that it was written before traceability (re-run `kwiki verify`). A
+but `kwiki check` warns that it was written before traceability (re-run `kwiki verify`), and it never makes
+its page verified (`evidence`, kwiki.results.standing): one row of that older format is easy to write by hand. A
 hand-written block without run ids finds no such
 row and is untraceable.
 
@@ -343,6 +344,8 @@ def evidence(meta: PageMeta, t: PageTrace | None) -> tuple[str, int]:
     above source-reported), so no filter for measured or verified pages matches it."""
     if t is None or t.traceable:
         level = meta.effective_evidence
+        if t is not None and t.legacy and level == EvidenceLevel.verified:
+            level = EvidenceLevel.measured  # a row of the format before run ids never makes a page verified
         return level.value, level.rank
     own = meta.evidence_level if meta.evidence_level in AUTHOR_LEVELS else EvidenceLevel.spec
     return UNTRACEABLE, own.rank

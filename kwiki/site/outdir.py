@@ -8,21 +8,18 @@ from pathlib import Path
 
 from kwiki.core.errors import UsageError
 from kwiki.core.writefile import write_atomic
-from kwiki.results.storelines import RESULTS_DIR
-from kwiki.wiki.catalog import ARTIFACTS_DIR, WIKI_DIR
+from kwiki.wiki.catalog import OWN_FOLDERS
 
 STAGE_DIR = ".kwiki/site"
 SERVE_DIR = ".kwiki/serve"
 SITE_MARK = ".kwiki-site"  # in every output directory kwiki built (MkDocs keeps dot-files when it empties one)
-# the repository's own folders, present or not: no build may write its site there
-OWN_FOLDERS = (WIKI_DIR, ARTIFACTS_DIR, RESULTS_DIR, "schema", "kwiki", "tests", "bench", ".git", ".kwiki")
 
 
 def _built_here(directory: Path) -> bool:
-    """Whether `directory` holds a site kwiki built (its mark, or the agents' files of an older build)."""
-    from kwiki.site.exports import INDEX_JSON, LLMS
-
-    return (directory / SITE_MARK).is_file() or ((directory / LLMS).is_file() and (directory / INDEX_JSON).is_file())
+    """Whether `directory` holds a site kwiki built: its mark, a regular file (files named like the agents' files,
+    `llms.txt` and `index.json`, are anyone's: a folder holding them is not emptied on their word)."""
+    mark_file = directory / SITE_MARK
+    return mark_file.is_file() and not mark_file.is_symlink()
 
 
 def site_dir_problem(root: Path, site_dir: Path) -> str | None:

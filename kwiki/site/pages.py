@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from kwiki.core.errors import ManifestError
-from kwiki.core.paths import inside
+from kwiki.core.tracked import artifact_entry_problem
 from kwiki.results.store import ClaimRow, RecordRow, gpu_slug
 from kwiki.site import charts, gpumatrix
 from kwiki.site.listings import ARCHITECTURES, INDEX_DIR, SitePage
@@ -55,6 +55,7 @@ class Context:
     files: dict[str, bytes] = field(default_factory=dict)  # staged path -> content
     sources: dict[str, str] = field(default_factory=dict)  # artifact rel -> the staged page of its sources
     loaded: dict[str, Manifest | None] = field(default_factory=dict)  # artifact rel -> its manifest
+    git: frozenset[str] | None = None  # the files git tracks (kwiki.core.tracked): only those are published
 
 
 
@@ -62,7 +63,7 @@ def _artifact(ctx: Context, rel: str) -> tuple[str, list[str], str | None]:
     """The name the results store uses for an artifact, its variants in manifest order, its baseline."""
     from kwiki.wiki.manifest import MANIFEST, load_manifest
 
-    refused = inside(ctx.root, rel, must_exist=False)  # the containment rule: never read what lies outside
+    refused = artifact_entry_problem(ctx.root, rel, ctx.git, must_exist=False)  # never read what is refused
     rel = rel.rstrip("/")
     if rel not in ctx.manifests:
         ctx.manifests[rel] = (Path(rel).name, [], None)
@@ -95,7 +96,8 @@ def _manifest(ctx: Context, rel: str) -> Manifest | None:
     rel = rel.rstrip("/")
     if rel not in ctx.loaded:
         ctx.loaded[rel] = None
-        if not inside(ctx.root, rel, must_exist=False) and (ctx.root / rel / MANIFEST).is_file():
+        if (not artifact_entry_problem(ctx.root, rel, ctx.git, must_exist=False)
+                and (ctx.root / rel / MANIFEST).is_file()):
             try:
                 ctx.loaded[rel] = load_manifest(ctx.root / rel, ctx.root)
             except ManifestError:
@@ -254,7 +256,7 @@ def _body(ctx: Context, sp: SitePage) -> list[str]:
     if sources:
         out += ["", own(ctx, sources)]
     # only the section's wrapper is marked: the sources it shows are the artifact's text, not kwiki's
-    wrapper, _, sources = artifact_section(ctx.root, sp.meta, ctx.sources, sp.rel).partition("\n")
+    wrapper, _, sources = artifact_section(ctx.root, sp.meta, ctx.sources, sp.rel, ctx.git).partition("\n")
     out += ["", own(ctx, wrapper) + ("\n" + sources if sources else "")]
     return out
 
@@ -263,7 +265,7 @@ def artifact_pages(ctx: Context, pages: list[SitePage]) -> None:
     """One staged page per artifact that a page names, holding its sources (`render.artifact_page`)."""
     taken: set[str] = set()
     for rel in sorted({r.rstrip("/") for sp in pages if sp.meta for r in sp.meta.artifacts.values()}):
-        text = artifact_page(ctx.root, rel)
+        text = artifact_page(ctx.root, rel, ctx.git)
         if text is None:
             continue
         stem = re.sub(r"[^A-Za-z0-9_.]+", "-", rel.removeprefix(ARTIFACTS_DIR + "/")).strip("-.") or "artifact"

@@ -15,13 +15,14 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kwiki.core.errors import ManifestError
+from kwiki.core.errors import ManifestError, printable
 from kwiki.core.numbers import fmt
-from kwiki.core.paths import inside, within
+from kwiki.core.tracked import artifact_entry_problem, unpublishable
 from kwiki.results import tables
 from kwiki.results.standing import Standing
 from kwiki.results.states import claim_word
 from kwiki.results.trace import PageTrace
+from kwiki.wiki.catalog import ARTIFACTS_DIR
 from kwiki.wiki.model import Claim, MeasuredClaim, PageMeta
 from kwiki.wiki.verdict import NOT_REPRODUCED, OUT_OF_SCOPE, PASSING, Verdict
 
@@ -210,21 +211,31 @@ def _fence(text: str, lang: str, indent: str = "") -> str:
     return "\n".join(indent + line if line else line for line in lines) + "\n"
 
 
-def source_block(root: Path, path: Path, shown_as: str) -> str:
+def source_block(root: Path, path: Path, shown_as: str, files: frozenset[str] | None = None) -> str:
     """A collapsed admonition holding one file of the repository, highlighted by its extension.
 
-    A file that is not inside `root` once links are resolved (a committed link that leads out)
-    is named, never read (the containment rule).
+    A file the site may not publish (kwiki.core.tracked: a dot-component, a link that leads out of
+    artifacts/, a file git does not track; `files` is `tracked(root)`) is named, never read.
     """
     title = html_text(shown_as).replace('"', "&quot;")
-    if not within(root, path):
-        return f'!!! failure "{title}"\n\n    Not published: a link that leads out of the repository.\n\n'
+    why = unpublishable(root, path, ARTIFACTS_DIR, files)
+    if why is not None or not path.is_file():
+        return f'!!! failure "{title}"\n\n    {md_text(why or "not a regular file")}.\n\n'
     data = path.read_bytes()
     if len(data) > MAX_SOURCE_BYTES:
         return f'??? warning "{title}"\n\n    {len(data)} bytes, too large to show here.\n\n'
     text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").expandtabs(4)
     lang = LANGUAGES.get(path.suffix.lower(), "text")
     return f'??? abstract "{title}"\n\n{_fence(text, lang, "    ")}\n'
+
+
+def _utf8(name: str) -> bool:
+    """Whether a file name (as os.fsdecode gave it) is UTF-8, so that a page can carry it."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def build_lines(manifest: Manifest, rel: str) -> list[str]:
@@ -249,7 +260,7 @@ def build_lines(manifest: Manifest, rel: str) -> list[str]:
     return out
 
 
-def _manifest_section(root: Path, rel: str) -> str:
+def _manifest_section(root: Path, rel: str, files: frozenset[str] | None) -> str:
     from kwiki.wiki.manifest import MANIFEST, load_manifest
 
     directory = root / rel
@@ -265,35 +276,39 @@ def _manifest_section(root: Path, rel: str) -> str:
         lines += [f"- `{v.name}`: {md_text(v.description)}" for v in described] + [""]
     lines += ["Build (from the repository root):", "", _fence("\n".join(build_lines(manifest, rel)), "sh")]
     b = manifest.build
-    files = [*b.sources, *b.headers, *([b.script] if b.script else [])]
-    blocks = [source_block(root, directory / f, f"{rel}/{f}") for f in dict.fromkeys(files)]
-    blocks.append(source_block(root, directory / MANIFEST, f"{rel}/{MANIFEST}"))
+    named = [*b.sources, *b.headers, *([b.script] if b.script else [])]
+    blocks = [source_block(root, directory / f, f"{rel}/{f}", files) for f in dict.fromkeys(named)]
+    blocks.append(source_block(root, directory / MANIFEST, f"{rel}/{MANIFEST}", files))
     return "\n".join(lines) + "\n" + "".join(blocks)
 
 
-def artifact_sources(root: Path, rel: str) -> str | None:
+def artifact_sources(root: Path, rel: str, files: frozenset[str] | None = None) -> str | None:
     """The Markdown of an artifact's own page (`artifact_page`): its manifest, build line and source files,
-    collapsed; None when there is nothing to publish (refused by the containment rule, or missing)."""
+    collapsed; None when there is nothing to publish (refused by kwiki.core.tracked's rule, or missing).
+    `files`: `tracked(root)`."""
     from kwiki.wiki.manifest import MANIFEST
 
-    if inside(root, rel, must_exist=False):  # before stripping: '/' must stay absolute
+    if artifact_entry_problem(root, rel, files, must_exist=False):  # before stripping: '/' must stay absolute
         return None
     rel = rel.rstrip("/")
     path = root / rel
     if (path / MANIFEST).is_file():
-        return _manifest_section(root, rel)
+        return _manifest_section(root, rel, files)
     if path.is_file():
-        return source_block(root, path, rel)
+        return source_block(root, path, rel, files)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in LANGUAGES)
-        return "".join(source_block(root, p, f"{rel}/{p.name}") for p in files[:20])
+        listed = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in LANGUAGES
+                        and not p.name.startswith("."))
+        return "".join(source_block(root, p, f"{rel}/{p.name}", files) if _utf8(p.name) else
+                       f'!!! failure "{md_text(printable(p.name))}"\n\n    Not published: the file name is not '
+                       "UTF-8 (rename it).\n\n" for p in listed[:20])
     return None
 
 
-def artifact_page(root: Path, rel: str) -> str | None:
+def artifact_page(root: Path, rel: str, files: frozenset[str] | None = None) -> str | None:
     """A page of its own for an artifact's sources, shared by every page that names it: kept out of the
     navigation and the search index (the same file is indexed nowhere rather than on each page)."""
-    body = artifact_sources(root, rel)
+    body = artifact_sources(root, rel, files)
     if body is None:
         return None
     rel = rel.rstrip("/")
@@ -305,7 +320,8 @@ def artifact_page(root: Path, rel: str) -> str | None:
     return "\n".join(lines)
 
 
-def artifact_section(root: Path, meta: PageMeta, pages: dict[str, str] | None = None, page_rel: str = "") -> str:
+def artifact_section(root: Path, meta: PageMeta, pages: dict[str, str] | None = None, page_rel: str = "",
+                     files: frozenset[str] | None = None) -> str:
     """Each artifact the page names, and a link to the page of its sources (`pages`: artifact rel -> staged
     page); without `pages`, the sources themselves, collapsed."""
     from kwiki.wiki.manifest import MANIFEST, load_manifest
@@ -314,14 +330,14 @@ def artifact_section(root: Path, meta: PageMeta, pages: dict[str, str] | None = 
         return ""
     out = ['<div class="kw-artifacts" markdown>', "", "## Artifact sources", ""]
     for key, rel in sorted(meta.artifacts.items()):
-        why = inside(root, rel, must_exist=False)  # before stripping: '/' must stay absolute
+        why = artifact_entry_problem(root, rel, files, must_exist=False)  # before stripping: '/' stays absolute
         rel = rel.rstrip("/")
         path = root / rel
         out += [f"### {md_text(key)}: `{rel}`" if "`" not in rel else f"### {md_text(key)}", ""]
         if why:
             out.append(f'!!! failure "not published"\n\n    {md_text(why)}.\n')
         elif pages is None or rel not in pages:
-            body = artifact_sources(root, rel)
+            body = artifact_sources(root, rel, files)
             out.append(body if body is not None else f'!!! failure "missing artifact"\n\n    {md_text(rel)} does not '
                                                      "exist.\n")
         else:

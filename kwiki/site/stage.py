@@ -26,12 +26,14 @@ import yaml
 
 from kwiki.core.errors import UsageError
 from kwiki.core.paths import inside, links_out
+from kwiki.core.tracked import linked_folders, tracked, unpublishable, wiki_files
 from kwiki.core.writefile import write_atomic
 from kwiki.results.audits import Audits
 from kwiki.results.standing import claim_rows_by_page, standing
 from kwiki.results.store import ClaimRow, RecordRow, read_all
 from kwiki.results.trace import Store, trace
 from kwiki.site import searchindex
+from kwiki.site.audit import audit_scripts
 from kwiki.site.errors import SiteError
 from kwiki.site.listings import (
     HOME,
@@ -48,7 +50,6 @@ from kwiki.site.pages import ASSETS, CSS, Context, artifact_pages, own, stage_pa
 from kwiki.site.render import html_text, stylesheet
 from kwiki.site.tagpages import tags_pages
 from kwiki.site.theme import (
-    BASE_CONFIG,
     base_config,
     config_overrides,
     remote_resources,
@@ -57,6 +58,7 @@ from kwiki.site.theme import (
 )
 from kwiki.wiki.catalog import WIKI_DIR, load_wiki
 from kwiki.wiki.drafts import draft_reason, is_draft
+from kwiki.wiki.siteconfig import BASE_CONFIG
 
 if TYPE_CHECKING:
     from mkdocs.livereload import LiveReloadServer
@@ -93,42 +95,65 @@ class SiteReport:
 
 
 
+KEY_FILE = f"{STAGE_DIR}/key"
+
+
 def ensure_site_key(root: Path) -> str:
     """The secret that marks kwiki's own markup in the staged pages (sanitize.mark_own), so that the sanitiser
-    can tell kwiki's badges from a page's HTML: random, kept in `.kwiki/site/key` (ignored by git, never
-    published; a fresh checkout makes a fresh one) so that unchanged staged pages stay byte-identical from
-    build to build. A page's author cannot know it, so cannot mark their HTML as kwiki's."""
+    can tell kwiki's badges from a page's HTML. It is this machine's (kwiki.core.machine) seal of a random salt
+    kept in `.kwiki/site/key` (ignored by git, never published), so unchanged staged pages stay byte-identical
+    from build to build, and a key file a checkout carries gives its author nothing. A salt git tracks is not
+    used (a key for this build alone); a key that reached the site is retired (`retire_site_key`). A page's
+    author cannot know the key, so cannot mark their HTML as kwiki's."""
     import secrets
 
-    path = root / STAGE_DIR / "key"
+    from kwiki.core.machine import seal
+    from kwiki.core.tracked import is_tracked, tracked
+
+    path = root / KEY_FILE
+    files = tracked(root)
+    if files is not None and is_tracked(files, KEY_FILE):
+        log.warning("kwiki: %s: git tracks it; a key for this build alone (run: git rm --cached %s)",
+                    KEY_FILE, KEY_FILE)
+        return secrets.token_hex(16)
     try:
-        key = path.read_text(encoding="ascii").strip()
-        if re.fullmatch(r"[0-9a-f]{32}", key):
-            return key
+        salt = path.read_text(encoding="ascii").strip()
+        if re.fullmatch(r"[0-9a-f]{32}", salt):
+            return seal(root, "site", salt)[:32]
     except (OSError, UnicodeDecodeError):
         pass
-    key = secrets.token_hex(16)
+    salt = secrets.token_hex(16)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, key.encode("ascii"))
+        write_atomic(path, salt.encode("ascii"))
     except OSError:
         pass  # .kwiki/ cannot be written: a key for this build alone
-    return key
+    return seal(root, "site", salt)[:32]
+
+
+def retire_site_key(root: Path) -> None:
+    """Forget the site key (it reached a finished page): the next build makes a new one."""
+    (root / KEY_FILE).unlink(missing_ok=True)
 
 
 
 def _site_pages(root: Path, rows: list[RecordRow | ClaimRow], strict: bool) -> list[SitePage]:
-    from kwiki.wiki.check import check_ids
+    from kwiki.results.check import check_tree
+    from kwiki.wiki.check import check_limits
 
+    if strict:  # the strict build's check is `kwiki check`'s, whole: a build never passes what check fails
+        problems = check_tree(root).errors
+        if problems:
+            raise SiteError(f"{len(problems)} errors (run 'kwiki check')", [p.format() for p in problems])
     wiki = load_wiki(root)
-    problems = [p for page in wiki.pages for p in page.problems if p.severity == "error"]
-    problems += check_ids(wiki)
-    if strict and problems:
-        raise SiteError(f"{len(problems)} page errors (run 'kwiki check')", [p.format() for p in sorted(problems)])
     by_page = claim_rows_by_page(rows)
     store = Store(rows, Audits.load(root))
     out = []
     for page in wiki.pages:
+        over = check_limits(page)
+        if over:  # only a build that is not strict gets here with one (`kwiki serve`): never built, never slow
+            log.warning("kwiki: %s; not published", over[0].format())
+            continue
         if page.meta is not None and is_draft(page.meta):  # drafts stay drafts: not staged, listed or exported
             log.info("kwiki: %s: a draft, not published (%s)", page.path, draft_reason(page.meta))
             continue
@@ -165,19 +190,22 @@ def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki", key
     for row in rows:
         if isinstance(row, RecordRow):
             records.setdefault(row.artifact, []).append(row)
-    ctx = Context(root, records, ensure_site_key(root) if key is None else key)
+    ctx = Context(root, records, ensure_site_key(root) if key is None else key, git=tracked(root))
     wiki = root / WIKI_DIR
     refused = set(links_out(root, wiki))  # committed links that lead out (or are broken): never read
     why = [f"{inside(root, p.relative_to(root).as_posix())}; not published" for p in sorted(refused)]
+    for path in wiki_files(wiki):  # what else may not be published (kwiki.core.tracked): never read either
+        problem = None if path in refused else unpublishable(root, path, WIKI_DIR, ctx.git)
+        if problem is None and path not in refused and path.is_file():
+            ctx.files[path.relative_to(wiki).as_posix()] = path.read_bytes()
+        elif problem is not None and path.is_symlink():
+            why.append(problem)
+        elif problem is not None:
+            log.warning("kwiki: %s", problem)
     if why and strict:
         raise SiteError(f"{len(why)} links under {WIKI_DIR}/ break the containment rule (run 'kwiki check')", why)
     for message in why:
         log.warning("kwiki: %s", message)
-    for path in sorted(wiki.rglob("*")):
-        rel = path.relative_to(wiki).as_posix()
-        if (path not in refused and path.is_file() and not path.name.endswith(".md")
-                and not any(p.startswith(".") for p in rel.split("/"))):
-            ctx.files[rel] = path.read_bytes()
     for reserved in (INDEX_DIR + "/", ASSETS + "/"):
         taken = sorted(f for f in [*ctx.files, *(p.rel for p in pages)] if f.startswith(reserved))
         if taken:
@@ -235,9 +263,9 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport
     templates = write_theme_overrides(stage / "overrides")
     overrides = config_overrides(base, stage / "docs", site_dir, pages, strict, templates)
     t1 = time.perf_counter()
-    config_file = root / BASE_CONFIG
     mark(site_dir)
-    warnings = run_mkdocs(overrides, config_file if config_file.is_file() else stage / "base.yml", own=key)
+    warnings = run_mkdocs(overrides, stage / "mkdocs.yml", own=key,
+                          published=lambda: retire_site_key(root))
     t2 = time.perf_counter()
     write_exports(site_dir, pages, overrides["site_name"], overrides["site_description"], run,
                   overrides["use_directory_urls"])
@@ -246,7 +274,7 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> SiteReport
     deferred = searchindex.defer_index(site_dir)
     if deferred and strict:
         raise SiteError("the search index would load with every page", [deferred])
-    remote = remote_resources(site_dir) + ([deferred] if deferred else [])
+    remote = remote_resources(site_dir) + ([deferred] if deferred else []) + audit_scripts(site_dir)
     if remote and strict:
         raise SiteError(f"{len(remote)} resources would be fetched from another host", remote)
     t3 = time.perf_counter()
@@ -259,6 +287,13 @@ def live_server(root: Path, host: str, port: int) -> LiveReloadServer:
     from mkdocs.livereload import LiveReloadServer
 
     site_dir = root / SERVE_DIR
+    watched = [root / WIKI_DIR, root / "artifacts", root / "results", root / BASE_CONFIG]
+    # the watcher follows links to folders (watchdog's snapshot stats through them): `wiki/x -> /` would have it
+    # walk the whole machine and never answer, so such a link is refused before anything starts
+    walked = [p for top in watched if top.is_dir() for p in [*links_out(root, top), *linked_folders(top)]]
+    if walked:
+        raise UsageError(f"{walked[0].relative_to(root).as_posix()}: a link to a folder or out of the repository; "
+                         "the live server would walk through it (remove it, or use 'kwiki build')")
 
     def builder() -> None:
         try:
@@ -274,7 +309,7 @@ def live_server(root: Path, host: str, port: int) -> LiveReloadServer:
     server = LiveReloadServer(builder=builder, host=host, port=port, root=str(site_dir))
     not_found = site_dir / "404.html"
     server.error_handler = lambda code: not_found.read_bytes() if not_found.is_file() else None
-    for watched in (root / WIKI_DIR, root / "artifacts", root / "results", root / BASE_CONFIG):
-        if watched.exists():
-            server.watch(str(watched))
+    for path in watched:
+        if path.exists():
+            server.watch(str(path))
     return server

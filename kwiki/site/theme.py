@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ from kwiki.site.listings import ARCHITECTURES_DIR, EVIDENCE_DIR, TAGS_DIR, SiteP
 from kwiki.site.pages import ASSETS, CSS, SOURCES_DIR
 from kwiki.site.sanitize import Sanitizer, remote_in_css, remote_in_html
 from kwiki.wiki.catalog import WIKI_DIR
+from kwiki.wiki.siteconfig import BASE_CONFIG, ConfigProblems, read_config
 
-BASE_CONFIG = "mkdocs.yml"
 DESCRIPTION = "GPU kernel techniques whose numbers are re-measured by a machine"
 EXTENSIONS = ["admonition", "attr_list", "md_in_html", "tables", "toc", "pymdownx.details",
               "pymdownx.superfences", "pymdownx.highlight"]
@@ -44,20 +45,13 @@ def _names(items: list[Any]) -> list[str]:
 
 
 def base_config(root: Path) -> dict[str, Any]:
-    """The repository's mkdocs.yml (read as MkDocs reads it), or nothing."""
-    from mkdocs.exceptions import MkDocsException
-    from mkdocs.utils.yaml import yaml_load
-
-    path = root / BASE_CONFIG
-    if not path.is_file():
-        return {}
+    """The fields kwiki's site takes from the repository's mkdocs.yml, read as plain data (kwiki.wiki.siteconfig);
+    SiteError with located problems when it asks for anything else."""
     try:
-        data = yaml_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, MkDocsException) as exc:
-        raise SiteError(f"{BASE_CONFIG}: cannot read it: {exc}") from None
-    if not isinstance(data, dict):
-        raise SiteError(f"{BASE_CONFIG}: not a mapping")
-    return data
+        return read_config(root)
+    except ConfigProblems as exc:
+        raise SiteError(f"{BASE_CONFIG}: {len(exc.problems)} settings kwiki's site does not allow (see the README's "
+                        "'Security and trust')", [p.format() for p in exc.problems]) from None
 
 
 def write_theme_overrides(directory: Path) -> Path | None:
@@ -105,7 +99,7 @@ def config_overrides(base: dict[str, Any], docs_dir: Path, site_dir: Path, pages
         "use_directory_urls": bool(base.get("use_directory_urls", True)),
         "docs_dir": str(docs_dir), "site_dir": str(site_dir), "strict": strict,
         "theme": theme, "plugins": plugins, "markdown_extensions": extensions, "validation": validation,
-        "extra_css": [*(base.get("extra_css") or []), CSS], "nav": nav(pages),
+        "extra_css": [CSS], "nav": nav(pages),
         "not_in_nav": "\n".join([*([str(base["not_in_nav"])] if base.get("not_in_nav") else []),
                                   f"/{SOURCES_DIR}/", *(f"/{d}/" for d in PAGED_DIRS)]),
     }
@@ -120,17 +114,20 @@ class _Collect(logging.Handler):
         self.messages.append(f"{record.levelname}: {record.getMessage()}")
 
 
-def run_mkdocs(overrides: dict[str, Any], config_file: Path, own: str | None = None) -> list[str]:
+def run_mkdocs(overrides: dict[str, Any], config_file: Path, own: str | None = None,
+               published: Callable[[], None] | None = None) -> list[str]:
     """Build with MkDocs in this process; the warnings it logged (raises SiteError in strict mode).
-    `own` is the key that marked kwiki's own markup when the pages were staged (`ensure_site_key`)."""
+    `own` is the key that marked kwiki's own markup when the pages were staged (`ensure_site_key`);
+    `published()` is called when that key reached a finished page (the caller retires it)."""
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")  # Material's banner about MkDocs 2; pinned below it
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
     from mkdocs.exceptions import MkDocsException
 
-    if not config_file.is_file():
+    data = yaml.safe_dump({"site_name": str(overrides.get("site_name") or "KernelWiki")}).encode()
+    if not config_file.is_file() or config_file.read_bytes() != data:  # kwiki's own: never the repository's file
         config_file.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(config_file, b"site_name: KernelWiki\n")
+        write_atomic(config_file, data)
     collect = _Collect()
     logger = logging.getLogger("mkdocs")
     logger.addHandler(collect)
@@ -145,6 +142,8 @@ def run_mkdocs(overrides: dict[str, Any], config_file: Path, own: str | None = N
         raise SiteError(f"mkdocs: {exc}", collect.messages + sanitizer.problems) from None
     finally:
         logger.removeHandler(collect)
+        if sanitizer.key_published and published is not None:
+            published()
     if sanitizer.problems and overrides.get("strict"):
         raise SiteError(f"{len(sanitizer.problems)} unsafe constructs in pages (removed from the site; the site "
                         "runs no page's script and fetches nothing from another host)", sanitizer.problems)

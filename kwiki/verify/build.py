@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kwiki.core.arch import parse_arch
+from kwiki.core.machine import seal, sealed
 from kwiki.core.paths import shown, within
 from kwiki.core.proc import run_group
 from kwiki.core.writefile import write_atomic
@@ -55,6 +56,8 @@ def included_files(sources: list[Path], search: list[Path]) -> list[Path]:
 
 
 def cache_key(job: BuildJob, root: Path, compiler_version: str | None) -> str:
+    """The build's cache key: its settings, target, compiler and every file it reads (for a script, which may
+    read anything there: every file of its folder and of artifacts/common)."""
     b = job.manifest.build
     files = [job.directory / s for s in [*b.sources, *b.headers, *filter(None, [b.script])]]
     files += included_files(files, [root / COMMON_DIR])
@@ -68,7 +71,27 @@ def cache_key(job: BuildJob, root: Path, compiler_version: str | None) -> str:
             h.update(path.read_bytes())
         except OSError:
             h.update(b"<missing>")
+    if b.script:  # a script may read any file of its folder or of artifacts/common: every one is in the key
+        h.update(_script_inputs(job.directory, root).encode())
     return h.hexdigest()[:20]
+
+
+def _script_inputs(directory: Path, root: Path) -> str:
+    """The hash of what a build script may read: every file of its folder and of artifacts/common that git tracks
+    (outside a git work tree: every file), so what the build writes beside itself does not change its key."""
+    from kwiki.core.tracked import tracked
+
+    git = tracked(root)
+    h = hashlib.sha256()
+    for base in (directory, root / COMMON_DIR):
+        if not base.is_dir():
+            continue
+        for path in sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                           and within(root, p)):
+            rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+            if git is None or rel in git:
+                h.update(rel.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
 
 
 def artifact_hash(directory: Path, root: Path, also: list[Path] | None = None) -> str:
@@ -147,6 +170,15 @@ def _copy_entry(src: Path, dest: Path) -> bool:
         return False
 
 
+def _binary_hash(path: Path) -> str:
+    """The binary's SHA-256: a cache hit is re-hashed against the seal its build wrote on this machine."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | None, cxx: str | None,
               started: Callable[[BuildJob], None] | None = None) -> BuildResult:
     """Compile one CUDA (or host C++) job, or take it from the cache; `started(job)` is told before a compiler
@@ -163,12 +195,14 @@ def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | N
     if binary.exists() and meta.exists():
         try:
             cached = json.loads(meta.read_text())
+            if not sealed(root, cached.get("seal"), "build", key, _binary_hash(binary)):
+                raise ValueError("not built on this machine")  # a checkout's or another machine's binary
             kernels = {k: KernelResources(**v) for k, v in cached.get("kernels", {}).items()}
             hit = BuildResult(job.artifact, job.target, True, True, key, str(binary), 0.0,
                               cached.get("command", []), str(final / "build.log"), None, kernels)
             return agree_on_variants(job, root, hit)
-        except (ValueError, TypeError):
-            pass  # a damaged cache entry is rebuilt
+        except (ValueError, TypeError, AttributeError, OSError):
+            pass  # a damaged, planted or foreign cache entry is rebuilt
     if started is not None:
         started(job)
     staging = final.with_name(final.name + f".tmp{os.getpid()}-{time.monotonic_ns()}")
@@ -200,8 +234,8 @@ def build_one(job: BuildJob, root: Path, nvcc: str | None, nvcc_version: str | N
                            str(failed / "build.log"), f"build failed ({why}): " + " | ".join(last)[:400])
     kernels = parse_ptxas(log)
     write_atomic(staging / "build.json", json.dumps(
-        {"command": list(argv), "kernels": {k: asdict(v) for k, v in kernels.items()}, "seconds": res.seconds},
-        indent=1, sort_keys=True).encode())
+        {"command": list(argv), "kernels": {k: asdict(v) for k, v in kernels.items()}, "seconds": res.seconds,
+         "seal": seal(root, "build", key, _binary_hash(out))}, indent=1, sort_keys=True).encode())
     shutil.rmtree(final, ignore_errors=True)
     os.replace(staging, final)
     if shared is not None:

@@ -12,6 +12,7 @@ from typing import Any
 from kwiki import SCHEMA_VERSION
 from kwiki.core.errors import EnvironmentProblem, Problem, UsageError
 from kwiki.core.suggest import did_you_mean
+from kwiki.core.tracked import refuse_tracked_caches
 from kwiki.results.audits import Audits
 from kwiki.results.record import PROTOCOL_VERSION
 from kwiki.results.store import RecordRow
@@ -153,6 +154,7 @@ def verify(root: Path, options: Options, progress: Callable[[str], None],
         raise UsageError("--ray runs timed runs on a cluster; --profile, --sanitize and --compile-only run here")
     if options.list_audits:
         return list_audits(root, options, progress)
+    refuse_tracked_caches(root)  # a binary, profile or key a checkout carries under .kwiki/ is never used
     return run_tools(root, options, progress) if options.stage_only else measure(root, options, progress, executor)
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from kwiki.core.errors import Problem, RecordError
+from kwiki.core.machine import seal, sealed
 from kwiki.core.numbers import fmt, params_text
 from kwiki.core.paths import shown
 from kwiki.core.proc import run_group
@@ -228,10 +229,23 @@ def _file_hash(path: str) -> str:
     return h.hexdigest()
 
 
-def cache_key(binary: str, app: list[str], gpu: str | None) -> str:
-    """The profile's cache key: the binary's contents, its arguments, the metric set and the GPU model (not the ncu
-    executable: a later timed run must find the profile without one; the cached document names it)."""
-    doc = {"v": CACHE_VERSION, "binary": _file_hash(binary), "args": app[1:], "metrics": METRICS, "gpu": gpu}
+def profiler_identity(ncu: str | None) -> str | None:
+    """The profiler as this machine has it: its resolved path, size and modification time (None: no ncu here)."""
+    if not ncu:
+        return None
+    try:
+        real = os.path.realpath(ncu)
+        info = os.stat(real)
+    except (OSError, ValueError):
+        return None
+    return f"{real}:{info.st_size}:{info.st_mtime_ns}"
+
+
+def cache_key(binary: str, app: list[str], gpu: str | None, profiler: str | None = None) -> str:
+    """The profile's cache key: the binary's contents, its arguments, the metric set, the GPU model and the
+    profiler's identity (`profiler_identity`: a timed run finds the profile through the ncu it would run)."""
+    doc = {"v": CACHE_VERSION, "binary": _file_hash(binary), "args": app[1:], "metrics": METRICS, "gpu": gpu,
+           "profiler": profiler}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -258,12 +272,14 @@ def _app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile) -> 
     return [*argv_for(planned, build.binary, planned.run_variants), PROFILE_MODE]
 
 
-def _read_cache(path: Path) -> tuple[str, str] | None:
+def _read_cache(path: Path, root: Path) -> tuple[str, str] | None:
+    """The cached (stdout, report) at `path`, when this machine's kwiki wrote it (its seal, kwiki.core.machine)."""
     try:
         doc = json.loads(path.read_text())
-        return str(doc["stdout"]), str(doc["report"])
-    except (OSError, ValueError, KeyError, TypeError):
+        got = str(doc["stdout"]), str(doc["report"])
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
+    return got if sealed(root, doc.get("seal"), "profile", path.stem, *got) else None
 
 
 def cached_profile(planned: PlannedArtifact, build: BuildResult, *, root: Path, gpu: str | None,
@@ -277,7 +293,10 @@ def cached_profile(planned: PlannedArtifact, build: BuildResult, *, root: Path, 
     app = _app(planned, build, out)
     if app is None:
         return None
-    got = _read_cache(root / CACHE_DIR / m.name / f"{cache_key(build.binary, app, gpu)}.json")
+    profiler = profiler_identity(find_ncu())
+    if profiler is None:
+        return None
+    got = _read_cache(root / CACHE_DIR / m.name / f"{cache_key(build.binary, app, gpu, profiler)}.json", root)
     if got is None:
         return None
     _audit_all(out, *got, tolerance, shown(planned.directory / MANIFEST, root))
@@ -295,10 +314,10 @@ def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, 
     app = _app(planned, build, out)
     if app is None:
         return out
-    key = cache_key(build.binary, app, gpu)
+    key = cache_key(build.binary, app, gpu, profiler_identity(ncu))
     cache = root / CACHE_DIR / m.name / f"{key}.json"
     rel = shown(planned.directory / MANIFEST, root)
-    got = _read_cache(cache)
+    got = _read_cache(cache, root)
     out.cached = got is not None
     if got is None:
         log_dir = root / CACHE_DIR / m.name
@@ -327,7 +346,8 @@ def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, 
             return out
         got = (res.stdout, report)
     if _audit_all(out, *got, tolerance, rel) and not out.cached:  # cache only what could be read
-        write_atomic(cache, json.dumps({"stdout": got[0], "report": got[1], "ncu": ncu}, sort_keys=True).encode())
+        doc = {"stdout": got[0], "report": got[1], "ncu": ncu, "seal": seal(root, "profile", key, *got)}
+        write_atomic(cache, json.dumps(doc, sort_keys=True).encode())
     return out
 
 

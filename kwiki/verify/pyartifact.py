@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kwiki.core.errors import Problem, RecordError
-from kwiki.core.paths import within
+from kwiki.core.paths import links_out, shown, within
 from kwiki.core.proc import ProcResult, run_group
 from kwiki.results.judge import params_match
 from kwiki.results.record import Record, parse_records
@@ -79,10 +79,17 @@ def check_module(job: BuildJob, root: Path) -> BuildResult:
     if not within(job.directory, module):  # the containment rule (kwiki/core/paths.py): nothing outside runs
         return BuildResult(job.artifact, job.target, False, False, key="python",
                            error=f"{where}: {m.python.module} is missing or leads out of the artifact's folder")
-    out = _links_out(job.directory, root)
-    if out:  # a helper the module imports, or the harness itself, through a link out of its folder: never run
+    # the module's folder and artifacts/common are on its import path: no file there may be a link that leads out
+    out = [p for base in (job.directory, root / COMMON_DIR) for p in links_out(root, base)]
+    if out:
         return BuildResult(job.artifact, job.target, False, False, key="python",
-                           error=f"{where}: {out[0]} is a link that leads out of its folder (the containment "
+                           error=f"{shown(out[0], root)}: a link that leads out of the repository (or is broken); "
+                                 "a Python artifact imports its folder's and artifacts/common's files, so nothing "
+                                 f"of it runs{f' (and {len(out) - 1} more)' if len(out) > 1 else ''}")
+    leaving = _links_out(job.directory, root)  # stricter: out of its own folder, dot-names included
+    if leaving:  # a helper the module imports, or the harness itself, through a link out of its folder: never run
+        return BuildResult(job.artifact, job.target, False, False, key="python",
+                           error=f"{where}: {leaving[0]} is a link that leads out of its folder (the containment "
                                  f"rule: every file of a Python artifact's folder and of {COMMON_DIR} stays inside)")
     argv = [python(), str(harness(root)), "describe", str(module)]
     res = run_group(argv, cwd=job.directory, env=environment(root), timeout=DESCRIBE_TIMEOUT_S)

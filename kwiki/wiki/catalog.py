@@ -13,6 +13,9 @@ if TYPE_CHECKING:  # pages imports pydantic; `kwiki query` needs find_root only
 
 WIKI_DIR = "wiki"
 ARTIFACTS_DIR = "artifacts"
+# the repository's own folders, present or not (results/: kwiki.results.storelines.RESULTS_DIR): no build writes its
+# site, and no export its skills, there
+OWN_FOLDERS = (WIKI_DIR, ARTIFACTS_DIR, "results", "schema", "kwiki", "tests", "bench", ".git", ".kwiki")
 
 
 def find_root(start: Path | str | None = None) -> Path:

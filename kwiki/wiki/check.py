@@ -19,9 +19,11 @@ from urllib.parse import unquote
 
 from kwiki.core.errors import ManifestError, Problem
 from kwiki.core.paths import inside, links_out
+from kwiki.core.tracked import artifact_entry_problem, cache_problems, tracked, unpublishable, wiki_files
 from kwiki.wiki.catalog import WIKI_DIR, Wiki, page_files
 from kwiki.wiki.drafts import draft_reason
 from kwiki.wiki.evidence import EvidenceLevel
+from kwiki.wiki.limits import limit_problems
 from kwiki.wiki.manifest import MANIFEST, Manifest, load_manifest, shape_list
 from kwiki.wiki.markers import code_lines
 from kwiki.wiki.pages import Page
@@ -77,17 +79,21 @@ class _Summary:
     page_links: tuple[tuple[int, str, str], ...] = ()  # (line, target, path of the page file it leads to)
 
 
-def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> tuple[list[_Summary], list[Problem]]:
+_Job = tuple[Path, list[Path], bool, frozenset[str] | None, frozenset[str] | None]
+
+
+def _check_files(job: _Job) -> tuple[list[_Summary], list[Problem]]:
     """Load pages and run every check that needs only the page itself (a worker's share)."""
     from kwiki.wiki.pages import load_page
 
-    root, files, strict, known = job
+    root, files, strict, known, git_files = job
     summaries: list[_Summary] = []
     problems: list[Problem] = []
     for file in files:
         page = load_page(file, root, strict)
         problems.extend(page.problems)
         problems.extend(check_file(page))
+        problems.extend(check_limits(page))
         if page.meta is None:
             summaries.append(_Summary(page.path, None, 0, ()))
             continue
@@ -107,7 +113,7 @@ def _check_files(job: tuple[Path, list[Path], bool, frozenset[str] | None]) -> t
         if strict:
             problems.extend(check_id_convention(page))
         problems.extend(check_sources(page, root))
-        problems.extend(check_artifacts(page, root))
+        problems.extend(check_artifacts(page, root, git_files))
         problems.extend(check_manifests(page, root))
         problems.extend(check_evidence(page))
         problems.extend(check_regions(page))
@@ -129,19 +135,21 @@ def check(root: Path, strict: bool = False, jobs: int = 0, traced: Traced | None
     """
     files = page_files(root)
     known = _plain_page_files(root, files)
+    git_files = tracked(root)
     jobs = jobs or os.cpu_count() or 1
     # workers are forked (no re-import); forking a process that runs threads is unsafe, so then stay serial
     if jobs > 1 and len(files) >= PARALLEL_MIN_PAGES and threading.active_count() == 1:
         size = -(-len(files) // jobs)
-        shares = [(root, files[i : i + size], strict, known) for i in range(0, len(files), size)]
+        shares = [(root, files[i : i + size], strict, known, git_files) for i in range(0, len(files), size)]
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
             parts = list(pool.map(_check_files, shares))
     else:
-        parts = [_check_files((root, files, strict, known))]
+        parts = [_check_files((root, files, strict, known, git_files))]
     summaries = [s for part in parts for s in part[0]]
     problems = [p for part in parts for p in part[1]]
     problems.extend(check_ids(summaries, root))
-    problems.extend(check_wiki_links(root))
+    problems.extend(check_wiki_links(root, git_files))
+    problems.extend(cache_problems(git_files))
     ids = {s.id for s in summaries if s.id}
     problems.extend(
         Problem(s.path, line, f"{name}[{i}]", f"no page has id {ref!r}")
@@ -202,6 +210,14 @@ def check_id_convention(page: Page) -> list[Problem]:
     return [Problem(page.path, page.line_of("id"), "id", f"id {page.meta.id!r} does not follow the convention "
                     f"'<type>-<slug>': a page of type {page.meta.type.value!r} has an id that starts with "
                     f"{prefix!r} (e.g. '{prefix}{page.meta.id}')")]
+
+
+def check_limits(page: Page) -> list[Problem]:
+    """A page past the headings or nesting limit (kwiki.wiki.limits): building it would cost too much."""
+    if page.fm is None:
+        return []
+    return [Problem(page.path, page.fm.body_line + line - 1, field, message)
+            for line, field, message in limit_problems(page.fm.body)]
 
 
 _ENDINGS = {b"\r\n": "CR LF", b"\n": "LF", b"\r": "CR"}
@@ -265,11 +281,13 @@ def _ages(root: Path | None, paths: list[str]) -> dict[str, tuple[int, int, str]
     return out
 
 
-def check_artifacts(page: Page, root: Path) -> list[Problem]:
+def check_artifacts(page: Page, root: Path, git_files: frozenset[str] | None = None) -> list[Problem]:
+    """Each `artifacts` entry names a path under artifacts/ that git tracks (kwiki.core.tracked), and
+    `artifact_dir` keeps the containment rule. `git_files`: `tracked(root)`."""
     assert page.meta is not None
     out = []
     for name, rel in sorted(page.meta.artifacts.items()):
-        why = inside(root, rel)
+        why = artifact_entry_problem(root, rel, git_files)
         if why:
             out.append(Problem(page.path, page.line_of("artifacts", name), f"artifacts.{name}", why))
     if page.meta.artifact_dir:
@@ -279,17 +297,21 @@ def check_artifacts(page: Page, root: Path) -> list[Problem]:
     return out
 
 
-def check_wiki_links(root: Path) -> list[Problem]:
-    """Links committed under wiki/ that break the containment rule (pages are reported when loaded).
-
-    The site never reads nor publishes them.
+def check_wiki_links(root: Path, git_files: frozenset[str] | None = None) -> list[Problem]:
+    """Links committed under wiki/ that break the containment rule or lead out of wiki/ or to a path with a
+    dot-component (kwiki.core.tracked; pages are reported when loaded). The site never reads nor publishes them.
     """
     out = []
-    for path in links_out(root, root / WIKI_DIR):
+    refused = links_out(root, root / WIKI_DIR)
+    for path in refused:
         if path.suffix == ".md" and not path.is_dir():
             continue  # a page: load_page reports it
         rel = path.relative_to(root).as_posix()
         out.append(Problem(rel, 0, "", f"{inside(root, rel)}; the site does not publish it"))
+    for path in wiki_files(root / WIKI_DIR):
+        why = unpublishable(root, path, WIKI_DIR, git_files) if path.is_symlink() and path not in refused else None
+        if why is not None:
+            out.append(Problem(path.relative_to(root).as_posix(), 0, "", why))
     return out
 
 
@@ -479,6 +501,24 @@ def _load_manifest(directory: Path, root: Path) -> Manifest | ManifestError:
         return exc
 
 
+def check_binary_of(root: Path, rel: str, manifest: Manifest) -> list[Problem]:
+    """`build.binary_of` names an artifact folder inside the repository, as `kwiki verify` requires
+    (kwiki.verify.plan._borrow): the containment rule, and a manifest there."""
+    if not manifest.build.binary_of:
+        return []
+    target = Path(os.path.normpath(Path(rel) / manifest.build.binary_of)).as_posix()
+    why = inside(root, target) or (None if (root / target / MANIFEST).is_file() else f"{target!r} has no {MANIFEST}")
+    if why is None:
+        return []
+    path = f"{rel}/{MANIFEST}"
+    try:
+        lines = (root / path).read_text(encoding="utf-8", errors="replace").splitlines()
+        line = next((i for i, text in enumerate(lines, 1) if text.strip().startswith("binary_of:")), 1)
+    except OSError:
+        line = 1
+    return [Problem(path, line, "build.binary_of", why)]
+
+
 def check_manifests(page: Page, root: Path) -> list[Problem]:
     """Problems of the artifact directories a page names and of its claims' `measure` selectors."""
     meta = page.meta
@@ -495,6 +535,7 @@ def check_manifests(page: Page, root: Path) -> list[Problem]:
             out.append(Problem(problem.path, problem.line, problem.field or MANIFEST, problem.message))
         else:
             manifests[key] = loaded
+            out.extend(check_binary_of(root, rel.rstrip("/"), loaded))
     for i, claim in enumerate(meta.claims):
         m = claim.measure
         if m is None:

@@ -84,14 +84,14 @@ class Skeleton:
 
 
 def check_page_id(page_id: str) -> str:
-    if not SLUG.match(page_id) or len(page_id) > MAX_ID:
+    if not SLUG.fullmatch(page_id) or len(page_id) > MAX_ID:
         raise UsageError(f"page id {page_id!r} is not a slug: lower-case letters and digits joined by single "
                          f"'-', '_' or '.' (at most {MAX_ID} characters), e.g. technique-vectorized-loads")
     return page_id
 
 
 def check_artifact_name(name: str) -> str:
-    if not SLUG.match(name) or len(name) > MAX_NAME:
+    if not SLUG.fullmatch(name) or len(name) > MAX_NAME:
         raise UsageError(f"artifact name {name!r} is not a slug: lower-case letters and digits joined by single "
                          f"'-', '_' or '.' (at most {MAX_NAME} characters), e.g. scale_f32_sm90a")
     if name in RESERVED:

@@ -6,6 +6,7 @@ validation: reading, decoding, front matter, generated regions) is cheap to impo
 
 from __future__ import annotations
 
+import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +126,15 @@ def read_page(file: Path, root: Path) -> Page:
     return page
 
 
+def _in_wiki(root: Path, file: Path) -> bool:
+    """Whether the link `file` resolves inside wiki/ to a path without a dot-component."""
+    from kwiki.core.tracked import dotted
+
+    top_name = Path(os.path.relpath(file, root)).parts[0]  # wiki/: every page lies under it (kwiki.wiki.catalog)
+    real, top = os.path.realpath(file), os.path.realpath(root / top_name)
+    return real.startswith(top + os.sep) and not dotted(os.path.relpath(real, top))
+
+
 def _parse(file: Path, root: Path) -> Page:
     try:
         rel = file.relative_to(root).as_posix()
@@ -138,6 +148,9 @@ def _parse(file: Path, root: Path) -> Page:
             return page
         if file.is_symlink() and not within(root, file):  # the containment rule (kwiki.core.paths)
             page.problem(0, "", "a link that leads out of the repository; not read")
+            return page
+        if file.is_symlink() and not _in_wiki(root, file):  # kwiki.core.tracked: never `wiki/a.md -> ../.env`
+            page.problem(0, "", "a link that leads out of wiki/ or to a path with a dot-component; not read")
             return page
         with open(file, "rb") as fh:
             raw = fh.read(MAX_PAGE_BYTES + 1)
