@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +22,7 @@ def test_triton_cheats_fail_and_the_honest_copy_is_timed(tmp_path: Path, capsys)
     root = tmp_path / "cheats"
     shutil.copytree(CHEATS, root)
     shutil.copytree(REPO / "artifacts" / "common", root / "artifacts" / "common")
-    main(["verify", "--quiet", "--json", "--no-write", "--root", str(root)])
+    main(["verify", "--quiet", "--json", "--no-write", "--root", str(root), "triton-cheats"])
     report = json.loads(capsys.readouterr().out)
     runs = {r["variants"][0]: r for r in report["runs"]}
     claims = {c["claim"]: c for c in report["claims"]}
@@ -54,3 +56,77 @@ def test_a_cuda_kernel_from_the_artifacts_library_is_timed_beside_torch_in_one_p
     log = (root / runs["cuda_vec4"]["log"]).read_text()
     record = json.loads(next(ln for ln in log.splitlines() if ln.startswith('{"kwiki_record"') and '"cuda_vec4"' in ln))
     assert record["timing_source"] == "cupti" and any("scale_vec4_kernel" in k for k in record["kernels"]), record
+
+
+# ---------------------------------------------------------------- protocol 3's cheats (tests/fixtures/python_gpu, p3-*)
+
+HONEST = ["honest_torch", "honest_eager_chain", "honest_compile", "honest_triton"]
+LATE = ["late_8", "late_16", "late_64", "late_1000"]
+HELPER = ["helper_05", "helper_10", "helper_25", "helper_50"]
+
+
+@pytest.fixture(scope="module")
+def p3(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    root = tmp_path_factory.mktemp("p3") / "cheats"
+    shutil.copytree(CHEATS, root)
+    shutil.copytree(REPO / "artifacts" / "common", root / "artifacts" / "common")
+    out = StringIO()
+    with redirect_stdout(out):
+        main(["verify", "--quiet", "--json", "--no-write", "--root", str(root), "p3-python-cheats"])
+    report = json.loads(out.getvalue())
+    report["by_variant"] = {r["variants"][0]: r for r in report["runs"]}
+    report["by_claim"] = {c["claim"]: c for c in report["claims"]}
+    report["root"] = root
+    return report
+
+
+def note(**fields: Any) -> None:
+    """One JSON line per verdict into $KWIKI_P3_SUMMARY (bench/p3_python_gpu.sh collects them over its runs)."""
+    path = os.environ.get("KWIKI_P3_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(fields, default=str) + "\n")
+
+
+def p3_record(p3: dict[str, Any], variant: str) -> dict[str, Any]:
+    log = Path(p3["root"], p3["by_variant"][variant]["log"]).read_text()
+    return next(json.loads(ln) for ln in log.split("--- records")[1].splitlines() if f'"variant":"{variant}"' in ln)
+
+
+def claim_of(variant: str) -> str:
+    return f"{variant.replace('_', '-')}-bandwidth"
+
+
+@pytest.mark.parametrize("variant", HONEST)
+def test_p3_honest_python_variants_are_reproduced_under_the_unseen_gate(p3, variant: str):
+    """torch eager, a chain of five eager ops, torch.compile and Triton: their bracket (Python dispatch included)
+    stays within this process's own fixed and per-launch cost, measured with torch ops."""
+    assert p3["by_variant"][variant]["status"] == "ok", p3["by_variant"][variant]
+    claim = p3["by_claim"][claim_of(variant)]
+    assert claim["verdict"] == "reproduced" and not claim["gates"], claim
+    rec = p3_record(p3, variant)
+    t = rec["timer"]
+    assert t["kernels"] >= 1 and t["fixed_us"] > 0 and t["event_median_us"] >= rec["timing"]["median_us"], t
+    assert t["contexts"] in ("listed", "own-not-listed", "unavailable")
+    assert rec["extra"]["fresh_inputs"] == 1 and rec["rechecked"] >= 2
+    note(variant=variant, busy_us=rec["timing"]["median_us"], timer=t, parent_us=rec["extra"].get("parent_median_us"))
+
+
+@pytest.mark.parametrize("variant", [*LATE, "reuse_5pct"])
+def test_p3_cheats_that_cut_corners_late_or_reuse_are_not_reproduced(p3, variant: str):
+    run = p3["by_variant"][variant]
+    assert run["status"] == "check-failed", run
+    assert p3["by_claim"][claim_of(variant)]["verdict"] != "reproduced"
+    note(variant=variant, status=run["status"], message=run["message"])
+
+
+@pytest.mark.parametrize("variant", HELPER)
+def test_p3_work_handed_to_a_helper_process_is_not_reproduced(p3, variant: str):
+    run = p3["by_variant"][variant]
+    claim = p3["by_claim"][claim_of(variant)]
+    assert run["status"] != "ok" or claim["gates"], (run, claim)  # NVML's listing fails the run, else `unseen`
+    assert claim["verdict"] != "reproduced", claim
+    note(variant=variant, status=run["status"], message=run["message"], gates=claim["gates"])

@@ -193,8 +193,8 @@ def test_a_sample_window_holds_the_device_work_its_launch_calls_made():
         e(False, "cudaStreamSynchronize", 5321, 5400, 5),  # an API call the profiler files as device work
     ]
     assert h.sample_windows(events) == {
-        "kwiki.sample.a.0": (50, 50, frozenset({"triton_kernel", "kernel_stream2"})),
-        "kwiki.sample.a.1": (10, 10, frozenset()),  # a memcpy is work, not a kernel
+        "kwiki.sample.a.0": (50, 50, frozenset({"triton_kernel", "kernel_stream2"}), 2),
+        "kwiki.sample.a.1": (10, 10, frozenset(), 0),  # a memcpy is work, not a kernel
     }
 
 
@@ -203,7 +203,7 @@ def test_without_launch_calls_a_window_takes_the_work_that_started_in_it():
     e = h.Event
     events = [e(True, "kwiki.sample.a.0", 100, 200), e(False, "flush", 50, 99), e(False, "k", 110, 150),
               e(False, "k2", 120, 160)]
-    assert h.sample_windows(events) == {"kwiki.sample.a.0": (50, 50, frozenset({"k", "k2"}))}
+    assert h.sample_windows(events) == {"kwiki.sample.a.0": (50, 50, frozenset({"k", "k2"}), 2)}
 
 
 # ---------------------------------------------------------------- the harness's verdicts (one verify run)
@@ -509,3 +509,223 @@ def test_a_claim_whose_params_match_no_grid_entry_is_a_located_problem_before_a_
 def test_the_claims_of_the_fixture_match_their_grid(project: Path, capsys: pytest.CaptureFixture[str]):
     code, report = verify(capsys, project, "--compile-only")
     assert code == 0 and not [p for p in report["problems"] if "GRID" in p["message"]], report["problems"]
+
+
+# ---------------------------------------------------------------- what the module cannot change (issue 40 item 4)
+
+CHEATS = Path(__file__).parent / "fixtures" / "python_cheats"
+CHEAT_MODULE = CHEATS / "artifacts" / "cheats_py" / "cheats.py"
+
+
+def test_the_harness_draws_the_recheck_plan_of_kwiki_results_recheck():
+    from kwiki.results import recheck
+
+    h = harness_module()
+    for max_samples in (5, 19, 20, 2000):
+        for i in range(0, 5000, 7):
+            assert h.recheck_probability(i, max_samples) == recheck.probability(i, max_samples), (i, max_samples)
+    assert (h.RECHECK_RATE, h.RECHECK_SCALE, h.RECHECK_MIN_SAMPLES) == (recheck.RATE, recheck.SCALE,
+                                                                       recheck.MIN_SAMPLES)
+
+
+def test_the_harness_and_its_judge_draw_the_same_positions():
+    h = harness_module()
+    assert h.positions(7, 10) == list(range(10))  # a small tensor ships every element
+    drawn = h.positions(12345, 1 << 30)
+    assert drawn == h.positions(12345, 1 << 30) and len(drawn) == h.SHIPPED and max(drawn) < 1 << 30
+    assert drawn != h.positions(12346, 1 << 30)
+
+
+@pytest.fixture(scope="module")
+def cheats(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("needs torch (pip install -e '.[torch]')")
+    root = tmp_path_factory.mktemp("cheats") / "p"
+    shutil.copytree(CHEATS, root)
+    (root / "artifacts" / "common").mkdir()
+    for name in HARNESS_FILES:
+        shutil.copy(ROOT / "artifacts" / "common" / name, root / "artifacts" / "common" / name)
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    out = StringIO()
+    with redirect_stdout(out):
+        main(["verify", "--quiet", "--json", "--no-write", "--root", str(root)])
+    report = json.loads(out.getvalue())
+    report["by_variant"] = {r["variants"][0]: r for r in report["runs"] if r["artifact"] == "cheats_py"}
+    report["fresh"] = {r["variants"][0]: r for r in report["runs"] if r["artifact"] == "fresh_py"}
+    report["verdicts"] = {c["claim"]: c["verdict"] for c in report["claims"]}
+    report["root"] = root
+    return report
+
+
+@needs_torch
+def test_the_honest_variant_beside_the_cheats_is_reproduced_and_its_record_written_by_kwiki(cheats):
+    assert cheats["by_variant"]["honest"]["status"] == "ok", cheats["by_variant"]["honest"]
+    assert cheats["verdicts"]["honest-time"] == "reproduced"
+    log = Path(cheats["root"], cheats["by_variant"]["honest"]["log"]).read_text()
+    records = log.split("--- records (written by kwiki from the harness's channel)\n")[1]
+    rec = next(json.loads(ln) for ln in records.splitlines() if '"variant":"honest"' in ln)
+    assert rec["extra"]["parent_median_us"] > 0 and rec["rechecked"] >= 1 and rec["timing"]["samples"] >= 20
+    assert "--- judge: exit 0" in log
+
+
+@needs_torch
+@pytest.mark.parametrize(("variant", "caught_by"), [
+    ("frame_plan", "timed sample"),  # no plan exists before a sample ran: it bets, and is re-checked
+    ("patch_compare", "kwiki's judge"),  # the harness's compare said yes; the judge, in its own process, did not
+    ("patch_clock", "kwiki's clock saw"),  # the harness reported 1/1000 of what the parent's clock saw
+    ("memo_reference", "timed sample"),  # no reference is kept between samples: nothing to copy
+    ("rewrite_record", "not within"),  # its record on stdout is not read; kwiki writes the records
+    ("late_200", "more back to back"),  # honest for more calls than the samples: the tail check outlasts it
+])
+def test_a_cheat_that_reaches_into_the_harness_is_not_reproduced(cheats, variant: str, caught_by: str):
+    run = cheats["by_variant"][variant]
+    assert run["status"] == "check-failed" and caught_by in run["message"], run
+    assert cheats["verdicts"][f"{variant.replace('_', '-')}-time"] == "failed"
+
+
+@needs_torch
+@pytest.mark.parametrize("variant", ["patch_compare", "patch_clock", "rewrite_record"])
+def test_without_its_parent_the_harness_cannot_stop_the_patching_cheats(variant: str):
+    """The defense removed: run by hand, the harness is its own parent (plan, comparison, clock and records in the
+    module's process) and the patching cheats come out passed. What fails them under kwiki is the parent."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, str(ROOT / "artifacts" / "common" / "kwiki_harness.py"), "run",
+                           str(CHEAT_MODULE), "--device", "cpu", "--variants", variant, "--max-samples=25"],
+                          capture_output=True, text=True, timeout=120)
+    rec = next(json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith('{"kwiki_record"'))
+    assert rec["check"]["passed"] and rec["timing"], rec
+    if variant == "patch_clock":
+        assert rec["timing"]["median_us"] < 1000  # its calls sleep 10 ms
+
+
+@needs_torch
+def test_a_claim_in_the_sustained_regime_gets_blocks_back_to_back(cheats):
+    assert cheats["verdicts"]["honest-sustained-time"] == "reproduced"
+    log = Path(cheats["root"], cheats["by_variant"]["honest"]["log"]).read_text()
+    assert "--sustained=honest" in log.splitlines()[0]  # the claim's regime put the variant on the harness's line
+    rec = next(json.loads(ln) for ln in log.split("--- records")[1].splitlines() if '"variant":"honest"' in ln)
+    sus = rec["sustained"]
+    assert sus["samples"] == 7 and sus["launches"] >= 10 and sus["settle_s"] >= 1.0 and sus["settled"], sus
+    assert rec["rechecked"] >= 1 + 7  # the tail's last call and each block's last call are judged
+    frame = next(json.loads(ln) for ln in log.split("--- records")[1].splitlines() if '"variant":"frame_plan"' in ln)
+    assert frame.get("sustained") is None
+
+
+@needs_torch
+def test_fresh_inputs_fail_a_variant_that_reuses_part_of_an_earlier_output(cheats):
+    run = cheats["fresh"]["reuse_5pct"]
+    assert run["status"] == "check-failed" and "timed sample" in run["message"], run
+    assert cheats["verdicts"]["reuse-5pct-time"] == "failed"
+    assert cheats["verdicts"]["fresh-honest-time"] == "reproduced"
+    log = Path(cheats["root"], cheats["fresh"]["reuse_5pct"]["log"]).read_text()
+    rec = next(json.loads(ln) for ln in log.split("--- records")[1].splitlines() if '"variant":"honest"' in ln)
+    assert rec["extra"]["fresh_inputs"] == 1 and rec["extra"]["input_sets"] == 1
+
+
+@needs_torch
+def test_without_fresh_inputs_the_reuse_escapes(monkeypatch: pytest.MonkeyPatch):
+    """The defense removed: on rotating input sets, 5% of an earlier output is always right."""
+    import os
+    import subprocess
+
+    module = CHEATS / "artifacts" / "fresh_py" / "fresh.py"
+    done = subprocess.run([sys.executable, str(ROOT / "artifacts" / "common" / "kwiki_harness.py"), "run",
+                           str(module), "--device", "cpu", "--variants", "reuse_5pct", "--max-samples=25"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "KWIKI_TEST_NO_FRESH": "1"})
+    rec = next(json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith('{"kwiki_record"'))
+    assert rec["check"]["passed"] and rec["timing"] and "fresh_inputs" not in rec["extra"], rec
+
+
+# ---------------------------------------------------------------- one process on the GPU (protocol 3, R3)
+
+
+class FakeNvml:
+    """pynvml's process listing, as a driver answers it."""
+
+    def __init__(self, pids: list[int] | None, v3: bool = True):
+        self.pids = pids
+        if v3:
+            self.nvmlDeviceGetComputeRunningProcesses_v3 = self.listing
+        else:
+            self.nvmlDeviceGetComputeRunningProcesses = self.listing
+
+    def listing(self, handle: object) -> list[Any]:
+        if self.pids is None:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return [type("P", (), {"pid": p})() for p in self.pids]
+
+
+@pytest.mark.parametrize(("pids", "v3", "want"), [
+    ([0], True, ("listed", [])),  # 0: this process (filled in below)
+    ([0, 4242], False, ("listed", [4242])),  # a helper process holding a context: it fails the case
+    ([7], True, ("own-not-listed", [])),  # a PID namespace: one entry may be ours
+    ([7, 8], True, ("own-not-listed", [8])),  # ... a second one is not
+    (None, True, ("unavailable", [])),
+])
+def test_nvml_lists_the_processes_holding_a_context(pids, v3, want):
+    import os
+
+    h = harness_module()
+    nvml = h.Nvml("cpu")
+    nvml.h, nvml.nv = object(), FakeNvml([os.getpid() if p == 0 else p for p in pids] if pids else pids, v3)
+    assert nvml.processes() == want
+    assert h.Nvml("cpu").processes() == ("unavailable", [])  # no pynvml, no GPU: said so
+
+
+@pytest.mark.parametrize(("declared", "module_flag", "error"), [
+    ("true", "", "the manifest says True, the module does not declare FRESH_INPUTS = True"),
+    ("'an fp64 host reference costs seconds'", "FRESH_INPUTS = True\n", "the module declares FRESH_INPUTS"),
+    ("true", "FRESH_INPUTS = True\n", None),
+])
+def test_the_manifests_fresh_inputs_and_the_modules_agree(project: Path, capsys, declared: str, module_flag: str,
+                                                          error: str | None):
+    manifest = project / "artifacts" / "host_py" / "artifact.yaml"
+    text = manifest.read_text().replace("targets: [host]\n", f"targets: [host]\nfresh_inputs: {declared}\n")
+    manifest.write_text(text)
+    ops = project / "artifacts" / "host_py" / "ops.py"
+    ops.write_text(ops.read_text().replace("import time\n", "import time\n" + module_flag))
+    _, report = verify(capsys, project, "--compile-only")
+    build = next(b for b in report["builds"] if b["artifact"] == "host_py")
+    if error is None:
+        assert build["ok"], build
+    else:
+        assert not build["ok"] and error in build["error"], build
+        assert build["error"].startswith("artifacts/host_py/artifact.yaml: fresh_inputs:")
+
+
+def test_the_timer_says_what_the_event_pair_the_span_and_the_kernel_count_saw():
+    from kwiki.results.record import Timer
+
+    h = harness_module()
+    harness = h.Harness.__new__(h.Harness)  # no module, no device: only what timer() reads
+    harness.device, harness.calibration = "cuda", h.Calibration(fixed_us=7.5, per_launch_us=2.5)
+    case = h.Case("v", lambda i, o: None, 1.0, events_us=[12.0, 10.0, 11.0], spans=[6.0, 5.0, 7.0],
+                  counts=[2, 3, 2], contexts="own-not-listed")
+    t = harness.timer(case)
+    assert t == {"event_median_us": 11.0, "span_median_us": 6.0, "kernels": 2.0, "fixed_us": 7.5,
+                 "per_launch_us": 2.5, "contexts": "own-not-listed"}
+    Timer.model_validate(t)  # the record's model reads it
+    case.timing_source = "events"  # no CUPTI: no busy time to hold the bracket to
+    assert harness.timer(case) is None
+    harness.device = "cpu"
+    assert h.Harness.timer(harness, h.Case("v", lambda i, o: None, 1.0)) is None
+
+
+@pytest.mark.parametrize(("where", "inside_repo"), [("artifacts/host_py/helpers.py", True),
+                                                    ("artifacts/common/.kwiki_extra.py", False)])
+def test_a_link_out_of_a_python_artifacts_folder_or_common_is_refused(project: Path, tmp_path: Path, capsys, where,
+                                                                      inside_repo: bool):
+    # issue 40 item 4: the containment rule holds for every file of the folder the harness imports from, and for
+    # the harness's own folder, not only for the module the manifest names: a link to elsewhere in the repository,
+    # and a dot-named link (importable by path) out of it
+    outside = (project / "wiki" if inside_repo else tmp_path) / "elsewhere.py"
+    outside.write_text("import pathlib\npathlib.Path(__file__).with_name('ran').write_text('1')\n")
+    (project / where).symlink_to(outside)
+    _, report = verify(capsys, project, "--compile-only")
+    build = next(b for b in report["builds"] if b["artifact"] == "host_py")
+    assert not build["ok"] and f"{where} is a link that leads out of its folder" in build["error"], build
+    assert build["error"].startswith("artifacts/host_py/artifact.yaml: python.module")
+    assert not (tmp_path / "ran").exists()

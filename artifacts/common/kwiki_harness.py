@@ -1,41 +1,72 @@
 """kwiki_harness.py: the harness of `kind: python` artifacts. The artifact supplies kernels; this owns the
-inputs, the reference comparison and the clock (protocol 2, the rules of kwiki_runner.cuh).
+inputs, the reference comparison and the clock (protocol 3, the rules of kwiki_runner.cuh), and its parent
+(kwiki/verify/pyjudge.py) owns what the artifact's module could otherwise change: the choice of inputs and of
+re-checked samples, a clock of its own around every sample, the comparison that counts, and the records.
 
     python kwiki_harness.py describe MODULE                        # contract check; imports no torch
     python kwiki_harness.py run MODULE --variants a,b [--device cuda|cpu] [bench options]
+    python kwiki_harness.py judge MODULE REQUESTS [--device cuda|cpu] # the parent's judge (runs no kernel)
 
 `describe` imports the artifact's module (which imports torch and Triton only inside its functions) and
 prints one JSON object: its variants, grid, tolerances, the problems of its contract, and whether torch
 and Triton are installed (their versions, read from the package metadata, not imported).
 
-`run` checks and times the variants and prints one record per (variant, params) on stdout, in the format
-of kwiki_bench.cuh (kwiki/results/record.py reads both). For each params of the module's GRID:
+`run` checks and times the variants, one record per (variant, params). Before the module is imported it
+connects to its parent's Unix socket ($KWIKI_HARNESS_CHANNEL; run by hand, without it, the harness is its
+own parent and prints the records on stdout in the format of kwiki_bench.cuh). The parent sends the base
+seed, and this process measures its own cost of a bracket: 21 windows of one one-element torch add and 21
+of eight (fixed_us, per_launch_us of the record's `timer`). Then, for each params of the module's GRID:
  1. Input sets: make_inputs(params, seed + i) for i < input_sets (rotating, pre-filled; fewer when they do
-    not fit), each with a pristine copy. Outputs: make_outputs(params, inputs), owned by the harness.
+    not fit), each with a pristine copy. A module declaring FRESH_INPUTS = True has one set, refilled by
+    make_inputs(params, s) with a new seed s from the parent in the untimed preparation of every timed
+    sample (record extra.fresh_inputs = 1). Outputs: make_outputs(params, inputs), owned by the harness.
  2. Check every variant on input set 0: poison the outputs (0xFF bytes: NaN), call, sync, compare with
-    reference(params, inputs) (computed in higher precision, per input set, when first needed) under the
-    dtype's tolerance; the inputs must be bit-identical afterwards; returned outputs must be plain
-    materialised tensors (exactly torch.Tensor, strided, not a view, no conj/neg bit, no storage shared
-    with an input). A failed check: the record carries no timing.
+    reference(params, inputs) (computed on the device, in higher precision) under the dtype's tolerance; the
+    inputs must be bit-identical afterwards; returned outputs must be plain materialised tensors (exactly
+    torch.Tensor, strided, not a view, no conj/neg bit, no storage shared with an input). The check call is
+    judged (below) too. A failed check: the record carries no timing.
  3. Time the variants that passed, interleaved round-robin after `warmup` calls each. Every timed sample:
-    pick an input set at random; poison the outputs (returned outputs of the last call were poisoned after
-    it); flush the L2 (a read of 2x its size); sync; then the call, and a sync, inside a window the torch
-    profiler (CUPTI) times: the sample's time is the GPU's busy time in the window, the union of the
-    intervals of every kernel, memcpy and memset that started in it, on any stream (as kwiki_runner.cuh).
-    A window with no GPU work fails the variant. A random subset of samples (two among the first 8, then
-    5% of the rest, at most 8; drawn from os.urandom after the run starts) is compared with the reference
-    of the set it read, and its inputs with their pristine copy. NVML's SM clock, clock-event reasons and
-    power are read while each sample runs (pynvml, optional).
- 4. Emit one record per variant (its last params last).
+    the parent names its input set (or fresh seed); poison the outputs (returned outputs of the last call were
+    poisoned after it); flush the L2 (a read of 2x its size); sync; tell the parent "go" (its clock starts);
+    then the call, between a torch.cuda.Event pair (the bracket, Python's dispatch included) and a sync,
+    inside a window the torch profiler (CUPTI) times: the sample's time is the GPU's busy time in the
+    window, the union of the intervals of every kernel, memcpy and memset that its launch calls made, on
+    any stream (as kwiki_runner.cuh); the span (first start to last end) and the number of kernels with it.
+    A window with no GPU work fails the variant. Then the parent is told "done" (its clock stops) and only
+    now says whether this sample is judged: with probability p(i) = min(0.38, 7.2 / (i + 1)) for timed
+    sample i (kwiki/results/recheck.py; every sample when max_samples < 20), so nothing in this process knows
+    the plan before a sample ran. A judged sample is compared here with a reference computed now from the
+    inputs it read (no reference is kept between samples), and 2048 elements of each output and input, at
+    positions drawn by the parent, are shipped to it; after the run a process that imports the module but
+    calls none of its variants (`judge`) makes those inputs again from their seeds, computes the reference
+    and compares the shipped elements with it. A case takes at least 20 samples (fewer only when
+    max_samples is below 20). The inputs of every call are compared with their pristine copy. NVML's SM
+    clock, clock-event reasons and power are read while each sample runs, and after a case's samples the
+    processes holding a context on the GPU: another process's fails the case (pynvml optional; the record's
+    timer.contexts says "listed", "own-not-listed" or "unavailable").
+ 4. The tail check (kwiki_runner.cuh's): after its samples a case is called back to back n more times (n from
+    the parent, in [1024, 2048), at most 0.1 s of its median), then once more on poisoned outputs, and that
+    call is judged: a variant honest for its first N calls cannot outwait it. Variants named by
+    --sustained=a,b then get a sustained figure: blocks of about 20 ms of back-to-back calls of each case in
+    alternation until NVML's SM clock and power each moved by less than 2% over a case's last 3 blocks (1 s
+    at least, 5 s at most), then 7 rounds of a block per case of B + a random 0..B/2 calls (the parent draws
+    it), each block timed by CUPTI and the event pair, its last call judged (record.sustained).
+ 5. Send each record to the parent, which writes it: its timing from the samples the parent bracketed, its
+    check failed when the judge disagreed or the parent's clock saw much longer samples than were reported.
 A variant that raises, or whose call overruns its watchdog (faulthandler, which needs no GIL), ends this
 process: the events file ($KWIKI_HARNESS_EVENTS: one JSON line per call, then the watchdog's text) says
 which variant it was, and kwiki's parent (kwiki/verify/pyartifact.py) gives that variant its verdict and
 runs the rest again. On a `cpu` device (host targets; the CPU tests) there is no flush, and a host clock
 times the call (timing_source "wall").
 
-The artifact runs in this process: the harness defends against kernels that cheat by accident or by
-shortcut (cached outputs, skipped work, mutated inputs, lazy results), not against a module that patches
-the harness itself.
+The artifact runs in this process and can reach all of it: what it can change here (the in-process
+comparison, the profiler's busy times, the bracket, the records) the parent either decides itself (inputs,
+plan, the judged comparison, the records) or bounds with its own clock. What remains: a report shortened by
+less than the parent's allowance (about 200 us beyond this process's own fixed cost on a GPU) is not seen by
+it (the `unseen` gate holds the in-process bracket tighter, but this process computes it); work done before
+"go" (in the preparation) is on no clock, though poisoned outputs and fresh inputs leave it little to do; the
+judge compares 2048 elements of each output, so a handful of wrong elements escape it and only the in-process
+full comparison sees them; and make_inputs and reference are the module's own, reviewed code in both processes.
 """
 
 from __future__ import annotations
@@ -63,7 +94,13 @@ import kwiki_bench as kb
 PROTOCOL_VERSION = 3  # kwiki/results/record.py: the same rules as kwiki_runner.cuh's
 CONTRACT = {"GRID": "list", "VARIANTS": "names", "TOLERANCES": "mapping", "make_inputs": "callable",
             "make_outputs": "callable", "reference": "callable", "work": "callable", "load": "callable"}
-RECHECK_WINDOW, RECHECK_AT_LEAST, RECHECK_AT_MOST, RECHECK_RATE = 8, 2, 8, 0.05
+RECHECK_RATE, RECHECK_SCALE, RECHECK_MIN_SAMPLES = 0.38, 7.2, 20  # kwiki/results/recheck.py's p(i); a test compares
+SHIPPED = 2048  # elements of each output and input a judged sample ships to the parent's judge
+TAIL_MIN, TAIL_SECONDS = 1024, 0.1  # the tail check: [1024, 2048) calls back to back, at most 0.1 s of the median
+BLOCK_SECONDS, MAX_BLOCK, ROUNDS = 0.02, 2000, 7  # sustained blocks (kwiki_runner.cuh's kBlockSeconds, ...)
+SETTLE_MIN_S, SETTLE_MAX_S, SETTLE_TOL = 1.0, 5.0, 0.02
+CALIBRATION_WINDOWS = 21  # windows of 1 and of 8 trivial torch ops: this process's cost of a bracket
+CHANNEL_ENV = "KWIKI_HARNESS_CHANNEL"  # the parent's Unix socket (kwiki/verify/pyjudge.py); absent: run by hand
 EXIT_RAISED = 3
 SAMPLE_PREFIX = "kwiki.sample."
 API_CALL = re.compile(r"^cu(da)?[A-Z]")  # a CUDA runtime or driver call (cudaLaunchKernel, cuLaunchKernelEx), not work
@@ -168,6 +205,7 @@ def describe(path: str) -> dict[str, Any]:
         out["grid"] = [{"params": p, "variants": [v for v in mod.VARIANTS if applies is None or applies(v, p)]}
                        for p in mod.GRID]
         out["tolerances"] = {k: {"atol": v[0], "rtol": v[1], "reason": v[2]} for k, v in mod.TOLERANCES.items()}
+        out["fresh_inputs"] = getattr(mod, "FRESH_INPUTS", False) is True
     return out
 
 
@@ -323,6 +361,24 @@ class Nvml:
                 out.append(None)
         return out[0], out[1], out[2]
 
+    def processes(self) -> tuple[str, list[int]]:
+        """("listed" | "own-not-listed" | "unavailable", the other PIDs holding a context on this GPU)."""
+        if self.h is None:
+            return "unavailable", []
+        nv = self.nv
+        listing = getattr(nv, "nvmlDeviceGetComputeRunningProcesses_v3", None) or \
+            getattr(nv, "nvmlDeviceGetComputeRunningProcesses", None)
+        if listing is None:
+            return "unavailable", []
+        try:
+            pids = [int(p.pid) for p in listing(self.h)]
+        except Exception:  # noqa: BLE001  (pynvml.NVMLError: this driver or container cannot list them)
+            return "unavailable", []
+        me = os.getpid()
+        if me not in pids:  # a PID namespace (a container): one entry may be ours, a second is not
+            return "own-not-listed", sorted(pids)[1:]
+        return "listed", sorted(p for p in pids if p != me)
+
 
 @dataclass
 class Counters:
@@ -384,8 +440,8 @@ def _ns(ev: Any, which: str) -> int:
     return int((ev.start_us() + ev.duration_us()) * 1000)
 
 
-def windows(prof: Any) -> dict[str, tuple[int, int, frozenset[str]]]:
-    """Per sample label: (busy ns, span ns, kernel names) of the GPU work launched inside its CPU range."""
+def windows(prof: Any) -> dict[str, tuple[int, int, frozenset[str], int]]:
+    """Per sample label: (busy ns, span ns, kernel names, kernels run) of the GPU work launched inside its CPU range."""
     from torch.autograd import DeviceType  # type: ignore[attr-defined]  # torch exports it without __all__
 
     events = []
@@ -406,9 +462,10 @@ class Event:
     correlation: int = 0  # CUPTI's id linking a runtime/driver launch call to the work it launched
 
 
-def sample_windows(events: list[Event]) -> dict[str, tuple[int, int, frozenset[str]]]:
-    """Per sample label: (busy, span, kernels) of the GPU activity (kernels, memcpys, memsets, any stream) that the
-    CUDA runtime or driver calls made inside the label's CPU range launched, matched by correlation id,
+def sample_windows(events: list[Event]) -> dict[str, tuple[int, int, frozenset[str], int]]:
+    """Per sample label: (busy, span, kernel names, kernels run) of the GPU activity (kernels, memcpys, memsets,
+    any stream) that the CUDA runtime or driver calls made inside the label's CPU range launched, matched by
+    correlation id,
     so no host and GPU clocks are compared. The range holds the call and the sync after it; the poison and
     the L2 flush are launched (and finished) before it opens. Where no launch call correlates (a profiler
     that records none), the activity that started inside the range, on the profiler's aligned clock."""
@@ -425,8 +482,94 @@ def sample_windows(events: list[Event]) -> dict[str, tuple[int, int, frozenset[s
         if not launches:
             mine = [d for d in device if lo <= d.start <= hi]
         busy, span = busy_and_span([(d.start, d.end) for d in mine])
-        out[name] = (busy, span, frozenset(d.name for d in mine if not COPY.match(d.name)))
+        kernels = [d.name for d in mine if not COPY.match(d.name)]
+        out[name] = (busy, span, frozenset(kernels), len(kernels))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent: who chooses the inputs and the re-checked samples, and keeps the clock of its own
+# ---------------------------------------------------------------------------------------------
+
+def recheck_probability(i: int, max_samples: int) -> float:
+    """kwiki/results/recheck.py's p(i): the probability that timed sample i (0-based) is re-checked."""
+    return 1.0 if max_samples < RECHECK_MIN_SAMPLES else min(RECHECK_RATE, RECHECK_SCALE / (i + 1))
+
+
+def tail_calls(want: int, median_us: float) -> int:
+    """The tail check's back-to-back calls: `want` (drawn from [TAIL_MIN, 2 TAIL_MIN)), at most TAIL_SECONDS of the
+    case's median (kwiki_runner.cuh's kTailMin, kTailSeconds)."""
+    return max(1, min(want, int(TAIL_SECONDS * 1e6 / max(median_us, 0.1))))
+
+
+def positions(seed: int, numel: int) -> list[int]:
+    """The flat indices a judged sample ships (the same in the harness and the judge): SHIPPED of them drawn
+    from `seed`, or every one of a small tensor."""
+    if numel <= SHIPPED:
+        return list(range(numel))
+    rng = random.Random(seed)
+    return [rng.randrange(numel) for _ in range(SHIPPED)]
+
+
+class Parent:
+    """The harness's side of its parent. Run by hand (`run` without $KWIKI_HARNESS_CHANNEL) the harness is its own
+    parent: it draws the input sets and the re-check plan here, after each sample ran, and prints its records."""
+
+    def __init__(self) -> None:
+        self.rng = random.Random(int.from_bytes(os.urandom(8), "little"))  # drawn after the run starts
+        self.max_samples = RECHECK_MIN_SAMPLES
+        self.sets = 1
+
+    def ask(self, op: str, **msg: Any) -> dict[str, Any]:
+        if op == "hello":
+            self.max_samples, self.sets = msg["max_samples"], msg["sets"]
+            return {"seed": self.rng.getrandbits(31)}
+        if op == "prep":
+            return {"seed": self.rng.getrandbits(31)} if msg["fresh"] else {"set": self.rng.randrange(self.sets)}
+        if op == "done":
+            k = msg["k"]  # a timed sample's index; a string for the checked call, the tail and sustained blocks
+            check = isinstance(k, str) or (msg["v"] and self.rng.random() < recheck_probability(k, self.max_samples))
+            return {"positions": self.rng.getrandbits(31) if check else None}
+        if op == "tail":
+            return {"n": tail_calls(self.rng.randrange(TAIL_MIN, 2 * TAIL_MIN), msg["median_us"])}
+        if op == "block":
+            return {"extra": self.rng.randrange(msg["base"] // 2 + 1)}
+        raise ValueError(op)
+
+    def tell(self, op: str, **msg: Any) -> None:
+        if op == "sets":
+            self.sets = msg["n"]
+        elif op == "record":
+            out(json.dumps(msg["record"], allow_nan=False, separators=(",", ":")))
+
+
+class Channel(Parent):
+    """kwiki's parent process (kwiki/verify/pyjudge.py) at the end of a Unix socket: it chooses the inputs and
+    the re-checked samples, brackets every sample with its own clock, has the shipped elements judged by a
+    process that never runs a kernel, and writes the records itself (stdout is not read)."""
+
+    def __init__(self, path: str) -> None:
+        import socket
+
+        super().__init__()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.r, self.w = self.sock.makefile("rb"), self.sock.makefile("wb")
+
+    def _send(self, op: str, msg: dict[str, Any]) -> None:
+        self.w.write(json.dumps({"op": op, **msg}, separators=(",", ":")).encode() + b"\n")
+        self.w.flush()
+
+    def ask(self, op: str, **msg: Any) -> dict[str, Any]:
+        self._send(op, msg)
+        line = self.r.readline()
+        if not line:
+            raise SystemExit("kwiki_harness: the parent closed the channel")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def tell(self, op: str, **msg: Any) -> None:
+        self._send(op, msg)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,29 +587,193 @@ class Case:
     max_rel: float | None = None
     samples: list[float] = field(default_factory=list)
     spans: list[float] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)  # kernels CUPTI saw per timed sample
     events_us: list[float] = field(default_factory=list)
     seconds: float = 0.0
     rechecked: int = 0
-    plan: set[int] = field(default_factory=set)
     counters: Counters = field(default_factory=Counters)
     timing_source: str = "cupti"
     kernels: frozenset[str] = frozenset()  # the kernels CUPTI saw in its timed samples
+    contexts: str | None = None
+    sustained: dict[str, Any] | None = None
+
+
+@dataclass
+class Block:
+    """One sustained block: its busy time, bracket, calls, NVML's clock and power during it, the last call's return."""
+
+    busy_us: float
+    event_us: float
+    calls: int
+    mhz: float | None
+    watts: float | None
+    ret: Any
+
+
+def command(pid: int) -> str:
+    """ ("name"): the command of a process, where /proc tells it."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f" ({f.read().strip()[:40]})"
+    except OSError:
+        return ""
+
+
+def steady(blocks: list[Block]) -> bool:
+    """NVML's SM clock and board power each moved by less than SETTLE_TOL over the last 3 blocks (a reading NVML
+    cannot give: nothing to wait for)."""
+    if len(blocks) < 3:
+        return False
+    for name in ("mhz", "watts"):
+        xs = [getattr(b, name) for b in blocks[-3:]]
+        if any(x is None for x in xs):
+            continue
+        hi = max(xs)
+        if hi > 0 and (hi - min(xs)) / hi >= SETTLE_TOL:
+            return False
+    return True
+
+
+def sustained_figure(blocks: list[Block], settle_s: float, settled: bool) -> dict[str, Any]:
+    """The record's `sustained`: a call's share of each block's busy time, over the rounds."""
+    t = kb.summarize([b.busy_us / b.calls for b in blocks])
+    wall = sum(b.event_us for b in blocks)
+    mhz = [b.mhz for b in blocks if b.mhz is not None]
+    watts = [b.watts for b in blocks if b.watts is not None]
+    return {"median_us": t.median_us, "q1_us": t.q1_us, "q3_us": t.q3_us, "min_us": t.min_us, "samples": t.samples,
+            "launches": int(kb.summarize([float(b.calls) for b in blocks]).median_us),
+            "duty": min(1.05, sum(b.busy_us for b in blocks) / wall) if wall > 0 else 0.0,
+            "sm_mhz": kb.summarize(mhz).median_us if mhz else None,
+            "power_w": kb.summarize(watts).median_us if watts else None, "settle_s": settle_s, "settled": settled}
+
+
+@dataclass
+class Calibration:
+    """This process's own cost of a bracket (protocol 3's `timer`): event minus busy time of a window of one
+    trivial torch op (fixed_us), and what each further op adds (per_launch_us); torch ops, so that the allowance
+    covers Python's dispatch as a variant's own ops pay it."""
+
+    fixed_us: float = 0.0
+    per_launch_us: float = 0.0
 
 
 class Harness:
-    def __init__(self, mod: ModuleType, device: str, opts: kb.Options, seed: int, input_sets: int,
-                 timeouts: dict[str, float], events: Events):
+    def __init__(self, mod: ModuleType, device: str, opts: kb.Options, input_sets: int,
+                 timeouts: dict[str, float], events: Events, parent: Parent):
         import torch
 
-        self.torch, self.mod, self.device, self.opts, self.seed = torch, mod, device, opts, seed
-        self.want_sets, self.timeouts, self.events = input_sets, timeouts, events
-        self.rng = random.Random(int.from_bytes(os.urandom(8), "little"))  # after the run starts
+        self.torch, self.mod, self.device, self.opts = torch, mod, device, opts
+        self.want_sets, self.timeouts, self.events, self.parent = input_sets, timeouts, events, parent
+        self.fresh = getattr(mod, "FRESH_INPUTS", False) is True
+        self.sustained: set[str] = set()  # --sustained=a,b: the variants that get a sustained figure
         self.nvml = Nvml(device)
         self.failures = 0
         self.flush = None
+        self.seed = 0
+        self.calibration = Calibration()
         if device == "cuda" and opts.flush_l2:
             l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
             self.flush = torch.ones(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device="cuda")
+
+    # -- the parent's view of a sample: which inputs it reads, its bracket, whether it is judged
+    def calibrate(self) -> None:
+        """Windows of 1 and of 8 one-element torch adds, bracketed as samples are (the parent's clock included):
+        this process's fixed cost of a bracket and its cost per further launch."""
+        torch, cuda = self.torch, self.device == "cuda"
+        trivial: Tensors = {"x": torch.zeros(1, device=self.device)}
+
+        def one(i: Tensors, o: Tensors) -> None:  # called as a variant is: fn(dict(inputs), dict(outputs))
+            o["x"].add_(1)
+
+        def eight(i: Tensors, o: Tensors) -> None:
+            x = o["x"]
+            for _ in range(8):
+                x.add_(1)
+
+        labels: dict[str, tuple[int, float]] = {}
+        ctx = self.profiler() if cuda else None
+        if ctx is not None:
+            ctx.__enter__()
+        for k in range(2 * CALIBRATION_WINDOWS):
+            ops = 1 if k % 2 == 0 else 8
+            label = f"{SAMPLE_PREFIX}.{k}"
+            if cuda:
+                torch.cuda.synchronize()
+            self.parent.tell("go", v="", k=k)
+            with torch.profiler.record_function(label):
+                w0 = time.perf_counter()
+                start, stop = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) \
+                    if cuda else (None, None)
+                if start is not None:
+                    start.record()
+                (one if ops == 1 else eight)(dict(trivial), dict(trivial))
+                if stop is not None:
+                    stop.record()
+                    self.nvml.read()  # as a sample reads NVML while its launch runs
+                    torch.cuda.synchronize()
+                wall = (time.perf_counter() - w0) * 1e6
+            self.parent.ask("done", v="", k=k)
+            labels[label] = (ops, start.elapsed_time(stop) * 1e3 if start is not None and stop is not None else wall)
+            if not cuda:
+                self.parent.tell("time", v="", k=k, us=wall)
+        if ctx is None:
+            return
+        ctx.__exit__(None, None, None)
+        found = windows(ctx)
+        excess: dict[int, list[float]] = {1: [], 8: []}
+        for label, (ops, event_us) in labels.items():
+            busy = found.get(label, (0, 0, frozenset(), 0))[0] / 1e3
+            excess[ops].append(max(0.0, event_us - busy))
+            self.parent.tell("time", v="", k=int(label.rsplit(".", 1)[1]), us=busy)
+        if excess[1] and excess[8]:
+            fixed = kb.summarize(excess[1]).median_us if excess[1] else 0.0
+            self.calibration = Calibration(fixed, max(0.0, (kb.summarize(excess[8]).median_us - fixed) / 7))
+
+    def inputs_for(self, case: Case, k: int | str, params: dict[str, Any], sets: list[Tensors],
+                   pristine: list[Tensors]) -> int:
+        """The input set sample k reads, as the parent chose it; with FRESH_INPUTS, set 0 refilled from the
+        module's make_inputs with the parent's new seed (the untimed preparation of every timed sample)."""
+        reply = self.parent.ask("prep", v=case.variant, k=k, fresh=self.fresh)
+        if not self.fresh:
+            return int(reply["set"]) % len(sets)
+        new = self.mod.make_inputs(params, int(reply["seed"]), self.device)
+        for name, t in new.items():
+            if isinstance(t, self.torch.Tensor):
+                pristine[0][name].copy_(t)
+                sets[0][name].copy_(t)
+        return 0
+
+    def judge(self, case: Case, k: int | str, params: dict[str, Any], got: Tensors, inputs: Tensors,
+              pristine: Tensors, tol: Tolerance) -> bool:
+        """After sample k ran: the parent says whether it is judged (its outputs not yet poisoned). Judged, it is
+        compared here with a reference computed now on the device from the inputs it read (never kept from an
+        earlier sample), and SHIPPED elements of its outputs and inputs, at positions the parent drew, go to the
+        parent, whose judge compares them with a reference of its own. False when it failed here."""
+        reply = self.parent.ask("done", v=case.variant, k=k)
+        if reply.get("positions") is None:
+            return True
+        seed = int(reply["positions"])
+        shipped = {"out": {n: self.values(t, seed) for n, t in got.items()},  # as the call left them
+                   "in": {n: self.values(t, seed) for n, t in inputs.items() if isinstance(t, self.torch.Tensor)}}
+        ref = self.mod.reference(params, dict(pristine))
+        ok, detail, a, r = self.verify(got, ref, inputs, pristine, tol)
+        del ref
+        self.parent.tell("checked", v=case.variant, k=k, ok=ok, detail=detail, **shipped)
+        if k != "check":
+            case.rechecked += 1
+        if not ok:
+            case.passed = False
+            case.detail = detail if k == "check" else f"timed sample {k} differs from the reference: {detail}"
+        elif k == "check":
+            case.passed, case.detail, case.max_abs, case.max_rel = True, detail, a, r
+        return ok
+
+    def values(self, t: Any, seed: int) -> list[Any]:
+        torch = self.torch
+        flat = t.detach().reshape(-1)
+        index = torch.tensor(positions(seed, flat.numel()), dtype=torch.int64, device=flat.device)
+        picked = flat[index]
+        return list(picked.tolist() if not picked.dtype.is_floating_point else picked.double().tolist())
 
     # -- one call, under the watchdog
     def call(self, case: Case, inputs: Tensors, outputs: Tensors, phase: str) -> Any:
@@ -477,13 +784,16 @@ class Harness:
             if self.device == "cuda":
                 self.torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001  (a variant that raises: its verdict, then this process ends)
-            self.events.disarm()
-            self.events.say(raised=case.variant, phase=phase, message=f"{type(exc).__name__}: {exc}"[:400])
-            traceback.print_exc(file=sys.stderr)
-            sys.stdout.flush()
-            os._exit(EXIT_RAISED)
+            self.raised(case, phase, exc)
         self.events.disarm()
         return ret
+
+    def raised(self, case: Case, phase: str, exc: BaseException) -> None:
+        self.events.disarm()
+        self.events.say(raised=case.variant, phase=phase, message=f"{type(exc).__name__}: {exc}"[:400])
+        traceback.print_exc(file=sys.stderr)
+        sys.stdout.flush()
+        os._exit(EXIT_RAISED)
 
     def outputs_of(self, ret: Any, outputs: Tensors, inputs: Tensors) -> tuple[Tensors, str | None]:
         torch = self.torch
@@ -528,22 +838,17 @@ class Harness:
         variants = [v for v in variants if applies is None or applies(v, params)]
         if not variants:
             return []
+        self.parent.tell("params", params=params)
         tol = tuple(mod.TOLERANCES[params["dtype"]])
         sets = [mod.make_inputs(params, self.seed, self.device)]
         set_bytes = sum(t.numel() * t.element_size() for t in sets[0].values() if isinstance(t, torch.Tensor))
-        n_sets = self.want_sets
-        if self.device == "cuda":
+        n_sets = 1 if self.fresh else self.want_sets
+        if self.device == "cuda" and not self.fresh:
             free, _ = torch.cuda.mem_get_info()
             n_sets = max(2, min(n_sets, int(0.4 * free // max(1, 2 * set_bytes))))
         sets += [mod.make_inputs(params, self.seed + i, self.device) for i in range(1, n_sets)]
+        self.parent.tell("sets", n=len(sets))
         pristine = [{k: v.clone() for k, v in s.items() if isinstance(v, torch.Tensor)} for s in sets]
-        refs: dict[int, Tensors] = {}
-
-        def ref(i: int) -> Tensors:
-            if i not in refs:
-                refs[i] = mod.reference(params, dict(pristine[i]))
-            return refs[i]
-
         outputs = mod.make_outputs(params, sets[0])
         cases = []
         for v in variants:
@@ -557,16 +862,17 @@ class Harness:
                 os._exit(EXIT_RAISED)
             self.events.disarm()
             cases.append(Case(v, fn, self.timeouts[v]))
-        # 1. check, on input set 0
+        # 1. check, on input set 0 as make_inputs made it (the parent's judge makes it again from the seed)
         for case in cases:
             self.poison(outputs)
             ret = self.call(case, sets[0], outputs, "check")
             got, bad = self.outputs_of(ret, outputs, sets[0])
             if bad:
                 case.passed, case.detail = False, bad
+                self.parent.ask("done", v=case.variant, k="check")
+                self.parent.tell("checked", v=case.variant, k="check", ok=False, detail=bad, out={}, **{"in": {}})
             else:
-                case.passed, case.detail, case.max_abs, case.max_rel = self.verify(got, ref(0), sets[0], pristine[0],
-                                                                                   tol)
+                self.judge(case, "check", params, got, sets[0], pristine[0], tol)
             if got is not outputs:
                 self.poison(got)
         # 2. warm up and time, interleaved
@@ -579,31 +885,20 @@ class Harness:
                     case.passed, case.detail = False, f"warm-up call: {changed}"
                 if got is not outputs:
                     self.poison(got)
-            case.plan = self.recheck_plan()
-        self.time([c for c in cases if c.passed], sets, pristine, outputs, ref, tol)
+        self.time([c for c in cases if c.passed], params, sets, pristine, outputs, tol)
         return [self.record(c, params, tol, len(sets)) for c in cases]
-
-    def recheck_plan(self) -> set[int]:
-        span = min(RECHECK_WINDOW, self.opts.max_samples)
-        plan = set(self.rng.sample(range(span), min(RECHECK_AT_LEAST, span)))
-        for i in range(span, self.opts.max_samples):
-            if len(plan) >= RECHECK_AT_MOST:
-                break
-            if self.rng.random() < RECHECK_RATE:
-                plan.add(i)
-        return plan
 
     def done(self, case: Case) -> bool:
         n = len(case.samples)
         if not case.passed or n >= self.opts.max_samples:
             return True
-        if n < max(case.plan & set(range(RECHECK_WINDOW)), default=-1) + 1:
-            return False  # the early re-checks must have happened
-        stable = n >= self.opts.min_samples and kb.summarize(case.samples).rse <= self.opts.target_rse
-        return stable or (n >= 3 and case.seconds >= self.opts.max_seconds)
+        if n < min(max(self.opts.min_samples, RECHECK_MIN_SAMPLES), self.opts.max_samples):
+            return False  # a checked case takes at least 20 samples: the re-checks spread over them
+        stable = kb.summarize(case.samples).rse <= self.opts.target_rse
+        return stable or case.seconds >= self.opts.max_seconds
 
-    def time(self, cases: list[Case], sets: list[Tensors], pristine: list[Tensors], outputs: Tensors,
-             ref: Callable[[int], Tensors], tol: Tolerance) -> None:
+    def time(self, cases: list[Case], params: dict[str, Any], sets: list[Tensors], pristine: list[Tensors],
+             outputs: Tensors, tol: Tolerance) -> None:
         cuda = self.device == "cuda"
         active = [c for c in cases if not self.done(c)]
         while active:
@@ -618,14 +913,153 @@ class Harness:
                     k = len(case.samples) + sum(1 for c, _ in labels.values() if c is case)
                     if k >= self.opts.max_samples:
                         continue
-                    i = self.rng.randrange(len(sets))
-                    self.sample(case, k, i, sets, pristine, outputs, ref, tol, labels)
+                    self.sample(case, k, params, sets, pristine, outputs, tol, labels)
                 if ctx is None:
                     break
             if ctx is not None:
                 ctx.__exit__(None, None, None)
                 self.collect(ctx, labels)
             active = [c for c in active if not self.done(c)]
+        for case in cases:
+            case.contexts = self.contexts(case)
+            self.tail(case, params, sets, pristine, outputs, tol)
+        self.sustain([c for c in cases if c.passed and c.samples and c.variant in self.sustained], params, sets,
+                     pristine, outputs, tol)
+
+    def tail(self, case: Case, params: dict[str, Any], sets: list[Tensors], pristine: list[Tensors],
+             outputs: Tensors, tol: Tolerance) -> None:
+        """kwiki_runner.cuh's tail check: a variant honest for its first N calls would outwait every re-check of a
+        case that stops before N. After its samples a case is called back to back n more times (n from the parent,
+        drawn from [1024, 2048), at most 0.1 s of its median), then once more on poisoned outputs, and that call is
+        judged."""
+        if not case.passed or not case.samples:
+            return
+        median = kb.summarize(case.samples).median_us
+        n = int(self.parent.ask("tail", v=case.variant, k="tail", median_us=median)["n"])
+        i = self.inputs_for(case, "tail", params, sets, pristine)
+        self.events.say(call=case.variant, phase="tail")
+        self.events.arm(case.timeout_s * 2 + 1e-4 * n)
+        try:
+            for _ in range(n):
+                ret = case.fn(dict(sets[i]), dict(outputs))
+                if ret is not None:
+                    got, _ = self.outputs_of(ret, outputs, sets[i])
+                    if got is not outputs:
+                        self.poison(got)
+            self.poison(outputs)
+            ret = case.fn(dict(sets[i]), dict(outputs))
+            if self.device == "cuda":
+                self.torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001
+            self.raised(case, "tail", exc)
+        self.events.disarm()
+        got, bad = self.outputs_of(ret, outputs, sets[i])
+        if bad:
+            self.parent.ask("done", v=case.variant, k="tail")
+            case.passed, case.detail = False, f"the call after {n} more back to back: {bad}"
+        elif not self.judge(case, "tail", params, got, sets[i], pristine[i], tol):
+            case.detail = case.detail.replace("timed sample tail", f"the call after {n} more back to back")
+        if got is not outputs:
+            self.poison(got)
+
+    # -- sustained (protocol 3): blocks of back-to-back calls after the clock and the power settled
+    def block(self, case: Case, n: int, i: int, sets: list[Tensors], outputs: Tensors) -> Block:
+        """n calls of `case` back to back (no poison, flush or sync between them): busy time (CUPTI, else the
+        bracket), the bracket (event pair; the host clock on a cpu device), and NVML's clock and power during it."""
+        torch, cuda = self.torch, self.device == "cuda"
+        self.poison(outputs)
+        if cuda:
+            torch.cuda.synchronize()
+        self.events.say(call=case.variant, phase="sustained")
+        self.events.arm(case.timeout_s * 2 + 1e-4 * n)
+        ctx = self.profiler() if cuda else None
+        label = f"{SAMPLE_PREFIX}{case.variant}.block"
+        try:
+            if ctx is not None:
+                ctx.__enter__()
+            with torch.profiler.record_function(label):
+                w0 = time.perf_counter()
+                start, stop = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) \
+                    if cuda else (None, None)
+                if start is not None:
+                    start.record()
+                ret = None
+                for _ in range(n):
+                    ret = case.fn(dict(sets[i]), dict(outputs))
+                if stop is not None:
+                    stop.record()
+                mhz, _, watts = self.nvml.read()
+                if cuda:
+                    torch.cuda.synchronize()
+                wall = (time.perf_counter() - w0) * 1e6
+            if ctx is not None:
+                ctx.__exit__(None, None, None)
+        except Exception as exc:  # noqa: BLE001
+            self.raised(case, "sustained", exc)
+        self.events.disarm()
+        event = start.elapsed_time(stop) * 1e3 if start is not None and stop is not None else wall
+        busy = windows(ctx).get(label, (0, 0, frozenset(), 0))[0] / 1e3 if ctx is not None else 0.0
+        return Block(busy if busy > 0 else event, event, n, mhz, watts, ret)
+
+    def sustain(self, cases: list[Case], params: dict[str, Any], sets: list[Tensors], pristine: list[Tensors],
+                outputs: Tensors, tol: Tolerance) -> None:
+        """kwiki_runner.cuh's sustain(): settle (blocks of about BLOCK_SECONDS of each case in alternation until
+        NVML's SM clock and board power each moved by less than SETTLE_TOL over a case's last 3 blocks, at least
+        SETTLE_MIN_S, at most SETTLE_MAX_S), then ROUNDS rounds of a block per case of B + a random 0..B/2 calls
+        (the parent draws it), whose last call's outputs are judged. The figure: a call's share of a block's busy
+        time."""
+        if not cases:
+            return
+        settle_s, settled = self.settle(cases, sets, outputs)
+        got: dict[str, list[Block]] = {c.variant: [] for c in cases}
+        for r in range(ROUNDS):
+            for case in [c for c in cases if c.passed]:
+                b = self.block_calls(case)
+                n = b + int(self.parent.ask("block", v=case.variant, k=f"s{r}", base=b)["extra"])
+                k = f"s{r}"
+                i = self.inputs_for(case, k, params, sets, pristine)
+                blk = self.block(case, n, i, sets, outputs)
+                got[case.variant].append(blk)
+                out_, bad = self.outputs_of(blk.ret, outputs, sets[i])
+                if bad:
+                    self.parent.ask("done", v=case.variant, k=k)
+                    case.passed, case.detail = False, f"sustained block {r}: {bad}"
+                elif not self.judge(case, k, params, out_, sets[i], pristine[i], tol):
+                    case.detail = case.detail.replace(f"timed sample {k}", f"the last call of sustained block {r} "
+                                                                            f"({n} back to back)")
+                if out_ is not outputs:
+                    self.poison(out_)
+        for case in cases:
+            blocks = got[case.variant]
+            if case.passed and blocks:
+                case.sustained = sustained_figure(blocks, settle_s, settled)
+
+    def block_calls(self, case: Case) -> int:
+        """B: about BLOCK_SECONDS of the case's burst median, 10 to MAX_BLOCK calls."""
+        return min(MAX_BLOCK, max(10, int(BLOCK_SECONDS * 1e6 / max(kb.summarize(case.samples).median_us, 0.1))))
+
+    def settle(self, cases: list[Case], sets: list[Tensors], outputs: Tensors) -> tuple[float, bool]:
+        """Blocks of each case in alternation until every case's clock and power are steady (seconds, settled)."""
+        t0 = time.perf_counter()
+        seen: dict[str, list[Block]] = {c.variant: [] for c in cases}
+        while True:
+            for case in cases:
+                seen[case.variant].append(self.block(case, self.block_calls(case), 0, sets, outputs))
+            settle_s = time.perf_counter() - t0
+            settled = all(steady(b) for b in seen.values())
+            if (settled and settle_s >= SETTLE_MIN_S) or settle_s >= SETTLE_MAX_S:
+                return settle_s, settled
+
+    def contexts(self, case: Case) -> str | None:
+        """Protocol 3's one process on the GPU, read after a case's timed samples: another process holding a
+        context fails its timing."""
+        if self.device != "cuda":
+            return None
+        state, others = self.nvml.processes()
+        if others and case.passed:
+            case.passed = False
+            case.detail = f"process {others[0]}{command(others[0])} holds a context on this GPU during timing"
+        return state
 
     def profiler(self) -> Any:
         import warnings
@@ -637,11 +1071,12 @@ class Harness:
 
         return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=False)
 
-    def sample(self, case: Case, k: int, i: int, sets: list[Tensors], pristine: list[Tensors], outputs: Tensors,
-               ref: Callable[[int], Tensors], tol: Tolerance, labels: dict[str, tuple[Case, int]]) -> None:
+    def sample(self, case: Case, k: int, params: dict[str, Any], sets: list[Tensors], pristine: list[Tensors],
+               outputs: Tensors, tol: Tolerance, labels: dict[str, tuple[Case, int]]) -> None:
         torch = self.torch
         cuda = self.device == "cuda"
         t0 = time.perf_counter()
+        i = self.inputs_for(case, k, params, sets, pristine)
         self.poison(outputs)  # poison -> flush -> launch
         if self.flush is not None:
             self.flush.max()
@@ -650,6 +1085,7 @@ class Harness:
         self.events.say(call=case.variant, phase="time")
         self.events.arm(case.timeout_s)
         label = f"{SAMPLE_PREFIX}{case.variant}.{k}"
+        self.parent.tell("go", v=case.variant, k=k)
         try:
             if cuda:
                 start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -667,43 +1103,55 @@ class Harness:
             else:
                 w0 = time.perf_counter()
                 ret = case.fn(dict(sets[i]), dict(outputs))
-                case.samples.append(max((time.perf_counter() - w0) * 1e6, 1e-3))
+                us = max((time.perf_counter() - w0) * 1e6, 1e-3)
+                case.samples.append(us)
         except Exception as exc:  # noqa: BLE001
-            self.events.disarm()
-            self.events.say(raised=case.variant, phase="time", message=f"{type(exc).__name__}: {exc}"[:400])
-            traceback.print_exc(file=sys.stderr)
-            sys.stdout.flush()
-            os._exit(EXIT_RAISED)
+            self.raised(case, "time", exc)
         self.events.disarm()
         got, bad = self.outputs_of(ret, outputs, sets[i])
-        changed = inputs_changed(sets[i], pristine[i])  # after every call, not only the re-checked ones
-        if bad or changed:
-            case.passed, case.detail = False, f"timed sample {k}: {bad or changed}"
-        elif k in case.plan:
-            ok, detail, _, _ = self.verify(got, ref(i), sets[i], pristine[i], tol)
-            case.rechecked += 1
-            if not ok:
-                case.passed = False
-                case.detail = f"timed sample {k} (input set {i}) differs from the reference: {detail}"
+        if bad:
+            self.parent.ask("done", v=case.variant, k=k)
+            case.passed, case.detail = False, f"timed sample {k}: {bad}"
+        elif self.judge(case, k, params, got, sets[i], pristine[i], tol):
+            changed = inputs_changed(sets[i], pristine[i])  # after every call, not only the judged ones
+            if changed:
+                case.passed, case.detail = False, f"timed sample {k}: {changed}"
+        if not cuda:
+            self.parent.tell("time", v=case.variant, k=k, us=case.samples[-1])
         if got is not outputs:
             self.poison(got)
         case.seconds += time.perf_counter() - t0
 
     def collect(self, prof: Any, labels: dict[str, tuple[Case, int]]) -> None:
         found = windows(prof)
-        any_activity = any(b > 0 for b, _, _ in found.values())
+        any_activity = any(w[0] > 0 for w in found.values())
         for label, (case, k) in sorted(labels.items(), key=lambda x: x[1][1]):
-            busy, span, kernels = found.get(label, (0, 0, frozenset()))
+            busy, span, kernels, count = found.get(label, (0, 0, frozenset(), 0))
+            event_us = case.events_us[len(case.samples)]
             if not any_activity:  # no CUPTI here: the event pair's time, said so
                 case.timing_source = "events"
-                case.samples.append(case.events_us[len(case.samples)])
+                case.samples.append(event_us)
+                self.parent.tell("time", v=case.variant, k=k, us=event_us)
                 continue
             if busy <= 0:
                 case.passed, case.detail = False, f"timed sample {k} ran no GPU work (nothing for the clock to time)"
                 continue
             case.samples.append(busy / 1e3)
             case.spans.append(span / 1e3)
+            case.counts.append(count)
             case.kernels |= kernels
+            self.parent.tell("time", v=case.variant, k=k, us=busy / 1e3)
+
+    def timer(self, case: Case) -> dict[str, Any] | None:
+        """Protocol 3's `timer`: what the event bracket, the span and the kernel count saw, beside this process's
+        own cost of a bracket (the `unseen` gate holds the bracket to the busy time plus them)."""
+        if self.device != "cuda" or case.timing_source != "cupti" or not case.events_us or not case.counts:
+            return None
+        counts = sorted(case.counts)
+        return {"event_median_us": kb.summarize(case.events_us).median_us,
+                "span_median_us": kb.summarize(case.spans).median_us if case.spans else None,
+                "kernels": float(counts[len(counts) // 2]), "fixed_us": self.calibration.fixed_us,
+                "per_launch_us": self.calibration.per_launch_us, "contexts": case.contexts}
 
     def record(self, case: Case, params: dict[str, Any], tol: Tolerance, n_sets: int) -> dict[str, Any]:
         torch = self.torch
@@ -714,6 +1162,8 @@ class Harness:
             timing = {"median_us": t.median_us, "q1_us": t.q1_us, "q3_us": t.q3_us, "min_us": t.min_us,
                       "samples": t.samples, "rse": t.rse}
         extra: dict[str, Any] = {"input_sets": n_sets, "torch": torch.__version__, "harness": "python"}
+        if self.fresh:
+            extra["fresh_inputs"] = 1
         triton = version_of("triton")
         if triton:
             extra["triton"] = triton
@@ -723,7 +1173,7 @@ class Harness:
             extra["event_median_us"] = kb.summarize(case.events_us).median_us
         if not case.passed:
             self.failures += 1
-        return {
+        rec = {
             "kwiki_record": 1, "variant": case.variant, "params": params,
             "bytes": kb.finite(work.get("bytes")), "bytes_level": work.get("bytes_level", "dram"),
             "flops": kb.finite(work.get("flops")), "flops_dtype": work.get("flops_dtype"),
@@ -737,6 +1187,84 @@ class Harness:
             else None,
             "extra": {k: v for k, v in extra.items() if isinstance(v, str) or kb.finite(v) is not None},
         }
+        timer = self.timer(case) if timing else None
+        if timer is not None:
+            rec["timer"] = timer
+        if timing and case.sustained is not None:
+            rec["sustained"] = case.sustained
+        return rec
+
+
+# ---------------------------------------------------------------------------------------------
+# The judge: shipped elements against a reference made again from the seeds (a process that runs no kernel)
+# ---------------------------------------------------------------------------------------------
+
+def judge(argv: list[str]) -> int:
+    """`judge MODULE REQUESTS --device D`: one verdict line per request line (JSON: params, the input set's seed,
+    the positions' seed, the shipped output and input elements). The module's make_inputs and reference run
+    here; its load() and variants never do. The comparison's functions are bound before the module is imported."""
+    p = argparse.ArgumentParser(prog="kwiki_harness.py judge", allow_abbrev=False)
+    p.add_argument("module")
+    p.add_argument("requests")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cpu")
+    ns = p.parse_args(argv)
+    import torch
+
+    compare_, positions_, dumps = compare, positions, json.dumps  # bound before the module runs any code
+    mod = load_module(ns.module)
+    made: dict[str, tuple[Tensors, Tensors]] = {}
+    with open(ns.requests, encoding="utf-8") as f:
+        for line in f:
+            req = json.loads(line)
+            key = json.dumps([req["params"], req["seed"]], sort_keys=True)
+            if key not in made:
+                made.clear()  # one input set at a time (requests come grouped)
+                inputs = mod.make_inputs(req["params"], int(req["seed"]), ns.device)
+                made[key] = (inputs, mod.reference(req["params"], dict(inputs)))
+            inputs, ref = made[key]
+            atol, rtol, _ = mod.TOLERANCES[req["params"]["dtype"]]
+            verdict = judged(torch, compare_, positions_, req, inputs, ref, float(atol), float(rtol))
+            sys.stdout.write(dumps({"id": req["id"], **verdict}) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def judged(torch: Any, compare_: Any, positions_: Any, req: dict[str, Any], inputs: Tensors, ref: Tensors,
+           atol: float, rtol: float) -> dict[str, Any]:
+    seed = int(req["positions"])
+    if set(req["out"]) != set(ref):
+        return {"ok": False, "detail": f"shipped outputs {sorted(req['out'])}, the reference has {sorted(ref)}"}
+    for name, got in sorted(req["out"].items()):
+        r = ref[name]
+        if isinstance(r, tuple):  # a sampled reference: its own elements only
+            index, r = r
+            where = {int(j): n for n, j in enumerate(index.reshape(-1).tolist())}
+            pos = positions_(seed, int(req["numel"][name]))
+            keep = [n for n, j in enumerate(pos) if j in where]
+            got, r = [got[n] for n in keep], r.reshape(-1)[[where[pos[n]] for n in keep]]
+        else:
+            r = r.detach().reshape(-1)
+            pos = positions_(seed, r.numel())
+            if len(got) != len(pos):
+                return {"ok": False, "detail": f"{name}: {len(got)} elements shipped, {len(pos)} drawn"}
+            r = r[torch.tensor(pos, dtype=torch.int64, device=r.device)]
+        g = torch.tensor(got, dtype=torch.float64 if r.dtype.is_floating_point else torch.int64)
+        ok, detail, _, _ = compare_(g, r.cpu(), atol, rtol, name)
+        if not ok:
+            return {"ok": False, "detail": f"{len(got)} drawn elements: {detail}"}
+    for name, got in sorted(req["in"].items()):
+        x = inputs.get(name)
+        if not isinstance(x, torch.Tensor):
+            return {"ok": False, "detail": f"input {name!r} is not one make_inputs makes"}
+        flat = x.detach().reshape(-1)
+        want = flat[torch.tensor(positions_(seed, flat.numel()), dtype=torch.int64, device=flat.device)]
+        want_list = want.double().tolist() if want.dtype.is_floating_point else want.tolist()
+        same = len(got) == len(want_list) and all(a == b or (a != a and b != b)  # NaN is NaN
+                                                  for a, b in zip(got, want_list, strict=True))
+        if not same:
+            return {"ok": False, "detail": f"input {name!r} is not what make_inputs makes from its seed (changed "
+                                           "by the call, or other inputs than the parent chose)"}
+    return {"ok": True, "detail": ""}
 
 
 def run(argv: list[str]) -> int:
@@ -748,6 +1276,8 @@ def run(argv: list[str]) -> int:
     p.add_argument("--call-timeout", type=float, default=120.0)
     ns, rest = p.parse_known_args(argv)
     args = kb.parse_args(rest)
+    channel = os.environ.get(CHANNEL_ENV)
+    parent = Channel(channel) if channel else Parent()  # connected before the module runs any code
     events = Events(os.environ.get("KWIKI_HARNESS_EVENTS"))
     mod = load_module(ns.module)
     problems = contract_problems(mod)
@@ -766,11 +1296,17 @@ def run(argv: list[str]) -> int:
     if ns.device == "cuda" and not torch.cuda.is_available():
         say("kwiki_harness: --device cuda, but torch sees no CUDA device")
         return 2
-    harness = Harness(mod, ns.device, args.options, args.seed & 0xFFFFFFFF, ns.input_sets, timeouts, events)
+    harness = Harness(mod, ns.device, args.options, ns.input_sets, timeouts, events, parent)
+    harness.sustained = {v for v in args.rest.get("sustained", "").split(",") if v}
+    fresh = harness.fresh
+    harness.seed = int(parent.ask("hello", max_samples=args.options.max_samples, sets=ns.input_sets,
+                                  device=ns.device, fresh=fresh)["seed"])
+    harness.calibrate()
     for params in mod.GRID:
         for rec in harness.run_params(dict(params), variants):
-            out(json.dumps(rec, allow_nan=False, separators=(",", ":")))
+            parent.tell("record", record=rec)
     events.say(done=True)
+    parent.tell("end")
     return 1 if harness.failures else 0
 
 
@@ -780,6 +1316,8 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["run"]:
         return run(argv[1:])
+    if argv[:1] == ["judge"]:
+        return judge(argv[1:])
     say((__doc__ or "").split("\n\n")[1])
     return 2
 

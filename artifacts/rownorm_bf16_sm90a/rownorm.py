@@ -26,6 +26,7 @@ NORMS = ("rmsnorm", "add_rmsnorm_fp8", "layernorm")
 ARGS = {"copy": ("x",), "rmsnorm": ("x", "w"), "add_rmsnorm_fp8": ("x", "res", "w"), "layernorm": ("x", "w", "b")}
 FP8 = "float8_e4m3fn"
 
+FRESH_INPUTS = True  # memory-bound: new random inputs before every timed sample (protocol 3; the harness)
 GRID = [
     *({"op": "copy", "rows": ROWS, "hidden": h, "dtype": "bfloat16"} for h in HIDDEN),
     *({"op": op, "rows": s["rows"], "hidden": s["hidden"], "dtype": FP8 if op == "add_rmsnorm_fp8" else "bfloat16"}

@@ -19,6 +19,7 @@ ROW_MAX = 32768  # rung 1's row lives in registers (128 KiB of fp32 values, half
 LIGER_MAX = 65536  # Liger-Kernel's calculate_settings raises past this
 CHUNK = 4096
 
+FRESH_INPUTS = True  # memory-bound: new random inputs before every timed sample (protocol 3; the harness)
 GRID = [
     {"op": "copy", "rows": ELEMENTS // 1024, "cols": 1024, "dtype": "bfloat16"},
     *({"op": "softmax", "rows": ELEMENTS // n, "cols": n, "dtype": "bfloat16"} for n in LENGTHS),

@@ -16,6 +16,7 @@ Smoke-test on a CPU (the torch variants; Triton needs a GPU):
 
 CLAIMED = {"rows": 8192, "cols": 14336}  # Llama-3-8B's MLP width at 8192 tokens
 OFF_TILE = {"rows": 1001, "cols": 5000}  # no 2048-element block divides it: the masked tail is checked
+FRESH_INPUTS = True  # memory-bound: new random inputs before every timed sample (protocol 3; the harness)
 GRID = [
     {"op": "copy", **CLAIMED, "dtype": "bfloat16"},
     {"op": "swiglu", **CLAIMED, "dtype": "bfloat16"},

@@ -10,6 +10,7 @@ Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are
 BYTES = 4 << 30  # the CUDA ladder's --bytes=4294967296
 SHAPES = [(1024, 4), (4096, 4), (4096, 8), (16384, 8), (16384, 16)]  # (BLOCK, num_warps)
 
+FRESH_INPUTS = True  # memory-bound: new random inputs before every timed sample (protocol 3; the harness)
 GRID = [{"op": "copy", "bytes": BYTES, "dtype": "float32"}, {"op": "read", "bytes": BYTES, "dtype": "int32"}]
 VARIANTS = ["torch_copy",
             *(f"triton_copy_b{b}_w{w}" for b, w in SHAPES),

@@ -6,7 +6,10 @@ of kwiki_bench.cuh. This parent judges: the harness writes one event line per ca
 faulthandler, its watchdog, a "Timeout" line when a call overruns); when the process ends early, the
 variant it was calling gets the verdict (a hang: `timeout`; an exception: `exit-error`; a signal:
 `crash`) and the harness runs again for the variants that had not finished. Every variant gets a
-RunOutcome of its own, so one variant's hang never costs another its figures.
+RunOutcome of its own, so one variant's hang never costs another its figures. The harness talks to a
+Referee (kwiki/verify/pyjudge.py) over a Unix socket: it chooses the inputs and the judged samples, keeps a
+clock of its own, has the judged samples checked by a process that runs no variant, and writes the records
+(the harness's stdout is kept in the log, never read as records).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,7 @@ from kwiki.core.paths import links_out, shown, within
 from kwiki.core.proc import ProcResult, run_group
 from kwiki.results.judge import params_match
 from kwiki.results.record import Record, parse_records
+from kwiki.verify import pyjudge
 from kwiki.verify.build import BuildJob
 from kwiki.verify.run import RUNS_DIR
 from kwiki.verify.types import BuildResult, Plan, PlannedArtifact, RunOutcome, RunStatus
@@ -51,6 +56,9 @@ def environment(root: Path, gpu_index: int | None = None, events: Path | None = 
     env = dict(os.environ)
     env["TRITON_CACHE_DIR"] = str(root / TRITON_CACHE)
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in artifact directories (they are hashed)
+    # torch.compile compiles in the harness's process, not in a pool of workers: protocol 3 fails a case while
+    # another process is on the GPU, and no compile worker should look like one
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     if gpu_index is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
     if events is not None:
@@ -78,6 +86,11 @@ def check_module(job: BuildJob, root: Path) -> BuildResult:
                            error=f"{shown(out[0], root)}: a link that leads out of the repository (or is broken); "
                                  "a Python artifact imports its folder's and artifacts/common's files, so nothing "
                                  f"of it runs{f' (and {len(out) - 1} more)' if len(out) > 1 else ''}")
+    leaving = _links_out(job.directory, root)  # stricter: out of its own folder, dot-names included
+    if leaving:  # a helper the module imports, or the harness itself, through a link out of its folder: never run
+        return BuildResult(job.artifact, job.target, False, False, key="python",
+                           error=f"{where}: {leaving[0]} is a link that leads out of its folder (the containment "
+                                 f"rule: every file of a Python artifact's folder and of {COMMON_DIR} stays inside)")
     argv = [python(), str(harness(root)), "describe", str(module)]
     res = run_group(argv, cwd=job.directory, env=environment(root), timeout=DESCRIBE_TIMEOUT_S)
     result = BuildResult(job.artifact, job.target, False, False, key="python", command=argv, seconds=res.seconds)
@@ -102,11 +115,29 @@ def check_module(job: BuildJob, root: Path) -> BuildResult:
                                      f"not in the manifest: {', '.join(unknown)}" if unknown else "") if p)
         result.error = f"{root_rel(job, root)}: variants: the module's VARIANTS and the manifest disagree ({diff})"
         return result
+    declared_fresh, fresh = m.fresh_inputs, bool(info.get("fresh_inputs"))
+    if declared_fresh is not None and (declared_fresh is True) != fresh:
+        result.error = (f"{root_rel(job, root)}: fresh_inputs: the manifest says {declared_fresh!r}, the module "
+                        f"{'declares' if fresh else 'does not declare'} FRESH_INPUTS = True (they must agree)")
+        return result
     result.ok, result.binary = True, str(module)
     result.grid = info.get("grid")
     result.not_runnable = info.get("torch_missing")
     result.log = json.dumps({k: info.get(k) for k in ("torch", "triton", "python", "tolerances")}, sort_keys=True)
     return result
+
+
+def _links_out(directory: Path, root: Path) -> list[str]:
+    """Every link under the artifact's folder, or under artifacts/common, that leads out of it (dot-names included:
+    the module could import them by path), as repository paths."""
+    out: list[str] = []
+    for top in (directory, root / COMMON_DIR):
+        for here, dirs, files in os.walk(top):
+            for name in [*dirs, *files]:
+                path = Path(here) / name
+                if path.is_symlink() and not within(top, path):
+                    out.append(path.relative_to(root).as_posix())
+    return sorted(out)
 
 
 LIBRARY_ENV = "KWIKI_CUDA_LIBRARY"  # the path of the artifact's CUDA library, for its module (ctypes.CDLL)
@@ -204,19 +235,31 @@ def run_python(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int |
                 "--device", "cpu" if build.target == HOST else "cuda", "--input-sets", str(m.python.input_sets),
                 "--timeouts", json.dumps(timeouts, sort_keys=True), "--call-timeout", str(m.python.call_timeout_s),
                 *m.run.args, "--variants", ",".join(remaining)]
+        sustained = [v for v in planned.sustained if v in remaining]  # blocks back to back (protocol 3)
+        if sustained:
+            argv.append(f"--sustained={','.join(sustained)}")
         env = environment(root, gpu_index if build.target != HOST else None, events_path)
         if build.library:
             env[LIBRARY_ENV] = build.library
-        res = run_group(argv, cwd=planned.directory, env=env, timeout=m.run.timeout_s,
-                        max_output=m.run.max_output_bytes)
+        referee = pyjudge.Referee()
+        env[pyjudge.CHANNEL_ENV] = referee.path
+        try:
+            res = run_group(argv, cwd=planned.directory, env=env, timeout=m.run.timeout_s,
+                            max_output=m.run.max_output_bytes)
+        finally:
+            referee.close()
+        judged = pyjudge.judge(referee, partial(_run_judge, build, planned, root, env, m.run.timeout_s), log_dir)
+        composed = referee.composed()
         log = log_dir / f"{m.name}{'' if attempt == 1 else f'-{attempt}'}.log"
-        log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
-                       f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
+        notes = "".join(f"--- {n}\n" for n in [*referee.problems, judged] if n)
+        log.write_text(f"$ {' '.join(argv)}\n--- stdout (not read as records)\n{res.stdout}\n--- stderr\n{res.stderr}\n"
+                       f"--- exit {res.returncode} after {res.seconds:.2f} s\n{notes}"
+                       f"--- records (written by kwiki from the harness's channel)\n{composed}", encoding="utf-8")
         rel_log = str(log.relative_to(root))
         events, watchdog = _read_events(events_path)
         ended = _ended(res, events, watchdog, m.run.timeout_s)
         try:
-            records = parse_records(res.stdout, m.name)
+            records = parse_records(composed, m.name)
         except RecordError as exc:
             for v in remaining:
                 outcomes[v] = RunOutcome(m.name, build.target, [v], "bad-output", [], res.seconds, rel_log,
@@ -230,7 +273,7 @@ def run_python(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int |
             # finished (or ended where no variant can be blamed): every variant is judged on this run
             for v in remaining:
                 outcomes[v] = _outcome(m.name, build.target, v, by_variant.get(v, []), res, rel_log,
-                                       None if ended.current is None else ended)
+                                       None if ended.status == "ok" else ended)
                 if unknown:
                     outcomes[v].status = "bad-output"
                     outcomes[v].message = f"records for variants not asked for: {unknown}"
@@ -241,6 +284,20 @@ def run_python(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int |
         remaining = [v for v in remaining if v != culprit]  # the others run again, without it
     order = [*planned.run_variants, *planned.isolated]
     return [outcomes[v] for v in order if v in outcomes]
+
+
+def _run_judge(build: BuildResult, planned: PlannedArtifact, root: Path, env: dict[str, str], timeout: float,
+               requests: Path) -> tuple[str, str]:
+    """Run `kwiki_harness.py judge` on the judged samples (after the harness ended: one process on the GPU at a
+    time); (its stdout, a note for the log)."""
+    assert build.binary is not None
+    env = {k: v for k, v in env.items() if k != pyjudge.CHANNEL_ENV}
+    argv = [python(), str(harness(root)), "judge", build.binary, str(requests),
+            "--device", "cpu" if build.target == HOST else "cuda"]
+    res = run_group(argv, cwd=planned.directory, env=env, timeout=timeout)
+    tail = " | ".join(res.stderr.strip().splitlines()[-3:])[:600]
+    note = f"judge: exit {res.returncode} after {res.seconds:.2f} s" + (f": {tail}" if tail and res.returncode else "")
+    return res.stdout, note
 
 
 def _outcome(artifact: str, target: str, variant: str, records: list[Record], res: ProcResult, log: str,
