@@ -116,13 +116,20 @@ def clocks(record: Record) -> Finding | None:
                           f"(more than {SLOWDOWN_LIMIT:.0%}): the card was throttled")
 
 
+UNSEEN_PYTHON_FLOOR_US, UNSEEN_PYTHON_SHARE = 200.0, 0.5  # Python dispatch: Triton's launcher, torch.compile's guards
+
+
 def unseen_allowance_us(record: Record) -> float | None:
-    """How much longer than its busy time a record's bracket may be (None: no `timer`, not gated)."""
+    """How much longer than its busy time a record's bracket may be (None: no `timer`, not gated). A Python
+    harness's bracket holds the variant's Python dispatch (a Triton launcher, torch.compile's guards: tens to
+    hundreds of us beyond a torch op's), so its floor and share are wider; kwiki's own clock bounds it too."""
     t, busy = record.timer, record.timing
     if t is None or busy is None:
         return None
-    return (UNSEEN_FIXED * t.fixed_us + UNSEEN_PER_LAUNCH * t.per_launch_us * t.kernels + UNSEEN_FLOOR_US
-            + UNSEEN_SHARE * busy.median_us)
+    python = record.extra.get("harness") == "python"
+    floor = UNSEEN_PYTHON_FLOOR_US if python else UNSEEN_FLOOR_US
+    share = UNSEEN_PYTHON_SHARE if python else UNSEEN_SHARE
+    return UNSEEN_FIXED * t.fixed_us + UNSEEN_PER_LAUNCH * t.per_launch_us * t.kernels + floor + share * busy.median_us
 
 
 def unseen(record: Record) -> Finding | None:

@@ -38,9 +38,13 @@ from kwiki.results import recheck
 
 CHANNEL_ENV = "KWIKI_HARNESS_CHANNEL"  # kwiki_harness.CHANNEL_ENV
 TRIVIAL = ""  # the variant name of the harness's calibration windows
-PARENT_FLOOR_US = {"cuda": 200.0, "cpu": 1000.0}  # the socket's and Python's jitter around a sample (a host
-# target shares its cores with the work it times: the CPU tests run on 2 loaded cores)
-PARENT_SHARE = 0.10
+# the socket's and Python's jitter around a sample: on the H200 (2026-12-02) honest torch.compile and Triton variants
+# of the softmax and SwiGLU artifacts came out 550-1100 us above what they reported at a calibrated 2 x fixed cost of
+# 126-258 us, so the allowance is 4 x the calibration, 1 ms and half the reported time (a host target shares its
+# cores with the work it times: the CPU tests run on 2 loaded cores)
+PARENT_FLOOR_US = {"cuda": 1000.0, "cpu": 1000.0}
+PARENT_FACTOR = 4.0
+PARENT_SHARE = 0.5
 PARENT_FIXED_LIMIT_US = 5000.0  # a bracket of one torch op slower than this: the clock cannot bound the samples
 PER_LAUNCH_LIMIT_US = 50.0
 TAIL_MIN, TAIL_SECONDS = 1024, 0.1  # kwiki_harness.TAIL_MIN, TAIL_SECONDS (kwiki_runner.cuh's kTailMin, kTailSeconds)
@@ -305,11 +309,11 @@ class Referee:
         timer: dict[str, Any] = given if isinstance(given, dict) else {}
         kernels = float(timer.get("kernels") or 1.0)
         floor = PARENT_FLOOR_US[self.device]
-        allowance = 2 * fixed + 2 * per_launch * kernels + floor + PARENT_SHARE * said
+        allowance = PARENT_FACTOR * (fixed + per_launch * kernels) + floor + PARENT_SHARE * said
         if excess > allowance:
             return (f"kwiki's clock saw {seen:.1f} us a sample (median from go to done), the harness reported "
                     f"{said:.1f} us: {excess:.1f} us more (median), above the allowance of {allowance:.1f} us "
-                    f"(2 x {fixed:.1f} fixed + 2 x {per_launch:.1f} x {kernels:g} kernels + {floor:g} + "
+                    f"({PARENT_FACTOR:g} x ({fixed:.1f} fixed + {per_launch:.1f} x {kernels:g} kernels) + {floor:g} + "
                     f"{PARENT_SHARE:g} x time)")
         return None
 
