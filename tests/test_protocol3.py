@@ -56,6 +56,7 @@ def test_the_unseen_gate_fails_a_sample_that_waited_on_work_it_did_not_time():
 
 
 @pytest.mark.parametrize("busy,event,kernels", [
+    (176.0, 283.1, 1),      # cuBLAS bf16 at 4096^3 on the H200: the library's host work per call in the bracket
     (400.0, 420.0, 1),      # an honest kernel: a few us of enqueue
     (15.0, 30.0, 1),        # a short one, where the fixed cost dominates
     (50.0, 170.0, 20),      # a 20-kernel chain: per-launch enqueue
@@ -63,6 +64,14 @@ def test_the_unseen_gate_fails_a_sample_that_waited_on_work_it_did_not_time():
 ])
 def test_the_unseen_gate_leaves_honest_multi_kernel_records_alone(busy, event, kernels):
     assert gates.unseen(timed(busy, event, kernels)) is None
+
+
+def test_python_dispatch_gets_its_own_floor():
+    """torch.compile's softmax at 262144 on the H200: 671 us of bracket over 235 us busy, five kernels."""
+    r = timed(busy=234.8, event=905.7, kernels=5, fixed=39.45, per_launch=11.94)
+    assert gates.unseen(r) is not None  # as a CUDA record: a wait nobody timed
+    python = Record.model_validate({**r.model_dump(), "extra": {"harness": "python"}})
+    assert gates.unseen(python) is None
 
 
 def test_a_protocol_2_record_is_not_gated_by_unseen():
