@@ -1,4 +1,4 @@
-// kwiki_bench.cuh: the one measurement protocol every KernelWiki CUDA artifact uses (protocol 2).
+// kwiki_bench.cuh: the one measurement protocol every KernelWiki CUDA artifact uses (protocol 3).
 //
 // Header-only, C++17, namespace kwiki. Include it (this umbrella, never its parts) and build with
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I<repo>/artifacts/common x.cu
@@ -8,7 +8,8 @@
 //   kwiki_record.cuh  Timing, the JSON record, emit(), exit_code(), PROTOCOL_VERSION             (includes device)
 //   kwiki_args.cuh    Args (--variants, --list-variants, --shapes), BenchOptions                 (includes nothing)
 //   kwiki_cupti.cuh   CUPTI activity timestamps, loaded at run time                              (includes nothing)
-//   kwiki_runner.cuh  the L2 flush, Case, Runner (check, time, emit), selection passes           (record, args, cupti)
+//   kwiki_clock.cuh   the clock a kernel counted: clock64 over %globaltimer stamps              (includes check)
+//   kwiki_runner.cuh  the L2 flush, Case, Runner (check, time, emit), selection passes    (record, args, clock, cupti)
 //   kwiki_main.cuh    the shared main: input sets with references, the ladder over variants and shapes (runner)
 //
 // What the protocol guarantees when an artifact follows it (builds its cases and hands them to kwiki::Runner):
@@ -26,9 +27,13 @@
 //     pass are sampled round-robin (interleaved), so a kernel and its baseline see the same clocks, power and
 //     temperature. Every timed sample is, in this order: reset L2 persistence, poison the outputs, flush the L2
 //     (read twice its size, from the device), then the launch. A random subset of the timed samples, drawn
-//     from a seed taken when the run starts (at least 2 per case, about 5%, at most 8), is compared with the
-//     reference right after its launch: a kernel that caches, skips or replays work after its first launch
-//     fails ("timed sample N differs from the reference"), with no timing.
+//     from a seed taken when the run starts (sample i with probability min(0.38, 7.2/(i+1)), at least 20
+//     samples a case), is compared with the reference right after its launch, and after its samples each case
+//     runs 1024-2047 more launches back to back and checks the last (the tail check): a kernel that caches,
+//     skips or replays work, early or late, fails ("timed sample N differs from the reference"), with no timing.
+//     Protocol 3 also: fresh inputs where the case refills them (Case::refill), NVML's list of the processes
+//     on the GPU, what the timer saw (the record's `timer`), sustained blocks (--sustained) and the clock the
+//     kernel counted (kwiki_clock.cuh).
 //  6. All work is on the clock: a sample's time is the GPU's busy time in the sample's window, the union of the
 //     intervals of every kernel, memcpy and memset the process ran, on any stream and from any thread, from
 //     CUPTI's GPU timestamps (kwiki_cupti.cuh): hidden work counts, host enqueue time (and the idle gaps it

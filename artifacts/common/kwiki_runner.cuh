@@ -1,4 +1,4 @@
-// kwiki_runner.cuh: the one check -> time -> emit loop of every KernelWiki CUDA artifact (protocol 2).
+// kwiki_runner.cuh: the one check -> time -> emit loop of every KernelWiki CUDA artifact (protocol 3).
 //
 // Part of kwiki_bench.cuh (include that); includes kwiki_record.cuh, kwiki_args.cuh and kwiki_cupti.cuh. An artifact declares its variant table once, builds one
 // kwiki::Case per variant and parameter set, and hands them to a kwiki::Runner:
@@ -29,9 +29,11 @@
 //     the GPU's busy time in the window: the union of the intervals of every kernel, memcpy and memset, on any
 //     stream (work hidden on another stream counts; idle gaps while the host enqueues, which CUPTI's own
 //     per-launch cost widens, do not). The span, first start to last end, is kept as extra.span_median_us, the
-//     CUDA event pair's time as extra.event_median_us (both include host time). A random subset of
-//     the samples (RecheckPlan) is then compared with the reference (`recheck`, default `check`); a difference
-//     fails the case: "timed sample N differs from the reference: ...", and its record carries no timing.
+//     CUDA event pair's time as extra.event_median_us (both include host time), and both in the record's `timer`
+//     with the kernels per sample and this process's own bracket cost. A random subset of the samples
+//     (RecheckPlan: over the whole window) is then compared with the reference (`recheck`, default `check`); a
+//     difference fails the case: "timed sample N differs from the reference: ...", and its record carries no
+//     timing. Then the tail check (tail()) and, for --sustained variants, the sustained blocks (sustain()).
 //  3. Emit one record per case, in order (kwiki::emit), and count failures for kwiki::exit_code().
 //
 // A kernel that cannot be poisoned per sample (it accumulates into its output) resets the output to a value
