@@ -162,8 +162,9 @@ class Figures:
             ids = sorted(i for i, m in self.pages.items() if m.measurements is not None
                          and gpu in (m.measurements.verified_on or "").lower()
                          and m.effective_evidence.value == "verified")
-            return Need(f"pages verified on {spec['verified_on']}", ids,
-                        problem=None if ids else "no page is verified there")
+            if not ids:  # the true answer is "none": the reply must say so with an empty result list
+                return Need(f"no page verified on {spec['verified_on']}", ['"results":[]'])
+            return Need(f"pages verified on {spec['verified_on']}", ids)
         if "claim" in spec:
             return self._claim(spec["claim"])
         if "ladder" in spec:

@@ -598,7 +598,7 @@ def test_without_its_parent_the_harness_cannot_stop_the_patching_cheats(variant:
     rec = next(json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith('{"kwiki_record"'))
     assert rec["check"]["passed"] and rec["timing"], rec
     if variant == "patch_clock":
-        assert rec["timing"]["median_us"] < 1000  # its calls sleep 10 ms
+        assert rec["timing"]["median_us"] < 1000  # its calls sleep 20 ms
 
 
 @needs_torch

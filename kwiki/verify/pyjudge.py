@@ -42,7 +42,7 @@ TRIVIAL = ""  # the variant name of the harness's calibration windows
 # of the softmax and SwiGLU artifacts came out 550-1100 us above what they reported at a calibrated 2 x fixed cost of
 # 126-258 us, so the allowance is 4 x the calibration, 1 ms and half the reported time (a host target shares its
 # cores with the work it times: the CPU tests run on 2 loaded cores)
-PARENT_FLOOR_US = {"cuda": 1000.0, "cpu": 1000.0}
+PARENT_FLOOR_US = {"cuda": 1000.0, "cpu": 4000.0}  # cpu: the CPU tests, on 2 cores shared with a parallel suite
 PARENT_FACTOR = 4.0
 PARENT_SHARE = 0.5
 PARENT_FIXED_LIMIT_US = 5000.0  # a bracket of one torch op slower than this: the clock cannot bound the samples
