@@ -133,24 +133,23 @@ def _seconds(text: str) -> float:
     return s
 
 
-def _jobs(text: str) -> int:
+def _at_least_one(text: str, what: str, hint: str = "") -> int:
+    """A whole number of at least 1 (argparse's message names `what` otherwise)."""
     try:
         n = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if n < 1:
-        raise argparse.ArgumentTypeError(f"{n} parallel builds: give at least 1 (leave it out for one per CPU)")
+        raise argparse.ArgumentTypeError(f"{n} {what}: give at least 1{hint}")
     return n
+
+
+def _jobs(text: str) -> int:
+    return _at_least_one(text, "parallel builds", " (leave it out for one per CPU)")
 
 
 def _runs(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n} runs: give at least 1")
-    return n
+    return _at_least_one(text, "runs")
 
 
 def _show_args(p: argparse.ArgumentParser) -> None:
