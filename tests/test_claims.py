@@ -84,6 +84,19 @@ def test_commit_can_be_passed_where_there_is_no_git(tmp_path, monkeypatch):
     assert git_state(tmp_path) == (None, None)  # not a git checkout
 
 
+@pytest.mark.parametrize("commit, dirty", [("PLACEHOLDER", "0"), ("main", "0"), ("abc12", "0"),
+                                           ("abc123def456", "yes")])
+def test_a_passed_commit_that_is_not_a_commit_id_is_refused(tmp_path, monkeypatch, commit, dirty):
+    """A placeholder in KWIKI_COMMIT would name every record and run id after something no reader can open."""
+    from kwiki.core.errors import EnvironmentProblem
+    from kwiki.verify.env import git_state
+
+    monkeypatch.setenv("KWIKI_COMMIT", commit)
+    monkeypatch.setenv("KWIKI_DIRTY", dirty)
+    with pytest.raises(EnvironmentProblem, match="KWIKI_"):
+        git_state(tmp_path)
+
+
 def test_a_figure_from_an_untimed_record_has_no_spread():
     """A profiler counter (one run, no timing) has no spread of its own: its claim shows none,
     and the verdict uses the noise floor."""

@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kwiki import __version__
+from kwiki.core.errors import EnvironmentProblem
 from kwiki.results.gpu import Gpu
 
 T = TypeVar("T")
+
+_COMMIT_ID = re.compile(r"[0-9a-fA-F]{7,40}")
 
 
 @dataclass
@@ -119,7 +122,15 @@ def git_state(root: Path) -> tuple[str | None, bool | None]:
     """(short commit, dirty) of the checkout; KWIKI_COMMIT / KWIKI_DIRTY=0|1 stand in where there is
     no .git (a copy of the tree sent to a GPU machine, a source tarball)."""
     if os.environ.get("KWIKI_COMMIT"):
-        return os.environ["KWIKI_COMMIT"], os.environ.get("KWIKI_DIRTY", "0") == "1"
+        commit, dirty = os.environ["KWIKI_COMMIT"].strip(), os.environ.get("KWIKI_DIRTY", "0")
+        # the commit goes into every record and run id: a placeholder or a branch name would be provenance
+        # no reader can open, so anything but a hex commit id is refused before a kernel is built
+        if not _COMMIT_ID.fullmatch(commit):
+            raise EnvironmentProblem(f"KWIKI_COMMIT={commit!r} is not a commit id (7 to 40 hex digits): "
+                                     "pass `git rev-parse --short=12 HEAD` of the checkout being measured")
+        if dirty not in ("0", "1"):
+            raise EnvironmentProblem(f"KWIKI_DIRTY={dirty!r} must be 0 or 1")
+        return commit.lower(), dirty == "1"
     git = shutil.which("git")
     if not git:
         return None, None
