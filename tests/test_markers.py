@@ -127,9 +127,23 @@ _PIECES = ["```", "````", "~~~", "~~~~", "`````", "``` python", "```py title=\"x
 _PREFIXES = ["", " ", "  ", "   ", "    ", "\t", "> ", ">", " > "]
 
 
-# a fixed search: one edge case is known and open (an indented fence whose info string holds a backtick, then a
-# fence and code), so a random search finding it again is not news about the change under test
-@settings(max_examples=300, deadline=None, derandomize=True)
+@pytest.mark.parametrize("lines, code", [
+    # a block opening with an indented code line: its processor restores the fences stashed in the block
+    (["    ``` a`b", "```", "x", "```"], [0, 0, 0, 0]),
+    (["    word", "```", "x", "```"], [0, 0, 0, 0]),
+    (["    word", "```", "x", "```", "```", "y", "```"], [0, 0, 0, 0, 0, 0, 0]),
+    (["    ", "```", "x", "```"], [0, 0, 0, 0]),  # a first line of spaces is not blanked
+    # a blank line (spaces only, past the first line) ends that block: the next fence is code
+    (["    word", "", "```", "x", "```"], [0, 0, 1, 1, 1]),
+    (["    word", "  ", "```", "x", "```"], [0, 0, 1, 1, 1]),
+    (["text", "```", "x", "```"], [0, 1, 1, 1]),  # a paragraph keeps its fence
+    (["```", "", "    x", "```", "    y"], [1, 1, 1, 1, 0]),  # a blank line inside a fence is the fence's
+])
+def test_fences_in_a_block_that_opens_indented_are_not_code(lines, code):
+    assert code_lines(lines) == [bool(c) for c in code]
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(_PREFIXES), st.sampled_from(_PIECES)), min_size=1, max_size=10))
 def test_a_line_kwiki_takes_for_code_is_code_on_the_site(parts):
     """Against the renderer itself: whatever `code_lines` skips, Python-Markdown with the site's

@@ -114,7 +114,7 @@ def _superfences_code(lines: list[str]) -> list[bool]:
     the very same fence at the same indentation; a fence whose lines lose that indentation, or that
     is never closed, is not code at all. After an opening line whose options or attributes
     superfences might refuse, nothing further counts as code (kwiki cannot tell what it renders)."""
-    out = [False] * len(lines)
+    spans: list[tuple[int, int]] = []  # closed fences, first and last line
     start = -1  # the open fence's first line, -1 when none is open
     fence = ""
     width = 0
@@ -144,12 +144,49 @@ def _superfences_code(lines: list[str]) -> list[bool]:
         elif re.match(re.escape(fence) + r"[ \t]*$", content) and not content.startswith((" ", "\t")):
             closed = True
         if closed:
-            out[start : i + 1] = [True] * (i + 1 - start)
+            spans.append((start, i))
         if abandoned:
             break  # superfences may look at the abandoning line again as an opening fence, or not:
             # kwiki cannot tell what it renders from here on, so nothing further counts as code
         if closed:
             start = -1
+    return _kept_by_the_block_parser(lines, spans)
+
+
+def _kept_by_the_block_parser(lines: list[str], spans: list[tuple[int, int]]) -> list[bool]:
+    """Superfences stashes each fence as one placeholder line (at the fence's indentation) before
+    Python-Markdown splits the text into blocks at blank lines; a block that opens with an indented code
+    line (4 columns or more) is an indented code block, and its processor restores every stashed fence
+    in that block to plain text, which then renders as a paragraph, not as code."""
+    out = [False] * len(lines)
+    starts = {a: b for a, b in spans}
+    block_indented = False  # does the block the current line belongs to open with an indented line
+    fences: list[tuple[int, int]] = []  # the fences of the current block
+
+    def end_block() -> None:
+        for a, b in fences:
+            if not block_indented:
+                out[a : b + 1] = [True] * (b + 1 - a)
+        fences.clear()
+
+    i, first = 0, True
+    while i < len(lines):
+        line = lines[i].expandtabs(_TAB)
+        if i not in starts and not line.strip() and (i > 0 or not line):  # Python-Markdown blanks a line
+            # of spaces only after a newline: a first line of spaces stays, and opens the first block
+            end_block()
+            first = True
+            i += 1
+            continue
+        if first:
+            block_indented = len(line) - len(line.lstrip(" ")) >= _TAB
+            first = False
+        if i in starts:
+            fences.append((i, starts[i]))
+            i = starts[i] + 1
+        else:
+            i += 1
+    end_block()
     return out
 
 
