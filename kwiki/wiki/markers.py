@@ -159,7 +159,7 @@ def _kept_by_the_block_parser(lines: list[str], spans: list[tuple[int, int]]) ->
     line (4 columns or more) is an indented code block, and its processor restores every stashed fence
     in that block to plain text, which then renders as a paragraph, not as code."""
     out = [False] * len(lines)
-    starts = {a: b for a, b in spans}
+    starts = dict(spans)
     block_indented = False  # does the block the current line belongs to open with an indented line
     fences: list[tuple[int, int]] = []  # the fences of the current block
 
