@@ -180,3 +180,33 @@ def test_committed_audits_round_trip_and_a_later_audit_replaces_an_earlier(tmp_p
     assert len(audits.rows) == 1 and audits.why_not("k", "a", "v", {"n": 1}) is None
     assert "has no profile audit" in (audits.why_not("other", "a", "v", {"n": 1}) or "")
     assert (tmp_path / "results" / "audits" / "nvidia-h200.jsonl").is_file()
+
+
+def test_tensor_path_operations_are_summed_without_their_sparsity_parts():
+    from kwiki.verify.ncu import TENSOR_OPS, figures
+
+    assert TENSOR_OPS.startswith("regex:^sm__ops_path_tensor_src_")
+    row = {"gpu__time_duration.sum": "10", "sm__ops_path_tensor_src_bf16_dst_fp32.sum": "1,000",
+           "sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_off.sum": "1,000",
+           "sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_on.sum": "0",
+           "sm__ops_path_tensor_src_tf32_dst_fp32.sum": "24"}
+    assert figures([row, dict(row)])["ncu_tensor_ops"] == 2 * 1024
+    assert "ncu_tensor_ops" not in figures([{"gpu__time_duration.sum": "10"}])
+
+
+def test_tensor_flops_are_audited_once_the_operations_per_flop_are_calibrated(monkeypatch):
+    from kwiki.verify import profile
+
+    def bf16(flops: float) -> Record:
+        return Record.model_validate({
+            "kwiki_record": 1, "variant": "v", "params": {"n": 1}, "flops": flops, "flops_dtype": "bf16",
+            "timing": {"median_us": 1, "q1_us": 1, "q3_us": 1, "min_us": 1, "samples": 3}, "check": {"passed": True}})
+
+    figs = {"ncu_tensor_ops": 5e8}
+    monkeypatch.setattr(profile, "TENSOR_FLOPS_PER_OP", None)
+    uncalibrated = audit(bf16(2e9), figs, None, "w")
+    assert uncalibrated.finding is None and "not yet calibrated" in (uncalibrated.note or "")
+    monkeypatch.setattr(profile, "TENSOR_FLOPS_PER_OP", 2.0)
+    assert audit(bf16(1e9), figs, None, "w").finding is None  # honest: 5e8 operations x 2
+    inflated = audit(bf16(1.02e9), figs, None, "w")  # 2% more FLOPs than the tensor path did
+    assert inflated.finding is not None and "bf16 FLOPs" in inflated.finding.reason

@@ -30,9 +30,14 @@ RATES = {
     "sm__cycles_elapsed.avg.per_second": "ncu_sm_mhz_effective",
 }
 TENSOR = r"regex:^sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active$"  # the name moves by arch
+# the tensor path's math operations by source and destination type (bf16 -> fp32, tf32 -> fp32, fp8 ...): a FLOP
+# count for tensor-core kernels as ffma/fadd/fmul are for FP32 ones; each type also has _sparsity_on/_off parts,
+# left out of the sum (the plain counter holds both)
+TENSOR_OPS = r"regex:^sm__ops_path_tensor_src_[a-z0-9_]+\.sum$"
+TENSOR_OPS_PREFIX = "sm__ops_path_tensor_src_"
 SECTOR_BYTES = 32  # an L2 sector
 HELPERS = ["gpu__time_duration.sum", "launch__grid_size"]
-METRICS = [*HELPERS, *SUMS, *RATES, TENSOR]
+METRICS = [*HELPERS, *SUMS, *RATES, TENSOR, TENSOR_OPS]
 
 
 # ---------------------------------------------------------------- ncu itself
@@ -121,6 +126,10 @@ def figures(rows: list[dict[str, str]]) -> dict[str, float]:
         vals = [number(r.get(metric)) for r in rows]
         if any(v is not None for v in vals):
             out[name] = sum(v or 0.0 for v in vals)
+    ops = [number(v) for r in rows for k, v in r.items()
+           if k.startswith(TENSOR_OPS_PREFIX) and k.endswith(".sum") and "_sparsity_" not in k]
+    if any(v is not None for v in ops):
+        out["ncu_tensor_ops"] = sum(v or 0.0 for v in ops)
     longest = max(rows, key=lambda r: number(r.get("gpu__time_duration.sum")) or 0.0)
     for metric, name in RATES.items():
         v = number(longest.get(metric))
