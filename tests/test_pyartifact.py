@@ -729,3 +729,31 @@ def test_a_link_out_of_a_python_artifacts_folder_or_common_is_refused(project: P
     assert not build["ok"] and f"{where} is a link that leads out of its folder" in build["error"], build
     assert build["error"].startswith("artifacts/host_py/artifact.yaml: python.module")
     assert not (tmp_path / "ran").exists()
+
+
+# ---------------------------------------------------------------- cases timed together stop together
+
+
+def test_interleaved_variants_stop_together():
+    """A variant stable after 20 samples goes on sampling while its partner is still noisy (two copies of one GEMM
+    came out 10% apart on the H200 when one stopped at 20 samples and the other took 40 more alone), each up to its
+    own max_samples."""
+    h = harness_module()
+    harness = h.Harness.__new__(h.Harness)
+    harness.device, harness.opts, harness.sustained = "cpu", h.kb.Options(max_seconds=60.0), set()
+    steady = h.Case("steady", fn=lambda: None, timeout_s=1.0)
+    noisy = h.Case("noisy", fn=lambda: None, timeout_s=1.0)
+
+    def sample(case, k, *rest):
+        noise = 1.0 + (0.5 if k % 2 else -0.5) if case is noisy and k < 57 else 1.0
+        case.samples.append(100.0 * noise)
+
+    harness.sample, harness.tail, harness.contexts = sample, (lambda *a: None), (lambda case: "listed")
+    harness.sustain = lambda *a: None
+    harness.opts.max_samples = 80
+    harness.time([steady, noisy], {}, [], [], {}, None)
+    assert len(noisy.samples) > 57 and len(steady.samples) == len(noisy.samples)
+    failed = h.Case("failed", fn=lambda: None, timeout_s=1.0, passed=False)  # a failed case takes no sample
+    noisy.samples.clear()
+    harness.time([failed, noisy], {}, [], [], {}, None)
+    assert failed.samples == [] and len(noisy.samples) > 57

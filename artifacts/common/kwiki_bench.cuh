@@ -44,7 +44,9 @@
 //     L2, hot and after a flush, less an empty launch) must show the flushed read slower, or the run exits 2.
 //  7. Stopping rule: a case stops sampling when it has at least min_samples and the relative standard
 //     error of its median is <= target_rse (default 0.5%), or at max_samples, or when its samples have used
-//     max_seconds (default 2 s) of wall time; never before its early re-checked samples have run. The standard
+//     max_seconds (default 2 s) of wall time; never before its early re-checked samples have run. Cases timed
+//     together stop together: one that met its rule samples on, in turn, while another still samples (up to its
+//     own max_samples and max_seconds), so that interleaved medians cover the same stretch of time. The standard
 //     error of the median is 1.2533 * sd / sqrt(n), with sd estimated robustly as IQR / 1.349.
 //  8. Clocks and power over each case's sampling window (NVML, loaded at run time), read while each sample's
 //     launch runs: the SM clock (min, median, max over the samples), the clock-event reasons (time under the

@@ -25,7 +25,9 @@ of eight (fixed_us, per_launch_us of the record's `timer`). Then, for each param
     inputs must be bit-identical afterwards; returned outputs must be plain materialised tensors (exactly
     torch.Tensor, strided, not a view, no conj/neg bit, no storage shared with an input). The check call is
     judged (below) too. A failed check: the record carries no timing.
- 3. Time the variants that passed, interleaved round-robin after `warmup` calls each. Every timed sample:
+ 3. Time the variants that passed, interleaved round-robin after `warmup` calls each, until every variant has
+    met its stopping rule (one that has samples on in turn while another still samples, up to its own
+    max_samples and max_seconds: the medians cover the same stretch of time). Every timed sample:
     the parent names its input set (or fresh seed); poison the outputs (returned outputs of the last call were
     poisoned after it); flush the L2 (a read of 2x its size); sync; tell the parent "go" (its clock starts);
     then the call, between a torch.cuda.Event pair (the bracket, Python's dispatch included) and a sync,
@@ -897,18 +899,28 @@ class Harness:
         stable = kb.summarize(case.samples).rse <= self.opts.target_rse
         return stable or case.seconds >= self.opts.max_seconds
 
+    def capped(self, case: Case) -> bool:
+        """No further sample for this case, whoever still samples: it failed, or reached its own max_samples, or
+        its max_seconds once it has its re-checks' minimum."""
+        n = len(case.samples)
+        if not case.passed or n >= self.opts.max_samples:
+            return True
+        return n >= min(max(self.opts.min_samples, RECHECK_MIN_SAMPLES), self.opts.max_samples) and \
+            case.seconds >= self.opts.max_seconds
+
     def time(self, cases: list[Case], params: dict[str, Any], sets: list[Tensors], pristine: list[Tensors],
              outputs: Tensors, tol: Tolerance) -> None:
+        """Round-robin until every case is done; a done case samples on while another one is not (up to its own
+        limits), so that every median covers the same stretch of the GPU's clock and temperature."""
         cuda = self.device == "cuda"
-        active = [c for c in cases if not self.done(c)]
-        while active:
+        while any(not self.done(c) for c in cases):
             labels: dict[str, tuple[Case, int]] = {}
             ctx = self.profiler() if cuda else None
             if ctx is not None:
                 ctx.__enter__()
             for _ in range(8):  # rounds per profiler session
-                for case in active:
-                    if self.done(case):
+                for case in cases:
+                    if self.capped(case):
                         continue
                     k = len(case.samples) + sum(1 for c, _ in labels.values() if c is case)
                     if k >= self.opts.max_samples:
@@ -919,7 +931,6 @@ class Harness:
             if ctx is not None:
                 ctx.__exit__(None, None, None)
                 self.collect(ctx, labels)
-            active = [c for c in active if not self.done(c)]
         for case in cases:
             case.contexts = self.contexts(case)
             self.tail(case, params, sets, pristine, outputs, tol)

@@ -21,7 +21,9 @@
 // What run() does, in order:
 //  1. Check every case: `precheck` if it has one (a check with launches of its own), then `check_runs` times
 //     (default 1) poison -> launch -> sync -> check, on input set 0. A failed check: the record has no timing.
-//  2. Time the cases that passed (and are `timed`), interleaved round-robin after `warmup` launches each. Every
+//  2. Time the cases that passed (and are `timed`), interleaved round-robin after `warmup` launches each, until
+//     every case has met its stopping rule (a case that has goes on sampling in turn while another one still
+//     samples, up to its own max_samples and max_seconds: the medians cover the same stretch of time). Every
 //     timed sample: reset L2 persistence; pick the input set (use_inputs, drawn at random when input_sets > 1);
 //     poison; flush the L2 (a case with flush_l2 = false measures L2-resident data: it runs one untimed launch
 //     first instead, so the L2 holds what it reads, then poisons); sync; then the launch in a window that CUPTI
@@ -296,6 +298,7 @@ class Runner {
         int rechecked = 0;
         int profiled = -1;  // --profile-mode: the process's count of profiled cases at this one's launch
         bool done = false, timed = false;
+        bool capped = false;  // at its own max_samples or max_seconds: no further sample, whoever still samples
     };
 
     [[noreturn]] static void bad_case(const Case& c, const char* what) {
@@ -400,10 +403,17 @@ class Runner {
             }
         KWIKI_CHECK(cudaDeviceSynchronize());
         phases_.warmup += seconds_since(warm0);
-        for (size_t left = todo.size(); left > 0;) {
-            left = 0;
+        // Interleaved cases stop together: a case that met its stopping rule goes on sampling, in turn, while
+        // another case of this call still samples, so that every median covers the same stretch of the GPU's
+        // clock and temperature (two copies of one GEMM came out 10% apart on the H200 when one stopped at 20
+        // samples and the other took 40 more alone, after the GPU had cooled); each case still stops at its own
+        // max_samples and max_seconds.
+        for (;;) {
+            bool open = false;
+            for (State* s : todo) open = open || !s->done;
+            if (!open) break;
             for (State* s : todo)
-                if (!s->done) sample(*s, checked), left += !s->done;
+                if (s->check.passed && !s->capped) sample(*s, checked);
         }
         if (checked && opts_.tail)
             for (State* s : todo) tail(*s);
@@ -495,9 +505,11 @@ class Runner {
         }
         const int m = n + 1;
         const bool stable = m >= opts_.min_samples && summarize(s.us).rse <= opts_.target_rse;
-        const bool enough = stable || m >= opts_.max_samples || (m >= 3 && s.seconds >= opts_.max_seconds);
-        s.done = enough && (m >= s.plan.needed() || m >= opts_.max_samples);
-        if (s.done) contexts_of(s);
+        const bool limit = m >= opts_.max_samples || (m >= 3 && s.seconds >= opts_.max_seconds);
+        const bool was_done = s.done;
+        s.done = (stable || limit) && (m >= s.plan.needed() || m >= opts_.max_samples);
+        s.capped = limit && s.done;
+        if (s.done && !was_done) contexts_of(s);
     }
 
     // One process on the GPU (protocol 3): NVML's list of the processes holding a compute context on this device,

@@ -3,7 +3,7 @@
 //
 // Build (kwiki does this):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -Xptxas=-v -o protocol protocol.cu
-// Run: ./protocol --sustained-gemm=8192x8192x8192 --twin-gemm=4096x4096x4096 [--variants a,b,c] [--gemm-launches=100]
+// Run: ./protocol --sustained-gemm=8192x8192x8192 --twin-gemm=8192x8192x8192 [--variants a,b,c] [--gemm-launches=100]
 //      (the GEMM sizes: the manifest's shapes)
 //
 // Variants (not a ladder: each one shows one thing the protocol does, or why it does it):
@@ -16,7 +16,7 @@
 //   gemm_sustained  --gemm-launches (100) cuBLAS bf16 GEMMs of 8192^3 back to back per sample, for about 2 s of
 //                   samples: the SM clock (clocks.sm_mhz_*) and the share of the samples' windows under the power cap
 //                   (extra.power_capped_share, from the Runner's NVML window) under sustained load
-//   twin_seq_a/b    one cuBLAS bf16 GEMM of 4096^3, timed twice back to back: all of a's samples, then all of b's
+//   twin_seq_a/b    one cuBLAS bf16 GEMM (8192^3 in the manifest), timed twice back to back: all of a's samples, then all of b's
 //                   (two Runner calls), right after gemm_sustained. extra.twin_gap on b: |median a / median b - 1|
 //   twin_int_a/b    the same GEMM twice in one Runner call: a's and b's samples interleaved (the protocol's way).
 //                   extra.twin_gap on b likewise
