@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,34 @@ def test_the_three_ladders_mark_their_rungs(artifact, at_least):
     regions = rung_regions(manifest, directory, REPO)
     assert len({r.variant for r in regions}) >= at_least
     assert all(manifest.variant(r.variant).rung is not None for r in regions)  # type: ignore[union-attr]
+
+
+def test_a_python_source_marks_its_rungs_with_hash_comments():
+    text = "import triton\n# kwiki:rung triton_row\ndef kernel():\n    pass\n# /kwiki:rung triton_row\n"
+    [region] = parse_regions(text, "art/kernels.py")
+    assert (region.variant, region.open_line, region.close_line) == ("triton_row", 2, 5)
+    assert region.text == "def kernel():\n    pass"
+    with pytest.raises(ManifestError, match="'// kwiki:rung NAME'"):  # in CUDA a marker is a '//' comment
+        parse_regions(text, "art/x.cu")
+
+
+def test_a_marker_in_the_other_language_s_comment_is_located():
+    with pytest.raises(ManifestError) as err:
+        parse_regions("x = 1\n// kwiki:rung a\n", "art/kernels.py")
+    assert err.value.line == 2 and "'# kwiki:rung NAME'" in err.value.message
+
+
+def test_a_python_artifact_s_kernels_file_beside_its_module_is_read_for_markers(tmp_path):
+    art = tmp_path / "artifacts" / "rows_f32_sm90a"
+    shutil.copytree(REPO / "artifacts" / "softmax_bf16_sm90a", art)
+    (art / "artifact.yaml").write_text((art / "artifact.yaml").read_text().replace("softmax_bf16_sm90a",
+                                                                                    "rows_f32_sm90a"))
+    kernels = art / "kernels.py"
+    kernels.write_text(kernels.read_text() + "\n# kwiki:rung triton_row\nMARKED = 1\n# /kwiki:rung triton_row\n")
+    manifest = load_manifest(art, tmp_path)
+    [region] = rung_regions(manifest, art, tmp_path)
+    assert (region.variant, region.path, region.text) == ("triton_row", "artifacts/rows_f32_sm90a/kernels.py",
+                                                          "MARKED = 1")
+    kernels.write_text(kernels.read_text() + "# kwiki:rung torch_copy\nX = 2\n# /kwiki:rung torch_copy\n")
+    with pytest.raises(ManifestError, match="names a variant without a rung"):
+        rung_regions(manifest, art, tmp_path)

@@ -438,7 +438,10 @@ def load_manifest(directory: Path, root: Path) -> Manifest:
 
 
 def rung_regions(manifest: Manifest, directory: Path, root: Path) -> list[RungRegion]:
-    """The rung regions (kwiki.wiki.rungs) of the artifact's sources and headers, checked against its variants."""
+    """The rung regions (kwiki.wiki.rungs) of the artifact's sources and headers (and, for a Python artifact, every
+    .py file beside its module: its kernels usually live in one), checked against its variants."""
     files = [*manifest.build.sources, *manifest.build.headers]
+    if manifest.kind == "python":
+        files += sorted(p.name for p in directory.glob("*.py") if p.name not in files and within(root, p))
     return check_markers([(directory / f, shown(directory / f, root)) for f in files],
                          {v.name: v.rung for v in manifest.variants})

@@ -1,7 +1,7 @@
 """Rung markers: the code each rung of an artifact's ladder adds, marked in its sources.
 
-A region opens with a line `// kwiki:rung NAME` and closes with `// /kwiki:rung NAME`, each alone on its line
-(indentation allowed), NAME being a variant of the artifact's manifest that has a `rung`. A variant may own
+A region opens with a line `// kwiki:rung NAME` and closes with `// /kwiki:rung NAME` (in a Python source,
+`# kwiki:rung NAME` and `# /kwiki:rung NAME`), each alone on its line (indentation allowed), NAME being a variant of the artifact's manifest that has a `rung`. A variant may own
 several regions (its kernel, its launcher); regions neither nest nor overlap. The manifest stays the one source
 of the rung's number and of what it adds: the marker names the variant only. `parse_regions` returns the regions
 of one file (for the site's "what rung N adds over N-1" excerpts); `check_markers` also checks the names
@@ -19,7 +19,12 @@ from kwiki.core.errors import ManifestError
 OPEN = "kwiki:rung"
 CLOSE = "/kwiki:rung"
 FIELD = "rung marker"  # the field of the errors: path:line: rung marker: message
-_MARKER = re.compile(r"^\s*//\s*(/?)kwiki:rung\b(.*)$")
+_MARKERS = {"//": re.compile(r"^\s*//\s*(/?)kwiki:rung\b(.*)$"), "#": re.compile(r"^\s*#\s*(/?)kwiki:rung\b(.*)$")}
+
+
+def comment_of(path: str) -> str:
+    """The line comment a marker is written in: '#' in a Python source, '//' in CUDA and C++."""
+    return "#" if path.endswith(".py") else "//"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -47,12 +52,13 @@ def parse_regions(text: str, path: str) -> list[RungRegion]:
     out: list[RungRegion] = []
     lines = text.splitlines()
     current: tuple[str, int] | None = None
+    comment = comment_of(path)
     for number, line in enumerate(lines, start=1):
-        m = _MARKER.match(line)
+        m = _MARKERS[comment].match(line)
         if m is None:
             if re.search(r"kwiki:rung", line):
-                raise ManifestError("a rung marker must stand alone on its line as '// kwiki:rung NAME' or "
-                                    "'// /kwiki:rung NAME'", path=path, line=number, field=FIELD)
+                raise ManifestError(f"a rung marker must stand alone on its line as '{comment} kwiki:rung NAME' or "
+                                    f"'{comment} /kwiki:rung NAME'", path=path, line=number, field=FIELD)
             continue
         closing, name = m.group(1) == "/", m.group(2).strip()
         marker = CLOSE if closing else OPEN
