@@ -1,10 +1,11 @@
 """Rung markers: the code each rung of an artifact's ladder adds, marked in its sources.
 
 A region opens with a line `// kwiki:rung NAME` and closes with `// /kwiki:rung NAME` (in a Python source,
-`# kwiki:rung NAME` and `# /kwiki:rung NAME`), each alone on its line (indentation allowed), NAME being a variant of the artifact's manifest that has a `rung`. A variant may own
-several regions (its kernel, its launcher); regions neither nest nor overlap. The manifest stays the one source
-of the rung's number and of what it adds: the marker names the variant only. `parse_regions` returns the regions
-of one file (for the site's "what rung N adds over N-1" excerpts); `check_markers` also checks the names
+`# kwiki:rung NAME` and `# /kwiki:rung NAME`), each alone on its line (indentation allowed), NAME being a
+variant of the artifact's manifest that has a `rung`. A variant may own several regions (its kernel, its
+launcher); regions neither nest nor overlap. The manifest stays the one source of the rung's number and of what
+it adds: the marker names the variant only. `parse_regions` returns the regions of one file (for the site's
+"what rung N adds over N-1" excerpts); `check_markers` also checks the names
 against the manifest. A broken pair or an unknown name is a ManifestError located at the marker's line.
 """
 
