@@ -108,8 +108,8 @@ def make_inputs(params, seed, device):
     c = counts(params)
     rows, n, k = sum(c), params["n"], params["k"]
     g = torch.Generator(device=device).manual_seed(seed)
-    a = (torch.rand(rows, k, generator=g, device=device) * 2 - 1).to(torch.bfloat16)
-    w = ((torch.rand(len(c), n, k, generator=g, device=device) * 2 - 1) * k ** -0.5).to(torch.bfloat16)
+    a = torch.rand(rows, k, generator=g, device=device).mul_(2).sub_(1).to(torch.bfloat16)  # uniform(-1, 1)
+    w = torch.rand(len(c), n, k, generator=g, device=device).mul_(2).sub_(1).mul_(k ** -0.5).to(torch.bfloat16)
     ends = [sum(c[:e + 1]) for e in range(len(c))]
     return {"a": a, "w": w, "offs": torch.tensor(ends, dtype=torch.int32, device=device)}
 
