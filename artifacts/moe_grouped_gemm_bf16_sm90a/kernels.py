@@ -63,7 +63,7 @@ def grouped_gemm_tiled(a_ptr, w_ptr, c_ptr, offs_ptr, T, N, K, E,
         a_ptrs = a_ptr + rows[:, None].to(tl.int64) * K + offs_k[None, :]
         w_ptrs = w_ptr + (e.to(tl.int64) * N + cols[None, :]) * K + offs_k[:, None]  # W[e] read as BK x BN
         acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for ki in range(0, tl.cdiv(K, BK)):
+        for ki in range(tl.cdiv(K, BK)):
             if EVEN_K:
                 a = tl.load(a_ptrs)
                 b = tl.load(w_ptrs)
@@ -104,7 +104,7 @@ def grouped_gemm_tma_persistent(a_ptr, w_ptr, c_ptr, offs_ptr, T, N, K, E,
         pid_m, pid_n = _grouped_order(t, num_m, num_n, GROUP_M)
         row0 = row_start + pid_m * BM
         acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for ki in range(0, tl.cdiv(K, BK)):
+        for ki in range(tl.cdiv(K, BK)):
             a = a_desc.load([row0, ki * BK])
             b = w_desc.load([e * N + pid_n * BN, ki * BK])
             acc = tl.dot(a, b.T, acc)

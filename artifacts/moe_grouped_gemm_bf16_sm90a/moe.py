@@ -56,7 +56,7 @@ def applies(name, params):
     return name != "torch_mm_dense"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _counts(route, experts, tokens, topk):
     """Rows per expert, a function of the params only (pure Python, so work() needs no torch)."""
     if route == "fixed":
@@ -167,9 +167,8 @@ def load(name):
         if not hasattr(torch, "_grouped_mm"):
             raise RuntimeError(f"torch {torch.__version__} has no torch._grouped_mm (not applicable here)")
         return lambda i, o: {"c": torch._grouped_mm(i["a"], i["w"].transpose(-2, -1), offs=i["offs"])}
-    import triton
-
     import kernels
+    import triton
 
     if name == "triton_grouped":
         def tiled(i, o):
