@@ -43,7 +43,7 @@ def _store(c_ptr, acc, row0, row_end, col0, N, BM: tl.constexpr, BN: tl.constexp
     tl.store(ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < row_end) & (cols[None, :] < N))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["T", "E"])  # one compile for every routed row count and expert count
 def grouped_gemm_tiled(a_ptr, w_ptr, c_ptr, offs_ptr, T, N, K, E,
                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, E_POW2: tl.constexpr,
                        EVEN_K: tl.constexpr):
@@ -87,7 +87,7 @@ def _grouped_order(t, num_m, num_n, GROUP_M: tl.constexpr):
     return first_m + (t % size_m), (t % (GROUP_M * num_n)) // size_m
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["T", "E"])
 def grouped_gemm_tma_persistent(a_ptr, w_ptr, c_ptr, offs_ptr, T, N, K, E,
                                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, E_POW2: tl.constexpr,
                                 GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):

@@ -51,9 +51,7 @@ GROUP_M = 8
 
 
 def applies(name, params):
-    if params["case"] == "dense":
-        return name in ("torch_mm_dense", "triton_grouped_tma_persistent")
-    return name != "torch_mm_dense"
+    return (name == "torch_mm_dense") == (params["case"] == "dense")
 
 
 @functools.cache
