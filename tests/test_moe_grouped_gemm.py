@@ -100,7 +100,7 @@ CASES = [  # (rows per expert, N, K, tiles): empty experts first, last and betwe
     ((33,), 64, 48, {"BM": 16, "BN": 32, "BK": 16}),
     ((20, 0), 24, 24, {"BM": 16, "BN": 16, "BK": 16}),
     ((0, 1, 70, 0, 5), 136, 72, "SMALL"),
-    ((0, 130, 3), 264, 72, "BIG"),
+    ((0, 130, 3), 200, 72, "BIG"),
 ]
 
 
