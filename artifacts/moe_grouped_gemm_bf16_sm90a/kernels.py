@@ -43,6 +43,7 @@ def _store(c_ptr, acc, row0, row_end, col0, N, BM: tl.constexpr, BN: tl.constexp
     tl.store(ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < row_end) & (cols[None, :] < N))
 
 
+# kwiki:rung triton_grouped
 @triton.jit(do_not_specialize=["T", "E"])  # one compile for every routed row count and expert count
 def grouped_gemm_tiled(a_ptr, w_ptr, c_ptr, offs_ptr, T, N, K, E,
                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, E_POW2: tl.constexpr,
@@ -75,8 +76,10 @@ def grouped_gemm_tiled(a_ptr, w_ptr, c_ptr, offs_ptr, T, N, K, E,
             a_ptrs += BK
             w_ptrs += BK
         _store(c_ptr, acc, row0, row_end, pid_n * BN, N, BM, BN)
+# /kwiki:rung triton_grouped
 
 
+# kwiki:rung triton_grouped_tma_persistent
 @triton.jit
 def _grouped_order(t, num_m, num_n, GROUP_M: tl.constexpr):
     """Inside one expert: GROUP_M m-tiles walk down a column of n-tiles together, so the tiles that run at
@@ -109,3 +112,4 @@ def grouped_gemm_tma_persistent(a_ptr, w_ptr, c_ptr, offs_ptr, T, N, K, E,
             b = w_desc.load([e * N + pid_n * BN, ki * BK])
             acc = tl.dot(a, b.T, acc)
         _store(c_ptr, acc, row0, row_end, pid_n * BN, N, BM, BN)
+# /kwiki:rung triton_grouped_tma_persistent
