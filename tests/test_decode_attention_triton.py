@@ -72,20 +72,23 @@ def run(mod, name, p, seed=0):
 @pytest.mark.parametrize("name", ["triton_gqa", "triton_split"])
 @pytest.mark.parametrize("batch,kv_len", [(2, 203), (1, 1100)])
 def test_contiguous(mod, name, batch, kv_len, monkeypatch):
-    monkeypatch.setattr(mod, "MIN_CHUNK", 64)  # 1100 tokens: 18 splits, more than one 16-split combine block
+    monkeypatch.setattr(mod, "MIN_CHUNK", 64)  # 1100 tokens: 18 splits, merged in two steps of 16
+    monkeypatch.setattr(mod, "COMBINE_SPLITS", 16)
     run(mod, name, params(mod, batch, kv_len, "contiguous"))
 
 
 @pytest.mark.parametrize("batch,kv_len", [(2, 203), (1, 1100), (3, 64)])
 def test_paged(mod, batch, kv_len, monkeypatch):
     monkeypatch.setattr(mod, "MIN_CHUNK", 64)
+    monkeypatch.setattr(mod, "COMBINE_SPLITS", 16)
     run(mod, "triton_paged", params(mod, batch, kv_len, "paged"))
 
 
 def test_split_plan_covers(mod):
-    for b, n in [*mod.SHAPES, (128, 65536), (1, 1024)]:
+    for b, n in [*mod.SHAPES, (128, 65536), (1, 1024), (1, 65536)]:
         chunk, splits = mod.split_plan(b, mod.HKV, n, 132)
         assert chunk % mod.BLOCK_N == 0 and (splits - 1) * chunk < n <= splits * chunk
+        assert splits <= mod.COMBINE_SPLITS
 
 
 def test_read_roof(mod):
@@ -94,8 +97,6 @@ def test_read_roof(mod):
 
 def test_tolerance_catches_a_dropped_tile(mod):
     """The tolerance is tight enough: a kernel that skipped one 64-token tile of 1100 would fail it."""
-    import torch
-
     p = params(mod, 1, 1100, "contiguous")
     inputs = mod.make_inputs(p, 3, "cpu")
     ref = mod.reference(p, inputs)["out"]

@@ -26,6 +26,7 @@ ROOF_MIB = 1024
 BLOCK_N, BLOCK_H = 64, 16  # tokens per K/V tile; query-head rows of a tile (tl.dot needs 16, a group has 4)
 PROGRAMS_PER_SM, MIN_CHUNK = 4, 256  # split-KV: enough programs to fill the GPU, chunks not shorter than 256
 READ_BLOCK = 16384
+COMBINE_SPLITS = 64  # splits the combine kernel merges per step: the plans here (at most 64 splits) take one step
 
 FRESH_INPUTS = True  # memory-bound: new random inputs before every timed sample (protocol 3; the harness)
 
@@ -146,11 +147,12 @@ def reference(params, inputs):
     k, v = _contiguous_kv(params, inputs)
     b, hq, hkv, d = params["batch"], params["q_heads"], params["kv_heads"], params["head_dim"]
     q = inputs["q"].double().view(b, hkv, hq // hkv, d)
+    step = max(1, (1 << 29) // (hkv * k.shape[2] * d))  # sequences a step: fp64 copies of K and V of 4 GiB at most
     out = []
-    for i in range(b):  # one sequence at a time: fp64 copies of K and V of one sequence at most
-        s = torch.einsum("hgd,hld->hgl", q[i], k[i].double()) / d ** 0.5
-        out.append(torch.einsum("hgl,hld->hgd", torch.softmax(s, -1), v[i].double()))
-    return {"out": torch.stack(out).reshape(b, hq, 1, d)}
+    for i in range(0, b, step):
+        s = torch.einsum("bhgd,bhld->bhgl", q[i:i + step], k[i:i + step].double()) / d ** 0.5
+        out.append(torch.einsum("bhgl,bhld->bhgd", torch.softmax(s, -1), v[i:i + step].double()))
+    return {"out": torch.cat(out).reshape(b, hq, 1, d)}
 
 
 def work(params):
@@ -192,11 +194,16 @@ def _sm_count(device):
 
 
 def split_plan(batch, hkv, kv_len, sms):
-    """(chunk, splits) of the split-KV kernel: about PROGRAMS_PER_SM programs per SM over batch * hkv pairs,
-    chunks a multiple of BLOCK_N and at least MIN_CHUNK tokens (one split when the pairs already fill the GPU)."""
-    want = max(1, min(-(-PROGRAMS_PER_SM * sms // (batch * hkv)), -(-kv_len // MIN_CHUNK)))
-    chunk = -(-(-(-kv_len // want)) // BLOCK_N) * BLOCK_N
-    return chunk, -(-kv_len // chunk)
+    """(chunk, splits) of the split-KV kernel: the number of splits nearest PROGRAMS_PER_SM programs an SM over
+    batch * hkv pairs (one split when the pairs already fill the GPU), chunks a multiple of BLOCK_N and at least
+    MIN_CHUNK tokens long."""
+    def cdiv(a, b):
+        return -(-a // b)
+
+    pairs = batch * hkv
+    want = max(1, min((PROGRAMS_PER_SM * sms + pairs // 2) // pairs, cdiv(kv_len, MIN_CHUNK)))
+    chunk = cdiv(cdiv(kv_len, want), BLOCK_N) * BLOCK_N
+    return chunk, cdiv(kv_len, chunk)
 
 
 def load(name):
@@ -243,6 +250,6 @@ def load(name):
             1.4426950408889634 / d ** 0.5, HKV=hkv, GROUP=hq // hkv, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, D=d,
             PAGE=k.shape[2] if paged else 1, PAGED=paged, SPLIT=split, num_warps=4, num_stages=2)
         if split:
-            kernels.combine_kernel[(b * hq,)](opart, lse, out, splits, D=d, SB=16, num_warps=4)
+            kernels.combine_kernel[(b * hq,)](opart, lse, out, splits, D=d, SB=COMBINE_SPLITS, num_warps=4)
     return launch
 

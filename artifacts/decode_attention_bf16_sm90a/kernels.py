@@ -33,8 +33,9 @@ def _kv_rows(table_ptr, b, kvh, n, nmask, L, pages_per_seq, HKV: tl.constexpr, P
 
 @triton.jit(do_not_specialize=["L", "chunk", "splits", "pages_per_seq"])
 def decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr, opart_ptr, lse_ptr, L, chunk, splits,
-                  pages_per_seq, scale_log2, HKV: tl.constexpr, GROUP: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
-                  D: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr, SPLIT: tl.constexpr):
+                  pages_per_seq, scale_log2, HKV: tl.constexpr, GROUP: tl.constexpr, BLOCK_H: tl.constexpr,
+                  BLOCK_N: tl.constexpr, D: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr,
+                  SPLIT: tl.constexpr):
     """Program (b * HKV + kvh, s) attends tokens [s * chunk, min(L, (s + 1) * chunk)) of sequence b for the GROUP
     query heads of KV head kvh (a paged cache: L is the sequence's own length, read from lens). SPLIT = False (one
     split, chunk = L): it writes the bf16 output. SPLIT = True: it writes its normalised fp32 partial output and its
