@@ -19,6 +19,7 @@ def read_kernel(x_ptr, s_ptr, n, BLOCK: tl.constexpr):
     tl.store(s_ptr + pid, tl.sum(x.to(tl.float32), 0))
 
 
+# kwiki:rung triton_paged
 @triton.jit
 def _kv_rows(table_ptr, b, kvh, n, nmask, L, pages_per_seq, HKV: tl.constexpr, PAGE: tl.constexpr,
              PAGED: tl.constexpr):
@@ -29,8 +30,10 @@ def _kv_rows(table_ptr, b, kvh, n, nmask, L, pages_per_seq, HKV: tl.constexpr, P
         return (page * HKV + kvh) * PAGE + n % PAGE
     else:
         return (b * HKV + kvh) * L + n
+# /kwiki:rung triton_paged
 
 
+# kwiki:rung triton_gqa
 @triton.jit(do_not_specialize=["L", "chunk", "splits", "pages_per_seq"])
 def decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr, opart_ptr, lse_ptr, L, chunk, splits,
                   pages_per_seq, scale_log2, HKV: tl.constexpr, GROUP: tl.constexpr, BLOCK_H: tl.constexpr,
@@ -80,8 +83,10 @@ def decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr, opart_ptr, 
     else:
         o = acc / l_sum[:, None]
         tl.store(out_ptr + qrow[:, None] * D + d[None, :], o.to(out_ptr.dtype.element_ty), mask=hmask[:, None])
+# /kwiki:rung triton_gqa
 
 
+# kwiki:rung triton_split
 @triton.jit(do_not_specialize=["splits"])
 def combine_kernel(opart_ptr, lse_ptr, out_ptr, splits, D: tl.constexpr, SB: tl.constexpr):
     """One program per query row: merge its splits' partial outputs o_j (each normalised by its own sum) with
@@ -104,3 +109,4 @@ def combine_kernel(opart_ptr, lse_ptr, out_ptr, splits, D: tl.constexpr, SB: tl.
         w_sum = w_sum * c + tl.sum(w, 0)
         mx = mx_new
     tl.store(out_ptr + r * D + d, (acc / w_sum).to(out_ptr.dtype.element_ty))
+# /kwiki:rung triton_split
