@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Verify pages one group at a time on the GPU machine (the device tool), within a time budget, packing what kwiki
+# wrote after each group, so that a call cut short by its limit still brings back every group that finished.
+#
+#   BUDGET_S=250 bash bench/gpu_pages.sh "page-a page-b" "page-c" ... [-- kwiki verify args]
+#
+# Each quoted group is one `kwiki verify --json ARGS GROUP` (default ARGS: --no-audit), run under `timeout` for
+# what is left of BUDGET_S (a group with under 30 s left is not started). Needs KWIKI_COMMIT / KWIKI_DIRTY (the copy
+# on the GPU machine has no .git), $OUT, and .whl/ carried along (../shared/device/wheels.sh).
+# Writes to $OUT (three files: the device tool brings back 8 at most): summary.txt, written.tgz (wiki/ and results/),
+# logs.tgz (pages-<n>.json, the --json report, and pages-<n>.log, the progress, of each group).
+set -uo pipefail
+out=${OUT:-/tmp/kwiki-out}; mkdir -p "$out"
+logs=$(mktemp -d)
+budget=${BUDGET_S:-540}
+groups=(); args=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--" ]; then shift; args=("$@"); break; fi
+  groups+=("$1"); shift
+done
+[ ${#args[@]} -eq 0 ] && args=(--no-audit)
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "wheel install failed"; exit 2; }
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1
+n=0
+for group in "${groups[@]}"; do
+  n=$((n + 1)); left=$((budget - SECONDS))
+  if [ "$left" -lt 30 ]; then echo "group $n ($group): not started, ${left} s left" | tee -a "$out/summary.txt"; continue; fi
+  t0=$SECONDS
+  # shellcheck disable=SC2086
+  timeout "$left" python3 -m kwiki.cli verify --json "${args[@]}" $group > "$logs/pages-$n.json" 2> "$logs/pages-$n.log"
+  echo "group $n ($group): exit $? in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+  tar czf "$out/written.tgz" wiki results
+  tar czf "$out/logs.tgz" -C "$logs" .
+done
+cat "$out/summary.txt"
