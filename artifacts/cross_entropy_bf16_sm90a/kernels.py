@@ -28,6 +28,7 @@ def read_kernel(w_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + tl.program_id(0), tl.max(w, 0))
 
 
+# kwiki:rung triton_online
 @triton.jit
 def ce_online_kernel(x_ptr, t_ptr, loss_ptr, V, BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
     """One program per row, one read of the row in BLOCK-element chunks. Running state: the row's maximum m
@@ -59,8 +60,10 @@ def ce_online_kernel(x_ptr, t_ptr, loss_ptr, V, BLOCK: tl.constexpr, PREFETCH: t
     lse = (m + tl.log2(tl.sum(d, 0))) * LN2
     t = tl.load(t_ptr + row)
     tl.store(loss_ptr + row, lse - tl.load(base + t).to(tl.float32))
+# /kwiki:rung triton_online
 
 
+# kwiki:rung triton_split
 @triton.jit
 def ce_partial_kernel(x_ptr, m_ptr, d_ptr, V, chunks, CHUNK: tl.constexpr):
     """Pass 1 of a row split over `chunks` programs: each chunk's maximum m_k (base 2) and sum of 2^(x - m_k)."""
@@ -85,3 +88,4 @@ def ce_merge_kernel(x_ptr, t_ptr, m_ptr, d_ptr, loss_ptr, V, chunks, CHUNKS: tl.
     d = tl.sum(ds * tl.exp2(ms - m), 0)
     t = tl.load(t_ptr + row)
     tl.store(loss_ptr + row, (m + tl.log2(d)) * LN2 - tl.load(x_ptr + row * V + t).to(tl.float32))
+# /kwiki:rung triton_split
