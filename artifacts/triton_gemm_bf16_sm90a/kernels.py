@@ -35,7 +35,7 @@ def matmul_tiled(a_ptr, b_ptr, c_ptr, M, N, K,
     a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * K + offs_k[None, :]
     b_ptrs = b_ptr + offs_n[None, :].to(tl.int64) * K + offs_k[:, None]  # Bt read as a BK x BN tile of B
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for ki in range(0, tl.cdiv(K, BK)):
+    for ki in range(tl.cdiv(K, BK)):
         k_left = K - ki * BK
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
@@ -51,8 +51,8 @@ def matmul_tiled(a_ptr, b_ptr, c_ptr, M, N, K,
 @triton.jit
 def matmul_tma_persistent(a_ptr, b_ptr, c_ptr, M, N, K,
                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                          NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
-    """Rung 2 (and 3 with WARP_SPECIALIZE): one program per SM walks the tiles in grouped order; operands
+                          NUM_SMS: tl.constexpr):
+    """Rung 2: one program per SM walks the tiles in grouped order; operands
     arrive by TMA through descriptors built on the device (tl.make_tensor_descriptor), the store too."""
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
@@ -62,7 +62,7 @@ def matmul_tma_persistent(a_ptr, b_ptr, c_ptr, M, N, K,
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
     c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
-    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True, warp_specialize=WARP_SPECIALIZE):
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = _tile(tile_id, num_pid_in_group, num_pid_m, GROUP_M)
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for ki in range(k_tiles):
