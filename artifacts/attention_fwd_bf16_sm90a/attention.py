@@ -40,10 +40,11 @@ GRID = [
 ]
 VARIANTS = ["sdpa_cudnn", "sdpa_flash", "flex_attention", "triton_fa2", "triton_fa2_split"]
 TOLERANCES = {
-    "bfloat16": (2e-3, 2.0 ** -7, "bf16 output (2^-9 relative rounding) of fp32 softmax state, with P rounded to "
-                 "bf16 before P V as every flash kernel does (2^-9 relative per weight), against fp64 attention of "
-                 "the same bf16 inputs; an emulation of that rounding stays under a quarter of this bound at seq "
-                 "4096, while dropping one 128-key block moves every row past it"),
+    "bfloat16": (4e-3, 2.0 ** -7, "bf16 output (2^-9 relative rounding) of fp32 scores and softmax state, with P "
+                 "rounded to bf16 before P V as flash kernels do, against fp64 attention of the same bf16 inputs: "
+                 "an emulation of those roundings stays under a fifth of this bound at seq 4096, PyTorch's CPU bf16 "
+                 "path (scores rounded to bf16 too) about half of it; dropping one 128-key block of 4096 moves "
+                 "every row past it"),
 }
 
 
@@ -98,7 +99,7 @@ def sampled_rows(seq):
 def reference(params, inputs):
     import torch
 
-    q, k, v, causal = inputs["q"], inputs["k"], inputs["v"], inputs["causal"]
+    q, k, v, causal = inputs["q"], inputs["k"], inputs["v"], params["mask"] == "causal"  # inputs: tensors only
     b_n, h_n, s, d = q.shape
     full = s <= FULL_REF_SEQ
     rows = torch.arange(s, device=q.device) if full else torch.tensor(sampled_rows(s), device=q.device)
