@@ -118,3 +118,39 @@ def test_triton_kernel_matches_fp64(monkeypatch: pytest.MonkeyPatch, seq: int, b
         scores.masked_fill_(torch.ones(seq, seq, dtype=torch.bool).triu(1), float("-inf"))
     assert float((lse.double() - torch.logsumexp(scores, -1).reshape(b * h, seq)).abs().max()) < 1e-3
     sys.modules.pop("kwiki_test_attention_fwd_kernels", None)
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_triton_kernel_compiles_for_sm90a_to_wgmma_without_spills(tmp_path: Path, split: bool) -> None:
+    """Offline (no GPU): the artifact's configuration compiles for sm_90a, its dots become wgmma (HGMMA) and
+    ptxas spills nothing (no local-memory STL/LDL). Causal: the most registers of the four builds."""
+    causal = True
+    pytest.importorskip("triton")
+    import subprocess
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if not tool.exists():
+        pytest.skip("this Triton has no bundled cuobjdump")
+    kernels = _load("kwiki_test_attention_fwd_kernels_aot", ART / "kernels.py")
+    fn = kernels.attn_fwd_kernel
+    cfg = attention.CONFIG
+    const = {"BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "HEAD_DIM": 128, "CAUSAL": causal,
+             "SPLIT": split, "STORE_LSE": False}
+    sig = {n: "constexpr" if n in const else "*bf16" if n.endswith("_ptr") else "fp32" if n == "qk_scale"
+           else "i32" for n in fn.arg_names}
+    aligned = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in fn.arg_names
+               if n.endswith("_ptr") or n.startswith("stride")}
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=aligned)
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
+    cubin = tmp_path / "attn.cubin"
+    cubin.write_bytes(compiled.asm["cubin"])
+    sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    ops = [line.split()[1] if line.split()[1][0] != "@" else line.split()[2]
+           for line in sass.splitlines() if line.strip().startswith("/*") and len(line.split()) > 2]
+    assert any(op.startswith("HGMMA.") for op in ops), "tl.dot did not become wgmma"
+    assert not any(op.startswith(("STL", "LDL")) for op in ops), "ptxas spilled registers to local memory"
+    sys.modules.pop("kwiki_test_attention_fwd_kernels_aot", None)

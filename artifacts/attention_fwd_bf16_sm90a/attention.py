@@ -3,7 +3,7 @@ head dim 128, causal and not, against SDPA's cuDNN and flash backends and FlexAt
 
 O = softmax(Q K^T / sqrt(d)) V per (batch, head); Q, K, V and O are [batch, heads, seq, head_dim], contiguous
 (SDPA's layout). Rungs: 1 a FlashAttention-2-style Triton kernel (kernels.py: one program per 128 query rows of
-one head, online softmax over 128-key blocks, wgmma through tl.dot, causal programs stop at the diagonal block),
+one head, online softmax over 64-key blocks, wgmma through tl.dot, causal programs stop at the diagonal block),
 with the masks computed in every block; 2 the same kernel with the unmasked blocks split from the masked ones
 (the causal diagonal block, the partial last block). Baselines (rung 0): torch.nn.functional.scaled_dot_product_
 attention restricted to one backend with torch.nn.attention.sdpa_kernel (SDPBackend.CUDNN_ATTENTION, at the
@@ -22,7 +22,7 @@ HEAD_DIMS = (128,)  # what the kernels are built and checked for here (HEAD_DIM 
 MASKS = ("none", "causal")
 FULL_REF_SEQ = 2048  # up to this the fp64 reference covers every row; past it, a sample of rows
 SAMPLE_EVERY = 64  # one sampled query row per this many rows
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2}  # two warpgroups of 64 rows each
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}  # two warpgroups of 64 rows each
 FLEX_AT = {"batch": 4, "heads": 16, "seq": 4096, "head_dim": 128, "mask": "none"}  # the one compiled shape
 LOG2E = 1.4426950408889634
 

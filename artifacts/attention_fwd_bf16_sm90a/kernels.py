@@ -11,8 +11,9 @@ bf16 and accumulated as P V. The output is the accumulator over l, rounded to bf
 SPLIT (rung 2) changes only where the masks are computed: without it every block goes through the masked
 body (keys past the sequence end, and the causal triangle); with it the blocks that need no mask (all keys
 below the query block's first row when causal; every full block otherwise) run an unmasked loop, and only
-the diagonal block (causal) or the partial last block (a sequence that is not a multiple of BLOCK_N) runs
-the masked one. Causal programs never visit a block wholly above the diagonal.
+the blocks that cross the diagonal (causal: BLOCK_M / BLOCK_N of them) or the partial last block (a sequence
+that is not a multiple of BLOCK_N) run the masked one. Causal programs never visit a block wholly above the
+diagonal.
 """
 
 import triton
@@ -56,7 +57,7 @@ def _attend(acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_vn, rows, lo, hi
     return acc, m_i, l_i
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seq", "heads"])  # one compile for every shape of the grid (1000 is not 16k)
 def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, seq, heads,
                     stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                     stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, qk_scale,
@@ -101,6 +102,6 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, seq, heads,
     out = acc / l_i[:, None]
     tl.store(o_base + rows[:, None] * stride_os + offs_d[None, :], out.to(o_ptr.dtype.element_ty),
              mask=rows[:, None] < seq)
-    if STORE_LSE:
-        ln2: tl.constexpr = 0.6931471805599453
-        tl.store(lse_ptr + bh.to(tl.int64) * seq + rows, (m_i + tl.math.log2(l_i)) * ln2, mask=rows < seq)
+    if STORE_LSE:  # natural log: log2 of the base-2 sum, times ln 2
+        tl.store(lse_ptr + bh.to(tl.int64) * seq + rows, (m_i + tl.math.log2(l_i)) * 0.6931471805599453,
+                 mask=rows < seq)
