@@ -12,16 +12,15 @@ tile-aligned shapes only; SDPBackend.FLASH_ATTENTION, FlashAttention-2, everywhe
 shape: a compile costs 10-40 s).
 
 The causal flag reaches a variant as the input `causal` (a bool beside the tensors: the harness hands a variant its
-inputs, not the params). The reference is fp64 attention on the GPU: over every row where seq <= FULL_REF_SEQ,
-else over a sample of query rows (the first and last row, and one row of every 64 at an offset that moves from
-block to block), returned as (flat indices, values).
+inputs, not the params). The reference is attention of the same inputs on the GPU, every element, in fp64 where
+seq <= FP64_REF_SEQ and in fp32 (TF32 off) past it, where the harness's re-checks would make fp64 too slow.
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
 """
 
 HEAD_DIMS = (128,)  # what the kernels are built and checked for here (HEAD_DIM is a power of two in kernels.py)
 MASKS = ("none", "causal")
-FULL_REF_SEQ = 2048  # up to this the fp64 reference covers every row; past it, a sample of rows
-SAMPLE_EVERY = 64  # one sampled query row per this many rows
+FP64_REF_SEQ = 2048  # the reference is fp64 up to this sequence length, fp32 past it (it runs at every re-check)
+SCORES_CHUNK = 1 << 28  # elements of the reference's scores at a time (1 GiB in fp32)
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}  # two warpgroups of 64 rows each
 FLEX_AT = {"batch": 4, "heads": 16, "seq": 4096, "head_dim": 128, "mask": "none"}  # the one compiled shape
 LOG2E = 1.4426950408889634
@@ -34,7 +33,7 @@ def _shape(b, h, s, mask):
 GRID = [
     _shape(4, 16, 4096, "none"),
     _shape(4, 16, 4096, "causal"),
-    _shape(1, 16, 16384, "causal"),
+    _shape(1, 8, 16384, "causal"),  # a long prefill of a 64-head model sharded 8 ways
     _shape(2, 4, 1000, "none"),  # off the tile: no 128-row or 128-key block divides 1000
     _shape(2, 4, 1000, "causal"),
 ]
@@ -88,34 +87,30 @@ def make_outputs(params, inputs):
     return {"o": torch.empty_like(inputs["q"])}
 
 
-def sampled_rows(seq):
-    """The query rows the reference covers past FULL_REF_SEQ: row 0, the last row, and one row in every
-    SAMPLE_EVERY at an offset that moves from block to block (so the rows land at every position of a tile)."""
-    rows = {0, seq - 1}
-    rows.update(min(seq - 1, j * SAMPLE_EVERY + (j * 37 + 11) % SAMPLE_EVERY) for j in range(-(-seq // SAMPLE_EVERY)))
-    return sorted(rows)
-
-
 def reference(params, inputs):
+    """Attention of the same bf16 inputs in fp64 up to FP64_REF_SEQ, in fp32 past it (TF32 off; fp32's rounding,
+    2^-24 relative, is far inside the tolerance), a few heads at a time so that their scores stay under
+    SCORES_CHUNK elements. Every element is computed: a sampled reference, (indices, values), fails in kwiki's
+    judge, whose requests carry no element count."""
     import torch
 
     q, k, v, causal = inputs["q"], inputs["k"], inputs["v"], params["mask"] == "causal"  # inputs: tensors only
     b_n, h_n, s, d = q.shape
-    full = s <= FULL_REF_SEQ
-    rows = torch.arange(s, device=q.device) if full else torch.tensor(sampled_rows(s), device=q.device)
-    cols = torch.arange(s, device=q.device)
-    out = torch.empty(b_n, h_n, rows.numel(), d, dtype=torch.float64, device=q.device)
-    for b in range(b_n):  # one batch at a time: its fp64 scores are heads x rows x seq
-        scores = q[b][:, rows].double() @ k[b].double().transpose(-1, -2) / d ** 0.5
-        if causal:
-            scores.masked_fill_(cols[None, :] > rows[:, None], float("-inf"))
-        out[b] = torch.softmax(scores, -1) @ v[b].double()
+    n, dev = b_n * h_n, q.device
+    wide = torch.float64 if s <= FP64_REF_SEQ else torch.float32
+    torch.backends.cuda.matmul.allow_tf32 = False  # a true fp32 reference, not TF32
+    qn, kn, vn = (t.reshape(n, s, d) for t in (q, k, v))
+    above = torch.ones(s, s, dtype=torch.bool, device=dev).triu_(1) if causal else None
+    out = torch.empty(n, s, d, dtype=wide, device=dev)
+    chunk = max(1, SCORES_CHUNK // (s * s))
+    for lo in range(0, n, chunk):
+        hs = slice(lo, min(n, lo + chunk))
+        scores = (qn[hs].to(wide) * d ** -0.5) @ kn[hs].to(wide).transpose(-1, -2)
+        if above is not None:
+            scores.masked_fill_(above, float("-inf"))
+        out[hs] = torch.softmax(scores, -1) @ vn[hs].to(wide)
         del scores
-    if full:
-        return {"o": out}
-    bh = torch.arange(b_n * h_n, device=q.device)[:, None, None]
-    index = (bh * s + rows[None, :, None]) * d + torch.arange(d, device=q.device)[None, None, :]
-    return {"o": (index.reshape(-1), out.reshape(-1))}
+    return {"o": out.reshape(b_n, h_n, s, d)}
 
 
 def work(params):
