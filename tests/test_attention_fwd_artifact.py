@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,8 @@ def test_a_library_output_is_returned_without_a_copy_or_copied_when_strided() ->
 
 
 def _interpreted_kernels(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs TRITON_INTERPRET=1 from the start (never set here: it would hold for the whole process)")
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     import triton.runtime.interpreter as interp
@@ -118,6 +120,8 @@ def test_triton_kernel_matches_fp64(monkeypatch: pytest.MonkeyPatch, seq: int, b
 def test_triton_kernel_compiles_for_sm90a_to_wgmma_without_spills(tmp_path: Path, split: bool) -> None:
     """Offline (no GPU): the artifact's configuration compiles for sm_90a, its dots become wgmma (HGMMA) and
     ptxas spills nothing (no local-memory STL/LDL). Causal: the most registers of the four builds."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("compiles for the GPU: run without TRITON_INTERPRET")
     causal = True
     pytest.importorskip("triton")
     import subprocess

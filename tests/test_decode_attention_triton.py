@@ -21,7 +21,8 @@ ART = Path(__file__).resolve().parent.parent / "artifacts" / "decode_attention_b
 
 @pytest.fixture(scope="module")
 def mod():
-    os.environ["TRITON_INTERPRET"] = "1"  # before Triton is imported: its kernels then run on CPU tensors
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs TRITON_INTERPRET=1 from the start (never set here: it would hold for the whole process)")
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     from triton.runtime import interpreter

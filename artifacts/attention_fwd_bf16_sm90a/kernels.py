@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 
 
+# kwiki:rung triton_fa2
 @triton.jit
 def _attend(acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_vn, rows, lo, hi, seq, qk_scale,
             BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr):
@@ -87,6 +88,8 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, seq, heads,
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     hi = tl.minimum(seq, first + BLOCK_M) if CAUSAL else seq  # causal: no block past the diagonal one
+    # /kwiki:rung triton_fa2
+    # kwiki:rung triton_fa2_split
     if SPLIT:
         # blocks no mask touches: every key below the first row of this query block (causal), or every full
         # block (not causal); BLOCK_M % BLOCK_N == 0 keeps `first` on a block boundary
@@ -95,6 +98,7 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, seq, heads,
                                 qk_scale, BLOCK_N, HEAD_DIM, False, CAUSAL)
         acc, m_i, l_i = _attend(acc, m_i, l_i, q, k_base, v_base, stride_ks, stride_vs, rows, free, hi, seq,
                                 qk_scale, BLOCK_N, HEAD_DIM, True, CAUSAL)
+    # /kwiki:rung triton_fa2_split
     else:
         acc, m_i, l_i = _attend(acc, m_i, l_i, q, k_base, v_base, stride_ks, stride_vs, rows, 0, hi, seq,
                                 qk_scale, BLOCK_N, HEAD_DIM, True, CAUSAL)
