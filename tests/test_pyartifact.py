@@ -757,3 +757,62 @@ def test_interleaved_variants_stop_together():
     noisy.samples.clear()
     harness.time([failed, noisy], {}, [], [], {}, None)
     assert failed.samples == [] and len(noisy.samples) > 57
+
+
+_SAMPLED = '''
+GRID = [{"n": 5000, "dtype": "float32"}]
+VARIANTS = ["good"]
+TOLERANCES = {"float32": (1e-6, 1e-6, "exact")}
+
+
+def make_inputs(params, seed, device):
+    import torch
+    g = torch.Generator(device=device).manual_seed(seed)
+    return {"x": torch.randn(params["n"], generator=g, device=device)}
+
+
+def make_outputs(params, inputs):
+    import torch
+    return {"y": torch.empty_like(inputs["x"])}
+
+
+def reference(params, inputs):  # a sampled reference: every third element only
+    import torch
+    index = torch.arange(0, params["n"], 3)
+    return {"y": (index, 2 * inputs["x"][index].double())}
+
+
+def work(params):
+    return {}
+
+
+def load(name):
+    return None
+'''
+
+
+def test_the_judge_compares_a_sampled_reference_at_the_output_s_own_size(tmp_path: Path, capsys):
+    """A reference given as (flat indices, values): the judge draws the shipped positions over the whole output,
+    whose size it takes from make_outputs (it once read a size nobody sent and failed every such sample)."""
+    pytest.importorskip("torch")
+    import torch
+
+    h = harness_module()
+    module = tmp_path / "sampled.py"
+    module.write_text(_SAMPLED)
+    params, seed, pos_seed = {"n": 5000, "dtype": "float32"}, 7, 1234
+    x = torch.randn(5000, generator=torch.Generator().manual_seed(seed))
+    pos = h.positions(pos_seed, 5000)
+    right = [2 * float(x[j]) for j in pos]
+    wrong = list(right)
+    wrong[next(n for n, j in enumerate(pos) if j % 3 == 0)] += 1.0  # an element the reference holds
+    lines = [{"id": "0", "params": params, "seed": seed, "positions": pos_seed, "out": {"y": right},
+              "in": {"x": [float(x[j]) for j in pos]}},
+             {"id": "1", "params": params, "seed": seed, "positions": pos_seed, "out": {"y": wrong},
+              "in": {"x": [float(x[j]) for j in pos]}}]
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    capsys.readouterr()
+    assert h.judge([str(module), str(requests), "--device", "cpu"]) == 0
+    verdicts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [v["ok"] for v in verdicts] == [True, False], verdicts

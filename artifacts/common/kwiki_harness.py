@@ -1223,7 +1223,7 @@ def judge(argv: list[str]) -> int:
 
     compare_, positions_, dumps = compare, positions, json.dumps  # bound before the module runs any code
     mod = load_module(ns.module)
-    made: dict[str, tuple[Tensors, Tensors]] = {}
+    made: dict[str, tuple[Tensors, Tensors, dict[str, int]]] = {}
     with open(ns.requests, encoding="utf-8") as f:
         for line in f:
             req = json.loads(line)
@@ -1231,10 +1231,16 @@ def judge(argv: list[str]) -> int:
             if key not in made:
                 made.clear()  # one input set at a time (requests come grouped)
                 inputs = mod.make_inputs(req["params"], int(req["seed"]), ns.device)
-                made[key] = (inputs, mod.reference(req["params"], dict(inputs)))
-            inputs, ref = made[key]
+                ref = mod.reference(req["params"], dict(inputs))
+                # a sampled reference's positions are drawn over the whole output: its size comes from
+                # make_outputs here, never from what the harness said
+                sizes = {n: t.numel() for n, t in mod.make_outputs(req["params"], dict(inputs)).items()} \
+                    if any(isinstance(r, tuple) for r in ref.values()) else {}
+                made[key] = (inputs, ref, sizes)
+            inputs, ref, sizes = made[key]
             atol, rtol, _ = mod.TOLERANCES[req["params"]["dtype"]]
-            verdict = judged(torch, compare_, positions_, req, inputs, ref, float(atol), float(rtol))
+            verdict = judged(torch, compare_, positions_, {**req, "numel": sizes}, inputs, ref, float(atol),
+                             float(rtol))
             sys.stdout.write(dumps({"id": req["id"], **verdict}) + "\n")
     sys.stdout.flush()
     return 0
@@ -1250,7 +1256,11 @@ def judged(torch: Any, compare_: Any, positions_: Any, req: dict[str, Any], inpu
         if isinstance(r, tuple):  # a sampled reference: its own elements only
             index, r = r
             where = {int(j): n for n, j in enumerate(index.reshape(-1).tolist())}
+            if name not in req["numel"]:
+                return {"ok": False, "detail": f"{name}: make_outputs makes no such output"}
             pos = positions_(seed, int(req["numel"][name]))
+            if len(got) != len(pos):
+                return {"ok": False, "detail": f"{name}: {len(got)} elements shipped, {len(pos)} drawn"}
             keep = [n for n, j in enumerate(pos) if j in where]
             got, r = [got[n] for n in keep], r.reshape(-1)[[where[pos[n]] for n in keep]]
         else:
