@@ -6,7 +6,9 @@ bytes at the dram level (W + x + y, + the scales) and are compared with a copy a
 the same run. Rungs (Triton, kernels.py): 1 one program per 64 output channels over the whole K (few programs
 when N is 4096); 2 the same tile with K split so that about 4 programs per SM run, fp32 partials added by a
 second kernel in a fixed order (deterministic); 3 rung 2 on int8 weights, converted to bf16 in registers and
-scaled once per output channel after the K loop. Baselines: torch.mm (cuBLAS/cuBLASLt) on bf16 weights; on int8
+scaled once per output channel after the K loop; 4 rung 3 converting int8 to bf16 with integer and fp32
+arithmetic (the fp32 magic-number trick) instead of Triton's cast (one I2F conversion per weight).
+Baselines: torch.mm (cuBLAS/cuBLASLt) on bf16 weights; on int8
 weights torch._weight_int8pack_mm (PyTorch's CUDA kernel, where this torch has one) and the eager chain people
 write without a kernel (gpt-fast's weight-only int8 linear): mm(x, W.to(bf16)^T) * scales.
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
@@ -29,10 +31,10 @@ GRID = [
     {"op": "gemm_w8a16", **OFF_TILE, "dtype": "bfloat16"},
 ]
 VARIANTS = ["torch_copy", "triton_read", "torch_mm", "triton_bf16_tile", "triton_bf16_splitk",
-            "torch_int8pack_mm", "torch_dequant_mm", "triton_w8a16_splitk"]
+            "torch_int8pack_mm", "torch_dequant_mm", "triton_w8a16_splitk", "triton_w8a16_magic"]
 FOR_OP = {"copy": {"torch_copy"}, "read": {"triton_read"},
           "gemm_bf16": {"torch_mm", "triton_bf16_tile", "triton_bf16_splitk"},
-          "gemm_w8a16": {"torch_int8pack_mm", "torch_dequant_mm", "triton_w8a16_splitk"}}
+          "gemm_w8a16": {"torch_int8pack_mm", "torch_dequant_mm", "triton_w8a16_splitk", "triton_w8a16_magic"}}
 TOLERANCES = {
     "bfloat16": (0.01, 2.0 ** -7, "y ~ N(0, 1) (W ~ N(0, 1/K)); bf16 output (2^-9 relative) after fp32 accumulation, "
                  "against an fp64 product with the same (dequantized) weights; the eager int8 chain rounds x.q to "
@@ -133,7 +135,7 @@ def launcher(name, sms):
             x = i["x"]
             kernels.read_kernel[(x.numel() // READ_BLOCK,)](x, o["y"], x.numel(), BLOCK=READ_BLOCK, num_warps=8)
         return read
-    quant, split = name == "triton_w8a16_splitk", name != "triton_bf16_tile"
+    quant, magic, split = name.startswith("triton_w8a16"), name == "triton_w8a16_magic", name != "triton_bf16_tile"
 
     def gemm(i, o):
         x, y = i["x"], o["y"]
@@ -144,7 +146,7 @@ def launcher(name, sms):
         grid = (triton.cdiv(n, BN), triton.cdiv(m, bm), splits)
         part = torch.empty(splits, m, n, dtype=torch.float32, device=x.device) if splits > 1 else y
         kernels.decode_gemm_kernel[grid](x, w, scale, part, m, n, k, k_per, BM=bm, BN=BN, BK=bk, QUANT=quant,
-                                         PARTIAL=splits > 1, num_warps=warps, num_stages=stages)
+                                         MAGIC=magic, PARTIAL=splits > 1, num_warps=warps, num_stages=stages)
         if splits > 1:
             kernels.reduce_kernel[(triton.cdiv(m * n, REDUCE_BLOCK),)](part, y, m * n, splits,
                                                                        BLOCK=REDUCE_BLOCK, num_warps=4)
