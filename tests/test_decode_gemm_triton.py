@@ -78,8 +78,8 @@ CASES = [  # (variant, m, n, k): M, N and K off every tile; SMS = 4 makes split-
     ("triton_bf16_splitk", 33, 100, 1000),
     ("triton_w8a16_splitk", 7, 130, 520),
     ("triton_w8a16_splitk", 33, 100, 1000),
-    ("triton_w8a16_magic", 5, 70, 600),
-    ("triton_w8a16_magic", 33, 100, 1000),
+    ("triton_w8a16_fp32cvt", 5, 70, 600),
+    ("triton_w8a16_fp32cvt", 33, 100, 1000),
 ]
 SMS = 4
 
@@ -103,13 +103,13 @@ def test_kernel_matches_fp64(module: ModuleType, variant: str, m: int, n: int, k
         assert module.plan(m, n, k, op == "gemm_w8a16", SMS, True)[2] > 1  # the case splits K
 
 
-def test_magic_conversion_is_exact(module: ModuleType) -> None:
-    """Every int8 value through rung 4's conversion: a GEMM with x = one-hot rows reads W back."""
+def test_fp32_conversion_is_exact(module: ModuleType) -> None:
+    """Every int8 value through the ablation's conversion: a GEMM with x = one-hot rows reads W back."""
     k = 256
     q = torch.arange(-128, 128, dtype=torch.int8).reshape(1, k).repeat(16, 1)
     inputs = {"x": torch.eye(k, dtype=torch.bfloat16)[:16], "q": q, "scale": torch.ones(16, dtype=torch.bfloat16)}
     outputs = {"y": torch.full((16, 16), float("nan"), dtype=torch.bfloat16)}
-    module.launcher("triton_w8a16_magic", SMS)(inputs, outputs)
+    module.launcher("triton_w8a16_fp32cvt", SMS)(inputs, outputs)
     assert torch.equal(outputs["y"].float(), q[:, :16].float().t().contiguous())
 
 

@@ -6,8 +6,9 @@ bytes at the dram level (W + x + y, + the scales) and are compared with a copy a
 the same run. Rungs (Triton, kernels.py): 1 one program per 64 output channels over the whole K (few programs
 when N is 4096); 2 the same tile with K split so that about 4 programs per SM run, fp32 partials added by a
 second kernel in a fixed order (deterministic); 3 rung 2 on int8 weights, converted to bf16 in registers and
-scaled once per output channel after the K loop; 4 rung 3 converting int8 to bf16 with integer and fp32
-arithmetic (the fp32 magic-number trick) instead of Triton's cast (one I2F conversion per weight).
+scaled once per output channel after the K loop. An ablation of rung 3 (triton_w8a16_fp32cvt, no rung): int8 to
+bf16 through fp32 (xor into 0x4B000080, an fp32 subtract, a bf16x2 convert), FasterTransformer's route, against
+Triton 3.6's own cast, which its PTX shows as byte permutes, masks and one bf16x2 subtract per two weights.
 Baselines: torch.mm (cuBLAS/cuBLASLt) on bf16 weights; on int8
 weights torch._weight_int8pack_mm (PyTorch's CUDA kernel, where this torch has one) and the eager chain people
 write without a kernel (gpt-fast's weight-only int8 linear): mm(x, W.to(bf16)^T) * scales.
@@ -31,10 +32,10 @@ GRID = [
     {"op": "gemm_w8a16", **OFF_TILE, "dtype": "bfloat16"},
 ]
 VARIANTS = ["torch_copy", "triton_read", "torch_mm", "triton_bf16_tile", "triton_bf16_splitk",
-            "torch_int8pack_mm", "torch_dequant_mm", "triton_w8a16_splitk", "triton_w8a16_magic"]
+            "torch_int8pack_mm", "torch_dequant_mm", "triton_w8a16_splitk", "triton_w8a16_fp32cvt"]
 FOR_OP = {"copy": {"torch_copy"}, "read": {"triton_read"},
           "gemm_bf16": {"torch_mm", "triton_bf16_tile", "triton_bf16_splitk"},
-          "gemm_w8a16": {"torch_int8pack_mm", "torch_dequant_mm", "triton_w8a16_splitk", "triton_w8a16_magic"}}
+          "gemm_w8a16": {"torch_int8pack_mm", "torch_dequant_mm", "triton_w8a16_splitk", "triton_w8a16_fp32cvt"}}
 TOLERANCES = {
     "bfloat16": (0.01, 2.0 ** -7, "y ~ N(0, 1) (W ~ N(0, 1/K)); bf16 output (2^-9 relative) after fp32 accumulation, "
                  "against an fp64 product with the same (dequantized) weights; the eager int8 chain rounds x.q to "
@@ -45,11 +46,11 @@ TOLERANCES = {
 FRESH_INPUTS = False  # three pre-filled input sets (the manifest says why)
 
 
-MAGIC_AT = {(14336, 4096), (OFF_TILE["n"], OFF_TILE["k"])}  # rung 4: one weight, and the off-tile check
+FP32CVT_AT = {(14336, 4096), (OFF_TILE["n"], OFF_TILE["k"])}  # the ablation: one weight, and the off-tile check
 
 
 def applies(name, params):
-    if name == "triton_w8a16_magic" and (params["n"], params["k"]) not in MAGIC_AT:
+    if name == "triton_w8a16_fp32cvt" and (params["n"], params["k"]) not in FP32CVT_AT:
         return False
     return name in FOR_OP[params["op"]]
 
@@ -119,7 +120,7 @@ def _cdiv(a, b):
 
 
 def plan(m, n, k, quant, sms, split):
-    """The launch of rungs 1-3: (BM, BK, splits, k_per_split, warps, stages)."""
+    """The launch of rungs 1-3 and the ablation: (BM, BK, splits, k_per_split, warps, stages)."""
     bm = min(64, max(16, 1 << (m - 1).bit_length()))  # one row tile holds every row up to 64: W is read once
     bk = BK_INT8 if quant else BK_BF16
     tiles = _cdiv(n, BN) * _cdiv(m, bm)
@@ -140,7 +141,7 @@ def launcher(name, sms):
             x = i["x"]
             kernels.read_kernel[(x.numel() // READ_BLOCK,)](x, o["y"], x.numel(), BLOCK=READ_BLOCK, num_warps=8)
         return read
-    quant, magic, split = name.startswith("triton_w8a16"), name == "triton_w8a16_magic", name != "triton_bf16_tile"
+    quant, via_fp32, split = name.startswith("triton_w8a16"), name == "triton_w8a16_fp32cvt", name != "triton_bf16_tile"
 
     def gemm(i, o):
         x, y = i["x"], o["y"]
@@ -151,7 +152,7 @@ def launcher(name, sms):
         grid = (triton.cdiv(n, BN), triton.cdiv(m, bm), splits)
         part = torch.empty(splits, m, n, dtype=torch.float32, device=x.device) if splits > 1 else y
         kernels.decode_gemm_kernel[grid](x, w, scale, part, m, n, k, k_per, BM=bm, BN=BN, BK=bk, QUANT=quant,
-                                         MAGIC=magic, PARTIAL=splits > 1, num_warps=warps, num_stages=stages)
+                                         VIA_FP32=via_fp32, PARTIAL=splits > 1, num_warps=warps, num_stages=stages)
         if splits > 1:
             kernels.reduce_kernel[(triton.cdiv(m * n, REDUCE_BLOCK),)](part, y, m * n, splits,
                                                                        BLOCK=REDUCE_BLOCK, num_warps=4)

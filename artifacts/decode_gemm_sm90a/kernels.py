@@ -22,15 +22,15 @@ def read_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 @triton.jit(do_not_specialize=["M", "N"])
 def decode_gemm_kernel(x_ptr, w_ptr, scale_ptr, out_ptr, M, N, K, k_per_split,
                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                       QUANT: tl.constexpr, MAGIC: tl.constexpr, PARTIAL: tl.constexpr):
+                       QUANT: tl.constexpr, VIA_FP32: tl.constexpr, PARTIAL: tl.constexpr):
     """One program: output columns [n0, n0 + BN) of rows [m0, m0 + BM), over K in [k0, k0 + k_per_split).
 
     QUANT: W is int8 with one bf16 scale per output channel (row of W). The int8 tile is converted to bf16 in
     registers (exact: |q| <= 127 fits bf16's 8-bit significand) and fed to the same bf16 dot; the scale does not
     depend on k, so it multiplies the fp32 accumulator once, after the loop.
-    MAGIC: convert int8 to bf16 without a conversion instruction (I2F): the byte, zero-extended and xor-ed with
+    VIA_FP32: convert int8 to bf16 through fp32 instead of Triton's cast: the byte, zero-extended and xor-ed with
     0x4B000080, is the fp32 2^23 + (q + 128); subtracting 2^23 + 128 in fp32 leaves q exactly, and an fp32 that
-    holds a small integer rounds to bf16 exactly. Two integer ops, one fp32 add and half a pack per weight.
+    holds a small integer rounds to bf16 exactly (FasterTransformer's route, the bias done by the xor).
     PARTIAL: write the fp32 partial sum of this K range to out[pid_k, m, n] (split-K; reduce_kernel adds the
     ranges); otherwise write y[m, n] in out's dtype (bf16).
     """
@@ -53,7 +53,7 @@ def decode_gemm_kernel(x_ptr, w_ptr, scale_ptr, out_ptr, M, N, K, k_per_split,
         w = tl.load(w_rows + kk[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0)
         xt = tl.load(x_cols + kk[:, None], mask=k_ok[:, None] & m_ok[None, :], other=0.0)
         if QUANT:
-            if MAGIC:
+            if VIA_FP32:
                 bits = w.to(tl.uint8, bitcast=True).to(tl.int32) ^ 0x4B000080
                 w = (bits.to(tl.float32, bitcast=True) - 8388736.0).to(tl.bfloat16)
             else:
