@@ -19,6 +19,7 @@ def read_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + pid, tl.sum(x, 0))
 
 
+# kwiki:rung triton_bf16_tile
 @triton.jit(do_not_specialize=["M", "N"])
 def decode_gemm_kernel(x_ptr, w_ptr, scale_ptr, out_ptr, M, N, K, k_per_split,
                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
@@ -69,8 +70,10 @@ def decode_gemm_kernel(x_ptr, w_ptr, scale_ptr, out_ptr, M, N, K, k_per_split,
     else:
         dst = out_ptr + offs_m.to(tl.int64)[None, :] * N + offs_n[:, None]
         tl.store(dst, acc.to(out_ptr.dtype.element_ty), mask=mask)
+# /kwiki:rung triton_bf16_tile
 
 
+# kwiki:rung triton_bf16_splitk
 @triton.jit(do_not_specialize=["total", "splits"])
 def reduce_kernel(part_ptr, y_ptr, total, splits, BLOCK: tl.constexpr):
     """Split-K's second kernel: y = sum over the splits of the fp32 partials, in a fixed order (deterministic)."""
@@ -80,3 +83,4 @@ def reduce_kernel(part_ptr, y_ptr, total, splits, BLOCK: tl.constexpr):
     for s in range(0, splits):
         acc += tl.load(part_ptr + s * total + offs, mask=ok, other=0.0)
     tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=ok)
+# /kwiki:rung triton_bf16_splitk
