@@ -64,7 +64,10 @@ def test_ncu_runs_once_per_artifact_with_clock_control_none_and_the_profile_mode
     (argv,) = calls(tmp_path)
     assert argv[argv.index("--clock-control") + 1] == "none"
     assert argv[argv.index("--profile-from-start") + 1] == "off"
-    assert argv[argv.index("--kernel-name") + 1] == "regex:copy_kernel|profile_marker"
+    assert "--kernel-name" not in argv  # vec4 names no kernels: a filter from copy's patterns could drop its own
+    both = planned(tmp_path)
+    both.manifest.variants[1].kernels = ["vec4_kernel*"]  # type: ignore[union-attr]
+    assert profile.kernel_regex(both, ["copy", "vec4"]) == "copy_kernel|vec4_kernel|profile_marker"
     assert argv[-1] == "--profile-mode" and argv[argv.index("--variants") + 1] == "copy,vec4"
 
 
@@ -269,19 +272,22 @@ def test_read_csv_drops_the_units_row_and_app_lines():
     assert ncu.number("1,266,100,000") == 1266100000.0 and ncu.number("n/a") is None
 
 
-def test_a_python_artifact_is_skipped_with_its_reason_not_handed_to_ncu(tmp_path, monkeypatch):
+def test_ncu_wraps_the_interpreter_running_the_harness_never_the_module(tmp_path, monkeypatch):
     # the H200 run of 2026-11-30: ncu was handed the module and failed ("not an executable binary")
     manifest = Manifest.model_validate({
         "name": "tri_sm90a", "title": "a Triton kernel", "kind": "python", "python": {"module": "ops.py"},
         "targets": ["sm_90a"], "variants": [{"name": "tri", "kernels": ["tri_kernel*"]}]})
     directory = tmp_path / "artifacts" / "tri_sm90a"
     directory.mkdir(parents=True)
+    (directory / "ops.py").write_text("# a module without its contract: the harness refuses it\n")
     p = PlannedArtifact("artifacts/tri_sm90a", directory, manifest, run_target="sm_90a", run_variants=["tri"])
     monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu.log"))
     b = BuildResult("tri_sm90a", "sm_90a", True, False, "k", binary=str(directory / "ops.py"))
     out = profile.profile_artifact(p, b, ncu=NCU, root=tmp_path, gpu="NVIDIA H200", gpu_index=0)
-    assert out.skipped and "Python artifact" in out.skipped and out.error is None
-    assert calls(tmp_path) == []
+    (argv,) = calls(tmp_path)
+    app = argv[argv.index("--log-file") + 2:]
+    assert app[1].endswith("kwiki_harness.py") and app[2:4] == ["run", str(directory / "ops.py")]
+    assert app[-1] == "--profile-mode" and out.skipped is None
 
 
 # ---------------------------------------------------------------- the audits a timed run runs (issue 27, item 2)
@@ -331,3 +337,70 @@ def test_kwiki_verify_profile_commits_its_audits(tmp_path, monkeypatch):
     assert audit.commit(plan, [p], series, "release 13.0", tmp_path, "2026-12-02") == 2
     key = audit_key("nvidia-h200/p2/abc", "release 13.0", "sm_90a")
     assert Audits.load(tmp_path).why_not(key, "copy_sm90a", "copy", {"n": 1048576, "dtype": "f32"}) is None
+
+
+# ---------------------------------------------------------------- Python artifacts: the harness's profile mode
+
+
+def test_a_python_artifact_is_profiled_through_its_harness_in_profile_mode(tmp_path):
+    """Nsight Compute wraps the interpreter running kwiki_harness.py in --profile-mode over the shared-process
+    variants (it once skipped every Python artifact, so no page of one could reach 'verified')."""
+    from kwiki.verify.types import PlannedArtifact
+    from kwiki.wiki.manifest import load_manifest
+
+    repo = Path(__file__).resolve().parent.parent
+    directory = repo / "artifacts" / "softmax_bf16_sm90a"
+    planned = PlannedArtifact("artifacts/softmax_bf16_sm90a", directory, load_manifest(directory, repo),
+                              run_target="sm_90a", run_variants=["triton_row", "torch_eager"])
+    build = BuildResult("softmax_bf16_sm90a", "sm_90a", True, False, "python", binary=str(directory / "softmax.py"))
+    out = profile.ArtifactProfile("softmax_bf16_sm90a")
+    app = profile._app(planned, build, out, repo)
+    assert app is not None and out.skipped is None
+    assert app[1].endswith("artifacts/common/kwiki_harness.py") and app[2:4] == ["run", str(directory / "softmax.py")]
+    assert app[app.index("--variants") + 1] == "triton_row,torch_eager" and app[-1] == "--profile-mode"
+    assert app[app.index("--device") + 1] == "cuda"
+    # the key covers the whole directory (kernels.py beside the module), not the module file alone
+    key = profile._key(planned, build, app, "NVIDIA H200", "ncu 2025", repo)
+    assert key != profile.cache_key(build.binary, app, "NVIDIA H200", "ncu 2025")
+    # a kernels pattern on some variants only would filter the others' kernels out: no filter then
+    assert profile.kernel_regex(planned, ["triton_row", "torch_copy"]) is None
+    assert "softmax_row_kernel" in (profile.kernel_regex(planned, ["triton_row"]) or "")
+
+
+def test_the_harness_profile_mode_marks_each_checked_case_once(monkeypatch):
+    """One marker of n + 1 programs before each checked case's profiled call, n counting the profiled cases of
+    the process across params; a case whose check fails is not profiled and its record says so."""
+    pytest.importorskip("torch")
+    import importlib.util
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("kwiki_harness_prof", repo / "artifacts" / "common" /
+                                                  "kwiki_harness.py")
+    assert spec is not None and spec.loader is not None
+    h = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = h
+    spec.loader.exec_module(h)
+    import torch
+
+    calls: list[tuple[str, object]] = []
+
+    class Marker:
+        def __getitem__(self, grid):
+            return lambda: calls.append(("marker", grid[0]))
+
+    monkeypatch.setattr(h, "profile_marker", lambda: Marker())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda.profiler, "start", lambda: calls.append(("start", None)))
+    monkeypatch.setattr(torch.cuda.profiler, "stop", lambda: calls.append(("stop", None)))
+    mod = h.load_module(str(repo / "tests" / "fixtures" / "python" / "artifacts" / "host_py" / "ops.py"))
+    harness = h.Harness(mod, "cpu", h.kb.Options(), 1, {"good": 5.0, "wrong": 5.0}, h.Events(None), h.Parent())
+    records = []
+    for params in mod.GRID:
+        records += harness.profile_params(dict(params), ["good", "wrong"])
+    good = [r for r in records if r["variant"] == "good"]
+    wrong = [r for r in records if r["variant"] == "wrong"]
+    assert [r["extra"]["profile_case"] for r in good] == list(range(len(mod.GRID)))
+    assert all("profile_case" not in r["extra"] and not r["check"]["passed"] for r in wrong)
+    assert [c for c in calls if c[0] == "marker"] == [("marker", n + 1) for n in range(len(mod.GRID))]
+    assert all(r["timing"] is None for r in records)

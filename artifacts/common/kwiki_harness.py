@@ -504,6 +504,18 @@ def tail_calls(want: int, median_us: float) -> int:
     return max(1, min(want, int(TAIL_SECONDS * 1e6 / max(median_us, 0.1))))
 
 
+def profile_marker() -> Any:
+    """A Triton kernel that does nothing, named as kwiki_runner.cuh's marker: its grid of n + 1 programs names
+    the profiled case that follows it in Nsight Compute's report (kwiki/verify/profile.py, by_case)."""
+    import triton
+
+    @triton.jit
+    def profile_marker():  # its name is what the profiler's report shows
+        pass
+
+    return profile_marker
+
+
 def positions(seed: int, numel: int) -> list[int]:
     """The flat indices a judged sample ships (the same in the harness and the judge): SHIPPED of them drawn
     from `seed`, or every one of a small tensor."""
@@ -670,6 +682,7 @@ class Harness:
         self.sustained: set[str] = set()  # --sustained=a,b: the variants that get a sustained figure
         self.nvml = Nvml(device)
         self.failures = 0
+        self.profiled = 0  # --profile-mode: the cases profiled so far in this process (the markers' numbers)
         self.flush = None
         self.seed = 0
         self.calibration = Calibration()
@@ -889,6 +902,48 @@ class Harness:
                     self.poison(got)
         self.time([c for c in cases if c.passed], params, sets, pristine, outputs, tol)
         return [self.record(c, params, tol, len(sets)) for c in cases]
+
+    # -- --profile-mode: one marked call per case under Nsight Compute (kwiki/verify/profile.py); no timing
+    def profile_params(self, params: dict[str, Any], variants: list[str]) -> list[dict[str, Any]]:
+        """Check each case on one input set (its first call also compiles), then call it once more inside a
+        profiler range, right after a `profile_marker` launch of n + 1 programs, n counting the profiled cases of
+        this process (kwiki_runner.cuh's profile mode): Nsight Compute gives the kernels after the marker to the
+        record that carries extra.profile_case = n. Records carry no timing."""
+        torch, mod = self.torch, self.mod
+        applies = getattr(mod, "applies", None)
+        variants = [v for v in variants if applies is None or applies(v, params)]
+        tol = tuple(mod.TOLERANCES[params["dtype"]])
+        inputs = mod.make_inputs(params, self.seed, self.device)
+        pristine = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+        outputs = mod.make_outputs(params, inputs)
+        marker = profile_marker()
+        records = []
+        for v in variants:
+            try:
+                case = Case(v, mod.load(v), self.timeouts[v])
+            except Exception as exc:  # noqa: BLE001  (a variant that cannot load: its record says why)
+                case = Case(v, lambda i, o: None, self.timeouts[v], passed=False,
+                            detail=f"load: {type(exc).__name__}: {exc}"[:400])
+            if case.passed:
+                self.poison(outputs)
+                got, bad = self.outputs_of(self.call(case, inputs, outputs, "check"), outputs, inputs)
+                ok, detail, _, _ = (False, bad, None, None) if bad else \
+                    self.verify(got, mod.reference(params, dict(pristine)), inputs, pristine, tol)
+                case.passed, case.detail = ok, detail
+            rec = self.record(case, params, tol, 1)
+            if case.passed:
+                n = self.profiled
+                self.profiled += 1
+                self.poison(outputs)
+                torch.cuda.synchronize()
+                torch.cuda.profiler.start()
+                marker[(n + 1,)]()
+                self.call(case, inputs, outputs, "profile")
+                torch.cuda.synchronize()
+                torch.cuda.profiler.stop()
+                rec["extra"]["profile_case"] = n
+            records.append(rec)
+        return records
 
     def done(self, case: Case) -> bool:
         n = len(case.samples)
@@ -1295,6 +1350,8 @@ def run(argv: list[str]) -> int:
     p.add_argument("--input-sets", type=int, default=3)
     p.add_argument("--timeouts", default="{}", help="JSON: variant -> watchdog seconds of one call")
     p.add_argument("--call-timeout", type=float, default=120.0)
+    p.add_argument("--profile-mode", action="store_true",
+                   help="check, then one marked call per case for Nsight Compute; no timing (kwiki verify --profile)")
     ns, rest = p.parse_known_args(argv)
     args = kb.parse_args(rest)
     channel = os.environ.get(CHANNEL_ENV)
@@ -1322,6 +1379,16 @@ def run(argv: list[str]) -> int:
     fresh = harness.fresh
     harness.seed = int(parent.ask("hello", max_samples=args.options.max_samples, sets=ns.input_sets,
                                   device=ns.device, fresh=fresh)["seed"])
+    if ns.profile_mode:
+        if ns.device != "cuda":
+            say("kwiki_harness: --profile-mode needs --device cuda (Nsight Compute counts GPU kernels)")
+            return 2
+        for params in mod.GRID:
+            for rec in harness.profile_params(dict(params), variants):
+                parent.tell("record", record=rec)
+        events.say(done=True)
+        parent.tell("end")
+        return 1 if harness.failures else 0
     harness.calibrate()
     for params in mod.GRID:
         for rec in harness.run_params(dict(params), variants):

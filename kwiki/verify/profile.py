@@ -48,6 +48,7 @@ from kwiki.results.audits import FLOPS_TOLERANCE, AuditRow, tolerance_for
 from kwiki.results.ladders import bytes_figure
 from kwiki.results.record import Record, parse_records
 from kwiki.verify import kernels as kmatch
+from kwiki.verify.build import artifact_hash
 from kwiki.verify.ncu import METRICS, figures, find_ncu, ncu_argv, number, read_csv
 from kwiki.verify.run import argv_for
 from kwiki.verify.types import (
@@ -254,27 +255,42 @@ def profiler_identity(ncu: str | None) -> str | None:
     return f"{real}:{info.st_size}:{info.st_mtime_ns}"
 
 
-def cache_key(binary: str, app: list[str], gpu: str | None, profiler: str | None = None) -> str:
+def cache_key(binary: str, app: list[str], gpu: str | None, profiler: str | None = None,
+              code: str | None = None) -> str:
     """The profile's cache key: the binary's contents, its arguments, the metric set, the GPU model and the
-    profiler's identity (`profiler_identity`: a timed run finds the profile through the ncu it would run)."""
+    profiler's identity (`profiler_identity`: a timed run finds the profile through the ncu it would run); for a
+    Python artifact, whose "binary" is its module, `code` is the hash of its whole directory and the harness."""
     doc = {"v": CACHE_VERSION, "binary": _file_hash(binary), "args": app[1:], "metrics": METRICS, "gpu": gpu,
-           "profiler": profiler}
+           "profiler": profiler, **({"code": code} if code else {})}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _key(planned: PlannedArtifact, build: BuildResult, app: list[str], gpu: str | None, profiler: str | None,
+         root: Path) -> str:
+    assert build.binary is not None and planned.manifest is not None
+    code = artifact_hash(planned.directory, root) if planned.manifest.kind == "python" else None
+    return cache_key(build.binary, app, gpu, profiler, code)
 
 
 def kernel_regex(planned: PlannedArtifact, variants: list[str]) -> str | None:
     assert planned.manifest is not None
-    patterns = [p for v in variants if (m := planned.manifest.variant(v)) for p in m.kernels]
+    wanted = [planned.manifest.variant(v) for v in variants]
+    if any(w is None or not w.kernels for w in wanted):
+        return None  # a variant that names no kernels: every kernel is profiled (the markers still split them)
+    patterns = [p for w in wanted if w for p in w.kernels]
     if not patterns:
         return None
     literal = kmatch.prefilter(patterns)
     return None if literal is None else f"{literal}|{MARKER}"
 
 
-def _app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile) -> list[str] | None:
+def _app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile, root: Path) -> list[str] | None:
     """The profiled command (the binary in profile mode over the shared-process variants), or None (out.skipped)."""
     m = planned.manifest
     assert m is not None
+    if m.kind == "python":  # the harness in its profile mode: Nsight Compute wraps the interpreter, and the
+        # markers give each record the kernels of its one profiled call (kwiki_harness.py, profile_params)
+        return _python_app(planned, build, out, root)
     if why := m.not_the_binary():
         out.skipped = f"{why}: not profiled here"
         return None
@@ -283,6 +299,21 @@ def _app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile) -> 
         out.skipped = "no variant runs in the shared process"
         return None
     return [*argv_for(planned, build.binary, planned.run_variants), PROFILE_MODE]
+
+
+def _python_app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile, root: Path) -> list[str] | None:
+    from kwiki.verify.pyartifact import harness, python
+
+    m = planned.manifest
+    assert m is not None and m.python is not None and build.binary is not None
+    variants = planned.run_variants
+    if not variants:
+        out.skipped = "no variant runs in the shared process"
+        return None
+    timeouts = {v: (m.variant(v).timeout_s or m.python.call_timeout_s) for v in variants}  # type: ignore[union-attr]
+    return [python(), str(harness(root)), "run", build.binary, "--device", "cuda", "--input-sets", "1",
+            "--timeouts", json.dumps(timeouts, sort_keys=True), "--call-timeout", str(m.python.call_timeout_s),
+            *m.run.args, "--variants", ",".join(variants), PROFILE_MODE]
 
 
 def _read_cache(path: Path, root: Path) -> tuple[str, str] | None:
@@ -303,13 +334,13 @@ def cached_profile(planned: PlannedArtifact, build: BuildResult, *, root: Path, 
     if m is None or build.binary is None or not (root / CACHE_DIR / m.name).is_dir():
         return None
     out = ArtifactProfile(m.name, cached=True)
-    app = _app(planned, build, out)
+    app = _app(planned, build, out, root)
     if app is None:
         return None
     profiler = profiler_identity(find_ncu())
     if profiler is None:
         return None
-    got = _read_cache(root / CACHE_DIR / m.name / f"{cache_key(build.binary, app, gpu, profiler)}.json", root)
+    got = _read_cache(root / CACHE_DIR / m.name / f"{_key(planned, build, app, gpu, profiler, root)}.json", root)
     if got is None:
         return None
     _audit_all(out, *got, tolerance, shown(planned.directory / MANIFEST, root))
@@ -324,10 +355,10 @@ def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, 
     m = planned.manifest
     assert m is not None and build.binary is not None
     out = ArtifactProfile(m.name)
-    app = _app(planned, build, out)
+    app = _app(planned, build, out, root)
     if app is None:
         return out
-    key = cache_key(build.binary, app, gpu, profiler_identity(ncu))
+    key = _key(planned, build, app, gpu, profiler_identity(ncu), root)
     cache = root / CACHE_DIR / m.name / f"{key}.json"
     rel = shown(planned.directory / MANIFEST, root)
     got = _read_cache(cache, root)
@@ -339,7 +370,13 @@ def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, 
         argv = ncu_argv(ncu, app, metrics=METRICS, log_file=str(log_file),
                         kernel_regex=kernel_regex(planned, planned.run_variants))
         env = dict(os.environ)
-        if gpu_index is not None:
+        if m.kind == "python":
+            from kwiki.verify.pyartifact import LIBRARY_ENV, environment
+
+            env = environment(root, gpu_index)
+            if build.library:
+                env[LIBRARY_ENV] = build.library
+        elif gpu_index is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
         limit = min(3600.0, m.run.timeout_s * TIMEOUT_FACTOR)
         res = run_group(argv, cwd=planned.directory, env=env, timeout=min(limit, budget_s or limit),
