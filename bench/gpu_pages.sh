@@ -19,13 +19,8 @@ while [ $# -gt 0 ]; do
   groups+=("$1"); shift
 done
 [ ${#args[@]} -eq 0 ] && args=(--no-audit)
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "wheel install failed"; exit 2; }
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+# shellcheck source=bench/wheels.sh
+source "$(dirname "$0")/wheels.sh"
 export PYTHONUNBUFFERED=1
 n=0
 for group in "${groups[@]}"; do

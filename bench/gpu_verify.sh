@@ -11,13 +11,8 @@
 set -uo pipefail
 runs=${1:-1}; shift || true
 out=${OUT:-/tmp/kwiki-out}; mkdir -p "$out"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "wheel install failed"; exit 2; }
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+# shellcheck source=bench/wheels.sh
+source "$(dirname "$0")/wheels.sh"
 export PYTHONUNBUFFERED=1
 kw() { python3 -m kwiki.cli "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$out/gpu.txt" 2>&1

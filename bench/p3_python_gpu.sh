@@ -12,13 +12,8 @@
 set -uo pipefail
 runs=${1:-5}
 out=${OUT:-/tmp/kwiki-out}; mkdir -p "$out"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "wheel install failed"; exit 2; }
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+# shellcheck source=bench/wheels.sh
+source "$(dirname "$0")/wheels.sh"
 export PYTHONUNBUFFERED=1 KWIKI_P3_SUMMARY="$out/verdicts.jsonl"
 rm -f "$KWIKI_P3_SUMMARY"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv > "$out/gpu.txt" 2>&1

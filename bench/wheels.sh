@@ -1,0 +1,10 @@
+# Sourced by the bench scripts that run on the GPU machine: install the pure-Python wheels carried in .whl/
+# (../shared/device/wheels.sh makes them) into /tmp/site and put it, and the checkout, on PYTHONPATH.
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "wheel install failed"; exit 2; }
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1
