@@ -202,10 +202,8 @@ def describe(path: str) -> dict[str, Any]:
     out["problems"] = contract_problems(mod)
     if not out["problems"]:
         out["variants"] = list(mod.VARIANTS)
-        applies = getattr(mod, "applies", None)
         # what a claim's params and variant must match, checked before a GPU
-        out["grid"] = [{"params": p, "variants": [v for v in mod.VARIANTS if applies is None or applies(v, p)]}
-                       for p in mod.GRID]
+        out["grid"] = [{"params": p, "variants": applicable(mod, list(mod.VARIANTS), p)} for p in mod.GRID]
         out["tolerances"] = {k: {"atol": v[0], "rtol": v[1], "reason": v[2]} for k, v in mod.TOLERANCES.items()}
         out["fresh_inputs"] = getattr(mod, "FRESH_INPUTS", False) is True
     return out
@@ -502,6 +500,12 @@ def tail_calls(want: int, median_us: float) -> int:
     """The tail check's back-to-back calls: `want` (drawn from [TAIL_MIN, 2 TAIL_MIN)), at most TAIL_SECONDS of the
     case's median (kwiki_runner.cuh's kTailMin, kTailSeconds)."""
     return max(1, min(want, int(TAIL_SECONDS * 1e6 / max(median_us, 0.1))))
+
+
+def applicable(mod: ModuleType, variants: list[str], params: dict[str, Any]) -> list[str]:
+    """The variants a params entry is for: the module's optional applies(name, params) decides, else all."""
+    applies = getattr(mod, "applies", None)
+    return [v for v in variants if applies is None or applies(v, params)]
 
 
 def profile_marker() -> Any:
@@ -849,8 +853,7 @@ class Harness:
 
     def run_params(self, params: dict[str, Any], variants: list[str]) -> list[dict[str, Any]]:
         torch, mod = self.torch, self.mod
-        applies = getattr(mod, "applies", None)  # optional: which variants a params entry is for
-        variants = [v for v in variants if applies is None or applies(v, params)]
+        variants = applicable(mod, variants, params)
         if not variants:
             return []
         self.parent.tell("params", params=params)
@@ -910,8 +913,7 @@ class Harness:
         this process (kwiki_runner.cuh's profile mode): Nsight Compute gives the kernels after the marker to the
         record that carries extra.profile_case = n. Records carry no timing."""
         torch, mod = self.torch, self.mod
-        applies = getattr(mod, "applies", None)
-        variants = [v for v in variants if applies is None or applies(v, params)]
+        variants = applicable(mod, variants, params)
         tol = tuple(mod.TOLERANCES[params["dtype"]])
         inputs = mod.make_inputs(params, self.seed, self.device)
         pristine = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
@@ -1374,24 +1376,19 @@ def run(argv: list[str]) -> int:
     if ns.device == "cuda" and not torch.cuda.is_available():
         say("kwiki_harness: --device cuda, but torch sees no CUDA device")
         return 2
+    if ns.profile_mode and ns.device != "cuda":
+        say("kwiki_harness: --profile-mode needs --device cuda (Nsight Compute counts GPU kernels)")
+        return 2
     harness = Harness(mod, ns.device, args.options, ns.input_sets, timeouts, events, parent)
     harness.sustained = {v for v in args.rest.get("sustained", "").split(",") if v}
     fresh = harness.fresh
     harness.seed = int(parent.ask("hello", max_samples=args.options.max_samples, sets=ns.input_sets,
                                   device=ns.device, fresh=fresh)["seed"])
-    if ns.profile_mode:
-        if ns.device != "cuda":
-            say("kwiki_harness: --profile-mode needs --device cuda (Nsight Compute counts GPU kernels)")
-            return 2
-        for params in mod.GRID:
-            for rec in harness.profile_params(dict(params), variants):
-                parent.tell("record", record=rec)
-        events.say(done=True)
-        parent.tell("end")
-        return 1 if harness.failures else 0
-    harness.calibrate()
+    if not ns.profile_mode:
+        harness.calibrate()
+    records = harness.profile_params if ns.profile_mode else harness.run_params
     for params in mod.GRID:
-        for rec in harness.run_params(dict(params), variants):
+        for rec in records(dict(params), variants):
             parent.tell("record", record=rec)
     events.say(done=True)
     parent.tell("end")

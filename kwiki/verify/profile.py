@@ -302,18 +302,13 @@ def _app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile, roo
 
 
 def _python_app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile, root: Path) -> list[str] | None:
-    from kwiki.verify.pyartifact import harness, python
+    from kwiki.verify.pyartifact import harness_argv
 
-    m = planned.manifest
-    assert m is not None and m.python is not None and build.binary is not None
-    variants = planned.run_variants
-    if not variants:
+    assert planned.manifest is not None
+    if not planned.run_variants:
         out.skipped = "no variant runs in the shared process"
         return None
-    timeouts = {v: (m.variant(v).timeout_s or m.python.call_timeout_s) for v in variants}  # type: ignore[union-attr]
-    return [python(), str(harness(root)), "run", build.binary, "--device", "cuda", "--input-sets", "1",
-            "--timeouts", json.dumps(timeouts, sort_keys=True), "--call-timeout", str(m.python.call_timeout_s),
-            *m.run.args, "--variants", ",".join(variants), PROFILE_MODE]
+    return [*harness_argv(root, planned.manifest, build, planned.run_variants, "cuda", 1), PROFILE_MODE]
 
 
 def _read_cache(path: Path, root: Path) -> tuple[str, str] | None:

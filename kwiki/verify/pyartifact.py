@@ -33,7 +33,7 @@ from kwiki.verify.build import BuildJob
 from kwiki.verify.run import RUNS_DIR
 from kwiki.verify.types import BuildResult, Plan, PlannedArtifact, RunOutcome, RunStatus
 from kwiki.wiki.buildline import COMMON_DIR
-from kwiki.wiki.manifest import HOST, MANIFEST
+from kwiki.wiki.manifest import HOST, MANIFEST, Manifest
 
 HARNESS = "kwiki_harness.py"
 TRITON_CACHE = ".kwiki/triton-cache"  # Triton's compiled kernels: a second verify compiles nothing
@@ -50,6 +50,16 @@ def harness(root: Path) -> Path:
 
 def python() -> str:
     return os.environ.get(PYTHON_ENV) or sys.executable
+
+
+def harness_argv(root: Path, m: Manifest, build: BuildResult, variants: list[str], device: str,
+                 input_sets: int) -> list[str]:
+    """`kwiki_harness.py run` over `variants` of the module `build.binary`, with their watchdogs and run.args."""
+    assert m.python is not None and build.binary is not None
+    timeouts = {v: (m.variant(v).timeout_s or m.python.call_timeout_s) for v in variants}  # type: ignore[union-attr]
+    return [python(), str(harness(root)), "run", build.binary, "--device", device, "--input-sets", str(input_sets),
+            "--timeouts", json.dumps(timeouts, sort_keys=True), "--call-timeout", str(m.python.call_timeout_s),
+            *m.run.args, "--variants", ",".join(variants)]
 
 
 def environment(root: Path, gpu_index: int | None = None, events: Path | None = None) -> dict[str, str]:
@@ -230,11 +240,8 @@ def run_python(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int |
     while remaining:
         attempt += 1
         events_path = log_dir / f"{m.name}.events{attempt}.jsonl"
-        timeouts = {v: (m.variant(v).timeout_s or m.python.call_timeout_s) for v in remaining}  # type: ignore[union-attr]
-        argv = [python(), str(harness(root)), "run", build.binary,
-                "--device", "cpu" if build.target == HOST else "cuda", "--input-sets", str(m.python.input_sets),
-                "--timeouts", json.dumps(timeouts, sort_keys=True), "--call-timeout", str(m.python.call_timeout_s),
-                *m.run.args, "--variants", ",".join(remaining)]
+        argv = harness_argv(root, m, build, remaining, "cpu" if build.target == HOST else "cuda",
+                            m.python.input_sets)
         sustained = [v for v in planned.sustained if v in remaining]  # blocks back to back (protocol 3)
         if sustained:
             argv.append(f"--sustained={','.join(sustained)}")
