@@ -210,3 +210,13 @@ def test_tensor_flops_are_audited_once_the_operations_per_flop_are_calibrated(mo
     assert audit(bf16(1e9), figs, None, "w").finding is None  # honest: 5e8 operations x 2
     inflated = audit(bf16(1.02e9), figs, None, "w")  # 2% more FLOPs than the tensor path did
     assert inflated.finding is not None and "bf16 FLOPs" in inflated.finding.reason
+
+
+def test_list_audits_prints_a_listing_without_a_gpu(capsys, project):
+    """--list-audits in human form on a machine with no GPU: the listing, exit 0, no traceback and no 'nothing
+    verified' (it builds and runs nothing by design)."""
+    code = main(["verify", "--quiet", "--root", str(project), "--list-audits"])
+    out = capsys.readouterr()
+    assert code == 0, out.out + out.err
+    assert "--list-audits: 2 records" in out.out and "drifting stream" in out.out
+    assert "nothing verified" not in out.out.lower() and "internal error" not in out.err

@@ -124,6 +124,8 @@ def _print_human(report: Report, nothing: str | None = None) -> None:
     if report.written:
         print(f"  wrote {len(report.written)} pages and results/ (run {report.run_id})")
     s = report.seconds
+    if "total" not in s:  # --list-audits: nothing built or run, nothing timed
+        return
     stages = "".join(f", {k} {s[k]:.1f} s" for k in ("profile", "sanitize") if k in s)
     print(f"  time: {s['total']:.1f} s total, builds {s['build_wall']:.1f} s, runs {s['run']:.1f} s{stages}, "
           f"kwiki overhead {s['kwiki_overhead_per_artifact']:.2f} s per artifact")

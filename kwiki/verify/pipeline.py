@@ -63,6 +63,8 @@ class Report:
         at all the run can only build, as `--compile-only` does: that is said in the notes, not failed
         (`--require-gpu` makes it an error up front, for CI jobs on GPU runners)."""
         pages = len(self.plan.pages)
+        if self.audits is not None and "missing" in self.audits:
+            return None  # --list-audits: a listing, nothing built or run by design
         if not self.plan.artifacts:
             return f"nothing verified: the {pages} selected page{'s' * (pages != 1)} name no artifact to build or run"
         if self.stage_only:
