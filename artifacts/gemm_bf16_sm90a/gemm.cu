@@ -774,7 +774,8 @@ kwiki::Case gemm_case(const Variant& v, const Problem& p, const Prepared& pr) {
 // every set, alive (with cuBLASLt's candidates) until the runner is done with them.
 class ShapeCases {
   public:
-    ShapeCases(kwiki::InputSets<Operands>& in, Problem p, bool tf32, int group, const kwiki::BlasHandles& lib, kwiki::Runner& selector)
+    ShapeCases(kwiki::InputSets<Operands>& in, Problem p, bool tf32, int group, const kwiki::BlasHandles& lib,
+               kwiki::Runner& selector)
         : in_(in), p_(p), tf32_(tf32), group_(group), lib_(lib), selector_(selector) {}
 
     // The ladder's case of v (cublaslt_best: after its selection pass).
@@ -789,14 +790,17 @@ class ShapeCases {
         const kwiki::DeviceBuffer<uint8_t>& buf = outs_.emplace_back(size_t(p_.M) * p_.N * (tf32_ ? 4 : 2));
         void* out = buf.get();
         const size_t bytes = buf.bytes();
-        const std::vector<Prepared>& pr = preps_.emplace_back(prepare_sets(v, in_, out, p_, v.group ? v.group : group_, lib_.blas, lt_.get(), algo));
+        const int order = v.group ? v.group : group_;
+        const std::vector<Prepared>& pr = preps_.emplace_back(prepare_sets(v, in_, out, p_, order, lib_.blas, lt_.get(), algo));
         kwiki::Case c = gemm_case(v, p_, pr[0]);
         kwiki::InputSets<Operands>& in = in_;
         const Problem p = p_;
         const bool tf32 = tf32_, reference = v.reference;
         c.launch = [&pr, &in](cudaStream_t s) { pr[size_t(in.index())].launch(s); };
         in.bind(c, [out, bytes](cudaStream_t s) { kwiki::poison(out, bytes, s); },
-                [&in, out, p, tf32, reference](const Operands& s) { return check_set(out, s, in.index() == 0, p, tf32, reference); });
+                [&in, out, p, tf32, reference](const Operands& s) {
+                    return check_set(out, s, in.index() == 0, p, tf32, reference);
+                });
         c.recheck = [&in, out, p, tf32] { return check_all(out, in.current(), p, tf32); };
         return c;
     }
