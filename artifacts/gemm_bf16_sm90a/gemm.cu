@@ -719,7 +719,9 @@ using SerialBf16 = Config<bf16, 128, 128, 1, 1, 1>;                             
 using PlainBf16 = Config<bf16, 128, 128, 1, 6, 1>;                                  // rung 2: 6 stages, 1 consumer
 using WideBf16 = Config<bf16, 128, 256, 2, 4, 1, 1>;                                // rungs 3-7: BN 256, 2 consumers
 using WideBf16Lag0 = Config<bf16, 128, 256, 2, 4, 1, 0>;                            // rung 8: LAG 0
+// kwiki:rung ws_persistent_128x128
 using CoopBf16 = Config<bf16, 128, 128, 2, 6, 1, 1>;                                // rung 9: rung 4 at pingpong's tile
+// /kwiki:rung ws_persistent_128x128
 using PingpongBf16 = Config<bf16, 128, 128, 2, 6, 1, 1, true, false, false, true>;  // rung 10: PINGPONG
 using ClusterBf16 = Config<bf16, 128, 256, 2, 4, 2, 1>;                             // rung 11: cluster 2
 using ClusterBf16Slow = Config<bf16, 128, 256, 2, 4, 2, 1, true, false, true>;      // rung 12: RELEASE_CLUSTER
@@ -868,8 +870,10 @@ constexpr Variant kVariants[] = {
      false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, -1},
     {{"ws_persistent_lag0"},
      false, false, "128x256x64", WideBf16Lag0::STAGES, make_ws<WideBf16Lag0, true>},
+    // kwiki:rung ws_persistent_128x128
     {{"ws_persistent_128x128"},
      false, false, "128x128x64", CoopBf16::STAGES, make_ws<CoopBf16, true>},
+    // /kwiki:rung ws_persistent_128x128
     {{"ws_pingpong"},
      false, false, "2x128x128x64", PingpongBf16::STAGES, make_ws<PingpongBf16, true>},
     {{"ws_cluster"},
