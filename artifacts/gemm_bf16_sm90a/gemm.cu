@@ -1,5 +1,9 @@
 // gemm.cu: a warp-specialized Hopper GEMM (TMA + wgmma + mbarriers, no CUTLASS), one rung per variant,
 // checked and timed against cuBLAS on the same random inputs in the same run.
+// The baseline, cublaslt_best, is cuBLASLt given its best chance: the fastest of the first 8 algorithms its
+// heuristic offers for the shape, chosen in a selection pass of this run (samples of its own, every candidate
+// checked), then timed afresh with the ladder. cublas (cublasGemmEx, default algorithm) stays as a row and is the
+// reference every element is compared with.
 //
 // C[M,N] = A[M,K] * B[N,K]^T with A and B row-major (K contiguous: both wgmma operands K-major) and C
 // row-major; fp32 accumulation. bf16 variants read bf16 and write bf16; tf32 variants read fp32, multiply
@@ -21,6 +25,7 @@
 // re-checked samples are compared, every element, with that set's cuBLAS output on the GPU.
 #include <algorithm>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -669,12 +674,16 @@ struct Prepared {
     int smem = 0;
 };
 
+// What one launch reads and writes on one input set, and what calls it: cuBLAS's handle, or cuBLASLt's candidates
+// for the shape and the one to run (cublaslt_best).
 struct Buffers {
     const void *A, *B;
     void* out;
     Problem p;
     int group;
     kwiki::cublasHandle_t handle;
+    const kwiki::LtGemmTn* lt = nullptr;
+    int algo = -1;
 };
 
 template <class C, bool PERSISTENT>
@@ -696,35 +705,47 @@ Prepared make_cublas(const Buffers& b) {
     return {[b](cudaStream_t s) { run_cublas(b.handle, b.A, b.B, b.out, b.p, TF32, s); }, nullptr, 0, 0};
 }
 
+// kwiki:rung cublaslt_best
+// The same GEMM through cuBLASLt (bf16 in and out, fp32 compute, the layout of run_cublas) with candidate
+// algorithm b.algo of the heuristic's list for the shape (kwiki::LtGemmTn).
+Prepared make_cublaslt(const Buffers& b) {
+    return {[b](cudaStream_t s) { b.lt->run(b.algo, b.A, b.B, b.out, s); }, nullptr, 0, 0};
+}
+// /kwiki:rung cublaslt_best
+
 // The configurations of the rungs: what each changes from the one it builds on, in the comment.
 // Config<elem, BM, BN, consumer warpgroups, stages, cluster, LAG, SPLIT_B, EPI_TMA, RELEASE_CLUSTER, PINGPONG>
 using SerialBf16 = Config<bf16, 128, 128, 1, 1, 1>;                                 // rung 1: one stage (gemm_serial)
 using PlainBf16 = Config<bf16, 128, 128, 1, 6, 1>;                                  // rung 2: 6 stages, 1 consumer
 using WideBf16 = Config<bf16, 128, 256, 2, 4, 1, 1>;                                // rungs 3-7: BN 256, 2 consumers
 using WideBf16Lag0 = Config<bf16, 128, 256, 2, 4, 1, 0>;                            // rung 8: LAG 0
-using PingpongBf16 = Config<bf16, 128, 128, 2, 6, 1, 1, true, false, false, true>;  // rung 9: PINGPONG
-using ClusterBf16 = Config<bf16, 128, 256, 2, 4, 2, 1>;                             // rung 10: cluster 2
-using ClusterBf16Slow = Config<bf16, 128, 256, 2, 4, 2, 1, true, false, true>;      // rung 11: RELEASE_CLUSTER
-using EpiBf16 = Config<bf16, 128, 256, 2, 3, 1, 0, true, true>;                     // rung 12: EPI_TMA, 3 stages
-using ClusterEpiBf16 = Config<bf16, 128, 256, 2, 3, 2, 0, true, true>;              // rung 13: + cluster 2
-using WideTf32 = Config<float, 128, 256, 2, 4, 1, 1>;                               // rung 14: rung 4 on fp32
-using ClusterTf32 = Config<float, 128, 256, 2, 4, 2, 0>;                            // rung 15: cluster 2, LAG 0 on fp32
+// kwiki:rung ws_persistent_128x128
+using CoopBf16 = Config<bf16, 128, 128, 2, 6, 1, 1>;                                // rung 9: rung 4 at pingpong's tile
+// /kwiki:rung ws_persistent_128x128
+using PingpongBf16 = Config<bf16, 128, 128, 2, 6, 1, 1, true, false, false, true>;  // rung 10: PINGPONG
+using ClusterBf16 = Config<bf16, 128, 256, 2, 4, 2, 1>;                             // rung 11: cluster 2
+using ClusterBf16Slow = Config<bf16, 128, 256, 2, 4, 2, 1, true, false, true>;      // rung 12: RELEASE_CLUSTER
+using EpiBf16 = Config<bf16, 128, 256, 2, 3, 1, 0, true, true>;                     // rung 13: EPI_TMA, 3 stages
+using ClusterEpiBf16 = Config<bf16, 128, 256, 2, 3, 2, 0, true, true>;              // rung 14: + cluster 2
+using WideTf32 = Config<float, 128, 256, 2, 4, 1, 1>;                               // rung 15: rung 4 on fp32
+using ClusterTf32 = Config<float, 128, 256, 2, 4, 2, 0>;                            // rung 16: cluster 2, LAG 0 on fp32
 
 // A row of the table of variants: what its launch needs.
 struct Variant : kwiki::VariantInfo {
     bool tf32;
-    bool reference;  // cuBLAS: checked against the fp64 samples only
+    bool reference;  // cublas: the reference, so checked against the fp64 samples only
     const char* tile;
     int stages;
     Prepared (*make)(const Buffers&);
     int group = 0;  // tile order: bands of this many tile-rows; 0 = take --group; -1 = Hilbert curve
 };
 
-// A variant prepared on each input set of `in`, writing `out`.
+// A variant prepared on each input set of `in`, writing `out` (cublaslt_best: cuBLASLt's candidate `algo` of `lt`).
 std::vector<Prepared> prepare_sets(const Variant& v, kwiki::InputSets<Operands>& in, void* out, Problem p, int group,
-                                   kwiki::cublasHandle_t handle) {
+                                   kwiki::cublasHandle_t handle, const kwiki::LtGemmTn* lt, int algo) {
     std::vector<Prepared> pr;
-    for (int s = 0; s < in.size(); ++s) pr.push_back(v.make(Buffers{in[s].A.get(), in[s].B.get(), out, p, group, handle}));
+    for (int s = 0; s < in.size(); ++s)
+        pr.push_back(v.make(Buffers{in[s].A.get(), in[s].B.get(), out, p, group, handle, lt, algo}));
     return pr;
 }
 
@@ -751,11 +772,86 @@ kwiki::Case gemm_case(const Variant& v, const Problem& p, const Prepared& pr) {
     return c;
 }
 
+// The cases of one shape and dtype, on its input sets: each with an output of its own and its launch prepared on
+// every set, alive (with cuBLASLt's candidates) until the runner is done with them.
+class ShapeCases {
+  public:
+    ShapeCases(kwiki::InputSets<Operands>& in, Problem p, bool tf32, int group, const kwiki::BlasHandles& lib,
+               kwiki::Runner& selector)
+        : in_(in), p_(p), tf32_(tf32), group_(group), lib_(lib), selector_(selector) {}
+
+    // The ladder's case of v (cublaslt_best: after its selection pass).
+    kwiki::Case ladder_case(const Variant& v) { return v.make == make_cublaslt ? lt_best_case(v) : bound_case(v, -1); }
+
+  private:
+    // v's case with cuBLASLt's candidate `algo` (cublaslt_best), bound to the input sets: the poison of its output;
+    // the check of set 0 (every element against cuBLAS, the sampled elements against fp64; cublas itself, the
+    // reference, against fp64 only); of any other set and of every re-checked timed sample, every element against
+    // that set's cuBLAS output, on the GPU.
+    kwiki::Case bound_case(const Variant& v, int algo) {
+        const kwiki::DeviceBuffer<uint8_t>& buf = outs_.emplace_back(size_t(p_.M) * p_.N * (tf32_ ? 4 : 2));
+        void* out = buf.get();
+        const size_t bytes = buf.bytes();
+        const int order = v.group ? v.group : group_;
+        const std::vector<Prepared>& pr = preps_.emplace_back(prepare_sets(v, in_, out, p_, order, lib_.blas, lt_.get(), algo));
+        kwiki::Case c = gemm_case(v, p_, pr[0]);
+        kwiki::InputSets<Operands>& in = in_;
+        const Problem p = p_;
+        const bool tf32 = tf32_, reference = v.reference;
+        c.launch = [&pr, &in](cudaStream_t s) { pr[size_t(in.index())].launch(s); };
+        in.bind(c, [out, bytes](cudaStream_t s) { kwiki::poison(out, bytes, s); },
+                [&in, out, p, tf32, reference](const Operands& s) {
+                    return check_set(out, s, in.index() == 0, p, tf32, reference);
+                });
+        c.recheck = [&in, out, p, tf32] { return check_all(out, in.current(), p, tf32); };
+        return c;
+    }
+
+    // kwiki:rung cublaslt_best
+    // cublaslt_best: every algorithm cuBLASLt's heuristic offers for the shape (up to kLtCandidates, best guess first)
+    // is a candidate case, checked like any variant and timed in the selection pass's own samples; the fastest is then
+    // timed afresh as the ladder's case (choosing it in the samples that report it would bias it low: select_fastest).
+    static constexpr int kLtCandidates = 8;
+    kwiki::Case lt_best_case(const Variant& v) {
+        lt_ = std::make_unique<kwiki::LtGemmTn>(lib_.lt, p_.M, p_.N, p_.K, kwiki::kGemmBf16, kLtCandidates);
+        std::vector<kwiki::Case> candidates;
+        for (int i = 0; i < lt_->algos(); ++i) {
+            candidates.push_back(bound_case(v, i));
+            candidates.back().variant = "select_cublaslt_" + std::to_string(i);
+        }
+        const kwiki::Selection chosen = kwiki::select_fastest(selector_, candidates);
+        kwiki::Case c = bound_case(v, std::max(chosen.index, 0));
+        if (chosen.index < 0)  // no candidate passed its check: the variant fails its own, saying why (nothing is timed)
+            c.check = [] {
+                kwiki::CheckResult r;
+                r.detail = "no cuBLASLt candidate of the selection pass passed its check";
+                return r;
+            };
+        c.extra.emplace_back("selected", "heuristic algorithm " + std::to_string(chosen.index));
+        c.extra.emplace_back("selected_from", chosen.tried);
+        if (chosen.median_us) c.extra.emplace_back("selection_median_us", *chosen.median_us);
+        return c;
+    }
+    // /kwiki:rung cublaslt_best
+
+    kwiki::InputSets<Operands>& in_;
+    const Problem p_;
+    const bool tf32_;
+    const int group_;
+    const kwiki::BlasHandles& lib_;
+    kwiki::Runner& selector_;
+    std::deque<kwiki::DeviceBuffer<uint8_t>> outs_;
+    std::deque<std::vector<Prepared>> preps_;
+    std::unique_ptr<kwiki::LtGemmTn> lt_;
+};
+
 // ===================================================================================================
 // The table of variants (artifact.yaml lists the same names, in this order)
 // ===================================================================================================
 
 constexpr Variant kVariants[] = {
+    {{"cublaslt_best"},
+     false, false, "library", 0, make_cublaslt},
     {{"cublas"},
      false, true, "library", 0, make_cublas<false>},
     {{"serial"},
@@ -774,6 +870,10 @@ constexpr Variant kVariants[] = {
      false, false, "128x256x64", WideBf16::STAGES, make_ws<WideBf16, true>, -1},
     {{"ws_persistent_lag0"},
      false, false, "128x256x64", WideBf16Lag0::STAGES, make_ws<WideBf16Lag0, true>},
+    // kwiki:rung ws_persistent_128x128
+    {{"ws_persistent_128x128"},
+     false, false, "128x128x64", CoopBf16::STAGES, make_ws<CoopBf16, true>},
+    // /kwiki:rung ws_persistent_128x128
     {{"ws_pingpong"},
      false, false, "2x128x128x64", PingpongBf16::STAGES, make_ws<PingpongBf16, true>},
     {{"ws_cluster"},
@@ -801,8 +901,8 @@ int main(int argc, char** argv) {
     const auto shapes = m.args.get_shapes<Problem, 3>("shapes", "", "MxNxK,... K a multiple of 8, N even", launchable);
     const int group = int(m.args.get_int("group", 16)), samples = int(m.args.get_int("check-samples", 4096));
     kwiki::Runner& runner = m.start("gemm");
-    const kwiki::BlasHandles lib(true, false);  // cuBLAS: the reference and the baseline
-    const kwiki::cublasHandle_t handle = lib.blas;
+    const kwiki::BlasHandles lib(true, m.args.want("cublaslt_best"));  // cuBLAS: the reference; cuBLASLt: the baseline
+    const auto selector = kwiki::selection_runner(m.args);  // cublaslt_best's selection pass: samples of its own, no records
     for (const Problem& p : shapes)
         for (bool tf32 : {false, true}) {  // one dtype at a time: its input sets, then its variants, interleaved
             const auto of_dtype = [tf32](const Variant& v) { return v.tf32 == tf32; };
@@ -811,22 +911,10 @@ int main(int argc, char** argv) {
             int filled = 0;  // set 0 from the shape's seed (as protocol 1 did)
             const uint64_t seed = kwiki::hash64(m.seed, 1000 + p.M + 7ull * p.N + 13ull * p.K + tf32);
             kwiki::InputSets<Operands> in(m.sets, seed, [&](Operands& s, uint64_t si) {
-                s.fill(p, tf32, si, samples, handle, !filled++);
+                s.fill(p, tf32, si, samples, lib.blas, !filled++);
             });
-            std::deque<kwiki::DeviceBuffer<uint8_t>> outs;
-            std::deque<std::vector<Prepared>> preps;  // per variant, per input set: alive until the runner is done
-            kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) {
-                const kwiki::DeviceBuffer<uint8_t>& out = outs.emplace_back(size_t(p.M) * p.N * (tf32 ? 4 : 2));
-                const std::vector<Prepared>& pr = preps.emplace_back(prepare_sets(v, in, out.get(), p, v.group ? v.group : group, handle));
-                kwiki::Case c = gemm_case(v, p, pr[0]);
-                c.launch = [&pr, &in](cudaStream_t s) { pr[size_t(in.index())].launch(s); };
-                // set 0: every element against cuBLAS and the samples against fp64; any other set, and the re-checks of
-                // timed samples: every element against that set's cuBLAS output, on the GPU
-                in.bind(c, [&out](cudaStream_t s) { kwiki::poison(out.get(), out.bytes(), s); },
-                        [&, p, tf32](const Operands& s) { return check_set(out.get(), s, in.index() == 0, p, tf32, v.reference); });
-                c.recheck = [&, p, tf32] { return check_all(out.get(), in.current(), p, tf32); };
-                return c;
-            }, of_dtype);
+            ShapeCases cases(in, p, tf32, group, lib, *selector);  // outputs and launches, alive until the runner is done
+            kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) { return cases.ladder_case(v); }, of_dtype);
         }
     return kwiki::exit_code();
 }
