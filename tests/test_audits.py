@@ -203,13 +203,29 @@ def test_tensor_flops_are_audited_once_the_operations_per_flop_are_calibrated(mo
             "timing": {"median_us": 1, "q1_us": 1, "q3_us": 1, "min_us": 1, "samples": 3}, "check": {"passed": True}})
 
     figs = {"ncu_tensor_ops": 5e8}
-    monkeypatch.setattr(profile, "TENSOR_FLOPS_PER_OP", None)
+    monkeypatch.setattr(profile, "TENSOR_FLOPS_PER_OP", {"tf32": 1.0})
     uncalibrated = audit(bf16(2e9), figs, None, "w")
     assert uncalibrated.finding is None and "not yet calibrated" in (uncalibrated.note or "")
-    monkeypatch.setattr(profile, "TENSOR_FLOPS_PER_OP", 2.0)
+    monkeypatch.setattr(profile, "TENSOR_FLOPS_PER_OP", {"bf16": 2.0})
     assert audit(bf16(1e9), figs, None, "w").finding is None  # honest: 5e8 operations x 2
     inflated = audit(bf16(1.02e9), figs, None, "w")  # 2% more FLOPs than the tensor path did
     assert inflated.finding is not None and "bf16 FLOPs" in inflated.finding.reason
+
+
+def test_the_calibrated_tensor_path_holds_bf16_and_tf32_flops_to_their_operations():
+    """As calibrated on the H200 (the wgmma loops counted exactly their declared FLOPs): an honest bf16 record passes,
+    one declaring 5% more FLOPs than the tensor path did fails; fp8 is counted, not audited, until calibrated."""
+    def rec(flops: float, dtype: str) -> Record:
+        return Record.model_validate({
+            "kwiki_record": 1, "variant": "v", "params": {"n": 1}, "flops": flops, "flops_dtype": dtype,
+            "timing": {"median_us": 1, "q1_us": 1, "q3_us": 1, "min_us": 1, "samples": 3}, "check": {"passed": True}})
+
+    figs = {"ncu_tensor_ops": 566935683072.0}
+    assert audit(rec(566935683072.0, "bf16"), figs, None, "w").finding is None
+    assert audit(rec(566935683072.0, "tf32"), figs, None, "w").finding is None
+    assert audit(rec(566935683072.0 * 1.05, "bf16"), figs, None, "w").finding is not None
+    fp8 = audit(rec(566935683072.0 * 1.05, "fp8"), figs, None, "w")
+    assert fp8.finding is None and "not yet calibrated" in (fp8.note or "")
 
 
 def test_list_audits_prints_a_listing_without_a_gpu(capsys, project):

@@ -167,9 +167,12 @@ def _ratio(declared: float | None, measured: float | None) -> float | None:
 
 
 FP32 = {"fp32", "f32", "float"}
-# FLOPs per operation of Nsight Compute's sm__ops_path_tensor_src_* counters: None until a kernel of known work
-# (the wgmma artifact's n256 loop) calibrates it on the H200; until then tensor FLOPs are counted, not audited
-TENSOR_FLOPS_PER_OP: float | None = None
+# FLOPs per operation of Nsight Compute's sm__ops_path_tensor_src_* counters, by the record's dtype, calibrated on a
+# kernel of known work: the wgmma artifact's loops (n256_wg1 and n256_wg2 in bf16, tf32_n256_wg2), profiled on the
+# H200 on 2026-12-02 (`kwiki verify --profile --no-write skill-wgmma-ptx --variants n256_wg1,n256_wg2,tf32_n256_wg2`),
+# counted exactly their declared FLOPs: one operation is one FLOP (a multiply-add counts two). A dtype not listed
+# (fp8, fp16, int8 until a kernel calibrates it) has its tensor FLOPs counted, not audited.
+TENSOR_FLOPS_PER_OP: dict[str, float] = {"bf16": 1.0, "tf32": 1.0}
 
 
 def audit(record: Record, figs: dict[str, float], tolerance: float | None, where: str) -> Audit:
@@ -200,8 +203,8 @@ def audit(record: Record, figs: dict[str, float], tolerance: float | None, where
                 why.append(f"declares {fmt(record.flops, 3)} FP32 FLOPs, Nsight Compute counted "
                            f"{fmt(a.flops_measured, 3)} (x{record.flops / max(a.flops_measured, 1.0):.3f}; more than "
                            f"x{flops_limit:g} fails)")
-        elif "ncu_tensor_ops" in figs and TENSOR_FLOPS_PER_OP is not None:
-            a.flops_measured = figs["ncu_tensor_ops"] * TENSOR_FLOPS_PER_OP
+        elif "ncu_tensor_ops" in figs and dtype in TENSOR_FLOPS_PER_OP:
+            a.flops_measured = figs["ncu_tensor_ops"] * TENSOR_FLOPS_PER_OP[dtype]
             if record.flops > a.flops_measured * flops_limit:
                 over = record.flops / max(a.flops_measured, 1.0)
                 why.append(f"declares {fmt(record.flops, 3)} {dtype or 'tensor'} FLOPs, Nsight Compute counted "
@@ -209,7 +212,7 @@ def audit(record: Record, figs: dict[str, float], tolerance: float | None, where
                            f"more than x{flops_limit:g} fails)")
         elif "ncu_tensor_ops" in figs:
             a.note = "; ".join(filter(None, [a.note, f"{dtype or 'tensor'} FLOPs are counted (ncu_tensor_ops) but not "
-                                             "audited: the tensor path's operations per FLOP are not yet calibrated"]))
+                                             "audited: the tensor path's operations per FLOP are not yet calibrated for it"]))
         else:
             a.note = "; ".join(filter(None, [a.note, f"{dtype or 'tensor'} FLOPs are not audited (no counter)"]))
     if why:
