@@ -212,7 +212,7 @@ def audit(record: Record, figs: dict[str, float], tolerance: float | None, where
                            f"more than x{flops_limit:g} fails)")
         elif "ncu_tensor_ops" in figs:
             a.note = "; ".join(filter(None, [a.note, f"{dtype or 'tensor'} FLOPs are counted (ncu_tensor_ops) but not "
-                                             "audited: the tensor path's operations per FLOP are not yet calibrated for it"]))
+                                             "audited: the tensor path's operations per FLOP are not yet calibrated"]))
         else:
             a.note = "; ".join(filter(None, [a.note, f"{dtype or 'tensor'} FLOPs are not audited (no counter)"]))
     if why:
