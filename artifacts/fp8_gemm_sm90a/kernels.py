@@ -66,6 +66,7 @@ def fp8_gemm_block(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
     cores (a dot without an accumulator) and is folded into the fp32 total on the CUDA cores,
     acc += P * (sa[rows] x sb): dequantization and promotion are one step. BK = 128 and BN = 128 make the group
     one dot and B's scale one number per program and group."""
+    tl.static_assert(BN == 128 and BK == 128, "one 128 x 128 weight block per program and K group")
     pid_m, pid_n = _tile(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
     offs_m = (pid_m * BM + tl.arange(0, BM)) % M
     offs_n = (pid_n * BN + tl.arange(0, BN)) % N
