@@ -45,7 +45,7 @@ def test_block_reference_is_the_group_fold(module: ModuleType) -> None:
     group, qA qB^T times sa[group, row] times sb[row block, group], summed over the groups."""
     p = params(module, "block")
     i = module.make_inputs(p, 5, "cpu")
-    m, n, k = p["m"], p["n"], p["k"]
+    m, n = p["m"], p["n"]
     assert i["sa"].shape == (4, m) and i["sb"].shape == (3, 4)
     total = torch.zeros(m, n, dtype=torch.float64)
     for g in range(4):
