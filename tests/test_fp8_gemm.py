@@ -80,19 +80,20 @@ def test_bf16_copies_are_exact(module: ModuleType) -> None:
     assert torch.equal(i["a16"].float(), a) and torch.equal(i["b16"].float(), b)
 
 
-@pytest.mark.parametrize("variant", ["bf16_cublas", "scaled_mm_tensor", "scaled_mm_rowwise"])
+@pytest.mark.parametrize("variant", ["bf16_cublas", "scaled_mm_tensor", "scaled_mm_rowwise", "scaled_mm_block"])
 def test_torch_variant_on_cpu(module: ModuleType, variant: str) -> None:
     """The torch variants pass the harness's comparison with the module's tolerance (on CPU torch where it has
     the op; the GPU runs cuBLASLt). Outputs poisoned with NaN first, inputs unchanged afterwards."""
     scaling = next(s for s, names in module.FOR_SCALING.items() if variant in names)
-    p = params(module, scaling)
+    p = params(module, scaling, {**OFF_TILE, "k": 512} if variant == "scaled_mm_block" else OFF_TILE)
+    assert module.applies(variant, p)
     i = module.make_inputs(p, 8, "cpu")
     pristine = {name: t.clone() for name, t in i.items()}
     o = module.make_outputs(p, i)
     o["c"].fill_(float("nan"))
     try:
         module.load(variant)(dict(i), dict(o))
-    except (NotImplementedError, RuntimeError) as exc:
+    except (NotImplementedError, RuntimeError, ValueError) as exc:  # torch's TORCH_CHECK_VALUE is a ValueError
         pytest.skip(f"this CPU torch does not run {variant}: {str(exc).splitlines()[0]}")
     atol, rtol, _ = module.TOLERANCES[module.FP8]
     ok, detail, _, _ = kwiki_harness.compare(o["c"], module.reference(p, i)["c"], atol, rtol, "c")
@@ -104,6 +105,7 @@ def test_contract(module: ModuleType) -> None:
     assert sorted(module.VARIANTS) == sorted(set().union(*module.FOR_SCALING.values()))
     for entry in module.GRID:
         assert sum(module.applies(v, entry) for v in module.VARIANTS) >= 1
+    assert not module.applies("scaled_mm_block", params(module, "block"))  # K = 400: a partial 128-group
     assert any(e["m"] % 128 and e["n"] % 128 and e["k"] % 128 for e in module.GRID)  # one shape off every tile
     with pytest.raises(ValueError, match="multiples of 16"):
         module.make_inputs(params(module, "block", {"m": 64, "n": 64, "k": 200}), 0, "cpu")

@@ -7,7 +7,9 @@ output, under three scalings (the GRID's `scaling`):
   fp32 every 128 elements of K); bf16_cublas (torch.matmul in bf16 on the same values, dequantized, for the
   fp8-over-bf16 ratio) runs here too.
 - block: DeepSeek-V3's fine-grained scales, one per 1 x 128 group of A (a row, 128 along K) and one per 128 x 128
-  block of B. triton_block (rung 2): every 128-deep group's product is scaled and added into fp32 registers.
+  block of B. triton_block (rung 2): every 128-deep group's product is scaled and added into fp32 registers;
+  scaled_mm_block: torch._scaled_mm with the same scales (cuBLASLt's block scaling, where this torch and CUDA
+  run it on sm_90).
 - row: one scale per row of A and per row of B (per token, per output channel). scaled_mm_rowwise
   (torch._scaled_mm with an (M, 1) and a (1, N) scale: the row-wise kernel of this torch where it has one).
 
@@ -23,8 +25,9 @@ GROUP = 128  # the K-depth of a scale group (1 x 128 for A, 128 x 128 for B)
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4048, 4016)]  # (M, N, K)
 SCALINGS = ("tensor", "block", "row")
 GRID = [{"m": m, "n": n, "k": k, "scaling": s, "dtype": FP8} for s in SCALINGS for (m, n, k) in SHAPES]
-VARIANTS = ["scaled_mm_tensor", "triton_tensor", "triton_block", "scaled_mm_rowwise", "bf16_cublas"]
-FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "bf16_cublas"}, "block": {"triton_block"},
+VARIANTS = ["scaled_mm_tensor", "triton_tensor", "scaled_mm_block", "triton_block", "scaled_mm_rowwise", "bf16_cublas"]
+FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "bf16_cublas"},
+               "block": {"scaled_mm_block", "triton_block"},
                "row": {"scaled_mm_rowwise"}}
 TOLERANCES = {
     FP8: (2.0 ** -7, 2.0 ** -7, "every variant multiplies the same dequantized values (e4m3 codes times fp32 scales; "
@@ -42,6 +45,8 @@ PROMOTE = GROUP  # triton_tensor's promotion interval along K (tl.dot's max_num_
 
 
 def applies(name, params):
+    if name == "scaled_mm_block" and params["k"] % GROUP:
+        return False  # cuBLASLt's block-scale modes are not asked for a partial K group: the aligned shapes only
     return name in FOR_SCALING[params["scaling"]]
 
 
@@ -146,23 +151,46 @@ def work(params):
             "bytes": 1.0 * (m * k + n * k) + 4.0 * scales + 2.0 * m * n, "bytes_level": "dram"}
 
 
-def _scaled_mm(torch, rowwise):
-    """fn(inputs, outputs) over torch._scaled_mm (cuBLASLt for per-tensor scales; for row-wise scales the kernel
-    this torch has, where it has one). B is passed as b.t(): a column-major K x N view, as _scaled_mm wants it."""
+def _scales(i, scaling):
+    """The scales as torch._scaled_mm takes them: per tensor and per row as stored; for blocks, A's as (M, K/128)
+    and B's as (K/128, N/128) (B is passed as its K x N view), both transposed views of the stored ones (M-major
+    and K-group-major: the outer-dimension-major layout torch's blockwise path asks for)."""
+    if scaling == "block":
+        return i["sa"].t(), i["sb"].t()
+    return i["sa"], i["sb"]
+
+
+def _probe(torch, op, scaling):
+    """Row-wise and block scales need kernels of their own (row-wise in recent torch on sm_89 and later; blocks
+    through cuBLASLt's VEC128 / BLK128x128 scale modes where this CUDA offers them on sm_90): one small call
+    tells whether this torch runs them here, before any timed work."""
+    m = n = k = 256
+    dev = "cuda"
+    a = torch.ones(m, k, dtype=torch.float8_e4m3fn, device=dev)
+    if scaling == "row":
+        sa, sb = torch.ones(m, 1, device=dev), torch.ones(1, n, device=dev)
+    else:
+        probe = {"sa": torch.ones(k // 128, m, device=dev), "sb": torch.ones(n // 128, k // 128, device=dev)}
+        sa, sb = _scales(probe, "block")
+    try:
+        op(a, a.t(), sa, sb, out_dtype=torch.bfloat16)
+    except (NotImplementedError, RuntimeError, ValueError) as exc:
+        raise RuntimeError(f"not applicable: torch {torch.__version__}'s _scaled_mm does not run {scaling} scales "
+                           f"on this device ({str(exc).splitlines()[0]})") from exc
+
+
+def _scaled_mm(torch, scaling):
+    """fn(inputs, outputs) over torch._scaled_mm (cuBLASLt for per-tensor and block scales; for row-wise scales the
+    kernel this torch has). B is passed as b.t(): a column-major K x N view, as _scaled_mm wants it."""
     op = getattr(torch, "_scaled_mm", None)
     if op is None:
         raise RuntimeError(f"not applicable: torch {torch.__version__} has no torch._scaled_mm")
-    if rowwise and torch.cuda.is_available():
-        try:  # row-wise scales need a kernel of their own (sm_89 and later in recent torch); probe it once
-            a = torch.ones(16, 32, dtype=torch.float8_e4m3fn, device="cuda")
-            one = torch.ones(16, 1, dtype=torch.float32, device="cuda")
-            op(a, a.t(), one, one.reshape(1, 16), out_dtype=torch.bfloat16)
-        except (NotImplementedError, RuntimeError) as exc:
-            raise RuntimeError(f"not applicable: torch {torch.__version__}'s _scaled_mm has no row-wise scales "
-                               f"on this device ({str(exc).splitlines()[0]})") from exc
+    if scaling != "tensor" and torch.cuda.is_available():
+        _probe(torch, op, scaling)
 
     def scaled_mm(i, o):
-        torch._scaled_mm(i["a"], i["b"].t(), i["sa"], i["sb"], out_dtype=torch.bfloat16, out=o["c"])
+        sa, sb = _scales(i, scaling)
+        op(i["a"], i["b"].t(), sa, sb, out_dtype=torch.bfloat16, out=o["c"])
     return scaled_mm
 
 
@@ -187,10 +215,9 @@ def _triton(name):
 def load(name):
     import torch
 
-    if name == "scaled_mm_tensor":
-        return _scaled_mm(torch, rowwise=False)
-    if name == "scaled_mm_rowwise":
-        return _scaled_mm(torch, rowwise=True)
+    if name.startswith("scaled_mm_"):
+        return _scaled_mm(torch, {"scaled_mm_tensor": "tensor", "scaled_mm_block": "block",
+                                  "scaled_mm_rowwise": "row"}[name])
     if name == "bf16_cublas":
         def bf16_cublas(i, o):
             torch.matmul(i["a16"], i["b16"].t(), out=o["c"])
