@@ -1,0 +1,225 @@
+"""fp8_gemm_sm90a: fp8 GEMMs on Hopper, C[M, N] = dequant(A) @ dequant(B)^T with A (M x K) and B (N x K) in float8
+e4m3, both K-major (the layout fp8 wgmma requires; every baseline gets the same layout), fp32 accumulation and a bf16
+output, under three scalings (the GRID's `scaling`):
+
+- tensor: one fp32 scale for A and one for B. scaled_mm_tensor (torch._scaled_mm: cuBLASLt, the baseline) and
+  triton_tensor (rung 1: a Triton fp8 tl.dot, the scales applied once in the epilogue, the accumulator promoted to
+  fp32 every 128 elements of K); bf16_cublas (torch.matmul in bf16 on the same values, dequantized, for the
+  fp8-over-bf16 ratio) runs here too.
+- block: DeepSeek-V3's fine-grained scales, one per 1 x 128 group of A (a row, 128 along K) and one per 128 x 128
+  block of B. triton_block (rung 2): every 128-deep group's product is scaled and added into fp32 registers;
+  scaled_mm_block: torch._scaled_mm with the same scales (cuBLASLt's block scaling, where this torch and CUDA
+  run it on sm_90).
+- row: one scale per row of A and per row of B (per token, per output channel). scaled_mm_rowwise
+  (torch._scaled_mm with an (M, 1) and a (1, N) scale: the row-wise kernel of this torch where it has one).
+
+Shapes: 4096^3, 8192^3 (the headline) and 4000 x 4048 x 4016 (M x N x K), which no tile divides: K's last
+128-group is partial (masked to zeros, its scales still read). K and N stay multiples of 16: fp8 wgmma's k-step is
+32 bytes and torch._scaled_mm refuses other sizes (so does cuBLASLt's fp8 path).
+Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
+"""
+
+FP8 = "float8_e4m3fn"
+E4M3_MAX = 448.0  # the largest finite e4m3 value: a group's amax maps to it
+GROUP = 128  # the K-depth of a scale group (1 x 128 for A, 128 x 128 for B)
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4048, 4016)]  # (M, N, K)
+SCALINGS = ("tensor", "block", "row")
+GRID = [{"m": m, "n": n, "k": k, "scaling": s, "dtype": FP8} for s in SCALINGS for (m, n, k) in SHAPES]
+VARIANTS = ["scaled_mm_tensor", "triton_tensor", "scaled_mm_block", "triton_block", "scaled_mm_rowwise", "bf16_cublas"]
+FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "bf16_cublas"},
+               "block": {"scaled_mm_block", "triton_block"},
+               "row": {"scaled_mm_rowwise"}}
+TOLERANCES = {
+    FP8: (2.0 ** -7, 2.0 ** -7, "every variant multiplies the same dequantized values (e4m3 codes times fp32 scales; "
+          "the reference is their fp32 product without TF32): what differs is fp32 accumulation order, the tensor "
+          "cores' limited-precision sums of at most 128 products before each promotion (about 2^-13 of a partial "
+          "sum), and the bf16 output's rounding (at most 2^-8 relative, round to nearest); rtol 2^-7 is twice that rounding, atol "
+          "2^-7 (outputs have an RMS of several units) covers sums that cancel near 0"),
+}
+# One tile for both Triton rungs, so that rung 2 over rung 1 is the price of the block scales alone. Promotion keeps
+# two accumulators (the tensor cores' partial and the fp32 total): at 128 x 256 with 8 warps that is 256 fp32
+# registers a thread and ptxas spills (Triton 3.6, sm_90a); 128 x 128 needs about 160 and spills nothing.
+TILE = {"BM": 128, "BN": GROUP, "BK": GROUP, "GROUP_M": 8, "num_warps": 8, "num_stages": 4}
+TILES = {"triton_tensor": TILE, "triton_block": TILE}
+PROMOTE = GROUP  # triton_tensor's promotion interval along K (tl.dot's max_num_imprecise_acc)
+
+
+def applies(name, params):
+    if name == "scaled_mm_block" and params["k"] % GROUP:
+        return False  # cuBLASLt's block-scale modes are not asked for a partial K group: the aligned shapes only
+    return name in FOR_SCALING[params["scaling"]]
+
+
+def _validate(params):
+    m, n, k = params.get("m"), params.get("n"), params.get("k")
+    if params.get("scaling") not in SCALINGS:
+        raise ValueError(f"fp8_gemm: params {params}: scaling must be one of {list(SCALINGS)}")
+    if not all(isinstance(v, int) and v > 0 for v in (m, n, k)):
+        raise ValueError(f"fp8_gemm: params {params}: m, n, k must be positive integers")
+    if n % 16 or k % 16:
+        raise ValueError(f"fp8_gemm: params {params}: n and k must be multiples of 16 (fp8 wgmma and _scaled_mm)")
+    if params.get("dtype") != FP8:
+        raise ValueError(f"fp8_gemm: params {params}: the operands are {FP8} only")
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _groups(x, rows, cols):
+    """x [R, C] as [ceil(R/rows), rows, ceil(C/cols), cols] blocks, zero-padded (zeros change no amax)."""
+    import torch.nn.functional as F
+
+    r, c = x.shape
+    x = F.pad(x, (0, _cdiv(c, cols) * cols - c, 0, _cdiv(r, rows) * rows - r))
+    return x.reshape(x.shape[0] // rows, rows, x.shape[1] // cols, cols)
+
+
+def _quantize(x, scale):
+    """e4m3 codes of x / scale (scale broadcast to x), saturated to +-448 (|x| / scale <= 448 by construction)."""
+    import torch
+
+    return (x / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+
+
+def _expand(s, rows, cols, shape):
+    """A per-block scale grid [R/rows, C/cols] expanded to one scale per element of shape [R, C]."""
+    return s.repeat_interleave(rows, 0).repeat_interleave(cols, 1)[: shape[0], : shape[1]]
+
+
+def make_inputs(params, seed, device):
+    """Values with a magnitude that varies by group, as real activations and weights do: a ~ N(0, 1) and
+    b ~ N(0, 1/K), each 1 x 128 group of a and 128 x 128 block of b times 2^u with u uniform in {-2, ..., 2}
+    (so the output has an RMS of a few units). Quantized as the scaling says, scale = amax / 448 per group, row
+    or tensor; a per-tensor scale is rounded up to a power of two, so that the bf16 copies (a16, b16) hold the
+    dequantized values exactly and bf16_cublas multiplies the very numbers the fp8 kernels do."""
+    import torch
+
+    _validate(params)
+    g = torch.Generator(device=device).manual_seed(seed)
+    m, n, k, scaling = params["m"], params["n"], params["k"], params["scaling"]
+
+    def varied(rows, cols, block_rows, std):
+        x = torch.randn(rows, cols, generator=g, device=device) * std
+        u = torch.randint(-2, 3, (_cdiv(rows, block_rows), _cdiv(cols, GROUP)), generator=g, device=device)
+        return x * _expand(torch.exp2(u.float()), block_rows, GROUP, x.shape)
+
+    a, b = varied(m, k, 1, 1.0), varied(n, k, GROUP, k ** -0.5)
+    if scaling == "tensor":
+        sa, sb = (torch.exp2(torch.ceil(torch.log2(x.abs().amax() / E4M3_MAX))) for x in (a, b))
+        qa, qb = _quantize(a, sa), _quantize(b, sb)
+        return {"a": qa, "b": qb, "sa": sa.reshape(1), "sb": sb.reshape(1),
+                "a16": (qa.float() * sa).to(torch.bfloat16), "b16": (qb.float() * sb).to(torch.bfloat16)}
+    if scaling == "row":
+        sa = a.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / E4M3_MAX  # [M, 1]
+        sb = b.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / E4M3_MAX  # [N, 1]
+        return {"a": _quantize(a, sa), "b": _quantize(b, sb), "sa": sa, "sb": sb.reshape(1, n).contiguous()}
+    sa = _groups(a, 1, GROUP).abs().amax(dim=(1, 3)).clamp_min(1e-12) / E4M3_MAX  # [M, K/128]
+    sb = _groups(b, GROUP, GROUP).abs().amax(dim=(1, 3)).clamp_min(1e-12) / E4M3_MAX  # [N/128, K/128]
+    qa, qb = _quantize(a, _expand(sa, 1, GROUP, a.shape)), _quantize(b, _expand(sb, GROUP, GROUP, b.shape))
+    return {"a": qa, "b": qb, "sa": sa.t().contiguous(), "sb": sb}  # sa stored [K/128, M]
+
+
+def dequantized(params, inputs):
+    """A and B as fp32 values: the codes times their scales (block scales expanded to every element)."""
+    a, b, sa, sb = inputs["a"].float(), inputs["b"].float(), inputs["sa"], inputs["sb"]
+    if params["scaling"] == "tensor":
+        return a * sa, b * sb
+    if params["scaling"] == "row":
+        return a * sa, b * sb.reshape(-1, 1)
+    return a * _expand(sa.t(), 1, GROUP, a.shape), b * _expand(sb, GROUP, GROUP, b.shape)
+
+
+def make_outputs(params, inputs):
+    import torch
+
+    return {"c": torch.empty(params["m"], params["n"], dtype=torch.bfloat16, device=inputs["a"].device)}
+
+
+def reference(params, inputs):
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # a true fp32 product, not TF32
+    a, b = dequantized(params, inputs)
+    return {"c": a @ b.t()}
+
+
+def work(params):
+    m, n, k, scaling = params["m"], params["n"], params["k"], params["scaling"]
+    scales = {"tensor": 2, "row": m + n, "block": m * _cdiv(k, GROUP) + _cdiv(n, GROUP) * _cdiv(k, GROUP)}[scaling]
+    return {"flops": 2.0 * m * n * k, "flops_dtype": "fp8",
+            "bytes": 1.0 * (m * k + n * k) + 4.0 * scales + 2.0 * m * n, "bytes_level": "dram"}
+
+
+def _scales(i, scaling):
+    """The scales as torch._scaled_mm takes them: per tensor and per row as stored; for blocks, A's as (M, K/128)
+    and B's as (K/128, N/128) (B is passed as its K x N view), both transposed views of the stored ones (M-major
+    and K-group-major: the outer-dimension-major layout torch's blockwise path asks for)."""
+    if scaling == "block":
+        return i["sa"].t(), i["sb"].t()
+    return i["sa"], i["sb"]
+
+
+def _probe(torch, op, scaling):
+    """Row-wise and block scales need kernels of their own (row-wise in recent torch on sm_89 and later; blocks
+    through cuBLASLt's VEC128 / BLK128x128 scale modes where this CUDA offers them on sm_90): one small call
+    tells whether this torch runs them here, before any timed work."""
+    m = n = k = 256
+    dev = "cuda"
+    a = torch.ones(m, k, dtype=torch.float8_e4m3fn, device=dev)
+    if scaling == "row":
+        sa, sb = torch.ones(m, 1, device=dev), torch.ones(1, n, device=dev)
+    else:
+        probe = {"sa": torch.ones(k // 128, m, device=dev), "sb": torch.ones(n // 128, k // 128, device=dev)}
+        sa, sb = _scales(probe, "block")
+    try:
+        op(a, a.t(), sa, sb, out_dtype=torch.bfloat16)
+    except (NotImplementedError, RuntimeError, ValueError) as exc:
+        raise RuntimeError(f"not applicable: torch {torch.__version__}'s _scaled_mm does not run {scaling} scales "
+                           f"on this device ({str(exc).splitlines()[0]})") from exc
+
+
+def _scaled_mm(torch, scaling):
+    """fn(inputs, outputs) over torch._scaled_mm (cuBLASLt for per-tensor and block scales; for row-wise scales the
+    kernel this torch has). B is passed as b.t(): a column-major K x N view, as _scaled_mm wants it."""
+    op = getattr(torch, "_scaled_mm", None)
+    if op is None:
+        raise RuntimeError(f"not applicable: torch {torch.__version__} has no torch._scaled_mm")
+    if scaling != "tensor" and torch.cuda.is_available():
+        _probe(torch, op, scaling)
+
+    def scaled_mm(i, o):
+        sa, sb = _scales(i, scaling)
+        op(i["a"], i["b"].t(), sa, sb, out_dtype=torch.bfloat16, out=o["c"])
+    return scaled_mm
+
+
+def _triton(name):
+    import triton
+
+    import kernels
+
+    cfg = TILES[name]
+    kernel = kernels.fp8_gemm_tensor if name == "triton_tensor" else kernels.fp8_gemm_block
+    extra = {"PROMOTE": PROMOTE} if name == "triton_tensor" else {}
+
+    def gemm(i, o):
+        a, b, c = i["a"], i["b"], o["c"]
+        (m, k), n = a.shape, b.shape[0]
+        grid = (triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"]),)
+        kernel[grid](a, b, i["sa"], i["sb"], c, m, n, k, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
+                     GROUP_M=cfg["GROUP_M"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **extra)
+    return gemm
+
+
+def load(name):
+    import torch
+
+    if name.startswith("scaled_mm_"):
+        return _scaled_mm(torch, {"scaled_mm_tensor": "tensor", "scaled_mm_block": "block",
+                                  "scaled_mm_rowwise": "row"}[name])
+    if name == "bf16_cublas":
+        def bf16_cublas(i, o):
+            torch.matmul(i["a16"], i["b16"].t(), out=o["c"])
+        return bf16_cublas
+    return _triton(name)

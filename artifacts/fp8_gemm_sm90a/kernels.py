@@ -1,0 +1,95 @@
+"""Triton kernels of fp8_gemm_sm90a: C[M, N] = dequant(A)[M, K] @ dequant(B)[N, K]^T, e4m3 in, fp32 accumulation,
+bf16 out. Imported by fp8_gemm.py's load(), never at its import.
+
+Both operands are K-major (B is stored as N x K), the only layout Hopper's fp8 wgmma reads: its shared-memory
+descriptors have no transpose for 8-bit types. A tile of B is loaded as a [BK, BN] view of those rows, so K stays
+the contiguous dimension and Triton hands it to wgmma without a transpose. BK = 128: one 128-byte row of e4m3 per
+row of a tile (the width of the 128-byte swizzle), and one 128-deep group of the block scales.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tile(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped order: GROUP_M row tiles walk down one column of tiles before moving right, so the programs that
+    run together share A's and B's panels in L2."""
+    in_group = GROUP_M * num_pid_n
+    first_m = (tile_id // in_group) * GROUP_M
+    size_m = min(num_pid_m - first_m, GROUP_M)
+    return first_m + (tile_id % size_m), (tile_id % in_group) // size_m
+
+
+# kwiki:rung triton_tensor
+@triton.jit
+def fp8_gemm_tensor(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
+                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                    PROMOTE: tl.constexpr):
+    """Per-tensor scales: the K loop is a plain fp8 GEMM and the epilogue multiplies the fp32 accumulator once by
+    sa * sb (both scalars, read from device memory, so a new scale needs no recompilation).
+
+    PROMOTE is tl.dot's max_num_imprecise_acc: on sm_90 Triton's default lets the tensor cores accumulate the
+    whole K in their limited-precision fp8 accumulator (cuBLASLt's "fast accumulation"); PROMOTE = BK makes the
+    lowering start a fresh partial accumulator for every dot and add it to the fp32 total with FADDs, a
+    promotion every BK elements of K, as cuBLASLt does by default and as DeepSeek-V3 does every 128."""
+    pid_m, pid_n = _tile(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
+    offs_m = (pid_m * BM + tl.arange(0, BM)) % M  # rows past M re-read row (r mod M); their results are not stored
+    offs_n = (pid_n * BN + tl.arange(0, BN)) % N
+    offs_k = tl.arange(0, BK)
+    a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * K + offs_k[None, :]
+    b_ptrs = b_ptr + offs_n[None, :].to(tl.int64) * K + offs_k[:, None]  # a [BK, BN] view of B's K-major rows
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kb in range(tl.cdiv(K, BK)):
+        k_left = K - kb * BK  # the last block of an off-tile K is partial: masked to zeros, which add nothing
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMOTE)
+        a_ptrs += BK
+        b_ptrs += BK
+    acc = acc * (tl.load(sa_ptr) * tl.load(sb_ptr))
+    rows = pid_m * BM + tl.arange(0, BM)
+    cols = pid_n * BN + tl.arange(0, BN)
+    c_ptrs = c_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
+    tl.store(c_ptrs, acc.to(tl.bfloat16), mask=(rows[:, None] < M) & (cols[None, :] < N))
+# /kwiki:rung triton_tensor
+
+
+# kwiki:rung triton_block
+@triton.jit
+def fp8_gemm_block(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
+    """DeepSeek-V3's fine-grained scales: A has one fp32 scale per row and 128-deep K group, stored transposed as
+    sa[K/128, M] (the BM scales of one group are contiguous); B one per 128 x 128 block, sb[N/128, K/128].
+
+    No scale leaves the sum over K, so each 128-deep group's product P = qA qB^T starts from zero on the tensor
+    cores (a dot without an accumulator) and is folded into the fp32 total on the CUDA cores,
+    acc += P * (sa[rows] x sb): dequantization and promotion are one step. BK = 128 and BN = 128 make the group
+    one dot and B's scale one number per program and group."""
+    tl.static_assert(BN == 128 and BK == 128, "one 128 x 128 weight block per program and K group")
+    pid_m, pid_n = _tile(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
+    offs_m = (pid_m * BM + tl.arange(0, BM)) % M
+    offs_n = (pid_n * BN + tl.arange(0, BN)) % N
+    offs_k = tl.arange(0, BK)
+    a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * K + offs_k[None, :]
+    b_ptrs = b_ptr + offs_n[None, :].to(tl.int64) * K + offs_k[:, None]
+    k_groups = tl.cdiv(K, BK)
+    sa_ptrs = sa_ptr + offs_m  # group 0's scales of this tile's rows
+    sb_ptrs = sb_ptr + pid_n * k_groups  # row pid_n of sb: BN == 128, one weight block per program and group
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kb in range(k_groups):
+        k_left = K - kb * BK
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        p = tl.dot(a, b)  # this group's partial sum, fresh: at most 128 products in the tensor cores' accumulator
+        s = tl.load(sa_ptrs) * tl.load(sb_ptrs)  # [BM]: the row scales of the group times the block's scale
+        acc += p * s[:, None]
+        a_ptrs += BK
+        b_ptrs += BK
+        sa_ptrs += M
+        sb_ptrs += 1
+    rows = pid_m * BM + tl.arange(0, BM)
+    cols = pid_n * BN + tl.arange(0, BN)
+    c_ptrs = c_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
+    tl.store(c_ptrs, acc.to(tl.bfloat16), mask=(rows[:, None] < M) & (cols[None, :] < N))
+# /kwiki:rung triton_block

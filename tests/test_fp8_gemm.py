@@ -1,0 +1,115 @@
+"""fp8_gemm_sm90a's module on a CPU: how it quantizes, where the scales live, and its reference.
+
+The GPU kernels are not run here (tests/test_fp8_gemm_triton.py runs them under Triton's interpreter); these
+tests pin what every variant is judged against: scales of amax / 448 per tensor, row, 1 x 128 group or
+128 x 128 block, the block-scale layout the kernel indexes (sa as [K/128, M], sb as [N/128, K/128]), a
+reference equal to the group-by-group fold the block kernel computes, exact bf16 copies for the bf16 baseline,
+and params refused before any work.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "artifacts" / "common"))
+import kwiki_harness  # noqa: E402  (the harness's own comparison, as it judges a variant)
+
+OFF_TILE = {"m": 70, "n": 272, "k": 400}  # K's last 128-group is partial, N's last 128-block too
+
+
+@pytest.fixture(scope="module")
+def module() -> ModuleType:
+    path = ROOT / "artifacts" / "fp8_gemm_sm90a" / "fp8_gemm.py"
+    spec = importlib.util.spec_from_file_location("fp8_gemm_under_test", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def params(mod: ModuleType, scaling: str, shape: dict[str, int] = OFF_TILE) -> dict[str, Any]:
+    return {**shape, "scaling": scaling, "dtype": mod.FP8}
+
+
+def test_block_reference_is_the_group_fold(module: ModuleType) -> None:
+    """The reference (dequantize, then one product) equals, in fp64, what triton_block computes: per 128-deep
+    group, qA qB^T times sa[group, row] times sb[row block, group], summed over the groups."""
+    p = params(module, "block")
+    i = module.make_inputs(p, 5, "cpu")
+    m, n = p["m"], p["n"]
+    assert i["sa"].shape == (4, m) and i["sb"].shape == (3, 4)
+    total = torch.zeros(m, n, dtype=torch.float64)
+    for g in range(4):
+        ks = slice(128 * g, 128 * (g + 1))
+        part = i["a"][:, ks].double() @ i["b"][:, ks].double().t()
+        sb = i["sb"][:, g].double().repeat_interleave(128)[:n]
+        total += part * i["sa"][g].double()[:, None] * sb[None, :]
+    ref = module.reference(p, i)["c"].double()
+    assert (total - ref).abs().max() <= 1e-5 * ref.abs().max()
+
+
+@pytest.mark.parametrize(("scaling", "rows", "cols"), [("block", 1, 128), ("row", 1, 400), ("tensor", 70, 400)])
+def test_each_group_reaches_e4m3_max(module: ModuleType, scaling: str, rows: int, cols: int) -> None:
+    """scale = amax / 448 per group: the largest code of every group of A is +-448 (a wrong group size or a
+    scale of the wrong group leaves some group's largest code below it); tensor scales are powers of two."""
+    i = module.make_inputs(params(module, scaling), 6, "cpu")
+    codes = i["a"].float()
+    assert codes.abs().max() <= 448 and torch.isfinite(codes).all()
+    padded = torch.nn.functional.pad(codes, (0, -(-400 // cols) * cols - 400))
+    amax = padded.abs().reshape(70 // rows, rows, -1, cols).amax(dim=(1, 3))
+    if scaling == "tensor":
+        assert torch.equal(i["sa"], torch.exp2(torch.log2(i["sa"]).round()))
+        assert 224 <= float(amax.max()) <= 448  # scale rounded up to a power of two: amax / scale in (224, 448]
+    else:
+        assert bool((amax == 448).all())
+
+
+def test_bf16_copies_are_exact(module: ModuleType) -> None:
+    p = params(module, "tensor")
+    i = module.make_inputs(p, 7, "cpu")
+    a, b = module.dequantized(p, i)
+    assert torch.equal(i["a16"].float(), a) and torch.equal(i["b16"].float(), b)
+
+
+@pytest.mark.parametrize("variant", ["bf16_cublas", "scaled_mm_tensor", "scaled_mm_rowwise", "scaled_mm_block"])
+def test_torch_variant_on_cpu(module: ModuleType, variant: str) -> None:
+    """The torch variants pass the harness's comparison with the module's tolerance (on CPU torch where it has
+    the op; the GPU runs cuBLASLt). Outputs poisoned with NaN first, inputs unchanged afterwards."""
+    scaling = next(s for s, names in module.FOR_SCALING.items() if variant in names)
+    p = params(module, scaling, {**OFF_TILE, "k": 512} if variant == "scaled_mm_block" else OFF_TILE)
+    assert module.applies(variant, p)
+    i = module.make_inputs(p, 8, "cpu")
+    pristine = {name: t.clone() for name, t in i.items()}
+    o = module.make_outputs(p, i)
+    o["c"].fill_(float("nan"))
+    try:
+        module.load(variant)(dict(i), dict(o))
+    except (NotImplementedError, RuntimeError, ValueError) as exc:  # torch's TORCH_CHECK_VALUE is a ValueError
+        pytest.skip(f"this CPU torch does not run {variant}: {str(exc).splitlines()[0]}")
+    atol, rtol, _ = module.TOLERANCES[module.FP8]
+    ok, detail, _, _ = kwiki_harness.compare(o["c"], module.reference(p, i)["c"], atol, rtol, "c")
+    assert ok, detail
+    assert kwiki_harness.inputs_changed(i, pristine) is None
+
+
+def test_contract(module: ModuleType) -> None:
+    assert sorted(module.VARIANTS) == sorted(set().union(*module.FOR_SCALING.values()))
+    for entry in module.GRID:
+        assert sum(module.applies(v, entry) for v in module.VARIANTS) >= 1
+    assert not module.applies("scaled_mm_block", params(module, "block"))  # K = 400: a partial 128-group
+    assert any(e["m"] % 128 and e["n"] % 128 and e["k"] % 128 for e in module.GRID)  # one shape off every tile
+    with pytest.raises(ValueError, match="multiples of 16"):
+        module.make_inputs(params(module, "block", {"m": 64, "n": 64, "k": 200}), 0, "cpu")
+    with pytest.raises(ValueError, match="scaling must be one of"):
+        module.make_inputs(params(module, "channel"), 0, "cpu")
+    with pytest.raises(ValueError, match="positive"):
+        module.make_inputs(params(module, "row", {"m": 0, "n": 64, "k": 64}), 0, "cpu")
