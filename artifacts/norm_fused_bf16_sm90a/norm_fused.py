@@ -185,8 +185,7 @@ def _liger(fused):
     """Liger-Kernel's functional ops: liger_rms_norm / liger_layer_norm after torch's add, or (fused) its
     liger_fused_add_rms_norm; the fp8 op quantizes their bf16 y with eager ops (Liger has no fp8 output)."""
     try:
-        from liger_kernel.transformers.functional import (liger_fused_add_rms_norm, liger_layer_norm,
-                                                          liger_rms_norm)
+        from liger_kernel.transformers.functional import liger_fused_add_rms_norm, liger_layer_norm, liger_rms_norm
     except ImportError as exc:
         raise RuntimeError(f"Liger-Kernel is not installed here ({exc}); pip install liger-kernel==0.8.5") from exc
 
