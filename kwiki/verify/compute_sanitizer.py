@@ -29,10 +29,11 @@ masks) and does not model mbarrier phases (a wrong parity, an expect_tx that nev
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,8 @@ from kwiki.core.paths import shown
 from kwiki.core.proc import find_tool, run_group
 from kwiki.results.record import parse_records
 from kwiki.verify import kernels as kmatch
+from kwiki.verify.profile import PROFILE_MODE
+from kwiki.verify.pyartifact import DESCRIBE_TIMEOUT_S, LIBRARY_ENV, environment, harness, harness_argv, python
 from kwiki.verify.run import argv_for
 from kwiki.verify.types import BuildResult, Finding, Gating, Plan, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import MANIFEST, SANITIZE_TOOLS
@@ -60,10 +63,11 @@ def find_sanitizer(environ: Mapping[str, str] | None = None) -> str | None:
         "/usr/local/cuda*/bin/compute-sanitizer", "/usr/local/cuda*/compute-sanitizer/compute-sanitizer"], environ)
 
 
-def sanitizer_argv(sanitizer: str, tool: str, app: list[str]) -> list[str]:
+def sanitizer_argv(sanitizer: str, tool: str, app: list[str], options: list[str] | None = None) -> list[str]:
+    """compute-sanitizer's command line around `app`; `options` are the tool's own, before the application."""
     if tool not in SANITIZE_TOOLS:
         raise ValueError(f"unknown compute-sanitizer tool {tool!r}")
-    return [sanitizer, "--tool", tool, "--print-limit", "20", *app]
+    return [sanitizer, "--tool", tool, *(options or []), "--print-limit", "20", *app]
 
 
 @dataclass
@@ -181,25 +185,51 @@ def judge(where: str, tool: str, expected: str, report: ToolReport, why: str = "
     return None
 
 
+PYTHON_ONLY_ASKED = ("a Python artifact runs racecheck and synccheck only where its manifest names the tool in a "
+                     "sanitize.expect (on the artifact or the variant): under them Triton's kernels take minutes")
+
+
 def expectation(m: Any, name: str, tool: str) -> tuple[str, str]:
-    """(clean|error|either, why) of variant `name` under `tool`: the variant's own, else the artifact's, else clean."""
+    """(clean|error|either, why) of variant `name` under `tool`: the variant's own, else the artifact's, else clean
+    (memcheck on a Python artifact; its racecheck and synccheck are `either`, not run, unless the manifest asks)."""
     v = m.variant(name)
     for e in (v.sanitize if v else None, m.sanitize):
         if e is not None and tool in e.expect:
             return e.expect[tool], e.why
+    if m.kind == "python" and tool != "memcheck":
+        return "either", PYTHON_ONLY_ASKED
     return "clean", ""
+
+
+@dataclass
+class App:
+    """How an artifact's variants run under a tool: the command for a list of variants, its environment, and
+    compute-sanitizer's own options for it."""
+
+    argv: Callable[[list[str]], list[str]]
+    env: dict[str, str]
+    options: list[str] = field(default_factory=list)
+
+
+def binary_app(planned: PlannedArtifact, build: BuildResult, gpu_index: int | None) -> App:
+    """A CUDA artifact: `<binary> run.args --variants ... sanitize.args --check-only` (no timing loop)."""
+    m, binary = planned.manifest, build.binary
+    assert m is not None and binary is not None
+    env = dict(os.environ)
+    if gpu_index is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    return App(lambda names: [*argv_for(planned, binary, names), *m.sanitize.args, "--check-only"], env)
 
 
 class _Run:
     """One process under one tool: its report, records and log."""
 
-    def __init__(self, planned: PlannedArtifact, build: BuildResult, sanitizer: str, tool: str, names: list[str],
-                 env: dict[str, str], log: Path, root: Path) -> None:
+    def __init__(self, planned: PlannedArtifact, app: App, sanitizer: str, tool: str, names: list[str], log: Path,
+                 root: Path) -> None:
         m = planned.manifest
-        assert m is not None and build.binary is not None
-        app = [*argv_for(planned, build.binary, names), *m.sanitize.args, "--check-only"]
-        argv = sanitizer_argv(sanitizer, tool, app)
-        res = run_group(argv, cwd=planned.directory, env=env, timeout=m.sanitize.timeout_s,
+        assert m is not None
+        argv = sanitizer_argv(sanitizer, tool, app.argv(names), app.options)
+        res = run_group(argv, cwd=planned.directory, env=app.env, timeout=m.sanitize.timeout_s,
                         max_output=m.run.max_output_bytes)
         log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
                        f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
@@ -251,15 +281,19 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
     docstring); (results, why it was skipped)."""
     m = planned.manifest
     assert m is not None
-    if why := m.not_the_binary():
-        return [], why
     rel = shown(planned.directory / MANIFEST, root)
-    env = dict(os.environ)
-    if gpu_index is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    order = [*planned.run_variants, *planned.isolated]
+    if m.kind == "python":
+        app, nowhere, error = python_app(planned, build, root, gpu_index)
+        if error is not None:  # the sanitized GRID cannot run at all: every variant says why, at the manifest
+            return [Result(m.name, n, t, expectation(m, n, t)[0], None, [error], finding=Finding(
+                SANITIZE, f"{rel}: sanitize.params: {error}"), shared=0) for n in order for t in tools], None
+    elif why := m.not_the_binary():
+        return [], why
+    else:
+        app, nowhere = binary_app(planned, build, gpu_index), {}
     log_dir = root / ".kwiki" / "sanitize" / m.name
     log_dir.mkdir(parents=True, exist_ok=True)
-    order = [*planned.run_variants, *planned.isolated]
     out: dict[tuple[str, str], Result] = {}
 
     def result(name: str, tool: str, hs: list[Hazard], run: _Run, shared: int, outside: list[Hazard]) -> None:
@@ -277,14 +311,19 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
     for tool in tools:
         unjudged = [n for n in order if expectation(m, n, tool)[0] == "either"]
         for n in unjudged:  # not judged, so not run: a library's GEMM under racecheck takes minutes
-            out[(n, tool)] = Result(m.name, n, tool, "either", None, ["not run: the manifest does not judge it"],
+            why = expectation(m, n, tool)[1]
+            out[(n, tool)] = Result(m.name, n, tool, "either", None,
+                                    ["not run: the manifest does not judge it" + (f" ({why})" if why else "")],
                                     shared=0)
-        together = [n for n in planned.run_variants
-                    if expectation(m, n, tool)[0] == "clean" and (v := m.variant(n)) is not None and v.kernels]
-        order_t = [n for n in order if n not in unjudged]
+        for n in [n for n in order if n in nowhere and n not in unjudged]:  # skipped is not a pass
+            out[(n, tool)] = Result(m.name, n, tool, expectation(m, n, tool)[0], None, [nowhere[n]], shared=0,
+                                    finding=Finding(SANITIZE, f"{rel}: variant {n!r}: {tool}: {nowhere[n]}"))
+        order_t = [n for n in order if n not in unjudged and n not in nowhere]
+        together = [n for n in planned.run_variants if n in order_t
+                    and expectation(m, n, tool)[0] == "clean" and (v := m.variant(n)) is not None and v.kernels]
         alone = [n for n in order_t if n not in together]
         if len(together) > 1:
-            run = _Run(planned, build, sanitizer, tool, together, env, log_dir / f"shared-{tool}.log", root)
+            run = _Run(planned, app, sanitizer, tool, together, log_dir / f"shared-{tool}.log", root)
             split = _owners(m, together, run)
             if split is None:
                 alone = order_t  # the shared run cannot say whose errors they are: every variant alone
@@ -294,13 +333,73 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
         else:
             alone = order_t
         for name in alone:
-            run = _Run(planned, build, sanitizer, tool, [name], env, log_dir / f"{name}-{tool}.log", root)
+            run = _Run(planned, app, sanitizer, tool, [name], log_dir / f"{name}-{tool}.log", root)
             split = _owners(m, [name], run)
             if split is None:
                 failed(name, tool, run)
             else:
                 result(name, tool, split[0][name], run, 1, split[1])
     return [out[(n, t)] for n in order for t in tools if (n, t) in out], None
+
+
+# ---------------------------------------------------------------- a Python artifact: the harness in profile mode
+
+SHIM = Path(__file__).resolve().parent / "gridshim" / "kwiki_sanitize_grid.py"
+SHIM_MODULE_ENV, SHIM_GRID_ENV = "KWIKI_SANITIZE_MODULE", "KWIKI_SANITIZE_GRID"  # the shim's MODULE_ENV, GRID_ENV
+NO_CACHING_ENV = "PYTORCH_NO_CUDA_MEMORY_CACHING"
+# the harness is one process (kwiki.verify.pyartifact: torch.compile compiles in it, no worker pool); `all` still
+# follows a KWIKI_PYTHON that is a launcher running the interpreter as its child, whatever the tool's default
+PYTHON_OPTIONS = ["--target-processes", "all"]
+
+
+def python_app(planned: PlannedArtifact, build: BuildResult, root: Path,
+               gpu_index: int | None) -> tuple[App, dict[str, str], str | None]:
+    """A Python artifact: kwiki's harness in its profile mode (each case checked on one input set, then called once
+    more; no timing loop, no parent channel: the records come on its stdout), over `sanitize.params` in place of
+    the module's GRID (the shim, kwiki/verify/gridshim/). torch's caching allocator is off, so that memcheck sees
+    each tensor as an allocation of its own (with it, an access past a tensor's end lands inside a cached segment
+    and nothing is reported). (the app, why each variant that runs at no entry does not run, an error)."""
+    m, binary = planned.manifest, build.binary
+    assert m is not None and binary is not None
+    env = environment(root, gpu_index)
+    env[NO_CACHING_ENV] = "1"
+    if build.library:
+        env[LIBRARY_ENV] = build.library
+    module, grid, error = binary, build.grid, None
+    if m.sanitize.params:
+        env[SHIM_MODULE_ENV], env[SHIM_GRID_ENV] = binary, json.dumps(m.sanitize.params, sort_keys=True)
+        module = str(SHIM)
+        grid, error = _describe(root, module, env, planned.directory)
+    shown_module = replace(build, binary=module)
+
+    def argv(names: list[str]) -> list[str]:
+        return [*harness_argv(root, m, shown_module, names, "cuda", 1), *m.sanitize.args, PROFILE_MODE]
+
+    where = "sanitize.params" if m.sanitize.params else "the module's GRID"
+    nowhere = {n: f"not run: it runs at no entry of {where} (a variant is never skipped silently: give it an entry "
+                  "it runs at, or expect `either` of the tool, with the reason)"
+               for n in [*planned.run_variants, *planned.isolated]
+               if grid is not None and not any(n in e.get("variants", []) for e in grid)}
+    return App(argv, env, list(PYTHON_OPTIONS)), nowhere, error
+
+
+def _describe(root: Path, module: str, env: dict[str, str],
+              cwd: Path) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The harness's `describe` of the shim: the sanitized GRID, each entry with the variants that run there; or
+    why it cannot run (the harness's contract problems: an entry that is not scalars, a dtype without tolerance)."""
+    res = run_group([python(), str(harness(root)), "describe", module],
+                    cwd=cwd, env=env, timeout=DESCRIBE_TIMEOUT_S)
+    try:
+        info = json.loads(res.stdout) if res.returncode == 0 else {}
+    except ValueError:
+        info = {}
+    if not isinstance(info, dict) or not info:
+        tail = " | ".join(res.stderr.strip().splitlines()[-2:])[:300]
+        why = res.start_error or ("timed out" if res.timed_out else f"exit {res.returncode}")
+        return None, f"the harness could not describe the module with them ({why}){': ' + tail if tail else ''}"
+    if info.get("problems"):
+        return None, "; ".join(str(p) for p in info["problems"])
+    return list(info.get("grid") or []), None
 
 
 def attach(results: list[Result], outcomes: Mapping[str, list[Any]], names: Mapping[str, str]) -> None:
