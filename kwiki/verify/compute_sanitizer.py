@@ -15,6 +15,12 @@ no kernels, or are expected to be caught (`error`). One process per variant and 
 variants x 3 tools) took longer than a session's time on the H200. A variant the manifest leaves unjudged under
 a tool (`either`) does not run under it.
 
+A Python artifact (kind: python) runs the same way with kwiki's harness as the process: `kwiki_harness.py run
+<module> --variants a,b,... --profile-mode` (each case checked on one input set, then called once more; no timing
+loop), under `--target-processes all`, torch's caching allocator off so that memcheck sees each tensor's bounds,
+over the manifest's `sanitize.params` in place of the module's GRID (python_app). Its racecheck and synccheck run
+only where the manifest names the tool; a variant that runs at no entry fails unless the manifest expects `either`.
+
 A tool's errors fail the variant's `sanitize` gate with the report's first lines, unless the manifest expects
 them (`sanitize: {expect: {racecheck: error}}` on the variant, or on the artifact for all its variants, e.g. one
 whose variants all run a library's kernels); a tool the manifest expects to see the variant's bug that reports
