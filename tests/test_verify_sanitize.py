@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from kwiki.results.record import Record
 from kwiki.verify import compute_sanitizer as sanitize
@@ -197,7 +198,7 @@ def applies(name, params):  # claimed_only: a library baseline compiled at the c
 
 
 def python_planned(root: Path, sanitize_section: dict | None = None) -> PlannedArtifact:
-    manifest = Manifest.model_validate({
+    doc = {
         "name": "tri_sm90a", "title": "triton", "kind": "python", "python": {"module": "k.py"},
         "targets": ["sm_90a"],
         "sanitize": {"params": [{"n": 37, "dtype": "f32"}, {"n": 4099, "dtype": "f32"}]}
@@ -207,9 +208,11 @@ def python_planned(root: Path, sanitize_section: dict | None = None) -> PlannedA
                      {"name": "claimed_only", "kernels": ["triton_*"],
                       "sanitize": {"expect": {"memcheck": "either"}, "why": "compiled at the claims' shape only"}},
                      {"name": "huge_only", "kernels": ["huge_kernel*"]},
-                     {"name": "raced", "kernels": ["raced_kernel*"], "sanitize": {"expect": {"racecheck": "clean"}}}]})
+                     {"name": "raced", "kernels": ["raced_kernel*"], "sanitize": {"expect": {"racecheck": "clean"}}}]}
+    manifest = Manifest.model_validate(doc)
     directory = root / "artifacts" / "tri_sm90a"
     directory.mkdir(parents=True, exist_ok=True)
+    (directory / "artifact.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     (directory / "k.py").write_text(MODULE)
     (directory / "helper_beside.py").write_text("")
     common = root / "artifacts" / "common"
@@ -310,3 +313,29 @@ def test_sanitize_params_belong_to_a_python_artifact_and_name_a_dtype(doc, messa
            "sanitize": {"params": [{"n": 37}]}, **doc}
     with pytest.raises(ValueError, match=message):
         Manifest.model_validate(doc)
+
+
+def compile_only_problems(tmp_path, monkeypatch, section=None):
+    monkeypatch.setenv("FAKE_HARNESS_REAL", str(REAL_HARNESS))
+    art = python_planned(tmp_path, section)
+    build = BuildResult("tri_sm90a", "sm_90a", True, False, "python", binary=str(art.directory / "k.py"), grid=[])
+    plan = SimpleNamespace(artifacts={art.path: art})
+    return sanitize.python_params_problems(plan, [build], tmp_path), (art.directory / "artifact.yaml").read_text()
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, ln in enumerate(text.splitlines(), 1) if needle in ln)
+
+
+def test_compile_only_finds_a_variant_that_runs_at_no_sanitized_entry_at_its_manifest_line(tmp_path, monkeypatch):
+    problems, text = compile_only_problems(tmp_path, monkeypatch)
+    assert [(p.path, p.field) for p in problems] == [("artifacts/tri_sm90a/artifact.yaml",
+                                                      "variants.huge_only.sanitize")]
+    assert problems[0].line == line_of(text, "name: huge_only")  # claimed_only expects `either`: not reported
+    assert "runs at no entry of sanitize.params, and memcheck would judge it" in problems[0].message
+
+
+def test_compile_only_finds_sanitize_params_the_module_refuses_at_their_line(tmp_path, monkeypatch):
+    problems, text = compile_only_problems(tmp_path, monkeypatch, {"params": [{"n": 37, "dtype": "bf16"}]})
+    assert [(p.field, p.line) for p in problems] == [("sanitize.params", line_of(text, "params:"))]
+    assert problems[0].message == "GRID[0]: dtype 'bf16' has no entry in TOLERANCES"

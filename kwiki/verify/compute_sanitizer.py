@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kwiki.core.errors import Problem, RecordError
+from kwiki.core.errors import FrontMatterError, Problem, RecordError
 from kwiki.core.paths import shown
 from kwiki.core.proc import find_tool, run_group
 from kwiki.results.record import parse_records
@@ -52,6 +52,7 @@ from kwiki.verify.profile import PROFILE_MODE
 from kwiki.verify.pyartifact import DESCRIBE_TIMEOUT_S, LIBRARY_ENV, environment, harness, harness_argv, python
 from kwiki.verify.run import argv_for
 from kwiki.verify.types import BuildResult, Finding, Gating, Plan, PlannedArtifact, RunOutcome
+from kwiki.wiki.frontmatter import decode, parse_yaml
 from kwiki.wiki.manifest import MANIFEST, SANITIZE_TOOLS
 
 SANITIZE = "sanitize"
@@ -387,6 +388,39 @@ def python_app(planned: PlannedArtifact, build: BuildResult, root: Path,
                for n in [*planned.run_variants, *planned.isolated]
                if grid is not None and not any(n in e.get("variants", []) for e in grid)}
     return App(argv, env, list(PYTHON_OPTIONS)), nowhere, error
+
+
+def python_params_problems(plan: Plan, builds: list[BuildResult], root: Path) -> list[Problem]:
+    """Before a GPU (any machine, `--compile-only` too): each Python artifact's `sanitize.params` as the harness
+    will read them, through the shim: entries the module's contract refuses, and variants the manifest expects a
+    tool to judge that run at no entry (they would fail the sanitize gate on the GPU); located in the manifest."""
+    described = {b.artifact: b for b in builds if b.ok and b.binary and b.grid is not None}
+    out: list[Problem] = []
+    for planned in sorted(plan.artifacts.values(), key=lambda a: a.path):
+        m, build = planned.manifest, described.get(planned.build_name)
+        if m is None or m.kind != "python" or not m.sanitize.params or build is None or build.binary is None:
+            continue
+        env = environment(root)
+        env[SHIM_MODULE_ENV], env[SHIM_GRID_ENV] = build.binary, json.dumps(m.sanitize.params, sort_keys=True)
+        grid, error = _describe(root, str(SHIM), env, planned.directory)
+        rel, lines = shown(planned.directory / MANIFEST, root), _manifest_lines(planned.directory)
+        if grid is None:
+            out.append(Problem(rel, lines.get(("sanitize", "params"), 0), "sanitize.params", error or ""))
+            continue
+        for i, v in enumerate(m.variants):
+            judged = [t for t in SANITIZE_TOOLS if expectation(m, v.name, t)[0] != "either"]
+            if judged and not any(v.name in e.get("variants", []) for e in grid):
+                out.append(Problem(rel, lines.get(("variants", i), 0), f"variants.{v.name}.sanitize",
+                                   f"runs at no entry of sanitize.params, and {judged[0]} would judge it: give it an "
+                                   "entry it runs at, or expect `either` of the tool with the reason"))
+    return out
+
+
+def _manifest_lines(directory: Path) -> dict[tuple[str | int, ...], int]:
+    try:
+        return parse_yaml(decode((directory / MANIFEST).read_bytes())[0])[1]
+    except (OSError, FrontMatterError):
+        return {}
 
 
 def _describe(root: Path, module: str, env: dict[str, str],
