@@ -287,6 +287,26 @@ def test_a_memcheck_error_in_a_python_variants_kernel_fails_its_gate_with_the_re
     assert bad.log == ".kwiki/sanitize/tri_sm90a/shared-memcheck.log"
 
 
+def test_a_python_variant_whose_records_stop_short_did_not_finish_and_runs_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_HARNESS_RAISES", "good2@4099")  # its first entry printed, its second raised
+    got = sanitize_python(tmp_path, monkeypatch, tools=("memcheck",))
+    assert [r[r.index("--variants") + 1] for r in calls(tmp_path)] == ["good,good2,raced", "good", "good2",
+                                                                       "torch_copy", "raced"]
+    ended = got[("good2", "memcheck")]
+    assert not ended.ok and ended.errors is None
+    assert ended.finding.reason == ("artifacts/tri_sm90a/artifact.yaml: variant 'good2': the harness ended (exit 3) "
+                                    "before the variant's last record: memcheck did not see its kernels through (the "
+                                    "log says why: a raise, a crash)")
+    assert got[("good", "memcheck")].ok and got[("good", "memcheck")].shared == 1
+    assert got[("raced", "memcheck")].ok
+
+
+def test_an_error_the_tool_reports_in_a_variant_that_then_raised_is_the_finding(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_HARNESS_RAISES", "good2@4099")  # memcheck's error, then the launch failure raises
+    got = sanitize_python(tmp_path, monkeypatch, finds="memcheck:good2", tools=("memcheck",))
+    assert "memcheck reported 1 error: Invalid __global__ write" in got[("good2", "memcheck")].finding.reason
+
+
 def test_without_sanitize_params_the_harness_gets_the_module_and_its_own_grid(tmp_path, monkeypatch):
     got = sanitize_python(tmp_path, monkeypatch, tools=("memcheck",), section={})
     runs = calls(tmp_path)

@@ -216,6 +216,15 @@ class App:
     argv: Callable[[list[str]], list[str]]
     env: dict[str, str]
     options: list[str] = field(default_factory=list)
+    # a Python artifact: the records each variant's run prints (one per entry it runs at; a failed check still
+    # prints one). Fewer: the harness ended before the variant did (a raise, a crash), the tool did not see it all
+    records: dict[str, int] | None = None
+
+    def short(self, run: _Run, names: list[str]) -> list[str]:
+        """The variants of `names` whose records `run` did not print in full."""
+        if self.records is None:
+            return []
+        return [n for n in names if run.counts.get(n, 0) < self.records.get(n, 1)]
 
 
 def binary_app(planned: PlannedArtifact, build: BuildResult, gpu_index: int | None) -> App:
@@ -248,10 +257,14 @@ class _Run:
             self.report = ToolReport(None, [res.start_error or f"killed after {m.sanitize.timeout_s:g} s"])
         self.hazards = hazards(text)
         ours = "\n".join(ln for ln in res.stdout.splitlines() if not ln.startswith(PREFIX))  # the tool writes there too
+        self.returncode = res.returncode
+        self.counts: dict[str, int] = {}
         try:
-            self.variants = {r.variant for r in parse_records(ours, m.name)}
+            for r in parse_records(ours, m.name):
+                self.counts[r.variant] = self.counts.get(r.variant, 0) + 1
         except RecordError:
-            self.variants = set()
+            self.counts = {}
+        self.variants = set(self.counts)
 
 
 def _owners(m: Any, names: list[str], run: _Run) -> tuple[dict[str, list[Hazard]], list[Hazard]] | None:
@@ -280,6 +293,22 @@ def _owners(m: Any, names: list[str], run: _Run) -> tuple[dict[str, list[Hazard]
             return None
         mine[names[0]] += [Hazard([f"{unprinted} more not printed"], None)] * unprinted
     return mine, outside
+
+
+def _not_run(m: Any, rel: str, order: list[str], nowhere: Mapping[str, str], tool: str) -> list[Result]:
+    """The variants that do not run under `tool`: those the manifest does not judge (`either`: a library's GEMM
+    under racecheck takes minutes), and those that run at no entry of a Python artifact's sanitized GRID, which
+    fail (skipped is not a pass)."""
+    out = []
+    for n in order:
+        expected, why = expectation(m, n, tool)
+        if expected == "either":
+            out.append(Result(m.name, n, tool, "either", None,
+                              ["not run: the manifest does not judge it" + (f" ({why})" if why else "")], shared=0))
+        elif n in nowhere:
+            out.append(Result(m.name, n, tool, expected, None, [nowhere[n]], shared=0,
+                              finding=Finding(SANITIZE, f"{rel}: variant {n!r}: {tool}: {nowhere[n]}")))
+    return out
 
 
 def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer: str, tools: list[str], root: Path,
@@ -315,24 +344,23 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
         out[(name, tool)] = Result(m.name, name, tool, expected, None, run.report.lines, run.seconds,
                                    judge(f"{rel}: variant {name!r}", tool, expected, run.report, why), run.log)
 
+    def ended(name: str, tool: str, run: _Run) -> None:  # the harness ended before the variant's last record
+        expected = expectation(m, name, tool)[0]
+        why = (f"the harness ended (exit {run.returncode}) before the variant's last record: {tool} did not see its "
+               "kernels through (the log says why: a raise, a crash)")
+        out[(name, tool)] = Result(m.name, name, tool, expected, None, [why], run.seconds,
+                                   Finding(SANITIZE, f"{rel}: variant {name!r}: {why}"), run.log)
+
     for tool in tools:
-        unjudged = [n for n in order if expectation(m, n, tool)[0] == "either"]
-        for n in unjudged:  # not judged, so not run: a library's GEMM under racecheck takes minutes
-            why = expectation(m, n, tool)[1]
-            out[(n, tool)] = Result(m.name, n, tool, "either", None,
-                                    ["not run: the manifest does not judge it" + (f" ({why})" if why else "")],
-                                    shared=0)
-        for n in [n for n in order if n in nowhere and n not in unjudged]:  # skipped is not a pass
-            out[(n, tool)] = Result(m.name, n, tool, expectation(m, n, tool)[0], None, [nowhere[n]], shared=0,
-                                    finding=Finding(SANITIZE, f"{rel}: variant {n!r}: {tool}: {nowhere[n]}"))
-        order_t = [n for n in order if n not in unjudged and n not in nowhere]
+        out.update({(r.variant, tool): r for r in _not_run(m, rel, order, nowhere, tool)})
+        order_t = [n for n in order if (n, tool) not in out]
         together = [n for n in planned.run_variants if n in order_t
                     and expectation(m, n, tool)[0] == "clean" and (v := m.variant(n)) is not None and v.kernels]
         alone = [n for n in order_t if n not in together]
         if len(together) > 1:
             run = _Run(planned, app, sanitizer, tool, together, log_dir / f"shared-{tool}.log", root)
             split = _owners(m, together, run)
-            if split is None:
+            if split is None or app.short(run, together):
                 alone = order_t  # the shared run cannot say whose errors they are: every variant alone
             else:
                 for n, hs in split[0].items():
@@ -344,6 +372,8 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
             split = _owners(m, [name], run)
             if split is None:
                 failed(name, tool, run)
+            elif not split[0][name] and app.short(run, [name]):  # no error of its own, and it did not finish
+                ended(name, tool, run)
             else:
                 result(name, tool, split[0][name], run, 1, split[1])
     return [out[(n, t)] for n in order for t in tools if (n, t) in out], None
@@ -387,7 +417,9 @@ def python_app(planned: PlannedArtifact, build: BuildResult, root: Path,
                   "it runs at, or expect `either` of the tool, with the reason)"
                for n in [*planned.run_variants, *planned.isolated]
                if grid is not None and not any(n in e.get("variants", []) for e in grid)}
-    return App(argv, env, list(PYTHON_OPTIONS)), nowhere, error
+    records = None if grid is None else {
+        n: sum(n in e.get("variants", []) for e in grid) for n in [*planned.run_variants, *planned.isolated]}
+    return App(argv, env, list(PYTHON_OPTIONS), records), nowhere, error
 
 
 def python_params_problems(plan: Plan, builds: list[BuildResult], root: Path) -> list[Problem]:
