@@ -407,10 +407,10 @@ def python_app(planned: PlannedArtifact, build: BuildResult, root: Path,
         env[SHIM_MODULE_ENV], env[SHIM_GRID_ENV] = binary, json.dumps(m.sanitize.params, sort_keys=True)
         module = str(SHIM)
         grid, error = _describe(root, module, env, planned.directory)
-    shown_module = replace(build, binary=module)
+    given = replace(build, binary=module)  # the harness loads the shim (or the module) as its module
 
     def argv(names: list[str]) -> list[str]:
-        return [*harness_argv(root, m, shown_module, names, "cuda", 1), *m.sanitize.args, PROFILE_MODE]
+        return [*harness_argv(root, m, given, names, "cuda", 1), *m.sanitize.args, PROFILE_MODE]
 
     where = "sanitize.params" if m.sanitize.params else "the module's GRID"
     nowhere = {n: f"not run: it runs at no entry of {where} (a variant is never skipped silently: give it an entry "
