@@ -15,6 +15,12 @@ no kernels, or are expected to be caught (`error`). One process per variant and 
 variants x 3 tools) took longer than a session's time on the H200. A variant the manifest leaves unjudged under
 a tool (`either`) does not run under it.
 
+A Python artifact (kind: python) runs the same way with kwiki's harness as the process: `kwiki_harness.py run
+<module> --variants a,b,... --profile-mode` (each case checked on one input set, then called once more; no timing
+loop), under `--target-processes all`, torch's caching allocator off so that memcheck sees each tensor's bounds,
+over the manifest's `sanitize.params` in place of the module's GRID (python_app). Its racecheck and synccheck run
+only where the manifest names the tool; a variant that runs at no entry fails unless the manifest expects `either`.
+
 A tool's errors fail the variant's `sanitize` gate with the report's first lines, unless the manifest expects
 them (`sanitize: {expect: {racecheck: error}}` on the variant, or on the artifact for all its variants, e.g. one
 whose variants all run a library's kernels); a tool the manifest expects to see the variant's bug that reports
@@ -29,20 +35,24 @@ masks) and does not model mbarrier phases (a wrong parity, an expect_tx that nev
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kwiki.core.errors import Problem, RecordError
+from kwiki.core.errors import FrontMatterError, Problem, RecordError
 from kwiki.core.paths import shown
 from kwiki.core.proc import find_tool, run_group
 from kwiki.results.record import parse_records
 from kwiki.verify import kernels as kmatch
+from kwiki.verify.profile import PROFILE_MODE
+from kwiki.verify.pyartifact import DESCRIBE_TIMEOUT_S, LIBRARY_ENV, environment, harness, harness_argv, python
 from kwiki.verify.run import argv_for
 from kwiki.verify.types import BuildResult, Finding, Gating, Plan, PlannedArtifact, RunOutcome
+from kwiki.wiki.frontmatter import decode, parse_yaml
 from kwiki.wiki.manifest import MANIFEST, SANITIZE_TOOLS
 
 SANITIZE = "sanitize"
@@ -60,10 +70,11 @@ def find_sanitizer(environ: Mapping[str, str] | None = None) -> str | None:
         "/usr/local/cuda*/bin/compute-sanitizer", "/usr/local/cuda*/compute-sanitizer/compute-sanitizer"], environ)
 
 
-def sanitizer_argv(sanitizer: str, tool: str, app: list[str]) -> list[str]:
+def sanitizer_argv(sanitizer: str, tool: str, app: list[str], options: list[str] | None = None) -> list[str]:
+    """compute-sanitizer's command line around `app`; `options` are the tool's own, before the application."""
     if tool not in SANITIZE_TOOLS:
         raise ValueError(f"unknown compute-sanitizer tool {tool!r}")
-    return [sanitizer, "--tool", tool, "--print-limit", "20", *app]
+    return [sanitizer, "--tool", tool, *(options or []), "--print-limit", "20", *app]
 
 
 @dataclass
@@ -181,25 +192,60 @@ def judge(where: str, tool: str, expected: str, report: ToolReport, why: str = "
     return None
 
 
+PYTHON_ONLY_ASKED = ("a Python artifact runs racecheck and synccheck only where its manifest names the tool in a "
+                     "sanitize.expect (on the artifact or the variant): under them Triton's kernels take minutes")
+
+
 def expectation(m: Any, name: str, tool: str) -> tuple[str, str]:
-    """(clean|error|either, why) of variant `name` under `tool`: the variant's own, else the artifact's, else clean."""
+    """(clean|error|either, why) of variant `name` under `tool`: the variant's own, else the artifact's, else clean
+    (memcheck on a Python artifact; its racecheck and synccheck are `either`, not run, unless the manifest asks)."""
     v = m.variant(name)
     for e in (v.sanitize if v else None, m.sanitize):
         if e is not None and tool in e.expect:
             return e.expect[tool], e.why
+    if m.kind == "python" and tool != "memcheck":
+        return "either", PYTHON_ONLY_ASKED
     return "clean", ""
+
+
+@dataclass
+class App:
+    """How an artifact's variants run under a tool: the command for a list of variants, its environment, and
+    compute-sanitizer's own options for it."""
+
+    argv: Callable[[list[str]], list[str]]
+    env: dict[str, str]
+    options: list[str] = field(default_factory=list)
+    # a Python artifact: the records each variant's run prints (one per entry it runs at; a failed check still
+    # prints one). Fewer: the harness ended before the variant did (a raise, a crash), the tool did not see it all
+    records: dict[str, int] | None = None
+
+    def short(self, run: _Run, names: list[str]) -> list[str]:
+        """The variants of `names` whose records `run` did not print in full."""
+        if self.records is None:
+            return []
+        return [n for n in names if run.counts.get(n, 0) < self.records.get(n, 1)]
+
+
+def binary_app(planned: PlannedArtifact, build: BuildResult, gpu_index: int | None) -> App:
+    """A CUDA artifact: `<binary> run.args --variants ... sanitize.args --check-only` (no timing loop)."""
+    m, binary = planned.manifest, build.binary
+    assert m is not None and binary is not None
+    env = dict(os.environ)
+    if gpu_index is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    return App(lambda names: [*argv_for(planned, binary, names), *m.sanitize.args, "--check-only"], env)
 
 
 class _Run:
     """One process under one tool: its report, records and log."""
 
-    def __init__(self, planned: PlannedArtifact, build: BuildResult, sanitizer: str, tool: str, names: list[str],
-                 env: dict[str, str], log: Path, root: Path) -> None:
+    def __init__(self, planned: PlannedArtifact, app: App, sanitizer: str, tool: str, names: list[str], log: Path,
+                 root: Path) -> None:
         m = planned.manifest
-        assert m is not None and build.binary is not None
-        app = [*argv_for(planned, build.binary, names), *m.sanitize.args, "--check-only"]
-        argv = sanitizer_argv(sanitizer, tool, app)
-        res = run_group(argv, cwd=planned.directory, env=env, timeout=m.sanitize.timeout_s,
+        assert m is not None
+        argv = sanitizer_argv(sanitizer, tool, app.argv(names), app.options)
+        res = run_group(argv, cwd=planned.directory, env=app.env, timeout=m.sanitize.timeout_s,
                         max_output=m.run.max_output_bytes)
         log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
                        f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
@@ -211,10 +257,14 @@ class _Run:
             self.report = ToolReport(None, [res.start_error or f"killed after {m.sanitize.timeout_s:g} s"])
         self.hazards = hazards(text)
         ours = "\n".join(ln for ln in res.stdout.splitlines() if not ln.startswith(PREFIX))  # the tool writes there too
+        self.returncode = res.returncode
+        self.counts: dict[str, int] = {}
         try:
-            self.variants = {r.variant for r in parse_records(ours, m.name)}
+            for r in parse_records(ours, m.name):
+                self.counts[r.variant] = self.counts.get(r.variant, 0) + 1
         except RecordError:
-            self.variants = set()
+            self.counts = {}
+        self.variants = set(self.counts)
 
 
 def _owners(m: Any, names: list[str], run: _Run) -> tuple[dict[str, list[Hazard]], list[Hazard]] | None:
@@ -245,21 +295,41 @@ def _owners(m: Any, names: list[str], run: _Run) -> tuple[dict[str, list[Hazard]
     return mine, outside
 
 
+def _not_run(m: Any, rel: str, order: list[str], nowhere: Mapping[str, str], tool: str) -> list[Result]:
+    """The variants that do not run under `tool`: those the manifest does not judge (`either`: a library's GEMM
+    under racecheck takes minutes), and those that run at no entry of a Python artifact's sanitized GRID, which
+    fail (skipped is not a pass)."""
+    out = []
+    for n in order:
+        expected, why = expectation(m, n, tool)
+        if expected == "either":
+            out.append(Result(m.name, n, tool, "either", None,
+                              ["not run: the manifest does not judge it" + (f" ({why})" if why else "")], shared=0))
+        elif n in nowhere:
+            out.append(Result(m.name, n, tool, expected, None, [nowhere[n]], shared=0,
+                              finding=Finding(SANITIZE, f"{rel}: variant {n!r}: {tool}: {nowhere[n]}")))
+    return out
+
+
 def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer: str, tools: list[str], root: Path,
                       gpu_index: int | None) -> tuple[list[Result], str | None]:
     """Every variant that runs here under each tool (shared processes where they can be; see the module's
     docstring); (results, why it was skipped)."""
     m = planned.manifest
     assert m is not None
-    if why := m.not_the_binary():
-        return [], why
     rel = shown(planned.directory / MANIFEST, root)
-    env = dict(os.environ)
-    if gpu_index is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    order = [*planned.run_variants, *planned.isolated]
+    if m.kind == "python":
+        app, nowhere, error = python_app(planned, build, root, gpu_index)
+        if error is not None:  # the sanitized GRID cannot run at all: every variant says why, at the manifest
+            return [Result(m.name, n, t, expectation(m, n, t)[0], None, [error], finding=Finding(
+                SANITIZE, f"{rel}: sanitize.params: {error}"), shared=0) for n in order for t in tools], None
+    elif why := m.not_the_binary():
+        return [], why
+    else:
+        app, nowhere = binary_app(planned, build, gpu_index), {}
     log_dir = root / ".kwiki" / "sanitize" / m.name
     log_dir.mkdir(parents=True, exist_ok=True)
-    order = [*planned.run_variants, *planned.isolated]
     out: dict[tuple[str, str], Result] = {}
 
     def result(name: str, tool: str, hs: list[Hazard], run: _Run, shared: int, outside: list[Hazard]) -> None:
@@ -274,19 +344,23 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
         out[(name, tool)] = Result(m.name, name, tool, expected, None, run.report.lines, run.seconds,
                                    judge(f"{rel}: variant {name!r}", tool, expected, run.report, why), run.log)
 
+    def ended(name: str, tool: str, run: _Run) -> None:  # the harness ended before the variant's last record
+        expected = expectation(m, name, tool)[0]
+        why = (f"the harness ended (exit {run.returncode}) before the variant's last record: {tool} did not see its "
+               "kernels through (the log says why: a raise, a crash)")
+        out[(name, tool)] = Result(m.name, name, tool, expected, None, [why], run.seconds,
+                                   Finding(SANITIZE, f"{rel}: variant {name!r}: {why}"), run.log)
+
     for tool in tools:
-        unjudged = [n for n in order if expectation(m, n, tool)[0] == "either"]
-        for n in unjudged:  # not judged, so not run: a library's GEMM under racecheck takes minutes
-            out[(n, tool)] = Result(m.name, n, tool, "either", None, ["not run: the manifest does not judge it"],
-                                    shared=0)
-        together = [n for n in planned.run_variants
-                    if expectation(m, n, tool)[0] == "clean" and (v := m.variant(n)) is not None and v.kernels]
-        order_t = [n for n in order if n not in unjudged]
+        out.update({(r.variant, tool): r for r in _not_run(m, rel, order, nowhere, tool)})
+        order_t = [n for n in order if (n, tool) not in out]
+        together = [n for n in planned.run_variants if n in order_t
+                    and expectation(m, n, tool)[0] == "clean" and (v := m.variant(n)) is not None and v.kernels]
         alone = [n for n in order_t if n not in together]
         if len(together) > 1:
-            run = _Run(planned, build, sanitizer, tool, together, env, log_dir / f"shared-{tool}.log", root)
+            run = _Run(planned, app, sanitizer, tool, together, log_dir / f"shared-{tool}.log", root)
             split = _owners(m, together, run)
-            if split is None:
+            if split is None or app.short(run, together):
                 alone = order_t  # the shared run cannot say whose errors they are: every variant alone
             else:
                 for n, hs in split[0].items():
@@ -294,13 +368,110 @@ def sanitize_artifact(planned: PlannedArtifact, build: BuildResult, *, sanitizer
         else:
             alone = order_t
         for name in alone:
-            run = _Run(planned, build, sanitizer, tool, [name], env, log_dir / f"{name}-{tool}.log", root)
+            run = _Run(planned, app, sanitizer, tool, [name], log_dir / f"{name}-{tool}.log", root)
             split = _owners(m, [name], run)
             if split is None:
                 failed(name, tool, run)
+            elif not split[0][name] and app.short(run, [name]):  # no error of its own, and it did not finish
+                ended(name, tool, run)
             else:
                 result(name, tool, split[0][name], run, 1, split[1])
     return [out[(n, t)] for n in order for t in tools if (n, t) in out], None
+
+
+# ---------------------------------------------------------------- a Python artifact: the harness in profile mode
+
+SHIM = Path(__file__).resolve().parent / "gridshim" / "kwiki_sanitize_grid.py"
+SHIM_MODULE_ENV, SHIM_GRID_ENV = "KWIKI_SANITIZE_MODULE", "KWIKI_SANITIZE_GRID"  # the shim's MODULE_ENV, GRID_ENV
+NO_CACHING_ENV = "PYTORCH_NO_CUDA_MEMORY_CACHING"
+# the harness is one process (kwiki.verify.pyartifact: torch.compile compiles in it, no worker pool); `all` still
+# follows a KWIKI_PYTHON that is a launcher running the interpreter as its child, whatever the tool's default
+PYTHON_OPTIONS = ["--target-processes", "all"]
+
+
+def python_app(planned: PlannedArtifact, build: BuildResult, root: Path,
+               gpu_index: int | None) -> tuple[App, dict[str, str], str | None]:
+    """A Python artifact: kwiki's harness in its profile mode (each case checked on one input set, then called once
+    more; no timing loop, no parent channel: the records come on its stdout), over `sanitize.params` in place of
+    the module's GRID (the shim, kwiki/verify/gridshim/). torch's caching allocator is off, so that memcheck sees
+    each tensor as an allocation of its own (with it, an access past a tensor's end lands inside a cached segment
+    and nothing is reported). (the app, why each variant that runs at no entry does not run, an error)."""
+    m, binary = planned.manifest, build.binary
+    assert m is not None and binary is not None
+    env = environment(root, gpu_index)
+    env[NO_CACHING_ENV] = "1"
+    if build.library:
+        env[LIBRARY_ENV] = build.library
+    module, grid, error = binary, build.grid, None
+    if m.sanitize.params:
+        env[SHIM_MODULE_ENV], env[SHIM_GRID_ENV] = binary, json.dumps(m.sanitize.params, sort_keys=True)
+        module = str(SHIM)
+        grid, error = _describe(root, module, env, planned.directory)
+    given = replace(build, binary=module)  # the harness loads the shim (or the module) as its module
+
+    def argv(names: list[str]) -> list[str]:
+        return [*harness_argv(root, m, given, names, "cuda", 1), *m.sanitize.args, PROFILE_MODE]
+
+    where = "sanitize.params" if m.sanitize.params else "the module's GRID"
+    nowhere = {n: f"not run: it runs at no entry of {where} (a variant is never skipped silently: give it an entry "
+                  "it runs at, or expect `either` of the tool, with the reason)"
+               for n in [*planned.run_variants, *planned.isolated]
+               if grid is not None and not any(n in e.get("variants", []) for e in grid)}
+    records = None if grid is None else {
+        n: sum(n in e.get("variants", []) for e in grid) for n in [*planned.run_variants, *planned.isolated]}
+    return App(argv, env, list(PYTHON_OPTIONS), records), nowhere, error
+
+
+def python_params_problems(plan: Plan, builds: list[BuildResult], root: Path) -> list[Problem]:
+    """Before a GPU (any machine, `--compile-only` too): each Python artifact's `sanitize.params` as the harness
+    will read them, through the shim: entries the module's contract refuses, and variants the manifest expects a
+    tool to judge that run at no entry (they would fail the sanitize gate on the GPU); located in the manifest."""
+    described = {b.artifact: b for b in builds if b.ok and b.binary and b.grid is not None}
+    out: list[Problem] = []
+    for planned in sorted(plan.artifacts.values(), key=lambda a: a.path):
+        m, build = planned.manifest, described.get(planned.build_name)
+        if m is None or m.kind != "python" or not m.sanitize.params or build is None or build.binary is None:
+            continue
+        env = environment(root)
+        env[SHIM_MODULE_ENV], env[SHIM_GRID_ENV] = build.binary, json.dumps(m.sanitize.params, sort_keys=True)
+        grid, error = _describe(root, str(SHIM), env, planned.directory)
+        rel, lines = shown(planned.directory / MANIFEST, root), _manifest_lines(planned.directory)
+        if grid is None:
+            out.append(Problem(rel, lines.get(("sanitize", "params"), 0), "sanitize.params", error or ""))
+            continue
+        for i, v in enumerate(m.variants):
+            judged = [t for t in SANITIZE_TOOLS if expectation(m, v.name, t)[0] != "either"]
+            if judged and not any(v.name in e.get("variants", []) for e in grid):
+                out.append(Problem(rel, lines.get(("variants", i), 0), f"variants.{v.name}.sanitize",
+                                   f"runs at no entry of sanitize.params, and {judged[0]} would judge it: give it an "
+                                   "entry it runs at, or expect `either` of the tool with the reason"))
+    return out
+
+
+def _manifest_lines(directory: Path) -> dict[tuple[str | int, ...], int]:
+    try:
+        return parse_yaml(decode((directory / MANIFEST).read_bytes())[0])[1]
+    except (OSError, FrontMatterError):
+        return {}
+
+
+def _describe(root: Path, module: str, env: dict[str, str],
+              cwd: Path) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The harness's `describe` of the shim: the sanitized GRID, each entry with the variants that run there; or
+    why it cannot run (the harness's contract problems: an entry that is not scalars, a dtype without tolerance)."""
+    res = run_group([python(), str(harness(root)), "describe", module],
+                    cwd=cwd, env=env, timeout=DESCRIBE_TIMEOUT_S)
+    try:
+        info = json.loads(res.stdout) if res.returncode == 0 else {}
+    except ValueError:
+        info = {}
+    if not isinstance(info, dict) or not info:
+        tail = " | ".join(res.stderr.strip().splitlines()[-2:])[:300]
+        why = res.start_error or ("timed out" if res.timed_out else f"exit {res.returncode}")
+        return None, f"the harness could not describe the module with them ({why}){': ' + tail if tail else ''}"
+    if info.get("problems"):
+        return None, "; ".join(str(p) for p in info["problems"])
+    return list(info.get("grid") or []), None
 
 
 def attach(results: list[Result], outcomes: Mapping[str, list[Any]], names: Mapping[str, str]) -> None:

@@ -307,6 +307,7 @@ def _build(root: Path, prep: _Prepared, options: Options, progress: Callable[[st
         prep.notes.append(note)
         progress(note)
     prep.problems += pyartifact.claim_params(prep.plan, builds)  # a typo in a claim's params, found before a GPU
+    prep.problems += sanitizer.python_params_problems(prep.plan, builds, root)  # and in a sanitize.params entry
     mechanism = sass.check_builds(prep.plan, builds, root, require=sass.required_here(options.require_disassembler))
     prep.problems += mechanism.problems()
     prep.notes += [*mechanism.notes, *filter(None, [sass.summary(mechanism)])]

@@ -152,12 +152,18 @@ class SanitizeRun(SanitizeExpect):
     """How `kwiki verify --sanitize` runs the artifact under each compute-sanitizer tool: `<binary> run.args
     args --check-only --variants ...` (no timing loop; kwiki.verify.compute_sanitizer says which variants share a
     process). Its `expect` and `why` hold for every variant that does not name the tool in its own (e.g. an
-    artifact whose variants all run a library's kernels)."""
+    artifact whose variants all run a library's kernels). A `kind: python` artifact runs kwiki's harness in its
+    profile mode instead (each case checked, then called once more), over `params` in place of its GRID."""
 
     args: list[str] = Field(default_factory=list, description="options after run.args that make the run small "
                                                               "(e.g. '--shapes=256x256x256', '--repeats=1')")
     timeout_s: float = Field(default=600, gt=0, le=3600, description="per process (one variant, or several "
                                                                          "sharing one) and tool")
+    params: list[dict[str, str | int | float | bool]] = Field(
+        default_factory=list,
+        description="a `kind: python` artifact's GRID under the sanitizer: small params entries, one at least off "
+                    "every tile, in place of the module's GRID (whose shapes are the claims'); each has a dtype. "
+                    "Default: the module's GRID")
 
     @model_validator(mode="after")
     def _options(self) -> SanitizeRun:
@@ -356,6 +362,12 @@ class Manifest(Strict):
             raise ValueError("shapes: two entries name the same option")
         if self.shapes and self.kind == "python":
             raise ValueError("shapes: a `kind: python` artifact's shapes are its module's GRID")
+        if self.sanitize.params and self.kind != "python":
+            raise ValueError("sanitize.params: only a `kind: python` artifact has a GRID to replace (a binary's "
+                             "sanitize.args repeat a shape option with a smaller value)")
+        for i, entry in enumerate(self.sanitize.params):
+            if "dtype" not in entry:
+                raise ValueError(f"sanitize.params[{i}]: every entry names its dtype (the module's TOLERANCES key)")
         for arg in self.run.args:
             if any(arg == f"--{o}" or arg.startswith(f"--{o}=") for o in options):
                 raise ValueError(f"run.args {arg!r} repeats an option of `shapes` (the manifest's shapes are their "
