@@ -29,6 +29,9 @@
 //              with an mbarrier (expect_tx of the page's bytes), then one cp.async.bulk shared -> global per page
 //   tma        bulk with tensor maps: the pool and the output as 2-D bf16 tensors of 512-byte rows, one box of
 //              (page bytes / 512) rows per page, loaded at row table[j] * rows and stored at row j * rows
+//   plain_contig, bulk_contig
+//              plain and bulk over the table 0, 1, 2, ...: the same kernels copying the pool's first pages in order,
+//              so that gather / contig is what the random page order and the table cost, apart from the kernel
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -63,14 +66,17 @@ struct Gather {
     size_t page_bytes;
     int pages, pool_pages;
     kwiki::DeviceBuffer<uint32_t> pool, out;
-    kwiki::DeviceBuffer<int> table;
+    kwiki::DeviceBuffer<int> table, identity;  // the shuffled table; the table 0, 1, 2, ... (the _contig variants)
     kwiki::DeviceBuffer<unsigned long long> bad{1};
     std::vector<int> host_table;
     uint64_t seed = 0;
 
     Gather(const Shape& s, uint64_t sd)
         : page_bytes(size_t(s.kib) << 10), pages(s.pages), pool_pages(s.pool), pool(page_bytes / 4 * size_t(s.pool)),
-          out(page_bytes / 4 * size_t(s.pages)), table(size_t(s.pages)) {
+          out(page_bytes / 4 * size_t(s.pages)), table(size_t(s.pages)), identity(size_t(s.pages)) {
+        std::vector<int> in_order(static_cast<size_t>(pages));
+        std::iota(in_order.begin(), in_order.end(), 0);
+        KWIKI_CHECK(cudaMemcpy(identity.get(), in_order.data(), in_order.size() * sizeof(int), cudaMemcpyHostToDevice));
         refill(sd, 0);
         KWIKI_CHECK(cudaDeviceSynchronize());
     }
@@ -374,7 +380,9 @@ int log2_of(size_t x) {
     return l;
 }
 
-void launch(Kind k, const Gather& g, const Maps& maps, const Geometry& geo, cudaStream_t s) {
+// contiguous: the same kernel over the table 0, 1, 2, ... (the pool's first pages in order: what the gather costs).
+void launch(Kind k, const Gather& g, const Maps& maps, const Geometry& geo, bool contiguous, cudaStream_t s) {
+    const int* table = contiguous ? g.identity.get() : g.table.get();
     const auto* pool = reinterpret_cast<const uint4*>(g.pool.get());
     auto* out = reinterpret_cast<uint4*>(g.out.get());
     const int lg = log2_of(g.page_bytes / 16);
@@ -385,14 +393,14 @@ void launch(Kind k, const Gather& g, const Maps& maps, const Geometry& geo, cuda
             break;
         // /kwiki:rung copy
         case Kind::Plain:
-            gather_plain_kernel<kPlainX><<<geo.grid, geo.block, 0, s>>>(pool, g.table.get(), out, g.pages, lg);
+            gather_plain_kernel<kPlainX><<<geo.grid, geo.block, 0, s>>>(pool, table, out, g.pages, lg);
             break;
         case Kind::CpAsync:
-            gather_cp_async_kernel<kCpU, kCpS><<<geo.grid, geo.block, geo.smem, s>>>(pool, g.table.get(), out, g.pages, lg);
+            gather_cp_async_kernel<kCpU, kCpS><<<geo.grid, geo.block, geo.smem, s>>>(pool, table, out, g.pages, lg);
             break;
         case Kind::Bulk: case Kind::Tma: {
             auto* f = k == Kind::Bulk ? gather_async_kernel<Engine::Bulk> : gather_async_kernel<Engine::Tensor>;
-            f<<<geo.grid, geo.block, geo.smem, s>>>(maps.pool, maps.out, reinterpret_cast<const char*>(pool), g.table.get(),
+            f<<<geo.grid, geo.block, geo.smem, s>>>(maps.pool, maps.out, reinterpret_cast<const char*>(pool), table,
                                                     reinterpret_cast<char*>(out), g.pages, uint32_t(g.page_bytes), geo.stages);
             break;
         }
@@ -401,13 +409,13 @@ void launch(Kind k, const Gather& g, const Maps& maps, const Geometry& geo, cuda
 }
 
 // A variant's case at one shape: params, bytes (pages read + written), the launch, what its record reports.
-kwiki::Case gather_case(Kind k, const Shape& sh, const Gather& g, const Maps& maps) {
+kwiki::Case gather_case(Kind k, bool contiguous, const Shape& sh, const Gather& g, const Maps& maps) {
     kwiki::Case c;
     c.params = {{"kib", sh.kib}, {"pages", sh.pages}, {"pool", sh.pool}, {"dtype", "bf16"}};
     c.bytes = 2.0 * double(g.out_bytes());
     c.bytes_level = "dram";
     const Geometry geo = geometry(k, g);
-    c.launch = [k, &g, &maps, geo](cudaStream_t s) { launch(k, g, maps, geo, s); };
+    c.launch = [k, &g, &maps, geo, contiguous](cudaStream_t s) { launch(k, g, maps, geo, contiguous, s); };
     if (const void* f = kernel_of(k)) {
         kwiki::add_occupancy(c.extra, f, geo.block, geo.smem);
         c.extra.emplace_back("grid", geo.grid);
@@ -424,6 +432,7 @@ kwiki::Case gather_case(Kind k, const Shape& sh, const Gather& g, const Maps& ma
 
 struct Variant : kwiki::VariantInfo {
     Kind kind;
+    bool contiguous = false;  // the table 0, 1, 2, ...: the same kernel reading the pool's first pages in order
 };
 
 constexpr Variant kVariants[] = {
@@ -440,6 +449,8 @@ constexpr Variant kVariants[] = {
     // kwiki:rung tma
     {{"tma"}, Kind::Tma},
     // /kwiki:rung tma
+    {{"plain_contig"}, Kind::Plain, true},
+    {{"bulk_contig"}, Kind::Bulk, true},
 };
 
 bool valid_shape(const std::vector<int>& d) {
@@ -463,8 +474,8 @@ int main(int argc, char** argv) {
         Gather g(sh, kwiki::hash64(m.seed, uint64_t(sh.kib) * 1000003 + uint64_t(sh.pages)));
         const Maps maps(g);
         kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) {
-            kwiki::Case c = gather_case(v.kind, sh, g, maps);
-            const bool identity = v.kind == Kind::Copy;
+            kwiki::Case c = gather_case(v.kind, v.contiguous, sh, g, maps);
+            const bool identity = v.kind == Kind::Copy || v.contiguous;
             c.poison = [&g](cudaStream_t s) { kwiki::poison(g.out.get(), g.out_bytes(), s); };
             c.check = [&g, identity] { return check_host(g, identity); };
             c.recheck = [&g, identity] { return check_device(g, identity); };
