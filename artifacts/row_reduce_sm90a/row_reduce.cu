@@ -214,6 +214,7 @@ __global__ void __launch_bounds__(kThreads) atomics_kernel(const bf16* __restric
                                                            int cols, int S, RowSync rs) {
     extern __shared__ uint4 slice[];
     __shared__ float red[kWarps + 1];
+    __shared__ float row_total;
     const int V = cols / kVec;
     for (int item = blockIdx.x; item < rows * S; item += gridDim.x) {
         const int row = item / S;
@@ -232,18 +233,18 @@ __global__ void __launch_bounds__(kThreads) atomics_kernel(const bf16* __restric
             atomicAdd(&rs.sum[row], part);
             count.fetch_add(1, cuda::memory_order_release);  // publishes the atomicAdd above
             while (count.load(cuda::memory_order_acquire) < unsigned(S)) __nanosleep(64);
-            red[kWarps] = cuda::atomic_ref<float, cuda::thread_scope_device>(rs.sum[row]).load(cuda::memory_order_relaxed);
+            row_total = cuda::atomic_ref<float, cuda::thread_scope_device>(rs.sum[row]).load(cuda::memory_order_relaxed);
             if (count.fetch_add(1, cuda::memory_order_acq_rel) == 2u * S - 1) {  // the row's last reader resets it
                 rs.sum[row] = 0.0f;
                 count.store(0, cuda::memory_order_relaxed);
             }
         }
         __syncthreads();
-        const float scale = rsqrtf(red[kWarps] / cols + kEps);
+        const float scale = rsqrtf(row_total / cols + kEps);
         uint4* yr = reinterpret_cast<uint4*>(y + size_t(row) * cols);
 #pragma unroll 4
         for (int j = sl.begin + threadIdx.x; j < sl.end; j += kThreads) yr[j] = scale8(slice[j - sl.begin], scale);
-        __syncthreads();  // the slice and red are reused by the next item
+        __syncthreads();  // the slice, red and row_total are reused by the next item
     }
 }
 // /kwiki:rung atomics
@@ -277,7 +278,7 @@ __device__ __forceinline__ float load_from_rank(const float* local, unsigned ran
 __global__ void __launch_bounds__(kThreads) cluster_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int cols) {
     extern __shared__ uint4 slice[];
     __shared__ float red[kWarps + 1];
-    __shared__ float cta_part;
+    __shared__ float cta_part, row_total;
     const cg::cluster_group cluster = cg::this_cluster();
     const int C = int(cluster.num_blocks()), rank = int(cluster.block_rank()), row = blockIdx.y;
     const Slice sl = slice_of(cols / kVec, C, rank);
@@ -297,11 +298,13 @@ __global__ void __launch_bounds__(kThreads) cluster_kernel(const bf16* __restric
         const int lane = threadIdx.x;
         float t = lane < C ? load_from_rank(&cta_part, unsigned(lane)) : 0.0f;
         t = kwiki::warp_sum(t);
-        if (lane == 0) red[kWarps] = t;
+        if (lane == 0) row_total = t;
     }
+    // Relaxed: nothing is handed over here. Warp 0 has consumed the values it read (the shuffles used them), so
+    // its remote reads are complete before it arrives.
     cluster_arrive_relaxed();  // this CTA has read every partial it needs from the others
     __syncthreads();
-    const float scale = rsqrtf(red[kWarps] / cols + kEps);
+    const float scale = rsqrtf(row_total / cols + kEps);
     uint4* yr = reinterpret_cast<uint4*>(y + size_t(row) * cols);
 #pragma unroll 4
     for (int j = sl.begin + threadIdx.x; j < sl.end; j += kThreads) yr[j] = scale8(slice[j - sl.begin], scale);
@@ -432,7 +435,7 @@ Plan plan_for(Kind k, int rows, int cols, kwiki::Fields& extra) {
     }
     if (k == Kind::Atomics) {
         fn = reinterpret_cast<const void*>(atomics_kernel);
-        pl.grid = atomics_grid(slice_bytes(cols, 1));  // the most a slice can need: an upper bound on the grid's smem
+        pl.grid = atomics_grid(size_t(kSliceVecs) * sizeof(uint4));  // at the largest slice: a grid that always fits
         pl.split = slices_per_row(rows, cols, pl.grid);
         pl.smem = slice_bytes(cols, pl.split);
         pl.grid = atomics_grid(pl.smem);
