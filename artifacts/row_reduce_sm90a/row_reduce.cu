@@ -339,6 +339,19 @@ int cluster_size(int cols) {
     return c;
 }
 
+// The split variants' scratch at one shape: two_kernel's partials (rows x S), the atomics kernel's per-row sum and
+// counter (zeroed here, once; the kernel leaves them zero).
+struct Workspace {
+    kwiki::DeviceBuffer<float> partial, sum;
+    kwiki::DeviceBuffer<unsigned> count;
+
+    Workspace(int rows, int cols)
+        : partial(size_t(rows) * slices_per_row(rows, cols, 1 << 30)), sum(size_t(rows)), count(size_t(rows)) {
+        KWIKI_CHECK(cudaMemset(sum.get(), 0, sum.bytes()));
+        KWIKI_CHECK(cudaMemset(count.get(), 0, count.bytes()));
+    }
+};
+
 size_t slice_bytes(int cols, int S) { return size_t((cols / kVec + S - 1) / S) * sizeof(uint4); }
 
 // kwiki:rung atomics
@@ -489,10 +502,7 @@ int main(int argc, char** argv) {
         const size_t n = size_t(rows) * cols;
         kwiki::DeviceBuffer<bf16> y(n + kwiki::kCanary);
         kwiki::set_canary(y.get(), n);  // y[n..n+kCanary) must stay as set
-        kwiki::DeviceBuffer<float> partial(size_t(rows) * slices_per_row(rows, cols, 1 << 30)), sum(static_cast<size_t>(rows));
-        kwiki::DeviceBuffer<unsigned> count(static_cast<size_t>(rows));
-        KWIKI_CHECK(cudaMemset(sum.get(), 0, sum.bytes()));
-        KWIKI_CHECK(cudaMemset(count.get(), 0, count.bytes()));
+        const Workspace ws(rows, cols);
         kwiki::InputSets<Inputs> in(m.sets, m.seed + n + uint64_t(cols), [&](Inputs& s, uint64_t seed) { fill_inputs(s, rows, cols, seed); });
         kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) {
             kwiki::Case c;
@@ -500,7 +510,7 @@ int main(int argc, char** argv) {
             c.bytes = 2.0 * double(n) * sizeof(bf16);  // x read once, y written once: a copy's bytes
             const Plan pl = plan_for(v.kind, rows, cols, c.extra);
             c.launch = [&, v, pl](cudaStream_t s) {
-                v.launch({rows, cols, in.current().x.get(), y.get(), partial.get(), {sum.get(), count.get()}}, pl, s);
+                v.launch({rows, cols, in.current().x.get(), y.get(), ws.partial.get(), {ws.sum.get(), ws.count.get()}}, pl, s);
             };
             in.bind(c, [&y, n](cudaStream_t s) { kwiki::poison(y.get(), n * sizeof(bf16), s); },
                     [&y, n, v](const Inputs& s) { return check_y(y.get(), n, s, v.kind == Kind::Copy); });
