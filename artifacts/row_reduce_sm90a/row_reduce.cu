@@ -373,10 +373,12 @@ struct Plan {
     size_t smem = 0;   // dynamic shared memory per CTA
 };
 
+// kwiki:rung block
 void launch_block(const Problem& p, const Plan&, cudaStream_t s) {
     block_kernel<<<p.rows, kThreads, 0, s>>>(p.x, p.y, p.cols);
     KWIKI_CHECK_LAST();
 }
+// /kwiki:rung block
 
 // kwiki:rung two_kernel
 void launch_two_kernel(const Problem& p, const Plan& pl, cudaStream_t s) {
@@ -476,9 +478,7 @@ struct Variant : kwiki::VariantInfo {
 };
 
 const Variant kVariants[] = {
-    // kwiki:rung block
     {{"block"}, Kind::Block, launch_block},
-    // /kwiki:rung block
     {{"two_kernel"}, Kind::TwoKernel, launch_two_kernel},
     {{"atomics"}, Kind::Atomics, launch_atomics},
     {{"cluster"}, Kind::Cluster, launch_cluster},
