@@ -13,6 +13,9 @@ schedules differ only in which (tile, k-range) pieces a program computes and how
 
 Tile order: tile t maps to (pid_m, pid_n) in groups of GROUP_M tile rows (the grouped order of Triton's matmul
 tutorial), so that programs running at once share A and B panels in L2; every schedule uses it.
+M, N and K stay specialized (Triton's divisibility by 16 of integer arguments): the row strides of A and B are
+K and N, and a stride known to be a multiple of 16 keeps the loads 16 bytes wide. The off-tile shape compiles
+kernels of its own.
 """
 
 import triton
@@ -63,7 +66,7 @@ def store_tile(c_ptr, acc, M, N, pid_m, pid_n, BM: tl.constexpr, BN: tl.constexp
 
 
 # kwiki:rung triton_dp
-@triton.jit(do_not_specialize=["M", "N", "K"])
+@triton.jit
 def dp_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
     """Data-parallel: program t computes tile t over all of K and stores it; nothing is shared."""
@@ -74,7 +77,7 @@ def dp_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 
 
 # kwiki:rung triton_splitk
-@triton.jit(do_not_specialize=["M", "N", "K", "kb_per_split"])
+@triton.jit(do_not_specialize=["kb_per_split"])
 def splitk_kernel(a_ptr, b_ptr, part_ptr, M, N, K, kb_per_split,
                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
     """Split-K: program (t, s) computes tile t over k-blocks [s * kb_per_split, (s + 1) * kb_per_split) and
@@ -106,7 +109,7 @@ def owner_of(it, total, P):
     return ((it + 1) * P - 1) // total
 
 
-@triton.jit(do_not_specialize=["M", "N", "K", "P"])
+@triton.jit(do_not_specialize=["P"])
 def streamk_kernel(a_ptr, b_ptr, c_ptr, part_ptr, flag_ptr, M, N, K, P,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
     """Stream-K over a persistent grid of P programs (one per SM; all resident, so a wait always ends).
