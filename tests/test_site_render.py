@@ -257,6 +257,14 @@ def test_history_values_are_given_as_a_table_too_two_columns_wide_however_many_c
         table[1][1].index("3abcdef")  # oldest run first, each value with its commit
 
 
+def test_the_history_table_keeps_the_last_runs_so_a_page_does_not_grow_with_its_runs():
+    points = [(f"2026-12-{d:02d}", f"{d:07x}", 1.0 + d / 100) for d in range(1, 21)]
+    spec = {"series": [{"label": "c", "points": points}]}
+    row = charts.history_table(spec)[1][1]
+    assert row.startswith(f"{20 - charts.TABLE_RUNS} earlier in the chart, then ")
+    assert row.count("(") == charts.TABLE_RUNS and f"({20:07x})" in row and f"({20 - charts.TABLE_RUNS:07x})" not in row
+
+
 def test_gemm_roofline_puts_gemm_points_under_a_compute_roof():
     def rec(variant, dtype, tflops, gbs):
         return RecordRow(run_id="r", date="2026-11-30T00:00:00Z", gpu="NVIDIA H200", artifact="gemm", target="sm_90a",

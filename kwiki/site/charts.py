@@ -130,14 +130,20 @@ def history_spec(claims: list[Claim], rows: list[ClaimRow]) -> dict[str, Any] | 
     return {"kind": "history", "series": [{"label": k, "points": v} for k, v in sorted(series.items())]}
 
 
+TABLE_RUNS = 6  # runs per claim in the table beside the history chart: a page's weight must not grow with its runs
+
+
 def history_table(spec: dict[str, Any]) -> list[list[str]]:
-    """The history chart's values as rows, one per claim (its measured / claimed at each run, oldest first, with
-    the run's commit or date), for a table beside the chart: what a tooltip would show, readable without a
-    pointer, and two columns wide however many claims and runs there are."""
-    rows = [["claim", "measured / claimed, run by run (oldest first)"]]
+    """The history chart's values as rows, one per claim (its measured / claimed at each of its last `TABLE_RUNS`
+    runs, oldest first, with the run's commit or date; the chart has them all), for a table beside the chart: what
+    a tooltip would show, readable without a pointer, two columns wide however many claims and runs there are, and
+    no longer however many runs a page has had."""
+    rows = [["claim", f"measured / claimed, run by run (oldest first; the last {TABLE_RUNS})"]]
     for s in spec["series"]:
-        values = [f"{fmt(v, 3)} ({c or d[:10]})" for d, c, v in sorted(s["points"])]
-        rows.append([s["label"], ", ".join(values)])
+        points = sorted(s["points"])
+        values = [f"{fmt(v, 3)} ({c or d[:10]})" for d, c, v in points[-TABLE_RUNS:]]
+        earlier = len(points) - TABLE_RUNS
+        rows.append([s["label"], (f"{earlier} earlier in the chart, then " if earlier > 0 else "") + ", ".join(values)])
     return rows
 
 
