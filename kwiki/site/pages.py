@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from kwiki.core.errors import ManifestError
+from kwiki.core.numbers import params_text
 from kwiki.core.strict import Scalar
 from kwiki.core.tracked import artifact_entry_problem
 from kwiki.results.store import ClaimRow, RecordRow, gpu_slug
@@ -206,13 +207,27 @@ def _ladders(ctx: Context, sp: SitePage) -> str:
         keys = {k for k, v in meta.artifacts.items() if v == rel}
         measures = [c.measure for c in meta.claims if c.measure and c.measure.artifact in keys]
         wanted = [m.of.figure for m in measures if m.per is None] + [m.of.figure for m in measures if m.per]
-        for n, spec in enumerate(charts.ladder_specs(ctx.records.get(name, []), variants, baseline, wanted)):
+        for n, spec in enumerate(charts.ladder_specs(_unswept(ctx, rel, ctx.records.get(name, [])), variants,
+                                                     baseline, wanted)):
             alt = f"{name}: {spec['figure']} of each variant on {spec['gpu']}, {spec['date']} {spec['params']}"
             out.append(_add_chart(ctx, sp, f"ladder-{name}-{gpu_slug(spec['gpu'])}-{n}", spec, alt.strip()))
     if not out:
         return ""
     body = "\n".join("    " + line if line else line for line in "\n".join(out).split("\n"))
     return f'??? note "Charts of the ladder ({len(out)})"\n\n{body}\n'
+
+
+def _unswept(ctx: Context, rel: str, rows: list[RecordRow]) -> list[RecordRow]:
+    """The rows of an artifact but those at its sweep's sizes (`shapes.sweep`): the curve draws those, and a bar
+    chart per size would bury the ladder's own."""
+    m = _manifest(ctx, rel)
+    if m is None or m.sweep_shapes() is None:
+        return rows
+    groups: dict[str, tuple[dict[str, Scalar], set[str]]] = {}
+    for r in rows:
+        groups.setdefault(params_text(r.params), (dict(r.params), set()))[1].add(r.variant)
+    swept = m.sweep_keys(groups)
+    return [r for r in rows if params_text(r.params) not in swept]
 
 
 def _roofline(ctx: Context, sp: SitePage) -> str:
