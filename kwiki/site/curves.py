@@ -35,6 +35,17 @@ def size_of(params: dict[str, Scalar]) -> int:
     return out
 
 
+def _label(params: dict[str, Scalar], same: set[str], dtype: str) -> str:
+    """A point's size as a reader writes it, without what every point shares; the dtype, said in the title, still
+    tells a byte count ('64 MiB') from a count of elements."""
+    kept = {k: v for k, v in params.items() if k not in same}
+    if dtype and "dtype" not in kept:
+        parts = shape_label({**kept, "dtype": dtype}).split(", ")
+        parts.remove(dtype)
+        return ", ".join(parts) or "—"
+    return shape_label(kept) or "—"
+
+
 def curve_specs(ladder: Ladder, set_aside: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """One curve spec per dtype of the ladder with `MIN_SIZES` or more shapes (none when it has fewer)."""
     aside = set_aside or {}
@@ -56,7 +67,7 @@ def curve_specs(ladder: Ladder, set_aside: dict[str, str] | None = None) -> list
         same = {k for k, v in points[0]["params"].items() if all(p["params"].get(k) == v for p in points)
                 and k not in SIZE_KEYS}
         for p in points:  # a size is what varies: the parameters every point shares say nothing
-            p["label"] = shape_label({k: v for k, v in p["params"].items() if k not in same}) or "—"
+            p["label"] = _label(p["params"], same, dtype)
         sol = all(p["best"].of_speed_of_light is not None and p["base"].of_speed_of_light is not None for p in points)
         top = max((r.rate or 0.0) for g in groups if str(g.params.get("dtype", "")) == dtype for r in g.rows
                   if r.status == "measured")
