@@ -196,3 +196,29 @@ def test_a_curve_of_byte_counts_labels_its_sizes_in_bytes():
     (ladder,) = ladders.from_store(m, rows)
     (spec,) = curve_specs(ladder)
     assert [p["label"] for p in spec["points"]] == ["64 MiB", "128 MiB", "256 MiB", "4 GiB"]  # not 'Mi elements'
+
+
+LISTER = '''#!{python}
+import sys
+shapes = next(a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--shapes="))
+if "5120x5120" in shapes.split(","):
+    sys.exit("usage error: --shapes: 5120x5120 is not a shape this binary takes")
+print("\\n".join(shapes.split(",")))
+'''
+
+
+def test_a_build_fails_when_the_binary_does_not_list_the_sweep_back(tmp_path):
+    from kwiki.verify.build import agree_on_shapes
+    from kwiki.wiki.buildline import BuildJob
+
+    binary = tmp_path / "lister"
+    binary.write_text(LISTER.format(python=sys.executable))
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+
+    def check(m: Manifest) -> BuildResult:
+        result = BuildResult("gemv", "sm_90a", ok=True, cached=False, key="k", binary=str(binary))
+        return agree_on_shapes(BuildJob("gemv", tmp_path, m, "sm_90a"), tmp_path, result)
+
+    assert check(_manifest()).ok  # values and sweep both listed back
+    bad = check(_manifest(sweep=[*SWEEP, "5120x5120"]))  # the binary refuses one size of the sweep
+    assert not bad.ok and "shapes.sweep: --shapes" in (bad.error or "")
