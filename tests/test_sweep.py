@@ -222,3 +222,16 @@ def test_a_build_fails_when_the_binary_does_not_list_the_sweep_back(tmp_path):
     assert check(_manifest()).ok  # values and sweep both listed back
     bad = check(_manifest(sweep=[*SWEEP, "5120x5120"]))  # the binary refuses one size of the sweep
     assert not bad.ok and "shapes.sweep: --shapes" in (bad.error or "")
+
+
+def test_the_bar_charts_of_a_ladder_leave_the_sweep_sizes_to_the_curve(tmp_path):
+    from kwiki.site import charts
+    from kwiki.site.pages import Context, _unswept
+
+    m = _manifest()
+    ctx = Context(root=tmp_path, records={})
+    ctx.loaded["artifacts/gemv"] = m  # the manifest, as the site read it
+    rows = _unswept(ctx, "artifacts/gemv", _store(m))
+    assert {r.params["shape"] for r in rows} == set(VALUES)
+    specs = charts.ladder_specs(rows, [v["name"] for v in VARIANTS], "cublas")
+    assert len(specs) == len(VALUES)  # one bar chart per ladder size, none per sweep size
