@@ -221,7 +221,12 @@ def _unswept(ctx: Context, rel: str, rows: list[RecordRow]) -> list[RecordRow]:
     """The rows of an artifact but those at its sweep's sizes (`shapes.sweep`): the curve draws those, and a bar
     chart per size would bury the ladder's own."""
     m = _manifest(ctx, rel)
-    if m is None or m.sweep_shapes() is None:
+    return without_sweep(m, rows) if m is not None else rows
+
+
+def without_sweep(m: Manifest, rows: list[RecordRow]) -> list[RecordRow]:
+    """`rows` of the artifact `m` but those at its sweep's sizes."""
+    if m.sweep_shapes() is None:
         return rows
     groups: dict[str, tuple[dict[str, Scalar], set[str]]] = {}
     for r in rows:
@@ -243,7 +248,7 @@ def _roofline(ctx: Context, sp: SitePage) -> str:
         return ""
     own = [m for m in (_manifest(ctx, rel) for rel in sorted(set(sp.meta.artifacts.values()))) if m is not None]
     if own and not any(m.ceiling for m in own):
-        rows = [r for m in own for r in ctx.records.get(m.name, [])]
+        rows = [r for m in own for r in without_sweep(m, ctx.records.get(m.name, []))]  # a roofline: the ladder's
         dram = {}
         for gpu in {r.gpu for r in rows}:
             peak = dram_peak(Gpu(index=0, name=gpu, uuid=None, cc=0))
@@ -254,6 +259,7 @@ def _roofline(ctx: Context, sp: SitePage) -> str:
                        f"compute roofline of this page's artifacts on {spec['gpu']}, {spec['date']}")
             for spec in charts.compute_roofline_specs(rows, [m.name for m in own], dram, set(sp.meta.set_aside)))
     ceilings: dict[str, tuple[str, str | None]] = {}
+    kept: dict[str, list[RecordRow]] = {}
     for path in sorted((ctx.root / ARTIFACTS_DIR).glob(f"*/{MANIFEST}")):
         try:
             m = load_manifest(path.parent, ctx.root)
@@ -261,7 +267,8 @@ def _roofline(ctx: Context, sp: SitePage) -> str:
             continue
         if m.ceiling:
             ceilings[m.name] = (m.ceiling, m.baseline)
-    rows = [r for name in sorted(ceilings) for r in ctx.records.get(name, [])]
+            kept[m.name] = without_sweep(m, ctx.records.get(m.name, []))  # sizes, not configurations: the curve's
+    rows = [r for name in sorted(ceilings) for r in kept[name]]
     return "\n".join(
         _add_chart(ctx, sp, f"roofline-{gpu_slug(spec['gpu'])}", spec,
                    f"roofline of the memory-bound artifacts on {spec['gpu']}, {spec['date']}")
