@@ -235,3 +235,26 @@ def test_the_bar_charts_of_a_ladder_leave_the_sweep_sizes_to_the_curve(tmp_path)
     assert {r.params["shape"] for r in rows} == set(VALUES)
     specs = charts.ladder_specs(rows, [v["name"] for v in VARIANTS], "cublas")
     assert len(specs) == len(VALUES)  # one bar chart per ladder size, none per sweep size
+
+
+def test_where_a_library_wins_the_curve_keeps_the_size_and_draws_the_best_of_the_ladders_own_rungs():
+    m = Manifest.model_validate({
+        "name": "gemm", "title": "GEMM", "targets": ["sm_90a"], "build": {"sources": ["g.cu"]},
+        "variants": [{"name": "lt", "rung": 0}, {"name": "cublas", "rung": 0}, {"name": "ws", "rung": 1}],
+        "baseline": "lt",
+        "shapes": [{"option": "shapes", "dims": ["M", "N", "K"], "values": ["4096x4096x4096"],
+                    "sweep": ["1024x1024x1024", "2048x2048x2048", "3072x3072x3072"], "sweep_variants": ["lt", "ws"]}]})
+
+    def row(variant: str, n: int, tflops: float) -> RecordRow:
+        params = {"M": n, "N": n, "K": n, "dtype": "bf16"}
+        return RecordRow.model_validate({
+            "gpu": "NVIDIA H200", "date": "2026-12-02T00:00:00+00:00", "run_id": "r1", "artifact": "gemm",
+            "target": "sm_90a", "variant": variant, "params": params, "passed": True,
+            "figures": {"time_us": 2 * n ** 3 / tflops / 1e6, "tflop_per_s": tflops}, "spread": 0.01})
+
+    rows = [row("lt", 4096, 790.0), row("cublas", 4096, 800.0), row("ws", 4096, 780.0)]  # a library is fastest
+    rows += [row(v, n, t) for n in (1024, 2048, 3072) for v, t in (("lt", 500.0), ("ws", 450.0 + n / 100))]
+    (ladder,) = ladders.from_store(m, rows)
+    (spec,) = curve_specs(ladder)
+    assert len(spec["points"]) == 4 and {p["best_variant"] for p in spec["points"]} == {"ws"}
+    assert spec["points"][-1]["best"] < spec["points"][-1]["base"]  # below the baseline, and drawn so

@@ -4,7 +4,10 @@ A curve needs at least `MIN_SIZES` shapes of one dtype on which the baseline and
 in the ladder's run. The y axis is the share of the speed of light (the ladder's ceiling variant on the same
 shape, memory-bound ladders); a ladder without a ceiling is drawn against the highest rate any of its rows
 reached in that dtype, and says so in its title. The best rung at each shape is kwiki.results.ladders'
-`best_per_shape`, the page's set-aside variants left out. The spec is plain data; `draw_curve` writes SVG
+`best_per_shape` over the ladder's own rungs: the page's set-aside variants, the baseline and every rung 0 (a
+library: cuBLAS's default beside cuBLASLt's best) left out, so that where a library wins the curve shows by how
+much instead of dropping the size. Sizes of the manifest's `shapes.sweep` are points like any other (the ladder
+tables fold them; kwiki.results.ladders.sweep_note). The spec is plain data; `draw_curve` writes SVG
 with the chart conventions of kwiki.site.charts (text of 14 units on a 400-unit drawing: 11 px or more on a
 390 px phone; the dark scheme inverts the chart's white card).
 """
@@ -50,7 +53,13 @@ def curve_specs(ladder: Ladder, set_aside: dict[str, str] | None = None) -> list
     """One curve spec per dtype of the ladder with `MIN_SIZES` or more shapes (none when it has fewer)."""
     aside = set_aside or {}
     groups = [g.model_copy(update={"rows": [r for r in g.rows if r.variant not in aside]}) for g in ladder.groups]
-    best = {id(g): r for g, r in best_per_shape(ladder.model_copy(update={"groups": groups}))}
+    rungs = [g.model_copy(update={"rows": [r for r in g.rows if r.role != "baseline" and r.rung != 0]})
+             for g in groups]
+    best: dict[int, Any] = {}
+    for g, own in zip(groups, rungs, strict=True):
+        found = best_per_shape(ladder.model_copy(update={"groups": [own]}))
+        if found:
+            best[id(g)] = found[0][1]
     by_dtype: dict[str, list[dict[str, Any]]] = {}
     for g in groups:
         base = next((r for r in g.rows if r.role == "baseline" and r.status == "measured"), None)
