@@ -3,6 +3,10 @@
 # wrote after each group, so that a call cut short by its limit still brings back every group that finished.
 #
 #   BUDGET_S=250 bash bench/gpu_pages.sh "page-a page-b" "page-c" ... [-- kwiki verify args]
+#   eval "BUDGET_S=560 bash bench/gpu_pages.sh $(python3 bench/page_groups.py --shell)"   # every measured page
+#
+# Pages that share an artifact must be in one group: each group is a run, and an artifact in two groups would be run
+# twice in one call (two runs of its series). bench/page_groups.py makes such groups.
 #
 # Each quoted group is one `kwiki verify --json ARGS GROUP` (default ARGS: --no-audit), run under `timeout` for
 # what is left of BUDGET_S (a group with under 30 s left is not started). Needs KWIKI_COMMIT / KWIKI_DIRTY (the copy

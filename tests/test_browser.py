@@ -501,6 +501,13 @@ def _search_hits(browser, url: str, query: str) -> list[str]:
             return meta && /match/i.test(meta.textContent);
         }""", timeout=15_000)
         pg.wait_for_timeout(300)  # the list follows the count
+        # Material lists 10 results, then more as the list scrolls: scroll until no more come (a query that a
+        # growing wiki matches more often would otherwise push an old hit out of the first 10)
+        shown = -1
+        while pg.locator(".md-search-result__item").count() != shown:
+            shown = pg.locator(".md-search-result__item").count()
+            pg.eval_on_selector(".md-search__scrollwrap", "el => el.scrollTo(0, el.scrollHeight)")
+            pg.wait_for_timeout(300)
         hrefs = pg.eval_on_selector_all(".md-search-result__item > .md-search-result__link",
                                         "els => els.map(e => e.href)")
     finally:

@@ -206,3 +206,22 @@ def test_judge_one_scale_point_claim():
     assert judge(c, 200, 0.6) == Verdict.ambiguous
     assert judge(c, 150, 0.02) == Verdict.worse
     assert judge(c, 106, 0.02) == Verdict.ambiguous
+
+
+def test_a_profiler_figure_missing_from_a_run_without_a_profile_is_not_run_not_an_error():
+    """A claim on an Nsight Compute count (`ncu_*`) in a run that profiled nothing (--no-audit, or no ncu) has not
+    been measured yet: not-run with the way to measure it; any other missing figure stays an error."""
+    from kwiki.results.record import parse_records
+    from kwiki.verify.claims import _figure, _Missing
+    from kwiki.verify.types import RunOutcome
+    from kwiki.wiki.model import Selector
+
+    timed = ('{"kwiki_record": 1, "variant": "w", "params": {"M": 8}, "check": {"passed": true}, "extra": {"x": 2.0}, '
+             '"timing": {"median_us": 10, "q1_us": 9, "q3_us": 11, "min_us": 8, "samples": 5}}')
+    outcome = RunOutcome("a", "sm_90a", ["w"], "ok", records=parse_records(timed, "a"))
+    with pytest.raises(_Missing) as profiled:
+        _figure([outcome], Selector(variant="w", figure="ncu_l2_bytes"))
+    assert profiled.value.verdict == Verdict.not_run and "--no-audit" in profiled.value.detail
+    with pytest.raises(_Missing) as typo:
+        _figure([outcome], Selector(variant="w", figure="tflops"))
+    assert typo.value.verdict == Verdict.error

@@ -342,3 +342,17 @@ def test_the_search_index_is_deferred_to_first_use_or_the_build_says_why(tmp_pat
     assert "not found as expected" in (searchindex.defer_index(tmp_path) or "")
     bundle.unlink()
     assert "expected Material's one bundle" in (searchindex.defer_index(tmp_path) or "")
+
+
+def test_a_rung_with_the_same_sass_evidence_as_one_above_points_to_it():
+    """Rungs that run one kernel with different arguments (tile orders, group sizes) have word-for-word the same
+    SASS evidence: the variants list gives it once and the later rung names the rung that has it."""
+    ladder = _mechanism_ladder()
+    ladder.mechanisms["vec4_again"] = ladder.mechanisms["vec4"].model_copy()
+    rows = [*ladder.groups[0].rows, Rung(variant="vec4_again", rung=2, adds="vec4 in another order",
+                                          status="measured", time_us=8.1, rate=3.7, rate_unit="TB/s")]
+    ladder.groups = [ladder.groups[0].model_copy(update={"rows": rows})]
+    variants = re.search(r'<ul class="kw-ladder-variants">(.*?)</ul>', ladder_html(ladder)).group(1)
+    assert variants.count("<code>vec4_kernel</code>: 32 registers") == 1
+    assert ("<code>vec4_again</code>: vec4 in another order<span class=\"kw-mech\">SASS as <code>vec4</code>'s"
+            "</span>") in variants

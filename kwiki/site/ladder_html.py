@@ -60,16 +60,23 @@ def _variant_cell(r: Rung) -> str:
 
 def variants_list(ladder: Ladder) -> str:
     """What each rung adds and the evidence of its mechanism, once for the whole ladder (the tables name
-    the variants only: one binary runs every shape, so its SASS check is the same in each)."""
+    the variants only: one binary runs every shape, so its SASS check is the same in each); a variant whose
+    evidence is word for word a rung's above (the same kernel, the same matches) points to that rung."""
     seen: dict[str, Rung] = {}
     for g in ladder.groups:
         for r in g.rows:
             seen.setdefault(r.variant, r)
     items = []
+    shown: dict[str, str] = {}  # evidence already listed -> the variant it was listed under
     for r in seen.values():
         about = html_text(r.adds or r.description or "")
         m = ladder.mechanisms.get(r.variant)
-        evidence = f'<span class="kw-mech">{mechanism_html(m)}</span>' if m is not None else ""
+        text = mechanism_html(m) if m is not None else ""
+        if text and text in shown:  # the same kernels and the same matches as a rung above: say so, once
+            text = f"SASS as <code>{html_text(shown[text])}</code>'s"
+        elif text:
+            shown[text] = r.variant
+        evidence = f'<span class="kw-mech">{text}</span>' if text else ""
         if about or evidence:
             items.append(f"<li>{_name(r)}{': ' + about if about else ''}{evidence}</li>")
     return f'<ul class="kw-ladder-variants">{"".join(items)}</ul>' if items else ""

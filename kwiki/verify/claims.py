@@ -19,6 +19,9 @@ def outcome_of(status: str) -> Outcome:
         status, Outcome.crash)
 
 
+NCU_PREFIX = "ncu_"  # figures a profile audit attaches to a record (kwiki.verify.ncu), absent from a run without one
+
+
 class _Missing(Exception):
     def __init__(self, verdict: Verdict, detail: str):
         super().__init__(detail)
@@ -45,6 +48,9 @@ def _figure(outcomes: list[RunOutcome], sel: Selector) -> tuple[float, float | N
     if not record.check.passed:
         raise _Missing(Verdict.failed, f"variant {sel.variant!r} failed its correctness check")
     figures = record.figures()
+    if sel.key not in figures and sel.key.startswith(NCU_PREFIX):  # a profiler's count, not a timed figure
+        raise _Missing(Verdict.not_run, f"figure {sel.key!r} of {sel.variant!r} is Nsight Compute's: no profile of "
+                                        "this code yet (a run with ncu and without --no-audit profiles it)")
     if sel.key not in figures:
         raise _Missing(Verdict.error, f"record of {sel.variant!r} has no figure {sel.key!r} "
                                       f"(has: {', '.join(sorted(figures))})")
