@@ -86,6 +86,8 @@ class ShapeGroup(Strict):
     params: dict[str, Scalar]
     label: str = Field(description="the parameters as a reader writes them: '8192x8192, bf16', '4 GiB, u8'")
     rows: list[Rung]
+    sweep: bool = Field(default=False, description="a size of the manifest's `shapes.sweep`: drawn on the curve "
+                                                   "across sizes, folded out of the ladder's tables")
 
 
 class Ladder(Strict):
@@ -320,11 +322,12 @@ def ladder_of(m: Manifest, entries: Sequence[Entry], **where: str | None) -> Lad
     groups: dict[str, list[Entry]] = {}
     for e in entries:
         groups.setdefault(params_text(e.params), []).append(e)
+    swept = m.sweep_keys({k: (g[0].params, {e.variant for e in g}) for k, g in groups.items()})
     out = []
     for key in sorted(groups, key=lambda k: _natural(groups[k][0].params)):
         rows = sorted(groups[key], key=lambda e: (order.get(e.variant, len(order)), e.variant))
         params = rows[0].params
-        out.append(ShapeGroup(params=params, label=shape_label(params),
+        out.append(ShapeGroup(params=params, label=shape_label(params), sweep=key in swept,
                               rows=[_rung(m, e, base.get(key), sol.get(key)) for e in rows]))
     mechanisms: dict[str, Mechanism] = {}
     for e in entries:
@@ -379,6 +382,34 @@ def from_store(m: Manifest, rows: Sequence[RecordRow], path: str | None = None) 
 # ---------------------------------------------------------------- the best row of each shape
 
 
+def _product(params: Mapping[str, Scalar]) -> int:
+    """The product of a shape's whole numbers ('4096x7168' counts both): the order of sizes, smallest first."""
+    out = 1
+    for v in params.values():
+        for part in ([] if isinstance(v, bool) else str(v).split("x")):
+            out *= int(part) if part.isdigit() else 1
+    return out
+
+
+def ladder_groups(ladder: Ladder) -> list[ShapeGroup]:
+    """The groups a ladder's tables show: every shape but the sweep's (`ShapeGroup.sweep`), which the curve
+    across sizes draws."""
+    return [g for g in ladder.groups if not g.sweep]
+
+
+def sweep_note(ladder: Ladder) -> str:
+    """The one line that stands for a ladder's sweep sizes in its tables ('' without any): how many, from which
+    to which, and where they are drawn."""
+    swept = [g for g in ladder.groups if g.sweep]
+    if not swept:
+        return ""
+    variants = sorted({r.variant for g in swept for r in g.rows})
+    swept.sort(key=lambda g: _product(g.params))
+    span = f"{swept[0].label} to {swept[-1].label}" if len(swept) > 1 else swept[0].label
+    return (f"plus {len(swept)} sweep size{'s' * (len(swept) != 1)} ({span}; {', '.join(variants)}): "
+            "see the curve across sizes")
+
+
 def best_per_shape(ladder: Ladder, *, ceiling: bool = False) -> list[tuple[ShapeGroup, Rung]]:
     """The fastest measured rung of each shape of a ladder, in the ladder's shape order (a shape with no
     measured rung is left out). One definition for the site's answer box, the agents' ladders and skills.
@@ -399,5 +430,5 @@ def best_per_shape(ladder: Ladder, *, ceiling: bool = False) -> list[tuple[Shape
     return out
 
 __all__ = ["Entry", "Ladder", "Mechanism", "Profiled", "Rung", "ShapeGroup", "best_per_shape", "bytes_figure",
-           "from_store", "ladder_of", "profiled", "rate_of", "rate_vs", "record_clock", "registers_of", "shape_label",
-           "size_text", "speed_of_light"]
+           "from_store", "ladder_groups", "ladder_of", "profiled", "rate_of", "rate_vs", "record_clock", "registers_of",
+           "shape_label", "size_text", "speed_of_light", "sweep_note"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kwiki.core.numbers import fmt
 from kwiki.core.strict import Scalar
-from kwiki.results.ladders import Ladder, Rung, ShapeGroup, best_per_shape
+from kwiki.results.ladders import Ladder, Rung, ShapeGroup, best_per_shape, ladder_groups
 from kwiki.results.standing import Standing
 from kwiki.results.states import claim_word
 from kwiki.site.render import html_text
@@ -65,7 +65,7 @@ def _without(ladder: Ladder, set_aside: dict[str, str]) -> Ladder:
 def headline_groups(ladder: Ladder, wanted: list[dict[str, Scalar]]) -> list[ShapeGroup]:
     """The ladder's groups at the shapes the page's claims select (all of them when no claim selects one)."""
     picked = [g for g in ladder.groups if any(w and matches(g.params, w) for w in wanted)]
-    return picked or list(ladder.groups)
+    return picked or ladder_groups(ladder)  # a sweep's sizes are the curve's, never the headline
 
 
 def unhelpful(group: ShapeGroup) -> list[tuple[Rung, Rung]]:

@@ -4,7 +4,10 @@ A curve needs at least `MIN_SIZES` shapes of one dtype on which the baseline and
 in the ladder's run. The y axis is the share of the speed of light (the ladder's ceiling variant on the same
 shape, memory-bound ladders); a ladder without a ceiling is drawn against the highest rate any of its rows
 reached in that dtype, and says so in its title. The best rung at each shape is kwiki.results.ladders'
-`best_per_shape`, the page's set-aside variants left out. The spec is plain data; `draw_curve` writes SVG
+`best_per_shape` over the ladder's own rungs: the page's set-aside variants, the baseline and every rung 0 (a
+library: cuBLAS's default beside cuBLASLt's best) left out, so that where a library wins the curve shows by how
+much instead of dropping the size. Sizes of the manifest's `shapes.sweep` are points like any other (the ladder
+tables fold them; kwiki.results.ladders.sweep_note). The spec is plain data; `draw_curve` writes SVG
 with the chart conventions of kwiki.site.charts (text of 14 units on a 400-unit drawing: 11 px or more on a
 390 px phone; the dark scheme inverts the chart's white card).
 """
@@ -35,11 +38,28 @@ def size_of(params: dict[str, Scalar]) -> int:
     return out
 
 
+def _label(params: dict[str, Scalar], same: set[str], dtype: str) -> str:
+    """A point's size as a reader writes it, without what every point shares; the dtype, said in the title, still
+    tells a byte count ('64 MiB') from a count of elements."""
+    kept = {k: v for k, v in params.items() if k not in same}
+    if dtype and "dtype" not in kept:
+        parts = shape_label({**kept, "dtype": dtype}).split(", ")
+        parts.remove(dtype)
+        return ", ".join(parts) or "—"
+    return shape_label(kept) or "—"
+
+
 def curve_specs(ladder: Ladder, set_aside: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """One curve spec per dtype of the ladder with `MIN_SIZES` or more shapes (none when it has fewer)."""
     aside = set_aside or {}
     groups = [g.model_copy(update={"rows": [r for r in g.rows if r.variant not in aside]}) for g in ladder.groups]
-    best = {id(g): r for g, r in best_per_shape(ladder.model_copy(update={"groups": groups}))}
+    rungs = [g.model_copy(update={"rows": [r for r in g.rows if r.role != "baseline" and r.rung != 0]})
+             for g in groups]
+    best: dict[int, Any] = {}
+    for g, own in zip(groups, rungs, strict=True):
+        found = best_per_shape(ladder.model_copy(update={"groups": [own]}))
+        if found:
+            best[id(g)] = found[0][1]
     by_dtype: dict[str, list[dict[str, Any]]] = {}
     for g in groups:
         base = next((r for r in g.rows if r.role == "baseline" and r.status == "measured"), None)
@@ -56,7 +76,7 @@ def curve_specs(ladder: Ladder, set_aside: dict[str, str] | None = None) -> list
         same = {k for k, v in points[0]["params"].items() if all(p["params"].get(k) == v for p in points)
                 and k not in SIZE_KEYS}
         for p in points:  # a size is what varies: the parameters every point shares say nothing
-            p["label"] = shape_label({k: v for k, v in p["params"].items() if k not in same}) or "—"
+            p["label"] = _label(p["params"], same, dtype)
         sol = all(p["best"].of_speed_of_light is not None and p["base"].of_speed_of_light is not None for p in points)
         top = max((r.rate or 0.0) for g in groups if str(g.params.get("dtype", "")) == dtype for r in g.rows
                   if r.status == "measured")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from kwiki.core.numbers import NONE, fmt, fmt_spread
-from kwiki.results.ladders import Ladder, Mechanism, Profiled, Rung, ShapeGroup
+from kwiki.results.ladders import Ladder, Mechanism, Profiled, Rung, ShapeGroup, ladder_groups, sweep_note
 from kwiki.results.mechanism import KernelRow
 from kwiki.site.render import html_text
 
@@ -260,7 +260,9 @@ def ladder_html(ladder: Ladder) -> str:
     if legend := profile_legend(ladder):
         about.append(html_text(legend))
     out = [f'<p class="kw-ladder-about">{" · ".join(about)}</p>', variants_list(ladder)]
-    out += [group_table(ladder, g) for g in ladder.groups]
+    out += [group_table(ladder, g) for g in ladder_groups(ladder)]
+    if folded := sweep_note(ladder):  # the sweep's sizes: one line here, every point on the curve
+        out.append(f'<p class="kw-ladder-sweep">{html_text(folded[0].upper() + folded[1:])} below.</p>')
     if ladder.others:
         items = "".join(f"<li><code>{html_text(r.variant)}</code>: {html_text(r.note or r.status)}</li>"
                         for r in ladder.others)

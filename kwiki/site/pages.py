@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from kwiki.core.errors import ManifestError
+from kwiki.core.numbers import params_text
 from kwiki.core.strict import Scalar
 from kwiki.core.tracked import artifact_entry_problem
 from kwiki.results.store import ClaimRow, RecordRow, gpu_slug
@@ -206,13 +207,32 @@ def _ladders(ctx: Context, sp: SitePage) -> str:
         keys = {k for k, v in meta.artifacts.items() if v == rel}
         measures = [c.measure for c in meta.claims if c.measure and c.measure.artifact in keys]
         wanted = [m.of.figure for m in measures if m.per is None] + [m.of.figure for m in measures if m.per]
-        for n, spec in enumerate(charts.ladder_specs(ctx.records.get(name, []), variants, baseline, wanted)):
+        for n, spec in enumerate(charts.ladder_specs(_unswept(ctx, rel, ctx.records.get(name, [])), variants,
+                                                     baseline, wanted)):
             alt = f"{name}: {spec['figure']} of each variant on {spec['gpu']}, {spec['date']} {spec['params']}"
             out.append(_add_chart(ctx, sp, f"ladder-{name}-{gpu_slug(spec['gpu'])}-{n}", spec, alt.strip()))
     if not out:
         return ""
     body = "\n".join("    " + line if line else line for line in "\n".join(out).split("\n"))
     return f'??? note "Charts of the ladder ({len(out)})"\n\n{body}\n'
+
+
+def _unswept(ctx: Context, rel: str, rows: list[RecordRow]) -> list[RecordRow]:
+    """The rows of an artifact but those at its sweep's sizes (`shapes.sweep`): the curve draws those, and a bar
+    chart per size would bury the ladder's own."""
+    m = _manifest(ctx, rel)
+    return without_sweep(m, rows) if m is not None else rows
+
+
+def without_sweep(m: Manifest, rows: list[RecordRow]) -> list[RecordRow]:
+    """`rows` of the artifact `m` but those at its sweep's sizes."""
+    if m.sweep_shapes() is None:
+        return rows
+    groups: dict[str, tuple[dict[str, Scalar], set[str]]] = {}
+    for r in rows:
+        groups.setdefault(params_text(r.params), (dict(r.params), set()))[1].add(r.variant)
+    swept = m.sweep_keys(groups)
+    return [r for r in rows if params_text(r.params) not in swept]
 
 
 def _roofline(ctx: Context, sp: SitePage) -> str:
@@ -228,7 +248,7 @@ def _roofline(ctx: Context, sp: SitePage) -> str:
         return ""
     own = [m for m in (_manifest(ctx, rel) for rel in sorted(set(sp.meta.artifacts.values()))) if m is not None]
     if own and not any(m.ceiling for m in own):
-        rows = [r for m in own for r in ctx.records.get(m.name, [])]
+        rows = [r for m in own for r in without_sweep(m, ctx.records.get(m.name, []))]  # a roofline: the ladder's
         dram = {}
         for gpu in {r.gpu for r in rows}:
             peak = dram_peak(Gpu(index=0, name=gpu, uuid=None, cc=0))
@@ -239,6 +259,7 @@ def _roofline(ctx: Context, sp: SitePage) -> str:
                        f"compute roofline of this page's artifacts on {spec['gpu']}, {spec['date']}")
             for spec in charts.compute_roofline_specs(rows, [m.name for m in own], dram, set(sp.meta.set_aside)))
     ceilings: dict[str, tuple[str, str | None]] = {}
+    kept: dict[str, list[RecordRow]] = {}
     for path in sorted((ctx.root / ARTIFACTS_DIR).glob(f"*/{MANIFEST}")):
         try:
             m = load_manifest(path.parent, ctx.root)
@@ -246,7 +267,8 @@ def _roofline(ctx: Context, sp: SitePage) -> str:
             continue
         if m.ceiling:
             ceilings[m.name] = (m.ceiling, m.baseline)
-    rows = [r for name in sorted(ceilings) for r in ctx.records.get(name, [])]
+            kept[m.name] = without_sweep(m, ctx.records.get(m.name, []))  # sizes, not configurations: the curve's
+    rows = [r for name in sorted(ceilings) for r in kept[name]]
     return "\n".join(
         _add_chart(ctx, sp, f"roofline-{gpu_slug(spec['gpu'])}", spec,
                    f"roofline of the memory-bound artifacts on {spec['gpu']}, {spec['date']}")

@@ -308,6 +308,23 @@ def agree_on_shapes(job: BuildJob, root: Path, result: BuildResult) -> BuildResu
             continue
         result.ok = False
         return result
+    return _agree_on_sweep(job, root, result)
+
+
+def _agree_on_sweep(job: BuildJob, root: Path, result: BuildResult) -> BuildResult:
+    """The sweep's sizes (the manifest's `shapes.sweep`, its own process) must list back like `values`."""
+    entry = job.manifest.sweep_shapes()
+    if entry is None:
+        return result
+    argv = [str(result.binary), entry.sweep_arg(), f"--list-shapes={entry.option}"]
+    res = run_group(argv, cwd=job.directory, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+                    timeout=LIST_VARIANTS_TIMEOUT_S)
+    listed = [line.strip() for line in res.stdout.splitlines() if line.strip()]
+    if res.start_error or res.timed_out or res.returncode != 0 or listed != entry.sweep:
+        result.ok = False
+        result.error = (f"{shown(job.directory / MANIFEST, root)}: shapes.sweep: --{entry.option}: the binary "
+                        f"lists [{', '.join(listed)}] (exit {res.returncode}); the manifest declares "
+                        f"[{', '.join(entry.sweep)}]")
     return result
 
 

@@ -416,8 +416,10 @@ def _run_stage(the_plan: Plan, builds: list[BuildResult], root: Path, run_id: st
     seconds = 0.0
     for n, planned in enumerate(runnable, 1):
         assert planned.run_target is not None  # runnable holds only artifacts with a run target
+        sweep = planned.manifest.sweep_shapes() if planned.manifest else None
         progress(f"run {n}/{len(runnable)} {planned.name} [{planned.run_target}] "
-                 f"{len(planned.run_variants)} variants + {len(planned.isolated)} isolated")
+                 f"{len(planned.run_variants)} variants + {len(planned.isolated)} isolated"
+                 + (f", then a sweep of {len(sweep.sweep)} sizes" if sweep is not None else ""))
         t0 = time.perf_counter()
         outs = run_by_kind(planned, by_key[(planned.build_name, planned.run_target)], gpu_index=gpu_index,
                         root=root, run_id=run_id)

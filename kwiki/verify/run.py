@@ -61,7 +61,8 @@ def gpu_lock(gpu: Gpu | None, root: Path, progress: Callable[[str], None]) -> It
         yield
 
 
-def argv_for(planned: PlannedArtifact, binary: str, variants: list[str]) -> list[str]:
+def argv_for(planned: PlannedArtifact, binary: str, variants: list[str], sweep: bool = False) -> list[str]:
+    """The binary's command line: its shapes (with `sweep`, the sweep's sizes), run.args, then the variants."""
     assert planned.manifest is not None
     run = planned.manifest.run
     if run.command:
@@ -69,14 +70,17 @@ def argv_for(planned: PlannedArtifact, binary: str, variants: list[str]) -> list
     else:
         base = [binary]
     sustained = [v for v in planned.sustained if v in variants]  # blocks back to back (protocol 3)
-    return [*base, *planned.manifest.run_args(), "--variants", ",".join(variants),
+    shapes = planned.manifest.sweep_args() if sweep else planned.manifest.run_args()
+    return [*base, *shapes, "--variants", ",".join(variants),
             *([f"--sustained={','.join(sustained)}"] if sustained else [])]  # shapes, then run.args
 
 
 def run_artifact(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int | None, root: Path,
                  run_id: str) -> list[RunOutcome]:
-    """Run a CUDA artifact: the shared-process variants together, then each isolated variant alone. Another
-    kind's run is the pipeline's to dispatch (kwiki.verify.pipeline)."""
+    """Run a CUDA artifact: the shared-process variants together, then each isolated variant alone, then the
+    sweep (the manifest's `shapes.sweep`: its sizes and `sweep_variants` only, in a process of their own, after
+    the ladder's, so that a claim's records are the ladder's). Another kind's run is the pipeline's to dispatch
+    (kwiki.verify.pipeline)."""
     assert planned.manifest is not None and build.binary is not None
     outcomes = []
     groups = ([planned.run_variants] if planned.run_variants else []) + [[v] for v in planned.isolated]
@@ -85,24 +89,29 @@ def run_artifact(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int
         timeout = (variant.timeout_s if len(variants) == 1 and variant and variant.timeout_s
                    else planned.manifest.run.timeout_s)
         outcomes.append(_run(planned, build, variants, timeout, gpu_index, root, run_id))
+    entry = planned.manifest.sweep_shapes()
+    swept = [v for v in entry.sweep_variants if v in planned.run_variants] if entry is not None else []
+    if swept:
+        outcomes.append(_run(planned, build, swept, planned.manifest.run.timeout_s, gpu_index, root, run_id,
+                             sweep=True))
     return outcomes
 
 
 def _run(planned: PlannedArtifact, build: BuildResult, variants: list[str], timeout: float,
-         gpu_index: int | None, root: Path, run_id: str) -> RunOutcome:
+         gpu_index: int | None, root: Path, run_id: str, sweep: bool = False) -> RunOutcome:
     assert planned.manifest is not None and build.binary is not None
     name = planned.manifest.name
     env = dict(os.environ)
     if build.target != HOST and gpu_index is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
     env["KWIKI_RUN_ID"] = run_id
-    argv = argv_for(planned, build.binary, variants)
+    argv = argv_for(planned, build.binary, variants, sweep)
     res = run_group(argv, cwd=planned.directory, env=env, timeout=timeout,
                     max_output=planned.manifest.run.max_output_bytes)
     log_dir = root / RUNS_DIR / run_id
     log_dir.mkdir(parents=True, exist_ok=True)
     alone = len(variants) == 1 and variants[0] in planned.isolated
-    suffix = f"-{variants[0]}" if alone else ""
+    suffix = "-sweep" if sweep else f"-{variants[0]}" if alone else ""
     log = log_dir / f"{name}{suffix}.log"
     log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
                    f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")

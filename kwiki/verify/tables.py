@@ -8,7 +8,18 @@ from typing import Any
 
 from kwiki.core.numbers import NONE, fmt, fmt_spread, params_text
 from kwiki.core.strict import Scalar
-from kwiki.results.ladders import Entry, Ladder, Rung, about, ladder_of, profiled, record_clock, registers_of
+from kwiki.results.ladders import (
+    Entry,
+    Ladder,
+    Rung,
+    about,
+    ladder_groups,
+    ladder_of,
+    profiled,
+    record_clock,
+    registers_of,
+    sweep_note,
+)
 from kwiki.results.record import Record
 from kwiki.results.series import drift_text
 from kwiki.results.tables import md_cell
@@ -110,11 +121,13 @@ def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: G
     rows = [("| variant | what changed | params | time (us) | throughput | rate vs baseline | of speed of light "
              "| SM MHz | registers |"),
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for group in ladder.groups:
+    for group in ladder_groups(ladder):  # the sweep's sizes are the curve's: one line below stands for them
         rows += ["| " + " | ".join(md_cell(c) for c in _rung_cells(r, params_text(group.params))) + " |"
                  for r in group.rows]
     rows += ["| " + " | ".join(md_cell(c) for c in _rung_cells(r, "")) + " |" for r in ladder.others]
-    return head + "\n".join(rows) + "\n" + roof_note(planned, outcomes)
+    folded = sweep_note(ladder)
+    return (head + "\n".join(rows) + "\n" + (f"\n*{md_cell(folded[0].upper() + folded[1:])} (on the site).*\n"
+                                           if folded else "") + roof_note(planned, outcomes))
 
 
 def roof_note(planned: PlannedArtifact, outcomes: list[RunOutcome]) -> str:

@@ -267,15 +267,29 @@ class Shapes(Strict):
     dims: list[Name] = Field(min_length=1, description="the params one value gives, in order (e.g. [M, N, K])")
     values: list[str] = Field(min_length=1, description="the shapes, in the order the binary runs them "
                                                         "(e.g. '4096x4096x4096'); include one off the tile")
+    sweep: list[str] = Field(
+        default_factory=list, description="more sizes for the curve across sizes (kwiki.site.curves), run in a "
+                                          "process of their own after the ladder's (`--OPTION=SWEEP` and the "
+                                          "variants of `sweep_variants` only); the ladder tables fold them into one "
+                                          "line, and claims name `values` only")
+    sweep_variants: list[Name] = Field(
+        default_factory=list, description="the variants the sweep runs: the baseline, the ceiling (if any) and the "
+                                          "rungs the curve draws (required with `sweep`)")
 
     @model_validator(mode="after")
     def _values(self) -> Shapes:
-        for i, v in enumerate(self.values):
-            if not SIZE.match(v) or len(v.split("x")) != len(self.dims):
-                raise ValueError(f"values[{i}] {v!r} is not {len(self.dims)} positive integers joined by 'x' "
-                                 f"({'x'.join(self.dims)})")
-        if len(set(self.values)) != len(self.values):
+        for field, given in (("values", self.values), ("sweep", self.sweep)):
+            for i, v in enumerate(given):
+                if not SIZE.match(v) or len(v.split("x")) != len(self.dims):
+                    raise ValueError(f"{field}[{i}] {v!r} is not {len(self.dims)} positive integers joined by 'x' "
+                                     f"({'x'.join(self.dims)})")
+        if len(set(self.values)) != len(self.values) or len(set(self.sweep)) != len(self.sweep):
             raise ValueError("a value repeats")
+        both = [v for v in self.sweep if v in self.values]
+        if both:
+            raise ValueError(f"sweep {both[0]!r} is also one of `values`: a size is the ladder's or the sweep's")
+        if bool(self.sweep) != bool(self.sweep_variants):
+            raise ValueError("give `sweep` and `sweep_variants` together (the sizes, and the variants run at them)")
         if len(set(self.dims)) != len(self.dims):
             raise ValueError("a dim repeats")
         return self
@@ -283,9 +297,14 @@ class Shapes(Strict):
     def arg(self) -> str:
         return f"--{self.option}={','.join(self.values)}"
 
-    def params(self) -> list[dict[str, int]]:
-        """Each value as the params it gives, in order."""
-        return [dict(zip(self.dims, map(int, v.split("x")), strict=True)) for v in self.values]
+    def sweep_arg(self) -> str:
+        """The option of the sweep's own process: its sizes in place of `values`."""
+        return f"--{self.option}={','.join(self.sweep)}"
+
+    def params(self, sweep: bool = False) -> list[dict[str, int]]:
+        """Each value (with `sweep`, each sweep size) as the params it gives, in order."""
+        given = self.sweep if sweep else self.values
+        return [dict(zip(self.dims, map(int, v.split("x")), strict=True)) for v in given]
 
 
 class Manifest(Strict):
@@ -368,15 +387,69 @@ class Manifest(Strict):
         for i, entry in enumerate(self.sanitize.params):
             if "dtype" not in entry:
                 raise ValueError(f"sanitize.params[{i}]: every entry names its dtype (the module's TOLERANCES key)")
+        self._sweep_consistent(names)
         for arg in self.run.args:
             if any(arg == f"--{o}" or arg.startswith(f"--{o}=") for o in options):
                 raise ValueError(f"run.args {arg!r} repeats an option of `shapes` (the manifest's shapes are their "
                                  "one source: kwiki passes them)")
         return self
 
+    def _sweep_consistent(self, names: list[str]) -> None:
+        """A sweep runs in a process of its own with its one option, so it needs a binary of one `shapes` entry;
+        its variants must be the manifest's, shared-process ones, and give the curve its baseline and roof."""
+        entry = self.sweep_shapes()
+        if entry is None:
+            return
+        if len(self.shapes) != 1:
+            raise ValueError("shapes: a `sweep` needs a manifest of one `shapes` entry (its process passes that "
+                             "option alone)")
+        unknown = [v for v in entry.sweep_variants if v not in names]
+        if unknown:
+            raise ValueError(f"shapes.sweep_variants: {unknown[0]!r} is not one of the variants")
+        alone = [v for v in entry.sweep_variants if (var := self.variant(v)) is not None and var.isolated]
+        if alone:
+            raise ValueError(f"shapes.sweep_variants: {alone[0]!r} is isolated (it runs alone, never in the sweep)")
+        for role in ("baseline", "ceiling"):
+            needed = getattr(self, role)
+            if needed is not None and needed not in entry.sweep_variants:
+                raise ValueError(f"shapes.sweep_variants: name the {role} {needed!r}: the curve is drawn against it")
+        if not set(entry.sweep_variants) - {self.baseline, self.ceiling}:
+            raise ValueError("shapes.sweep_variants: name a rung besides the baseline and the ceiling (the curve's "
+                             "best rung)")
+
+    def sweep_shapes(self) -> Shapes | None:
+        """The `shapes` entry that has a sweep, or None."""
+        return next((g for g in self.shapes if g.sweep), None)
+
     def run_args(self) -> list[str]:
         """What the binary gets before `--variants`: the shapes' options, then run.args."""
         return [*(g.arg() for g in self.shapes), *self.run.args]
+
+    def sweep_args(self) -> list[str]:
+        """What the sweep's process gets before `--variants` (kwiki.verify.run): the sweep's sizes, then run.args."""
+        entry = self.sweep_shapes()
+        return [entry.sweep_arg(), *self.run.args] if entry is not None else []
+
+    def sweep_keys(self, groups: Mapping[str, tuple[Mapping[str, object], set[str]]]) -> set[str]:
+        """Which of a run's shape groups (a key -> (params, the variants measured there)) are sweep sizes. A
+        group whose params carry the sweep entry's dims is one when they name a sweep size; a group whose params
+        name its shape otherwise (`--mib` given, a byte count recorded) is one when only `sweep_variants` ran
+        there (every variant of the main process runs at each of `values`)."""
+        entry = self.sweep_shapes()
+        if entry is None:
+            return set()
+        sizes = entry.params(sweep=True)
+        only = set(entry.sweep_variants)
+        out = set()
+        for key, (params, ran) in groups.items():
+            named = [d for d in entry.dims if d in params]
+            if named:
+                hit = any(all(p[d] == params[d] for d in named) for p in sizes)
+            else:
+                hit = bool(ran) and ran <= only and bool({v.name for v in self.variants} - only)
+            if hit:
+                out.add(key)
+        return out
 
     def declares_shape(self, params: Mapping[str, object]) -> bool | None:
         """Whether `params` (a claim's selector) name a declared shape: None when no entry of `shapes` has a dim
