@@ -130,7 +130,7 @@ def history_spec(claims: list[Claim], rows: list[ClaimRow]) -> dict[str, Any] | 
     return {"kind": "history", "series": [{"label": k, "points": v} for k, v in sorted(series.items())]}
 
 
-TABLE_RUNS = 6  # runs per claim in the table beside the history chart: a page's weight must not grow with its runs
+TABLE_RUNS = 3  # runs per claim in the table beside the history chart (a verdict's): a page must not grow with its runs
 
 
 def history_table(spec: dict[str, Any]) -> list[list[str]]:
