@@ -8,7 +8,8 @@ accumulator tile before it leaves the registers:
 
   EPILOGUE 0  store acc as bf16                                          (triton_plain)
   EPILOGUE 1  + bias[col], tanh-GELU, store bf16                         (triton_bias_gelu)
-  EPILOGUE 2  + bias[col], tanh-GELU, + residual[row, col], store bf16   (triton_bias_gelu_residual)
+  EPILOGUE 2  + bias[col], tanh-GELU, + residual[row, col] (plain loads), store bf16, in two 128-column
+              halves (triton_bias_gelu_residual)
   EPILOGUE 3  + bias[col], tanh-GELU, then e4m3 with one scale per 1 x 128 group of a row, the group scales
               stored [N/128, M], and one atomic max of |y| per program into the tensor's amax (triton_fp8_out)
 """
@@ -16,8 +17,8 @@ accumulator tile before it leaves the registers:
 import triton
 import triton.language as tl
 
-SQRT_2_OVER_PI = 0.7978845608028654
-E4M3_MAX = 448.0
+SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)  # a global a kernel reads must be a constexpr
+E4M3_MAX = tl.constexpr(448.0)  # the largest finite e4m3 value
 
 
 @triton.jit
@@ -69,6 +70,18 @@ def _fp8_groups(y, q_desc, s_ptr, rows, off_m, off_n, pid_n, M, N,
 # /kwiki:rung triton_fp8_out
 
 
+# kwiki:rung triton_bias_gelu_residual
+@triton.jit
+def _add_residual_store(y, res_ptr, c_desc, rows, off_m, off_n, M, N, HALF: tl.constexpr):
+    """y [BM, HALF] + residual[rows, off_n : off_n + HALF] (plain loads, masked past M and N: one bf16 read an
+    element, no staging in shared memory), stored as bf16 by TMA through a [BM, HALF] descriptor."""
+    cols = off_n + tl.arange(0, HALF)
+    r_ptrs = res_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
+    res = tl.load(r_ptrs, mask=(rows[:, None] < M) & (cols[None, :] < N), other=0.0)
+    c_desc.store([off_m, off_n], (y + res.to(tl.float32)).to(tl.bfloat16))
+# /kwiki:rung triton_bias_gelu_residual
+
+
 # kwiki:rung triton_plain
 @triton.jit
 def gemm_epilogue(a_ptr, b_ptr, c_ptr, bias_ptr, res_ptr, s_ptr, amax_ptr, M, N, K,
@@ -84,8 +97,8 @@ def gemm_epilogue(a_ptr, b_ptr, c_ptr, bias_ptr, res_ptr, s_ptr, amax_ptr, M, N,
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
     c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
-    if EPILOGUE == 2:  # the residual tile arrives by TMA too (zeros past M and N), one bf16 read an element
-        r_desc = tl.make_tensor_descriptor(res_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    if EPILOGUE == 2:
+        c_half_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN // 2])
     run_amax = tl.zeros((), dtype=tl.float32)  # EPILOGUE 3: the largest |y| of this program's tiles
     for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = _tile(tile_id, num_pid_in_group, num_pid_m, GROUP_M)
@@ -103,8 +116,13 @@ def gemm_epilogue(a_ptr, b_ptr, c_ptr, bias_ptr, res_ptr, s_ptr, amax_ptr, M, N,
 # /kwiki:rung triton_plain
 # kwiki:rung triton_bias_gelu_residual
         elif EPILOGUE == 2:
-            y = _bias_gelu(acc, bias_ptr, cols, N) + r_desc.load([off_m, off_n]).to(tl.float32)
-            c_desc.store([off_m, off_n], y.to(tl.bfloat16))
+            # in two 128 x 128 halves, the residual by plain loads: a whole 128 x 256 epilogue stages a 64 KiB
+            # store tile and a 64 KiB layout conversion of the residual in shared memory, which the 3 pipeline
+            # stages (144 KiB) leave no room for (the block would need 246 KiB of the 227 KiB it may have)
+            y = _bias_gelu(acc, bias_ptr, cols, N)
+            y0, y1 = tl.split(tl.permute(tl.reshape(y, (BM, 2, BN // 2)), (0, 2, 1)))
+            _add_residual_store(y0, res_ptr, c_half_desc, rows, off_m, off_n, M, N, BN // 2)
+            _add_residual_store(y1, res_ptr, c_half_desc, rows, off_m, off_n + BN // 2, M, N, BN // 2)
 # /kwiki:rung triton_bias_gelu_residual
 # kwiki:rung triton_fp8_out
         elif EPILOGUE == 3:
