@@ -118,7 +118,7 @@ def gemm_epilogue(a_ptr, b_ptr, c_ptr, bias_ptr, res_ptr, s_ptr, amax_ptr, M, N,
         elif EPILOGUE == 2:
             # in two 128 x 128 halves, the residual by plain loads: a whole 128 x 256 epilogue stages a 64 KiB
             # store tile and a 64 KiB layout conversion of the residual in shared memory, which the 3 pipeline
-            # stages (144 KiB) leave no room for (the block would need 246 KiB of the 227 KiB it may have)
+            # stages (144 KiB) leave no room for (the block would need 240 KiB of the 227 KiB it may have)
             y = _bias_gelu(acc, bias_ptr, cols, N)
             y0, y1 = tl.split(tl.permute(tl.reshape(y, (BM, 2, BN // 2)), (0, 2, 1)))
             _add_residual_store(y0, res_ptr, c_half_desc, rows, off_m, off_n, M, N, BN // 2)
