@@ -85,6 +85,17 @@ def test_the_baseline_is_no_rung_that_did_not_help():
     assert [(r.variant, b.variant) for r, b in unhelpful(group)] == [("persistent_ws", "persistent")]
 
 
+def test_a_second_library_row_at_rung_0_is_no_bar_for_our_rungs_either():
+    """A ladder with two libraries (cuBLASLt's best as the baseline, cublasGemmEx's default beside it, both rung 0):
+    our first rung being slower than the second library is what 'vs baseline' says, not a rung that did not help."""
+    (group,) = [g for g in _ladder().groups if g.params["M"] == 4096]
+    fast = max(r.rate or 0.0 for r in group.rows) * 1.5
+    library = Rung(variant="cublas_default", rung=0, status="measured", time_us=1.0, rate=fast,
+                   rate_unit=group.rows[0].rate_unit)
+    group = group.model_copy(update={"rows": [*group.rows, library]})
+    assert [(r.variant, b.variant) for r, b in unhelpful(group)] == [("persistent_ws", "persistent")]
+
+
 def test_headline_claim_from_front_matter_with_its_direction():
     meta = _meta(headline="vs-cublas-8192")
     claim, mc = headline_claim(meta, standing(meta))
