@@ -236,3 +236,4 @@ def test_list_audits_prints_a_listing_without_a_gpu(capsys, project):
     assert code == 0, out.out + out.err
     assert "--list-audits: 2 records" in out.out and "drifting stream" in out.out
     assert "nothing verified" not in out.out.lower() and "internal error" not in out.err
+    assert "kwiki verify: listed (nothing built or run)" in out.out and "built only" not in out.out

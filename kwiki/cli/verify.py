@@ -115,7 +115,9 @@ def _print_human(report: Report, nothing: str | None = None) -> None:
         counts[c.verdict.value] = counts.get(c.verdict.value, 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     state = "FAILED" if not report.ok else ("NOTHING VERIFIED" if nothing else "ok")
-    if state == "ok" and report.plan.gpu is None and not report.plan.compile_only and not runs:
+    if report.audits is not None and "missing" in report.audits:
+        state = "listed (nothing built or run)"  # --list-audits
+    elif state == "ok" and report.plan.gpu is None and not report.plan.compile_only and not runs:
         state = "built only, nothing timed (no GPU here)"  # not "ok": nothing was verified
     print(f"\nkwiki verify: {state}: {len(report.plan.pages)} pages, "
           f"{len(report.builds)} builds ({built} ok, {cached} cached), {runs} runs; claims: {summary or 'none'}")
