@@ -43,9 +43,11 @@ def project(fixture_copy) -> Path:
 
 def verify_json(capsys, *argv: str) -> tuple[int, dict]:
     code = main(["verify", "--json", "--quiet", *argv])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     # the test keeps its cluster attached, so a worker killed by an earlier test may be reported on stdout late
-    # (kwiki verify --ray itself sends what Ray prints to stderr until it detaches)
+    # (kwiki verify --ray itself sends what Ray prints to stderr until it detaches); no report at all: say why
+    assert "{\n" in out, f"no JSON report (exit {code}); stderr ends: {captured.err[-3000:]}"
     return code, json.loads(out[out.index("{\n"):])
 
 
