@@ -79,6 +79,11 @@ class Rung(Strict):
                                                                 "(absent: the run was not profiled)")
     note: str | None = Field(default=None, description="why a row has no figures (a failed run, a target)")
 
+    @property
+    def library(self) -> bool:
+        """A library's row, no rung of ours: the baseline, or any rung 0 (cuBLAS beside cuBLASLt's best)."""
+        return self.role == "baseline" or self.rung == 0
+
 
 class ShapeGroup(Strict):
     """Every variant measured on one parameter set."""

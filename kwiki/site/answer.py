@@ -73,8 +73,8 @@ def unhelpful(group: ShapeGroup) -> list[tuple[Rung, Rung]]:
     ladder's rungs need not be a chain: rung 7 may be rung 4 walked another way, so the fastest one below
     is the bar). The baseline and every other rung 0 (a library: cuBLAS beside cuBLASLt's best) are no rungs of
     ours to build on: how far from them a rung is, its 'vs baseline' says."""
-    rungs = sorted((r for r in group.rows if r.rung and r.status == "measured" and r.rate is not None
-                    and r.role is None), key=lambda r: r.rung or 0)  # rung 0: a library row, like the baseline
+    rungs = sorted((r for r in group.rows if r.rung is not None and not r.library and r.role is None
+                    and r.status == "measured" and r.rate is not None), key=lambda r: r.rung or 0)
     out = []
     for i, r in enumerate(rungs):
         below = [b for b in rungs[:i] if b.rate_unit == r.rate_unit and (b.rung or 0) < (r.rung or 0)]

@@ -53,7 +53,7 @@ def curve_specs(ladder: Ladder, set_aside: dict[str, str] | None = None) -> list
     """One curve spec per dtype of the ladder with `MIN_SIZES` or more shapes (none when it has fewer)."""
     aside = set_aside or {}
     groups = [g.model_copy(update={"rows": [r for r in g.rows if r.variant not in aside]}) for g in ladder.groups]
-    rungs = [g.model_copy(update={"rows": [r for r in g.rows if r.role != "baseline" and r.rung != 0]})
+    rungs = [g.model_copy(update={"rows": [r for r in g.rows if not r.library]})
              for g in groups]
     best: dict[int, Any] = {}
     for g, own in zip(groups, rungs, strict=True):
