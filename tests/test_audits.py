@@ -237,3 +237,37 @@ def test_list_audits_prints_a_listing_without_a_gpu(capsys, project):
     assert "--list-audits: 2 records" in out.out and "drifting stream" in out.out
     assert "nothing verified" not in out.out.lower() and "internal error" not in out.err
     assert "kwiki verify: listed (nothing built or run)" in out.out and "built only" not in out.out
+
+
+def test_list_audits_without_a_gpu_reads_the_stored_gpu_models_runs(capsys, project):
+    """A machine with no GPU (a laptop, CI) lists what the committed runs of each GPU model in results/ lack: the
+    series keys are that model's, not this machine's 'host' (which has no runs and would list every record as never
+    measured, audited or not)."""
+    verify(capsys, project)
+    host = project / "results" / "host.jsonl"
+    text = host.read_text().replace('"gpu": "host"', '"gpu": "NVIDIA H200"').replace('"series": "host/',
+                                                                                   '"series": "nvidia-h200/')
+    (project / "results" / "nvidia-h200.jsonl").write_text(text)
+    host.unlink()
+    listed = verify(capsys, project, "--list-audits")
+    assert {(m["artifact"], m["variant"], m["gpu"]) for m in listed["audits"]["missing"]} == {
+        ("drifting", "stream", "NVIDIA H200"), ("drifting", "baseline", "NVIDIA H200")}
+    assert any("no GPU here" in n and "NVIDIA H200" in n for n in listed["notes"])
+    _audit_all(project)  # audits of the H200 records' code: nothing is missing any more
+    assert verify(capsys, project, "--list-audits")["audits"]["missing"] == []
+
+
+def test_an_audit_that_counted_none_of_the_declared_work_audits_nothing():
+    """A record whose work Nsight Compute cannot see (cudaMemcpyAsync runs on a copy engine, no kernel) 'passes'
+    its audit with no mismatch found because nothing was counted: that is no audit, and its page is not verified."""
+    seen = AuditRow(key="k", artifact="a", series="s", target="sm_90a", variant="copy", params={},
+                    bytes_declared=8e9, bytes_profiled=8e9, tolerance=0.02, passed=True, gpu="NVIDIA H200",
+                    date="2026-12-02")
+    unseen = seen.model_copy(update={"variant": "device_copy", "bytes_profiled": None})
+    audits = Audits([seen, unseen])
+    assert audits.why_not("k", "a", "copy", {}) is None
+    why = audits.why_not("k", "a", "device_copy", {})
+    assert why is not None and "counted none of its declared work" in why
+    flops_only = unseen.model_copy(update={"variant": "mma", "bytes_declared": None, "flops_declared": 1e12,
+                                           "flops_profiled": 1e12})
+    assert Audits([flops_only]).why_not("k", "a", "mma", {}) is None

@@ -61,3 +61,26 @@ def test_variants_narrows_what_a_stage_runs(project, monkeypatch):
                                      variants=("fast", "baseline")), lambda _m: None)
     (a,) = seen[0].artifacts.values()
     assert a.run_variants == ["fast", "baseline"] and a.isolated == []
+
+
+def test_profile_hands_on_each_artifact_as_it_finishes(monkeypatch, tmp_path):
+    """--profile commits each artifact's audits when that artifact is profiled: a run stopped part-way (a time
+    limit's SIGTERM, on the H200 on 2026-12-02, lost every audit of the artifacts it had finished) keeps them."""
+    from types import SimpleNamespace
+
+    import kwiki.verify.profile as profiler
+
+    plan = SimpleNamespace(gpu=SimpleNamespace(name="NVIDIA H200", index=0), artifacts={})
+    monkeypatch.setattr(profiler, "_gpu_builds", lambda *_a: [("a", SimpleNamespace(name="first"), None),
+                                                             ("b", SimpleNamespace(name="second"), None)])
+
+    def profile_artifact(planned, _build, **_k):
+        if planned.name == "second":
+            raise KeyboardInterrupt  # stopped while the second artifact is under ncu
+        return profiler.ArtifactProfile(planned.name)
+
+    monkeypatch.setattr(profiler, "profile_artifact", profile_artifact)
+    handed = []
+    with pytest.raises(KeyboardInterrupt):
+        profiler.run_stage(plan, [], tmp_path, lambda _m: None, ncu="ncu", each=lambda p: handed.append(p.artifact))
+    assert handed == ["first"]

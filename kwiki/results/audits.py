@@ -95,6 +95,14 @@ class AuditRow(Strict):
     def ident(self) -> tuple[str, str, str]:
         return self.key, self.variant, params_text(self.params)
 
+    @property
+    def counted(self) -> bool:
+        """Nsight Compute counted some of the work the record declares. An audit that counted none (a copy-engine
+        transfer such as cudaMemcpyAsync runs no kernel; a level no counter reads) found no mismatch because it
+        looked at nothing: it audits nothing."""
+        return ((self.bytes_declared is not None and self.bytes_profiled is not None)
+                or (self.flops_declared is not None and self.flops_profiled is not None))
+
 
 def audits_path(root: Path, gpu: str) -> Path:
     return root / RESULTS_DIR / AUDITS_DIR / f"{gpu_slug(gpu)}.jsonl"
@@ -133,6 +141,9 @@ class Audits:
             return f"{where} has no profile audit of this code (kwiki verify runs it where ncu is found)"
         if not row.passed:
             return f"{where} failed its profile audit: {row.reason or 'declared more work than profiled'}"
+        if not row.counted:
+            return (f"{where}: Nsight Compute counted none of its declared work (no kernel of its own, or no counter "
+                    "at its level), so its profile audit checked nothing")
         return None
 
 

@@ -214,7 +214,18 @@ def list_audits(root: Path, options: Options, progress: Callable[[str], None]) -
     report = Report(prep.run_id, prep.now.isoformat(), prep.environment, prep.plan, [], {}, [], prep.problems,
                     notes=list(prep.notes), series=prep.keys)
     report.stage_only = True
-    lacking = audits.missing(prep.plan, prep.keys, prep.environment.nvcc, Audits.load(root), prep.past)
+    committed = Audits.load(root)
+    models = series.stored_models(root) if prep.plan.gpu is None else []
+    if not models:  # this machine's GPU model (or, with no GPU and no runs anywhere, every record: never measured)
+        lacking = audits.missing(prep.plan, prep.keys, prep.environment.nvcc, committed, prep.past)
+    else:  # no GPU here (a laptop, CI): what the committed runs of each GPU model in results/ lack
+        report.notes.append("--list-audits: no GPU here: listing for the GPU models with runs in results/ ("
+                            + ", ".join(models) + ")")
+        lacking = []
+        for model in models:
+            found = audits.missing(prep.plan, series.keys(prep.plan, model), prep.environment.nvcc, committed,
+                                   series.store_rows(prep.plan, model))
+            lacking += [{**m, "gpu": model} for m in found]
     report.audits = {"missing": lacking}
     report.notes.append(f"--list-audits: {len(lacking)} records the selected pages' claims compare lack a passing "
                         "profile audit of their code" + ("" if not lacking else ": " + "; ".join(
@@ -242,10 +253,16 @@ def profile(prep: _Prepared, built: _Built, root: Path, options: Options,
     """--profile: Nsight Compute over every artifact with a GPU build here; its counters are cached for the timed
     runs of the same binaries, and (with `options.write`, at the evidence's tolerances) its audits committed to
     results/audits/ (kwiki.results.audits)."""
-    stage = profiler.run_stage(prep.plan, built.builds, root, progress, options.profile_tolerance)
-    if options.write and options.profile_tolerance is None and prep.plan.gpu is not None:
-        n = audits.commit(prep.plan, stage.profiles, prep.keys, prep.environment.nvcc, root, prep.now.isoformat())
-        stage.notes.append(f"--profile: {n} audits committed to results/audits/")
+    committed = []
+
+    def commit(p: profiler.ArtifactProfile) -> None:  # each artifact's audits as soon as it is profiled
+        committed.append(audits.commit(prep.plan, [p], prep.keys, prep.environment.nvcc, root, prep.now.isoformat()))
+
+    keep = options.write and options.profile_tolerance is None and prep.plan.gpu is not None
+    stage = profiler.run_stage(prep.plan, built.builds, root, progress, options.profile_tolerance,
+                               each=commit if keep else None)
+    if keep:
+        stage.notes.append(f"--profile: {sum(committed)} audits committed to results/audits/")
     return stage
 
 

@@ -33,7 +33,7 @@ import csv
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -467,8 +467,9 @@ def closing_note(p: ArtifactProfile) -> str:
     parts = []
     for a in p.audits:
         ratio = a.bytes_ratio
+        nothing = a.bytes_measured is None and a.flops_measured is None
         parts.append(f"{a.variant}[{params_text(a.params)}] declared {fmt(a.bytes_declared or 0, 3)} / profiled "
-                     f"{fmt(a.bytes_measured or 0, 3)} {a.bytes_level} B"
+                     + ("nothing (unaudited)" if nothing else f"{fmt(a.bytes_measured or 0, 3)} {a.bytes_level} B")
                      + (f" (x{ratio:.2f})" if ratio is not None else "") + (" MISMATCH" if a.finding else ""))
     state = "cached" if p.cached else f"{p.seconds:.1f} s"
     return f"profile {p.artifact} ({state}): " + "; ".join(parts)
@@ -512,9 +513,11 @@ def _gpu_builds(plan: Any, builds: list[BuildResult], paths: Any) -> list[tuple[
 
 
 def run_stage(plan: Any, builds: list[BuildResult], root: Path, progress: Any,
-              tolerance: float | None = DEFAULT_TOLERANCE, ncu: str | None = None) -> ProfileStage:
+              tolerance: float | None = DEFAULT_TOLERANCE, ncu: str | None = None,
+              each: Callable[[ArtifactProfile], None] | None = None) -> ProfileStage:
     """`kwiki verify --profile`: profile every artifact of the plan with a GPU build here (its shared-process
-    variants; no timed run before it) and audit them. Without ncu or a GPU: a note, nothing profiled."""
+    variants; no timed run before it) and audit them, handing each profile to `each` as soon as it is done (so
+    that a run stopped part-way keeps the audits it finished). Without ncu or a GPU: a note, nothing profiled."""
     import time
 
     t0 = time.monotonic()
@@ -531,6 +534,8 @@ def run_stage(plan: Any, builds: list[BuildResult], root: Path, progress: Any,
                              tolerance=tolerance)
         stage.profiles.append(p)
         progress(closing_note(p))
+        if each is not None:
+            each(p)
     stage.seconds = time.monotonic() - t0
     stage.notes += [closing_note(p) for p in stage.profiles]
     stage.notes.append(f"--profile: {len(stage.profiles)} artifacts in {stage.seconds:.1f} s "

@@ -27,6 +27,7 @@ from kwiki.results.series import (
 )
 from kwiki.results.states import shortfall
 from kwiki.results.store import RecordRow, gpu_slug, read_store, store_path
+from kwiki.results.storelines import RESULTS_DIR
 from kwiki.verify.build import included_files
 from kwiki.verify.types import ClaimResult, Plan, PlannedArtifact
 from kwiki.wiki.buildline import COMMON_DIR
@@ -73,20 +74,30 @@ def gpu_name(plan: Plan) -> str:
     return plan.gpu.name if plan.gpu else "host"
 
 
-def keys(plan: Plan) -> dict[str, str]:
-    """artifact path -> series key, for every planned artifact with a manifest."""
+def keys(plan: Plan, gpu: str | None = None) -> dict[str, str]:
+    """artifact path -> series key, for every planned artifact with a manifest, on this machine's GPU model (or
+    `gpu`'s)."""
     out = {}
     for path, planned in sorted(plan.artifacts.items()):
-        key = series_key(planned, gpu_name(plan), plan.root)
+        key = series_key(planned, gpu or gpu_name(plan), plan.root)
         if key is not None:
             out[path] = key
     return out
 
 
-def store_rows(plan: Plan) -> list[RecordRow]:
-    """The record rows of this GPU model's store: the runs every series is read from."""
-    rows, _ = read_store(store_path(plan.root, gpu_name(plan)))
+def store_rows(plan: Plan, gpu: str | None = None) -> list[RecordRow]:
+    """The record rows of this GPU model's store (or `gpu`'s): the runs every series is read from."""
+    rows, _ = read_store(store_path(plan.root, gpu or gpu_name(plan)))
     return [r for r in rows if isinstance(r, RecordRow)]
+
+
+def stored_models(root: Path) -> list[str]:
+    """The GPU models whose stores are in results/, by the name their records carry ('NVIDIA H200')."""
+    out: set[str] = set()
+    for path in sorted((root / RESULTS_DIR).glob("*.jsonl")):
+        rows, _ = read_store(path, warn=False)
+        out.update(r.gpu for r in rows if isinstance(r, RecordRow) and r.gpu and store_path(root, r.gpu) == path)
+    return sorted(out)
 
 
 def _per_rows(plan: Plan, page_id: str, claim: Claim, series: dict[str, str],
