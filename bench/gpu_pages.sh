@@ -3,7 +3,9 @@
 # wrote after each group, so that a call cut short by its limit still brings back every group that finished.
 #
 #   BUDGET_S=250 bash bench/gpu_pages.sh "page-a page-b" "page-c" ... [-- kwiki verify args]
-#   eval "BUDGET_S=560 bash bench/gpu_pages.sh $(python3 bench/page_groups.py --shell)"   # every measured page
+#   BUDGET_S=560 bash bench/gpu_pages.sh --all [-- kwiki verify args]    # every measured page, in the groups of
+#                                                                        # bench/page_groups.py (made over there,
+#                                                                        # once the wheels are installed)
 #
 # Pages that share an artifact must be in one group: each group is a run, and an artifact in two groups would be run
 # twice in one call (two runs of its series). bench/page_groups.py makes such groups.
@@ -17,14 +19,20 @@ set -uo pipefail
 out=${OUT:-/tmp/kwiki-out}; mkdir -p "$out"
 logs=$(mktemp -d)
 budget=${BUDGET_S:-540}
-groups=(); args=()
+groups=(); args=(); all=0
 while [ $# -gt 0 ]; do
   if [ "$1" = "--" ]; then shift; args=("$@"); break; fi
+  if [ "$1" = "--all" ]; then all=1; shift; continue; fi
   groups+=("$1"); shift
 done
 [ ${#args[@]} -eq 0 ] && args=(--no-audit)
 # shellcheck source=bench/wheels.sh
 source "$(dirname "$0")/wheels.sh"
+if [ "$all" = 1 ]; then  # page_groups.py imports kwiki (pydantic): only now, with the wheels installed
+  mapfile -t listed < <(python3 "$(dirname "$0")/page_groups.py") || exit 2
+  for line in "${listed[@]}"; do groups+=("$line"); done
+fi
+[ ${#groups[@]} -gt 0 ] || { echo "gpu_pages.sh: no page groups (give quoted groups or --all)" >&2; exit 2; }
 export PYTHONUNBUFFERED=1
 n=0
 for group in "${groups[@]}"; do

@@ -1,0 +1,116 @@
+"""Bring what several GPU-machine calls wrote (their `written.tgz`, from bench/gpu_pages.sh) into this checkout.
+
+Each call of the device tool runs on a fresh copy of this working tree, so the archive of a later call holds the
+results stores as they were here plus that call's lines only, and the pages it did not write as they were here.
+Extracting the archives one after another therefore throws away what the earlier calls wrote. This merges them
+against HEAD instead:
+
+    python3 bench/merge_written.py CALL1/written.tgz CALL2/written.tgz ...
+
+- an append-only store under results/ (`*.jsonl`: the runs, the audits): every archive's copy must start with the
+  file as committed at HEAD (else it was not made from this commit: refused); what follows is appended here, in
+  the order of the arguments (a later audit line replaces an earlier one, as when they were written in turn);
+- any other file (a page, a generated file): taken from the archive that changed it against HEAD; two archives
+  that changed it differently are a conflict (refused, nothing written).
+
+Nothing is written unless every archive merges; wiki/ and results/ must have no uncommitted change here.
+Run `kwiki check` afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KEPT = ("wiki/", "results/")
+
+
+class MergeError(Exception):
+    """An archive that cannot be merged: the message names it and the file."""
+
+
+def committed(root: Path, rel: str) -> bytes | None:
+    """The file as committed at HEAD (None: not in HEAD)."""
+    done = subprocess.run(["git", "-C", str(root), "show", f"HEAD:{rel}"], capture_output=True, check=False)
+    return done.stdout if done.returncode == 0 else None
+
+
+def members(archive: Path) -> dict[str, bytes]:
+    """Regular files of wiki/ and results/ in one archive, by path."""
+    out = {}
+    try:
+        with tarfile.open(archive) as tar:
+            for m in tar.getmembers():
+                name = m.name.removeprefix("./")
+                if not m.isfile() or not name.startswith(KEPT) or ".." in Path(name).parts:
+                    continue
+                f = tar.extractfile(m)
+                if f is not None:
+                    out[name] = f.read()
+    except (OSError, tarfile.TarError) as e:
+        raise MergeError(f"{archive}: not a readable archive ({e})") from e
+    return out
+
+
+def is_store(rel: str) -> bool:
+    return rel.startswith("results/") and rel.endswith(".jsonl")
+
+
+def merge(root: Path, archives: list[Path]) -> dict[str, bytes]:
+    """path -> new content, for every file the archives changed against HEAD."""
+    appended: dict[str, bytes] = {}
+    replaced: dict[str, tuple[bytes, Path]] = {}
+    for archive in archives:
+        for rel, data in sorted(members(archive).items()):
+            base = committed(root, rel)
+            if is_store(rel):
+                base = base or b""
+                if not data.startswith(base):
+                    raise MergeError(f"{archive}: {rel} does not start with the file committed at HEAD (was the "
+                                     "call made from another commit?)")
+                if len(data) > len(base):
+                    appended[rel] = appended.get(rel, b"") + data[len(base):]
+            elif data != base:
+                if rel in replaced and replaced[rel][0] != data:
+                    raise MergeError(f"{archive}: {rel} was also changed, differently, by {replaced[rel][1]}")
+                replaced[rel] = (data, archive)
+    out = {rel: (committed(root, rel) or b"") + extra for rel, extra in appended.items()}
+    out.update({rel: data for rel, (data, _) in replaced.items()})
+    return out
+
+
+def dirty(root: Path) -> list[str]:
+    done = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", *KEPT], capture_output=True,
+                          text=True, check=True)
+    return [line[3:] for line in done.stdout.splitlines()]
+
+
+def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("archives", nargs="+", type=Path, help="written.tgz of each call, in the order they ran")
+    args = parser.parse_args(argv)
+    changed = dirty(root)
+    if changed:
+        print(f"merge_written: wiki/ or results/ has uncommitted changes ({', '.join(changed[:5])}): commit or "
+              "restore them first", file=sys.stderr)
+        return 2
+    try:
+        out = merge(root, args.archives)
+    except MergeError as e:
+        print(f"merge_written: {e}; nothing written", file=sys.stderr)
+        return 2
+    for rel, data in sorted(out.items()):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        print(f"merge_written: {rel}")
+    print(f"merge_written: {len(out)} files from {len(args.archives)} archives; now run `kwiki check`")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

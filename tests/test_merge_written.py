@@ -1,0 +1,79 @@
+"""bench/merge_written.py: what several GPU-machine calls wrote, each on a fresh copy of the same commit, merged
+against HEAD. Extracting their archives in turn (as on 2026-12-02) let a later call's unchanged copies overwrite an
+earlier call's pages and store lines."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("merge_written", ROOT / "bench" / "merge_written.py")
+assert _spec is not None and _spec.loader is not None
+merge_written = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(merge_written)
+
+BASE = {"wiki/a.md": b"page a\n", "wiki/b.md": b"page b\n", "results/gpu.jsonl": b'{"run": 0}\n'}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    for rel, data in BASE.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    git = ["git", "-C", str(root)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"], check=True)
+    return root
+
+
+def archive(path: Path, changes: dict[str, bytes]) -> Path:
+    """A call's written.tgz: the whole of wiki/ and results/ as that call left them."""
+    with tarfile.open(path, "w:gz") as tar:
+        for rel, data in {**BASE, **changes}.items():
+            info = tarfile.TarInfo(rel)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_two_calls_keep_both_pages_and_both_runs(repo, tmp_path):
+    one = archive(tmp_path / "1.tgz", {"wiki/a.md": b"page a, run 1\n",
+                                       "results/gpu.jsonl": BASE["results/gpu.jsonl"] + b'{"run": 1}\n'})
+    two = archive(tmp_path / "2.tgz", {"wiki/b.md": b"page b, run 2\n",
+                                       "results/gpu.jsonl": BASE["results/gpu.jsonl"] + b'{"run": 2}\n',
+                                       "results/audits/gpu.jsonl": b'{"audit": 2}\n'})
+    assert merge_written.main([str(one), str(two)], root=repo) == 0
+    assert (repo / "wiki/a.md").read_bytes() == b"page a, run 1\n"
+    assert (repo / "wiki/b.md").read_bytes() == b"page b, run 2\n"  # not the first call's copy of it
+    assert (repo / "results/gpu.jsonl").read_bytes() == b'{"run": 0}\n{"run": 1}\n{"run": 2}\n'
+    assert (repo / "results/audits/gpu.jsonl").read_bytes() == b'{"audit": 2}\n'
+
+
+def test_a_page_two_calls_wrote_differently_is_a_conflict_and_nothing_is_written(repo, tmp_path, capsys):
+    one = archive(tmp_path / "1.tgz", {"wiki/a.md": b"one\n",
+                                       "results/gpu.jsonl": BASE["results/gpu.jsonl"] + b'{"run": 1}\n'})
+    two = archive(tmp_path / "2.tgz", {"wiki/a.md": b"two\n"})
+    assert merge_written.main([str(one), str(two)], root=repo) == 2
+    assert "wiki/a.md was also changed, differently" in capsys.readouterr().err
+    assert (repo / "wiki/a.md").read_bytes() == BASE["wiki/a.md"]
+    assert (repo / "results/gpu.jsonl").read_bytes() == BASE["results/gpu.jsonl"]
+
+
+def test_a_store_from_another_commit_is_refused(repo, tmp_path, capsys):
+    other = archive(tmp_path / "1.tgz", {"results/gpu.jsonl": b'{"run": 9}\n{"run": 1}\n'})
+    assert merge_written.main([str(other)], root=repo) == 2
+    assert "does not start with the file committed at HEAD" in capsys.readouterr().err
+
+
+def test_uncommitted_changes_are_refused(repo, tmp_path, capsys):
+    (repo / "wiki/a.md").write_bytes(b"edited here\n")
+    assert merge_written.main([str(archive(tmp_path / "1.tgz", {}))], root=repo) == 2
+    assert "uncommitted changes" in capsys.readouterr().err
