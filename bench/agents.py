@@ -216,6 +216,9 @@ class Figures:
                     if row is not None:
                         return Need(f"{label} {row.variant} {spec['figure']}", [row.variant],
                                     getattr(row, spec["figure"]))
+                    row = next((r for r in group.rows if r.variant == spec["variant"]), None)
+                    if row is not None:  # in the latest run, without a figure (it failed its check): the answer
+                        return Need(f"{label} {row.variant} {row.status}", [row.variant, row.status])  # says so
         return Need(label, [], problem="no such shape or variant in the latest run")
 
     def _record(self, ladder: Any, params: dict[str, Any], variant: str) -> dict[str, float]:

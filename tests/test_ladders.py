@@ -166,7 +166,12 @@ def test_a_pages_ladder_by_shape_and_an_unknown_shape_names_the_known_ones():
     (ladder,) = doc["ladders"]
     (group,) = ladder["groups"]
     assert group["label"] == "16384x16384, bf16" and ladder["run_id"] and ladder["baseline"] == "cublas"
-    tuned = next(r for r in group["rows"] if r["variant"] == "tuned")
-    assert tuned["time_us"] > 0 and tuned["rate_unit"] == "TB/s" and tuned["vs_baseline"] > 0
+    rows = {r["variant"]: r for r in group["rows"]}
+    tuned, cublas = rows["tuned"], rows["cublas"]
+    assert tuned["time_us"] > 0 and tuned["rate_unit"] == "TB/s"
+    if cublas["status"] == "measured":
+        assert tuned["vs_baseline"] > 0
+    else:  # the baseline failed its check in the latest run (cuBLAS did at this shape on 2026-12-02): no ratio
+        assert "vs_baseline" not in tuned and "rate" not in cublas
     with pytest.raises(UsageError, match=r"shape '999'.*shapes: .*8192x8192, bf16"):
         page_ladders(repo, "kernel-gemv-bf16", "999")

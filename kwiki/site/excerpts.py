@@ -51,16 +51,18 @@ def _regions(root: Path, rel: str, manifest: Manifest) -> dict[str, list[RungReg
 
 
 def rung_index(root: Path, rel: str, manifest: Manifest, code_page: str) -> str:
-    """For the page that owns the ladder: each rung with marked code, what it adds, and a link to its code on the
-    artifact's page (`code_page`, relative); '' when no region is marked."""
+    """For the page that owns the ladder: a link to each marked rung's code on the artifact's page (`code_page`,
+    relative), in rung order, on one line; '' when no region is marked. What each rung adds is the ladder's list
+    just above it: said once (a page's weight is read on a phone before anything else)."""
     by_variant = _regions(root, rel, manifest)
     rungs = sorted((v for v in manifest.variants if v.rung is not None and v.name in by_variant),
                    key=lambda v: (v.rung or 0, v.name))
     if not rungs:
         return ""
-    items = [f"- rung {v.rung} `{v.name}`" + (f": {md_text(v.adds)}" if v.adds else "")
-             + f" ([the code]({code_page}#{rung_anchor(v.name)}))" for v in rungs]
-    return f"#### What each rung adds: {md_text(manifest.name)}\n\n" + "\n".join(items) + "\n"
+    # plain link text: code inside a link fails the dark scheme's contrast (axe-core)
+    items = [f"rung {v.rung} [{md_text(v.name)}]({code_page}#{rung_anchor(v.name)})" for v in rungs]
+    # a paragraph, not a heading: a heading is listed again in both tables of contents of every page view
+    return f"**The code of each rung** ({md_text(manifest.name)}): " + " · ".join(items) + "\n"
 
 
 def excerpts(root: Path, rel: str, manifest: Manifest) -> str:

@@ -181,7 +181,7 @@ def _curves(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
 
 
 def _excerpts(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
-    """What each rung adds, linked to its code on the artifact's page (kwiki.site.excerpts), for the artifacts
+    """A link to each rung's code on the artifact's page (kwiki.site.excerpts), for the artifacts
     whose ladder this page owns."""
     from kwiki.site.excerpts import rung_index
 
