@@ -44,6 +44,7 @@ from kwiki.wiki.owners import Owner, claimed_params, matches
 
 if TYPE_CHECKING:
     from kwiki.results.ladders import Ladder
+    from kwiki.results.timelines import Timeline
     from kwiki.wiki.manifest import Manifest
 
 ASSETS = "assets/kwiki"
@@ -67,6 +68,7 @@ class Context:
     owners: dict[str, Owner] = field(default_factory=dict)  # artifact rel -> the page showing its full ladder
     glossary: list[Entry] = field(default_factory=list)  # every term a page defines (kwiki.site.glossary)
     pages: list[SitePage] = field(default_factory=list)
+    timelines: list[Timeline] = field(default_factory=list)  # the committed ones (kwiki.results.timelines)
 
 
 @dataclass
@@ -106,7 +108,12 @@ def own(ctx: Context, markdown: str) -> str:
 def _add_chart(ctx: Context, sp: SitePage, name: str, spec: dict[str, Any], alt: str) -> str:
     assert sp.meta is not None  # charts are drawn for valid pages only
     path = f"{ASSETS}/charts/{sp.meta.id}/{name}.svg"
-    ctx.files[path] = draw_curve(spec) if spec["kind"] == "curve" else charts.draw(spec)
+    if spec["kind"] == "timeline":
+        from kwiki.site.timeline import draw_timeline
+
+        ctx.files[path] = draw_timeline(spec)
+    else:
+        ctx.files[path] = draw_curve(spec) if spec["kind"] == "curve" else charts.draw(spec)
     return chart(path, sp.rel, alt)
 
 
@@ -178,6 +185,30 @@ def _curves(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
                    f"{spec['dtype']}, share of {spec['roof']}")
             out.append(_add_chart(ctx, sp, re.sub(r"[^A-Za-z0-9_.-]+", "-", name), spec, alt))
     return "#### Across sizes\n\n" + "\n".join(out) if out else ""
+
+
+def _timelines(ctx: Context, sp: SitePage) -> str:
+    """Each committed timeline of an artifact whose ladder this page shows whole, on a GPU model the page's runs of
+    it were on (kwiki.results.timelines: the untimed trace pass of a verify run), with its caption in words."""
+    from kwiki.site.timeline import caption, timeline_spec
+
+    assert sp.meta is not None
+    out = []
+    for rel in sorted({r.rstrip("/") for r in sp.meta.artifacts.values()}):
+        owner = ctx.owners.get(rel)
+        m = _manifest(ctx, rel)
+        if m is None or (owner is not None and owner.rel != sp.rel):
+            continue  # like its ladder's charts: on the page that owns it
+        gpus = {r.gpu for r in ctx.records.get(m.name, [])}
+        for n, t in enumerate(t for t in ctx.timelines if t.artifact == m.name and t.gpu in gpus):
+            spec = timeline_spec(t)
+            if spec is None:
+                continue
+            alt = (f"{m.name} {t.variant}: what each warpgroup did when, {len(spec['lanes'])} lanes, on {t.gpu}"
+                   + (f", {spec['params']}" if spec["params"] else ""))
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"timeline-{m.name}-{gpu_slug(t.gpu or '')}-{t.variant}-{n}")
+            out.append(_add_chart(ctx, sp, name, spec, alt) + "\n" + md_text(caption(spec, t.run_id)) + "\n")
+    return "#### Measured timeline\n\n" + "\n".join(out) if out else ""
 
 
 def _excerpts(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
@@ -325,6 +356,8 @@ def _body(ctx: Context, sp: SitePage, page_ladders: list[PageLadder]) -> list[st
     ladders = own(ctx, "\n".join(x for x in (tables, _ladders(ctx, sp)) if x))
     curves = own(ctx, _curves(ctx, sp, page_ladders))
     ladders += ("\n" + curves) if curves and ladders else ""
+    timeline = own(ctx, _timelines(ctx, sp))
+    ladders += ("\n" + timeline) if timeline and ladders else ""
     code = _excerpts(ctx, sp, page_ladders)  # the artifact's text: not marked as kwiki's (see artifact_section)
     ladders += ("\n" + code) if code and ladders else ""
     out: list[str] = []

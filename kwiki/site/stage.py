@@ -31,6 +31,7 @@ from kwiki.core.writefile import write_atomic
 from kwiki.results.audits import Audits
 from kwiki.results.standing import claim_rows_by_page, standing
 from kwiki.results.store import ClaimRow, RecordRow, read_all
+from kwiki.results.timelines import load_timelines
 from kwiki.results.trace import Store, trace
 from kwiki.site import searchindex
 from kwiki.site.audit import audit_scripts
@@ -197,6 +198,7 @@ def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki", key
     ctx = Context(root, records, ensure_site_key(root) if key is None else key, git=tracked(root))
     ctx.owners = owners((sp.meta, sp.rel) for sp in pages if sp.meta is not None)
     ctx.glossary, ctx.pages = entries(pages), pages
+    ctx.timelines = load_timelines(root)
     wiki = root / WIKI_DIR
     refused = set(links_out(root, wiki))  # committed links that lead out (or are broken): never read
     why = [f"{inside(root, p.relative_to(root).as_posix())}; not published" for p in sorted(refused)]

@@ -1,52 +1,27 @@
 """Measured timelines: what each warpgroup of a kernel did when, drawn from `%globaltimer` stamps.
 
-The record shape (`Timeline`) is what an artifact's separate, untimed trace pass writes: per CTA and warpgroup,
-the spans of each phase (a producer waiting on an empty slot, issuing TMA; a consumer waiting on a full slot,
-running wgmma, the epilogue), in nanoseconds of the GPU's global timer. The timed samples never carry the
-stamps (they would cost time), so the timeline shows the schedule, not the speed: its figures are the
-ladder's. `timeline_spec` turns a Timeline into chart data (lanes of the first `MAX_BLOCKS` CTAs, times from
-the earliest stamp, spans past `MAX_SPANS` per lane dropped and counted) and `draw_timeline` into SVG in the
-conventions of kwiki.site.charts. Nothing here invents a span: a lane shows what its stamps say.
+The record shape (`Timeline`, `Span`) and its storage live in kwiki.results.timelines (the verify pipeline's
+trace pass writes them; the site only reads them). `timeline_spec` turns a Timeline into chart data (lanes of the
+first `MAX_BLOCKS` CTAs, times from the earliest stamp, spans past `MAX_SPANS` per lane dropped and counted),
+`draw_timeline` into SVG in the conventions of kwiki.site.charts, and `caption` into one line of words. Nothing
+here invents a span: a lane shows what its stamps say.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Any, Literal
-
-from pydantic import Field
+from typing import Any
 
 from kwiki.core.numbers import fmt
-from kwiki.core.strict import Scalar, Strict
+from kwiki.results.timelines import Span, Timeline
 from kwiki.site.charts import GRID, INK, MUTED, TEXT, WIDTH, _lines, _n, _svg, _text, _ticks, _title, _wrap
 
-Phase = Literal["producer-wait", "tma-issue", "consumer-wait", "wgmma", "epilogue"]
 PHASE_COLORS: dict[str, str] = {"producer-wait": "#bdbdbd", "tma-issue": "#1f77b4", "consumer-wait": "#e0e0e0",
                                 "wgmma": "#2e7d32", "epilogue": "#d95f02"}
 MAX_BLOCKS = 2
 MAX_SPANS = 400
-
-
-class Span(Strict):
-    """One phase of one warpgroup, between two `%globaltimer` stamps."""
-
-    block: int = Field(ge=0, description="the CTA (blockIdx.x of the persistent grid)")
-    warpgroup: int = Field(ge=0, description="the warpgroup within the CTA (0: the producer in a specialized kernel)")
-    phase: Phase
-    start_ns: int = Field(ge=0)
-    end_ns: int = Field(ge=0)
-    tile: int | None = Field(default=None, description="the output tile the span works on, where it has one")
-
-
-class Timeline(Strict):
-    """The trace pass of one variant on one shape: every span it stamped."""
-
-    artifact: str
-    variant: str
-    params: dict[str, Scalar] = Field(default_factory=dict)
-    gpu: str | None = None
-    run_id: str | None = Field(default=None, description="the verify run whose untimed pass recorded it")
-    spans: list[Span]
+__all__ = ["MAX_BLOCKS", "MAX_SPANS", "PHASE_COLORS", "Span", "Timeline", "caption", "draw_timeline",
+           "timeline_spec"]  # Span and Timeline: kept importable from here
 
 
 def timeline_spec(t: Timeline) -> dict[str, Any] | None:
@@ -113,3 +88,20 @@ def draw_timeline(spec: dict[str, Any]) -> bytes:
         body += _lines(10, legend_y + 4, lines, fill=MUTED)
         legend_y += len(lines) * (TEXT + 4) + 4
     return _svg(WIDTH, legend_y, title, body)
+
+
+def caption(spec: dict[str, Any], run_id: str | None) -> str:
+    """One line in words of what a timeline chart shows: its lanes, the phases seen, the time it spans, the shape
+    and the run whose untimed trace pass stamped it."""
+    lanes = spec["lanes"]
+    blocks = len({lane["label"].split(" WG ")[0] for lane in lanes})
+    seen = {s["phase"] for lane in lanes for s in lane["spans"]}
+    phases = [p for p in PHASE_COLORS if p in seen]  # in the order of the legend
+    end = max((s["end"] for lane in lanes for s in lane["spans"]), default=0.0)
+    more = f" ({spec['blocks_left_out']} more CTAs not drawn)" if spec.get("blocks_left_out") else ""
+    return (f"{len(lanes)} lanes (each warpgroup of {blocks} CTA{'s' * (blocks != 1)}{more}); phases "
+            f"{', '.join(phases)}; {fmt(end, 4, trim=True)} µs from the first stamp to the last"
+            + (f"; shape {spec['params']}" if spec["params"] else "")
+            + (f"; {spec['gpu']}" if spec["gpu"] else "")
+            + (f"; untimed trace pass of run {run_id}" if run_id else "; untimed trace pass")
+            + ". The schedule, not the speed: the timed runs give the figures.")

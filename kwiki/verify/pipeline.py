@@ -19,7 +19,7 @@ from kwiki.results.store import RecordRow
 from kwiki.verify import audit as audits
 from kwiki.verify import compute_sanitizer as sanitizer
 from kwiki.verify import env as envmod
-from kwiki.verify import gates, history, pyartifact, sass, series
+from kwiki.verify import gates, history, pyartifact, sass, series, tracepass
 from kwiki.verify import profile as profiler
 from kwiki.verify.build import BuildOne, build_all, build_one
 from kwiki.verify.claims import evaluate
@@ -56,6 +56,7 @@ class Report:
     profiled: profiler.ProfileStage | None = None  # --profile (or the cached profiles a timed run attached)
     sanitized: sanitizer.SanitizeStage | None = None  # --sanitize
     audits: dict[str, Any] | None = None  # the profile audits run (a timed run) or missing (--list-audits)
+    timelines: tracepass.TraceStage | None = None  # the untimed trace pass of a timed run (manifests' `trace`)
     stage_only: bool = False  # --profile / --sanitize: build -> stage, no timed runs, no claims, nothing written
 
     def nothing_verified(self, *, compile_only: bool, until_runs: int | None) -> str | None:
@@ -114,6 +115,7 @@ class Report:
             "profile": self.profiled.as_json() if self.profiled else None,
             "sanitize": self.sanitized.as_json() if self.sanitized else None,
             "audits": self.audits,
+            "timelines": self.timelines.as_json() if self.timelines else None,
             "mechanism": self.mechanism.as_json(),
             "record_changes": self.record_changes,
             "problems": [p.as_json() for p in self.problems],
@@ -171,13 +173,18 @@ def measure(root: Path, options: Options, progress: Callable[[str], None],
     run_seconds, ran = 0.0, 0
     if executor is not None:  # its tasks hold their GPUs: one timing run per GPU there
         outcomes, run_seconds, ran = executor.run_stage(prep.plan, built.builds, root, prep.run_id, progress)
-    audited = None
+    audited = traces = None
     if executor is None:
         with gpu_lock(prep.plan.gpu, root, progress):  # one timing run per GPU, across processes
             outcomes, run_seconds, ran = _run_stage(prep.plan, built.builds, root, prep.run_id, progress)
             if options.audit and outcomes:  # the audits its records lack, where ncu is found
                 audited = audits.run_missing(prep.plan, built.builds, outcomes, prep.keys, prep.environment.nvcc,
                                              root, prep.now.isoformat(), write=options.write, progress=progress)
+            # after every timed run, so its stamps cost no timed sample anything
+            traces = tracepass.run_stage(prep.plan, built.builds, outcomes, root, prep.run_id,
+                                         write=options.write, progress=progress)
+    elif tracepass.traced(prep.plan, outcomes):
+        prep.notes.append("trace: the untimed trace pass runs in a local `kwiki verify`, not on a --ray cluster")
     # figures of earlier --profile runs of these binaries (no ncu)
     profiled = profiler.cached_stage(prep.plan, built.builds, outcomes, root, options.profile_tolerance) \
         if outcomes else None
@@ -195,6 +202,10 @@ def measure(root: Path, options: Options, progress: Callable[[str], None],
     if audited is not None:
         report.notes += audited.notes
         report.audits = audited.as_json()
+    if traces is not None:  # warnings: a missing picture of the schedule fails no timed result
+        report.notes += traces.notes
+        report.problems += traces.problems
+        report.timelines = traces
     base = _provenance(report, None)
     report.record_changes = history.record_run(root, base, report.run_id, report.date, prep.plan, outcomes,
                                                report.claims, write=options.write, series=prep.keys,

@@ -61,14 +61,28 @@ def gpu_lock(gpu: Gpu | None, root: Path, progress: Callable[[str], None]) -> It
         yield
 
 
-def argv_for(planned: PlannedArtifact, binary: str, variants: list[str], sweep: bool = False) -> list[str]:
-    """The binary's command line: its shapes (with `sweep`, the sweep's sizes), run.args, then the variants."""
+def command_of(planned: PlannedArtifact, binary: str) -> list[str]:
+    """What runs the build: run.command ('{binary}' and '{python}' filled in), else the binary itself."""
     assert planned.manifest is not None
     run = planned.manifest.run
     if run.command:
-        base = [part.replace("{binary}", binary).replace("{python}", sys.executable) for part in run.command]
-    else:
-        base = [binary]
+        return [part.replace("{binary}", binary).replace("{python}", sys.executable) for part in run.command]
+    return [binary]
+
+
+def run_env(build: BuildResult, gpu_index: int | None, run_id: str) -> dict[str, str]:
+    """The environment of a run: this GPU alone (a GPU build), and the run's id."""
+    env = dict(os.environ)
+    if build.target != HOST and gpu_index is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    env["KWIKI_RUN_ID"] = run_id
+    return env
+
+
+def argv_for(planned: PlannedArtifact, binary: str, variants: list[str], sweep: bool = False) -> list[str]:
+    """The binary's command line: its shapes (with `sweep`, the sweep's sizes), run.args, then the variants."""
+    assert planned.manifest is not None
+    base = command_of(planned, binary)
     sustained = [v for v in planned.sustained if v in variants]  # blocks back to back (protocol 3)
     shapes = planned.manifest.sweep_args() if sweep else planned.manifest.run_args()
     return [*base, *shapes, "--variants", ",".join(variants),
@@ -101,10 +115,7 @@ def _run(planned: PlannedArtifact, build: BuildResult, variants: list[str], time
          gpu_index: int | None, root: Path, run_id: str, sweep: bool = False) -> RunOutcome:
     assert planned.manifest is not None and build.binary is not None
     name = planned.manifest.name
-    env = dict(os.environ)
-    if build.target != HOST and gpu_index is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
-    env["KWIKI_RUN_ID"] = run_id
+    env = run_env(build, gpu_index, run_id)
     argv = argv_for(planned, build.binary, variants, sweep)
     res = run_group(argv, cwd=planned.directory, env=env, timeout=timeout,
                     max_output=planned.manifest.run.max_output_bytes)

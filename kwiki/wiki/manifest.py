@@ -14,6 +14,7 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -171,6 +172,37 @@ class SanitizeRun(SanitizeExpect):
         if bad:
             raise ValueError(f"args {bad[0]!r} is not an option of the form --name=value")
         return self
+
+
+TRACE_OUT = "{out}"
+
+
+class Trace(Strict):
+    """The untimed trace pass (kwiki.verify.tracepass): after a timed `kwiki verify` run, kwiki runs the built binary
+    once more with `args` ('{out}' replaced by a file of its own), no timing, under run.timeout_s; the binary writes
+    one measured timeline (kwiki.results.timelines.Timeline: spans of `%globaltimer` stamps) per line to that file,
+    and kwiki commits them to results/timelines/ for the page's chart. The binary's shapes are not passed: `args`
+    names the shape it traces."""
+
+    args: list[str] = Field(min_length=1, description="the binary's options for the pass, '{out}' exactly once (the "
+                                                      "file it writes its Timeline lines to), e.g. "
+                                                      "['--trace-out={out}', '--shapes=4096x4096x4096']")
+
+    @field_validator("args")
+    @classmethod
+    def _out_once(cls, args: list[str]) -> list[str]:  # a field's validator: its error is located at trace.args
+        bad = [a for a in args if not a.startswith("--")]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not an option of the form --name=value")
+        n = sum(a.count(TRACE_OUT) for a in args)
+        if n != 1:
+            raise ValueError(f"'{TRACE_OUT}' appears {n} times: give it exactly once (the file the pass writes its "
+                             "timelines to, e.g. --trace-out={out})")
+        return args
+
+    def argv(self, out: str) -> list[str]:
+        """`args` with '{out}' replaced by `out`."""
+        return [a.replace(TRACE_OUT, out) for a in self.args]
 
 
 class Variant(Strict):
@@ -332,6 +364,9 @@ class Manifest(Strict):
         default=None, description="protocol 3: true when every timed sample's inputs are new random values with the "
                                   "reference computed again on the GPU (every timed record then says so, or fails the "
                                   "`fresh` gate); a text says why not (e.g. an fp64 host reference of seconds)")
+    trace: Trace | None = Field(
+        default=None, description="the untimed trace pass: one launch of a stamped build after the timed runs, its "
+                                  "timelines written to '{out}' and committed to results/timelines/ for the page")
 
     @model_validator(mode="before")
     @classmethod
@@ -392,6 +427,13 @@ class Manifest(Strict):
             if any(arg == f"--{o}" or arg.startswith(f"--{o}=") for o in options):
                 raise ValueError(f"run.args {arg!r} repeats an option of `shapes` (the manifest's shapes are their "
                                  "one source: kwiki passes them)")
+        return self
+
+    @model_validator(mode="after")
+    def _trace_needs_binary(self) -> Manifest:
+        if self.trace is not None and self.kind == "python":
+            raise ValueError("trace: a `kind: python` artifact has no binary of its own to trace (kwiki's harness "
+                             "runs it)")
         return self
 
     def _sweep_consistent(self, names: list[str]) -> None:
