@@ -29,7 +29,10 @@ def test_every_artifact_of_the_wiki_builds_and_lists_its_manifests_variants(caps
     built = {(b["artifact"], b["target"]) for b in report["builds"]}
     manifests = {p.parent.name for p in (REPO / "artifacts").glob("*/artifact.yaml")}
     borrowers = {"tile_order_sm90a"}  # runs gemm_bf16_sm90a's binary (build.binary_of): nothing of its own
-    assert {name for name, _ in built} == manifests - borrowers
+    # named by no page yet, so verify plans no build of it (issue 30, item 6: its timeline page comes with the trace
+    # pass); tests/test_ws_timeline_artifact.py compiles its source and checks its variants, shapes and SASS meanwhile
+    unpaged = {"ws_timeline_sm90a"}
+    assert {name for name, _ in built} == manifests - borrowers - unpaged
     # every variant's SASS expectations hold on the binaries just built (issue 12: mechanism gate)
     mechanism = report["mechanism"]
     assert mechanism, "no variant declares SASS expectations"
