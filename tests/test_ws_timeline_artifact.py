@@ -1,10 +1,11 @@
 """ws_timeline_sm90a (issue 30, item 6): a warp-specialized GEMM whose untimed trace pass writes a Timeline line.
 
-Without a GPU: the manifest loads; the source names every phase as kwiki.site.timeline.Phase does; and, compiled with
-nvcc, the artifact's own trace writer (fed the stamps a schedule leaves, by tests/fixtures/ws_timeline_host) prints a
-line Timeline accepts, refuses a trace whose counts or times are wrong, and counts the spans past a lane's capacity;
-the binary lists the manifest's variants and shapes; and the timed kernel reads no %globaltimer where the traced one
-does. The kernels themselves run only on an H200 (kwiki verify, and the trace pass)."""
+Without a GPU: the manifest loads; the source names every phase as kwiki.results.timelines.Phase does; and,
+compiled with nvcc, the artifact's own trace writer (fed the stamps a schedule leaves, by
+tests/fixtures/ws_timeline_host) prints a line Timeline accepts, refuses a trace whose counts or times are wrong,
+and counts the spans past a lane's capacity; the binary lists the manifest's variants and shapes; and the timed
+kernel reads no %globaltimer where the traced one does. The kernels themselves run only on an H200 (kwiki verify,
+and the trace pass)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 import yaml
 
 from kwiki.core.errors import ManifestError
-from kwiki.site.timeline import Phase, Timeline
+from kwiki.results.timelines import Phase, Timeline
 from kwiki.wiki.manifest import Manifest, load_manifest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,7 +66,7 @@ def test_the_source_names_every_phase_as_the_timeline_does_in_the_order_of_its_e
     enum = re.search(r"enum Phase : int \{([^}]*)\}", text)
     assert names and enum
     written = re.findall(r'"([^"]+)"', names.group(1))
-    assert sorted(written) == sorted(get_args(Phase))  # a phase renamed in kwiki/site/timeline.py fails here
+    assert sorted(written) == sorted(get_args(Phase))  # a phase renamed in kwiki/results/timelines.py fails here
     # kPhaseNames[phase] is how a stamp's enum value becomes its name: kTmaIssue must sit where "tma-issue" does
     kebab = [re.sub(r"(?<!^)([A-Z])", r"-\1", e.strip().removeprefix("k")).lower() for e in enum.group(1).split(",")]
     assert kebab == written

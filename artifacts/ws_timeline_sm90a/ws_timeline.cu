@@ -1,6 +1,6 @@
 // ws_timeline.cu: a persistent warp-specialized bf16 GEMM on Hopper (TMA + wgmma + mbarriers, no CUTLASS) whose
 // untimed trace pass records its schedule: what each warpgroup of the first CTAs did when, in %globaltimer
-// nanoseconds, for the site's timeline (kwiki/site/timeline.py). The timed variant carries no stamps.
+// nanoseconds, for the site's timeline (kwiki/results/timelines.py). The timed variant carries no stamps.
 //
 // C[M,N] = A[M,K] * B[N,K]^T, A and B row-major (K contiguous: both wgmma operands K-major), C row-major; bf16 in,
 // fp32 accumulation, bf16 out. The kernel is gemm_bf16_sm90a's ws_persistent written out on its own: one CTA per
@@ -13,7 +13,7 @@
 // stamped and the kernel reads no timer at all (not even kwiki_clock.cuh's stamp: its records carry no
 // sm_mhz_effective).
 //
-// The phases, named as kwiki.site.timeline.Phase names them:
+// The phases, named as kwiki.results.timelines.Phase names them:
 //   producer-wait   the producer waits for an empty stage (its consumers have freed it)
 //   tma-issue       the producer announces the stage's bytes and issues its two TMA loads
 //   consumer-wait   a consumer waits for a full stage (its bytes have landed)
@@ -37,7 +37,7 @@
 // input set is filled (exit 2 if it disagrees). Outputs are poisoned before every checked and timed launch.
 // The trace pass: one warm-up launch of the traced kernel, then the traced launch into a poisoned output, checked
 // the same way (exit 1 on a wrong output, on a lane whose span count differs from the schedule's, or on a span that
-// ends before it starts), then ONE JSON line to PATH, a kwiki.site.timeline.Timeline without gpu and run_id (kwiki
+// ends before it starts), then ONE JSON line to PATH, a kwiki.results.timelines.Timeline without gpu and run_id (kwiki
 // adds them): {"artifact", "variant", "params": {shape, M, N, K, dtype, tile, stages, grid, traced_blocks,
 // spans_dropped}, "spans": [{block, warpgroup, phase, start_ns, end_ns, tile}, ...]}. A lane that stamps more than
 // its capacity keeps its first spans and counts the rest in spans_dropped (nothing is written past the buffer).
@@ -365,7 +365,7 @@ unsigned long long expected_spans(const Launch& l, int block, int wg) {
     return walked * (wg == 0 ? 2ull * k_blocks : 2ull * k_blocks + 2);
 }
 
-// The stamps of a traced launch as one Timeline JSON line (kwiki/site/timeline.py), after checking that every lane
+// The stamps of a traced launch as one Timeline JSON line (kwiki/results/timelines.py), after checking that every lane
 // stamped what the schedule says and no span runs backwards; an empty string (and the reason on stderr) otherwise.
 std::string timeline_json(const Launch& l, const std::vector<TraceSpan>& spans, const std::vector<unsigned>& counts) {
     std::string shape = std::to_string(l.p.M) + "x" + std::to_string(l.p.N) + "x" + std::to_string(l.p.K), items;
