@@ -657,3 +657,28 @@ def test_a_python_artifact_runs_nothing_when_a_file_of_its_folder_links_out(tmp_
     build = next(b for b in report["builds"] if b["artifact"] == "host_py")
     assert not build["ok"] and "artifacts/host_py/helpers.py: a link that leads out" in build["error"]
     assert not marker.exists()
+
+
+def test_threads_creating_the_machine_secret_at_once_agree_on_it(tmp_path):
+    """Parallel builds seal their cache entries from threads of one process: each must seal with the secret that
+    ends up on disk, or the next run finds its own builds unsealed and compiles them again (a flaky 'cached' test
+    under load, 2026-12-02: the temporary file was named by the pid alone, shared by the threads)."""
+    import threading
+
+    from kwiki.core import machine
+
+    for n in range(10):
+        path = tmp_path / f"k{n}" / "key"
+        start = threading.Barrier(16)
+        got: list[bytes] = []
+
+        def create(path=path, start=start, got=got) -> None:
+            start.wait()
+            got.append(machine._secret(path))
+
+        threads = [threading.Thread(target=create) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert set(got) == {bytes.fromhex(path.read_text().strip())}, f"attempt {n}"

@@ -47,7 +47,9 @@ def _secret(path: Path) -> bytes:
     key = secrets.token_hex(32)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+        # a name of its own per caller: threads of one process (parallel builds) share the pid, and one thread's
+        # O_TRUNC rewrite of another's temporary file made the secret on disk differ from the one it returned
+        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}-{secrets.token_hex(8)}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w", encoding="ascii") as fh:
             fh.write(key + "\n")
