@@ -22,6 +22,7 @@ from kwiki.verify.types import Options, Plan
 from kwiki.wiki.manifest import HOST, MANIFEST
 
 PROBE_TIMEOUT_S = 300.0  # a GPU of the model must come free for the probe within this
+PROBE_RETRIES = 2  # Ray's retries of a probe whose worker died (system failures only: an exception is not retried)
 
 
 def verify_on(root: Path, options: Options, address: str, progress: Callable[[str], None], *,
@@ -61,7 +62,10 @@ def probe(kind: GpuKind, timeout_s: float) -> tuple[Gpu, str | None, str | None]
     a GPU named after the model. A GPU whose architecture is not the one its node advertises is an error."""
     import ray
 
-    task = ray.remote(tasks.probe_task).options(num_gpus=1, num_cpus=0, resources=kind.resources(), max_retries=0)
+    # a probe only reads NVML: a worker that died under it (a system failure, not an exception of the task; seen
+    # under load on a 2-core CI machine) is retried, where a run task never is (its samples would be taken twice)
+    task = ray.remote(tasks.probe_task).options(num_gpus=1, num_cpus=0, resources=kind.resources(),
+                                                max_retries=PROBE_RETRIES)
     ref = task.remote()
     try:
         gpu, driver, cuda = ray.get(ref, timeout=timeout_s)
