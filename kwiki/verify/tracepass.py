@@ -118,7 +118,7 @@ def trace_artifact(planned: PlannedArtifact, build: BuildResult, *, root: Path, 
         if failed:
             raise TraceFailed(failed)
         if not out.is_file():
-            raise TraceFailed("the binary exited 0 but wrote no timelines file at {out}")
+            raise TraceFailed("the binary exited 0 but wrote no timelines file where its trace args put {out}")
         size = out.stat().st_size
         if size > MAX_TRACE_BYTES:
             raise TraceFailed(f"its timelines file holds {size} bytes, more than {MAX_TRACE_BYTES} (trace fewer "
