@@ -64,9 +64,10 @@ def merge(root: Path, archives: list[Path]) -> dict[str, bytes]:
     """path -> new content, for every file the archives changed against HEAD."""
     appended: dict[str, bytes] = {}
     replaced: dict[str, tuple[bytes, Path]] = {}
+    bases: dict[str, bytes | None] = {}  # each file as committed, read once for all the archives
     for archive in archives:
         for rel, data in sorted(members(archive).items()):
-            base = committed(root, rel)
+            base = bases[rel] if rel in bases else bases.setdefault(rel, committed(root, rel))
             if is_store(rel):
                 base = base or b""
                 if not data.startswith(base):
@@ -78,7 +79,7 @@ def merge(root: Path, archives: list[Path]) -> dict[str, bytes]:
                 if rel in replaced and replaced[rel][0] != data:
                     raise MergeError(f"{archive}: {rel} was also changed, differently, by {replaced[rel][1]}")
                 replaced[rel] = (data, archive)
-    out = {rel: (committed(root, rel) or b"") + extra for rel, extra in appended.items()}
+    out = {rel: (bases[rel] or b"") + extra for rel, extra in appended.items()}
     out.update({rel: data for rel, (data, _) in replaced.items()})
     return out
 

@@ -149,26 +149,9 @@ class Audits:
 
 def append_audits(root: Path, gpu: str, rows: list[AuditRow]) -> None:
     """Add `rows` to the GPU model's audit file (replacing the audits of the same keys), atomically."""
-    if not rows:
-        return
-    from kwiki.core.lock import hold_replaced
-    from kwiki.core.writefile import write_atomic
+    from kwiki.results.keyed import replace_lines
 
-    path = audits_path(root, gpu)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with hold_replaced(path):
-        old = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        mine = {r.ident for r in rows}
-        kept = []
-        for line in old:
-            try:
-                if AuditRow.model_validate_json(line).ident in mine:
-                    continue
-            except ValidationError:
-                pass
-            kept.append(line)
-        new = [json.dumps(r.model_dump(mode="json", exclude_none=True), sort_keys=True) for r in rows]
-        write_atomic(path, ("\n".join([*kept, *new]) + "\n").encode("utf-8"))
+    replace_lines(audits_path(root, gpu), rows, AuditRow)
 
 
 def declares_work(figures: Mapping[str, float]) -> bool:

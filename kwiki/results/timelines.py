@@ -14,7 +14,6 @@ site (kwiki.site.timeline) draws them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
@@ -81,25 +80,6 @@ def load_timelines(root: Path) -> list[Timeline]:
 def append_timelines(root: Path, gpu: str, timelines: Iterable[Timeline]) -> int:
     """Add `timelines` to the GPU model's file (replacing the lines of the same artifact, variant and params),
     atomically; the number written."""
-    rows = list(timelines)
-    if not rows:
-        return 0
-    from kwiki.core.lock import hold_replaced
-    from kwiki.core.writefile import write_atomic
+    from kwiki.results.keyed import replace_lines
 
-    path = timelines_path(root, gpu)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with hold_replaced(path):
-        old = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        mine = {t.ident for t in rows}
-        kept = []
-        for line in old:
-            try:
-                if Timeline.model_validate_json(line).ident in mine:
-                    continue
-            except ValidationError:
-                pass
-            kept.append(line)
-        new = {t.ident: json.dumps(t.model_dump(mode="json", exclude_none=True), sort_keys=True) for t in rows}
-        write_atomic(path, ("\n".join([*kept, *(new[k] for k in sorted(new))]) + "\n").encode("utf-8"))
-    return len(new)
+    return replace_lines(timelines_path(root, gpu), timelines, Timeline)

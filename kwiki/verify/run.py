@@ -18,10 +18,10 @@ from pathlib import Path
 
 from kwiki.core import lock
 from kwiki.core.errors import RecordError
-from kwiki.core.proc import run_group
+from kwiki.core.proc import ProcResult, run_group
 from kwiki.results.gpu import Gpu
 from kwiki.results.record import parse_records
-from kwiki.verify.types import BuildResult, PlannedArtifact, RunOutcome
+from kwiki.verify.types import BuildResult, PlannedArtifact, RunOutcome, RunStatus
 from kwiki.wiki.manifest import HOST
 
 RUNS_DIR = ".kwiki/runs"
@@ -119,31 +119,15 @@ def _run(planned: PlannedArtifact, build: BuildResult, variants: list[str], time
     argv = argv_for(planned, build.binary, variants, sweep)
     res = run_group(argv, cwd=planned.directory, env=env, timeout=timeout,
                     max_output=planned.manifest.run.max_output_bytes)
-    log_dir = root / RUNS_DIR / run_id
-    log_dir.mkdir(parents=True, exist_ok=True)
     alone = len(variants) == 1 and variants[0] in planned.isolated
     suffix = "-sweep" if sweep else f"-{variants[0]}" if alone else ""
-    log = log_dir / f"{name}{suffix}.log"
-    log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
-                   f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
+    log = write_log(root, run_id, f"{name}{suffix}", res)
     outcome = RunOutcome(name, build.target, variants, "ok", seconds=res.seconds, log=str(log.relative_to(root)),
                          returncode=res.returncode)
-    tail = _tail(res.stderr).replace(f"{root.resolve()}{os.sep}", "")  # a page never shows a machine's path
-    if res.start_error:
-        outcome.status, outcome.message = "not-started", res.start_error
-        return outcome
-    if res.stopped:
-        outcome.status, outcome.message = "not-started", "stopped: kwiki verify was interrupted"
-        return outcome
-    if res.timed_out:
-        outcome.status, outcome.message = "timeout", f"killed after {timeout:g} s (whole process group)"
-        return outcome
-    if res.output_overflow:
-        outcome.status = "output-overflow"
-        outcome.message = f"printed more than {planned.manifest.run.max_output_bytes} bytes; killed"
-        return outcome
-    if res.signal is not None:
-        outcome.status, outcome.message = "crash", f"died of signal {res.signal}" + (f": {tail}" if tail else "")
+    tail = stderr_tail(res, root)
+    ended = cut_short(res, timeout, planned.manifest.run.max_output_bytes, tail)
+    if ended is not None:
+        outcome.status, outcome.message = ended
         return outcome
     try:
         outcome.records = parse_records(res.stdout, name)
@@ -168,3 +152,33 @@ def _run(planned: PlannedArtifact, build: BuildResult, variants: list[str], time
 def _tail(stderr: str) -> str:
     lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
     return lines[-1][:300] if lines else ""
+
+
+def stderr_tail(res: ProcResult, root: Path) -> str:
+    """The last line of a launch's stderr, without the checkout's path (a page never shows a machine's path)."""
+    return _tail(res.stderr).replace(f"{root.resolve()}{os.sep}", "")
+
+
+def cut_short(res: ProcResult, timeout: float, max_output: int, tail: str) -> tuple[RunStatus, str] | None:
+    """(status, message) of a launch that did not run to its own end (not started, stopped, killed at its time
+    limit or its output bound, died of a signal), None when it exited by itself (whatever its exit code)."""
+    if res.start_error:
+        return "not-started", res.start_error
+    if res.stopped:
+        return "not-started", "stopped: kwiki verify was interrupted"
+    if res.timed_out:
+        return "timeout", f"killed after {timeout:g} s (whole process group)"
+    if res.output_overflow:
+        return "output-overflow", f"printed more than {max_output} bytes; killed"
+    if res.signal is not None:
+        return "crash", f"died of signal {res.signal}" + (f": {tail}" if tail else "")
+    return None
+
+
+def write_log(root: Path, run_id: str, stem: str, res: ProcResult) -> Path:
+    """A launch's command, output and exit beside the run's other logs: .kwiki/runs/<run>/<stem>.log."""
+    log = root / RUNS_DIR / run_id / f"{stem}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"$ {' '.join(res.argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
+                   f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
+    return log

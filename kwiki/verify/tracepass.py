@@ -24,9 +24,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from kwiki.core.errors import Problem
-from kwiki.core.proc import ProcResult, run_group
+from kwiki.core.proc import run_group
 from kwiki.results.timelines import MAX_TRACE_BYTES, TIMELINES_DIR, Timeline, append_timelines, timelines_path
-from kwiki.verify.run import RUNS_DIR, command_of, run_env
+from kwiki.verify.run import command_of, cut_short, run_env, stderr_tail, write_log
 from kwiki.verify.types import BuildResult, Plan, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import MANIFEST
 
@@ -113,10 +113,13 @@ def trace_artifact(planned: PlannedArtifact, build: BuildResult, *, root: Path, 
         argv = [*command_of(planned, build.binary), *m.trace.argv(str(out))]
         res = run_group(argv, cwd=planned.directory, env=run_env(build, gpu_index, run_id),
                         timeout=m.run.timeout_s, max_output=m.run.max_output_bytes)
-        _log(root, run_id, planned.name, res)
-        failed = _failed(res, m.run.timeout_s)
-        if failed:
-            raise TraceFailed(failed)
+        write_log(root, run_id, f"{planned.name}-trace", res)
+        tail = stderr_tail(res, root)
+        ended = cut_short(res, m.run.timeout_s, m.run.max_output_bytes, tail)
+        if ended is not None:
+            raise TraceFailed(ended[1])
+        if res.returncode != 0:
+            raise TraceFailed(f"exit {res.returncode}" + (f": {tail}" if tail else ""))
         if not out.is_file():
             raise TraceFailed("the binary exited 0 but wrote no timelines file where its trace args put {out}")
         size = out.stat().st_size
@@ -152,30 +155,3 @@ def parse_timelines(text: str, *, name: str, variants: set[str], gpu: str, run_i
     if not out:
         raise TraceFailed("its timelines file is empty")
     return out
-
-
-def _failed(res: ProcResult, timeout: float) -> str | None:
-    """Why the launch failed, or None (it exited 0)."""
-    tail = next((ln.strip() for ln in reversed(res.stderr.splitlines()) if ln.strip()), "")[:300]
-    if res.start_error:
-        return res.start_error
-    if res.stopped:
-        return "stopped: kwiki verify was interrupted"
-    if res.timed_out:
-        return f"killed after {timeout:g} s (whole process group)"
-    if res.output_overflow:
-        return "printed more than run.max_output_bytes; killed"
-    if res.signal is not None:
-        return f"died of signal {res.signal}" + (f": {tail}" if tail else "")
-    if res.returncode != 0:
-        return f"exit {res.returncode}" + (f": {tail}" if tail else "")
-    return None
-
-
-def _log(root: Path, run_id: str, name: str, res: ProcResult) -> None:
-    """The launch's output beside the run's other logs (.kwiki/runs/<run>/<artifact>-trace.log)."""
-    log_dir = root / RUNS_DIR / run_id
-    log_dir.mkdir(parents=True, exist_ok=True)
-    (log_dir / f"{name}-trace.log").write_text(
-        f"$ {' '.join(res.argv)}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n"
-        f"--- exit {res.returncode} after {res.seconds:.2f} s\n", encoding="utf-8")
