@@ -258,3 +258,43 @@ def test_where_a_library_wins_the_curve_keeps_the_size_and_draws_the_best_of_the
     (spec,) = curve_specs(ladder)
     assert len(spec["points"]) == 4 and {p["best_variant"] for p in spec["points"]} == {"ws"}
     assert spec["points"][-1]["best"] < spec["points"][-1]["base"]  # below the baseline, and drawn so
+
+
+# ---------------------------------------------------------------- claims read the ladder's records, never the sweep's
+
+
+def test_a_claim_that_names_no_size_reads_the_ladders_record_in_the_run_and_in_the_store(tmp_path):
+    """vector_loads' claims name a variant and no size (the ladder runs one): the sweep runs the same variants at
+    nine more. The run's judge read the ladder's process; the store, which holds both, must read the same record,
+    or every later check finds 'no figure of this claim' in that run (run 3 of vector_loads, 2026-12-02)."""
+    from kwiki.results.series import claim_value
+    from kwiki.verify.claims import _figure
+    from kwiki.wiki.model import Claim, Selector
+
+    binary = tmp_path / "fake"
+    binary.write_text(FAKE.format(python=sys.executable))
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    m = _manifest(values=["4096x7168"])
+    planned = PlannedArtifact("artifacts/gemv", tmp_path, m, run_target="sm_90a",
+                              run_variants=["cublas", "naive", "tuned", "read_ceiling"])
+    build = BuildResult("gemv", "sm_90a", ok=True, cached=False, key="k", binary=str(binary))
+    outcomes = run_artifact(planned, build, gpu_index=None, root=tmp_path, run_id="r1")
+    assert [o.sweep for o in outcomes] == [False, True]
+    sel = Selector.model_validate({"variant": "tuned", "figure": "time_us"})
+    with pytest.raises(Exception) as caught:  # the fake prints no timing: found, but without a figure
+        _figure(list(reversed(outcomes)), sel)  # the sweep's outcome first: still never read
+    assert "has no figure" in str(caught.value)  # one record, the ladder's (the sweep's: '5 records match')
+
+    claim = Claim.model_validate({"id": "c", "statement": "s", "metric": "ratio", "unit": "x", "at_least": 1.0,
+                                  "measure": {"artifact": "a", "of": {"variant": "tuned", "figure": "time_us"},
+                                              "per": {"variant": "cublas", "figure": "time_us"}}})
+    ladder = [_row("tuned", _shape("4096x7168"), 2.0), _row("cublas", _shape("4096x7168"), 1.0)]
+    swept = [_row(v, _shape(s), 3.0).model_copy(update={"sweep": True}) for s in SWEEP for v in ("tuned", "cublas")]
+    assert claim_value(ladder + swept, claim) == pytest.approx(0.5)
+    assert claim_value(ladder + [r.model_copy(update={"sweep": None}) for r in swept], claim) is None  # ambiguous
+
+
+def test_a_record_row_says_it_came_from_the_sweep_and_an_older_row_stays_as_it_was():
+    row = _row("tuned", _shape("1024x1024"), 3.0)
+    assert "sweep" not in row.model_dump(mode="json", exclude_none=True)  # rows of the ladder keep their bytes
+    assert row.model_copy(update={"sweep": True}).model_dump(mode="json", exclude_none=True)["sweep"] is True

@@ -91,7 +91,7 @@ def runs_of(rows: Iterable[RecordRow], key: str, artifact: str, exclude: str | N
 
 def row_board(rows: list[RecordRow], sel: Selector) -> str | None:
     """The board (NVML's GPU UUID) the record `sel` names ran on in one run (None: not known or not measured)."""
-    found = [r for r in rows if matches(r, sel)]
+    found = claimable(rows, sel)
     return found[0].gpu_uuid if len(found) == 1 else None
 
 
@@ -100,8 +100,15 @@ def run_board(rows: list[RecordRow], claim: Claim) -> str | None:
     return row_board(rows, claim.measure.of) if claim.measure is not None else None
 
 
+def claimable(rows: list[RecordRow], sel: Selector) -> list[RecordRow]:
+    """The rows of one run that `sel` selects, as the run's own judge saw them (kwiki.verify.claims): the main
+    process's, never the sweep's (a sweep runs the same variants at other sizes; a selector that names no size
+    would otherwise find one record per size)."""
+    return [r for r in rows if matches(r, sel) and not r.sweep]
+
+
 def row_figure(rows: list[RecordRow], sel: Selector) -> float | None:
-    found = [r for r in rows if matches(r, sel)]
+    found = claimable(rows, sel)
     if len(found) != 1 or not found[0].passed or found[0].gates:
         return None  # not measured then, failed its check, or refused by a gate: no value of the series
     return found[0].figures.get(sel.key)

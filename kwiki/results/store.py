@@ -61,6 +61,7 @@ class RecordRow(Row):
     bytes_level: str | None = None  # where the record's bytes were moved, when not DRAM
     mechanism: MechanismEvidence | None = None  # the variant's SASS check on the binary that ran (kwiki.verify.sass)
     summary_of: int | None = None  # a summary row: the runs it stands for (kwiki.results.summary), not a run
+    sweep: bool | None = None  # True: measured by the sweep's own process (a curve's point; claims never read it)
 
 
 class ClaimRow(Row):

@@ -31,7 +31,7 @@ class _Missing(Exception):
 def _figure(outcomes: list[RunOutcome], sel: Selector) -> tuple[float, float | None, Record]:
     """(value, relative spread, record) of the selected figure, the spread None when the record has no
     timing (nothing says how much the figure moves); raises _Missing with a verdict otherwise."""
-    outcome = next((o for o in outcomes if sel.variant in o.variants), None)
+    outcome = next((o for o in outcomes if sel.variant in o.variants and not o.sweep), None)  # never the sweep's
     if outcome is None:
         raise _Missing(Verdict.error, f"variant {sel.variant!r} was not run (not in the artifact's manifest?)")
     found = [r for r in outcome.records if matches(r, sel)]

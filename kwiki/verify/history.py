@@ -67,7 +67,7 @@ def _record_rows(plan: Plan, outcomes: dict[str, list[RunOutcome]], common: dict
                     samples=r.timing.samples if r.timing else None, passed=r.check.passed,
                     registers=int(regs) if isinstance(regs, (int, float)) else None,
                     series=series.get(path_key), protocol=PROTOCOL_VERSION, gates=failed or None,
-                    bytes_level=r.bytes_level if r.bytes_level != "dram" else None,
+                    bytes_level=r.bytes_level if r.bytes_level != "dram" else None, sweep=o.sweep or None,
                     mechanism=evidence(mechanism.for_variant(planned.name, r.variant, o.target))
                     if mechanism else None))
                 for k in ("torch", "triton"):  # a Python artifact's record says what ran it

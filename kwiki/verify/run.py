@@ -123,7 +123,7 @@ def _run(planned: PlannedArtifact, build: BuildResult, variants: list[str], time
     suffix = "-sweep" if sweep else f"-{variants[0]}" if alone else ""
     log = write_log(root, run_id, f"{name}{suffix}", res)
     outcome = RunOutcome(name, build.target, variants, "ok", seconds=res.seconds, log=str(log.relative_to(root)),
-                         returncode=res.returncode)
+                         returncode=res.returncode, sweep=sweep)
     tail = stderr_tail(res, root)
     ended = cut_short(res, timeout, planned.manifest.run.max_output_bytes, tail)
     if ended is not None:

@@ -121,6 +121,7 @@ class RunOutcome:
     log: str | None = None
     message: str = ""
     returncode: int | None = None
+    sweep: bool = False  # the sweep's own process (the manifest's `shapes.sweep`): its records feed curves, no claim
 
     @property
     def ok(self) -> bool:
