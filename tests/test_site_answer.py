@@ -396,6 +396,7 @@ def test_a_timeline_draws_only_what_its_stamps_say():
     rects = svg.count(b"<rect") - 1 - 5  # less the card and the legend's five swatches
     assert rects == sum(len(lane["spans"]) for lane in spec["lanes"]) == 2 * (4 * 4 + 1)
     assert b"CTA 1 WG 1: wgmma, tile 0" in svg and b"1 more CTAs not drawn" in svg
+    assert b"M=4096" not in svg  # the params are the caption's: in the title they wrapped to five bold lines
     assert min(_font_sizes(svg)) * 330 / 400 >= 11
     assert timeline_spec(_timeline().model_copy(update={"spans": []})) is None
 

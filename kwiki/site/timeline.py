@@ -48,8 +48,8 @@ def draw_timeline(spec: dict[str, Any]) -> bytes:
     """Lanes of spans against microseconds since the first stamp, each span coloured by its phase, with its phase,
     tile and times as a tooltip; the legend of the phases below."""
     lanes = spec["lanes"]
-    title = f"{spec['artifact']} {spec['variant']}: what each warpgroup did when" + (
-        f" ({spec['params']})" if spec["params"] else "") + (f" on {spec['gpu']}" if spec["gpu"] else "")
+    title = f"{spec['artifact']} {spec['variant']}" + (f" on {spec['gpu']}" if spec["gpu"] else "") + \
+        ": what each warpgroup did when"  # the shape is the caption's (all its params wrapped to five title lines)
     body, top = _title(title)
     top += 10
     left, right, lane_h = 92, WIDTH - 12, 22
