@@ -6,7 +6,8 @@
 //
 // A GEMV reads every matrix element once and does 2 flops per 2 bytes: it is bound by memory bandwidth,
 // so the ladder is about bytes in flight and load width, and the goal is the read ceiling for the same bytes.
-// Reference: fp64 on the host from the same bf16 inputs; tolerance: bf16 output rounding (rtol 2^-7) plus atol 1e-3.
+// Reference: fp64 on the host from the same bf16 inputs; tolerance: rtol 2^-6 (bf16 output rounding is 2^-9) plus an atol
+// that grows with K (check_y).
 // Inputs: --input-sets (2) pre-filled sets of A and x, each with its reference; each timed sample reads one of
 // them at random (kwiki::Runner), and the re-checked samples are compared with that set's reference.
 //
@@ -64,10 +65,15 @@ struct Inputs {
     }
 };
 
-// y's M elements against the set's reference (bf16 output rounding, rtol 2^-7, plus atol 1e-3), and its canary intact.
-kwiki::CheckResult check_y(const bf16* y, int M, const Inputs& set) {
+// y's M elements against the set's reference, and its canary intact. rtol 2^-6 covers bf16 output rounding (2^-9);
+// the atol, sqrt(K) x 2^-14, covers outputs near zero, where a kernel that sums the K products in another order or
+// in other steps than the fp64 reference lands off it by an amount that grows with the sum's spread (sqrt(K)/3 across
+// rows for products of standard deviation 1/3). The fixed atol of 1e-3 it replaces failed cuBLAS's own GEMV at
+// 16384 x 16384 (nvjet_sm90_tst_128x8_64x12_2x1_v_bz) in 2 of about 20 runs on the H200 (2026-12-02); sqrt(16384) x
+// 2^-14 is 7.8e-3, while a kernel that drops one 16-byte vector of a row (8 products, about 0.94 off) is still caught.
+kwiki::CheckResult check_y(const bf16* y, int M, int K, const Inputs& set) {
     std::vector<float> got = kwiki::to_host_float(y, size_t(M));
-    return kwiki::with_canary(kwiki::compare(got.data(), set.ref.data(), size_t(M), {1e-3, 2.0 / 128},
+    return kwiki::with_canary(kwiki::compare(got.data(), set.ref.data(), size_t(M), {std::sqrt(double(K)) / 16384.0, 2.0 / 128},
                                              "host fp64 from the same bf16 inputs"), y, size_t(M));
 }
 
@@ -392,7 +398,7 @@ int main(int argc, char** argv) {
             c.params = params, c.bytes = bytes, c.flops = 2.0 * double(M) * K, c.flops_dtype = flops_dtype;
             c.launch = [&, run](cudaStream_t s) { run(Problem{M, K, in.current().A.get(), in.current().x.get(), y.get(), lib.blas}, s); };
             in.bind(c, [&y, M](cudaStream_t s) { kwiki::poison(y.get(), size_t(M) * sizeof(bf16), s); },
-                    [&y, M](const Inputs& set) { return check_y(y.get(), M, set); });
+                    [&y, M, K](const Inputs& set) { return check_y(y.get(), M, K, set); });
         };
         const Selections sel(*selector, todo, lib, M, K, bind);
         std::vector<kwiki::Case> cases;
