@@ -43,6 +43,7 @@ from kwiki.wiki.catalog import ARTIFACTS_DIR
 from kwiki.wiki.owners import Owner, claimed_params, matches
 
 if TYPE_CHECKING:
+    from kwiki.results.audits import Audits
     from kwiki.results.ladders import Ladder
     from kwiki.results.timelines import Timeline
     from kwiki.wiki.manifest import Manifest
@@ -69,6 +70,7 @@ class Context:
     glossary: list[Entry] = field(default_factory=list)  # every term a page defines (kwiki.site.glossary)
     pages: list[SitePage] = field(default_factory=list)
     timelines: list[Timeline] = field(default_factory=list)  # the committed ones (kwiki.results.timelines)
+    audits: Audits | None = None  # the committed profile audits (kwiki.results.audits)
 
 
 @dataclass
@@ -209,6 +211,27 @@ def _timelines(ctx: Context, sp: SitePage) -> str:
             name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"timeline-{m.name}-{gpu_slug(t.gpu or '')}-{t.variant}-{n}")
             out.append(_add_chart(ctx, sp, name, spec, alt) + "\n" + md_text(caption(spec, t.run_id)) + "\n")
     return "#### Measured timeline\n\n" + "\n".join(out) if out else ""
+
+
+def _audits(ctx: Context, sp: SitePage) -> str:
+    """For a page tagged `profile-audit`: every committed profile audit, declared against profiled work per level,
+    as a chart, a table of its distribution and a line of words (kwiki.site.auditchart)."""
+    from kwiki.site.auditchart import TAG, audit_spec, audit_table, caption, draw_audits
+
+    assert sp.meta is not None
+    if TAG not in sp.meta.tags or ctx.audits is None:
+        return ""
+    spec = audit_spec(ctx.audits)
+    if spec is None:
+        return md_text("No profile audit is committed yet (`kwiki verify --profile` runs them where ncu is found).")
+    path = f"{ASSETS}/charts/{sp.meta.id}/audits.svg"
+    ctx.files[path] = draw_audits(spec)
+    image = chart(path, sp.rel, "declared / profiled work of every committed profile audit, per level, with the "
+                                "tolerance of each level")
+    table = audit_table(spec)
+    lines = ["| " + " | ".join(md_text(c) for c in row) + " |" for row in table]
+    lines.insert(1, "|" + " --- |" * len(table[0]))
+    return f"{image}\n\n" + "\n".join(lines) + "\n\n" + md_text(caption(spec)) + "\n"
 
 
 def _excerpts(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
@@ -389,6 +412,9 @@ def _body(ctx: Context, sp: SitePage, page_ladders: list[PageLadder]) -> list[st
     roofline = own(ctx, _roofline(ctx, sp))
     if roofline:
         out += ["", "## Roofline", "", roofline]
+    audits = own(ctx, _audits(ctx, sp))
+    if audits:
+        out += ["", "## Profile audits, as committed", "", audits]
     by_model = own(ctx, gpumatrix.section(ctx.root, sp.meta))  # claims across GPU models, merged origins' too
     if by_model:
         out += ["", "## By GPU model", "", by_model]

@@ -503,6 +503,7 @@ STYLESHEET = """\
   .md-typeset .kw-ladder-table th, .md-typeset .kw-ladder-table td,
   .md-typeset .kw-claims td { display: block; border: 0; padding: .1em 0; text-align: left; white-space: normal;
     min-width: 0; }
+  .kw-claims .kw-badge { white-space: normal; }  /* a long verdict wraps at its spaces in a half-width cell */
   .md-typeset .kw-ladder-table tbody th, .md-typeset .kw-claims td:first-child { grid-column: 1 / -1; position: static;
     max-width: none; }
   .kw-ladder-table td::before, .kw-claims td::before { display: block; font-size: .6rem;

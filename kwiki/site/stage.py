@@ -199,6 +199,7 @@ def generate(root: Path, strict: bool = True, site_name: str = "KernelWiki", key
     ctx.owners = owners((sp.meta, sp.rel) for sp in pages if sp.meta is not None)
     ctx.glossary, ctx.pages = entries(pages), pages
     ctx.timelines = load_timelines(root)
+    ctx.audits = Audits.load(root)
     wiki = root / WIKI_DIR
     refused = set(links_out(root, wiki))  # committed links that lead out (or are broken): never read
     why = [f"{inside(root, p.relative_to(root).as_posix())}; not published" for p in sorted(refused)]
