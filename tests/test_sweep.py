@@ -298,3 +298,24 @@ def test_a_record_row_says_it_came_from_the_sweep_and_an_older_row_stays_as_it_w
     row = _row("tuned", _shape("1024x1024"), 3.0)
     assert "sweep" not in row.model_dump(mode="json", exclude_none=True)  # rows of the ladder keep their bytes
     assert row.model_copy(update={"sweep": True}).model_dump(mode="json", exclude_none=True)["sweep"] is True
+
+
+def test_audits_are_asked_of_the_ladders_records_never_of_the_sweeps(repo, capsys):
+    """vector_loads' claims compare records of its ladder (4 GiB); the sweep runs the same variants at nine more
+    sizes, stored after them. The audits a page needs are the ladder's: asked of the last stored match, the list
+    named read_v16_x4 at 8 GiB, a record no claim reads, and the page could never be verified."""
+    from kwiki.cli import main
+    from kwiki.results.trace import Store, _unaudited
+    from kwiki.wiki.catalog import load_wiki
+    from kwiki.wiki.manifest import load_manifest
+
+    m = load_manifest(repo / "artifacts" / "vector_loads_sm90a", repo)
+    entry = m.sweep_shapes()
+    assert entry is not None
+    swept = {str(p["mib"] << 20) for p in entry.params(sweep=True)}
+    assert main(["verify", "--list-audits", "--json", "--root", str(repo), "technique-vectorized-loads"]) in (0, 1)
+    listed = json.loads(capsys.readouterr().out)["audits"]["missing"]
+    assert listed and all(str(e["params"].get("shape")) not in swept for e in listed), listed
+    page = next(p for p in load_wiki(repo).pages if p.meta and p.meta.id == "technique-vectorized-loads")
+    lines = _unaudited(page.meta, Store.load(repo))
+    assert not any(f"shape={s}" in line for line in lines for s in swept), lines

@@ -312,7 +312,7 @@ def _unaudited(meta: PageMeta, store: Store) -> list[str]:
             rows = (store.run_records.get((name, last), []) if other and name else
                     store.records.get((mc.series, written.artifact, last), []))
             for row in rows:
-                if not matches(row, sel) or row.target == HOST or not declares_work(row.figures):
+                if not matches(row, sel) or row.sweep or row.target == HOST or not declares_work(row.figures):
                     continue
                 why = store.audits.why_not(audit_key(row.series, row.nvcc, row.target), row.artifact, row.variant,
                                            row.params)

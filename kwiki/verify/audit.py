@@ -77,7 +77,7 @@ def mark(plan: Plan, claims: list[ClaimResult], outcomes: Mapping[str, list[RunO
         for planned, sel in compared(plan, page, c.claim):
             if not auditable(planned):
                 continue
-            for r in (r for o in outcomes.get(planned.path, []) for r in o.records if matches(r, sel)):
+            for r in (r for o in outcomes.get(planned.path, []) if not o.sweep for r in o.records if matches(r, sel)):
                 if (r.bytes is None and r.flops is None) or not r.check.passed:
                     continue  # declares no work, or has no figure (a failed check): nothing to audit
                 why = audits.why_not(key_of(planned, series, nvcc), planned.name, r.variant, r.params)
@@ -98,7 +98,7 @@ def missing(plan: Plan, series: Mapping[str, str], nvcc: str | None, audits: Aud
                     continue
                 key = key_of(planned, series, nvcc)
                 stored = [r for r in rows if r.series == series.get(planned.path) and r.artifact == planned.name
-                          and matches(r, sel)]
+                          and matches(r, sel) and not r.sweep]  # a claim never reads the sweep's
                 latest = stored[-1] if stored else None
                 if latest is not None and (not latest.passed or not declares_work(latest.figures)):
                     continue
