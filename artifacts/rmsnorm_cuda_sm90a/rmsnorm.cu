@@ -335,8 +335,24 @@ __global__ void __launch_bounds__(kThreads, 2) warp_rows_kernel(const bf16* __re
 __device__ __forceinline__ uint32_t add2(uint32_t a, uint32_t b) { return pack2(lo_f(a) + lo_f(b), hi_f(a) + hi_f(b)); }
 __device__ __forceinline__ uint4 add8(uint4 a, uint4 b) { return {add2(a.x, b.x), add2(a.y, b.y), add2(a.z, b.z), add2(a.w, b.w)}; }
 
-// block_regs on h = bf16(x + r): x and r read once, h written, the rounded h (what a separate RMSNorm would read
-// back) held in registers, reduced and normalized into y.
+// The fused rungs' first half: h = bf16(x + r) for this thread's vectors of the row, written out and kept in `v`
+// (zeros past the row), and the row's rstd from the rounded h (what a separate RMSNorm would read back).
+template <int VPT>
+__device__ __forceinline__ float add_rows(const uint4* xr, const uint4* rr, uint4* hr, uint4 (&v)[VPT], int V, int hidden,
+                                          float (&red)[kWarps + 1]) {
+    float acc = 0;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+        const int j = threadIdx.x + i * kThreads;
+        v[i] = make_uint4(0, 0, 0, 0);
+        if (j < V) hr[j] = v[i] = add8(xr[j], rr[j]);
+        acc = sumsq8(v[i], acc);
+    }
+    return rsqrtf(block_reduce(acc, red, Sum{}) / hidden + kEps);
+}
+
+// block_regs on h = bf16(x + r): x and r read once, h written, the rounded h held in registers, reduced and
+// normalized into y.
 template <int VPT>
 __global__ void __launch_bounds__(kThreads, 2) add_rmsnorm_kernel(const bf16* __restrict__ x, const bf16* __restrict__ r,
                                                                const bf16* __restrict__ w, bf16* __restrict__ h,
@@ -348,15 +364,7 @@ __global__ void __launch_bounds__(kThreads, 2) add_rmsnorm_kernel(const bf16* __
     const uint4* wr = reinterpret_cast<const uint4*>(w);
     uint4 *hr = reinterpret_cast<uint4*>(h + base), *yr = reinterpret_cast<uint4*>(y + base);
     uint4 v[VPT];
-    float acc = 0;
-#pragma unroll
-    for (int i = 0; i < VPT; ++i) {
-        const int j = threadIdx.x + i * kThreads;
-        v[i] = make_uint4(0, 0, 0, 0);
-        if (j < V) hr[j] = v[i] = add8(xr[j], rr[j]);
-        acc = sumsq8(v[i], acc);
-    }
-    const float rstd = rsqrtf(block_reduce(acc, red, Sum{}) / hidden + kEps);
+    const float rstd = add_rows<VPT>(xr, rr, hr, v, V, hidden, red);
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
         const int j = threadIdx.x + i * kThreads;
@@ -398,15 +406,7 @@ __global__ void __launch_bounds__(kThreads, 2) add_rmsnorm_fp8_kernel(const bf16
     uint4* hr = reinterpret_cast<uint4*>(h + base);
     uint2* qr = reinterpret_cast<uint2*>(q + base);
     uint4 v[VPT];
-    float acc = 0;
-#pragma unroll
-    for (int i = 0; i < VPT; ++i) {
-        const int j = threadIdx.x + i * kThreads;
-        v[i] = make_uint4(0, 0, 0, 0);
-        if (j < V) hr[j] = v[i] = add8(xr[j], rr[j]);
-        acc = sumsq8(v[i], acc);
-    }
-    const float rstd = rsqrtf(block_reduce(acc, red, Sum{}) / hidden + kEps);
+    const float rstd = add_rows<VPT>(xr, rr, hr, v, V, hidden, red);
     float m = 0;
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
