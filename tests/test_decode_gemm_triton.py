@@ -7,13 +7,12 @@ performance; it checks indexing, masks, the split-K arithmetic and the dequantiz
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from triton_interpreter import load_artifact, patch
 
 if os.environ.get("TRITON_INTERPRET") != "1":  # never set here: Triton would stay interpreted for the process
     pytest.skip("needs TRITON_INTERPRET=1 from the start", allow_module_level=True)
@@ -23,33 +22,17 @@ pytest.importorskip("triton")
 ARTIFACT = Path(__file__).resolve().parents[1] / "artifacts" / "decode_gemm_sm90a"
 
 
-def _patch_interpreter() -> None:
-    """Three defects of Triton 3.6's interpreter that the GPU does not have: it converts a 1-element array with
-    int() (numpy >= 2.4 refuses), multiplies bf16 bit patterns in tl.dot, and casts integers to bf16 by value
-    into bf16's uint16 storage. Patched here, for this test only."""
+def _patch_cast() -> None:
+    """The interpreter's defect only these kernels meet, beside triton_interpreter.patch's: it casts integers to
+    bf16 by value into bf16's uint16 storage. Cast through fp32 and keep its top 16 bits, exact for int8 values."""
     import numpy as np
     import triton.language as tl
     import triton.runtime.interpreter as interp
 
-    if getattr(interp, "_kwiki_patched", False):
+    if getattr(interp, "_kwiki_int_to_bf16_patched", False):
         return
-    lang_tensor = interp._patch_lang_tensor
-
-    def patch_tensor(tensor, scope):
-        lang_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    interp._patch_lang_tensor = patch_tensor
     builder = interp.InterpreterBuilder
-    dot, cast = builder.create_dot, builder.cast_impl
-
-    def as_f32(h):
-        if h.dtype.scalar == tl.bfloat16:
-            return interp.TensorHandle((h.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
-        return h
-
-    def create_dot(self, a, b, d, precision, imprecise):
-        return dot(self, as_f32(a), as_f32(b), d, precision, imprecise)
+    cast = builder.cast_impl
 
     def cast_impl(self, src, dst_type):
         if dst_type.scalar == tl.bfloat16 and src.dtype.scalar.is_int():  # exact for the int8 values here
@@ -57,20 +40,16 @@ def _patch_interpreter() -> None:
             return interp.TensorHandle(bits.astype(np.uint16), tl.bfloat16)
         return cast(self, src, dst_type)
 
-    builder.create_dot, builder.cast_impl = create_dot, cast_impl
+    builder.cast_impl = cast_impl
     builder.create_si_to_fp = lambda self, src, dst_type: self.cast_impl(src, dst_type)
-    interp._kwiki_patched = True
+    interp._kwiki_int_to_bf16_patched = True
 
 
 @pytest.fixture(scope="module")
 def module() -> ModuleType:
-    _patch_interpreter()
-    sys.path.insert(0, str(ARTIFACT))
-    spec = importlib.util.spec_from_file_location("decode_gemm_under_test", ARTIFACT / "decode_gemm.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    patch()
+    _patch_cast()
+    return load_artifact(ARTIFACT, "decode_gemm.py", "decode_gemm_under_test")
 
 
 CASES = [  # (variant, m, n, k): M, N and K off every tile; SMS = 4 makes split-K split these small K

@@ -9,14 +9,12 @@ Skipped without Triton.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
+from triton_interpreter import load_artifact, patch
 
 if os.environ.get("TRITON_INTERPRET") != "1":  # never set here: Triton would stay interpreted for the process
     pytest.skip("needs TRITON_INTERPRET=1 from the start", allow_module_level=True)
@@ -26,47 +24,10 @@ pytest.importorskip("triton")
 ARTIFACT = Path(__file__).resolve().parents[1] / "artifacts" / "fp8_gemm_sm90a"
 
 
-def _patch_interpreter() -> None:
-    """Two defects of Triton 3.6's interpreter that the GPU does not have: it converts a 1-element array with
-    int() (numpy >= 2.4 refuses), and its tl.dot multiplies float8 bit patterns (stored as uint8) as integers.
-    Here a dot's fp8 operands are decoded to fp32 first (through torch's e4m3 type). For this test only."""
-    import numpy as np
-    import triton.language as tl
-    import triton.runtime.interpreter as interp
-
-    if getattr(interp, "_kwiki_fp8_patched", False):
-        return
-    lang_tensor = interp._patch_lang_tensor
-
-    def patch_tensor(tensor: Any, scope: Any) -> None:
-        lang_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    interp._patch_lang_tensor = patch_tensor
-    builder = interp.InterpreterBuilder
-    dot = builder.create_dot
-
-    def as_f32(h: Any) -> Any:
-        if h.dtype.scalar == tl.float8e4nv:
-            bits = torch.from_numpy(np.ascontiguousarray(h.data).view(np.uint8))
-            return interp.TensorHandle(bits.view(torch.float8_e4m3fn).float().numpy(), tl.float32)
-        return h
-
-    def create_dot(self: Any, a: Any, b: Any, d: Any, precision: Any, imprecise: Any) -> Any:
-        return dot(self, as_f32(a), as_f32(b), d, precision, imprecise)
-
-    builder.create_dot = create_dot
-    interp._kwiki_fp8_patched = True
-
-
 @pytest.fixture(scope="module")
 def module() -> ModuleType:
-    _patch_interpreter()
-    sys.path.insert(0, str(ARTIFACT))
-    spec = importlib.util.spec_from_file_location("fp8_gemm_under_test", ARTIFACT / "fp8_gemm.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    patch()
+    mod = load_artifact(ARTIFACT, "fp8_gemm.py", "fp8_gemm_under_test")
     small = {"BM": 32, "BN": 128, "BK": 128, "GROUP_M": 2, "num_warps": 4, "num_stages": 2}
     mod.TILES = {"triton_tensor": {**small, "BN": 64}, "triton_block": small}
     return mod

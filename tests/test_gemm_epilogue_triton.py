@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from triton_interpreter import load_artifact, patch
 
 if os.environ.get("TRITON_INTERPRET") != "1":  # never set here: Triton would stay interpreted for the process
     pytest.skip("needs TRITON_INTERPRET=1 from the start", allow_module_level=True)
@@ -39,24 +40,17 @@ def _gelu_probe(x_ptr, bias_ptr, y_ptr, N, BLOCK: tl.constexpr):
     tl.store(y_ptr + cols[None, :], kernels._bias_gelu(x, bias_ptr, cols, N), mask=cols[None, :] < N)
 
 
-def _patch_interpreter() -> None:
-    """Two defects of Triton 3.6's interpreter that the GPU does not have, patched for this test only: it
-    converts a 1-element array with int() (numpy >= 2.4 refuses), and its fp32 -> e4m3 rounding drops the
-    carry of a mantissa that rounds up into the next binade (125.3 becomes 64, not 128). The cast to e4m3 goes
-    through torch's float8_e4m3fn here (round to nearest even, as cvt.rn.satfinite; the kernel clamps first)."""
+def _patch_fp8_cast() -> None:
+    """The interpreter's defect only these kernels meet, beside triton_interpreter.patch's: its fp32 -> e4m3
+    rounding drops the carry of a mantissa that rounds up into the next binade (125.3 becomes 64, not 128). The
+    cast to e4m3 goes through torch's float8_e4m3fn here (round to nearest even, as cvt.rn.satfinite; the kernel
+    clamps first)."""
     import numpy as np
     import triton.language as tl
     import triton.runtime.interpreter as interp
 
     if getattr(interp, "_kwiki_epilogue_patched", False):
         return
-    lang_tensor = interp._patch_lang_tensor
-
-    def patch_tensor(tensor: Any, scope: Any) -> None:
-        lang_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    interp._patch_lang_tensor = patch_tensor
     builder = interp.InterpreterBuilder
     fp_to_fp = builder.create_fp_to_fp
 
@@ -72,11 +66,9 @@ def _patch_interpreter() -> None:
 
 @pytest.fixture(scope="module")
 def module() -> ModuleType:
-    _patch_interpreter()
-    spec = importlib.util.spec_from_file_location("gemm_epilogue_under_test", ARTIFACT / "gemm_epilogue.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    patch()
+    _patch_fp8_cast()
+    mod = load_artifact(ARTIFACT, "gemm_epilogue.py", "gemm_epilogue_under_test")
     mod.TILE = {"BM": 32, "BN": 256, "BK": 32, "GROUP_M": 2, "num_warps": 4, "num_stages": 2}
     return mod
 

@@ -14,13 +14,12 @@ harness's, on every shape of the GRID. Skipped without Triton.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from triton_interpreter import load_artifact, patch
 
 if os.environ.get("TRITON_INTERPRET") != "1":  # never set here: Triton would stay interpreted for the process
     pytest.skip("needs TRITON_INTERPRET=1 from the start", allow_module_level=True)
@@ -31,47 +30,10 @@ ARTIFACT = Path(__file__).resolve().parents[1] / "artifacts" / "stream_k_gemm_sm
 SMALL = {"bm": 32, "bn": 32, "bk": 16, "warps": 4, "stages": 1}
 
 
-def _patch_interpreter() -> None:
-    """Two defects of Triton 3.6's interpreter that the GPU does not have: it converts a 1-element array with
-    int() (numpy >= 2.4 refuses) and its tl.dot multiplies the raw bits of bf16 operands. Here bf16 handles
-    are widened to fp32 (exact) before the dot. Patched for this test's process only."""
-    import numpy as np
-    import triton.language as tl
-    import triton.runtime.interpreter as interp
-
-    if getattr(interp, "_kwiki_stream_k_patched", False):
-        return
-    lang_tensor = interp._patch_lang_tensor
-
-    def patch_tensor(tensor, scope):  # type: ignore[no-untyped-def]
-        lang_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    interp._patch_lang_tensor = patch_tensor
-    builder = interp.InterpreterBuilder
-    dot = builder.create_dot
-
-    def widen(h):  # type: ignore[no-untyped-def]
-        if h.dtype.scalar == tl.bfloat16:
-            return interp.TensorHandle((h.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
-        return h
-
-    def create_dot(self, a, b, d, precision, imprecise):  # type: ignore[no-untyped-def]
-        return dot(self, widen(a), widen(b), d, precision, imprecise)
-
-    builder.create_dot = create_dot
-    interp._kwiki_stream_k_patched = True
-
-
 @pytest.fixture(scope="module")
 def module() -> ModuleType:
-    _patch_interpreter()
-    sys.path.insert(0, str(ARTIFACT))
-    spec = importlib.util.spec_from_file_location("stream_k_gemm_under_test", ARTIFACT / "stream_k_gemm.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    patch()
+    return load_artifact(ARTIFACT, "stream_k_gemm.py", "stream_k_gemm_under_test")
 
 
 def _run(module: ModuleType, variant: str, m: int, n: int, k: int, sms: int) -> tuple[object, object]:

@@ -8,13 +8,12 @@ Skipped without Triton.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from triton_interpreter import load_artifact, patch
 
 if os.environ.get("TRITON_INTERPRET") != "1":  # never set here: Triton would stay interpreted for the process
     pytest.skip("needs TRITON_INTERPRET=1 from the start", allow_module_level=True)
@@ -25,47 +24,10 @@ ARTIFACT = Path(__file__).resolve().parents[1] / "artifacts" / "w4a16_gemm_sm90a
 SMS = 4  # few SMs, so that split-K splits these small K
 
 
-def _patch_interpreter() -> None:
-    """Two defects of Triton 3.6's interpreter that the GPU does not have: int() of a 1-element array (numpy 2.4
-    refuses it) and a tl.dot that multiplies the raw bits of bf16 operands. bf16 handles are widened to fp32, which
-    is exact, before the dot. For this test's process only."""
-    import numpy as np
-    import triton.language as tl
-    import triton.runtime.interpreter as interp
-
-    if getattr(interp, "_kwiki_w4a16_patched", False):
-        return
-    lang_tensor = interp._patch_lang_tensor
-
-    def patch_tensor(tensor, scope):  # type: ignore[no-untyped-def]
-        lang_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    interp._patch_lang_tensor = patch_tensor
-    builder = interp.InterpreterBuilder
-    dot = builder.create_dot
-
-    def widen(h):  # type: ignore[no-untyped-def]
-        if h.dtype.scalar == tl.bfloat16:
-            return interp.TensorHandle((h.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
-        return h
-
-    def create_dot(self, a, b, d, precision, imprecise):  # type: ignore[no-untyped-def]
-        return dot(self, widen(a), widen(b), d, precision, imprecise)
-
-    builder.create_dot = create_dot
-    interp._kwiki_w4a16_patched = True
-
-
 @pytest.fixture(scope="module")
 def module() -> ModuleType:
-    _patch_interpreter()
-    sys.path.insert(0, str(ARTIFACT))
-    spec = importlib.util.spec_from_file_location("w4a16_gemm_under_test", ARTIFACT / "w4a16_gemm.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    patch()
+    return load_artifact(ARTIFACT, "w4a16_gemm.py", "w4a16_gemm_under_test")
 
 
 CASES = [  # (variant, m, n, k): M and N off every tile; K whole groups, split into uneven slices
