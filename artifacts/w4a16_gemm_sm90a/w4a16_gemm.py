@@ -20,8 +20,9 @@ Variants. Roofs: torch_copy and triton_read of 128 MiB, as in decode_gemm_sm90a.
 the baseline, and triton_bf16_splitk (the same tiles and split-K as the int4 rung on bf16 weights: like for like).
 int4: torch_dequant_mm (eager: unpack, scale, torch.mm), torch_int4pack_mm (PyTorch's tinygemm op, where this torch
 runs it on CUDA), triton_w4a16 (the rung: nibbles converted and scaled in registers between the load and tl.dot,
-Marlin's order), and the ablation triton_w4a16_scale_acc (the nibbles converted without the scale, which multiplies
-the fp32 product of each group instead: BN x BM multiplies per group in place of BN x 128).
+Marlin's order), the ablation triton_w4a16_scale_acc (the nibbles converted without the scale, which multiplies
+the fp32 product of each group instead: BN x BM multiplies per group in place of BN x 128), and at M = 1
+triton_w4a16_gemv (no tensor cores: fp32 FMAs, the scale on each group's sum).
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
 """
 
@@ -29,6 +30,7 @@ ROOF_ELEMENTS = 1 << 26  # 128 MiB of bf16: the copy and read roofs, as in decod
 WEIGHTS = [(4096, 4096), (14336, 4096), (4096, 14336)]  # (N, K): decode_gemm_sm90a's WEIGHTS (8B-class layers)
 ROWS = [1, 16, 64, 128]  # 128: past the M where a 4x cut in weight bytes can still pay against bf16 tensor cores
 OFF_TILE = {"m": 33, "n": 1000, "k": 3968}  # no tile divides M or N; K is 31 groups, and split-K's slices are uneven
+GEMV_OFF_TILE = {"m": 1, "n": 1000, "k": 3968}  # the GEMV rung's own shape off its tile (it runs at M = 1 only)
 OPS = {"copy", "read", "gemm_bf16", "gemm_w4a16"}
 GROUP = 128  # weights per scale along K
 PACK = 8  # int4 values per int32 word
@@ -43,12 +45,14 @@ GRID = [
       for op in ("gemm_bf16", "gemm_w4a16") for (n, k) in WEIGHTS for m in ROWS),
     {"op": "gemm_bf16", **OFF_TILE, "dtype": "bfloat16"},
     {"op": "gemm_w4a16", **OFF_TILE, "dtype": "bfloat16"},
+    {"op": "gemm_w4a16", **GEMV_OFF_TILE, "dtype": "bfloat16"},
 ]
 VARIANTS = ["torch_copy", "triton_read", "torch_mm", "triton_bf16_splitk", "torch_dequant_mm", "torch_int4pack_mm",
-            "triton_w4a16", "triton_w4a16_scale_acc"]
+            "triton_w4a16", "triton_w4a16_scale_acc", "triton_w4a16_gemv"]
 FOR_OP = {"copy": {"torch_copy"}, "read": {"triton_read"},
           "gemm_bf16": {"torch_mm", "triton_bf16_splitk"},
-          "gemm_w4a16": {"torch_dequant_mm", "torch_int4pack_mm", "triton_w4a16", "triton_w4a16_scale_acc"}}
+          "gemm_w4a16": {"torch_dequant_mm", "torch_int4pack_mm", "triton_w4a16", "triton_w4a16_scale_acc",
+                         "triton_w4a16_gemv"}}
 TOLERANCES = {
     "bfloat16": (0.01, 2.0 ** -7, "y ~ N(0, 1) (W ~ N(0, 1/K)); bf16 output (2^-9 relative) after fp32 accumulation, "
                  "against an fp64 product with the same dequantized weights q * s; every int4 variant but the "
@@ -64,6 +68,10 @@ SCALE_ACC_AT = {(14336, 4096), (OFF_TILE["n"], OFF_TILE["k"])}  # the ablation: 
 def applies(name, params):
     if name == "triton_w4a16_scale_acc" and (params["n"], params["k"]) not in SCALE_ACC_AT:
         return False
+    if name == "triton_w4a16_gemv" and params["m"] != 1:
+        return False
+    if params == {**GEMV_OFF_TILE, "op": "gemm_w4a16", "dtype": "bfloat16"} and name != "triton_w4a16_gemv":
+        return False  # the GEMV rung's check shape; the others have theirs at M = 33
     return name in FOR_OP[params["op"]]
 
 
@@ -233,11 +241,21 @@ def plan(m, n, k, sms, quant):
     tiles = _cdiv(n, BN) * _cdiv(m, bm)
     splits = max(1, min(_cdiv(PROGRAMS_PER_SM * sms, tiles), _cdiv(k, 2 * BK)))
     k_per = _cdiv(_cdiv(k, splits), BK) * BK  # whole groups in every slice: a slice never cuts a scale's group
-    # 8 warps where one thread's share of the tile would be large: the unpacked fp32 tile of 64 x 128 weights (and
-    # the 64 x 128 accumulator at BM = 128) took most of the 255 registers ptxas allows a thread at 4 warps, compiled
-    # ahead of time for sm_90a, which would leave room for two programs an SM instead of PROGRAMS_PER_SM
-    warps = 8 if quant or bm == 128 else 4
+    # bf16 at BM = 128: 8 warps, the 64 x 128 accumulator being a large share of one thread's registers at 4. int4: 4
+    # warps at every M (its unpacked tiles are 64 x 16): in one tuning run on the H200 (2026-12-02) 8 warps took
+    # 1.6x as long at M = 1 to 64 and 1.7x at 128
+    warps = 8 if bm == 128 and not quant else 4
     return bm, _cdiv(k, k_per), k_per, warps, 4 if bm <= 16 else 3
+
+
+GEMV_PROGRAMS_PER_SM = 8  # the GEMV rung's split-K target (one tuning run: 8 to 16 beat 4 by 1.1-1.3x at M = 1)
+
+
+def gemv_plan(n, k, sms):
+    """The GEMV rung's launch: (splits, k_per_split), whole groups in every slice."""
+    splits = max(1, min(_cdiv(GEMV_PROGRAMS_PER_SM * sms, _cdiv(n, BN)), _cdiv(k, 2 * BK)))
+    k_per = _cdiv(_cdiv(k, splits), BK) * BK
+    return _cdiv(k, k_per), k_per
 
 
 def launcher(name, sms):
@@ -252,6 +270,21 @@ def launcher(name, sms):
             x = i["x"]
             kernels.read_kernel[(x.numel() // READ_BLOCK,)](x, o["y"], x.numel(), BLOCK=READ_BLOCK, num_warps=8)
         return read
+    if name == "triton_w4a16_gemv":
+        def gemv(i, o):
+            x, w, y = i["x"], i["q"], o["y"]
+            n, k = w.shape[0], x.shape[1]
+            if x.shape[0] != 1:
+                raise ValueError(f"w4a16_gemm: triton_w4a16_gemv runs at M = 1 only, got M = {x.shape[0]}")
+            splits, k_per = gemv_plan(n, k, sms)
+            part = torch.empty(splits, n, dtype=torch.float32, device=x.device) if splits > 1 else y
+            kernels.w4a16_gemv_kernel[(triton.cdiv(n, BN), splits)](x, w, i["scale"], part, n, k, k_per, BN=BN, BK=BK,
+                                                                    PACK=PACK, PARTIAL=splits > 1, num_warps=4,
+                                                                    num_stages=3)
+            if splits > 1:
+                kernels.reduce_kernel[(triton.cdiv(n, REDUCE_BLOCK),)](part, y, n, splits, BLOCK=REDUCE_BLOCK,
+                                                                       num_warps=4)
+        return gemv
     quant, scale_acc = name.startswith("triton_w4a16"), name == "triton_w4a16_scale_acc"
 
     def gemm(i, o):
