@@ -125,3 +125,15 @@ def test_k_off_the_group_is_refused(module: ModuleType) -> None:
     with pytest.raises(ValueError, match="multiple of the group size"):
         module.make_inputs({"op": "gemm_w4a16", "m": 1, "n": 8, "k": 200, "dtype": "bfloat16"}, 0, "cpu")
     assert module.OFF_TILE["k"] % module.GROUP == 0 and module.OFF_TILE["k"] % (2 * module.GROUP)  # whole groups, odd
+
+
+def test_flops_are_declared_only_where_one_dtype_holds(module: ModuleType) -> None:
+    """At M = 1 the int4 variants run their FLOPs on different units (tensor cores padded to 16 rows, fp32 FMAs),
+    so the grid's M = 1 int4 cases declare bytes only; elsewhere bf16 tensor FLOPs, 2 M N K."""
+    gemv = module.work({"op": "gemm_w4a16", "m": 1, "n": 14336, "k": 4096})
+    assert "flops" not in gemv and gemv["bytes"] == 0.5 * 14336 * 4096 + 2.0 * 14336 * 4096 / 128 + 2 * 4096 + 2 * 14336
+    dot = module.work({"op": "gemm_w4a16", "m": 16, "n": 14336, "k": 4096})
+    assert dot["flops"] == 2.0 * 16 * 14336 * 4096 and dot["flops_dtype"] == "bf16"
+    bf16 = module.work({"op": "gemm_bf16", "m": 1, "n": 14336, "k": 4096})
+    assert bf16["flops"] == 2.0 * 14336 * 4096 and bf16["flops_dtype"] == "bf16"
+    assert all(p["m"] == 1 for p in module.GRID if p["op"] == "gemm_w4a16" and "flops" not in module.work(p))

@@ -226,8 +226,14 @@ def work(params):
         return {"bytes": 2.0 * n * k + 4.0 * n * k // READ_BLOCK, "bytes_level": "dram"}
     # int4 and a bf16 scale per 128 weights (PyTorch's op reads a zero beside each scale: 2 bytes more a group)
     weights = 0.5 * n * k + 2.0 * n * k / GROUP if op == "gemm_w4a16" else 2.0 * n * k
-    return {"bytes": weights + 2.0 * m * k + 2.0 * m * n, "bytes_level": "dram",
-            "flops": 2.0 * m * n * k, "flops_dtype": "bf16"}
+    moved = {"bytes": weights + 2.0 * m * k + 2.0 * m * n, "bytes_level": "dram"}
+    if op == "gemm_w4a16" and m == 1:
+        # no FLOPs at M = 1: the int4 variants run them on different units (the tensor-core rung pads x to 16 rows,
+        # the GEMV rung uses fp32 FMAs, torch's op its own), so no one dtype is true of them all, and the profile
+        # audit holds a declared dtype to its counter (a GEMV declared as bf16 tensor FLOPs failed it on the H200,
+        # 2026-12-02); a GEMV's measure is its bytes
+        return moved
+    return {**moved, "flops": 2.0 * m * n * k, "flops_dtype": "bf16"}
 
 
 def _cdiv(a, b):
