@@ -11,7 +11,7 @@ from kwiki.results.gpu import Gpu
 from kwiki.results.record import Record
 from kwiki.verify import gates
 from kwiki.verify.kernels import forms, matches, prefilter
-from kwiki.verify.types import Plan, PlannedArtifact, RunOutcome
+from kwiki.verify.types import IdentityPass, Plan, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import Manifest
 
 GEMV = "void gemv_block<128>(__nv_bfloat16 const*, __nv_bfloat16 const*, float*, int, int)"
@@ -113,3 +113,53 @@ def test_without_cupti_or_without_kernels_the_gate_says_not_checked():
 def test_kernels_all_without_kernels_is_a_manifest_error():
     with pytest.raises(ValidationError, match="has 'kernels_all' but no 'kernels'"):
         gate([], [{"name": "custom", "kernels_all": True}])
+
+
+# ---------------------------------------------------------------- events-timed records: the identity pass
+
+
+def events_record(variant: str, n: int = 4096) -> Record:
+    """A record timed by CUDA events (launch-cost artifacts): no kernel list of its own."""
+    return record(variant, None, n).model_copy(update={"timing_source": "events"})
+
+
+def gate_with_pass(timed: list[Record], identity: IdentityPass | None) -> gates.Gating:
+    m = Manifest.model_validate({"name": "chain_sm90a", "title": "t", "targets": ["sm_90a"],
+                                 "build": {"sources": ["c.cu"]}, "run": {"args": ["--timing=events"]},
+                                 "variants": [{"name": "graph", "kernels": ["step<*>"]}]})
+    a = PlannedArtifact("artifacts/chain_sm90a", Path("/nonexistent"), m, run_target="sm_90a")
+    gpu = Gpu(index=0, name="NVIDIA H200", uuid="GPU-1", cc=90, sm_count=132)
+    plan = Plan(Path("/nonexistent"), [], {a.path: a}, [], gpu, False)
+    outcome = RunOutcome("chain_sm90a", "sm_90a", ["graph"], "ok", timed, identity=identity)
+    return gates.check(plan, {a.path: [outcome]})
+
+
+STEP = "void step<4>(float const*, float*, int)"
+
+
+def test_an_events_timed_record_is_judged_by_its_twin_in_the_identity_pass():
+    clean = IdentityPass("ok", [record("graph", [STEP, STEP])])
+    g = gate_with_pass([events_record("graph")], clean)
+    assert g.findings == [] and not any("not checked" in n for n in g.notes)
+    hidden = IdentityPass("ok", [record("graph", [STEP, CUBLAS])])  # its pass ran a kernel the globs do not name
+    (finding,) = [f for _, _, f in gate_with_pass([events_record("graph")], hidden).findings]
+    assert finding.gate == "identity" and "identity pass, CUPTI" in finding.reason and "ran 1 kernel" in finding.reason
+
+
+def test_an_events_timed_record_without_a_clean_twin_fails():
+    other_size = IdentityPass("ok", [record("graph", [STEP], n=8192)])
+    (f,) = [f for _, _, f in gate_with_pass([events_record("graph")], other_size).findings]
+    assert "has no passing record at n=4096" in f.reason
+    failed = IdentityPass("check-failed", [], "correctness check failed: graph")
+    (f,) = [f for _, _, f in gate_with_pass([events_record("graph")], failed).findings]
+    assert "ended check-failed (correctness check failed: graph)" in f.reason
+    unchecked = Record.model_validate({**record("graph", [STEP]).model_dump(exclude_none=True),
+                                       "check": {"passed": False}, "timing": None})
+    wrong = IdentityPass("ok", [unchecked])  # its twin failed its check: it vouches for nothing
+    assert [f.gate for _, _, f in gate_with_pass([events_record("graph")], wrong).findings] == ["identity"]
+
+
+def test_without_an_identity_pass_an_events_record_is_only_noted():
+    g = gate_with_pass([events_record("graph")], None)
+    assert g.findings == []
+    assert any("not checked for chain_sm90a (graph)" in n for n in g.notes)

@@ -31,8 +31,11 @@ identity  a record whose timed samples ran a kernel its variant's `kernels:` glo
           kernel never ran). The globs are alternatives (a library picks its kernel per dtype and
           shape); a variant with `kernels_all: true` also fails when one of its globs named no kernel
           that ran in any of its timed samples (kernel names from CUPTI, kwiki_cupti.cuh; matching:
-          kwiki.verify.kernels). Not checked, and said in the notes, where a record carries no
-          kernel list (timed without CUPTI) or the manifest names no kernels for the variant.
+          kwiki.verify.kernels). A record timed by CUDA events on purpose (run.args --timing=events: the
+          launch gaps are the measurement) is judged by its twin in the run's identity pass, the same
+          variant and params run again under CUPTI (kwiki.verify.run), and fails without one. Not checked,
+          and said in the notes, where a record carries no kernel list and has no identity pass (timed
+          without CUPTI) or the manifest names no kernels for the variant.
 unseen    a record whose bracket (the CUDA event pair around each sample, host enqueue included) exceeds its
           busy time (CUPTI: the GPU work of this process) by more than this process's own cost of a bracket:
           UNSEEN_FIXED x the fixed cost of one trivial launch + UNSEEN_PER_LAUNCH x the cost per further
@@ -56,7 +59,7 @@ from kwiki.results.gpu import Gpu
 from kwiki.results.record import Record, Roof
 from kwiki.verify import kernels as kmatch
 from kwiki.verify import roof as roofs
-from kwiki.verify.types import Finding, Gating, Plan, PlannedArtifact, RunOutcome
+from kwiki.verify.types import Finding, Gating, IdentityPass, Plan, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import HOST
 
 PHYSICAL = "physical"
@@ -213,7 +216,8 @@ def check(plan: Plan, outcomes: dict[str, list[RunOutcome]]) -> Gating:
                     gating.add(planned.name, r, Finding(FRESH, why))
         _roofs(gating, planned, records)
         if on_gpu:
-            ungated |= _identities(gating, planned, records)
+            passes = [o.identity for o in outcomes[path] if o.identity is not None]
+            ungated |= _identities(gating, planned, records, passes)
     gating.notes = sorted(ungated)
     return gating
 
@@ -250,8 +254,11 @@ def identity(records: list[Record], patterns: list[str], where: str,
     return out
 
 
-def _identities(gating: Gating, planned: PlannedArtifact, records: list[Record]) -> set[str]:
-    """The identity gate over an artifact's records; notes on what it could not check."""
+def _identities(gating: Gating, planned: PlannedArtifact, records: list[Record],
+                passes: list[IdentityPass] | None = None) -> set[str]:
+    """The identity gate over an artifact's records; notes on what it could not check. Records timed by CUDA
+    events carry no kernel list: where the run made an identity pass (kwiki.verify.run), they are judged by the
+    kernels their variant ran at their params in it (`_by_pass`)."""
     m = planned.manifest
     if m is None or not records:
         return set()
@@ -260,6 +267,12 @@ def _identities(gating: Gating, planned: PlannedArtifact, records: list[Record])
     for name in sorted({r.variant for r in records}):
         variant = m.variant(name)
         mine = [r for r in records if r.variant == name]
+        if passes and variant is not None and variant.kernels and any(r.timing_source == "events" for r in mine):
+            _by_pass(gating, planned, [r for r in mine if r.timing_source == "events"], variant.kernels,
+                     variant.kernels_all, passes, f"{where_file}: variant {name!r} kernels")
+            mine = [r for r in mine if r.timing_source != "events"]
+            if not mine:
+                continue
         if not any(r.kernels is not None for r in mine if r.timing is not None):
             if any(r.timing is not None for r in mine):
                 unseen.append(name)
@@ -278,6 +291,30 @@ def _identities(gating: Gating, planned: PlannedArtifact, records: list[Record])
         notes.add(f"identity gate: not checked for {planned.name} ({', '.join(unnamed)}): the manifest names no "
                   "`kernels` for them")
     return notes
+
+
+def _by_pass(gating: Gating, planned: PlannedArtifact, timed: list[Record], patterns: list[str], every: bool,
+             passes: list[IdentityPass], where: str) -> None:
+    """The identity gate of events-timed records by the identity pass: each record fails unless the pass ran its
+    variant at its params, cleanly, with the kernels its `kernels` globs allow (`identity`, on the pass's record);
+    a pass that failed fails every record it was to vouch for."""
+    broken = next((p for p in passes if p.status != "ok"), None)
+    seen = [r for p in passes if p.status == "ok" for r in p.records if r.check.passed]
+    found = {params_text(r.params): r for r in seen if r.variant == timed[0].variant}
+    judged = {id(r): f for r, f in identity(list(found.values()), patterns, where + " (identity pass, CUPTI)", every)}
+    for r in timed:
+        twin = found.get(params_text(r.params))
+        if broken is not None:
+            why = (f"{where}: its identity pass (CUPTI) ended {broken.status}"
+                   + (f" ({broken.message})" if broken.message else "") + ": the kernels of this events-timed record "
+                   "are unknown")
+            gating.add(planned.name, r, Finding(IDENTITY, why))
+        elif twin is None:
+            gating.add(planned.name, r, Finding(IDENTITY, f"{where}: its identity pass (CUPTI) has no passing record "
+                                                          f"at {params_text(r.params) or 'its params'}: the kernels "
+                                                          "of this events-timed record are unknown"))
+        elif id(twin) in judged:
+            gating.add(planned.name, r, judged[id(twin)])
 
 
 def _roofs(gating: Gating, planned: PlannedArtifact, records: list[Record]) -> None:

@@ -109,6 +109,9 @@ class Report:
             "runs": [{
                 "artifact": o.artifact, "target": o.target, "variants": o.variants, "status": o.status,
                 "message": o.message, "seconds": round(o.seconds, 3), "log": o.log, "records": len(o.records),
+                "identity_pass": None if o.identity is None else {
+                    "status": o.identity.status, "message": o.identity.message,
+                    "seconds": round(o.identity.seconds, 3), "log": o.identity.log, "records": len(o.identity.records)},
             } for path in sorted(self.outcomes) for o in self.outcomes[path]],
             "claims": [c.as_json() for c in self.claims],
             "gates": self.gating.as_json(),
@@ -456,6 +459,9 @@ def _run_stage(the_plan: Plan, builds: list[BuildResult], root: Path, run_id: st
         for o in outs:
             progress(f"    {o.status}: {len(o.records)} records in {o.seconds:.1f} s"
                      + (f" ({o.message})" if o.message else ""))
+            if o.identity is not None:
+                progress(f"    identity pass (CUPTI): {o.identity.status}, {len(o.identity.records)} records in "
+                         f"{o.identity.seconds:.1f} s" + (f" ({o.identity.message})" if o.identity.message else ""))
     return outcomes, seconds, len(runnable)
 
 

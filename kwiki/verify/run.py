@@ -21,7 +21,7 @@ from kwiki.core.errors import RecordError
 from kwiki.core.proc import ProcResult, run_group
 from kwiki.results.gpu import Gpu
 from kwiki.results.record import parse_records
-from kwiki.verify.types import BuildResult, PlannedArtifact, RunOutcome, RunStatus
+from kwiki.verify.types import BuildResult, IdentityPass, PlannedArtifact, RunOutcome, RunStatus
 from kwiki.wiki.manifest import HOST
 
 RUNS_DIR = ".kwiki/runs"
@@ -89,12 +89,30 @@ def argv_for(planned: PlannedArtifact, binary: str, variants: list[str], sweep: 
             *([f"--sustained={','.join(sustained)}"] if sustained else [])]  # shapes, then run.args
 
 
+# The identity pass of an events-timed run: CUPTI on (the last --timing given wins), a few samples, little time. The
+# runner's checks still run (every case checked, its re-checks and tail check), so a variant that fails there fails.
+IDENTITY_ARGS = ["--timing=cupti", "--min-samples=1", "--max-samples=3", "--max-seconds=0.05"]
+
+
+def events_timed(run_args: list[str]) -> bool:
+    """Whether a binary given `run_args` times by CUDA events: the last `--timing` wins, as in kwiki_args.cuh, in
+    either form (`--timing=events`, `--timing events`)."""
+    timing = "cupti"
+    for n, a in enumerate(run_args):
+        if a.startswith("--timing="):
+            timing = a.split("=", 1)[1]
+        elif a == "--timing" and n + 1 < len(run_args):
+            timing = run_args[n + 1]
+    return timing == "events"
+
+
 def run_artifact(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int | None, root: Path,
                  run_id: str) -> list[RunOutcome]:
     """Run a CUDA artifact: the shared-process variants together, then each isolated variant alone, then the
     sweep (the manifest's `shapes.sweep`: its sizes and `sweep_variants` only, in a process of their own, after
-    the ladder's, so that a claim's records are the ladder's). Another kind's run is the pipeline's to dispatch
-    (kwiki.verify.pipeline)."""
+    the ladder's, so that a claim's records are the ladder's). A group timed by CUDA events (`events_timed`) that
+    ran cleanly is run once more under CUPTI, its identity pass (`IdentityPass`), for the identity gate. Another
+    kind's run is the pipeline's to dispatch (kwiki.verify.pipeline)."""
     assert planned.manifest is not None and build.binary is not None
     outcomes = []
     groups = ([planned.run_variants] if planned.run_variants else []) + [[v] for v in planned.isolated]
@@ -102,7 +120,10 @@ def run_artifact(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int
         variant = planned.manifest.variant(variants[0])
         timeout = (variant.timeout_s if len(variants) == 1 and variant and variant.timeout_s
                    else planned.manifest.run.timeout_s)
-        outcomes.append(_run(planned, build, variants, timeout, gpu_index, root, run_id))
+        outcome = _run(planned, build, variants, timeout, gpu_index, root, run_id)
+        if outcome.ok and events_timed(planned.manifest.run.args):
+            outcome.identity = _identity_pass(planned, build, variants, timeout, gpu_index, root, run_id)
+        outcomes.append(outcome)
     entry = planned.manifest.sweep_shapes()
     swept = [v for v in entry.sweep_variants if v in planned.run_variants] if entry is not None else []
     if swept:
@@ -111,16 +132,24 @@ def run_artifact(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int
     return outcomes
 
 
+def _identity_pass(planned: PlannedArtifact, build: BuildResult, variants: list[str], timeout: float,
+                   gpu_index: int | None, root: Path, run_id: str) -> IdentityPass:
+    """The group's variants and shapes once more under CUPTI (IDENTITY_ARGS), for the kernels each ran."""
+    o = _run(planned, build, variants, timeout, gpu_index, root, run_id, extra=IDENTITY_ARGS, suffix="-identity")
+    return IdentityPass(o.status, o.records, o.message, o.seconds, o.log)
+
+
 def _run(planned: PlannedArtifact, build: BuildResult, variants: list[str], timeout: float,
-         gpu_index: int | None, root: Path, run_id: str, sweep: bool = False) -> RunOutcome:
+         gpu_index: int | None, root: Path, run_id: str, sweep: bool = False, extra: list[str] | None = None,
+         suffix: str = "") -> RunOutcome:
     assert planned.manifest is not None and build.binary is not None
     name = planned.manifest.name
     env = run_env(build, gpu_index, run_id)
-    argv = argv_for(planned, build.binary, variants, sweep)
+    argv = [*argv_for(planned, build.binary, variants, sweep), *(extra or [])]
     res = run_group(argv, cwd=planned.directory, env=env, timeout=timeout,
                     max_output=planned.manifest.run.max_output_bytes)
     alone = len(variants) == 1 and variants[0] in planned.isolated
-    suffix = "-sweep" if sweep else f"-{variants[0]}" if alone else ""
+    suffix = ("-sweep" if sweep else f"-{variants[0]}" if alone else "") + suffix
     log = write_log(root, run_id, f"{name}{suffix}", res)
     outcome = RunOutcome(name, build.target, variants, "ok", seconds=res.seconds, log=str(log.relative_to(root)),
                          returncode=res.returncode, sweep=sweep)

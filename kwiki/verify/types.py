@@ -111,6 +111,20 @@ RunStatus = Literal["ok", "check-failed", "timeout", "crash", "cuda-error", "bad
 
 
 @dataclass
+class IdentityPass:
+    """The CUPTI pass of an events-timed run (the manifest's run.args end on --timing=events: launch-cost artifacts,
+    whose point is the gaps CUPTI's busy time leaves out): the same binary, variants and shapes once more under CUPTI
+    with few samples, untimed for any claim, for the kernels each variant ran. Its records are read by the identity
+    gate only: never stored, gated otherwise, audited or claimed."""
+
+    status: RunStatus
+    records: list[Record] = field(default_factory=list)
+    message: str = ""
+    seconds: float = 0.0
+    log: str | None = None
+
+
+@dataclass
 class RunOutcome:
     artifact: str
     target: str
@@ -122,6 +136,7 @@ class RunOutcome:
     message: str = ""
     returncode: int | None = None
     sweep: bool = False  # the sweep's own process (the manifest's `shapes.sweep`): its records feed curves, no claim
+    identity: IdentityPass | None = None  # events-timed runs: the kernels each variant ran, from a CUPTI pass
 
     @property
     def ok(self) -> bool:
