@@ -10,9 +10,12 @@
 # Pages that share an artifact must be in one group: each group is a run, and an artifact in two groups would be run
 # twice in one call (two runs of its series). bench/page_groups.py makes such groups.
 #
-# Each quoted group is one `kwiki verify --json ARGS GROUP` (default ARGS: --no-audit), run under `timeout` for
+#   RUNS=3 BUDGET_S=550 bash bench/gpu_pages.sh "page-new" -- --no-audit --until-runs 3   # a new series' 3 runs
+#
+# Each quoted group is one `kwiki verify --json ARGS GROUP` (default ARGS: --no-audit), RUNS times in a row (default
+# 1; a repeat only after a run that ran something, all "ok"), run under `timeout` for
 # what is left of BUDGET_S (a group with under 30 s left is not started). Needs KWIKI_COMMIT / KWIKI_DIRTY (the copy
-# on the GPU machine has no .git), $OUT, and .whl/ carried along (../shared/device/wheels.sh).
+# on the GPU machine has no .git), $OUT, and .whl/ carried along (bench/wheels.sh says what it holds).
 # Writes to $OUT (three files: the device tool brings back 8 at most): summary.txt, written.tgz (wiki/ and results/),
 # logs.tgz (pages-<n>.json, the --json report, and pages-<n>.log, the progress, of each group).
 set -uo pipefail
@@ -34,15 +37,26 @@ if [ "$all" = 1 ]; then  # page_groups.py imports kwiki (pydantic): only now, wi
 fi
 [ ${#groups[@]} -gt 0 ] || { echo "gpu_pages.sh: no page groups (give quoted groups or --all)" >&2; exit 2; }
 export PYTHONUNBUFFERED=1
+runs=${RUNS:-1}
+# another run of a group only when its last one ran something and every run of it was "ok" (a failed check is not
+# worth repeating): with `--until-runs N` in the args, RUNS=N brings new series to N runs in one device call
+again() {
+  python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(0 if d.get("runs") and all(r["status"] == "ok" for r in d["runs"]) else 1)' "$1" 2>/dev/null
+}
 n=0
 for group in "${groups[@]}"; do
-  n=$((n + 1)); left=$((budget - SECONDS))
-  if [ "$left" -lt 30 ]; then echo "group $n ($group): not started, ${left} s left" | tee -a "$out/summary.txt"; continue; fi
-  t0=$SECONDS
-  # shellcheck disable=SC2086
-  timeout "$left" python3 -m kwiki.cli verify --json "${args[@]}" $group > "$logs/pages-$n.json" 2> "$logs/pages-$n.log"
-  echo "group $n ($group): exit $? in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
-  tar czf "$out/written.tgz" wiki results
-  tar czf "$out/logs.tgz" -C "$logs" .
+  for ((r = 1; r <= runs; r++)); do
+    n=$((n + 1)); left=$((budget - SECONDS))
+    if [ "$left" -lt 30 ]; then echo "group $n ($group): not started, ${left} s left" | tee -a "$out/summary.txt"; break; fi
+    t0=$SECONDS
+    # shellcheck disable=SC2086
+    timeout "$left" python3 -m kwiki.cli verify --json "${args[@]}" $group > "$logs/pages-$n.json" 2> "$logs/pages-$n.log"
+    echo "group $n ($group, run $r of $runs): exit $? in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+    tar czf "$out/written.tgz" wiki results
+    tar czf "$out/logs.tgz" -C "$logs" .
+    again "$logs/pages-$n.json" || break
+  done
 done
 cat "$out/summary.txt"

@@ -5,7 +5,7 @@
 #
 # Pass the checkout's commit along (the copy on the GPU machine has no .git):
 #   KWIKI_COMMIT=$(git rev-parse --short=12 HEAD) KWIKI_DIRTY=$([ -n "$(git status --porcelain -uno)" ] && echo 1 || echo 0)
-# Needs: $OUT (the device tool's output folder), .whl/ carried along (../shared/device/wheels.sh).
+# Needs: $OUT (the device tool's output folder), .whl/ carried along (bench/wheels.sh says what it holds).
 # Writes to $OUT: verify-<n>.json (the --json report of each run), verify-<n>.log (progress),
 # compile.txt (exit codes, run-to-run comparison; with COMPILE_BENCH=1 also cold and cached --compile-only times), written.tgz (wiki/ and results/ as the runs left them).
 set -uo pipefail

@@ -7,7 +7,7 @@
 #
 # Needs: torch with CUDA and Triton on the GPU machine's python3 (there already), nvidia-ml-py (there already; without
 # it timer.contexts says "unavailable" and the `unseen` gate alone catches the helper processes), kwiki's runtime
-# wheels carried in .whl/ (../shared/device/wheels.sh: pydantic and its pair). Writes to $OUT (or /tmp/kwiki-out):
+# wheels carried in .whl/ (bench/wheels.sh: pydantic and its pair). Writes to $OUT (or /tmp/kwiki-out):
 # pytest-<n>.txt per run, verdicts.jsonl (one line per variant and run: status, message, gates, timer), summary.txt.
 set -uo pipefail
 runs=${1:-5}

@@ -1,5 +1,6 @@
 # Sourced by the bench scripts that run on the GPU machine: install the pure-Python wheels carried in .whl/
-# (../shared/device/wheels.sh makes them) into /tmp/site and put it, and the checkout, on PYTHONPATH.
+# (pydantic and its dependencies, Liger-Kernel: `pip download -d .whl --only-binary=:all: --python-version 3.12 ...`
+# where an index is reachable) into /tmp/site and put it, and the checkout, on PYTHONPATH.
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "wheel install failed"; exit 2; }

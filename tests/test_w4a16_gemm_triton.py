@@ -1,9 +1,9 @@
 """w4a16_gemm_sm90a's Triton kernels under Triton's CPU interpreter, against the module's fp64 reference.
 
 M and N off every tile, K a whole number of groups split unevenly (split-K's last slice shorter), both ways of
-applying the scale, the bf16 rung, the M = 1 GEMV rung, outputs poisoned with NaN first and inputs unchanged afterwards. The interpreter
-models no performance: it checks the unpacking, the group of each scale, the masks and the split-K arithmetic.
-Skipped without Triton.
+applying the scale, the bf16 rung, the M = 1 GEMV rung, outputs poisoned with NaN first and inputs unchanged
+afterwards. The interpreter models no performance: it checks the unpacking, the group of each scale, the masks
+and the split-K arithmetic. Skipped without Triton.
 """
 
 from __future__ import annotations
