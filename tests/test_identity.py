@@ -163,3 +163,25 @@ def test_without_an_identity_pass_an_events_record_is_only_noted():
     g = gate_with_pass([events_record("graph")], None)
     assert g.findings == []
     assert any("not checked for chain_sm90a (graph)" in n for n in g.notes)
+
+
+def _timed_twin(busy: float, span: float, bracket: float) -> Record:
+    """An identity pass's record with what its timer saw: busy time, span, and the event bracket around it."""
+    r = record("graph", [STEP])
+    return Record.model_validate({**r.model_dump(exclude_none=True),
+                                  "timing": {"median_us": busy, "q1_us": busy, "q3_us": busy, "min_us": busy,
+                                             "samples": 20},
+                                  "timer": {"event_median_us": bracket, "span_median_us": span, "kernels": 20,
+                                            "fixed_us": 4, "per_launch_us": 2}})
+
+
+def test_gpu_work_outside_the_twins_event_bracket_fails_the_events_timed_record():
+    """A chain that hands work to a stream the launch stream does not wait for: its events-timed samples leave that
+    work out, and its identity pass shows the span passing the bracket; an honest chain's span stays inside."""
+    honest = IdentityPass("ok", [_timed_twin(busy=60.0, span=90.0, bracket=100.0)])
+    assert gate_with_pass([events_record("graph")], honest).findings == []
+    skew = IdentityPass("ok", [_timed_twin(busy=60.0, span=101.5, bracket=100.0)])  # clock skew: within 2% + 2 us
+    assert gate_with_pass([events_record("graph")], skew).findings == []
+    escaped = IdentityPass("ok", [_timed_twin(busy=60.0, span=140.0, bracket=100.0)])
+    (f,) = [f for _, _, f in gate_with_pass([events_record("graph")], escaped).findings]
+    assert "spanned 140.0 us, more than the event bracket of 100.0 us" in f.reason

@@ -33,9 +33,11 @@ identity  a record whose timed samples ran a kernel its variant's `kernels:` glo
           that ran in any of its timed samples (kernel names from CUPTI, kwiki_cupti.cuh; matching:
           kwiki.verify.kernels). A record timed by CUDA events on purpose (run.args --timing=events: the
           launch gaps are the measurement) is judged by its twin in the run's identity pass, the same
-          variant and params run again under CUPTI (kwiki.verify.run), and fails without one. Not checked,
-          and said in the notes, where a record carries no kernel list and has no identity pass (timed
-          without CUPTI) or the manifest names no kernels for the variant.
+          variant and params run again under CUPTI (kwiki.verify.run), and fails without one, or when the
+          twin's GPU work spanned more than its own event bracket (`outside`: work off the launch stream,
+          which events would not time). Not checked, and said in the notes, where a record carries no
+          kernel list and has no identity pass (timed without CUPTI) or the manifest names no kernels for
+          the variant.
 unseen    a record whose bracket (the CUDA event pair around each sample, host enqueue included) exceeds its
           busy time (CUPTI: the GPU work of this process) by more than this process's own cost of a bracket:
           UNSEEN_FIXED x the fixed cost of one trivial launch + UNSEEN_PER_LAUNCH x the cost per further
@@ -315,6 +317,29 @@ def _by_pass(gating: Gating, planned: PlannedArtifact, timed: list[Record], patt
                                                           "of this events-timed record are unknown"))
         elif id(twin) in judged:
             gating.add(planned.name, r, judged[id(twin)])
+        elif (why := outside(twin)) is not None:
+            gating.add(planned.name, r, Finding(IDENTITY, f"{where}: {why}"))
+
+
+# An honest sample's GPU work lies inside the event pair on its launch stream: CUPTI's span (first start to last
+# end) can pass the bracket only by the skew between the two clocks' readings, allowed here with room to spare
+OUTSIDE_SHARE, OUTSIDE_SKEW_US = 0.02, 2.0
+
+
+def outside(twin: Record) -> str | None:
+    """Why an identity pass's record shows GPU work outside its event bracket (None when it does not): work on a
+    stream the launch stream does not wait for ends after the closing event, so an events-timed sample would not
+    count it, while CUPTI, open until the device synchronises, does (its span, and its busy time, pass the
+    bracket)."""
+    if twin.timer is None or twin.timing is None:
+        return None
+    bracket = twin.timer.event_median_us
+    work = max(twin.timer.span_median_us or 0.0, twin.timing.median_us)
+    if work <= bracket * (1 + OUTSIDE_SHARE) + OUTSIDE_SKEW_US:
+        return None
+    return (f"in its identity pass (CUPTI) its GPU work spanned {fmt(work)} us, more than the event bracket of "
+            f"{fmt(bracket)} us around it (+{OUTSIDE_SHARE:.0%} + {OUTSIDE_SKEW_US:g} us): work the launch "
+            "stream does not wait for, which its events-timed samples leave out")
 
 
 def _roofs(gating: Gating, planned: PlannedArtifact, records: list[Record]) -> None:
