@@ -123,15 +123,21 @@ def events_record(variant: str, n: int = 4096) -> Record:
     return record(variant, None, n).model_copy(update={"timing_source": "events"})
 
 
-def gate_with_pass(timed: list[Record], identity: IdentityPass | None) -> gates.Gating:
+def _plan_and_outcomes(timed: list[Record], passes: list[IdentityPass | None]) -> tuple[Plan, dict]:
+    """One events-timed artifact whose run had one group per pass in `passes` (the timed records in the first)."""
     m = Manifest.model_validate({"name": "chain_sm90a", "title": "t", "targets": ["sm_90a"],
                                  "build": {"sources": ["c.cu"]}, "run": {"args": ["--timing=events"]},
                                  "variants": [{"name": "graph", "kernels": ["step<*>"]}]})
     a = PlannedArtifact("artifacts/chain_sm90a", Path("/nonexistent"), m, run_target="sm_90a")
     gpu = Gpu(index=0, name="NVIDIA H200", uuid="GPU-1", cc=90, sm_count=132)
     plan = Plan(Path("/nonexistent"), [], {a.path: a}, [], gpu, False)
-    outcome = RunOutcome("chain_sm90a", "sm_90a", ["graph"], "ok", timed, identity=identity)
-    return gates.check(plan, {a.path: [outcome]})
+    outcomes = [RunOutcome("chain_sm90a", "sm_90a", ["graph"], "ok", timed if n == 0 else [], identity=p)
+                for n, p in enumerate(passes)]
+    return plan, {a.path: outcomes}
+
+
+def gate_with_pass(timed: list[Record], identity: IdentityPass | None) -> gates.Gating:
+    return gates.check(*_plan_and_outcomes(timed, [identity]))
 
 
 STEP = "void step<4>(float const*, float*, int)"
@@ -152,7 +158,11 @@ def test_an_events_timed_record_without_a_clean_twin_fails():
     assert "has no passing record at n=4096" in f.reason
     failed = IdentityPass("check-failed", [], "correctness check failed: graph")
     (f,) = [f for _, _, f in gate_with_pass([events_record("graph")], failed).findings]
-    assert "ended check-failed (correctness check failed: graph)" in f.reason
+    assert "ended check-failed (correctness check failed: graph) with no passing record at n=4096" in f.reason
+    other_group = IdentityPass("crash", [], "exit 2")  # another group's pass crashed; this record's twin is clean
+    clean = IdentityPass("ok", [record("graph", [STEP])])
+    g = gates.check(*_plan_and_outcomes([events_record("graph")], [other_group, clean]))
+    assert g.findings == []
     unchecked = Record.model_validate({**record("graph", [STEP]).model_dump(exclude_none=True),
                                        "check": {"passed": False}, "timing": None})
     wrong = IdentityPass("ok", [unchecked])  # its twin failed its check: it vouches for nothing

@@ -297,19 +297,20 @@ def _identities(gating: Gating, planned: PlannedArtifact, records: list[Record],
 
 def _by_pass(gating: Gating, planned: PlannedArtifact, timed: list[Record], patterns: list[str], every: bool,
              passes: list[IdentityPass], where: str) -> None:
-    """The identity gate of events-timed records by the identity pass: each record fails unless the pass ran its
-    variant at its params, cleanly, with the kernels its `kernels` globs allow (`identity`, on the pass's record);
-    a pass that failed fails every record it was to vouch for."""
+    """The identity gate of events-timed records by the identity pass: each record fails unless a pass ran its
+    variant at its params and passed its check there (its twin), with the kernels its `kernels` globs allow
+    (`identity`, on the twin) and its GPU work inside its event bracket (`outside`). Without a twin, the message
+    names a pass that ended badly (a crash, a failed check) where there was one."""
     broken = next((p for p in passes if p.status != "ok"), None)
-    seen = [r for p in passes if p.status == "ok" for r in p.records if r.check.passed]
+    seen = [r for p in passes for r in p.records if r.check.passed and r.timing is not None]
     found = {params_text(r.params): r for r in seen if r.variant == timed[0].variant}
     judged = {id(r): f for r, f in identity(list(found.values()), patterns, where + " (identity pass, CUPTI)", every)}
     for r in timed:
         twin = found.get(params_text(r.params))
-        if broken is not None:
+        if twin is None and broken is not None:
             why = (f"{where}: its identity pass (CUPTI) ended {broken.status}"
-                   + (f" ({broken.message})" if broken.message else "") + ": the kernels of this events-timed record "
-                   "are unknown")
+                   + (f" ({broken.message})" if broken.message else "") + " with no passing record at "
+                   f"{params_text(r.params) or 'its params'}: the kernels of this events-timed record are unknown")
             gating.add(planned.name, r, Finding(IDENTITY, why))
         elif twin is None:
             gating.add(planned.name, r, Finding(IDENTITY, f"{where}: its identity pass (CUPTI) has no passing record "
