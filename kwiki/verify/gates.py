@@ -308,10 +308,10 @@ def _by_pass(gating: Gating, planned: PlannedArtifact, timed: list[Record], patt
     for r in timed:
         twin = found.get(params_text(r.params))
         if twin is None and broken is not None:
-            why = (f"{where}: its identity pass (CUPTI) ended {broken.status}"
-                   + (f" ({broken.message})" if broken.message else "") + " with no passing record at "
-                   f"{params_text(r.params) or 'its params'}: the kernels of this events-timed record are unknown")
-            gating.add(planned.name, r, Finding(IDENTITY, why))
+            ended = (f"{where}: its identity pass (CUPTI) ended {broken.status}"
+                     + (f" ({broken.message})" if broken.message else "") + " with no passing record at "
+                     f"{params_text(r.params) or 'its params'}: the kernels of this events-timed record are unknown")
+            gating.add(planned.name, r, Finding(IDENTITY, ended))
         elif twin is None:
             gating.add(planned.name, r, Finding(IDENTITY, f"{where}: its identity pass (CUPTI) has no passing record "
                                                           f"at {params_text(r.params) or 'its params'}: the kernels "
