@@ -99,7 +99,8 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert build is not None
     out = tmp_path_factory.mktemp("fa3") / "libfa3.so"
     subprocess.run([nvcc, *build.flags, "-gencode=arch=compute_90a,code=sm_90a", f"-I{REPO / 'artifacts' / 'common'}",
-                    "-o", str(out), *[str(ART / s) for s in build.sources]], check=True, capture_output=True, timeout=900)
+                    "-o", str(out), *[str(ART / s) for s in build.sources]],
+                   check=True, capture_output=True, timeout=900)
     return out
 
 
