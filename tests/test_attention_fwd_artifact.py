@@ -151,4 +151,13 @@ def test_triton_kernel_compiles_for_sm90a_to_wgmma_without_spills(tmp_path: Path
            for line in sass.splitlines() if line.strip().startswith("/*") and len(line.split()) > 2]
     assert any(op.startswith("HGMMA.") for op in ops), "tl.dot did not become wgmma"
     assert not any(op.startswith(("STL", "LDL")) for op in ops), "ptxas spilled registers to local memory"
+    if split:  # the rung below the CUDA ones: cuda_fa3_ws's expectations (TMA, setmaxnreg) fail on its kernel
+        from kwiki.verify.sass import check_variant, parse_listing
+        from kwiki.wiki.manifest import load_manifest
+
+        ws = load_manifest(ART, ART.parents[1]).variant("cuda_fa3_ws")
+        assert ws is not None
+        on_triton = ws.model_copy(update={"kernels": ["attn_fwd_kernel*"]})
+        mismatches = "; ".join(check_variant(on_triton, "sm_90a", parse_listing(sass), {})[1])
+        assert "require 'UTMALDG.3D >= 6'" in mismatches and "USETMAXREG" in mismatches, mismatches
     sys.modules.pop("kwiki_test_attention_fwd_kernels_aot", None)

@@ -5,11 +5,15 @@ O = softmax(Q K^T / sqrt(d)) V per (batch, head); Q, K, V and O are [batch, head
 (SDPA's layout). Rungs: 1 a FlashAttention-2-style Triton kernel (kernels.py: one program per 128 query rows of
 one head, online softmax over 64-key blocks, wgmma through tl.dot, causal programs stop at the diagonal block),
 with the masks computed in every block; 2 the same kernel with the unmasked blocks split from the masked ones
-(the causal diagonal block, the partial last block). Baselines (rung 0): torch.nn.functional.scaled_dot_product_
-attention restricted to one backend with torch.nn.attention.sdpa_kernel (SDPBackend.CUDNN_ATTENTION, at the
-tile-aligned shapes only; SDPBackend.FLASH_ATTENTION, FlashAttention-2, everywhere), and FlexAttention
-(torch.compile of flex_attention, default mode, dynamic=False, compiled in the untimed check call, at one claimed
-shape: a compile costs 10-40 s).
+(the causal diagonal block, the partial last block); 3-5 FlashAttention-3-style CUDA kernels (fa3.cu, built by
+kwiki into the library at $KWIKI_CUDA_LIBRARY and called through ctypes on torch's current stream): 3 a producer
+warpgroup issuing TMA loads of K and V into rings and two consumer warpgroups (setmaxnreg) running both GEMMs on
+wgmma with P from registers, 4 the two consumers' GEMMs taking turns (ping-pong, named barriers), 5 each
+consumer's softmax overlapped with its own previous P V (intra-warpgroup pipelining). Baselines (rung 0):
+torch.nn.functional.scaled_dot_product_attention restricted to one backend with torch.nn.attention.sdpa_kernel
+(SDPBackend.CUDNN_ATTENTION, at the tile-aligned shapes only; SDPBackend.FLASH_ATTENTION, FlashAttention-2,
+everywhere), and FlexAttention (torch.compile of flex_attention, default mode, dynamic=False, compiled in the
+untimed check call, at one claimed shape: a compile costs 10-40 s).
 
 The causal flag reaches a variant as the input `causal` (a bool beside the tensors: the harness hands a variant its
 inputs, not the params). The reference is attention of the same inputs on the GPU, every element, in fp64 where
@@ -33,11 +37,15 @@ def _shape(b, h, s, mask):
 GRID = [
     _shape(4, 16, 4096, "none"),
     _shape(4, 16, 4096, "causal"),
+    _shape(2, 16, 8192, "none"),  # 16k tokens of 16 heads of 128 at seq 8k: the FlashAttention-3 paper's setting
     _shape(1, 8, 16384, "causal"),  # a long prefill of a 64-head model sharded 8 ways
     _shape(2, 4, 1000, "none"),  # off the tile: no 128-row or 128-key block divides 1000
     _shape(2, 4, 1000, "causal"),
 ]
-VARIANTS = ["sdpa_cudnn", "sdpa_flash", "flex_attention", "triton_fa2", "triton_fa2_split"]
+VARIANTS = ["sdpa_cudnn", "sdpa_flash", "flex_attention", "triton_fa2", "triton_fa2_split", "cuda_fa3_ws",
+            "cuda_fa3_pingpong", "cuda_fa3_overlap"]
+FA3 = {"cuda_fa3_ws": 0, "cuda_fa3_pingpong": 1, "cuda_fa3_overlap": 2}  # fa3.cu's kwiki_fa3_fwd(variant, ...)
+FA3_MAX_BH = 65535  # batch * heads is the grid's y extent
 TOLERANCES = {
     "bfloat16": (4e-3, 2.0 ** -7, "bf16 output (2^-9 relative rounding) of fp32 scores and softmax state, with P "
                  "rounded to bf16 before P V as flash kernels do, against fp64 attention of the same bf16 inputs: "
@@ -69,6 +77,28 @@ def _check(params):
         bad.append(f"dtype {params.get('dtype')!r} is not bfloat16")
     if bad:
         raise ValueError(f"attention_fwd_bf16_sm90a (attention.py): params {params}: " + "; ".join(bad))
+
+
+def fa3_operands_error(q, k, v, o):
+    """Why fa3.cu's kernels cannot take these tensors (None if they can): they are built for [batch, heads, seq, 128]
+    bf16, contiguous, 16-byte aligned (TMA's rule for a tensor map's base), batch * heads <= FA3_MAX_BH."""
+    import torch
+
+    bad = []
+    for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
+        if t.dim() != 4 or t.shape != q.shape:
+            bad.append(f"{name} has shape {tuple(t.shape)}, not q's [batch, heads, seq, head_dim]")
+        elif t.dtype != torch.bfloat16:
+            bad.append(f"{name} is {t.dtype}, not torch.bfloat16")
+        elif not t.is_contiguous():
+            bad.append(f"{name} is not contiguous")
+        elif t.data_ptr() % 16:
+            bad.append(f"{name} is not 16-byte aligned")
+    if q.dim() == 4 and q.shape[-1] not in HEAD_DIMS:
+        bad.append(f"head_dim {q.shape[-1]} is not one of {HEAD_DIMS}")
+    if q.dim() == 4 and q.shape[0] * q.shape[1] > FA3_MAX_BH:
+        bad.append(f"batch * heads {q.shape[0] * q.shape[1]} is above {FA3_MAX_BH}")
+    return "; ".join(bad) or None
 
 
 def make_inputs(params, seed, device):
@@ -165,6 +195,8 @@ def load(name):
                 raise ValueError("flex_attention runs at the non-causal claimed shape only (applies())")
             return compiled(q, k, v)
         return _library(flex)
+    if name in FA3:
+        return _fa3(FA3[name], name)
     import triton
 
     import kernels
@@ -181,3 +213,30 @@ def load(name):
             LOG2E / d ** 0.5, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], HEAD_DIM=d, CAUSAL=i["causal"],
             SPLIT=split, STORE_LSE=False, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return fa2
+
+
+def _fa3(mode, name):
+    """A CUDA rung of fa3.cu: kwiki_fa3_fwd from the artifact's library, on torch's current stream. Operands it is
+    not built for are refused here, by name, before any CUDA call."""
+    import ctypes
+    import os
+
+    import torch
+
+    lib = ctypes.CDLL(os.environ["KWIKI_CUDA_LIBRARY"])
+    fn = lib.kwiki_fa3_fwd
+    fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 4, *[ctypes.c_int] * 4, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+
+    def fa3(i, o):
+        q, k, v, out = i["q"], i["k"], i["v"], o["o"]
+        why = fa3_operands_error(q, k, v, out)
+        if why:
+            raise ValueError(f"attention_fwd_bf16_sm90a (attention.py): {name}: {why}")
+        b, h, s, d = q.shape
+        err = fn(mode, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b * h, s, d, int(bool(i["causal"])),
+                 torch.cuda.current_stream().cuda_stream)
+        if err:
+            raise RuntimeError(f"attention_fwd_bf16_sm90a (fa3.cu): kwiki_fa3_fwd({name}) returned {err} (-1: operands "
+                               "refused, -2: tensor map refused, else a CUDA error code)")
+    return fa3
