@@ -27,10 +27,11 @@
 // fp64 on the host from the same bf16 (or tf32) values (the record's check). Then the timed launch itself
 // (--iters k-blocks) is checked, and so are the re-checked timed samples (kwiki::Runner): iters * (A B^T),
 // within the bound of fp32 accumulation over 4 * iters wgmmas (iters_tolerance below). The fp8 atoms accumulate
-// with fewer bits than fp32 (about 13 mantissa bits, which is why fp8 GEMMs promote partial sums to fp32 registers):
-// their 3-k-block check holds them to fp64 within the bound of that accumulator (fp8_tolerance), but over 2048
-// k-blocks of the same tiles the sum stagnates far from iters * (A B^T) (each k-block adds about one unit in the
-// last place of the accumulator by the end), so their timed launch is held only to what any accumulation order
+// with fewer bits than fp32 (around 14 bits of precision, 13 mantissa bits, which is why fp8 GEMMs promote partial
+// sums to fp32 registers): their 3-k-block check holds them to fp64 within the bound of that accumulator
+// (fp8_tolerance), but over the manifest's 2048 k-blocks of the same tiles the sum drifts far from iters * (A B^T)
+// (by the end each k-block adds about one unit in the last place of the accumulator), so their timed launch is
+// held only to what any accumulation order
 // can reach (every element finite, within 4 * iters * max |a||b| row sum of the fp64 value) and every re-checked
 // timed sample must be bit-identical to it (timed_fp8_check). Bytes: none (the operands stay in shared memory);
 // flops only, in bf16, tf32 or fp8 (2 * 64 * N * 32 per fp8 instruction).
