@@ -318,6 +318,15 @@ MUST_NOT_MATCH = [
     ("gemm_bf16_sm90a", "ws_persistent", "ws_persistent_lag0"),  # wgmma_wait 1
     ("gemm_bf16_sm90a", "ws_cluster_release_cluster", "ws_cluster"),  # .release.cluster: two more GPU-scope MEMBARs
     ("vector_loads_sm90a", "regs_x8_auto", "read_v16_x8"),  # ptxas's 32-register target, not its 56
+    # the fp8 atoms (QGMMA ... E4M3 / E5M2) against the bf16 atom of the same N and warpgroups (HGMMA ... BF16)
+    ("wgmma_sm90a", "e4m3_n64_wg1", "n64_wg1"),
+    ("wgmma_sm90a", "e4m3_n128_wg1", "n128_wg1"),
+    ("wgmma_sm90a", "e4m3_n256_wg1", "n256_wg1"),
+    ("wgmma_sm90a", "e4m3_n256_wg2", "n256_wg2"),
+    ("wgmma_sm90a", "e5m2_n256_wg1", "n256_wg1"),
+    ("wgmma_sm90a", "e5m2_n256_wg2", "n256_wg2"),
+    ("wgmma_sm90a", "e4m3_n256_wg1", "e5m2_n256_wg1"),  # and the two 8-bit formats against each other
+    ("wgmma_sm90a", "e5m2_n256_wg1", "e4m3_n256_wg1"),
 ]
 
 
@@ -357,18 +366,43 @@ def test_a_wgmma_waits_depth_is_spelled_as_a_modifier_and_registers_are_capped()
     assert bad and "max_registers 32: uses 56" in bad[0]
 
 
+def test_an_fp8_atom_requires_16_of_its_own_qgmma_and_forbids_bf16_and_the_other_8_bit_format():
+    found = _named(sass.parse_listing(MECHANISMS.read_text()))
+    m = load_manifest(REPO / "artifacts" / "wgmma_sm90a", REPO)
+    e4m3, e5m2, bf16 = m.variant("e4m3_n256_wg1"), m.variant("e5m2_n256_wg1"), m.variant("n256_wg1")
+    assert e4m3 is not None and e5m2 is not None and bf16 is not None
+
+    def problems(v: Variant, kernels: dict[str, sass.Kernel], of: Variant) -> str:
+        return "\n".join(sass.check_variant(v.model_copy(update={"kernels": of.kernels}), "sm_90a", kernels, {})[1])
+
+    assert problems(e4m3, found, e4m3) == "" and problems(e5m2, found, e5m2) == ""
+    on_bf16 = problems(e4m3, found, bf16)
+    assert "require 'QGMMA.64x256x32.F32.E4M3.E4M3 >= 16': expected at least 16, found 0" in on_bf16
+    assert "forbid 'HGMMA.BF16': found 20" in on_bf16
+    on_e5m2 = problems(e4m3, found, e5m2)
+    assert "forbid 'QGMMA.E5M2': found 20" in on_e5m2 and "require 'QGMMA.64x256x32.F32.E4M3.E4M3" in on_e5m2
+    assert "forbid 'QGMMA.E4M3': found 20" in problems(e5m2, found, e4m3)
+    # the count rule: a kernel with 15 of them (one k-block unrolled fewer times) fails, not only one with none
+    mangled = next(k for k, v in found.items() if v.name.startswith("void wgmma_loop<__nv_fp8_e4m3, 256, 1>"))
+    short = dict(found)
+    short[mangled] = sass.Kernel(found[mangled].mangled, found[mangled].name, found[mangled].arch,
+                                 {"QGMMA.64x256x32.F32.E4M3.E4M3": 15})
+    assert "expected at least 16, found 15" in problems(e4m3, short, e4m3)
+
+
 @pytest.mark.nvcc
 def test_the_mechanism_expectations_fail_on_freshly_built_binaries_of_the_variants_without_them(capsys):
     tools = sass.find_tools()
     if tools is None:
         pytest.skip("no cuobjdump")
     main(["verify", "--compile-only", "--no-write", "--quiet", "--json", "--root", str(REPO),
-          "algorithm-warp-specialization", "technique-vectorized-loads"])
+          "algorithm-warp-specialization", "technique-vectorized-loads", "skill-wgmma-ptx"])
     report = json.loads(capsys.readouterr().out)
     kernels: dict[str, sass.Kernel] = {}
     for b in report["builds"]:
         if b["ok"] and b["binary"] and b["target"] == "sm_90a" and b["artifact"] in ("gemm_bf16_sm90a",
-                                                                                    "vector_loads_sm90a"):
+                                                                                    "vector_loads_sm90a",
+                                                                                    "wgmma_sm90a"):
             kernels.update(sass.disassemble(Path(b["binary"]), tools)[0])
     for name, own, theirs in _cross_check(_named(kernels)):
         assert own == [] and theirs, name
