@@ -51,8 +51,8 @@ def _inputs(module: ModuleType, params: dict, dominant: bool = True) -> dict:
 
 def _dominant(got: torch.Tensor, ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The gradient without its dominant target's element, which is checked absolutely (DOMINANT_ATOL), and that
-    element's error beyond RTOL. fp32 cannot give softmax(x_t) - 1 relatively when it is -2e-6: lse (about 36 in base 2) is
-    known to 2^-24 of itself, 4e-6, Liger's and Inductor's fp32 too."""
+    element's error beyond RTOL. fp32 cannot give softmax(x_t) - 1 relatively when it is -2e-6: lse (about 36
+    in base 2) is known to 2^-24 of itself, 4e-6, in Liger's and Inductor's fp32 too."""
     r, c = got.shape[0] - 2, got.shape[1] - 1
     err = (got[r, c].double() - ref[r, c]).abs() - RTOL * ref[r, c].abs()
     keep = torch.ones_like(ref, dtype=torch.bool)
