@@ -105,3 +105,20 @@ def test_ignored_targets_every_nth_row(module: ModuleType) -> None:
     assert ignored.tolist() == list(range(6, 1001, 7))
     kept = t[t != module.IGNORE_INDEX]
     assert int(kept.min()) >= 0 and int(kept.max()) < 5003
+
+
+def test_the_l2_sized_grid(module: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """triton_grad_l2's grid on an H200's SM count and L2 (read from the device): one 16-warp program an SM at
+    128256 columns, three 8-warp ones at 32000, never more programs than rows; a larger L2 allows more."""
+    from types import SimpleNamespace
+
+    props = SimpleNamespace(multi_processor_count=132, L2_cache_size=50 << 20)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    monkeypatch.setattr(module, "_DEVICE", {})
+    cuda = torch.device("cuda", 0)
+    assert module.grad_launch(4096, 128256, cuda) == (132, 16, 16384)
+    assert module.grad_launch(4096, 32000, cuda) == (396, 8, 8192)
+    assert module.grad_launch(100, 5003, cuda) == (100, 8, 8192)
+    monkeypatch.setattr(module, "_DEVICE", {})
+    props.L2_cache_size = 200 << 20
+    assert module.grad_launch(4096, 128256, cuda) == (396, 8, 8192)

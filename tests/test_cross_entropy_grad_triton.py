@@ -104,7 +104,8 @@ def test_the_check_fails_on_a_wrong_gradient(module: ModuleType) -> None:
     assert passed == {"right": True, "softmax 2% high": False, "no one-hot": False, "rows rolled": False}
 
 
-def test_mean_scales_every_element(module: ModuleType) -> None:
+@pytest.mark.parametrize("block", [4096, 16384])  # 16384: triton_grad_l2's chunk at one program an SM
+def test_mean_scales_every_element(module: ModuleType, block: int) -> None:
     """The kernel's scale argument: reduction mean is the sum's gradient over n non-ignored rows."""
     import kernels
 
@@ -115,7 +116,7 @@ def test_mean_scales_every_element(module: ModuleType) -> None:
         o.fill_(float("nan"))
     n = params["rows"] - module.ignored_rows(params)
     kernels.ce_grad_kernel[(2,)](inputs["x"], inputs["t"], outputs["loss"], outputs["grad"], 5003, 7, 1.0 / n,
-                                 IGNORE=module.IGNORE_INDEX, BLOCK=4096, REVERSE=True, HINTS=False)
+                                 IGNORE=module.IGNORE_INDEX, BLOCK=block, REVERSE=True, HINTS=block > 4096)
     ref = module.reference(params, inputs)
     assert _close(*_dominant(outputs["grad"], ref["grad"] / n)[:2], RTOL)
     assert not _close(*_dominant(outputs["grad"], ref["grad"])[:2], RTOL)
