@@ -1,6 +1,6 @@
-"""cross_entropy_bf16_sm90a: the forward cross-entropy loss of bf16 logits over a vocabulary (32k to 128k),
-int64 targets, one fp32 loss per row (reduction "none"), against the copy and read roofs, PyTorch eager,
-torch.compile and Liger-Kernel.
+"""cross_entropy_bf16_sm90a: the cross-entropy loss of bf16 logits over a vocabulary (32k to 128k), int64
+targets, one fp32 loss per row (op ce, reduction "none"), and the loss with its bf16 gradient with respect to
+the logits (op ce_grad, below), against the copy and read roofs, PyTorch eager, torch.compile and Liger-Kernel.
 
 loss[r] = logsumexp(x[r, :]) - x[r, t[r]]. The compulsory bytes are one read of the logits (plus the targets
 and the losses), so the op is a read stream with a reduction: its roofs are a copy (cudaMemcpyAsync through
@@ -15,6 +15,26 @@ mode, dynamic=False, compiled in the untimed check call, at 4096 x 128256 only: 
 and Liger-Kernel 0.8.5's liger_cross_entropy_kernel launched as its cross_entropy_forward launches it for
 inputs that need no gradient (HAS_GRADIENTS false: loss only, logits untouched), storing straight into the
 fp32 loss; the wrapper's target checks (host syncs and small reductions) are left out, in Liger's favour.
+
+op ce_grad, the training step's loss and its gradient (reduction "sum": loss = sum over rows of
+lse(x[r]) - x[r, t[r]], rows whose target is IGNORE_INDEX left out; the outputs are each row's loss, fp32, 0 where
+ignored, and the bf16 gradient with respect to the logits, dL/dx[r, j] = softmax(x[r])[j] - [j == t[r]], a row of
+zeros where ignored; "mean" would scale every gradient element by 1/n, one multiplication, and need n, a count
+of the non-ignored targets that Liger's wrapper reads back to the host). The compulsory bytes are one read of the
+logits and one write of the gradient, the copy's traffic, so the copy roof is its roof. Its rungs are one
+kernel, ce_grad_kernel, each row read twice (the log-sum-exp must be known before the first gradient element):
+`triton_grad` one program per row, pass 2 in the row's order; `triton_grad_reverse` pass 2 from the row's end,
+where the lines pass 1 read last are; `triton_grad_hints` L2 eviction hints (pass 1's lines kept, pass 2's reads
+and the gradient's writes dropped first); `triton_grad_l2` a grid of as many programs as keep the rows in
+flight within the L2 (its size and the SM count read from the device), each walking rows. `triton_grad_inplace`
+is the top rung run as Liger-Kernel runs: the logits copied into the gradient's buffer, then the kernel over it
+in place. Its baselines are the forward's variants at this op: F.cross_entropy then torch.autograd.grad of the
+sum (eager, and torch.compile at 4096 x 128256), and Liger-Kernel's kernel with HAS_GRADIENTS true, which
+overwrites the logits it reads with their gradient. The harness requires inputs to be left bit-identical and
+has no untimed per-call hook of the module's, so that variant copies the logits into the gradient output (a
+device-to-device cudaMemcpyAsync, 4 bytes an element) and zeroes the loss (an ignored row's loss is never
+stored) inside the timed call, and its time includes both: `triton_grad_inplace` pays the same copy, and the
+claims against Liger compare those two.
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
 """
 
@@ -22,51 +42,81 @@ ROOF = {"rows": 4096, "cols": 32768}  # 256 MiB of bf16: the copy and read roofs
 READ_BLOCK = 16384  # 32-bit words a program of the read roof reads (64 KiB, 8 warps: 64 words a thread)
 SHAPES = [(4096, 128256), (4096, 32000), (256, 128256), (1001, 5003)]  # Llama 3's and Llama 2's vocabularies;
 # few rows of a long row; and an off-tile shape that no power-of-two chunk divides
-COMPILED = (4096, 128256)  # the one claimed shape torch.compile runs at
+COMPILED = (4096, 128256)  # the one claimed shape torch.compile runs at (loss, and loss with gradient)
 BLOCK = 8192  # elements of a row per chunk (16 KiB of bf16), for every Triton rung
 CHUNKS = 16  # rung 3's merge reads up to CHUNKS partials a row: vocabularies up to 16 * BLOCK = 131072
 LIGER_WARPS = 32  # cross_entropy_forward's num_warps on Hopper (sm_90)
+GRAD_SHAPES = [(4096, 128256, 0), (4096, 32000, 0), (1001, 5003, 7)]  # (rows, cols, ignore_every): the last
+# off every tile, every 7th row's target IGNORE_INDEX (rows 6, 13, ...)
+IGNORE_INDEX = -100  # F.cross_entropy's and Liger's default
+GRAD_PROGRAMS_PER_SM = 3  # triton_grad_l2's most programs an SM (8-warp programs: what the registers of rung 1 allow)
 
+GRAD = "bfloat16_grad"  # ce_grad's TOLERANCES key: bf16 logits, a bf16 gradient checked relatively
 FRESH_INPUTS = True  # memory-bound: new random inputs before every timed sample (protocol 3; the harness)
 GRID = [
     {"op": "copy", **ROOF, "dtype": "bfloat16"},
     {"op": "read", **ROOF, "dtype": "bfloat16"},
     *({"op": "ce", "rows": r, "cols": v, "dtype": "bfloat16"} for r, v in SHAPES),
+    *({"op": "ce_grad", "rows": r, "cols": v, **({"ignore_every": k} if k else {}), "dtype": GRAD}
+      for r, v, k in GRAD_SHAPES),
 ]
 VARIANTS = ["torch_copy", "triton_copy", "triton_read", "torch_eager", "torch_compile", "liger",
-            "triton_online", "triton_prefetch", "triton_split"]
+            "triton_online", "triton_prefetch", "triton_split",
+            "triton_grad", "triton_grad_reverse", "triton_grad_hints", "triton_grad_l2", "triton_grad_inplace"]
+FORWARD = ("triton_online", "triton_prefetch", "triton_split")
+GRADIENT = ("triton_grad", "triton_grad_reverse", "triton_grad_hints", "triton_grad_l2", "triton_grad_inplace")
+BASELINES = ("torch_eager", "torch_compile", "liger")  # at both ops
 TOLERANCES = {
     "bfloat16": (1e-3, 2.0 ** -7, "a loss near 14 (log V plus 2 for logits of standard deviation 2) that eager "
                  "and torch.compile round to bf16 (unit roundoff 2^-8) once or twice; the Triton rungs and Liger "
                  "keep fp32 and land within 1e-5; a copy and the read roof's word maxima are exact"),
+    GRAD: (2.0 ** -30, 2.0 ** -3, "bf16 gradients from 1e-11 to 1 in magnitude (softmax of logits of standard "
+           "deviation 2 over 128k columns, minus 1 at the target), so the test is relative: eager's comes from "
+           "exp of its bf16 log-softmax, whose rounding near -20 (half an ulp, 2^-5) is about 6% of the "
+           "gradient, and its backward rounds again: 8.7% at most over 512 rows of 128256 on the CPU, so 2^-3; "
+           "the Triton rungs and Liger round an fp32 value once (2^-9) and their losses keep fp32, and the "
+           "interpreter tests hold ours to 2^-7 of fp64; ignored rows are exact zeros"),
 }
 
 
 def applies(name, params):
     op = params["op"]
-    if op != "ce":
+    if op in ("copy", "read"):
         return name in {"copy": ("torch_copy", "triton_copy"), "read": ("triton_read",)}[op]
     if name == "torch_compile":
         return (params["rows"], params["cols"]) == COMPILED
-    return name not in ("torch_copy", "triton_copy", "triton_read")
+    return name in BASELINES + (FORWARD if op == "ce" else GRADIENT)
 
 
 def make_inputs(params, seed, device):
     import torch
 
     op, rows, cols = params.get("op"), params.get("rows", 0), params.get("cols", 0)
-    if op not in ("copy", "read", "ce") or rows <= 0 or cols <= 0:
-        raise ValueError(f"cross_entropy: params {params}: op must be copy, read or ce, rows and cols positive")
+    if op not in ("copy", "read", "ce", "ce_grad") or rows <= 0 or cols <= 0:
+        raise ValueError(f"cross_entropy: params {params}: op must be copy, read, ce or ce_grad, rows and cols "
+                         f"positive")
     if op == "ce" and cols > CHUNKS * BLOCK:
         raise ValueError(f"cross_entropy: params {params}: cols {cols} > {CHUNKS * BLOCK}, the longest row "
                          f"triton_split merges (CHUNKS * BLOCK)")
     if op == "read" and cols % 2:
         raise ValueError(f"cross_entropy: params {params}: the read roof reads bf16 pairs as words: cols even")
+    every = params.get("ignore_every", 0)
+    if op == "ce_grad" and (not isinstance(every, int) or every < 0 or every == 1):
+        raise ValueError(f"cross_entropy: params {params}: ignore_every must be 0 (no ignored row) or an int >= 2")
     g = torch.Generator(device=device).manual_seed(seed)
     x = (2 * torch.randn(rows, cols, generator=g, device=device)).to(torch.bfloat16)
-    if op != "ce":
+    if op in ("copy", "read"):
         return {"x": x}
-    return {"x": x, "t": torch.randint(0, cols, (rows,), generator=g, device=device, dtype=torch.int64)}
+    t = torch.randint(0, cols, (rows,), generator=g, device=device, dtype=torch.int64)
+    if every:
+        t[every - 1::every] = IGNORE_INDEX
+    return {"x": x, "t": t}
+
+
+def ignored_rows(params):
+    """How many of a ce_grad entry's rows have target IGNORE_INDEX (rows every-1, 2 every-1, ...)."""
+    every = params.get("ignore_every", 0)
+    return params["rows"] // every if every else 0
 
 
 def make_outputs(params, inputs):
@@ -77,7 +127,10 @@ def make_outputs(params, inputs):
         return {"y": torch.empty_like(x)}
     if params["op"] == "read":
         return {"y": torch.empty(-(-x.numel() // (2 * READ_BLOCK)), dtype=torch.int32, device=x.device)}
-    return {"loss": torch.empty(x.shape[0], dtype=torch.float32, device=x.device)}
+    loss = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
+    if params["op"] == "ce_grad":
+        return {"loss": loss, "grad": torch.empty_like(x)}
+    return {"loss": loss}
 
 
 def reference(params, inputs):
@@ -90,8 +143,29 @@ def reference(params, inputs):
         w = x.reshape(-1).view(torch.int32)
         w = torch.nn.functional.pad(w, (0, -w.numel() % READ_BLOCK), value=-(1 << 31))
         return {"y": w.view(-1, READ_BLOCK).amax(-1)}
+    if params["op"] == "ce_grad":
+        return grad_reference(x, inputs["t"])
     xd = x.double()
     return {"loss": torch.logsumexp(xd, -1) - xd.gather(1, inputs["t"][:, None])[:, 0]}
+
+
+def grad_reference(x, t, rows_at_once=512):
+    """fp64 loss per row and gradient of their sum, softmax(x) - onehot(t), zeros where t is IGNORE_INDEX; a
+    block of rows at a time (a 4096 x 128256 fp64 temporary would be 4 GiB more)."""
+    import torch
+
+    loss = torch.zeros(x.shape[0], dtype=torch.float64, device=x.device)
+    grad = torch.zeros(x.shape, dtype=torch.float64, device=x.device)
+    for lo in range(0, x.shape[0], rows_at_once):
+        xd, tb = x[lo:lo + rows_at_once].double(), t[lo:lo + rows_at_once]
+        keep = tb != IGNORE_INDEX
+        lse = torch.logsumexp(xd, -1, keepdim=True)
+        g = torch.exp(xd - lse)
+        tk = tb.clamp_min(0)[:, None]
+        g.scatter_add_(1, tk, -torch.ones_like(tk, dtype=torch.float64))
+        grad[lo:lo + rows_at_once] = g * keep[:, None]
+        loss[lo:lo + rows_at_once] = (lse[:, 0] - xd.gather(1, tk)[:, 0]) * keep
+    return {"loss": loss, "grad": grad}
 
 
 def work(params):
@@ -100,6 +174,9 @@ def work(params):
         return {"bytes": float(4 * n), "bytes_level": "dram"}  # bf16 read and written
     if params["op"] == "read":
         return {"bytes": float(2 * n + 4 * -(-n // (2 * READ_BLOCK))), "bytes_level": "dram"}
+    if params["op"] == "ce_grad":  # the logits of the rows not ignored read once, the gradient written once
+        kept = (params["rows"] - ignored_rows(params)) * params["cols"]
+        return {"bytes": float(2 * kept + 2 * n + 12 * params["rows"]), "bytes_level": "dram"}
     return {"bytes": float(2 * n + 12 * params["rows"]), "bytes_level": "dram"}  # logits, int64 targets, fp32 loss
 
 
@@ -108,8 +185,21 @@ def _eager():
     import torch.nn.functional as F
 
     def cross_entropy(x, t):
-        return F.cross_entropy(x, t, reduction="none").float()
+        return F.cross_entropy(x, t, reduction="none", ignore_index=IGNORE_INDEX).float()
     return cross_entropy
+
+
+def _eager_grad(fn):
+    """Loss and gradient by autograd: fn (eager or compiled) gives the rows' losses; their sum's gradient with
+    respect to the logits is torch.autograd.grad's (log_softmax's backward, eager; Inductor's, compiled)."""
+    import torch
+
+    def loss_and_grad(x, t):
+        xg = x.detach().requires_grad_()
+        loss = fn(xg, t)
+        (grad,) = torch.autograd.grad(loss.sum(), xg)
+        return {"loss": loss.detach(), "grad": grad}
+    return loss_and_grad
 
 
 def load(name):
@@ -121,11 +211,15 @@ def load(name):
 
     if name in ("torch_eager", "torch_compile"):
         fn = torch.compile(_eager(), dynamic=False) if name == "torch_compile" else _eager()
-        return lambda i, o: {"loss": fn(i["x"], i["t"])}
+        grad = _eager_grad(fn)
+        return lambda i, o: grad(i["x"], i["t"]) if "grad" in o else {"loss": fn(i["x"], i["t"])}
     if name == "liger":
         return _liger()
     import kernels
     import triton
+
+    if name in GRADIENT:
+        return _grad_launcher(name, kernels)
 
     def launch(i, o):
         x = i["x"]
@@ -148,6 +242,52 @@ def load(name):
     return launch
 
 
+def _grad_launcher(name, kernels):
+    """The gradient rungs' launch: ce_grad_kernel with the rung's flags and grid; `triton_grad_inplace` copies
+    the logits into the gradient's buffer first and runs the top rung over it in place (Liger's setting)."""
+    hints = name in ("triton_grad_hints", "triton_grad_l2", "triton_grad_inplace")
+    reverse = name != "triton_grad"
+
+    def grad(i, o):
+        x, t, loss, g = i["x"], i["t"], o["loss"], o["grad"]
+        rows, v = x.shape
+        src = x
+        if name == "triton_grad_inplace":
+            g.copy_(x)
+            src = g
+        programs, warps, block = (rows, 8, BLOCK) if name in ("triton_grad", "triton_grad_reverse",
+                                                              "triton_grad_hints") else grad_launch(rows, v, x.device)
+        kernels.ce_grad_kernel[(programs,)](src, t, loss, g, v, rows, 1.0, IGNORE=IGNORE_INDEX, BLOCK=block,
+                                            REVERSE=reverse, HINTS=hints, num_warps=warps)
+    return grad
+
+
+_DEVICE = {}  # torch.device -> (SM count, L2 bytes)
+
+
+# kwiki:rung triton_grad_l2
+def grad_launch(rows, cols, device):
+    """triton_grad_l2's (programs, warps, chunk): programs enough to fill the SMs, few enough that the rows they
+    hold between their two reads fit half the L2 (the other half for the gradient's writes passing through).
+    With pass 2 walking back, a program holds on average half its row, cols bytes of bf16: programs an SM =
+    L2 / (2 x SMs x cols bytes), from 1 to GRAD_PROGRAMS_PER_SM (on an H200, 50 MiB and 132 SMs: 1 at 128256
+    columns, 3 at 32000). One program an SM gets 16 warps and 16384-element chunks (32 elements a thread, as
+    every rung), so that an SM still has 16 warps and 32 KiB of loads in flight. On a CPU (the interpreter),
+    2 programs of 8 warps walk the rows in turn."""
+    import torch
+
+    if device.type != "cuda":
+        return min(rows, 2), 8, BLOCK
+    if device not in _DEVICE:  # read once: the launch's host time is inside the timed call's bracket
+        props = torch.cuda.get_device_properties(device)
+        _DEVICE[device] = (props.multi_processor_count, props.L2_cache_size)
+    sms, l2 = _DEVICE[device]
+    per_sm = max(1, min(GRAD_PROGRAMS_PER_SM, l2 // (2 * sms * cols)))
+    warps = 16 if per_sm == 1 else 8
+    return min(rows, per_sm * sms), warps, 1024 * warps
+# /kwiki:rung triton_grad_l2
+
+
 def _liger():
     try:
         from liger_kernel.ops.cross_entropy import MAX_FUSED_SIZE, liger_cross_entropy_kernel
@@ -158,13 +298,18 @@ def _liger():
     def liger(i, o):
         x, t, loss = i["x"], i["t"], o["loss"]
         rows, v = x.shape
+        grads = "grad" in o  # ce_grad: HAS_GRADIENTS, the kernel overwrites what it reads with the gradient
+        if grads:
+            o["grad"].copy_(x)  # inside the call: inputs must stay as they were (the time includes this copy)
+            loss.zero_()  # an ignored row's loss is never stored (the wrapper's buffer starts as zeros)
+        src = o["grad"] if grads else x
         liger_cross_entropy_kernel[(rows,)](
-            X_ptr=x, X_stride=x.stride(-2), Y_ptr=t, Y_stride=t.stride(-1), weight_ptr=None,
+            X_ptr=src, X_stride=src.stride(-2), Y_ptr=t, Y_stride=t.stride(-1), weight_ptr=None,
             loss_ptr=loss, z_loss_ptr=None, loss_stride=loss.stride(-1),
             token_accuracy_ptr=None, token_accuracy_stride=0, predicted_tokens_ptr=None, predicted_tokens_stride=0,
-            n_cols=v, n_non_ignore=rows, sum_non_ignore_weight=rows, weight_sum=0.0, ignore_index=-100,
-            lse_square_scale=0.0, label_smoothing=0.0, reduction="none", softcap=None,
+            n_cols=v, n_non_ignore=rows, sum_non_ignore_weight=rows, weight_sum=0.0, ignore_index=IGNORE_INDEX,
+            lse_square_scale=0.0, label_smoothing=0.0, reduction="sum" if grads else "none", softcap=None,
             RETURN_Z_LOSS=False, RETURN_TOKEN_ACCURACY=False, RETURN_PREDICTED_TOKENS=False,
             BLOCK_SIZE=min(MAX_FUSED_SIZE, triton.next_power_of_2(v)), HAS_WEIGHT=False, HAS_SOFTCAPPING=False,
-            HAS_GRADIENTS=False, num_warps=LIGER_WARPS)
+            HAS_GRADIENTS=grads, num_warps=LIGER_WARPS)
     return liger
