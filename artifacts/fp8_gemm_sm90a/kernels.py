@@ -40,7 +40,9 @@ def fp8_gemm_tensor(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
       chains PROMOTE / BK dots into a second accumulator, `part`, with the fp8 default on sm_90 (no promotion),
       and adds it into acc every PROMOTE / BK tiles; resetting `part` to zeros becomes wgmma's scale-d flag.
     - PROMOTE == 0: never. The whole K stays in the tensor cores' accumulator (Triton's default for fp8 on
-      sm_90, cuBLASLt's "fast accumulation")."""
+      sm_90, cuBLASLt's "fast accumulation"): the chained loop above with one interval, added to acc once at
+      the end, so that it differs from 256 and 512 only in how often it adds. (A plain acc = tl.dot(a, b, acc)
+      with an fp32 C makes ptxas serialize the tile's four wgmma, its note C7515: Triton 3.6, sm_90a.)"""
     tl.static_assert(PROMOTE == 0 or (PROMOTE % 32 == 0 and (BK % PROMOTE == 0 or PROMOTE % BK == 0)),
                      "PROMOTE: 0 (never), a multiple of 32 that divides BK, or a multiple of BK")
     pid_m, pid_n = _tile(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
