@@ -4,7 +4,8 @@ The GPU kernels are not run here (tests/test_fp8_gemm_triton.py runs them under 
 tests pin what every variant is judged against: scales of amax / 448 per tensor, row, 1 x 128 group or
 128 x 128 block, the block-scale layout the kernel indexes (sa as [K/128, M], sb as [N/128, K/128]), a
 reference equal to the group-by-group fold the block kernel computes, exact bf16 copies for the bf16 baseline,
-and params refused before any work.
+params refused before any work, and the promotion sweep's tolerance: wide enough for a model of the tensor
+cores' unpromoted accumulator at K = 16384, narrow enough to fail a wrong result.
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ def test_torch_variant_on_cpu(module: ModuleType, variant: str) -> None:
 
 def test_contract(module: ModuleType) -> None:
     assert sorted(module.VARIANTS) == sorted(set().union(*module.FOR_SCALING.values()))
+    assert sorted(module.TOLERANCES) == sorted({e["dtype"] for e in module.GRID})
     for entry in module.GRID:
         assert sum(module.applies(v, entry) for v in module.VARIANTS) >= 1
     assert not module.applies("scaled_mm_block", params(module, "block"))  # K = 400: a partial 128-group
@@ -113,3 +115,96 @@ def test_contract(module: ModuleType) -> None:
         module.make_inputs(params(module, "channel"), 0, "cpu")
     with pytest.raises(ValueError, match="positive"):
         module.make_inputs(params(module, "row", {"m": 0, "n": 64, "k": 64}), 0, "cpu")
+
+
+SWEEP_K = 16384  # the sweep's deep shape: 512 k32 steps
+
+
+def sweep_params(mod: ModuleType, m: int = 8, n: int = 32, k: int = SWEEP_K) -> dict[str, Any]:
+    return {"m": m, "n": n, "k": k, "scaling": "promote", "dtype": mod.FP8_F32}
+
+
+def test_promotion_intervals(module: ModuleType) -> None:
+    """Each sweep variant's PROMOTE: 32 and 64 and 128 through tl.dot (they divide the tile's K of 128), 256 and 512
+    as chained dots, 0 for never; an interval that neither divides nor is a multiple of the tile's K is refused."""
+    got = {name: module.promotion(name, 128) for name in module.PROMOTIONS}
+    assert got == {"triton_tensor_p32": 32, "triton_tensor_p64": 64, "triton_tensor": 128, "triton_tensor_p256": 256,
+                   "triton_tensor_p512": 512, "triton_tensor_never": 0}
+    assert set(module.PROMOTIONS) == module.FOR_SCALING["promote"]
+    assert all(module.TILES[name]["BK"] == 128 for name in module.PROMOTIONS)  # one tile for the whole sweep
+    assert module.promotion("triton_tensor_p512", 256) == 512 and module.promotion("triton_tensor_p32", 256) == 32
+    for name in ("triton_tensor_p64", "triton_tensor_p256"):
+        with pytest.raises(ValueError, match="tile's K depth 96"):
+            module.promotion(name, 96)
+
+
+def test_sweep_entries(module: ModuleType) -> None:
+    """The sweep runs at every shape of the ladder and at K = 16384, per-tensor inputs as rung 1's, an fp32
+    output, an fp64 reference; its dtype and its scaling go together."""
+    sweep = [(e["m"], e["n"], e["k"]) for e in module.GRID if e["scaling"] == "promote"]
+    assert sweep == [*module.SHAPES, (4096, 4096, SWEEP_K)]
+    p = sweep_params(module, 70, 144, 400)
+    assert module.applies("triton_tensor_never", p) and not module.applies("scaled_mm_tensor", p)
+    i = module.make_inputs(p, 3, "cpu")
+    t = module.make_inputs({**p, "scaling": "tensor", "dtype": module.FP8}, 3, "cpu")
+    assert sorted(i) == ["a", "b", "sa", "sb"] and all(torch.equal(i[n].float(), t[n].float()) for n in i)
+    assert module.make_outputs(p, i)["c"].dtype == torch.float32
+    assert module.reference(p, i)["c"].dtype == torch.float64
+    with pytest.raises(ValueError, match="dtype must be"):
+        module.make_inputs({**p, "dtype": module.FP8}, 0, "cpu")
+    with pytest.raises(ValueError, match="dtype must be"):
+        module.make_inputs({**p, "scaling": "tensor"}, 0, "cpu")
+
+
+def unpromoted(qa: Any, qb: Any, bits: int = 14) -> Any:
+    """A model of Hopper's fp8 wgmma accumulating a whole K without promotion (DeepSeek-V3: about 14 bits): every
+    k32 step aligns the running sum and its 32 products to the largest of them and truncates each toward zero to
+    `bits` significant bits of it before adding. A model, not the hardware: the GPU run measures the real one."""
+    acc = torch.zeros(qa.shape[0], qb.shape[0], dtype=torch.float64)
+    for s in range(0, qa.shape[1], 32):
+        terms = torch.cat([acc[..., None], qa[:, None, s:s + 32] * qb[None, :, s:s + 32]], dim=-1)
+        ulp = torch.exp2(torch.floor(torch.log2(terms.abs().amax(-1, keepdim=True).clamp_min(1e-300))) - (bits - 1))
+        acc = (torch.trunc(terms / ulp) * ulp).sum(-1)
+    return acc
+
+
+def check(mod: ModuleType, got: Any, ref: Any) -> tuple[bool, str]:
+    atol, rtol, _ = mod.TOLERANCES[mod.FP8_F32]
+    ok, detail, _, _ = kwiki_harness.compare(got.float(), ref, atol, rtol, "c")
+    return ok, detail
+
+
+def test_sweep_tolerance_passes_the_unpromoted_model(module: ModuleType) -> None:
+    """At K = 16384 (8 x 32 outputs) the model of the unpromoted accumulator is off by far more than fp32
+    rounding, yet by under half the sweep's atol, with 14 bits and with 13: the figures the tolerance's reason
+    extrapolates to the GPU's 16.8M outputs."""
+    p = sweep_params(module)
+    i = module.make_inputs(p, 21, "cpu")
+    ref = module.reference(p, i)["c"]
+    s = float(i["sa"]) * float(i["sb"])
+    qa, qb = i["a"].double(), i["b"].double()
+    for bits in (14, 13):
+        got = unpromoted(qa, qb, bits) * s
+        err = float((got - ref).abs().max())
+        assert 1e-3 < err < module.TOLERANCES[module.FP8_F32][0] / 2, (bits, err)
+        assert check(module, got, ref)[0]
+
+
+def test_sweep_tolerance_fails_wrong_results(module: ModuleType) -> None:
+    """The sweep's wide tolerance still fails what a broken kernel would write: NaN, one 128-deep K tile left out
+    of the sum, both scales' product off by 2x, a single output off by 1."""
+    p = sweep_params(module, 64, 64)
+    i = module.make_inputs(p, 22, "cpu")
+    ref = module.reference(p, i)["c"]
+    assert check(module, ref, ref)[0]
+    nan = ref.clone()
+    nan[3, 5] = float("nan")
+    a, b = module.dequantized(p, i)
+    keep = torch.ones(SWEEP_K, dtype=torch.float64)
+    keep[128 * 77: 128 * 78] = 0  # one K tile of 128 left out
+    short = (a.double() * keep) @ b.double().t()
+    one_off = ref.clone()
+    one_off[60, 2] += 1.0
+    for name, wrong in (("nan", nan), ("k tile", short), ("scale", 2 * ref), ("one output", one_off)):
+        ok, detail = check(module, wrong, ref)
+        assert not ok, (name, detail)

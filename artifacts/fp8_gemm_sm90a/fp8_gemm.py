@@ -12,9 +12,14 @@ output, under three scalings (the GRID's `scaling`):
   run it on sm_90).
 - row: one scale per row of A and per row of B (per token, per output channel). scaled_mm_rowwise
   (torch._scaled_mm with an (M, 1) and a (1, N) scale: the row-wise kernel of this torch where it has one).
+- promote: the promotion sweep. Per-tensor scales and rung 1's kernel and tile, promoting the tensor cores'
+  limited-precision partial sums into fp32 registers every N elements of K (PROMOTIONS: 32 to 512, and never),
+  with an fp32 output (a bf16 one would add 2^-9 of rounding to every variant's error and hide the accumulator's)
+  checked against an fp64 reference; triton_tensor (N = 128) runs here too, so every N is timed in one process.
 
 Shapes: 4096^3, 8192^3 (the headline) and 4000 x 4048 x 4016 (M x N x K), which no tile divides: K's last
-128-group is partial (masked to zeros, its scales still read). K and N stay multiples of 16: fp8 wgmma's k-step is
+128-group is partial (masked to zeros, its scales still read); the sweep adds 4096 x 4096 x 16384, where 512
+k32 steps in the tensor cores' accumulator show what promotion is for. K and N stay multiples of 16: fp8 wgmma's k-step is
 32 bytes and torch._scaled_mm refuses other sizes (so does cuBLASLt's fp8 path).
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
 """
@@ -23,25 +28,41 @@ FP8 = "float8_e4m3fn"
 E4M3_MAX = 448.0  # the largest finite e4m3 value: a group's amax maps to it
 GROUP = 128  # the K-depth of a scale group (1 x 128 for A, 128 x 128 for B)
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4048, 4016)]  # (M, N, K)
-SCALINGS = ("tensor", "block", "row")
-GRID = [{"m": m, "n": n, "k": k, "scaling": s, "dtype": FP8} for s in SCALINGS for (m, n, k) in SHAPES]
-VARIANTS = ["scaled_mm_tensor", "triton_tensor", "scaled_mm_block", "triton_block", "scaled_mm_rowwise", "bf16_cublas"]
+SWEEP_SHAPES = [*SHAPES, (4096, 4096, 16384)]
+SCALINGS = ("tensor", "block", "row", "promote")
+FP8_F32 = "float8_e4m3fn-f32out"  # the sweep's entries: e4m3 operands, an fp32 output, a tolerance of their own
+# the promotion interval of each per-tensor Triton variant, in elements of K; 0 = never (all of K in the tensor cores)
+PROMOTIONS = {"triton_tensor_p32": 32, "triton_tensor_p64": 64, "triton_tensor": GROUP, "triton_tensor_p256": 256,
+              "triton_tensor_p512": 512, "triton_tensor_never": 0}
+GRID = [*({"m": m, "n": n, "k": k, "scaling": s, "dtype": FP8} for s in SCALINGS[:3] for (m, n, k) in SHAPES),
+        *({"m": m, "n": n, "k": k, "scaling": "promote", "dtype": FP8_F32} for (m, n, k) in SWEEP_SHAPES)]
+VARIANTS = ["scaled_mm_tensor", "triton_tensor", "scaled_mm_block", "triton_block", "scaled_mm_rowwise", "bf16_cublas",
+            "triton_tensor_p32", "triton_tensor_p64", "triton_tensor_p256", "triton_tensor_p512", "triton_tensor_never"]
 FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "bf16_cublas"},
                "block": {"scaled_mm_block", "triton_block"},
-               "row": {"scaled_mm_rowwise"}}
+               "row": {"scaled_mm_rowwise"},
+               "promote": set(PROMOTIONS)}
 TOLERANCES = {
     FP8: (2.0 ** -7, 2.0 ** -7, "every variant multiplies the same dequantized values (e4m3 codes times fp32 scales; "
           "the reference is their fp32 product without TF32): what differs is fp32 accumulation order, the tensor "
           "cores' limited-precision sums of at most 128 products before each promotion (about 2^-13 of a partial "
           "sum), and the bf16 output's rounding (at most 2^-8 relative, round to nearest); rtol 2^-7 is twice that rounding, atol "
           "2^-7 (outputs have an RMS of several units) covers sums that cancel near 0"),
+    FP8_F32: (2.0 ** -1, 2.0 ** -5, "the promotion sweep: fp32 outputs of RMS about 4 against fp64, sized for the "
+              "variant that never promotes, at K = 16384: 512 k32 steps each cut the running sum to about 14 bits "
+              "(DeepSeek-V3), up to 2^-13 of it a step and of either sign as the sum wanders: sqrt(512) x 2^-13 x 4 "
+              "= 0.011 an output if the running sum stayed at the final RMS; it wanders higher, and "
+              "tests/test_fp8_gemm.py's model of that accumulator (14 bits, truncated) is off by up to 0.1 over "
+              "256 outputs, a standard deviation near 0.035, so about 0.2 at 5.5 sigma over 16.8M outputs; atol "
+              "2^-1 keeps 2.5x on that (1.4x for 13 bits), rtol 2^-5 the largest outputs' share. Promoted variants "
+              "are tens of times closer. Still failing: NaN, one 128-deep K tile left out (an error of RMS "
+              "4 / sqrt(128) = 0.35, past 1.5 at its tail), a scale off by 2x, one output off by 1"),
 }
 # One tile for both Triton rungs, so that rung 2 over rung 1 is the price of the block scales alone. Promotion keeps
 # two accumulators (the tensor cores' partial and the fp32 total): at 128 x 256 with 8 warps that is 256 fp32
 # registers a thread and ptxas spills (Triton 3.6, sm_90a); 128 x 128 needs about 160 and spills nothing.
 TILE = {"BM": 128, "BN": GROUP, "BK": GROUP, "GROUP_M": 8, "num_warps": 8, "num_stages": 4}
-TILES = {"triton_tensor": TILE, "triton_block": TILE}
-PROMOTE = GROUP  # triton_tensor's promotion interval along K (tl.dot's max_num_imprecise_acc)
+TILES = {**{name: TILE for name in PROMOTIONS}, "triton_block": TILE}
 
 
 def applies(name, params):
@@ -58,8 +79,9 @@ def _validate(params):
         raise ValueError(f"fp8_gemm: params {params}: m, n, k must be positive integers")
     if n % 16 or k % 16:
         raise ValueError(f"fp8_gemm: params {params}: n and k must be multiples of 16 (fp8 wgmma and _scaled_mm)")
-    if params.get("dtype") != FP8:
-        raise ValueError(f"fp8_gemm: params {params}: the operands are {FP8} only")
+    if params.get("dtype") != (FP8_F32 if params["scaling"] == "promote" else FP8):
+        raise ValueError(f"fp8_gemm: params {params}: dtype must be {FP8_F32} for the promotion sweep, else {FP8} "
+                         "(the operands are e4m3 only)")
 
 
 def _cdiv(a, b):
@@ -98,6 +120,9 @@ def make_inputs(params, seed, device):
     _validate(params)
     g = torch.Generator(device=device).manual_seed(seed)
     m, n, k, scaling = params["m"], params["n"], params["k"], params["scaling"]
+    if scaling == "promote":  # the sweep: per-tensor scales, as rung 1 (no bf16 copies: no bf16 variant runs there)
+        i = make_inputs({**params, "scaling": "tensor", "dtype": FP8}, seed, device)
+        return {name: i[name] for name in ("a", "b", "sa", "sb")}
 
     def varied(rows, cols, block_rows, std):
         x = torch.randn(rows, cols, generator=g, device=device) * std
@@ -123,7 +148,7 @@ def make_inputs(params, seed, device):
 def dequantized(params, inputs):
     """A and B as fp32 values: the codes times their scales (block scales expanded to every element)."""
     a, b, sa, sb = inputs["a"].float(), inputs["b"].float(), inputs["sa"], inputs["sb"]
-    if params["scaling"] == "tensor":
+    if params["scaling"] in ("tensor", "promote"):
         return a * sa, b * sb
     if params["scaling"] == "row":
         return a * sa, b * sb.reshape(-1, 1)
@@ -133,22 +158,30 @@ def dequantized(params, inputs):
 def make_outputs(params, inputs):
     import torch
 
-    return {"c": torch.empty(params["m"], params["n"], dtype=torch.bfloat16, device=inputs["a"].device)}
+    dtype = torch.float32 if params["scaling"] == "promote" else torch.bfloat16
+    return {"c": torch.empty(params["m"], params["n"], dtype=dtype, device=inputs["a"].device)}
 
 
 def reference(params, inputs):
+    """The product of the dequantized operands: in fp32 (no TF32) for the bf16 outputs, whose own rounding is
+    2^-9; in fp64 for the promotion sweep, whose fp32 outputs are judged to well under that. The sweep's
+    reference covers every output (an fp64 GEMM of these sizes takes milliseconds on the GPU)."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False  # a true fp32 product, not TF32
     a, b = dequantized(params, inputs)
+    if params["scaling"] == "promote":
+        return {"c": a.double() @ b.double().t()}
     return {"c": a @ b.t()}
 
 
 def work(params):
     m, n, k, scaling = params["m"], params["n"], params["k"], params["scaling"]
-    scales = {"tensor": 2, "row": m + n, "block": m * _cdiv(k, GROUP) + _cdiv(n, GROUP) * _cdiv(k, GROUP)}[scaling]
+    scales = {"tensor": 2, "promote": 2, "row": m + n,
+              "block": m * _cdiv(k, GROUP) + _cdiv(n, GROUP) * _cdiv(k, GROUP)}[scaling]
+    out = 4.0 if scaling == "promote" else 2.0
     return {"flops": 2.0 * m * n * k, "flops_dtype": "fp8",
-            "bytes": 1.0 * (m * k + n * k) + 4.0 * scales + 2.0 * m * n, "bytes_level": "dram"}
+            "bytes": 1.0 * (m * k + n * k) + 4.0 * scales + out * m * n, "bytes_level": "dram"}
 
 
 def _scales(i, scaling):
@@ -194,14 +227,25 @@ def _scaled_mm(torch, scaling):
     return scaled_mm
 
 
+def promotion(name, bk):
+    """The PROMOTE of a per-tensor Triton variant (its interval along K, 0 for never) at a tile of K depth bk: a
+    multiple of wgmma's k32 that divides bk (tl.dot's max_num_imprecise_acc), or a multiple of bk (the kernel
+    chains that many dots before it promotes)."""
+    n = PROMOTIONS[name]
+    if n and (n % 32 or (bk % n and n % bk)):
+        raise ValueError(f"fp8_gemm: {name}: a promotion every {n} elements neither divides nor is a multiple of the "
+                         f"tile's K depth {bk} (and wgmma's k32)")
+    return n
+
+
 def _triton(name):
     import triton
 
     import kernels
 
     cfg = TILES[name]
-    kernel = kernels.fp8_gemm_tensor if name == "triton_tensor" else kernels.fp8_gemm_block
-    extra = {"PROMOTE": PROMOTE} if name == "triton_tensor" else {}
+    kernel = kernels.fp8_gemm_tensor if name in PROMOTIONS else kernels.fp8_gemm_block
+    extra = {"PROMOTE": promotion(name, cfg["BK"])} if name in PROMOTIONS else {}
 
     def gemm(i, o):
         a, b, c = i["a"], i["b"], o["c"]

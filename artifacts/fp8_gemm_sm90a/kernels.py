@@ -27,12 +27,24 @@ def fp8_gemm_tensor(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                     PROMOTE: tl.constexpr):
     """Per-tensor scales: the K loop is a plain fp8 GEMM and the epilogue multiplies the fp32 accumulator once by
-    sa * sb (both scalars, read from device memory, so a new scale needs no recompilation).
+    sa * sb (both scalars, read from device memory, so a new scale needs no recompilation). C is stored in c_ptr's
+    type (bf16; fp32 for the promotion sweep, whose error should not be hidden under bf16 rounding).
 
-    PROMOTE is tl.dot's max_num_imprecise_acc: on sm_90 Triton's default lets the tensor cores accumulate the
-    whole K in their limited-precision fp8 accumulator (cuBLASLt's "fast accumulation"); PROMOTE = BK makes the
-    lowering start a fresh partial accumulator for every dot and add it to the fp32 total with FADDs, a
-    promotion every BK elements of K, as cuBLASLt does by default and as DeepSeek-V3 does every 128."""
+    PROMOTE is the promotion interval along K in elements: how many products the tensor cores add in their
+    limited-precision fp8 accumulator before the sum is added into fp32 registers.
+    - PROMOTE <= BK (32, 64, 128: a multiple of wgmma's k32 that divides BK) is tl.dot's max_num_imprecise_acc:
+      the lowering starts a fresh partial accumulator every PROMOTE elements of the dot (and at its end) and
+      adds it to the fp32 total with FADDs. triton_tensor's 128 is a promotion every BK, as cuBLASLt does by
+      default and as DeepSeek-V3 does every 128.
+    - PROMOTE > BK (a multiple of BK): Triton 3.6 refuses max_num_imprecise_acc above the dot's K, so the kernel
+      chains PROMOTE / BK dots into a second accumulator, `part`, with the fp8 default on sm_90 (no promotion),
+      and adds it into acc every PROMOTE / BK tiles; resetting `part` to zeros becomes wgmma's scale-d flag.
+    - PROMOTE == 0: never. The whole K stays in the tensor cores' accumulator (Triton's default for fp8 on
+      sm_90, cuBLASLt's "fast accumulation"): the chained loop above with one interval, added to acc once at
+      the end, so that it differs from 256 and 512 only in how often it adds. (A plain acc = tl.dot(a, b, acc)
+      with an fp32 C makes ptxas serialize the tile's four wgmma, its note C7515: Triton 3.6, sm_90a.)"""
+    tl.static_assert(PROMOTE == 0 or (PROMOTE % 32 == 0 and (BK % PROMOTE == 0 or PROMOTE % BK == 0)),
+                     "PROMOTE: 0 (never), a multiple of 32 that divides BK, or a multiple of BK")
     pid_m, pid_n = _tile(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
     offs_m = (pid_m * BM + tl.arange(0, BM)) % M  # rows past M re-read row (r mod M); their results are not stored
     offs_n = (pid_n * BN + tl.arange(0, BN)) % N
@@ -40,18 +52,31 @@ def fp8_gemm_tensor(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
     a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * K + offs_k[None, :]
     b_ptrs = b_ptr + offs_n[None, :].to(tl.int64) * K + offs_k[:, None]  # a [BK, BN] view of B's K-major rows
     acc = tl.zeros((BM, BN), dtype=tl.float32)
+    part = tl.zeros((BM, BN), dtype=tl.float32)  # PROMOTE > BK only: the tensor cores' running partial sum
     for kb in range(tl.cdiv(K, BK)):
         k_left = K - kb * BK  # the last block of an off-tile K is partial: masked to zeros, which add nothing
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-        acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMOTE)
+        if PROMOTE > 0 and PROMOTE <= BK:
+            acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMOTE)
+        else:
+            if PROMOTE == 0:
+                fresh = kb == 0
+            else:
+                fresh = kb % (PROMOTE // BK) == 0
+            if fresh:  # an interval starts: the last one's sum joins acc (zeros at kb = 0)
+                acc += part
+                part = tl.zeros((BM, BN), dtype=tl.float32)
+            part = tl.dot(a, b, part)  # max_num_imprecise_acc left to Triton: 2^30 for fp8 on sm_90
         a_ptrs += BK
         b_ptrs += BK
+    if PROMOTE == 0 or PROMOTE > BK:
+        acc += part  # the last interval (partial where K is not a multiple of PROMOTE)
     acc = acc * (tl.load(sa_ptr) * tl.load(sb_ptr))
     rows = pid_m * BM + tl.arange(0, BM)
     cols = pid_n * BN + tl.arange(0, BN)
     c_ptrs = c_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
-    tl.store(c_ptrs, acc.to(tl.bfloat16), mask=(rows[:, None] < M) & (cols[None, :] < N))
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
 # /kwiki:rung triton_tensor
 
 
