@@ -121,3 +121,17 @@ def test_the_profilers_cycle_counters_give_a_library_kernels_clock_in_mhz():
     rows = [{"gpu__time_duration.sum": "1000", "sm__cycles_elapsed.avg.per_second": "1639000000"},
             {"gpu__time_duration.sum": "10", "sm__cycles_elapsed.avg.per_second": "1980000000"}]
     assert ncu.figures(rows)["ncu_sm_mhz_effective"] == 1639.0  # the longest kernel's
+
+
+def test_a_passed_checks_errors_are_figures_a_claim_can_select():
+    """The fp8 page's promotion claim is a ratio of two kernels' largest relative errors at K = 16384."""
+    base = {"kwiki_record": 1, "variant": "v",
+            "timing": {"median_us": 1, "q1_us": 1, "q3_us": 1, "min_us": 1, "samples": 3}}
+    ok = Record.model_validate({**base, "check": {"passed": True, "max_abs_err": 0.25, "max_rel_err": 0.125}})
+    assert ok.figures()["max_abs_err"] == 0.25 and ok.figures()["max_rel_err"] == 0.125
+    assert ok.figures()[Selector(variant="v", figure="max_rel_err").key] == 0.125
+    failed = Record.model_validate({"kwiki_record": 1, "variant": "v",
+                                    "check": {"passed": False, "max_abs_err": 9.0, "max_rel_err": 9.0}})
+    assert "max_rel_err" not in failed.figures()
+    own = Record.model_validate({**base, "check": {"passed": True, "max_rel_err": 0.125}, "extra": {"max_rel_err": 2}})
+    assert own.figures()["max_rel_err"] == 2.0  # the artifact's own extra of that name is kept
