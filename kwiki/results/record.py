@@ -236,8 +236,8 @@ class Record(Strict):
     def figures(self) -> dict[str, float]:
         """Every figure a claim can select: timing, derived bandwidth and throughput, extras, a passed check's errors
         (max_abs_err, max_rel_err), what the timer saw (span_us, event_us, kernels), the effective clock, and the
-        sustained regime's figures prefixed `sustained_` (kwiki.wiki.model.Selector.key). A roof record (no timing of its own) has the roof's:
-        time_us = bytes / BW, gb_per_s = BW."""
+        sustained regime's figures prefixed `sustained_` (kwiki.wiki.model.Selector.key). A roof record (no timing
+        of its own) has the roof's: time_us = bytes / BW, gb_per_s = BW."""
         out = {k: float(v) for k, v in self.extra.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         # the check's errors against the reference (a Python artifact's: relative to max(|ref|, atol)), for claims
         # on accuracy (an fp8 accumulator's promotion interval); an extra of the same name is the artifact's own
