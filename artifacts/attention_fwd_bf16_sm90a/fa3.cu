@@ -326,6 +326,7 @@ __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUten
         const int st = j % STAGES, ps = (j + STAGES - 1) % STAGES;
         const uint32_t ph = uint32_t(j / STAGES) & 1, pph = uint32_t((j - 1) / STAGES) & 1;  // pph: j >= 1 only
         sm90::mbar_wait(&sm.k_full[st], ph);
+        if constexpr (!FIRST) sm90::mbar_wait(&sm.v_full[ps], pph);  // before the fence: no spin loop inside it
         // kwiki:rung cuda_fa3_pingpong
         if constexpr (MODE >= PINGPONG) sm90::named_barrier(1 + cw, 256);  // my turn on the tensor cores
         // /kwiki:rung cuda_fa3_pingpong
@@ -335,14 +336,12 @@ __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUten
             gemm_qk(s, q_wg, sm.k + st * TILE_ELEMS);  // S_j first: its wait comes first
             sm90::wgmma_commit();
             if constexpr (!FIRST) {
-                sm90::mbar_wait(&sm.v_full[ps], pph);
                 gemm_pv(o, p, sm.v + ps * TILE_ELEMS);  // then P_{j-1} V_{j-1}, left running through the softmax
                 sm90::wgmma_commit();
             }
             // /kwiki:rung cuda_fa3_overlap
         } else {
             if constexpr (!FIRST) {
-                sm90::mbar_wait(&sm.v_full[ps], pph);
                 gemm_pv(o, p, sm.v + ps * TILE_ELEMS);
                 sm90::wgmma_commit();
             }
@@ -375,11 +374,11 @@ __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUten
     for (int j = 1; j < n_tiles; ++j) step(j, std::false_type{});
     // The last P V, in a turn of its own.
     const int last = (n_tiles - 1) % STAGES;
+    sm90::mbar_wait(&sm.v_full[last], uint32_t((n_tiles - 1) / STAGES) & 1);
     // kwiki:rung cuda_fa3_pingpong
     if constexpr (MODE >= PINGPONG) sm90::named_barrier(1 + cw, 256);
     // /kwiki:rung cuda_fa3_pingpong
     sm90::wgmma_fence();
-    sm90::mbar_wait(&sm.v_full[last], uint32_t((n_tiles - 1) / STAGES) & 1);
     gemm_pv(o, p, sm.v + last * TILE_ELEMS);
     sm90::wgmma_commit();
     // kwiki:rung cuda_fa3_pingpong
