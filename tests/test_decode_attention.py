@@ -127,3 +127,46 @@ def test_flex_paged_mask_cuts_the_ragged_page() -> None:
     assert sorted(set(valid.tolist())) == [47, 64] and int((valid == 47).sum()) == 3 * 2
     assert not _close(_flex_paged(dict(inputs, flex_valid=torch.full_like(valid, 64))), ref)
     assert not _close(_flex_paged(dict(inputs, flex_owner=torch.zeros_like(inputs["flex_owner"]))), ref)
+
+
+def _sass_ops(const: dict[str, Any], tmp: Path) -> list[str]:
+    """decode_kernel compiled offline for sm_90a (no GPU) with the launch's constants; its SASS opcodes."""
+    import subprocess
+
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if not tool.exists():
+        pytest.skip("this Triton has no bundled cuobjdump")
+    kernels = load_artifact(ART, "kernels.py", "decode_attention_kernels_aot")
+    fn = kernels.decode_kernel
+    ints = ("L", "chunk", "splits", "pages_per_seq")
+    ptr = {"table_ptr": "*i32", "lens_ptr": "*i32", "opart_ptr": "*fp32", "lse_ptr": "*fp32"}
+    sig = {n: "constexpr" if n in const else ptr.get(n, "*bf16") if n.endswith("_ptr") else "i32" if n in ints
+           else "fp32" for n in fn.arg_names}
+    aligned = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in fn.arg_names if n.endswith("_ptr")}
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=aligned)
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 2})
+    cubin = tmp / "decode.cubin"
+    cubin.write_bytes(compiled.asm["cubin"])
+    sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    return [line.split()[1] if line.split()[1][0] != "@" else line.split()[2]
+            for line in sass.splitlines() if line.strip().startswith("/*") and len(line.split()) > 2]
+
+
+def test_pages_of_64_load_the_table_once_a_tile(tmp_path: Path) -> None:
+    """Offline (no GPU; skipped without Triton, and under its interpreter): rung 4's kernel (PAGE_TILE, pages of 64)
+    issues a few 4-byte table loads where rung 3's (pages of 16, an entry a token) issues one a token slice of the
+    tile; both keep their dots on the tensor cores and spill nothing."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("compiles for the GPU: run without TRITON_INTERPRET")
+    base = {"HKV": 8, "GROUP": 4, "QLEN": 1, "BLOCK_H": 16, "BLOCK_N": 64, "D": 128, "PAGED": True, "SPLIT": True}
+    rung3 = _sass_ops({**base, "PAGE": 16, "PAGE_TILE": False}, tmp_path)
+    rung4 = _sass_ops({**base, "PAGE": 64, "PAGE_TILE": True}, tmp_path)
+    for ops in (rung3, rung4):
+        assert any(op.startswith("HMMA.") for op in ops) and not any(op.startswith(("STL", "LDL")) for op in ops)
+    table3, table4 = rung3.count("LDG.E"), rung4.count("LDG.E")  # 4-byte loads: the block table's (and lens)
+    assert table4 * 4 <= table3, (table3, table4)
