@@ -170,3 +170,26 @@ def test_pages_of_64_load_the_table_once_a_tile(tmp_path: Path) -> None:
         assert any(op.startswith("HMMA.") for op in ops) and not any(op.startswith(("STL", "LDL")) for op in ops)
     table3, table4 = rung3.count("LDG.E"), rung4.count("LDG.E")  # 4-byte loads: the block table's (and lens)
     assert table4 * 4 <= table3, (table3, table4)
+
+
+def test_a_refusing_sdpa_backend_ends_with_torchs_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend torch refuses for these inputs: the variant raises, before any SDPA call, a located 'not runnable
+    here' with the reasons torch gave as debug warnings (kwiki then gives the variant that verdict alone)."""
+    torch = pytest.importorskip("torch")
+    from torch.backends import cuda
+
+    def refuse(params: Any, debug: bool = False) -> bool:
+        assert debug and params.enable_gqa
+        warnings.warn("Efficient attention does not support grouped query attention", UserWarning, stacklevel=1)
+        return False
+
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("SDPA was called")
+
+    monkeypatch.setattr(cuda, "can_use_efficient_attention", refuse)
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", never)
+    p = _params(1, 100, q_heads=8, kv_heads=2)
+    inputs = decode.make_inputs(p, 0, "cpu")
+    with pytest.raises(RuntimeError, match=r"decode\.py\): sdpa_efficient: not runnable here: SDPA's "
+                                           r"EFFICIENT_ATTENTION backend refuses .*does not support grouped query"):
+        decode.load("sdpa_efficient")(inputs, decode.make_outputs(p, inputs))
