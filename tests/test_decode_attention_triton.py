@@ -1,7 +1,7 @@
 """decode_attention_bf16_sm90a's Triton kernels under Triton's CPU interpreter: every Triton variant against the
 module's fp64 reference, on outputs poisoned with NaN, at small shapes off every tile (a KV length no block
-divides, a ragged last page, more splits than one combine block), and the module's rejections. Needs Triton and
-torch (CI has neither: skipped).
+divides, a ragged last page of 16 or of 64 tokens, more splits than one combine block, 4 query tokens causal among
+themselves), and the module's rejections. Needs Triton and torch (CI has neither: skipped).
 
 The interpreter's tl.dot of bf16 operands returns garbage (it multiplies their raw bits), so the kernels get the
 inputs' exact values as fp32 here: the indexing, masks, paging, splits and merges are what this checks; the
@@ -42,8 +42,8 @@ def mod():
         interpreter._patch_lang_tensor = patch
 
 
-def params(mod, batch, kv_len, layout, hq=8, hkv=2):
-    p = mod._decode(batch, kv_len, layout)
+def params(mod, batch, kv_len, layout, hq=8, hkv=2, page=16, q_len=1):
+    p = mod._decode(batch, kv_len, layout, page=page, q_len=q_len)
     p.update(q_heads=hq, kv_heads=hkv)
     return p
 
@@ -85,6 +85,72 @@ def test_paged(mod, batch, kv_len, monkeypatch):
     run(mod, "triton_paged", params(mod, batch, kv_len, "paged"))
 
 
+@pytest.mark.parametrize("batch,kv_len", [(2, 203), (1, 1100), (3, 64), (2, 1007)])
+def test_paged64(mod, batch, kv_len, monkeypatch):
+    """Pages of 64 (one tile a page, one table load a tile): a ragged last page (203 = 3 x 64 + 11, 1100 = 17 x 64 +
+    12, 1007 = 15 x 64 + 47), one exact page (64), 18 splits merged in two steps."""
+    monkeypatch.setattr(mod, "MIN_CHUNK", 64)
+    monkeypatch.setattr(mod, "COMBINE_SPLITS", 16)
+    run(mod, "triton_paged64", params(mod, batch, kv_len, "paged", page=64))
+
+
+def test_paged64_rejects_a_page_that_splits_a_tile(mod):
+    p = params(mod, 1, 100, "paged", page=16)
+    inputs = mod.make_inputs(p, 0, "cpu")
+    with pytest.raises(ValueError, match="triton_paged64: pages of 16 tokens"):
+        mod.load("triton_paged64")(inputs, mod.make_outputs(p, inputs))
+
+
+@pytest.mark.parametrize("name", ["triton_gqa", "triton_split"])
+@pytest.mark.parametrize("batch,kv_len", [(2, 203), (1, 1100), (1, 1027), (2, 4)])
+def test_four_query_tokens(mod, name, batch, kv_len, monkeypatch):
+    """4 query tokens, each seeing the cache up to itself: 16 rows a tile (4 heads x 4 tokens). 1027 tokens in splits
+    of 256 leave a last split of 3 tokens that the first new token (which sees up to token 1023) never reaches:
+    its partial is empty (-inf) and the combine must weigh it 0; 4 tokens: each new token sees only the new ones."""
+    monkeypatch.setattr(mod, "MIN_CHUNK", 64 if kv_len == 1100 else 256)
+    monkeypatch.setattr(mod, "COMBINE_SPLITS", 16)
+    if kv_len == 1027 and name == "triton_split":
+        chunk, splits = mod.split_plan(batch, 2, kv_len, mod._sm_count(__import__("torch").device("cpu")))
+        assert (splits - 1) * chunk > kv_len - 4  # the last split lies past the first new token's reach
+    run(mod, name, params(mod, batch, kv_len, "contiguous", q_len=4))
+
+
+def test_four_query_tokens_paged64(mod, monkeypatch):
+    monkeypatch.setattr(mod, "MIN_CHUNK", 64)
+    monkeypatch.setattr(mod, "COMBINE_SPLITS", 16)
+    run(mod, "triton_paged64", params(mod, 2, 203, "paged", page=64, q_len=4))
+
+
+def test_causal_mask_is_needed(mod):
+    """The check would catch a kernel that let the 4 new tokens see each other's future: without the mask the
+    outputs of the first three tokens leave the tolerance."""
+    import torch
+
+    p = params(mod, 1, 203, "contiguous", q_len=4)
+    inputs = mod.make_inputs(p, 4, "cpu")
+    ref = mod.reference(p, inputs)["out"]
+    q = inputs["q"].double().view(1, 2, 4, 4, 128)
+    s = torch.einsum("bhgtd,bhld->bhgtl", q, inputs["k"].double()) / 128 ** 0.5
+    blind = torch.einsum("bhgtl,bhld->bhgtd", torch.softmax(s, -1), inputs["v"].double()).reshape(ref.shape)
+    atol, rtol, _ = mod.TOLERANCES["bfloat16"]
+    within = (blind - ref).abs() <= atol + rtol * ref.abs()
+    assert bool(within[:, :, 3].all())  # the last new token sees the whole cache either way
+    assert not bool(within[:, :, :3].all())
+
+
+def test_shuffled_table_is_needed(mod):
+    """The check would catch a kernel that read pages in storage order instead of through the block table."""
+    p = params(mod, 2, 203, "paged", page=64)
+    inputs = mod.make_inputs(p, 6, "cpu")
+    ref = mod.reference(p, inputs)["out"]
+    import torch
+
+    inorder = dict(inputs, table=torch.arange(inputs["table"].numel(), dtype=torch.int32).view_as(inputs["table"]))
+    wrong = mod.reference(p, inorder)["out"]
+    atol, rtol, _ = mod.TOLERANCES["bfloat16"]
+    assert not bool(((wrong - ref).abs() <= atol + rtol * ref.abs()).all())
+
+
 def test_split_plan_covers(mod):
     for b, n in [*mod.SHAPES, (128, 65536), (1, 1024), (1, 65536)]:
         chunk, splits = mod.split_plan(b, mod.HKV, n, 132)
@@ -111,6 +177,10 @@ def test_tolerance_catches_a_dropped_tile(mod):
 def test_rejects(mod):
     with pytest.raises(ValueError, match="multiple of kv_heads"):
         mod.make_inputs(params(mod, 1, 64, "contiguous", hq=12, hkv=8), 0, "cpu")
+    with pytest.raises(ValueError, match="multiple of kv_heads"):
+        mod.make_inputs(params(mod, 1, 64, "contiguous", hq=30, hkv=8), 0, "cpu")
+    with pytest.raises(ValueError, match="at most 16 query rows"):
+        mod.make_inputs(params(mod, 1, 64, "contiguous", hq=32, hkv=2, q_len=4), 0, "cpu")
     with pytest.raises(ValueError, match="head_dim"):
         mod.make_inputs(dict(params(mod, 1, 64, "contiguous"), head_dim=96), 0, "cpu")
 

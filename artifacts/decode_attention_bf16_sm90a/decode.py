@@ -1,6 +1,6 @@
-"""decode_attention_bf16_sm90a: attention of one query token per sequence against a long KV cache (decode), bf16,
-head dim 128, 32 query heads over 8 KV heads (grouped-query attention), contiguous and paged caches, against the
-read roof, SDPA (flash backend) and FlexAttention.
+"""decode_attention_bf16_sm90a: attention of one query token per sequence against a long KV cache (decode), and of
+4 (speculative decoding), bf16, head dim 128, 32 query heads over 8 KV heads (grouped-query attention), contiguous
+and paged caches, against the read roof, SDPA (flash, efficient and cuDNN backends) and FlexAttention.
 
 Decode reads the whole KV cache once per token and does 2 flops per byte read (bf16): it is memory-bound, and
 work() counts the bytes of K and V (plus q, the output and a paged cache's block table) at the DRAM level. The
@@ -9,9 +9,13 @@ Rung 1 (triton_gqa): one program per (sequence, KV head) walks the whole cache, 
 sharing every K and V tile. Rung 2 (triton_split): flash-decoding, the cache split into chunks so that about
 4 programs per SM run whatever the batch, each writing a partial (normalised output, log-sum-exp), then a
 combine kernel. Rung 3 (triton_paged): rung 2 reading a paged cache (pages of 16 tokens, a block table in
-shuffled order, a ragged last page). Baselines: SDPA pinned to its flash backend with enable_gqa=True (no
-expanded KV), and FlexAttention (torch.compile of flex_attention, enable_gqa=True, no block mask: its decoding
-path for one query token) compiled at one shape only (a compile costs 10-40 s).
+shuffled order, a ragged last page). Rung 4 (triton_paged64): pages of 64 tokens, one K/V tile a page, found by
+one scalar load of the block table a tile. Baselines: SDPA pinned to each backend with enable_gqa=True (no
+expanded KV; a backend that refuses the inputs ends its variant with torch's reasons), FlexAttention
+(torch.compile of flex_attention, enable_gqa=True, no block mask: its decoding path) and, on the paged cache,
+FlexAttention with a block mask over the same pages (flex_paged), each compiled at the claimed shapes only (a
+compile costs 10-40 s). Four query tokens (op spec_decode): the cache's last 4 tokens are the new ones, each
+seeing the cache up to itself (causal among the 4, lower-right aligned).
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
 """
 
@@ -19,21 +23,32 @@ import math
 
 HQ, HKV, DIM = 32, 8, 128
 SHAPES = [(1, 32768), (16, 8192), (64, 8192), (3, 1007)]  # (batch, kv_len); 1007 is no multiple of any tile
-PAGED = [(1, 32768), (64, 8192), (3, 1007)]  # 1007 = 62 full pages of 16 and a ragged 15-token page
-PAGE = 16
-FLEX_AT = (1, 32768)  # FlexAttention compiles at this shape only
+PAGED = [(1, 32768), (64, 8192), (3, 1007)]  # 1007: 62 pages of 16 and a ragged 15, or 15 of 64 and 47
+PAGE, PAGE64 = 16, 64  # tokens a page: rung 3 and rung 4
+SPEC = [(1, 32768), (64, 8192), (3, 1007)]  # 4 query tokens (speculative decoding)
+Q_SPEC = 4
+FLEX_AT = [(1, 32768), (64, 8192)]  # FlexAttention (contiguous) compiles at these shapes only
+FLEX_PAGED_AT = [(1, 32768), (64, 8192)]  # and FlexAttention over the 64-token pages at these
+OTHER_SDPA_AT = [(1, 32768), (64, 8192), (3, 1007)]  # SDPA's efficient and cuDNN backends: the claims' shapes, 1007
 ROOF_MIB = 1024
-BLOCK_N, BLOCK_H = 64, 16  # tokens per K/V tile; query-head rows of a tile (tl.dot needs 16, a group has 4)
+BLOCK_N, BLOCK_H = 64, 16  # tokens per K/V tile; query rows of a tile (tl.dot needs 16; a group has 4 heads x q_len)
 PROGRAMS_PER_SM, MIN_CHUNK = 4, 256  # split-KV: enough programs to fill the GPU, chunks not shorter than 256
 READ_BLOCK = 16384
 COMBINE_SPLITS = 64  # splits the combine kernel merges per step: the plans here (at most 64 splits) take one step
+SDPA_BACKENDS = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_efficient": "EFFICIENT_ATTENTION",
+                 "sdpa_cudnn": "CUDNN_ATTENTION"}
 
 FRESH_INPUTS = True  # memory-bound: new random inputs before every timed sample (protocol 3; the harness)
 
 
-def _decode(batch, kv_len, layout):
-    return {"op": "decode", "layout": layout, "batch": batch, "kv_len": kv_len, "q_heads": HQ, "kv_heads": HKV,
-            "head_dim": DIM, "page": PAGE if layout == "paged" else 0, "dtype": "bfloat16"}
+def _decode(batch, kv_len, layout, page=PAGE, q_len=1):
+    """A GRID entry. One query token: op decode (the params every claim of one token names); q_len > 1: op
+    spec_decode with its q_len."""
+    p = {"op": "decode", "layout": layout, "batch": batch, "kv_len": kv_len, "q_heads": HQ, "kv_heads": HKV,
+         "head_dim": DIM, "page": page if layout == "paged" else 0, "dtype": "bfloat16"}
+    if q_len != 1:
+        p.update(op="spec_decode", q_len=q_len)
+    return p
 
 
 GRID = [
@@ -41,8 +56,11 @@ GRID = [
     {"op": "copy", "mib": ROOF_MIB, "dtype": "bfloat16"},
     *(_decode(b, n, "contiguous") for b, n in SHAPES),
     *(_decode(b, n, "paged") for b, n in PAGED),
+    *(_decode(b, n, "paged", page=PAGE64) for b, n in PAGED),
+    *(_decode(b, n, "contiguous", q_len=Q_SPEC) for b, n in SPEC),
 ]
-VARIANTS = ["triton_read", "torch_copy", "sdpa_flash", "flex", "triton_gqa", "triton_split", "triton_paged"]
+VARIANTS = ["triton_read", "torch_copy", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "flex", "flex_paged",
+            "triton_gqa", "triton_split", "triton_paged", "triton_paged64"]
 TOLERANCES = {
     "bfloat16": (2e-3, 2.0 ** -7, "fp32 scores and online softmax, the probabilities rounded to bf16 (2^-8 "
                  "relative) before the PV product as flash kernels do, a bf16 output, against an fp64 reference; "
@@ -55,32 +73,42 @@ def applies(name, params):
     op = params["op"]
     if op in ("read", "copy"):
         return name == {"read": "triton_read", "copy": "torch_copy"}[op]
-    if params["layout"] == "paged":
-        return name == "triton_paged"
     shape = (params["batch"], params["kv_len"])
-    return {"triton_read": False, "torch_copy": False, "triton_paged": False,
-            "flex": shape == FLEX_AT}.get(name, True)
+    if op == "spec_decode":
+        return name in ("sdpa_flash", "triton_gqa", "triton_split")
+    if params["layout"] == "paged":
+        if params["page"] == PAGE64:
+            return name == "triton_paged64" or (name == "flex_paged" and shape in FLEX_PAGED_AT)
+        return name == "triton_paged"
+    return name in ("sdpa_flash", "triton_gqa", "triton_split") or (name == "flex" and shape in FLEX_AT) or (
+        name in ("sdpa_efficient", "sdpa_cudnn") and shape in OTHER_SDPA_AT)
 
 
 def _validate(params):
     """Reject what the kernels do not support, with the reason, before any CUDA work."""
     op = params.get("op")
+
+    def refuse(why):
+        raise ValueError(f"decode_attention (decode.py): params {params}: {why}")
+
     if op in ("read", "copy"):
         if not isinstance(params.get("mib"), int) or params["mib"] <= 0:
-            raise ValueError(f"decode_attention: params {params}: mib must be a positive integer")
+            refuse("mib must be a positive integer")
         return
-    if op != "decode":
-        raise ValueError(f"decode_attention: params {params}: op must be read, copy or decode")
-    hq, hkv = params["q_heads"], params["kv_heads"]
-    if hkv <= 0 or hq % hkv != 0 or hq // hkv > BLOCK_H:
-        raise ValueError(f"decode_attention: params {params}: q_heads ({hq}) must be a multiple of kv_heads ({hkv}) "
-                         f"with at most {BLOCK_H} query heads a KV head (a group is one tile's rows)")
+    if op not in ("decode", "spec_decode"):
+        refuse("op must be read, copy, decode or spec_decode")
+    hq, hkv, q_len = params["q_heads"], params["kv_heads"], params.get("q_len", 1)
+    if not isinstance(q_len, int) or q_len < 1 or (op == "decode") != (q_len == 1):
+        refuse("op decode has one query token (no q_len), spec_decode a q_len above 1")
+    if hkv <= 0 or hq % hkv != 0 or hq // hkv * q_len > BLOCK_H:
+        refuse(f"q_heads ({hq}) must be a multiple of kv_heads ({hkv}) with at most {BLOCK_H} query rows "
+               f"(heads x q_len) a KV head (a group is one tile's rows)")
     if params["head_dim"] != DIM:
-        raise ValueError(f"decode_attention: params {params}: head_dim must be {DIM}")
-    if params["batch"] <= 0 or params["kv_len"] <= 0:
-        raise ValueError(f"decode_attention: params {params}: batch and kv_len must be positive")
+        refuse(f"head_dim must be {DIM}")
+    if params["batch"] <= 0 or params["kv_len"] < q_len:
+        refuse("batch must be positive and kv_len at least q_len (the new tokens are the cache's last)")
     if params["layout"] not in ("contiguous", "paged") or (params["layout"] == "paged") != (params["page"] > 0):
-        raise ValueError(f"decode_attention: params {params}: layout contiguous (page 0) or paged (page > 0)")
+        refuse("layout contiguous (page 0) or paged (page > 0)")
 
 
 def make_inputs(params, seed, device):
@@ -100,7 +128,7 @@ def make_inputs(params, seed, device):
         scale = 2.0 ** round(math.log2(n / 1024) / 2)  # mean of kv_len values, is then about as large at 1k as at 32k
         return (torch.randn(*shape, generator=g, device=device) * scale).to(torch.bfloat16)
 
-    q = randn(b, hq, 1, d)
+    q = randn(b, hq, params.get("q_len", 1), d)
     if params["layout"] == "contiguous":
         return {"q": q, "k": randn(b, hkv, n, d), "v": values(b, hkv, n, d)}
     page = params["page"]
@@ -108,7 +136,35 @@ def make_inputs(params, seed, device):
     table = torch.randperm(b * per_seq, generator=g, device=device).to(torch.int32).view(b, per_seq)
     lens = torch.full((b,), n, dtype=torch.int32, device=device)  # every sequence kv_len long, its last page ragged
     return {"q": q, "k": randn(b * per_seq, hkv, page, d), "v": values(b * per_seq, hkv, page, d), "table": table,
-            "lens": lens}
+            "lens": lens, **flex_pages(table, lens, hkv, page)}
+
+
+def flex_pages(table, lens, hkv, page):
+    """FlexAttention's view of the paged cache, prepared with the inputs (as a serving engine prepares its
+    metadata once a step for every layer) and read by flex_paged only. The cache [pages, HKV, PAGE, D] is one KV
+    head of pages * HKV blocks of PAGE tokens ([1, 1, pages * HKV * PAGE, D], a view), block page * HKV + kvh
+    holding KV head kvh of a page; each (sequence, KV head) pair z = b * HKV + kvh is one batch entry of the
+    query ([B * HKV, GROUP, q_len, D], a view) whose block mask lists its blocks in its table's order
+    (flex_blocks, flex_counts: the BlockMask's kv_indices and kv_num_blocks), and whose mask_mod keeps a token
+    when its block belongs to z (flex_owner) and its slot is below the block's filled slots (flex_valid: PAGE,
+    or the ragged last page's count). Every block is a partial one (no full blocks): torch's flex decoding kernel
+    sizes its splits on the whole KV length when a mask has full blocks, which here is the whole pool."""
+    import torch
+
+    b, per_seq = table.shape
+    z = b * hkv
+    heads = torch.arange(hkv, dtype=torch.int32, device=table.device)
+    blocks = (table[:, None, :] * hkv + heads[None, :, None]).reshape(z, per_seq)
+    used = (lens + page - 1) // page
+    slots = (lens[:, None] - page * torch.arange(per_seq, device=table.device)[None, :]).clamp(0, page)
+    owner = torch.full((table.numel() * hkv,), -1, dtype=torch.int32, device=table.device)
+    valid = torch.zeros((table.numel() * hkv,), dtype=torch.int32, device=table.device)
+    owner[blocks.reshape(-1).long()] = torch.arange(z, dtype=torch.int32, device=table.device).repeat_interleave(
+        per_seq)
+    valid[blocks.reshape(-1).long()] = slots.to(torch.int32).repeat_interleave(hkv, dim=0).reshape(-1)
+    return {"flex_blocks": blocks.reshape(z, 1, 1, per_seq).contiguous(),
+            "flex_counts": used.to(torch.int32).repeat_interleave(hkv).reshape(z, 1, 1).contiguous(),
+            "flex_owner": owner, "flex_valid": valid}
 
 
 def make_outputs(params, inputs):
@@ -145,14 +201,18 @@ def reference(params, inputs):
     if params["op"] == "copy":
         return {"y": inputs["x"].clone()}
     k, v = _contiguous_kv(params, inputs)
-    b, hq, hkv, d = params["batch"], params["q_heads"], params["kv_heads"], params["head_dim"]
-    q = inputs["q"].double().view(b, hkv, hq // hkv, d)
+    b, n, hq, hkv, d = params["batch"], params["kv_len"], params["q_heads"], params["kv_heads"], params["head_dim"]
+    t = params.get("q_len", 1)
+    q = inputs["q"].double().view(b, hkv, hq // hkv, t, d)
+    # token i of the t new ones (the cache's last t) sees cache tokens 0 .. n - t + i: causal, lower-right aligned
+    hidden = torch.arange(n, device=q.device)[None, :] > (n - t + torch.arange(t, device=q.device))[:, None]
     step = max(1, (1 << 29) // (hkv * k.shape[2] * d))  # sequences a step: fp64 copies of K and V of 4 GiB at most
     out = []
     for i in range(0, b, step):
-        s = torch.einsum("bhgd,bhld->bhgl", q[i:i + step], k[i:i + step].double()) / d ** 0.5
-        out.append(torch.einsum("bhgl,bhld->bhgd", torch.softmax(s, -1), v[i:i + step].double()))
-    return {"out": torch.cat(out).reshape(b, hq, 1, d)}
+        s = torch.einsum("bhgtd,bhld->bhgtl", q[i:i + step], k[i:i + step].double()) / d ** 0.5
+        s = s.masked_fill(hidden, float("-inf"))
+        out.append(torch.einsum("bhgtl,bhld->bhgtd", torch.softmax(s, -1), v[i:i + step].double()))
+    return {"out": torch.cat(out).reshape(b, hq, t, d)}
 
 
 def work(params):
@@ -160,11 +220,12 @@ def work(params):
         n = params["mib"] << 20
         return {"bytes": float(n if params["op"] == "read" else 2 * n), "bytes_level": "dram"}
     b, n, hq, hkv, d = params["batch"], params["kv_len"], params["q_heads"], params["kv_heads"], params["head_dim"]
+    t = params.get("q_len", 1)
     kv = 2 * b * hkv * n * d * 2  # K and V, bf16, each byte once
-    qo = 2 * b * hq * d * 2  # q read, out written
+    qo = 2 * b * hq * t * d * 2  # q read, out written
     table = 4 * b * (1 + -(-n // params["page"])) if params["page"] else 0  # block table and lengths, int32
     return {"bytes": float(kv + qo + table), "bytes_level": "dram",
-            "flops": float(4 * b * hq * n * d), "flops_dtype": "bf16"}
+            "flops": float(4 * b * hq * t * n * d), "flops_dtype": "bf16"}  # t x n scores (the causal few counted)
 
 
 def _owned(t, out):
@@ -206,6 +267,69 @@ def split_plan(batch, hkv, kv_len, sms):
     return chunk, cdiv(kv_len, chunk)
 
 
+def _sdpa_refusal(torch, backend, q, k, v):
+    """Why SDPA's `backend` refuses q, k, v with enable_gqa=True (torch's own reasons, from its debug warnings), or
+    None when it takes them."""
+    import warnings
+
+    from torch.backends import cuda
+
+    can = {"FLASH_ATTENTION": cuda.can_use_flash_attention, "EFFICIENT_ATTENTION": cuda.can_use_efficient_attention,
+           "CUDNN_ATTENTION": getattr(cuda, "can_use_cudnn_attention", None)}[backend]
+    if can is None:
+        return f"torch {torch.__version__} has no torch.backends.cuda.can_use_cudnn_attention"
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        ok = can(cuda.SDPAParams(q, k, v, None, 0.0, False, True), True)
+    return None if ok else "; ".join(str(w.message) for w in said) or "no reason given"
+
+
+def _sdpa(name):
+    """SDPA pinned to one backend with enable_gqa=True. Before its first call at a shape it asks torch whether the
+    backend takes these inputs and, where it does not, raises with torch's reasons: the variant ends as not runnable
+    here (kwiki runs the others again without it). Several query tokens: a lower-right causal bias (each new token
+    sees the cache up to itself), which SDPA hands to the flash kernel as its causal mode."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    backend = SDPA_BACKENDS[name]
+    asked = set()
+
+    def call(i, o):
+        q, k, v = i["q"], i["k"], i["v"]
+        shape = (tuple(q.shape), tuple(k.shape))
+        if shape not in asked:
+            why = _sdpa_refusal(torch, backend, q, k, v)
+            if why is not None:
+                raise RuntimeError(f"decode_attention (decode.py): {name}: not runnable here: SDPA's {backend} "
+                                   f"backend refuses q {list(q.shape)}, k and v {list(k.shape)} with enable_gqa=True "
+                                   f"(torch {torch.__version__}): {why}")
+            asked.add(shape)
+        bias = causal_lower_right(q.shape[2], k.shape[2]) if q.shape[2] > 1 else None
+        with sdpa_kernel([getattr(SDPBackend, backend)]):
+            return _owned(sdpa(q, k, v, attn_mask=bias, enable_gqa=True), o["out"])
+    return call
+
+
+def flex_paged_attention(flex_attention, block_mask_cls, q, k, v, counts, blocks, owner, valid):
+    """FlexAttention over the paged cache through the views and block mask flex_pages describes (traced whole by
+    torch.compile in flex_paged; called as is, eagerly, by the CPU test)."""
+    b, hq, t, d = q.shape
+    pages, hkv, page, _ = k.shape
+
+    def mask_mod(z, h, q_idx, kv_idx):
+        block = kv_idx // page
+        return (owner[block] == z) & (kv_idx % page < valid[block])
+
+    mask = block_mask_cls.from_kv_blocks(counts, blocks, BLOCK_SIZE=(128, page), mask_mod=mask_mod,
+                                         seq_lengths=(t, pages * hkv * page), compute_q_blocks=False)
+    out = flex_attention(q.view(b * hkv, hq // hkv, t, d), k.view(1, 1, -1, d), v.view(1, 1, -1, d),
+                         block_mask=mask, enable_gqa=True)
+    return out.view(b, hq, t, d)
+
+
 def load(name):
     if name == "torch_copy":
         def torch_copy(i, o):
@@ -213,19 +337,31 @@ def load(name):
         return torch_copy
     import torch
 
-    if name == "sdpa_flash":
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        from torch.nn.functional import scaled_dot_product_attention as sdpa
-
-        def sdpa_flash(i, o):
-            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                return _owned(sdpa(i["q"], i["k"], i["v"], enable_gqa=True), o["out"])
-        return sdpa_flash
+    if name in SDPA_BACKENDS:
+        return _sdpa(name)
     if name == "flex":
         from torch.nn.attention.flex_attention import flex_attention
 
         fn = torch.compile(lambda q, k, v: flex_attention(q, k, v, enable_gqa=True), dynamic=False)
         return lambda i, o: _owned(fn(i["q"], i["k"], i["v"]), o["out"])
+    if name == "flex_paged":
+        import inspect
+
+        try:
+            from torch.nn.attention.flex_attention import BlockMask, flex_attention
+        except ImportError as exc:
+            raise RuntimeError(f"decode_attention (decode.py): flex_paged: not runnable here: torch "
+                               f"{torch.__version__} has no FlexAttention BlockMask ({exc})") from None
+        if "compute_q_blocks" not in inspect.signature(BlockMask.from_kv_blocks).parameters:
+            raise RuntimeError(f"decode_attention (decode.py): flex_paged: not runnable here: torch "
+                               f"{torch.__version__}'s BlockMask.from_kv_blocks takes no compute_q_blocks")
+
+        def paged(*args):
+            return flex_paged_attention(flex_attention, BlockMask, *args)
+
+        fn = torch.compile(paged, dynamic=False)
+        names = ("q", "k", "v", "flex_counts", "flex_blocks", "flex_owner", "flex_valid")
+        return lambda i, o: _owned(fn(*(i[n] for n in names)), o["out"])
     import kernels
     import triton
 
@@ -236,20 +372,24 @@ def load(name):
                                                                        num_warps=8)
             return
         q, k, v, out = i["q"], i["k"], i["v"], o["out"]
-        b, hq, _, d = q.shape
+        b, hq, t, d = q.shape
         hkv = k.shape[1]
-        paged = name == "triton_paged"
+        paged = name in ("triton_paged", "triton_paged64")
+        page_tile = name == "triton_paged64"
+        if page_tile and k.shape[2] % BLOCK_N:
+            raise ValueError(f"decode_attention (decode.py): triton_paged64: pages of {k.shape[2]} tokens: the "
+                             f"page must hold whole tiles of {BLOCK_N}")
         table, lens = (i["table"], i["lens"]) if paged else (q, q)  # unused by a contiguous launch
         n = table.shape[1] * k.shape[2] if paged else k.shape[2]  # paged: the capacity; lens bounds each sequence
         split = name != "triton_gqa"
         chunk, splits = split_plan(b, hkv, n, _sm_count(q.device)) if split else (n, 1)
-        opart = torch.empty(b * hq * splits * d if split else 1, dtype=torch.float32, device=q.device)
-        lse = torch.empty(b * hq * splits if split else 1, dtype=torch.float32, device=q.device)
+        opart = torch.empty(b * hq * t * splits * d if split else 1, dtype=torch.float32, device=q.device)
+        lse = torch.empty(b * hq * t * splits if split else 1, dtype=torch.float32, device=q.device)
         kernels.decode_kernel[(b * hkv, splits)](
             q, k, v, table, lens, out, opart, lse, n, chunk, splits, table.shape[1] if paged else 0,
-            1.4426950408889634 / d ** 0.5, HKV=hkv, GROUP=hq // hkv, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, D=d,
-            PAGE=k.shape[2] if paged else 1, PAGED=paged, SPLIT=split, num_warps=4, num_stages=2)
+            1.4426950408889634 / d ** 0.5, HKV=hkv, GROUP=hq // hkv, QLEN=t, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, D=d,
+            PAGE=k.shape[2] if paged else 1, PAGED=paged, PAGE_TILE=page_tile, SPLIT=split, num_warps=4,
+            num_stages=2)
         if split:
-            kernels.combine_kernel[(b * hq,)](opart, lse, out, splits, D=d, SB=COMBINE_SPLITS, num_warps=4)
+            kernels.combine_kernel[(b * hq * t,)](opart, lse, out, splits, D=d, SB=COMBINE_SPLITS, num_warps=4)
     return launch
-
