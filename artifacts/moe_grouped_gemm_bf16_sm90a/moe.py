@@ -1,5 +1,6 @@
 """moe_grouped_gemm_bf16_sm90a: the grouped GEMM of a mixture-of-experts layer in bf16 (fp32 accumulation) over
-ragged experts, in Triton, against a loop of torch.mm (cuBLAS), torch._grouped_mm (CUTLASS) and one dense torch.mm.
+ragged experts, in Triton, against a loop of torch.mm (cuBLAS), cuBLAS's grouped API, torch._grouped_mm (CUTLASS)
+and one dense torch.mm.
 
 Tokens arrive already routed and sorted by expert: A [T, K] holds the routed rows (T = tokens * top-k), W [E, N, K]
 the experts' weights (nn.Linear's [out, in] per expert), offs int32 [E] the cumulative end row of each expert
@@ -13,9 +14,20 @@ the values of A and W. Shapes are DeepSeek-V3's experts (arXiv:2412.19437): the 
 (16384 rows), decode 256 tokens top-8 (2048 rows). The dense entry is one expert holding all 16384 rows: the
 same FLOPs as the prefill entries in one cuBLAS call, the roof-like reference.
 Rungs: 0 a Python loop of torch.mm over the experts (what one writes first; the offsets go to the host first),
-torch._grouped_mm (one CUTLASS grouped launch), torch.mm on the dense entry; 1 a Triton grouped GEMM: one launch,
+cuBLAS's grouped API (one cublasGemmGroupedBatchedEx call, below), torch._grouped_mm (one CUTLASS grouped launch),
+torch.mm on the dense entry; 1 a Triton grouped GEMM: one launch,
 the (expert, m-tile, n-tile) schedule found on the device from offs, pointer tiles, masked edges; 2 a persistent
 Triton grouped GEMM, one program per SM walking the schedule in grouped order inside each expert, TMA loads.
+cublas_grouped calls cublasGemmGroupedBatchedEx (cuBLAS 12.5 and later) once, one group of one problem per expert
+with rows, through cublas_grouped.cu (built by kwiki into the library at $KWIKI_CUDA_LIBRARY, called through ctypes
+on torch's current stream). cuBLAS takes each group's sizes in host arrays, so the call reads the offsets back first
+(a device-to-host copy and a sync, as the loop does) and copies the per-expert pointer arrays to the device. How it
+reaches cuBLAS: kwiki's CUDA-in-Python build has no link flags and the toolkit kwiki compiles with need not ship
+cuBLAS, so the library links no cuBLAS and includes no cuBLAS header; this module finds the libcublas that torch has
+already loaded (its path in /proc/self/maps) and hands the library the address of cublasGemmGroupedBatchedEx in it,
+with torch's own handle (torch.cuda.current_blas_handle(): torch's workspace, bound to the current stream). So the
+baseline runs the very cuBLAS build the torch.mm loop runs, no second copy is loaded, and kwiki needed no change.
+Where torch has no CUDA, no libcublas is loaded, or it lacks the symbol, the variant is not runnable and says why.
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
 """
 
@@ -37,7 +49,9 @@ GRID = [
     {"case": "offtile", "route": "fixed", "experts": len(OFF_TILE_COUNTS), "tokens": sum(OFF_TILE_COUNTS),
      "topk": 1, "n": 1000, "k": 1000, "dtype": "bfloat16"},
 ]
-VARIANTS = ["torch_mm_loop", "torch_grouped_mm", "torch_mm_dense", "triton_grouped", "triton_grouped_tma_persistent"]
+VARIANTS = ["torch_mm_loop", "cublas_grouped", "torch_grouped_mm", "torch_mm_dense", "triton_grouped",
+            "triton_grouped_tma_persistent"]
+CUBLAS_SYMBOL = "cublasGemmGroupedBatchedEx"  # cuBLAS 12.5 and later
 TOLERANCES = {
     "bfloat16": (0.01, 2.0 ** -7, "a bf16 output (one rounding, 2^-9 relative) of an fp32 sum over K <= 7168 in "
                                   "another order than the fp32 reference; outputs are O(1/3) by construction, "
@@ -154,6 +168,111 @@ def _loop(i, o):
         start = end
 
 
+def cublas_operands_error(a, w, c, offs):
+    """What cublas_grouped is not built for in these tensors, or None (checked before any CUDA call)."""
+    import torch
+
+    bad = [f"{x} is {t.dtype}, not torch.bfloat16" for x, t in (("a", a), ("w", w), ("c", c))
+           if t.dtype != torch.bfloat16]
+    if offs.dtype != torch.int32:
+        bad.append(f"offs is {offs.dtype}, not torch.int32")
+    if (a.dim(), w.dim(), c.dim(), offs.dim()) != (2, 3, 2, 1):
+        return "; ".join([*bad, "a, w, c and offs must be [T, K], [E, N, K], [T, N] and [E]"])
+    (t, k), (e, n, kw) = a.shape, w.shape
+    if kw != k or tuple(c.shape) != (t, n) or offs.shape[0] != e:
+        bad.append(f"shapes a {tuple(a.shape)}, w {tuple(w.shape)}, c {tuple(c.shape)}, offs {tuple(offs.shape)} "
+                   "do not agree")
+    if n % 8 or k % 8:
+        bad.append(f"n {n} and k {k} must be multiples of 8 (16-byte rows, as cuBLAS wants bf16 pointers aligned)")
+    bad += [f"{x} is not contiguous" for x, t in (("a", a), ("w", w), ("c", c), ("offs", offs))
+            if not t.is_contiguous()]
+    if max(t, n, k) >= 2 ** 31:
+        bad.append("a size does not fit cuBLAS's 32-bit m, n, k")
+    bad += [f"{x} is on {t.device}, not a CUDA device" for x, t in (("a", a), ("w", w), ("c", c)) if not t.is_cuda]
+    if len({str(t.device) for t in (a, w, c, offs)}) > 1:
+        bad.append("a, w, c and offs are not on one device")
+    return "; ".join(bad) or None
+
+
+def cublas_ends_error(ends, rows):
+    """What is wrong with the offsets read back to the host (cumulative end rows, ending at T), or None."""
+    start = 0
+    for e, end in enumerate(ends):
+        if end < start:
+            return f"offs[{e}] = {end} is below offs[{e - 1}] = {start}" if e else f"offs[0] = {end} is negative"
+        start = end
+    return None if start == rows else f"the offsets end at {start}, not at the {rows} rows of a"
+
+
+def loaded_cublas(maps):
+    """The path of the libcublas (not libcublasLt) mapped into a process, from the text of its /proc/PID/maps; None
+    where there is none."""
+    for line in maps.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].strip().rsplit("/", 1)[-1].startswith("libcublas.so"):
+            return parts[5].strip()
+    return None
+
+
+def cublas_symbol(path):
+    """The address of cublasGemmGroupedBatchedEx in the library at `path`; RuntimeError (not runnable) without it."""
+    import ctypes
+
+    try:
+        return ctypes.cast(getattr(ctypes.CDLL(path), CUBLAS_SYMBOL), ctypes.c_void_p).value
+    except AttributeError:
+        raise RuntimeError(f"cublas_grouped is not runnable here: {path} has no {CUBLAS_SYMBOL} (cuBLAS 12.5 or "
+                           "later has it)") from None
+
+
+# kwiki:rung cublas_grouped
+def _cublas_grouped():
+    """Rung 0: one cublasGemmGroupedBatchedEx call through cublas_grouped.cu, with torch's cuBLAS (see the module's
+    docstring). Not runnable, with the reason, before anything is called where that cannot work here."""
+    import ctypes
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("cublas_grouped is not runnable here: no CUDA device in this torch "
+                           f"({torch.__version__}); cuBLAS's grouped GEMM runs on the GPU only")
+    library = os.environ.get("KWIKI_CUDA_LIBRARY")
+    if not library:
+        raise RuntimeError("cublas_grouped is not runnable here: no $KWIKI_CUDA_LIBRARY (kwiki builds "
+                           "cublas_grouped.cu into it)")
+    torch.cuda.current_blas_handle()  # torch's handle for this device, made now if it was not yet
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+        path = loaded_cublas(fh.read())
+    if path is None:
+        raise RuntimeError(f"cublas_grouped is not runnable here: torch {torch.__version__} has loaded no libcublas")
+    gemm = cublas_symbol(path)
+    fn = ctypes.CDLL(library).kwiki_moe_cublas_grouped
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int),
+                   *[ctypes.c_int] * 4, *[ctypes.c_void_p] * 4]
+    fn.restype = ctypes.c_int
+
+    def grouped(i, o):
+        a, w, c, offs = i["a"], i["w"], o["c"], i["offs"]
+        where = "moe_grouped_gemm_bf16_sm90a (moe.py): cublas_grouped"
+        why = cublas_operands_error(a, w, c, offs)
+        if why:
+            raise ValueError(f"{where}: {why}")
+        ends = offs.tolist()  # the device-to-host copy and sync: cuBLAS takes each group's m on the host
+        why = cublas_ends_error(ends, a.shape[0])
+        if why:
+            raise ValueError(f"{where}: {why}")
+        e, (t, k), n = len(ends), a.shape, w.shape[1]
+        table = torch.empty(3 * e, dtype=torch.int64, device=a.device)  # the device's pointer arrays (stream-ordered)
+        err = fn(gemm, torch.cuda.current_blas_handle(), torch.cuda.current_stream().cuda_stream,
+                 (ctypes.c_int * e)(*ends), e, t, n, k, a.data_ptr(), w.data_ptr(), c.data_ptr(), table.data_ptr())
+        if err:
+            raise RuntimeError(f"{where}: kwiki_moe_cublas_grouped returned {err} (-1: operands refused; -1000 - s: "
+                               "cuBLAS status s; else a CUDA error code of the pointers' copy)")
+    return grouped
+# /kwiki:rung cublas_grouped
+
+
 def load(name):
     import torch
 
@@ -163,6 +282,8 @@ def load(name):
         def dense(i, o):
             torch.mm(i["a"], i["w"][0].t(), out=o["c"])
         return dense
+    if name == "cublas_grouped":
+        return _cublas_grouped()
     if name == "torch_grouped_mm":
         if not hasattr(torch, "_grouped_mm"):
             raise RuntimeError(f"torch {torch.__version__} has no torch._grouped_mm (not applicable here)")
