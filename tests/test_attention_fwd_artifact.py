@@ -258,7 +258,7 @@ def test_triton_kernel_compiles_for_sm90a_to_wgmma_without_spills(tmp_path: Path
            for line in sass.splitlines() if line.strip().startswith("/*") and len(line.split()) > 2]
     assert any(op.startswith("HGMMA.") for op in ops), "tl.dot did not become wgmma"
     assert not any(op.startswith(("STL", "LDL")) for op in ops), "ptxas spilled registers to local memory"
-    if split and head_dim == 128:  # the rung below the CUDA ones: cuda_fa3_ws's expectations (TMA, setmaxnreg) fail on its kernel
+    if split and head_dim == 128:  # the rung below the CUDA ones: cuda_fa3_ws's expectations fail on its kernel
         from kwiki.verify.sass import check_variant, parse_listing
         from kwiki.wiki.manifest import load_manifest
 
@@ -268,3 +268,79 @@ def test_triton_kernel_compiles_for_sm90a_to_wgmma_without_spills(tmp_path: Path
         mismatches = "; ".join(check_variant(on_triton, "sm_90a", parse_listing(sass), {})[1])
         assert "require 'UTMALDG.3D >= 6'" in mismatches and "USETMAXREG" in mismatches, mismatches
     sys.modules.pop("kwiki_test_attention_fwd_kernels_aot", None)
+
+
+SMALL = {64: {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1},  # interpreted: small tiles, still off
+         128: {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 1}}  # the shapes below
+LAUNCHED = [  # (variant, params): head dim 64 and grouped heads, every sequence off the tiles
+    ("triton_fa2_split", {"batch": 1, "heads": 4, "kv_heads": 2, "seq": 150, "head_dim": 64, "mask": "none"}),
+    ("triton_fa2_split", {"batch": 2, "heads": 4, "kv_heads": 1, "seq": 100, "head_dim": 64, "mask": "causal"}),
+    ("triton_fa2", {"batch": 1, "heads": 6, "kv_heads": 3, "seq": 90, "head_dim": 64, "mask": "causal"}),
+    ("triton_fa2_split", {"batch": 1, "heads": 4, "kv_heads": 2, "seq": 130, "head_dim": 128, "mask": "causal"}),
+]
+
+
+def _need_interpreter() -> None:
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs TRITON_INTERPRET=1 from the start (never set here: it would hold for the whole process)")
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+
+
+def _launched(monkeypatch: pytest.MonkeyPatch, variant: str, params: dict[str, Any],
+              kernels: Any = None) -> tuple[bool, str, bool, str, float]:
+    """The module's own path, interpreted: make_inputs (bf16), poisoned make_outputs, triton_launcher(variant) (with
+    `kernels` in place of kernels.py where given), then the harness's comparison of o and of the LSE with the
+    reference: (o passed, its detail, lse passed, its detail, the LSE's largest error, NaN counted as 1)."""
+    _need_interpreter()
+    from triton_interpreter import patch
+
+    patch()  # the interpreter's tl.dot of bf16 operands, and its int() on NumPy 2
+    sys.path.insert(0, str(ART.parent / "common"))
+    import kwiki_harness as harness
+
+    monkeypatch.syspath_prepend(str(ART))
+    if kernels is not None:
+        monkeypatch.setitem(sys.modules, "kernels", kernels)
+    p = _params(**params)
+    inputs = attention.make_inputs(p, 11, "cpu")
+    pristine = {k: v.clone() for k, v in inputs.items() if k != "causal"}
+    outputs = attention.make_outputs(p, inputs)
+    for t in outputs.values():
+        t.fill_(float("nan"))
+    assert attention.triton_launcher(variant, SMALL)(inputs, outputs) is None
+    assert all(bool((inputs[k] == v).all()) for k, v in pristine.items())
+    ref = attention.reference(p, inputs)
+    atol, rtol, _ = attention.TOLERANCES["bfloat16"]
+    o_ok, o_detail, _, _ = harness.compare(outputs["o"], ref["o"], atol, rtol, "o")
+    lse_ok, lse_detail, _, _ = harness.compare(outputs["lse"], ref["lse"], atol, rtol, "lse")
+    lse_err = float((outputs["lse"].double() - ref["lse"]).abs().nan_to_num(1.0).max())
+    return o_ok, o_detail, lse_ok, lse_detail, lse_err
+
+
+@pytest.mark.parametrize(("variant", "params"), LAUNCHED)
+def test_the_launched_kernel_writes_o_and_the_lse_at_head_dim_64_and_grouped_heads(
+        monkeypatch: pytest.MonkeyPatch, variant: str, params: dict[str, Any]) -> None:
+    o_ok, o_detail, lse_ok, lse_detail, lse_err = _launched(monkeypatch, variant, params)
+    assert o_ok, o_detail
+    assert lse_ok and lse_err < 1e-4, (lse_detail, lse_err)  # fp32 state: far inside the harness's tolerance
+
+
+@pytest.mark.parametrize(("change", "fails"), [
+    (("kv = h // group", "kv = h % (heads // group)"), "o"),  # query heads dealt round-robin to the KV heads
+    (("(m_i + tl.math.log2(l_i)) * 0.6931471805599453", "m_i + tl.math.log2(l_i)"), "lse"),  # log2, not ln
+    (("(m_i + tl.math.log2(l_i)) * 0.6931471805599453", "tl.math.log2(l_i) * 0.6931471805599453"), "lse"),  # no max
+])
+def test_a_kernel_with_the_wrong_kv_head_or_lse_fails_the_check(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                               change: tuple[str, str], fails: str) -> None:
+    """kernels.py with one line changed, launched as the variant is: the comparison the harness makes fails the output
+    the change breaks (the LSE of a wrong KV head is itself off by little: the output is what shows that one)."""
+    _need_interpreter()
+    source = (ART / "kernels.py").read_text(encoding="utf-8")
+    assert source.count(change[0]) == 1
+    mutated = tmp_path / "kernels_mutated.py"
+    mutated.write_text(source.replace(change[0], change[1]), encoding="utf-8")
+    kernels = _load("kwiki_test_attention_fwd_kernels_mutated", mutated)
+    o_ok, _, lse_ok, _, _ = _launched(monkeypatch, "triton_fa2_split", LAUNCHED[0][1], kernels)  # 4 heads over 2
+    assert not (o_ok if fails == "o" else lse_ok)
+    sys.modules.pop("kwiki_test_attention_fwd_kernels_mutated", None)
