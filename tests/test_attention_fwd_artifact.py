@@ -344,3 +344,43 @@ def test_a_kernel_with_the_wrong_kv_head_or_lse_fails_the_check(monkeypatch: pyt
     o_ok, _, lse_ok, _, _ = _launched(monkeypatch, "triton_fa2_split", LAUNCHED[0][1], kernels)  # 4 heads over 2
     assert not (o_ok if fails == "o" else lse_ok)
     sys.modules.pop("kwiki_test_attention_fwd_kernels_mutated", None)
+
+
+def test_a_backend_refusing_grouped_heads_gets_them_expanded_in_the_call_and_said(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """sdpa_cudnn passes enable_gqa with K and V of fewer heads; a backend that refuses it (PyTorch's 'No available
+    kernel') gets them expanded to the query heads inside the call from then on, said on stderr; any other error
+    is raised."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    real = F.scaled_dot_product_attention
+    calls: list[bool] = []
+
+    def refusing(q: Any, k: Any, v: Any, is_causal: bool = False, enable_gqa: bool = False) -> Any:
+        calls.append(enable_gqa)
+        if enable_gqa:
+            raise RuntimeError("No available kernel.  Aborting execution.")
+        assert k.shape[1] == q.shape[1]
+        with torch.nn.attention.sdpa_kernel([torch.nn.attention.SDPBackend.MATH]):
+            return real(q.float(), k.float(), v.float(), is_causal=is_causal).to(q.dtype)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", refusing)
+    p = _params(heads=4, kv_heads=2, seq=64, outputs="o")
+    inputs = attention.make_inputs(p, 1, "cpu")
+    fn = attention.load("sdpa_cudnn")
+    ref = attention.reference(p, inputs)["o"]
+    for _ in range(2):
+        out = attention.make_outputs(p, inputs)
+        got = fn(inputs, out)
+        o = out["o"] if got is None else got["o"]
+        assert float((o.double() - ref).abs().max()) < 2e-2
+    assert calls == [True, False, False]  # refused once; expanded from then on
+    assert "refused enable_gqa" in capsys.readouterr().err
+
+    def broken(*args: Any, **kw: Any) -> Any:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", broken)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        attention.load("sdpa_cudnn")(inputs, attention.make_outputs(p, inputs))

@@ -254,10 +254,25 @@ def load(name):
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         backend = SDPBackend.CUDNN_ATTENTION if name == "sdpa_cudnn" else SDPBackend.FLASH_ATTENTION
+        expand = set()  # shapes whose grouped K and V this backend refused: expanded in the call from then on
 
         def sdpa(q, k, v, causal):
+            shape = (tuple(q.shape), tuple(k.shape), bool(causal))
+            if shape in expand:  # the copy is inside the call, so it is timed with it
+                k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
+            gqa = k.shape[1] != q.shape[1]
             with sdpa_kernel([backend]):  # that backend or an error: no silent fallback to another
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
+                try:
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+                except RuntimeError as exc:  # only the backend's refusal of grouped heads is taken, and said
+                    if not gqa or "No available kernel" not in str(exc):
+                        raise
+            import sys
+
+            sys.stderr.write(f"attention_fwd_bf16_sm90a (attention.py): {name}: the backend refused enable_gqa at "
+                             f"q {shape[0]}, k {shape[1]}: K and V expanded to the query heads inside the call\n")
+            expand.add(shape)
+            return sdpa(q, k, v, causal)
         return _library(sdpa)
     if name == "flex_attention":
         from torch.nn.attention.flex_attention import flex_attention
