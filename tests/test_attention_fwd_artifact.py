@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -244,8 +245,8 @@ def test_triton_kernel_compiles_for_sm90a_to_wgmma_without_spills(tmp_path: Path
     cfg = attention.CONFIGS[head_dim]
     const = {"BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "HEAD_DIM": head_dim, "CAUSAL": causal,
              "SPLIT": split, "STORE_LSE": True}
-    sig = {n: "constexpr" if n in const else "*bf16" if n.endswith("_ptr") else "fp32" if n == "qk_scale"
-           else "i32" for n in fn.arg_names}
+    sig = {n: "constexpr" if n in const else "*fp32" if n == "lse_ptr" else "*bf16" if n.endswith("_ptr")
+           else "fp32" if n == "qk_scale" else "i32" for n in fn.arg_names}
     aligned = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in fn.arg_names
                if n.endswith("_ptr") or n.startswith("stride")}
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=aligned)
@@ -258,6 +259,13 @@ def test_triton_kernel_compiles_for_sm90a_to_wgmma_without_spills(tmp_path: Path
            for line in sass.splitlines() if line.strip().startswith("/*") and len(line.split()) > 2]
     assert any(op.startswith("HGMMA.") for op in ops), "tl.dot did not become wgmma"
     assert not any(op.startswith(("STL", "LDL")) for op in ops), "ptxas spilled registers to local memory"
+    if head_dim == 64:  # two CTAs an SM: registers (allocated 8 at a time) and shared memory for two, the page's reason
+        usage = subprocess.run([str(tool), "-res-usage", str(cubin)], capture_output=True, text=True, check=True).stdout
+        found = re.search(r"REG:(\d+)", usage)
+        assert found is not None, usage
+        regs = -(-int(found.group(1)) // 8) * 8
+        assert regs * 32 * cfg["num_warps"] * 2 <= 65536, regs
+        assert compiled.metadata.shared * 2 <= 227 * 1024, compiled.metadata.shared
     if split and head_dim == 128:  # the rung below the CUDA ones: cuda_fa3_ws's expectations fail on its kernel
         from kwiki.verify.sass import check_variant, parse_listing
         from kwiki.wiki.manifest import load_manifest

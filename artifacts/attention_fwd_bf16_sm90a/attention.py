@@ -38,7 +38,7 @@ SCORES_CHUNK = 1 << 28  # elements of the reference's scores at a time (1 GiB in
 CONFIGS = {  # by head dim; two warpgroups of 64 rows each. Compiled offline for sm_90a (Triton 3.6), causal: head dim
     # 128 takes 180 registers a thread and 128 KiB of shared memory (one CTA an SM); head dim 64 with the same tile
     # 122 registers and 64 KiB, so two CTAs share an SM and one's softmax can run under the other's wgmma (128-key
-    # blocks at head dim 64 take 205-222 registers and 112 KiB: one CTA an SM)
+    # blocks at head dim 64 take 205-222 registers and 112 KiB: one CTA an SM). A test checks the two CTAs.
     128: {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
     64: {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
 }
