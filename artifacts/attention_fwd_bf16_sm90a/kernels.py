@@ -6,7 +6,9 @@ two fp32 numbers a row (the running maximum m and the running sum l of exponenti
 blocks of BLOCK_N. For every block: scores S = Q K^T (tensor cores, fp32 accumulation), in the base-2 domain
 (the softmax scale times log2(e) folded into one multiply, so exp2 replaces exp); the new maximum; the
 rescale factor alpha = 2^(m_old - m_new) applied to l and to the accumulator; P = 2^(S - m_new) rounded to
-bf16 and accumulated as P V. The output is the accumulator over l, rounded to bf16, written once.
+bf16 and accumulated as P V. The output is the accumulator over l, rounded to bf16, written once, and with
+STORE_LSE (the timed rungs) each row's natural-log log-sum-exp, (m + log2 l) ln 2, in fp32. Grouped-query
+attention: query head h reads K and V head h // group where they lie (no expanded copy).
 
 SPLIT (rung 2) changes only where the masks are computed: without it every block goes through the masked
 body (keys past the sequence end, and the causal triangle); with it the blocks that need no mask (all keys
