@@ -52,12 +52,15 @@ def test_the_cuda_rungs_climb_above_the_triton_ones_and_name_their_kernels() -> 
         assert by_name[name].sass is not None and {"STL", "LDL"} <= set(by_name[name].sass.forbid)
     mod = _module()
     assert set(mod.FA3) == set(RUNGS) and set(RUNGS) <= set(mod.VARIANTS)
-    assert all(mod.applies(n, p) for n in RUNGS for p in mod.GRID)  # every shape, the off-tile ones included
+    ours = [p for p in mod.GRID if p["outputs"] == "o" and p["head_dim"] == 128 and p["kv_heads"] == p["heads"]]
+    assert {p["seq"] for p in ours} >= {1000, 4096, 8192, 16384}  # every head-dim-128 shape, the off-tile ones included
+    assert all(mod.applies(n, p) == (p in ours) for n in RUNGS for p in mod.GRID)  # never head dim 64, grouped, LSE
 
 
 def test_the_page_claims_select_the_cuda_rungs_at_grid_entries() -> None:
     page = load_page(PAGE, REPO)
-    grid = _module().GRID
+    mod = _module()
+    grid = mod.GRID
     named: set[str] = set()
     for c in page.meta.claims:
         if c.measure is None:
@@ -66,7 +69,8 @@ def test_the_page_claims_select_the_cuda_rungs_at_grid_entries() -> None:
             if sel is None or sel.variant not in RUNGS:
                 continue
             named.add(sel.variant)
-            assert sum(all(p[k] == v for k, v in sel.params.items()) for p in grid) == 1, (c.id, sel.params)
+            at = [p for p in grid if all(p[k] == v for k, v in sel.params.items()) and mod.applies(sel.variant, p)]
+            assert len(at) == 1, (c.id, sel.params)
     assert named == set(RUNGS)
     assert any(p["seq"] == 8192 and p["mask"] == "none" for p in grid)
 

@@ -6,7 +6,9 @@ two fp32 numbers a row (the running maximum m and the running sum l of exponenti
 blocks of BLOCK_N. For every block: scores S = Q K^T (tensor cores, fp32 accumulation), in the base-2 domain
 (the softmax scale times log2(e) folded into one multiply, so exp2 replaces exp); the new maximum; the
 rescale factor alpha = 2^(m_old - m_new) applied to l and to the accumulator; P = 2^(S - m_new) rounded to
-bf16 and accumulated as P V. The output is the accumulator over l, rounded to bf16, written once.
+bf16 and accumulated as P V. The output is the accumulator over l, rounded to bf16, written once, and with
+STORE_LSE (the timed rungs) each row's natural-log log-sum-exp, (m + log2 l) ln 2, in fp32. Grouped-query
+attention: query head h reads K and V head h // group where they lie (no expanded copy).
 
 SPLIT (rung 2) changes only where the masks are computed: without it every block goes through the masked
 body (keys past the sequence end, and the causal triangle); with it the blocks that need no mask (all keys
@@ -58,15 +60,17 @@ def _attend(acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_vn, rows, lo, hi
     return acc, m_i, l_i
 
 
-@triton.jit(do_not_specialize=["seq", "heads"])  # one compile for every shape of the grid (1000 is not 16k)
-def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, seq, heads,
+@triton.jit(do_not_specialize=["seq", "heads", "group"])  # one compile for every shape of a head dim (1000 is not 16k)
+def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, seq, heads, group,
                     stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                     stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, qk_scale,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                     CAUSAL: tl.constexpr, SPLIT: tl.constexpr, STORE_LSE: tl.constexpr):
-    """Grid (cdiv(seq, BLOCK_M), batch * heads). Q, K, V, O are [batch, heads, seq, HEAD_DIM] with a unit
-    stride along HEAD_DIM. qk_scale is the softmax scale times log2(e). With STORE_LSE, the natural-log
-    log-sum-exp of every row's scaled scores goes to lse_ptr ([batch * heads, seq] fp32)."""
+    """Grid (cdiv(seq, BLOCK_M), batch * heads). Q and O are [batch, heads, seq, HEAD_DIM], K and V [batch,
+    heads / group, seq, HEAD_DIM], each with a unit stride along HEAD_DIM: query head h reads KV head h // group
+    (grouped-query attention; group 1 is plain multi-head attention). qk_scale is the softmax scale times log2(e).
+    With STORE_LSE, the natural-log log-sum-exp of every row's scaled scores goes to lse_ptr ([batch * heads, seq]
+    fp32)."""
     tl.static_assert(BLOCK_M % BLOCK_N == 0)
     n_m = tl.cdiv(seq, BLOCK_M)
     # causal: the last query blocks see the most keys; launch them first so the short ones fill the tail
@@ -74,9 +78,10 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, seq, heads,
     bh = tl.program_id(1)
     b = (bh // heads).to(tl.int64)
     h = (bh % heads).to(tl.int64)
+    kv = h // group  # the KV head this query head shares with the group's others, read in place
     q_base = q_ptr + b * stride_qb + h * stride_qh
-    k_base = k_ptr + b * stride_kb + h * stride_kh
-    v_base = v_ptr + b * stride_vb + h * stride_vh
+    k_base = k_ptr + b * stride_kb + kv * stride_kh
+    v_base = v_ptr + b * stride_vb + kv * stride_vh
     o_base = o_ptr + b * stride_ob + h * stride_oh
 
     first = start_m * BLOCK_M
