@@ -10,8 +10,11 @@ against HEAD instead:
 - an append-only store under results/ (`*.jsonl`: the runs, the audits): every archive's copy must start with the
   file as committed at HEAD (else it was not made from this commit: refused); what follows is appended here, in
   the order of the arguments (a later audit line replaces an earlier one, as when they were written in turn);
+- results/timelines/ (a later trace replaces an earlier one, kwiki.results.timelines): the last archive's copy;
 - any other file (a page, a generated file): taken from the archive that changed it against HEAD; two archives
-  that changed it differently are a conflict (refused, nothing written).
+  that changed it differently are a conflict (refused, nothing written), unless `--last-wins`: then the last
+  archive's copy, which was judged over HEAD's runs and its own only (each call saw a fresh copy of HEAD), so the
+  page says fewer runs than the store then holds until the next `kwiki verify` of it re-judges over all of them.
 
 Nothing is written unless every archive merges; wiki/ and results/ must have no uncommitted change here.
 Run `kwiki check` afterwards.
@@ -57,10 +60,15 @@ def members(archive: Path) -> dict[str, bytes]:
 
 
 def is_store(rel: str) -> bool:
-    return rel.startswith("results/") and rel.endswith(".jsonl")
+    return rel.startswith("results/") and rel.endswith(".jsonl") and not is_replaced(rel)
 
 
-def merge(root: Path, archives: list[Path]) -> dict[str, bytes]:
+def is_replaced(rel: str) -> bool:
+    """A file whose newer copy replaces the older (the traces of a later run)."""
+    return rel.startswith("results/timelines/")
+
+
+def merge(root: Path, archives: list[Path], last_wins: bool = False) -> dict[str, bytes]:
     """path -> new content, for every file the archives changed against HEAD."""
     appended: dict[str, bytes] = {}
     replaced: dict[str, tuple[bytes, Path]] = {}
@@ -76,7 +84,7 @@ def merge(root: Path, archives: list[Path]) -> dict[str, bytes]:
                 if len(data) > len(base):
                     appended[rel] = appended.get(rel, b"") + data[len(base):]
             elif data != base:
-                if rel in replaced and replaced[rel][0] != data:
+                if rel in replaced and replaced[rel][0] != data and not (last_wins or is_replaced(rel)):
                     raise MergeError(f"{archive}: {rel} was also changed, differently, by {replaced[rel][1]}")
                 replaced[rel] = (data, archive)
     out = {rel: (bases[rel] or b"") + extra for rel, extra in appended.items()}
@@ -93,6 +101,8 @@ def dirty(root: Path) -> list[str]:
 def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("archives", nargs="+", type=Path, help="written.tgz of each call, in the order they ran")
+    parser.add_argument("--last-wins", action="store_true",
+                        help="a page several calls wrote: keep the last call's (judged over HEAD's runs and its own)")
     args = parser.parse_args(argv)
     changed = dirty(root)
     if changed:
@@ -100,7 +110,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
               "restore them first", file=sys.stderr)
         return 2
     try:
-        out = merge(root, args.archives)
+        out = merge(root, args.archives, last_wins=args.last_wins)
     except MergeError as e:
         print(f"merge_written: {e}; nothing written", file=sys.stderr)
         return 2

@@ -67,6 +67,24 @@ def test_a_page_two_calls_wrote_differently_is_a_conflict_and_nothing_is_written
     assert (repo / "results/gpu.jsonl").read_bytes() == BASE["results/gpu.jsonl"]
 
 
+def test_last_wins_keeps_the_last_calls_page_and_every_run(repo, tmp_path):
+    one = archive(tmp_path / "1.tgz", {"wiki/a.md": b"one\n",
+                                       "results/gpu.jsonl": BASE["results/gpu.jsonl"] + b'{"run": 1}\n'})
+    two = archive(tmp_path / "2.tgz", {"wiki/a.md": b"two\n",
+                                       "results/gpu.jsonl": BASE["results/gpu.jsonl"] + b'{"run": 2}\n'})
+    assert merge_written.main(["--last-wins", str(one), str(two)], root=repo) == 0
+    assert (repo / "wiki/a.md").read_bytes() == b"two\n"
+    assert (repo / "results/gpu.jsonl").read_bytes() == b'{"run": 0}\n{"run": 1}\n{"run": 2}\n'
+
+
+def test_a_later_trace_replaces_an_earlier_one_and_is_not_appended(repo, tmp_path):
+    trace = "results/timelines/gpu.jsonl"
+    one = archive(tmp_path / "1.tgz", {trace: b'{"trace": 1}\n'})
+    two = archive(tmp_path / "2.tgz", {trace: b'{"trace": 2}\n'})
+    assert merge_written.main([str(one), str(two)], root=repo) == 0
+    assert (repo / trace).read_bytes() == b'{"trace": 2}\n'
+
+
 def test_a_store_from_another_commit_is_refused(repo, tmp_path, capsys):
     other = archive(tmp_path / "1.tgz", {"results/gpu.jsonl": b'{"run": 9}\n{"run": 1}\n'})
     assert merge_written.main([str(other)], root=repo) == 2
