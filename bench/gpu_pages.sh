@@ -12,6 +12,10 @@
 #
 #   RUNS=3 BUDGET_S=550 bash bench/gpu_pages.sh "page-new" -- --no-audit --until-runs 3   # a new series' 3 runs
 #
+# Each device call starts from a fresh copy of this checkout, so `--until-runs N` counts the runs committed here,
+# not those of an earlier call whose archive is not merged yet: merge it (bench/merge_written.py) and commit between
+# calls, or expect every call to run each series once more (then `merge_written.py --last-wins` takes them all in).
+#
 # Each quoted group is one `kwiki verify --json ARGS GROUP` (default ARGS: --no-audit), RUNS times in a row (default
 # 1; a repeat only after a run that ran something, all "ok"), run under `timeout` for
 # what is left of BUDGET_S (a group with under 30 s left is not started). Needs KWIKI_COMMIT / KWIKI_DIRTY (the copy
