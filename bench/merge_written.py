@@ -10,6 +10,9 @@ against HEAD instead:
 - an append-only store under results/ (`*.jsonl`: the runs, the audits): every archive's copy must start with the
   file as committed at HEAD (else it was not made from this commit: refused); what follows is appended here, in
   the order of the arguments (a later audit line replaces an earlier one, as when they were written in turn);
+  A call's `kwiki verify` may have summarised a store that grew past its bound (kwiki.results.summary): its copy
+  then does not start with HEAD's, and is taken whole when it holds every claim row and every run of HEAD's, each
+  whole or under its series' summary row (`summarised_from`); later archives' lines are appended to it;
 - results/timelines/ (a later trace replaces an earlier one, kwiki.results.timelines): the last archive's copy;
 - any other file (a page, a generated file): taken from the archive that changed it against HEAD; two archives
   that changed it differently are a conflict (refused, nothing written), unless `--last-wins`: then the last
@@ -23,6 +26,7 @@ Run `kwiki check` afterwards.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tarfile
@@ -68,9 +72,40 @@ def is_replaced(rel: str) -> bool:
     return rel.startswith("results/timelines/")
 
 
+def summarised_from(base: bytes, data: bytes) -> bool:
+    """`data` is `base` summarised (and perhaps appended to): every line of base that is not a record row of a
+    run `data` no longer holds whole is in `data`, and each such run's records are stood for by a summary row of
+    their artifact (its run id `summary:<artifact>:<series>`; rows written before series: `none`)."""
+    def rows(text: bytes) -> list[tuple[bytes, dict]]:
+        out = []
+        for line in text.splitlines():
+            try:
+                out.append((line, json.loads(line)))
+            except ValueError:
+                return []
+        return out
+
+    old, new = rows(base), rows(data)
+    if not old or not new:
+        return False
+    lines = {line for line, _ in new}
+    runs = {(d.get("run_id"), d.get("artifact")) for _, d in new if d.get("kind") == "record"}  # a run: artifacts
+    summaries = {d["run_id"] for _, d in new if str(d.get("run_id", "")).startswith("summary:")}
+    for line, d in old:
+        run = d.get("run_id")
+        if line in lines or str(run).startswith("summary:"):
+            continue  # kept, or an older summary folded into a newer one
+        if d.get("kind") == "commit" or (d.get("kind") == "record" and (run, d.get("artifact")) not in runs):
+            if f"summary:{d.get('artifact')}:{d.get('series') or 'none'}" in summaries or d.get("kind") == "commit":
+                continue
+        return False
+    return True
+
+
 def merge(root: Path, archives: list[Path], last_wins: bool = False) -> dict[str, bytes]:
     """path -> new content, for every file the archives changed against HEAD."""
     appended: dict[str, bytes] = {}
+    summarised: dict[str, tuple[bytes, Path]] = {}  # a store a call summarised: its copy is the base of the merge
     replaced: dict[str, tuple[bytes, Path]] = {}
     bases: dict[str, bytes | None] = {}  # each file as committed, read once for all the archives
     for archive in archives:
@@ -79,15 +114,24 @@ def merge(root: Path, archives: list[Path], last_wins: bool = False) -> dict[str
             if is_store(rel):
                 base = base or b""
                 if not data.startswith(base):
-                    raise MergeError(f"{archive}: {rel} does not start with the file committed at HEAD (was the "
-                                     "call made from another commit?)")
+                    if rel in summarised or not summarised_from(base, data):
+                        raise MergeError(f"{archive}: {rel} does not start with the file committed at HEAD (was the "
+                                         "call made from another commit?)"
+                                         + (f"; {summarised[rel][1]} summarised it already" if rel in summarised
+                                            else ""))
+                    if rel in appended:  # the summary came after another call's lines: they are not in it
+                        raise MergeError(f"{archive}: {rel} was summarised by this call after an earlier archive "
+                                         "appended to it: merge this archive first")
+                    summarised[rel] = (data, archive)
+                    continue
                 if len(data) > len(base):
                     appended[rel] = appended.get(rel, b"") + data[len(base):]
             elif data != base:
                 if rel in replaced and replaced[rel][0] != data and not (last_wins or is_replaced(rel)):
                     raise MergeError(f"{archive}: {rel} was also changed, differently, by {replaced[rel][1]}")
                 replaced[rel] = (data, archive)
-    out = {rel: (bases[rel] or b"") + extra for rel, extra in appended.items()}
+    out = {rel: data for rel, (data, _) in summarised.items()}
+    out.update({rel: out.get(rel, bases[rel] or b"") + extra for rel, extra in appended.items()})
     out.update({rel: data for rel, (data, _) in replaced.items()})
     return out
 
