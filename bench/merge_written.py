@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 KEPT = ("wiki/", "results/")
@@ -76,7 +77,7 @@ def summarised_from(base: bytes, data: bytes) -> bool:
     """`data` is `base` summarised (and perhaps appended to): every line of base that is not a record row of a
     run `data` no longer holds whole is in `data`, and each such run's records are stood for by a summary row of
     their artifact (its run id `summary:<artifact>:<series>`; rows written before series: `none`)."""
-    def rows(text: bytes) -> list[tuple[bytes, dict]]:
+    def rows(text: bytes) -> list[tuple[bytes, dict[str, Any]]]:
         out = []
         for line in text.splitlines():
             try:

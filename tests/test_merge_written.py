@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 import subprocess
 import tarfile
 from pathlib import Path
@@ -95,3 +96,49 @@ def test_uncommitted_changes_are_refused(repo, tmp_path, capsys):
     (repo / "wiki/a.md").write_bytes(b"edited here\n")
     assert merge_written.main([str(archive(tmp_path / "1.tgz", {}))], root=repo) == 2
     assert "uncommitted changes" in capsys.readouterr().err
+
+
+def rec(run: str, artifact: str = "x", series: str = "s", **more: object) -> bytes:
+    return json.dumps({"kind": "record", "run_id": run, "artifact": artifact, "series": series, **more}).encode()
+
+
+OLD_RUNS = b"\n".join([rec("r1", v=1), rec("r1", artifact="y", v=1), b'{"kind": "commit", "run_id": "r1"}',
+                       b'{"kind": "claim", "claim": "c", "run_id": "r1"}', rec("r2", v=2),
+                       b'{"kind": "commit", "run_id": "r2"}']) + b"\n"
+SUMMARY = rec("summary:x:s", summary_of=2)
+
+
+def summarised_repo(repo: Path) -> Path:
+    """HEAD's store holds two runs of artifact x (the first with artifact y too) and a claim row."""
+    (repo / "results/gpu.jsonl").write_bytes(OLD_RUNS)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "runs"],
+                   check=True)
+    return repo
+
+
+def test_a_store_the_call_summarised_is_taken_whole_and_later_calls_append_to_it(repo, tmp_path):
+    """A verify that grows a store past its bound summarises it (kwiki.results.summary): the call's copy no longer
+    starts with HEAD's. It is taken when every run of HEAD's is in it whole or under its series' summary row."""
+    repo = summarised_repo(repo)
+    kept = b"\n".join([rec("r1", artifact="y", v=1), b'{"kind": "claim", "claim": "c", "run_id": "r1"}', SUMMARY,
+                       b'{"kind": "commit", "run_id": "summary:x:s"}']) + b"\n"
+    one = archive(tmp_path / "1.tgz", {"results/gpu.jsonl": kept + rec("r3") + b"\n"})
+    two = archive(tmp_path / "2.tgz", {"results/gpu.jsonl": OLD_RUNS + rec("r4") + b"\n"})
+    assert merge_written.main([str(one), str(two)], root=repo) == 0
+    assert (repo / "results/gpu.jsonl").read_bytes() == kept + rec("r3") + b"\n" + rec("r4") + b"\n"
+
+
+@pytest.mark.parametrize("lost", ["claim", "unsummarised run", "other artifact of the run"])
+def test_a_rewritten_store_that_lost_a_run_or_a_claim_is_refused(repo, tmp_path, capsys, lost):
+    repo = summarised_repo(repo)
+    rows = [rec("r1", artifact="y", v=1), b'{"kind": "claim", "claim": "c", "run_id": "r1"}', SUMMARY]
+    if lost == "claim":
+        rows.pop(1)
+    elif lost == "unsummarised run":
+        rows.pop(2)
+    else:
+        rows.pop(0)
+    one = archive(tmp_path / "1.tgz", {"results/gpu.jsonl": b"\n".join(rows) + b"\n"})
+    assert merge_written.main([str(one)], root=repo) == 2
+    assert "does not start with the file committed at HEAD" in capsys.readouterr().err
+    assert (repo / "results/gpu.jsonl").read_bytes() == OLD_RUNS
