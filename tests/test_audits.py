@@ -212,20 +212,26 @@ def test_tensor_flops_are_audited_once_the_operations_per_flop_are_calibrated(mo
     assert inflated.finding is not None and "bf16 FLOPs" in inflated.finding.reason
 
 
-def test_the_calibrated_tensor_path_holds_bf16_and_tf32_flops_to_their_operations():
-    """As calibrated on the H200 (the wgmma loops counted exactly their declared FLOPs): an honest bf16 record passes,
-    one declaring 5% more FLOPs than the tensor path did fails; fp8 is counted, not audited, until calibrated."""
-    def rec(flops: float, dtype: str) -> Record:
+def test_the_calibrated_tensor_path_holds_bf16_tf32_and_fp8_flops_to_their_operations():
+    """As calibrated on the H200 (the wgmma loops counted exactly their declared FLOPs, the fp8 ones on 2026-12-03):
+    an honest record passes, one declaring 5% more FLOPs than the tensor path did fails, whatever the spelling of
+    its dtype (a torch name, an output suffix); fp16 is counted, not audited, until a kernel calibrates it."""
+    def rec(flops: float, dtype: str, where: str = "flops_dtype") -> Record:
         return Record.model_validate({
-            "kwiki_record": 1, "variant": "v", "params": {"n": 1}, "flops": flops, "flops_dtype": dtype,
+            "kwiki_record": 1, "variant": "v", "params": {"n": 1, **({"dtype": dtype} if where == "params" else {})},
+            "flops": flops, **({"flops_dtype": dtype} if where == "flops_dtype" else {}),
             "timing": {"median_us": 1, "q1_us": 1, "q3_us": 1, "min_us": 1, "samples": 3}, "check": {"passed": True}})
 
-    figs = {"ncu_tensor_ops": 566935683072.0}
-    assert audit(rec(566935683072.0, "bf16"), figs, None, "w").finding is None
-    assert audit(rec(566935683072.0, "tf32"), figs, None, "w").finding is None
-    assert audit(rec(566935683072.0 * 1.05, "bf16"), figs, None, "w").finding is not None
-    fp8 = audit(rec(566935683072.0 * 1.05, "fp8"), figs, None, "w")
-    assert fp8.finding is None and "not yet calibrated" in (fp8.note or "")
+    ops = 2267742732288.0  # wgmma e4m3_n256_wg2: its declared FLOPs, and the operations Nsight Compute counted
+    figs = {"ncu_tensor_ops": ops}
+    for dtype, where in [("bf16", "flops_dtype"), ("tf32", "flops_dtype"), ("e4m3", "params"),
+                         ("float8_e4m3fn", "params"), ("float8_e4m3fn-f32out", "params"), ("bfloat16", "params")]:
+        honest = audit(rec(ops, dtype, where), figs, None, "w")
+        assert honest.finding is None and honest.flops_measured == ops, dtype
+        inflated = audit(rec(ops * 1.05, dtype, where), figs, None, "w")
+        assert inflated.finding is not None and "on the tensor path" in inflated.finding.reason, dtype
+    fp16 = audit(rec(ops * 1.05, "fp16"), figs, None, "w")
+    assert fp16.finding is None and "not yet calibrated" in (fp16.note or "")
 
 
 def test_list_audits_prints_a_listing_without_a_gpu(capsys, project):

@@ -46,6 +46,7 @@ from kwiki.core.proc import run_group
 from kwiki.core.writefile import write_atomic
 from kwiki.results.audits import FLOPS_TOLERANCE, AuditRow, tolerance_for
 from kwiki.results.ladders import bytes_figure
+from kwiki.results.peaks import DTYPES
 from kwiki.results.record import Record, parse_records
 from kwiki.verify import kernels as kmatch
 from kwiki.verify.build import artifact_hash
@@ -167,12 +168,20 @@ def _ratio(declared: float | None, measured: float | None) -> float | None:
 
 
 FP32 = {"fp32", "f32", "float"}
-# FLOPs per operation of Nsight Compute's sm__ops_path_tensor_src_* counters, by the record's dtype, calibrated on a
-# kernel of known work: the wgmma artifact's loops (n256_wg1 and n256_wg2 in bf16, tf32_n256_wg2), profiled on the
-# H200 on 2026-12-02 (`kwiki verify --profile --no-write skill-wgmma-ptx --variants n256_wg1,n256_wg2,tf32_n256_wg2`),
-# counted exactly their declared FLOPs: one operation is one FLOP (a multiply-add counts two). A dtype not listed
-# (fp8, fp16, int8 until a kernel calibrates it) has its tensor FLOPs counted, not audited.
-TENSOR_FLOPS_PER_OP: dict[str, float] = {"bf16": 1.0, "tf32": 1.0}
+# FLOPs per operation of Nsight Compute's sm__ops_path_tensor_src_* counters, by the record's dtype (its spelling
+# made the rate table's by kwiki.results.peaks.DTYPES, an output suffix such as "-f32out" dropped), calibrated on
+# kernels of known work, the wgmma artifact's loops, profiled on the H200: bf16 (n256_wg1, n256_wg2) and tf32
+# (tf32_n256_wg2) on 2026-12-02 (`kwiki verify --profile --no-write skill-wgmma-ptx --variants ...`), fp8 (e4m3 and
+# e5m2 m64n256k32, one and two warpgroups: 2.2677e12 operations for 2.2677e12 declared FLOPs) on 2026-12-03 in
+# the audits of a timed `kwiki verify skill-wgmma-ptx`. Each counted exactly its declared FLOPs: one operation is
+# one FLOP (a multiply-add counts two). A dtype not listed (fp16, int8 until a kernel calibrates it) has its tensor
+# FLOPs counted, not audited.
+TENSOR_FLOPS_PER_OP: dict[str, float] = {"bf16": 1.0, "tf32": 1.0, "fp8": 1.0}
+
+
+def tensor_dtype(dtype: str) -> str | None:
+    """The rate table's name of a record's dtype ('float8_e4m3fn-f32out' -> 'fp8'), None when it has none."""
+    return DTYPES.get(dtype) or DTYPES.get(dtype.split("-", 1)[0])
 
 
 def audit(record: Record, figs: dict[str, float], tolerance: float | None, where: str) -> Audit:
@@ -203,8 +212,8 @@ def audit(record: Record, figs: dict[str, float], tolerance: float | None, where
                 why.append(f"declares {fmt(record.flops, 3)} FP32 FLOPs, Nsight Compute counted "
                            f"{fmt(a.flops_measured, 3)} (x{record.flops / max(a.flops_measured, 1.0):.3f}; more than "
                            f"x{flops_limit:g} fails)")
-        elif "ncu_tensor_ops" in figs and dtype in TENSOR_FLOPS_PER_OP:
-            a.flops_measured = figs["ncu_tensor_ops"] * TENSOR_FLOPS_PER_OP[dtype]
+        elif "ncu_tensor_ops" in figs and tensor_dtype(dtype) in TENSOR_FLOPS_PER_OP:
+            a.flops_measured = figs["ncu_tensor_ops"] * TENSOR_FLOPS_PER_OP[tensor_dtype(dtype) or ""]
             if record.flops > a.flops_measured * flops_limit:
                 over = record.flops / max(a.flops_measured, 1.0)
                 why.append(f"declares {fmt(record.flops, 3)} {dtype or 'tensor'} FLOPs, Nsight Compute counted "
