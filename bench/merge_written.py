@@ -13,6 +13,9 @@ against HEAD instead:
   A call's `kwiki verify` may have summarised a store that grew past its bound (kwiki.results.summary): its copy
   then does not start with HEAD's, and is taken whole when it holds every claim row and every run of HEAD's, each
   whole or under its series' summary row (`summarised_from`); later archives' lines are appended to it;
+- results/audits/ (kwiki.results.keyed: a later audit replaces the line of the same record, so a call's copy
+  need not start with HEAD's): HEAD's lines less those any call replaced, then each call's new lines in turn (a
+  reader keeps the last line of each record);
 - results/timelines/ (a later trace replaces an earlier one, kwiki.results.timelines): the last archive's copy;
 - any other file (a page, a generated file): taken from the archive that changed it against HEAD; two archives
   that changed it differently are a conflict (refused, nothing written), unless `--last-wins`: then the last
@@ -65,7 +68,12 @@ def members(archive: Path) -> dict[str, bytes]:
 
 
 def is_store(rel: str) -> bool:
-    return rel.startswith("results/") and rel.endswith(".jsonl") and not is_replaced(rel)
+    return rel.startswith("results/") and rel.endswith(".jsonl") and not is_replaced(rel) and not is_keyed(rel)
+
+
+def is_keyed(rel: str) -> bool:
+    """A store whose later line replaces the earlier one of the same record (the audits, kwiki.results.keyed)."""
+    return rel.startswith("results/audits/") and rel.endswith(".jsonl")
 
 
 def is_replaced(rel: str) -> bool:
@@ -106,13 +114,19 @@ def summarised_from(base: bytes, data: bytes) -> bool:
 def merge(root: Path, archives: list[Path], last_wins: bool = False) -> dict[str, bytes]:
     """path -> new content, for every file the archives changed against HEAD."""
     appended: dict[str, bytes] = {}
+    keyed: dict[str, tuple[set[bytes], list[bytes]]] = {}  # a keyed store: HEAD's lines replaced, lines added
     summarised: dict[str, tuple[bytes, Path]] = {}  # a store a call summarised: its copy is the base of the merge
     replaced: dict[str, tuple[bytes, Path]] = {}
     bases: dict[str, bytes | None] = {}  # each file as committed, read once for all the archives
     for archive in archives:
         for rel, data in sorted(members(archive).items()):
             base = bases[rel] if rel in bases else bases.setdefault(rel, committed(root, rel))
-            if is_store(rel):
+            if is_keyed(rel):
+                old, new = set((base or b"").splitlines()), data.splitlines()
+                dropped, added = keyed.setdefault(rel, (set(), []))
+                dropped.update(old - set(new))
+                added.extend(line for line in new if line not in old and line not in added)
+            elif is_store(rel):
                 base = base or b""
                 if not data.startswith(base):
                     if rel in summarised or not summarised_from(base, data):
@@ -132,6 +146,11 @@ def merge(root: Path, archives: list[Path], last_wins: bool = False) -> dict[str
                     raise MergeError(f"{archive}: {rel} was also changed, differently, by {replaced[rel][1]}")
                 replaced[rel] = (data, archive)
     out = {rel: data for rel, (data, _) in summarised.items()}
+    for rel, (dropped, added) in keyed.items():
+        head = (bases[rel] or b"").splitlines()
+        lines = [line for line in head if line not in dropped] + added
+        if lines != head:
+            out[rel] = b"".join(line + b"\n" for line in lines)
     out.update({rel: out.get(rel, bases[rel] or b"") + extra for rel, extra in appended.items()})
     out.update({rel: data for rel, (data, _) in replaced.items()})
     return out

@@ -142,3 +142,18 @@ def test_a_rewritten_store_that_lost_a_run_or_a_claim_is_refused(repo, tmp_path,
     assert merge_written.main([str(one)], root=repo) == 2
     assert "does not start with the file committed at HEAD" in capsys.readouterr().err
     assert (repo / "results/gpu.jsonl").read_bytes() == OLD_RUNS
+
+
+def test_an_audit_a_call_replaced_is_replaced_here_and_new_audits_of_every_call_are_kept(repo, tmp_path):
+    """The audits are keyed (kwiki.results.keyed): a re-audit replaces the record's line, so the call's copy does
+    not start with HEAD's. HEAD's lines less the replaced ones, then each call's new lines."""
+    audits = "results/audits/gpu.jsonl"
+    (repo / audits).parent.mkdir(parents=True)
+    (repo / audits).write_bytes(b'{"v": "a", "old": 1}\n{"v": "b", "old": 1}\n')
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a"],
+                   check=True)
+    one = archive(tmp_path / "1.tgz", {audits: b'{"v": "b", "old": 1}\n{"v": "a", "new": 1}\n'})
+    two = archive(tmp_path / "2.tgz", {audits: b'{"v": "a", "old": 1}\n{"v": "b", "old": 1}\n{"v": "c", "new": 2}\n'})
+    assert merge_written.main([str(one), str(two)], root=repo) == 0
+    assert (repo / audits).read_bytes() == b'{"v": "b", "old": 1}\n{"v": "a", "new": 1}\n{"v": "c", "new": 2}\n'
