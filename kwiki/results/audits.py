@@ -133,6 +133,15 @@ class Audits:
     def find(self, key: str | None, variant: str, params: Mapping[str, object]) -> AuditRow | None:
         return self.rows.get((key, variant, params_text(params))) if key else None
 
+    def uncountable(self, key: str | None, variant: str, params: Mapping[str, object]) -> bool:
+        """An audit of this very code saw no DRAM traffic of a record that declares DRAM bytes only: no kernel of
+        its own ran (a copy-engine transfer such as cudaMemcpyAsync). Profiling the same code again would see none
+        again, so a timed run does not ask for it (the record stays unaudited). FLOPs counted but not audited (an
+        uncalibrated tensor dtype) are asked again: a later kwiki may calibrate them."""
+        row = self.find(key, variant, params)
+        return (row is not None and row.passed and not row.counted and row.bytes_level == "dram"
+                and row.bytes_declared is not None and row.flops_declared is None)
+
     def why_not(self, key: str | None, artifact: str, variant: str, params: Mapping[str, object]) -> str | None:
         """Why a record that declares work is not audited (None: it passed an audit of the same code)."""
         row = self.find(key, variant, params)

@@ -146,7 +146,8 @@ def run_missing(plan: Plan, builds: list[BuildResult], outcomes: Mapping[str, li
             continue
         key = key_of(planned, series, nvcc)
         lacking = [r for o in outs for r in o.records if r.check.passed and (r.bytes or r.flops)
-                   and audits.why_not(key, planned.name, r.variant, r.params) is not None]
+                   and audits.why_not(key, planned.name, r.variant, r.params) is not None
+                   and not audits.uncountable(key, r.variant, r.params)]
         if lacking and key is not None:  # only the variants that lack one: the audit costs what is missing
             wanted = {r.variant for r in lacking}
             todo.append((path, replace(planned, run_variants=[v for v in planned.run_variants if v in wanted]), key))
