@@ -293,10 +293,11 @@ def test_ncu_wraps_the_interpreter_running_the_harness_never_the_module(tmp_path
 # ---------------------------------------------------------------- the audits a timed run runs (issue 27, item 2)
 
 
-def test_a_timed_run_audits_only_what_its_records_lack_and_commits_the_audits(tmp_path, monkeypatch):
-    from kwiki.results.audits import Audits, audit_key
+def timed_copy_run(tmp_path: Path, monkeypatch) -> tuple:
+    """A timed run's records of the copy artifact (variants copy and vec4), its plan on an H200, its series, the
+    compiler and the audit key of that code."""
+    from kwiki.results.audits import audit_key
     from kwiki.results.gpu import Gpu
-    from kwiki.verify import audit
 
     monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu.log"))
     timed = [Record.model_validate({"kwiki_record": 1, "variant": v, "params": {"n": 1048576, "dtype": "f32"},
@@ -308,7 +309,14 @@ def test_a_timed_run_audits_only_what_its_records_lack_and_commits_the_audits(tm
                            gpu=Gpu(0, "NVIDIA H200", "GPU-x", 90))
     series = {"artifacts/copy_sm90a": "nvidia-h200/p2/abc"}
     nvcc = "release 13.0, V13.0.88"
-    key = audit_key(series["artifacts/copy_sm90a"], nvcc, "sm_90a")
+    return timed, outcomes, plan, series, nvcc, audit_key(series["artifacts/copy_sm90a"], nvcc, "sm_90a")
+
+
+def test_a_timed_run_audits_only_what_its_records_lack_and_commits_the_audits(tmp_path, monkeypatch):
+    from kwiki.results.audits import Audits
+    from kwiki.verify import audit
+
+    timed, outcomes, plan, series, nvcc, key = timed_copy_run(tmp_path, monkeypatch)
     stage = audit.run_missing(plan, [build()], outcomes, series, nvcc, tmp_path, "2026-12-02", write=True,
                               progress=lambda _: None, ncu=NCU)
     (argv,) = calls(tmp_path)
@@ -329,22 +337,11 @@ def test_a_timed_run_audits_only_what_its_records_lack_and_commits_the_audits(tm
 def test_a_record_whose_audit_of_the_same_code_counted_nothing_is_not_profiled_again(tmp_path, monkeypatch):
     """A copy-engine transfer (cudaMemcpyAsync, torch's copy_) runs no kernel: its audit counts nothing and leaves
     it unaudited. Profiling the same code again would count nothing again: a timed run asks ncu for the others."""
-    from kwiki.results.audits import AuditRow, Audits, append_audits, audit_key
-    from kwiki.results.gpu import Gpu
+    from kwiki.results.audits import AuditRow, Audits, append_audits
     from kwiki.verify import audit
 
-    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu.log"))
-    params = {"n": 1048576, "dtype": "f32"}
-    timed = [Record.model_validate({"kwiki_record": 1, "variant": v, "params": params, "bytes": 8e6,
-                                    "check": {"passed": True},
-                                    "timing": {"median_us": 4, "q1_us": 4, "q3_us": 4, "min_us": 4, "samples": 9}})
-             for v in ("copy", "vec4")]
-    outcomes = {"artifacts/copy_sm90a": [RunOutcome("copy_sm90a", "sm_90a", ["copy", "vec4"], "ok", timed)]}
-    plan = SimpleNamespace(artifacts={"artifacts/copy_sm90a": planned(tmp_path)},
-                           gpu=Gpu(0, "NVIDIA H200", "GPU-x", 90))
-    series = {"artifacts/copy_sm90a": "nvidia-h200/p2/abc"}
-    nvcc = "release 13.0, V13.0.88"
-    key = audit_key(series["artifacts/copy_sm90a"], nvcc, "sm_90a")
+    timed, outcomes, plan, series, nvcc, key = timed_copy_run(tmp_path, monkeypatch)
+    params = timed[0].params
     nothing = AuditRow(key=key, artifact="copy_sm90a", series=series["artifacts/copy_sm90a"], nvcc=nvcc,
                        target="sm_90a", variant="copy", params=params, bytes_declared=8e6, tolerance=0.02,
                        passed=True, gpu="NVIDIA H200", date="2026-12-02")
