@@ -52,9 +52,10 @@ def test_the_cuda_rungs_climb_above_the_triton_ones_and_name_their_kernels() -> 
         assert by_name[name].sass is not None and {"STL", "LDL"} <= set(by_name[name].sass.forbid)
     mod = _module()
     assert set(mod.FA3) == set(RUNGS) and set(RUNGS) <= set(mod.VARIANTS)
-    ours = [p for p in mod.GRID if p["outputs"] == "o" and p["head_dim"] == 128 and p["kv_heads"] == p["heads"]]
+    ours = [p for p in mod.GRID if p["outputs"] == "o" and p["head_dim"] == 128]
     assert {p["seq"] for p in ours} >= {1000, 4096, 8192, 16384}  # every head-dim-128 shape, the off-tile ones included
-    assert all(mod.applies(n, p) == (p in ours) for n in RUNGS for p in mod.GRID)  # never head dim 64, grouped, LSE
+    assert any(p["kv_heads"] < p["heads"] and p["seq"] % 128 for p in ours)  # grouped-query, off the tile
+    assert all(mod.applies(n, p) == (p in ours) for n in RUNGS for p in mod.GRID)  # never head dim 64 or the LSE
 
 
 def test_the_page_claims_select_the_cuda_rungs_at_grid_entries() -> None:
@@ -86,6 +87,11 @@ def test_operands_the_kernels_are_not_built_for_are_named() -> None:
     assert "k is torch.float16" in mod.fa3_operands_error(ok, half, ok, ok)
     strided = torch.zeros(1, 40, 2, 128, dtype=torch.bfloat16).transpose(1, 2)
     assert "v is not contiguous" in mod.fa3_operands_error(ok, ok, strided, ok)
+    grouped = torch.zeros(1, 1, 40, 128, dtype=torch.bfloat16)  # one KV head for q's two: grouped-query
+    assert mod.fa3_operands_error(ok, grouped, grouped, ok.clone()) is None
+    three = torch.zeros(1, 3, 40, 128, dtype=torch.bfloat16)  # 3 KV heads do not divide 2 query heads
+    assert "kv_heads dividing heads" in mod.fa3_operands_error(ok, three, three, ok)
+    assert "o has shape" in mod.fa3_operands_error(ok, grouped, grouped, grouped)  # o is q's shape, not k's
     wide = torch.zeros(300, 300, 1, 128, dtype=torch.bfloat16)
     assert "batch * heads 90000 is above 65535" in mod.fa3_operands_error(wide, wide, wide, wide)
 
@@ -152,14 +158,15 @@ def test_p_v_takes_p_from_registers_and_v_transposed_and_q_k_both_from_shared_me
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize(("change", "why"), [({"head_dim": 64}, "head dim"), ({"variant": 3}, "variant"),
-                                             ({"q": 8}, "misaligned q")])
+                                             ({"q": 8}, "misaligned q"), ({"group": 0}, "no query heads a KV head"),
+                                             ({"group": 3}, "8 query heads are not groups of 3")])
 def test_the_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(library, change, why):
     lib = ctypes.CDLL(str(library))
     fn = lib.kwiki_fa3_fwd
-    fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 4, *[ctypes.c_int] * 4, ctypes.c_void_p]
+    fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 4, *[ctypes.c_int] * 5, ctypes.c_void_p]
     fn.restype = ctypes.c_int
     args = {"variant": 0, "q": 1 << 20, "k": 1 << 20, "v": 1 << 20, "o": 1 << 21, "bh": 8, "seq": 1000,
-            "head_dim": 128, "causal": 0, "stream": None} | change
+            "head_dim": 128, "causal": 0, "group": 4, "stream": None} | change
     assert fn(*args.values()) == -1, why  # a CUDA call here (no GPU) would return a CUDA error code instead
 
 

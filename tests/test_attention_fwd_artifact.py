@@ -84,7 +84,7 @@ def test_the_triton_rungs_run_everywhere_the_others_where_the_lse_is_not_checked
         ours = p["outputs"] == "o+lse"
         assert all(attention.applies(n, p) for n in attention.TRITON)  # interleaved with the libraries at "o"
         assert attention.applies("sdpa_flash", p) == (not ours)
-        fa3 = not ours and p["head_dim"] == 128 and p["kv_heads"] == p["heads"]
+        fa3 = not ours and p["head_dim"] == 128
         assert all(attention.applies(n, p) == fa3 for n in attention.FA3)
     claimed = [(4, 16, 8192, 64, 16, "none"), (1, 32, 8192, 128, 8, "none")]  # head dim 64; 32 query heads over 8
     for b, h, s, d, kv, mask in claimed:
@@ -92,7 +92,8 @@ def test_the_triton_rungs_run_everywhere_the_others_where_the_lse_is_not_checked
                                             p["mask"]) == (b, h, s, d, kv, mask)]
         assert [p["outputs"] for p in at] == ["o"]  # one entry: the claims' ratios come from one timing loop
         lib = at[0]
-        assert attention.applies("sdpa_cudnn", lib) and not any(attention.applies(n, lib) for n in attention.FA3)
+        assert attention.applies("sdpa_cudnn", lib)
+        assert all(attention.applies(n, lib) == (d == 128) for n in attention.FA3)  # grouped too, not head dim 64
     off = [p for p in attention.GRID if p["outputs"] == "o+lse" and p["seq"] % 128]  # the Triton rungs off the tile
     assert {(p["head_dim"], p["kv_heads"] < p["heads"], p["mask"]) for p in off} >= {
         (128, False, "none"), (128, False, "causal"), (64, True, "none"), (64, True, "causal")}

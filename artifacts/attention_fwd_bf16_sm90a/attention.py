@@ -7,7 +7,8 @@ seq, head_dim], contiguous (SDPA's layout); query head h reads KV head h // (hea
 does (no expanded copy of K and V in our kernels). The params' `outputs` says what a call writes: "o" (the libraries
 and the CUDA rungs) or "o+lse", the output and the natural-log log-sum-exp of every row's scaled scores, fp32
 [batch, heads, seq] (the Triton rungs: split-KV combines and the backward pass need it; SDPA's public call does not
-return it and fa3.cu does not write it). The Triton rungs always write the LSE: at an "o" entry, where they are timed
+return it and fa3.cu does not write it; fa3.cu reads KV head h // group at its tensor map's third coordinate). The
+Triton rungs always write the LSE: at an "o" entry, where they are timed
 beside the libraries in one interleaved loop, into a scratch tensor of their own (made at the first, untimed, check
 call; its bytes are their extra work); at the "o+lse" entries, off the tile, as a checked output, the others left out. Rungs: 1 a FlashAttention-2-style Triton kernel (kernels.py: one program per 128 query rows of
 one head, online softmax over 64-key blocks, wgmma through tl.dot, causal programs stop at the diagonal block),
@@ -30,7 +31,7 @@ Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are
 """
 
 HEAD_DIMS = (128, 64)  # what the Triton kernel is built and checked for here (HEAD_DIM is a power of two)
-FA3_HEAD_DIMS = (128,)  # fa3.cu's CUDA rungs: head dim 128, as many KV heads as query heads, the output only
+FA3_HEAD_DIMS = (128,)  # fa3.cu's CUDA rungs: head dim 128, any KV heads dividing the query heads, the output only
 MASKS = ("none", "causal")
 OUTPUTS = ("o", "o+lse")  # what is checked: "o" everywhere, the LSE too at the Triton rungs' "o+lse" entries
 TRITON = ("triton_fa2", "triton_fa2_split")
@@ -69,6 +70,7 @@ GRID = [
     _shape(1, 32, 8192, "causal", "o", kv=8),
     _shape(2, 8, 1000, "none", "o+lse", d=64, kv=2),  # off the tile at head dim 64, 8 query heads over 2 KV heads
     _shape(2, 8, 1000, "causal", "o+lse", d=64, kv=2),
+    _shape(2, 8, 1000, "causal", "o", kv=2),  # off the tile, grouped, head dim 128: the CUDA rungs' GQA check
 ]
 VARIANTS = ["sdpa_cudnn", "sdpa_flash", "flex_attention", "triton_fa2", "triton_fa2_split", "cuda_fa3_ws",
             "cuda_fa3_pingpong", "cuda_fa3_overlap"]
@@ -93,7 +95,7 @@ def applies(name, params):
     if name == "sdpa_cudnn":
         return params["seq"] % 128 == 0  # the baseline's claims are at aligned shapes; the off-tile rows check ours
     if name in FA3:
-        return params["head_dim"] in FA3_HEAD_DIMS and params["kv_heads"] == params["heads"]
+        return params["head_dim"] in FA3_HEAD_DIMS
     return True
 
 
@@ -145,14 +147,19 @@ def triton_operands_error(q, k, v, o, lse):
 
 
 def fa3_operands_error(q, k, v, o):
-    """Why fa3.cu's kernels cannot take these tensors (None if they can): they are built for [batch, heads, seq, 128]
-    bf16, contiguous, 16-byte aligned (TMA's rule for a tensor map's base), batch * heads <= FA3_MAX_BH."""
+    """Why fa3.cu's kernels cannot take these tensors (None if they can): they are built for Q and O of [batch, heads,
+    seq, 128] and K and V of [batch, kv_heads, seq, 128], kv_heads dividing heads, bf16, contiguous, 16-byte aligned
+    (TMA's rule for a tensor map's base), batch * heads <= FA3_MAX_BH."""
     import torch
 
     bad = []
     for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
-        if t.dim() != 4 or t.shape != q.shape:
-            bad.append(f"{name} has shape {tuple(t.shape)}, not q's [batch, heads, seq, head_dim]")
+        kv = k.shape[1] if k.dim() == 4 else 0
+        if q.dim() == 4:
+            want = tuple(q.shape) if name in ("q", "o") else (q.shape[0], kv, *q.shape[2:])
+        if q.dim() != 4 or t.dim() != 4 or tuple(t.shape) != want or not kv or q.shape[1] % kv:
+            bad.append(f"{name} has shape {tuple(t.shape)}, not [batch, heads, seq, head_dim] (q, o) or [batch, "
+                       "kv_heads, seq, head_dim] with kv_heads dividing heads (k, v)")
         elif t.dtype != torch.bfloat16:
             bad.append(f"{name} is {t.dtype}, not torch.bfloat16")
         elif not t.is_contiguous():
@@ -336,7 +343,7 @@ def _fa3(mode, name):
 
     lib = ctypes.CDLL(os.environ["KWIKI_CUDA_LIBRARY"])
     fn = lib.kwiki_fa3_fwd
-    fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 4, *[ctypes.c_int] * 4, ctypes.c_void_p]
+    fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 4, *[ctypes.c_int] * 5, ctypes.c_void_p]
     fn.restype = ctypes.c_int
 
     def fa3(i, o):
@@ -346,7 +353,7 @@ def _fa3(mode, name):
             raise ValueError(f"attention_fwd_bf16_sm90a (attention.py): {name}: {why}")
         b, h, s, d = q.shape
         err = fn(mode, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b * h, s, d, int(bool(i["causal"])),
-                 torch.cuda.current_stream().cuda_stream)
+                 h // k.shape[1], torch.cuda.current_stream().cuda_stream)
         if err:
             raise RuntimeError(f"attention_fwd_bf16_sm90a (fa3.cu): kwiki_fa3_fwd({name}) returned {err} (-1: operands "
                                "refused, -2: tensor map refused, else a CUDA error code)")

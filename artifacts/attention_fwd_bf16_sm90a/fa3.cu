@@ -6,7 +6,9 @@
 // Build (kwiki does it): nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -shared
 //                        -Xcompiler -fPIC -o libfa3.so fa3.cu
 //
-// O = softmax(Q K^T / sqrt(128)) V for Q, K, V, O of [batch * heads, seq, 128], contiguous. One CTA per
+// O = softmax(Q K^T / sqrt(128)) V for Q, O of [batch * heads, seq, 128] and K, V of [batch * kv_heads, seq, 128],
+// contiguous, heads a multiple of kv_heads (grouped-query attention: query head h reads KV head h / group, group =
+// heads / kv_heads, in place: its tiles are loaded at the KV head's coordinate, nothing is copied). One CTA per
 // (batch * head, 128 query rows): warpgroup 0 produces (one thread issues TMA loads of Q once and of 128-key K
 // and V tiles into two 2-stage rings), warpgroups 1 and 2 consume, 64 query rows each: S = Q K^T by wgmma from
 // shared memory, online softmax in registers, O += P V by wgmma with P from registers. seq need not be a
@@ -236,7 +238,7 @@ struct Smem {
 // and its V into the V ring, each once the consumers have freed the stage (parity: a fresh barrier is in phase
 // 0, so the first trip's wait for parity 1 returns at once, as in gemm_bf16_sm90a's producer).
 __device__ __forceinline__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, const Smem& sm, int q0,
-                                        int bh, int n_tiles) {
+                                        int bh, int kvh, int n_tiles) {
     sm90::mbar_arrive_expect_tx(sm.q_full, TILE_BYTES);
     tma_load_3d(sm.q, tq, sm.q_full, 0, q0, bh);
     tma_load_3d(sm.q + HALF_ELEMS, tq, sm.q_full, BOX, q0, bh);
@@ -245,12 +247,12 @@ __device__ __forceinline__ void produce(const CUtensorMap* tq, const CUtensorMap
         const uint32_t ph = uint32_t(j / STAGES) & 1;
         sm90::mbar_wait(&sm.k_empty[s], ph ^ 1);
         sm90::mbar_arrive_expect_tx(&sm.k_full[s], TILE_BYTES);
-        tma_load_3d(sm.k + s * TILE_ELEMS, tk, &sm.k_full[s], 0, j * BN, bh);
-        tma_load_3d(sm.k + s * TILE_ELEMS + HALF_ELEMS, tk, &sm.k_full[s], BOX, j * BN, bh);
+        tma_load_3d(sm.k + s * TILE_ELEMS, tk, &sm.k_full[s], 0, j * BN, kvh);
+        tma_load_3d(sm.k + s * TILE_ELEMS + HALF_ELEMS, tk, &sm.k_full[s], BOX, j * BN, kvh);
         sm90::mbar_wait(&sm.v_empty[s], ph ^ 1);
         sm90::mbar_arrive_expect_tx(&sm.v_full[s], TILE_BYTES);
-        tma_load_3d(sm.v + s * TILE_ELEMS, tv, &sm.v_full[s], 0, j * BN, bh);
-        tma_load_3d(sm.v + s * TILE_ELEMS + HALF_ELEMS, tv, &sm.v_full[s], BOX, j * BN, bh);
+        tma_load_3d(sm.v + s * TILE_ELEMS, tv, &sm.v_full[s], 0, j * BN, kvh);
+        tma_load_3d(sm.v + s * TILE_ELEMS + HALF_ELEMS, tv, &sm.v_full[s], BOX, j * BN, kvh);
     }
 }
 
@@ -272,10 +274,12 @@ __device__ __forceinline__ void store_o(const float (&o)[64], float (&l)[2], bf1
     }
 }
 
-// One CTA: query tile qt of head bh. Causal grids run the heaviest tiles first (blockIdx.x 0 is the last tile).
+// One CTA: query tile qt of head bh, whose keys and values are KV head bh / group (batch * heads and batch *
+// kv_heads rows: (b * heads + h) / group = b * kv_heads + h / group). Causal grids run the heaviest tiles first
+// (blockIdx.x 0 is the last tile).
 template <int MODE>
 __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, bf16* out, int seq,
-                                              int causal, float c) {
+                                              int causal, int group, float c) {
     extern __shared__ uint8_t smem_raw[];
     const Smem sm(smem_raw);
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -296,7 +300,7 @@ __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUten
 
     if (wg == 0) {
         sm90::regs_release<PRODUCER_REGS>();
-        if (tid == 0) produce(tq, tk, tv, sm, q0, bh, n_tiles);
+        if (tid == 0) produce(tq, tk, tv, sm, q0, bh, bh / group, n_tiles);
         return;
     }
     sm90::regs_claim<CONSUMER_REGS>();
@@ -396,24 +400,24 @@ __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUten
 // kwiki:rung cuda_fa3_ws
 extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)
 fa3_ws_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
-              bf16* out, int seq, int causal, float c) {
-    fa3::attention_cta<fa3::WS>(&tq, &tk, &tv, out, seq, causal, c);
+              bf16* out, int seq, int causal, int group, float c) {
+    fa3::attention_cta<fa3::WS>(&tq, &tk, &tv, out, seq, causal, group, c);
 }
 // /kwiki:rung cuda_fa3_ws
 
 // kwiki:rung cuda_fa3_pingpong
 extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)
 fa3_pingpong_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
-                    bf16* out, int seq, int causal, float c) {
-    fa3::attention_cta<fa3::PINGPONG>(&tq, &tk, &tv, out, seq, causal, c);
+                    bf16* out, int seq, int causal, int group, float c) {
+    fa3::attention_cta<fa3::PINGPONG>(&tq, &tk, &tv, out, seq, causal, group, c);
 }
 // /kwiki:rung cuda_fa3_pingpong
 
 // kwiki:rung cuda_fa3_overlap
 extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)
 fa3_overlap_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
-                   bf16* out, int seq, int causal, float c) {
-    fa3::attention_cta<fa3::OVERLAP>(&tq, &tk, &tv, out, seq, causal, c);
+                   bf16* out, int seq, int causal, int group, float c) {
+    fa3::attention_cta<fa3::OVERLAP>(&tq, &tk, &tv, out, seq, causal, group, c);
 }
 // /kwiki:rung cuda_fa3_overlap
 
@@ -438,20 +442,23 @@ inline CUresult tensor_map_3d(CUtensorMap* map, const void* ptr, int bh, int seq
 
 }  // namespace fa3
 
-// The launcher the module calls: variant 0 ws, 1 pingpong, 2 overlap; q, k, v, o of [bh, seq, head_dim] bf16,
-// contiguous, 16-byte aligned. Returns 0, a CUDA error code, or -1 (head_dim not 128, a bad variant, seq or bh
-// not positive, a pointer not 16-byte aligned), -2 (the driver refused a tensor map). The module checks all of
-// these before it calls, with a located message; the checks here keep a direct caller from a bad launch.
+// The launcher the module calls: variant 0 ws, 1 pingpong, 2 overlap; q, o of [bh, seq, head_dim] and k, v of
+// [bh / group, seq, head_dim] bf16 (group query heads a KV head), contiguous, 16-byte aligned. Returns 0, a CUDA
+// error code, or -1 (head_dim not 128, a bad variant, seq, bh or group not positive, bh not a multiple of group,
+// a pointer not 16-byte aligned), -2 (the driver refused a tensor map). The module checks all of these before it
+// calls, with a located message; the checks here keep a direct caller from a bad launch.
 extern "C" int kwiki_fa3_fwd(int variant, const void* q, const void* k, const void* v, void* o, int bh, int seq, int head_dim, int causal,
-                             cudaStream_t stream) {
-    if (head_dim != fa3::D || variant < 0 || variant > 2 || bh <= 0 || seq <= 0 || bh > 65535) return -1;
+                             int group, cudaStream_t stream) {
+    if (head_dim != fa3::D || variant < 0 || variant > 2 || bh <= 0 || seq <= 0 || bh > 65535 || group <= 0 ||
+        bh % group != 0)
+        return -1;
     for (const void* ptr : {q, k, v, static_cast<const void*>(o)})
         if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return -1;
     CUtensorMap tq, tk, tv;
-    if (fa3::tensor_map_3d(&tq, q, bh, seq) != CUDA_SUCCESS || fa3::tensor_map_3d(&tk, k, bh, seq) != CUDA_SUCCESS ||
-        fa3::tensor_map_3d(&tv, v, bh, seq) != CUDA_SUCCESS)
+    if (fa3::tensor_map_3d(&tq, q, bh, seq) != CUDA_SUCCESS || fa3::tensor_map_3d(&tk, k, bh / group, seq) != CUDA_SUCCESS ||
+        fa3::tensor_map_3d(&tv, v, bh / group, seq) != CUDA_SUCCESS)
         return -2;
-    using Kernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, bf16*, int, int, float);
+    using Kernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, bf16*, int, int, int, float);
     const Kernel kernels[3] = {fa3_ws_kernel, fa3_pingpong_kernel, fa3_overlap_kernel};
     const Kernel f = kernels[variant];
     static bool configured[3] = {false, false, false};
@@ -462,6 +469,6 @@ extern "C" int kwiki_fa3_fwd(int variant, const void* q, const void* k, const vo
     }
     const float c = 1.4426950408889634f / sqrtf(float(fa3::D));  // log2(e) / sqrt(d): exp(x / sqrt(d)) = 2^(x c)
     const dim3 grid(unsigned((seq + fa3::BM - 1) / fa3::BM), unsigned(bh));
-    f<<<grid, fa3::THREADS, fa3::SMEM_BYTES, stream>>>(tq, tk, tv, static_cast<bf16*>(o), seq, causal, c);
+    f<<<grid, fa3::THREADS, fa3::SMEM_BYTES, stream>>>(tq, tk, tv, static_cast<bf16*>(o), seq, causal, group, c);
     return int(cudaGetLastError());
 }
