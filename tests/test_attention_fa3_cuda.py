@@ -3,10 +3,12 @@
 The manifest climbs from the Triton rungs to the three CUDA ones and the page's claims name them at GRID entries;
 compiled with nvcc for sm_90a as kwiki builds the module's library, each rung's SASS expectations hold on its own
 kernel and fail on the rung below it (the ping-pong's named-barrier arrivals, the overlap's wgmma wait of depth 1),
-P V is a wgmma whose A operand is registers and whose B is transposed (which the opcode patterns cannot say), and
-operands the kernels are not built for are refused by name before any CUDA call: by the module, and by the
-library's launcher itself (on this machine a CUDA call would return a CUDA error, not -1). The kernels run only on
-an H200 (kwiki verify), where the harness checks them against the module's reference."""
+P V is a wgmma whose A operand is registers and whose B is transposed (which the opcode patterns cannot say), each
+kernel computes the log-sum-exp (its MUFU.LG2), the module hands every call an fp32 buffer for it (the checked
+output at an "o+lse" entry, a scratch of its own at an "o" one) through a fake library, and operands the kernels
+are not built for are refused by name before any CUDA call: by the module, and by the library's launcher itself
+(on this machine a CUDA call would return a CUDA error, not -1). The kernels run only on an H200 (kwiki verify),
+where the harness checks them, the log-sum-exp included, against the module's reference."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 ART = REPO / "artifacts" / "attention_fwd_bf16_sm90a"
 PAGE = REPO / "wiki" / "nvidia" / "kernels" / "attention-fwd.md"
 RUNGS = ["cuda_fa3_ws", "cuda_fa3_pingpong", "cuda_fa3_overlap"]
+# kwiki_fa3_fwd(variant, q, k, v, o, lse, bh, seq, head_dim, causal, group, stream), as fa3.cu declares it
+ARGTYPES: list[Any] = [ctypes.c_int, *[ctypes.c_void_p] * 5, *[ctypes.c_int] * 5, ctypes.c_void_p]
 
 
 def manifest() -> Manifest:
@@ -50,12 +54,15 @@ def test_the_cuda_rungs_climb_above_the_triton_ones_and_name_their_kernels() -> 
     for name in RUNGS:
         assert by_name[name].kernels == [name.replace("cuda_", "") + "_kernel"]
         assert by_name[name].sass is not None and {"STL", "LDL"} <= set(by_name[name].sass.forbid)
+        assert "MUFU.LG2 >= 2" in by_name[name].sass.require  # the log-sum-exp of the thread's two rows
     mod = _module()
     assert set(mod.FA3) == set(RUNGS) and set(RUNGS) <= set(mod.VARIANTS)
-    ours = [p for p in mod.GRID if p["outputs"] == "o" and p["head_dim"] == 128]
+    ours = [p for p in mod.GRID if p["head_dim"] == 128]
     assert {p["seq"] for p in ours} >= {1000, 4096, 8192, 16384}  # every head-dim-128 shape, the off-tile ones included
-    assert any(p["kv_heads"] < p["heads"] and p["seq"] % 128 for p in ours)  # grouped-query, off the tile
-    assert all(mod.applies(n, p) == (p in ours) for n in RUNGS for p in mod.GRID)  # never head dim 64 or the LSE
+    for outputs in ("o", "o+lse"):  # grouped-query, off the tile: the output alone and with the log-sum-exp
+        assert any(p["kv_heads"] < p["heads"] and p["seq"] % 128 and p["outputs"] == outputs for p in ours), outputs
+    assert all(mod.applies(n, p) == (p in ours) for n in RUNGS for p in mod.GRID)  # never head dim 64
+    assert any(p["outputs"] == "o+lse" for p in ours)
 
 
 def test_the_page_claims_select_the_cuda_rungs_at_grid_entries() -> None:
@@ -80,20 +87,88 @@ def test_operands_the_kernels_are_not_built_for_are_named() -> None:
     torch = pytest.importorskip("torch")
     mod = _module()
     ok = torch.zeros(1, 2, 40, 128, dtype=torch.bfloat16)
-    assert mod.fa3_operands_error(ok, ok, ok, ok.clone()) is None
+    lse = torch.zeros(1, 2, 40)
+    assert mod.fa3_operands_error(ok, ok, ok, ok.clone(), lse) is None
     d64 = torch.zeros(1, 2, 40, 64, dtype=torch.bfloat16)
-    assert "head_dim 64 is not one of (128,)" in mod.fa3_operands_error(d64, d64, d64, d64)
+    assert "head_dim 64 is not one of (128,)" in mod.fa3_operands_error(d64, d64, d64, d64, lse)
     half = ok.half()
-    assert "k is torch.float16" in mod.fa3_operands_error(ok, half, ok, ok)
+    assert "k is torch.float16" in mod.fa3_operands_error(ok, half, ok, ok, lse)
     strided = torch.zeros(1, 40, 2, 128, dtype=torch.bfloat16).transpose(1, 2)
-    assert "v is not contiguous" in mod.fa3_operands_error(ok, ok, strided, ok)
+    assert "v is not contiguous" in mod.fa3_operands_error(ok, ok, strided, ok, lse)
     grouped = torch.zeros(1, 1, 40, 128, dtype=torch.bfloat16)  # one KV head for q's two: grouped-query
-    assert mod.fa3_operands_error(ok, grouped, grouped, ok.clone()) is None
+    assert mod.fa3_operands_error(ok, grouped, grouped, ok.clone(), lse) is None
     three = torch.zeros(1, 3, 40, 128, dtype=torch.bfloat16)  # 3 KV heads do not divide 2 query heads
-    assert "kv_heads dividing heads" in mod.fa3_operands_error(ok, three, three, ok)
-    assert "o has shape" in mod.fa3_operands_error(ok, grouped, grouped, grouped)  # o is q's shape, not k's
+    assert "kv_heads dividing heads" in mod.fa3_operands_error(ok, three, three, ok, lse)
+    assert "o has shape" in mod.fa3_operands_error(ok, grouped, grouped, grouped, lse)  # o is q's shape, not k's
     wide = torch.zeros(300, 300, 1, 128, dtype=torch.bfloat16)
-    assert "batch * heads 90000 is above 65535" in mod.fa3_operands_error(wide, wide, wide, wide)
+    wide_lse = torch.zeros(300, 300, 1)
+    assert "batch * heads 90000 is above 65535" in mod.fa3_operands_error(wide, wide, wide, wide, wide_lse)
+    # the log-sum-exp: q's [batch, heads, seq], fp32, contiguous (the kernels write row bh * seq + i)
+    assert "lse is (1, 2, 39) torch.float32, not a contiguous float32 (1, 2, 40)" in mod.fa3_operands_error(
+        ok, ok, ok, ok, lse[..., 1:])
+    assert "lse is (1, 2, 40) torch.bfloat16" in mod.fa3_operands_error(ok, ok, ok, ok, lse.bfloat16())
+    assert "lse is (1, 2, 40)" in mod.fa3_operands_error(ok, ok, ok, ok, torch.zeros(1, 40, 2).transpose(1, 2))
+    assert "lse is on meta" in mod.fa3_operands_error(ok, ok, ok, ok, lse.to("meta"))
+
+
+class _FakeLibrary:
+    """kwiki_fa3_fwd as ctypes would call it: the argtypes the module set and the arguments of every call."""
+
+    def __init__(self, path: str) -> None:
+        self.kwiki_fa3_fwd = self
+        self.argtypes: list[Any] = []
+        self.calls: list[tuple[Any, ...]] = []
+
+    def __call__(self, *args: Any) -> int:
+        assert len(args) == len(self.argtypes)
+        self.calls.append(args)
+        return 0
+
+
+def test_each_call_hands_the_kernels_an_lse_buffer_checked_or_a_scratch_of_its_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """At an "o+lse" entry the checked output's pointer; at an "o" entry a fp32 [batch, heads, seq] scratch made at
+    the first (untimed) call of a shape and reused after it, so the timed work is the same at both entries."""
+    torch = pytest.importorskip("torch")
+    libs: list[_FakeLibrary] = []
+
+    def cdll(path: str) -> _FakeLibrary:
+        libs.append(_FakeLibrary(path))
+        return libs[-1]
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("Stream", (), {"cuda_stream": 0})())
+    monkeypatch.setenv("KWIKI_CUDA_LIBRARY", "libfa3.so")
+    mod = _module()
+    call = mod.load("cuda_fa3_overlap")
+    lib = libs[-1]
+    assert lib.argtypes == ARGTYPES
+    q = torch.zeros(2, 8, 40, 128, dtype=torch.bfloat16)
+    kv = torch.zeros(2, 2, 40, 128, dtype=torch.bfloat16)
+    inputs = {"q": q, "k": kv, "v": kv, "causal": True}
+    lse = torch.zeros(2, 8, 40)
+    out = {"o": torch.empty_like(q), "lse": lse}
+    assert call(inputs, out) is None
+    assert lib.calls[-1][:6] == (2, q.data_ptr(), kv.data_ptr(), kv.data_ptr(), out["o"].data_ptr(), lse.data_ptr())
+    assert lib.calls[-1][6:11] == (16, 40, 128, 1, 4)  # bh, seq, head_dim, causal, group
+    cell = call.__closure__[call.__code__.co_freevars.index("scratch")]
+
+    def scratch() -> Any:
+        (t,) = cell.cell_contents.values()
+        assert t.dtype == torch.float32 and t.is_contiguous()
+        return t
+
+    call(inputs, {"o": torch.empty_like(q)})
+    first = scratch()
+    call(inputs, {"o": torch.empty_like(q)})
+    assert scratch() is first and first.shape == (2, 8, 40)
+    assert lib.calls[1][5] == lib.calls[2][5] == first.data_ptr() != lse.data_ptr()
+    other = torch.zeros(1, 2, 40, 128, dtype=torch.bfloat16)  # another shape: a scratch of its size
+    call({"q": other, "k": other, "v": other, "causal": False}, {"o": torch.empty_like(other)})
+    assert scratch().shape == (1, 2, 40) and lib.calls[-1][5] == scratch().data_ptr()
+    with pytest.raises(ValueError, match=r"cuda_fa3_overlap: lse is \(2, 8, 40\) torch.float64"):
+        call(inputs, {"o": torch.empty_like(q), "lse": lse.double()})
+    assert len(lib.calls) == 4  # refused before the library
 
 
 # ---------------------------------------------------------------- compiled (nvcc) as kwiki builds the library
@@ -146,7 +221,7 @@ _SS = re.compile(r"HGMMA\.64x128x16\.F32\.BF16 R\d+, gdesc\[UR\d+\], (R\d+|RZ)")
 
 
 @pytest.mark.nvcc
-def test_p_v_takes_p_from_registers_and_v_transposed_and_q_k_both_from_shared_memory(library):
+def test_p_v_takes_p_from_registers_and_v_transposed_and_q_k_both_from_shared_memory_and_the_lse_is_computed(library):
     listing = subprocess.run([_tools().cuobjdump, "-sass", str(library)], capture_output=True, text=True,
                              check=True, timeout=120).stdout
     bodies = dict(re.findall(r"Function : (fa3_\w+_kernel)\n(.*?)(?=\n\s+Function : |\Z)", listing, re.S))
@@ -154,19 +229,21 @@ def test_p_v_takes_p_from_registers_and_v_transposed_and_q_k_both_from_shared_me
     for name, body in bodies.items():
         assert len(_RS.findall(body)) >= 16, name  # 8 k16 steps of P V, in the loop and after it
         assert len(_SS.findall(body)) >= 16, name  # 8 of Q K^T (2 boxes x 4 k16 steps), first tile and the loop
+        assert len(re.findall(r"MUFU\.LG2 R\d+, R\d+", body)) == 2, name  # log2 l of the thread's two rows
 
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize(("change", "why"), [({"head_dim": 64}, "head dim"), ({"variant": 3}, "variant"),
                                              ({"q": 8}, "misaligned q"), ({"group": 0}, "no query heads a KV head"),
-                                             ({"group": 3}, "8 query heads are not groups of 3")])
+                                             ({"group": 3}, "8 query heads are not groups of 3"),
+                                             ({"lse": (1 << 22) + 2}, "an lse not 4-byte aligned")])
 def test_the_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(library, change, why):
     lib = ctypes.CDLL(str(library))
     fn = lib.kwiki_fa3_fwd
-    fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 4, *[ctypes.c_int] * 5, ctypes.c_void_p]
+    fn.argtypes = ARGTYPES
     fn.restype = ctypes.c_int
-    args = {"variant": 0, "q": 1 << 20, "k": 1 << 20, "v": 1 << 20, "o": 1 << 21, "bh": 8, "seq": 1000,
-            "head_dim": 128, "causal": 0, "group": 4, "stream": None} | change
+    args = {"variant": 0, "q": 1 << 20, "k": 1 << 20, "v": 1 << 20, "o": 1 << 21, "lse": 1 << 22, "bh": 8,
+            "seq": 1000, "head_dim": 128, "causal": 0, "group": 4, "stream": None} | change
     assert fn(*args.values()) == -1, why  # a CUDA call here (no GPU) would return a CUDA error code instead
 
 

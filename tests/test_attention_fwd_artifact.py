@@ -1,9 +1,10 @@
 """attention_fwd_bf16_sm90a on a CPU: its params check (grouped heads that do not divide, refused before any CUDA
-work), which variants run at which entries (the Triton rungs where the log-sum-exp is an output, the CUDA rungs at
-head dim 128 without grouped heads), its fp64 reference (K and V repeated to the query heads, the log-sum-exp), the
-harness's comparison failing a wrong or unwritten log-sum-exp, the zero-copy unwrapping of a library's output, and
-its Triton kernel under Triton's interpreter (skipped where Triton is not installed, as in CI) at shapes that no block
-divides, causal and not, with and without the split of the masked blocks."""
+work), which variants run at which entries (the Triton rungs everywhere, the CUDA rungs at head dim 128, grouped
+heads and the log-sum-exp included, the libraries where the log-sum-exp is not an output), its fp64 reference (K and
+V repeated to the query heads, the log-sum-exp), the harness's comparison failing a wrong or unwritten log-sum-exp,
+the zero-copy unwrapping of a library's output, and its Triton kernel under Triton's interpreter (skipped where
+Triton is not installed, as in CI) at shapes that no block divides, causal and not, with and without the split of
+the masked blocks."""
 
 from __future__ import annotations
 
@@ -79,13 +80,12 @@ def test_grid_flops_bytes_and_the_one_flex_shape() -> None:
     assert attention.work(_params())["bytes"] - attention.work(_params(outputs="o"))["bytes"] == 4.0 * 2 * 300
 
 
-def test_the_triton_rungs_run_everywhere_the_others_where_the_lse_is_not_checked_fa3_at_head_dim_128() -> None:
+def test_the_triton_rungs_run_everywhere_fa3_at_head_dim_128_the_libraries_where_the_lse_is_not_checked() -> None:
     for p in attention.GRID:
         ours = p["outputs"] == "o+lse"
         assert all(attention.applies(n, p) for n in attention.TRITON)  # interleaved with the libraries at "o"
         assert attention.applies("sdpa_flash", p) == (not ours)
-        fa3 = not ours and p["head_dim"] == 128
-        assert all(attention.applies(n, p) == fa3 for n in attention.FA3)
+        assert all(attention.applies(n, p) == (p["head_dim"] == 128) for n in attention.FA3)  # O and the LSE
     claimed = [(4, 16, 8192, 64, 16, "none"), (1, 32, 8192, 128, 8, "none")]  # head dim 64; 32 query heads over 8
     for b, h, s, d, kv, mask in claimed:
         at = [p for p in attention.GRID if (p["batch"], p["heads"], p["seq"], p["head_dim"], p["kv_heads"],
@@ -94,9 +94,11 @@ def test_the_triton_rungs_run_everywhere_the_others_where_the_lse_is_not_checked
         lib = at[0]
         assert attention.applies("sdpa_cudnn", lib)
         assert all(attention.applies(n, lib) == (d == 128) for n in attention.FA3)  # grouped too, not head dim 64
-    off = [p for p in attention.GRID if p["outputs"] == "o+lse" and p["seq"] % 128]  # the Triton rungs off the tile
+    off = [p for p in attention.GRID if p["outputs"] == "o+lse" and p["seq"] % 128]  # our rungs' LSE, off the tile
     assert {(p["head_dim"], p["kv_heads"] < p["heads"], p["mask"]) for p in off} >= {
-        (128, False, "none"), (128, False, "causal"), (64, True, "none"), (64, True, "causal")}
+        (128, False, "none"), (128, False, "causal"), (64, True, "none"), (64, True, "causal"), (128, True, "causal")}
+    for p in off:  # each beside its "o" twin where the CUDA rungs run: claims may select the "o" one
+        assert p["head_dim"] != 128 or {**p, "outputs": "o"} in attention.GRID
 
 
 def _explicit(q: Any, k: Any, v: Any, causal: bool, kv_of: Any) -> tuple[Any, Any]:

@@ -4,20 +4,21 @@ cuDNN and flash backends and FlexAttention.
 
 O = softmax(Q K^T / sqrt(d)) V per (batch, head); Q and O are [batch, heads, seq, head_dim], K and V [batch, kv_heads,
 seq, head_dim], contiguous (SDPA's layout); query head h reads KV head h // (heads / kv_heads), as SDPA's enable_gqa
-does (no expanded copy of K and V in our kernels). The params' `outputs` says what a call writes: "o" (the libraries
-and the CUDA rungs) or "o+lse", the output and the natural-log log-sum-exp of every row's scaled scores, fp32
-[batch, heads, seq] (the Triton rungs: split-KV combines and the backward pass need it; SDPA's public call does not
-return it and fa3.cu does not write it; fa3.cu reads KV head h // group at its tensor map's third coordinate). The
-Triton rungs always write the LSE: at an "o" entry, where they are timed
-beside the libraries in one interleaved loop, into a scratch tensor of their own (made at the first, untimed, check
-call; its bytes are their extra work); at the "o+lse" entries, off the tile, as a checked output, the others left out. Rungs: 1 a FlashAttention-2-style Triton kernel (kernels.py: one program per 128 query rows of
-one head, online softmax over 64-key blocks, wgmma through tl.dot, causal programs stop at the diagonal block),
-with the masks computed in every block; 2 the same kernel with the unmasked blocks split from the masked ones
-(the causal diagonal block, the partial last block); 3-5 FlashAttention-3-style CUDA kernels (fa3.cu, built by
-kwiki into the library at $KWIKI_CUDA_LIBRARY and called through ctypes on torch's current stream): 3 a producer
-warpgroup issuing TMA loads of K and V into rings and two consumer warpgroups (setmaxnreg) running both GEMMs on
-wgmma with P from registers, 4 the two consumers' GEMMs taking turns (ping-pong, named barriers), 5 each
-consumer's softmax overlapped with its own previous P V (intra-warpgroup pipelining). Baselines (rung 0):
+does (no expanded copy of K and V in our kernels; fa3.cu reads KV head h // group at its tensor map's third
+coordinate). The params' `outputs` says what a call writes: "o" (the libraries) or "o+lse", the output and the
+natural-log log-sum-exp of every row's scaled scores, fp32 [batch, heads, seq] (our Triton and CUDA rungs:
+split-KV combines and the backward pass need it; SDPA's public call does not return it). Our rungs always write
+the LSE: at an "o" entry, where they are timed beside the libraries in one interleaved loop, into a scratch tensor
+of their own (made at the first, untimed, check call; its bytes are their extra work); at the "o+lse" entries, off
+the tile, as a checked output, the libraries left out. Rungs: 1 a FlashAttention-2-style Triton kernel (kernels.py:
+one program per 128 query rows of one head, online softmax over 64-key blocks, wgmma through tl.dot, causal
+programs stop at the diagonal block), with the masks computed in every block; 2 the same kernel with the unmasked
+blocks split from the masked ones (the causal diagonal block, the partial last block); 3-5 FlashAttention-3-style
+CUDA kernels at head dim 128 (fa3.cu, built by kwiki into the library at $KWIKI_CUDA_LIBRARY and called through
+ctypes on torch's current stream): 3 a producer warpgroup issuing TMA loads of K and V into rings and two consumer
+warpgroups (setmaxnreg) running both GEMMs on wgmma with P from registers, 4 the two consumers' GEMMs taking turns
+(ping-pong, named barriers), 5 each consumer's softmax overlapped with its own previous P V (intra-warpgroup
+pipelining). Baselines (rung 0):
 torch.nn.functional.scaled_dot_product_attention restricted to one backend with torch.nn.attention.sdpa_kernel
 (SDPBackend.CUDNN_ATTENTION, at the tile-aligned shapes only; SDPBackend.FLASH_ATTENTION, FlashAttention-2,
 everywhere), and FlexAttention (torch.compile of flex_attention, default mode, dynamic=False, compiled in the
@@ -31,9 +32,9 @@ Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are
 """
 
 HEAD_DIMS = (128, 64)  # what the Triton kernel is built and checked for here (HEAD_DIM is a power of two)
-FA3_HEAD_DIMS = (128,)  # fa3.cu's CUDA rungs: head dim 128, any KV heads dividing the query heads, the output only
+FA3_HEAD_DIMS = (128,)  # fa3.cu's CUDA rungs: head dim 128, any KV heads dividing the query heads, O and the LSE
 MASKS = ("none", "causal")
-OUTPUTS = ("o", "o+lse")  # what is checked: "o" everywhere, the LSE too at the Triton rungs' "o+lse" entries
+OUTPUTS = ("o", "o+lse")  # what is checked: "o" everywhere, the LSE too at the "o+lse" entries (our rungs only)
 TRITON = ("triton_fa2", "triton_fa2_split")
 FP64_REF_SEQ = 2048  # the reference is fp64 up to this sequence length, fp32 past it (it runs at every re-check)
 SCORES_CHUNK = 1 << 28  # elements of the reference's scores at a time (1 GiB in fp32)
@@ -54,7 +55,7 @@ def _shape(b, h, s, mask, outputs, d=128, kv=None):
 
 
 def _both(*shape, **kw):
-    """A shape checked twice: the output of every variant, and the output and the LSE of the Triton rungs."""
+    """A shape checked twice: the output of every variant, and the output and the LSE of our rungs."""
     return [_shape(*shape, "o", **kw), _shape(*shape, "o+lse", **kw)]
 
 
@@ -70,7 +71,7 @@ GRID = [
     _shape(1, 32, 8192, "causal", "o", kv=8),
     _shape(2, 8, 1000, "none", "o+lse", d=64, kv=2),  # off the tile at head dim 64, 8 query heads over 2 KV heads
     _shape(2, 8, 1000, "causal", "o+lse", d=64, kv=2),
-    _shape(2, 8, 1000, "causal", "o", kv=2),  # off the tile, grouped, head dim 128: the CUDA rungs' GQA check
+    *_both(2, 8, 1000, "causal", kv=2),  # off the tile, grouped, head dim 128: the CUDA rungs' GQA check, LSE too
 ]
 VARIANTS = ["sdpa_cudnn", "sdpa_flash", "flex_attention", "triton_fa2", "triton_fa2_split", "cuda_fa3_ws",
             "cuda_fa3_pingpong", "cuda_fa3_overlap"]
@@ -88,8 +89,8 @@ TOLERANCES = {
 
 
 def applies(name, params):
-    if params["outputs"] == "o+lse" and name not in TRITON:
-        return False  # only the Triton rungs write the LSE; the libraries' public calls and fa3.cu do not
+    if params["outputs"] == "o+lse" and name not in TRITON and name not in FA3:
+        return False  # only our rungs write the LSE (fa3.cu at head dim 128, below); the libraries' public calls do not
     if name == "flex_attention":
         return all(params[k] == v for k, v in FLEX_AT.items())
     if name == "sdpa_cudnn":
@@ -146,10 +147,11 @@ def triton_operands_error(q, k, v, o, lse):
     return "; ".join(bad) or None
 
 
-def fa3_operands_error(q, k, v, o):
+def fa3_operands_error(q, k, v, o, lse):
     """Why fa3.cu's kernels cannot take these tensors (None if they can): they are built for Q and O of [batch, heads,
     seq, 128] and K and V of [batch, kv_heads, seq, 128], kv_heads dividing heads, bf16, contiguous, 16-byte aligned
-    (TMA's rule for a tensor map's base), batch * heads <= FA3_MAX_BH."""
+    (TMA's rule for a tensor map's base), batch * heads <= FA3_MAX_BH; the LSE fp32 [batch, heads, seq], contiguous
+    (the kernels write row bh * seq + i with plain stores: 4-byte alignment, which any float32 tensor has)."""
     import torch
 
     bad = []
@@ -170,6 +172,11 @@ def fa3_operands_error(q, k, v, o):
         bad.append(f"head_dim {q.shape[-1]} is not one of {FA3_HEAD_DIMS}")
     if q.dim() == 4 and q.shape[0] * q.shape[1] > FA3_MAX_BH:
         bad.append(f"batch * heads {q.shape[0] * q.shape[1]} is above {FA3_MAX_BH}")
+    want = tuple(q.shape[:3]) if q.dim() == 4 else "[batch, heads, seq]"
+    if tuple(lse.shape) != want or lse.dtype != torch.float32 or not lse.is_contiguous():
+        bad.append(f"lse is {tuple(lse.shape)} {lse.dtype}, not a contiguous float32 {want}")
+    elif lse.device != q.device:  # a pointer the kernels could not write through
+        bad.append(f"lse is on {lse.device}, not q's {q.device}")
     return "; ".join(bad) or None
 
 
@@ -334,8 +341,9 @@ def triton_launcher(name, configs=None):
 
 
 def _fa3(mode, name):
-    """A CUDA rung of fa3.cu: kwiki_fa3_fwd from the artifact's library, on torch's current stream. Operands it is
-    not built for are refused here, by name, before any CUDA call."""
+    """A CUDA rung of fa3.cu: kwiki_fa3_fwd from the artifact's library, on torch's current stream, writing o and the
+    LSE (into a scratch tensor of this closure at an "o" entry, as triton_launcher does: the same timed work at both
+    kinds of entry). Operands it is not built for are refused here, by name, before any CUDA call."""
     import ctypes
     import os
 
@@ -343,17 +351,25 @@ def _fa3(mode, name):
 
     lib = ctypes.CDLL(os.environ["KWIKI_CUDA_LIBRARY"])
     fn = lib.kwiki_fa3_fwd
-    fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 4, *[ctypes.c_int] * 5, ctypes.c_void_p]
+    fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 5, *[ctypes.c_int] * 5, ctypes.c_void_p]
     fn.restype = ctypes.c_int
+    scratch = {}  # the LSE at an "o" entry: written all the same (the same kernel), into a tensor of this closure
 
     def fa3(i, o):
         q, k, v, out = i["q"], i["k"], i["v"], o["o"]
-        why = fa3_operands_error(q, k, v, out)
+        lse = o.get("lse")
+        if lse is None:
+            key = (tuple(q.shape[:3]), q.device)
+            if key not in scratch:  # the first call at a shape is the untimed check call
+                scratch.clear()
+                scratch[key] = q.new_empty(q.shape[:3], dtype=torch.float32)
+            lse = scratch[key]
+        why = fa3_operands_error(q, k, v, out, lse)
         if why:
             raise ValueError(f"attention_fwd_bf16_sm90a (attention.py): {name}: {why}")
         b, h, s, d = q.shape
-        err = fn(mode, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b * h, s, d, int(bool(i["causal"])),
-                 h // k.shape[1], torch.cuda.current_stream().cuda_stream)
+        err = fn(mode, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b * h, s, d,
+                 int(bool(i["causal"])), h // k.shape[1], torch.cuda.current_stream().cuda_stream)
         if err:
             raise RuntimeError(f"attention_fwd_bf16_sm90a (fa3.cu): kwiki_fa3_fwd({name}) returned {err} (-1: operands "
                                "refused, -2: tensor map refused, else a CUDA error code)")

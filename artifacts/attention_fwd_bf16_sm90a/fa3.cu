@@ -13,7 +13,9 @@
 // and V tiles into two 2-stage rings), warpgroups 1 and 2 consume, 64 query rows each: S = Q K^T by wgmma from
 // shared memory, online softmax in registers, O += P V by wgmma with P from registers. seq need not be a
 // multiple of 128: TMA reads rows past seq as zeros, keys >= seq are masked to -inf, rows >= seq are not
-// written. Causal CTAs stop at the diagonal tile and mask only that tile.
+// written. Causal CTAs stop at the diagonal tile and mask only that tile. Beside O, where the caller passes an fp32
+// [batch * heads, seq] buffer, each row's log-sum-exp ln sum_j exp(s_j / sqrt(128)) (split-KV combines and the
+// backward pass need it), from the softmax state already in registers: (m c + log2 l) ln 2, one store a row.
 //
 // The three rungs are one kernel body under a mode (one extern "C" kernel each, names kept for the identity
 // gate and the SASS checks of artifact.yaml):
@@ -76,6 +78,15 @@ __device__ __forceinline__ void named_arrive(int id, int threads) {
 __device__ __forceinline__ float ex2(float x) {  // 2^x, MUFU.EX2 (ex2.approx.ftz.f32: 2^-inf = +0)
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// log2(x), MUFU.LG2 (lg2.approx.ftz.f32, __log2f's instruction: an error of order 1e-6 at most for the row sums
+// here, 1 <= l <= seq, far inside the LSE's tolerance; log2(+0) = -inf), as tl.math.log2 gives the Triton rungs;
+// log2f compiles to a polynomial of some twenty instructions without fast math.
+__device__ __forceinline__ float lg2(float x) {
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
 
@@ -256,8 +267,13 @@ __device__ __forceinline__ void produce(const CUtensorMap* tq, const CUtensorMap
     }
 }
 
-// O / l to global as bf16, rows < seq only, straight from the accumulators (pairs of columns a thread).
-__device__ __forceinline__ void store_o(const float (&o)[64], float (&l)[2], bf16* out, int row0, int seq) {
+// O / l to global as bf16, rows < seq only, straight from the accumulators (pairs of columns a thread), and,
+// where lse is not null, the row's log-sum-exp: sum exp(s / sqrt(d)) = 2^(m c) l with m the raw running max, so
+// lse = (m c + log2 l) ln 2, written by the quad's first thread (the quad holds the row and, after the shuffles,
+// all of l). A fully masked row (impossible: see softmax_tile) would have m = -inf and l = 0: O NaN (0 / 0) and
+// lse -inf, what softmax and logsumexp give for an empty row, never a finite number that hides it.
+__device__ __forceinline__ void store_o(const float (&o)[64], const float (&m)[2], float (&l)[2], bf16* out, float* lse, int row0,
+                                        int seq, float c) {
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -267,6 +283,7 @@ __device__ __forceinline__ void store_o(const float (&o)[64], float (&l)[2], bf1
         const float inv = 1.f / sum;
         const int row = row0 + 8 * h;
         if (row >= seq) continue;
+        if (lse != nullptr && lane % 4 == 0) lse[row] = (m[h] * c + lg2(sum)) * 0.6931471805599453f;
         bf16* dst = out + size_t(row) * D + 2 * (lane % 4);
 #pragma unroll
         for (int j = 0; j < 16; ++j)
@@ -278,8 +295,8 @@ __device__ __forceinline__ void store_o(const float (&o)[64], float (&l)[2], bf1
 // kv_heads rows: (b * heads + h) / group = b * kv_heads + h / group). Causal grids run the heaviest tiles first
 // (blockIdx.x 0 is the last tile).
 template <int MODE>
-__device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, bf16* out, int seq,
-                                              int causal, int group, float c) {
+__device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, bf16* out, float* lse,
+                                              int seq, int causal, int group, float c) {
     extern __shared__ uint8_t smem_raw[];
     const Smem sm(smem_raw);
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -392,7 +409,7 @@ __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUten
     sm90::wgmma_wait<0>();
     settle(o);
     if (tid == 0) sm90::mbar_arrive(&sm.v_empty[last]);
-    store_o(o, l, out + size_t(bh) * seq * D, row0, seq);
+    store_o(o, m, l, out + size_t(bh) * seq * D, lse == nullptr ? nullptr : lse + size_t(bh) * seq, row0, seq, c);
 }
 
 }  // namespace fa3
@@ -400,24 +417,24 @@ __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUten
 // kwiki:rung cuda_fa3_ws
 extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)
 fa3_ws_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
-              bf16* out, int seq, int causal, int group, float c) {
-    fa3::attention_cta<fa3::WS>(&tq, &tk, &tv, out, seq, causal, group, c);
+              bf16* out, float* lse, int seq, int causal, int group, float c) {
+    fa3::attention_cta<fa3::WS>(&tq, &tk, &tv, out, lse, seq, causal, group, c);
 }
 // /kwiki:rung cuda_fa3_ws
 
 // kwiki:rung cuda_fa3_pingpong
 extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)
 fa3_pingpong_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
-                    bf16* out, int seq, int causal, int group, float c) {
-    fa3::attention_cta<fa3::PINGPONG>(&tq, &tk, &tv, out, seq, causal, group, c);
+                    bf16* out, float* lse, int seq, int causal, int group, float c) {
+    fa3::attention_cta<fa3::PINGPONG>(&tq, &tk, &tv, out, lse, seq, causal, group, c);
 }
 // /kwiki:rung cuda_fa3_pingpong
 
 // kwiki:rung cuda_fa3_overlap
 extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)
 fa3_overlap_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
-                   bf16* out, int seq, int causal, int group, float c) {
-    fa3::attention_cta<fa3::OVERLAP>(&tq, &tk, &tv, out, seq, causal, group, c);
+                   bf16* out, float* lse, int seq, int causal, int group, float c) {
+    fa3::attention_cta<fa3::OVERLAP>(&tq, &tk, &tv, out, lse, seq, causal, group, c);
 }
 // /kwiki:rung cuda_fa3_overlap
 
@@ -443,22 +460,24 @@ inline CUresult tensor_map_3d(CUtensorMap* map, const void* ptr, int bh, int seq
 }  // namespace fa3
 
 // The launcher the module calls: variant 0 ws, 1 pingpong, 2 overlap; q, o of [bh, seq, head_dim] and k, v of
-// [bh / group, seq, head_dim] bf16 (group query heads a KV head), contiguous, 16-byte aligned. Returns 0, a CUDA
-// error code, or -1 (head_dim not 128, a bad variant, seq, bh or group not positive, bh not a multiple of group,
-// a pointer not 16-byte aligned), -2 (the driver refused a tensor map). The module checks all of these before it
-// calls, with a located message; the checks here keep a direct caller from a bad launch.
-extern "C" int kwiki_fa3_fwd(int variant, const void* q, const void* k, const void* v, void* o, int bh, int seq, int head_dim, int causal,
-                             int group, cudaStream_t stream) {
+// [bh / group, seq, head_dim] bf16 (group query heads a KV head), contiguous, 16-byte aligned; lse null (O only)
+// or fp32 [bh, seq], contiguous, 4-byte aligned, each row's natural-log log-sum-exp. Returns 0, a CUDA error code,
+// or -1 (head_dim not 128, a bad variant, seq, bh or group not positive, bh not a multiple of group, q, k, v or o
+// not 16-byte aligned, lse not 4-byte aligned), -2 (the driver refused a tensor map). The module checks all of
+// these before it calls, with a located message; the checks here keep a direct caller from a bad launch.
+extern "C" int kwiki_fa3_fwd(int variant, const void* q, const void* k, const void* v, void* o, float* lse, int bh, int seq, int head_dim,
+                             int causal, int group, cudaStream_t stream) {
     if (head_dim != fa3::D || variant < 0 || variant > 2 || bh <= 0 || seq <= 0 || bh > 65535 || group <= 0 ||
         bh % group != 0)
         return -1;
     for (const void* ptr : {q, k, v, static_cast<const void*>(o)})
         if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return -1;
+    if (reinterpret_cast<uintptr_t>(lse) % alignof(float) != 0) return -1;
     CUtensorMap tq, tk, tv;
     if (fa3::tensor_map_3d(&tq, q, bh, seq) != CUDA_SUCCESS || fa3::tensor_map_3d(&tk, k, bh / group, seq) != CUDA_SUCCESS ||
         fa3::tensor_map_3d(&tv, v, bh / group, seq) != CUDA_SUCCESS)
         return -2;
-    using Kernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, bf16*, int, int, int, float);
+    using Kernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, bf16*, float*, int, int, int, float);
     const Kernel kernels[3] = {fa3_ws_kernel, fa3_pingpong_kernel, fa3_overlap_kernel};
     const Kernel f = kernels[variant];
     static bool configured[3] = {false, false, false};
@@ -469,6 +488,6 @@ extern "C" int kwiki_fa3_fwd(int variant, const void* q, const void* k, const vo
     }
     const float c = 1.4426950408889634f / sqrtf(float(fa3::D));  // log2(e) / sqrt(d): exp(x / sqrt(d)) = 2^(x c)
     const dim3 grid(unsigned((seq + fa3::BM - 1) / fa3::BM), unsigned(bh));
-    f<<<grid, fa3::THREADS, fa3::SMEM_BYTES, stream>>>(tq, tk, tv, static_cast<bf16*>(o), seq, causal, group, c);
+    f<<<grid, fa3::THREADS, fa3::SMEM_BYTES, stream>>>(tq, tk, tv, static_cast<bf16*>(o), lse, seq, causal, group, c);
     return int(cudaGetLastError());
 }
