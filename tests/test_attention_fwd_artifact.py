@@ -85,6 +85,7 @@ def test_the_triton_rungs_run_everywhere_fa3_at_head_dim_128_the_libraries_where
         ours = p["outputs"] == "o+lse"
         assert all(attention.applies(n, p) for n in attention.TRITON)  # interleaved with the libraries at "o"
         assert attention.applies("sdpa_flash", p) == (not ours)
+        assert attention.applies("sdpa_efficient", p) == (not ours)
         assert all(attention.applies(n, p) == (p["head_dim"] == 128) for n in attention.FA3)  # O and the LSE
     claimed = [(4, 16, 8192, 64, 16, "none"), (1, 32, 8192, 128, 8, "none")]  # head dim 64; 32 query heads over 8
     for b, h, s, d, kv, mask in claimed:
@@ -179,6 +180,30 @@ def test_a_library_output_is_returned_without_a_copy_or_copied_when_strided() ->
     assert own._base is None and own.data_ptr() == view.data_ptr() and torch.equal(own, view)
     strided = torch.randn(2, 5, 3, 4).transpose(1, 2)  # (B,H,S,D) of a (B,S,H,D) buffer
     assert attention._own(strided, like) is None and torch.equal(like, strided)
+
+
+@pytest.mark.parametrize("name, backend", [("sdpa_cudnn", "CUDNN_ATTENTION"), ("sdpa_flash", "FLASH_ATTENTION"),
+                                           ("sdpa_efficient", "EFFICIENT_ATTENTION")])
+def test_each_sdpa_baseline_is_restricted_to_its_own_backend(monkeypatch: pytest.MonkeyPatch, name: str,
+                                                             backend: str) -> None:
+    torch = pytest.importorskip("torch")
+    import contextlib
+
+    import torch.nn.attention as tna
+
+    seen = []
+
+    @contextlib.contextmanager
+    def only(backends: list[Any]) -> Any:
+        seen.append(list(backends))
+        yield
+
+    monkeypatch.setattr(tna, "sdpa_kernel", only)
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", lambda q, k, v, **kw: q.clone())
+    q, kv = torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16)
+    o = {"o": torch.empty_like(q)}
+    attention.load(name)({"q": q, "k": kv, "v": kv, "causal": False}, o)
+    assert seen == [[getattr(tna.SDPBackend, backend)]]  # that backend alone: no silent fallback to another
 
 
 def _interpreted_kernels(monkeypatch: pytest.MonkeyPatch) -> Any:

@@ -1,6 +1,6 @@
 """attention_fwd_bf16_sm90a: the forward (prefill) pass of softmax attention, bf16 in and out, fp32 softmax state,
 head dims 128 and 64, causal and not, query heads sharing KV heads (grouped-query attention) or not, against SDPA's
-cuDNN and flash backends and FlexAttention.
+cuDNN, flash and memory-efficient backends and FlexAttention.
 
 O = softmax(Q K^T / sqrt(d)) V per (batch, head); Q and O are [batch, heads, seq, head_dim], K and V [batch, kv_heads,
 seq, head_dim], contiguous (SDPA's layout); query head h reads KV head h // (heads / kv_heads), as SDPA's enable_gqa
@@ -20,8 +20,8 @@ warpgroups (setmaxnreg) running both GEMMs on wgmma with P from registers, 4 the
 (ping-pong, named barriers), 5 each consumer's softmax overlapped with its own previous P V (intra-warpgroup
 pipelining). Baselines (rung 0):
 torch.nn.functional.scaled_dot_product_attention restricted to one backend with torch.nn.attention.sdpa_kernel
-(SDPBackend.CUDNN_ATTENTION, at the tile-aligned shapes only; SDPBackend.FLASH_ATTENTION, FlashAttention-2,
-everywhere), and FlexAttention (torch.compile of flex_attention, default mode, dynamic=False, compiled in the
+(SDPBackend.CUDNN_ATTENTION, at the tile-aligned shapes only; SDPBackend.FLASH_ATTENTION, FlashAttention-2, and
+SDPBackend.EFFICIENT_ATTENTION, the xFormers-derived memory-efficient kernel, everywhere), and FlexAttention (torch.compile of flex_attention, default mode, dynamic=False, compiled in the
 untimed check call, at one claimed shape: a compile costs 10-40 s).
 
 The causal flag reaches a variant as the input `causal` (a bool beside the tensors: the harness hands a variant its
@@ -73,8 +73,9 @@ GRID = [
     _shape(2, 8, 1000, "causal", "o+lse", d=64, kv=2),
     *_both(2, 8, 1000, "causal", kv=2),  # off the tile, grouped, head dim 128: the CUDA rungs' GQA check, LSE too
 ]
-VARIANTS = ["sdpa_cudnn", "sdpa_flash", "flex_attention", "triton_fa2", "triton_fa2_split", "cuda_fa3_ws",
+VARIANTS = ["sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "flex_attention", "triton_fa2", "triton_fa2_split", "cuda_fa3_ws",
             "cuda_fa3_pingpong", "cuda_fa3_overlap"]
+SDPA = {"sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_flash": "FLASH_ATTENTION", "sdpa_efficient": "EFFICIENT_ATTENTION"}
 FA3 = {"cuda_fa3_ws": 0, "cuda_fa3_pingpong": 1, "cuda_fa3_overlap": 2}  # fa3.cu's kwiki_fa3_fwd(variant, ...)
 FA3_MAX_BH = 65535  # batch * heads is the grid's y extent
 TOLERANCES = {
@@ -265,10 +266,10 @@ def load(name):
     import torch
     import torch.nn.functional as F
 
-    if name in ("sdpa_cudnn", "sdpa_flash"):
+    if name in SDPA:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        backend = SDPBackend.CUDNN_ATTENTION if name == "sdpa_cudnn" else SDPBackend.FLASH_ATTENTION
+        backend = getattr(SDPBackend, SDPA[name])
         expand = set()  # shapes whose grouped K and V this backend refused: expanded in the call from then on
 
         def sdpa(q, k, v, causal):
