@@ -2,8 +2,9 @@
 
 Small tiles (32x32, 16-deep k-blocks) and few "SMs" so that the small shapes here cut tiles the way the GPU's
 shapes do: M, N and K off every tile, split-K with a short last slice, Stream-K ranges that cross tile
-boundaries, that lie inside one tile (a tile split among three or more programs), and that are empty (more
-programs than iterations). Outputs are poisoned with NaN first; inputs must be unchanged afterwards.
+boundaries, that lie inside one tile (a tile split among three or more programs), and grids of more "SMs" than
+iterations (capped: an empty program inside a split tile would never raise its flag, and its finisher would
+wait forever). Outputs are poisoned with NaN first; inputs must be unchanged afterwards.
 
 The interpreter runs the programs of a grid one at a time, in order: Stream-K's fix-up is written so that the
 program that finishes a split tile has the highest id of its contributors (see streamk_kernel), so every flag
@@ -54,7 +55,9 @@ CASES = [  # (variant, m, n, k, sms): 32x32 tiles, 16-deep k-blocks; no block di
     ("triton_streamk", 70, 50, 100, 4),     # 42 iterations on 4 programs: ranges of 10 or 11 cross tiles
     ("triton_streamk", 70, 50, 100, 13),    # ranges of 3 or 4 inside a 7-iteration tile: 2 to 4 per tile
     ("triton_streamk", 40, 90, 300, 5),     # long tiles, each split between two programs at most
-    ("triton_streamk", 33, 20, 40, 8),      # 1 tile x 3 k-blocks on 8 programs: five ranges are empty
+    ("triton_streamk", 33, 20, 40, 8),      # 2 tiles x 3 k-blocks on 8 programs: capped at 6, none empty
+    ("triton_streamk", 33, 20, 40, 20),     # on 20 "SMs": uncapped, empty programs inside a split tile hang
+    ("triton_streamk", 70, 50, 100, 60),    # 42 iterations on 60 "SMs": the same, capped at 42
     ("triton_streamk", 64, 64, 64, 4),      # on the tile: 4 tiles x 4 k-blocks, one whole tile per program
 ]
 

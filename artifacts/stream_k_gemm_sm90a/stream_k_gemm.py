@@ -87,6 +87,13 @@ def waves(m, n, sms):
     return t, t / sms, t - (_cdiv(t, sms) - 1) * sms
 
 
+def streamk_programs(m, n, k, sms, bm=BM, bn=BN, bk=BK):
+    """Stream-K's grid: one program per SM, but never more programs than iterations (tiles x k-blocks). With more,
+    some ranges are empty, and an empty program between two contributors to a split tile never raises the flag
+    that the tile's finisher waits for: a hang (a single 128 x 128 tile with K = 4096 on 132 SMs)."""
+    return min(sms, tiles(m, n, bm, bn) * _cdiv(k, bk))
+
+
 def split_factor(t, iters, sms):
     """Split-K's S: of 2..MAX_SPLITS slices of at least MIN_SPLIT_BLOCKS k-blocks, the one whose units
     (S x t, at one per SM) finish in the fewest tile-times, ceil(S t / sms) / S; the smallest S on a tie."""
@@ -130,9 +137,10 @@ def launcher(name, sms, bm=BM, bn=BN, bk=BK, warps=WARPS, stages=STAGES):
         flags = FLAGS.get((str(dev), sms))
         if flags is None:  # allocated and zeroed once (a fill kernel in the first, checked, call only)
             flags = FLAGS[(str(dev), sms)] = torch.zeros(sms, dtype=torch.int32, device=dev)
-        part = torch.empty(sms, bm * bn, dtype=torch.float32, device=dev)  # one slot per program
-        kernels.streamk_kernel[(sms,)](i["a"], i["b"], o["c"], part, flags, m, n, k, sms, BM=bm, BN=bn,
-                                       BK=bk, GROUP_M=GROUP_M, num_warps=warps, num_stages=stages)
+        p = streamk_programs(m, n, k, sms, bm, bn, bk)
+        part = torch.empty(p, bm * bn, dtype=torch.float32, device=dev)  # one slot per program
+        kernels.streamk_kernel[(p,)](i["a"], i["b"], o["c"], part, flags, m, n, k, p, BM=bm, BN=bn,
+                                     BK=bk, GROUP_M=GROUP_M, num_warps=warps, num_stages=stages)
 
     return {"triton_dp": dp, "triton_splitk": splitk, "triton_streamk": streamk}[name]
 
