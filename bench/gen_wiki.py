@@ -97,7 +97,7 @@ def _manifest(name: str) -> str:
 def _claims(page: _Page, rng: random.Random, n_artifacts: int) -> tuple[list[str], str]:
     """(front-matter lines for artifacts and claims, the artifact directory they measure)."""
     artifact = f"artifacts/{ARTIFACT_PREFIX}{rng.randrange(n_artifacts):03d}"
-    lines = ["artifacts:", f"  code: {artifact}", "claims:"]
+    lines = ["artifacts:", f"  code: {artifact}", "headline: claim-0", "claims:"]
     for k in range(rng.randint(1, 4)):
         figure, unit, metric = rng.choice(FIGURES)
         lines += [
@@ -244,7 +244,7 @@ def _ladder_claims(page: _Page, rng: random.Random) -> tuple[list[str], str]:
     """Front-matter lines of a measured page's own artifact and claims: speed-ups over the baseline
     (bounds) and bandwidths (values), as real pages state them."""
     artifact = f"artifacts/{ARTIFACT_PREFIX}{page.index:04d}"
-    lines = ["artifacts:", f"  code: {artifact}", "claims:"]
+    lines = ["artifacts:", f"  code: {artifact}", "headline: speedup-0", "claims:"]
     for k in range(rng.randint(1, 4)):
         variant, m = rng.randrange(1, VARIANTS), rng.choice(SHAPES)
         shape = [f"  conditions: {{gpu: H200, arch: sm_90a, dtype: bf16, shape: {m}x{m}}}", "  measure:",

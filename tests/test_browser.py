@@ -229,7 +229,8 @@ def test_files_a_browser_would_run_are_not_served(guarded, payload_site, path):
 # ---------------------------------------------------------------- readers: layout, charts, weight, accessibility
 
 VIEWS = {"home": "", "ladder": "nvidia/kernels/gemv-bf16/", "gemm": "nvidia/kernels/gemm-aligned/",
-         "ws": "nvidia/techniques/warp-specialization/algo-warp-specialization/", "tags": "indexes/tags/"}
+         "ws": "nvidia/techniques/warp-specialization/algo-warp-specialization/", "tags": "indexes/tags/",
+         "loads": "nvidia/techniques/vectorized-loads/", "persistent": "nvidia/techniques/persistent-kernel/"}
 FIRST_VIEW_BYTES = 400_000  # HTML, CSS, JS and the search index a first view fetches, uncompressed
 FIRST_VIEW_TYPES = frozenset({"document", "stylesheet", "script", "xhr", "fetch"})
 MIN_CHART_PX = 11
@@ -245,8 +246,6 @@ def wiki_site(tmp_path_factory, served):
     for name in ("wiki", "artifacts", "results"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.o", "build"))
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
-    # pages cite it as their source: the strict build runs `kwiki check`, which opens it
-    shutil.copytree(REPO / "tests" / "fixtures" / "reference", root / "tests" / "fixtures" / "reference")
     build_site(root, root / "site")
     with served(root / "site") as url:
         yield url
@@ -274,8 +273,6 @@ def grown_site(tmp_path_factory, served):
     for name in ("wiki", "artifacts", "results"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.o", "build"))
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
-    # pages cite it as their source: the strict build runs `kwiki check`, which opens it
-    shutil.copytree(REPO / "tests" / "fixtures" / "reference", root / "tests" / "fixtures" / "reference")
     _gen_wiki().generate(root, GENERATED, seed=0, measured=0.75, store=True)
     report = build_site(root, root / "site")
     assert report.pages >= 12 + GENERATED  # the repository's own pages grow in number
@@ -381,7 +378,7 @@ def test_ladder_regions_are_reachable_by_keyboard_and_become_cards_on_a_phone(br
 # ---------------------------------------------------------------- pages that answer at a glance
 
 SCREENS = {"desktop": (1400, 900), "phone": (390, 844)}
-ANSWERING = ("ladder", "gemm", "ws")  # pages with measurements: a measured figure in their first screen
+ANSWERING = ("ladder", "gemm", "ws", "loads", "persistent")  # pages with measurements: a figure in the first screen
 FIGURE = ".kw-answer .kw-fig"
 
 
@@ -405,6 +402,33 @@ def test_first_measured_figure_is_within_the_first_screen(browser, wiki_site, vi
         box = figure.bounding_box()
         assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= SCREENS[screen][1], box
         assert any(ch.isdigit() for ch in figure.inner_text())
+    finally:
+        context.close()
+
+
+DRAWN = {"ladder": "curve", "ws": "curve", "loads": "curve", "persistent": "timeline"}  # what each draws of its runs
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("screen", sorted(SCREENS))
+@pytest.mark.parametrize("view", sorted(DRAWN))
+def test_curves_and_the_measured_timeline_are_drawn(browser, wiki_site, view, screen, scheme):
+    """The GEMV, warp-specialization and vectorized-loads pages draw their curve across sizes, the persistent-kernel
+    page its measured timeline: an image that loads, shows, and lies within the article's column at desktop and
+    phone width, its white card inverted in the dark scheme only."""
+    context, pg = _screen(browser, wiki_site + VIEWS[view], screen, scheme)
+    try:
+        drawn = pg.locator(f'article img.kw-chart[src*="/{DRAWN[view]}-"]')
+        assert drawn.count() >= 1, view
+        img = drawn.first
+        img.scroll_into_view_if_needed()
+        pg.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=img.element_handle(), timeout=10_000)
+        assert img.is_visible()
+        box, column = img.bounding_box(), pg.locator("article").bounding_box()
+        assert box is not None and column is not None and box["width"] >= 0.5 * min(column["width"], 480)
+        assert column["x"] - 0.5 <= box["x"] and box["x"] + box["width"] <= column["x"] + column["width"] + 0.5
+        inverted = "invert" in img.evaluate("img => getComputedStyle(img).filter")
+        assert inverted == (scheme == "dark")
     finally:
         context.close()
 

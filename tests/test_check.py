@@ -509,6 +509,47 @@ def test_measured_by_hand_is_a_warning_and_strict_makes_it_an_error(tmp_path: Pa
     assert [(p.line, p.severity) for p in check(tmp_path, strict=True).problems] == [(5, "error")]
 
 
+MEASURED_PAGE = """---
+id: kernel-m
+title: M
+type: kernel
+{status}artifacts:
+  code: artifacts/m
+{headline}claims:
+  - id: cited
+    statement: A blog reports 900 TFLOP/s.
+    metric: throughput
+    unit: TFLOP/s
+    value: 900
+    evidence: source-reported
+    source: blog
+  - id: measured
+    statement: The kernel reaches 800 TFLOP/s.
+    metric: throughput
+    unit: TFLOP/s
+    at_least: 800
+    measure: {{artifact: code, of: {{variant: v, figure: tflop_per_s}}}}
+---
+Body.
+"""
+
+
+@pytest.mark.parametrize(("front", "expected"), [
+    ({}, [(7, "names no headline")]),  # at `claims:`
+    ({"headline": "headline: cited\n"}, [(7, "headline 'cited' is a claim kwiki does not measure")]),
+    ({"headline": "headline: measured\n"}, []),
+    ({"status": "status: draft\n"}, []),  # a draft is left out of the site: no answer box to fill
+])
+def test_a_page_whose_claims_are_measured_names_a_measured_headline_under_strict(tmp_path: Path, front, expected):
+    (tmp_path / "wiki").mkdir()
+    page = MEASURED_PAGE.format(status=front.get("status", ""), headline=front.get("headline", ""))
+    (tmp_path / "wiki" / "m.md").write_text(page, encoding="utf-8")
+    found = [p for p in check(tmp_path, strict=True).problems if p.field == "headline"]
+    assert [(p.line, p.severity) for p in found] == [(line, "error") for line, _ in expected]
+    assert all(part in p.message for p, (_, part) in zip(found, expected, strict=True))
+    assert [p for p in check(tmp_path).problems if p.field == "headline"] == []  # like the id convention
+
+
 # ---------------------------------------------------------------- fuzzing real pages
 
 _REFERENCE_PAGES = sorted(p.read_bytes() for p in REFERENCE.rglob("*.md"))

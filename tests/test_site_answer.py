@@ -108,6 +108,23 @@ def test_headline_claim_from_front_matter_with_its_direction():
     assert figure_text(fraction.claims[1], fraction.measurements.claims["vs-cublas-8192"]) == "102% of cublas"
 
 
+def test_a_ratio_of_times_names_the_variant_its_kernel_is_faster_than():
+    """cuBLAS's time over ours is our speed relative to cuBLAS's: the figure names cuBLAS ('1.28× cublas'), as a
+    ratio of rates names its `per`; it named our own variant ('1.28× persistent', the GEMV's headline)."""
+    times = _meta(headline="vs-cublas-8192")
+    claim = times.claims[1]
+    claim.measure.of, claim.measure.per = claim.measure.per, claim.measure.of
+    claim.measure.of.figure = claim.measure.per.figure = "time_us"
+    mc = times.measurements.claims["vs-cublas-8192"]
+    assert claim.measure.of.variant == "cublas" and figure_text(claim, mc) == "1.02× cublas"
+    claim.decision = Decision(family="gemm", use="persistent", over="cuBLAS's default algorithm")
+    assert figure_text(claim, mc) == "1.02× cuBLAS's default algorithm"  # a decision's words come first
+    gap = _meta()
+    gap.claims[1].unit = "fraction"
+    small = gap.measurements.claims["vs-cublas-8192"].model_copy(update={"value": 0.00059})
+    assert figure_text(gap.claims[1], small) == "0.059% of cublas"  # not '0%'
+
+
 def test_a_page_without_a_ladder_answers_with_its_headline_claim():
     meta = _meta(headline="vs-cublas-8192")
     box = answer_box(meta, standing(meta), [])

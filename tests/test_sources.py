@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ from kwiki.cli import main
 from kwiki.results.standing import State, standing
 from kwiki.wiki.check import check, public
 from kwiki.wiki.model import PageMeta
+
+REPO = Path(__file__).resolve().parent.parent
 
 OTHER = """---
 id: other
@@ -137,6 +140,31 @@ def test_check_cli_fails_on_an_unopenable_source(tmp_path: Path, capsys, monkeyp
     monkeypatch.chdir(root)
     assert main(["check"]) == 1
     assert "wiki/page.md:6: sources[0]: source 'notes' names no locator" in capsys.readouterr().out
+
+
+REPLACED = re.compile(r"replaced\s+(kernel\s*)?wiki", re.IGNORECASE)
+
+
+def _tests_path(locator: str | None) -> bool:
+    return locator is not None and locator.strip().lstrip("./").startswith("tests/")
+
+
+def test_the_committed_wiki_cites_no_replaced_wiki_and_no_test_path():
+    """A source is something any reader can open: never 'the replaced wiki' (pages no reader can open any more) and
+    never a file under tests/ (a fixture, which the site does not publish). Fourteen mentions of the one, with a test
+    path of this repository as its source, went in issue 30; the last two were source notes."""
+    from kwiki.wiki.catalog import load_wiki
+
+    pages = [p for p in load_wiki(REPO).pages if p.meta is not None]
+    assert len(pages) > 20
+    said = [(p.path, m.group()) for p in pages for m in REPLACED.finditer(p.file.read_text(encoding="utf-8"))]
+    assert said == []
+    cited = [(p.path, loc) for p in pages for entry in p.meta.sources if not isinstance(entry, str)
+             for loc in (entry.url, entry.path) if _tests_path(loc)]
+    cited += [(p.path, loc.path) for p in pages for loc in p.meta.source if _tests_path(loc.path)]
+    assert cited == []
+    assert _tests_path("tests/fixtures/reference/wiki/x.md") and not _tests_path("https://github.com/NVIDIA/cutlass")
+    assert REPLACED.search("as the Replaced KernelWiki reported")
 
 
 # ---------------------------------------------------------------- contradicted outside figures

@@ -260,6 +260,55 @@ def test_where_a_library_wins_the_curve_keeps_the_size_and_draws_the_best_of_the
     assert spec["points"][-1]["best"] < spec["points"][-1]["base"]  # below the baseline, and drawn so
 
 
+# ---------------------------------------------------------------- the curve: the runs a verdict stands on
+
+
+def _runs(m: Manifest) -> list[RecordRow]:
+    """Five runs of `gemv`: one of an older series, then four of the current one, `tuned` faster or slower in each
+    (the factor) and every other variant the same."""
+    out = []
+    for n, (series, factor) in enumerate((("old", 0.5), ("new", 0.9), ("new", 1.0), ("new", 0.95), ("new", 1.02))):
+        for row in _store(m):
+            f = factor if row.variant == "tuned" else 1.0
+            figures = {"time_us": row.figures["time_us"] / f, "gb_per_s": row.figures["gb_per_s"] * f,
+                       "tb_per_s": row.figures["tb_per_s"] * f}
+            out.append(row.model_copy(update={"run_id": f"r{n}", "date": f"2026-12-0{n + 1}T00:00:00+00:00",
+                                              "series": f"nvidia-h200/p3/{series}", "figures": figures}))
+    return out
+
+
+def test_the_curve_draws_the_median_of_the_series_last_three_runs_with_their_range(tmp_path):
+    """Each point of the curve is the median over the runs a verdict stands on (the last three of the latest run's
+    series), its band their lowest and highest share; a run before those three, or of an older series, is not
+    drawn, and neither is the latest run alone (it was: the curve drew from it only)."""
+    from kwiki.site.listings import SitePage
+    from kwiki.site.pages import Context, _curves, page_ladders
+    from kwiki.wiki.model import PageMeta
+
+    m = _manifest()
+    rows = _runs(m)
+    ((*_, latest),) = ladders.store_runs(m, rows)
+    assert [lad.run_id for lad in ladders.store_runs(m, rows)[0]] == ["r2", "r3", "r4"]
+    assert latest == ladders.from_store(m, rows)[0]  # the last of them is the latest run's ladder
+    ctx = Context(root=tmp_path, records={"gemv": rows})
+    ctx.loaded["artifacts/gemv"] = m
+    meta = PageMeta.model_validate({"id": "kernel-gemv", "title": "GEMV", "type": "kernel",
+                                    "artifacts": {"gemv": "artifacts/gemv"}})
+    sp = SitePage(page=None, rel="kernels/gemv.md", meta=meta, standing=None)
+    (pl,) = page_ladders(ctx, sp)
+    (spec,) = curve_specs(pl.ladder, None, pl.runs)
+    sol = 3.5 / 4.6  # tuned's share of the read ceiling at a sweep size, factor 1
+    point = next(p for p in spec["points"] if p["label"] == "1024x1024")
+    assert point["best_variant"] == "tuned" and point["best_runs"] == 3 and spec["runs"] == 3
+    assert round(point["best"], 3) == round(sol, 3)  # the median (r2), not the latest (r4: 1.02)
+    assert (round(point["best_low"], 3), round(point["best_high"], 3)) == (round(0.95 * sol, 3), round(1.02 * sol, 3))
+    assert point["base_low"] == point["base_high"] == point["base"]  # the baseline did not move
+    assert "Across sizes" in _curves(ctx, sp, [pl])  # the page draws the same
+    (svg,) = ctx.files.values()
+    assert b"<polygon" in svg and "tuned 76.1% of the speed of light (median of 3 runs, 72.3–77.6%)".encode() in svg
+    assert b"each line is their median" in svg
+
+
 # ---------------------------------------------------------------- claims read the ladder's records, never the sweep's
 
 

@@ -145,8 +145,10 @@ def test_check_fails_every_untraceable_figure_at_its_block(edited, capsys):
                "reproduced, but run " in line and line.endswith("found worse") for line in lines)
     assert any(line.startswith("wiki/edited.md:") and "measurements.claims.stream-time: untraceable: value 230, "
                "but the median of its runs in results/ is 250" in line for line in lines)
-    # the fixture's ids predate the '<type>-<slug>' convention, which --strict checks: that error is not traceability's
-    assert not any("honest.md" in line and "does not follow the convention" not in line for line in out.splitlines())
+    # the fixture's ids predate the '<type>-<slug>' convention and its pages the headline, which --strict checks: those
+    # errors are not traceability's
+    assert not any("honest.md" in line and "does not follow the convention" not in line
+                   and "names no headline" not in line for line in out.splitlines())
     assert run(capsys, "check", "--root", str(edited))[0] == 1  # errors without --strict too
 
 
@@ -156,8 +158,10 @@ def test_blocks_written_before_run_ids_warn_and_a_hand_edit_of_one_fails(tmp_pat
         shutil.copytree(FIXTURES / "site" / name, root / name)
     for strict in ([], ["--strict"]):  # only a GPU run can write them again: a warning, even under --strict
         code, out, _ = run(capsys, "check", "--root", str(root), *strict)
-        # the fixture's ids predate the '<type>-<slug>' convention, which --strict checks: those errors aside
-        others = [line for line in out.splitlines()[:-1] if "does not follow the convention" not in line]
+        # the fixture's ids predate the '<type>-<slug>' convention and its pages the headline, which --strict
+        # checks: those errors aside
+        others = [line for line in out.splitlines()[:-1] if "does not follow the convention" not in line
+                  and "names no headline" not in line]
         assert all(line.endswith("(warning)") for line in others), others
         assert out.count("written before traceability (no run ids); re-run kwiki verify (warning)") == 3
     reseal(root / "wiki" / "kernels" / "reduce-worse.md", "verdict: worse", "verdict: reproduced")

@@ -4,14 +4,16 @@ layout (kwiki.site) and the agents' JSON (kwiki.agents).
 
 A ladder comes from one run: either the records of the run `kwiki verify` is writing back
 (kwiki.verify.tables.from_run), or the latest run of an artifact on each GPU model in the results store
-(`from_store`). Rows keep the
-order the manifest declares its variants in; groups are sorted by their parameters, numbers as numbers.
+(`from_store`); the site's curves across sizes draw the median of the last runs of its series
+(`store_runs`, `median_ladder`), the runs its verdicts stand on. Rows keep the order the manifest declares its
+variants in; groups are sorted by their parameters, numbers as numbers.
 A ladder from the store also carries each variant's SASS evidence (`mechanisms`, once per variant: one
 binary runs every shape), and a row the figures Nsight Compute counted where the run was profiled.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,9 +24,11 @@ from kwiki.core.numbers import params_text, round_sig
 from kwiki.core.strict import Scalar, Strict
 from kwiki.results.mechanism import MechanismEvidence
 from kwiki.results.record import Record
+from kwiki.results.series import runs_of
 from kwiki.results.store import RecordRow
 from kwiki.wiki.manifest import Manifest, Variant
 from kwiki.wiki.model import FIGURE_UNITS, Gate
+from kwiki.wiki.verdict import RUNS
 
 RungStatus = Literal["measured", "refused", "profiled", "check-failed", "run-failed", "not-applicable"]
 BYTE_DTYPES = frozenset({"u8", "i8", "s8", "byte", "bytes"})
@@ -360,6 +364,38 @@ def _earlier_profiles(rows: Sequence[RecordRow]) -> dict[tuple[str, str, str, st
     return out
 
 
+def _run_ladder(m: Manifest, rows: Sequence[RecordRow], run_id: str, path: str | None) -> Ladder:
+    """The ladder of one run of `rows` (one GPU model's); a row with no profile of its own shows the newest one of
+    the same code, variant and shape in another run, naming it."""
+    run = [r for r in rows if r.run_id == run_id]
+    latest = max(run, key=lambda r: r.date)
+    earlier = _earlier_profiles([r for r in rows if r.run_id != run_id])
+    entries = []
+    for r in run:
+        e, key = _from_row(r), _same_code(r)
+        if e.profiled is None and key is not None:
+            e.profiled = earlier.get(key)
+        entries.append(e)
+    return ladder_of(m, entries, path=path, target=latest.target, gpu=latest.gpu, date=latest.date, run_id=run_id)
+
+
+def store_runs(m: Manifest, rows: Sequence[RecordRow], path: str | None = None) -> list[list[Ladder]]:
+    """For each GPU model in the results store (rows of other artifacts ignored; models in name order), the ladders of
+    the last RUNS runs of the series its latest run belongs to, oldest first: the runs a verdict stands on
+    (kwiki.results.series). The last is the latest run's; a row written before series names only its own run."""
+    by_gpu: dict[str, list[RecordRow]] = {}
+    for row in rows:
+        if row.artifact == m.name:
+            by_gpu.setdefault(row.gpu, []).append(row)
+    out = []
+    for gpu in sorted(by_gpu):
+        latest = max(by_gpu[gpu], key=lambda r: (r.date, r.run_id))
+        runs = runs_of(by_gpu[gpu], latest.series, m.name, None)[-RUNS:] if latest.series else []
+        ids = [run[0].run_id for run in runs if run[0].run_id != latest.run_id] + [latest.run_id]
+        out.append([_run_ladder(m, by_gpu[gpu], run_id, path) for run_id in ids])
+    return out
+
+
 def from_store(m: Manifest, rows: Sequence[RecordRow], path: str | None = None) -> list[Ladder]:
     """The ladder of the artifact's latest run on each GPU model in the results store (rows of other
     artifacts are ignored), GPU models in name order. A row of that run with no profile of its own shows the
@@ -368,20 +404,34 @@ def from_store(m: Manifest, rows: Sequence[RecordRow], path: str | None = None) 
     for row in rows:
         if row.artifact == m.name:
             by_gpu.setdefault(row.gpu, []).append(row)
-    out = []
-    for gpu in sorted(by_gpu):
-        latest = max(by_gpu[gpu], key=lambda r: (r.date, r.run_id))
-        run = [r for r in by_gpu[gpu] if r.run_id == latest.run_id]
-        earlier = _earlier_profiles([r for r in by_gpu[gpu] if r.run_id != latest.run_id])
-        entries = []
-        for r in run:
-            e, key = _from_row(r), _same_code(r)
-            if e.profiled is None and key is not None:
-                e.profiled = earlier.get(key)
-            entries.append(e)
-        out.append(ladder_of(m, entries, path=path, target=latest.target, gpu=gpu, date=latest.date,
-                           run_id=latest.run_id))
-    return out
+    return [_run_ladder(m, by_gpu[gpu], max(by_gpu[gpu], key=lambda r: (r.date, r.run_id)).run_id, path)
+            for gpu in sorted(by_gpu)]
+
+
+def median_ladder(runs: Sequence[Ladder]) -> Ladder:
+    """The last of `runs` (ladders of one artifact on one GPU model, oldest first) with each measured row's time,
+    rate, ratio to the baseline and share of the speed of light replaced by their medians over the runs in which
+    that variant was measured on that shape (a refused or failed row counts in none, as in a verdict)."""
+    *_, last = runs
+    seen: dict[tuple[str, str], list[Rung]] = {}
+    for ladder in runs:
+        for g in ladder.groups:
+            for r in g.rows:
+                if r.status == "measured":
+                    seen.setdefault((params_text(g.params), r.variant), []).append(r)
+
+    def med(rows: list[Rung], name: str) -> float | None:
+        values = [v for v in (getattr(r, name) for r in rows) if v is not None]
+        return statistics.median(values) if values else None
+
+    def row(g: ShapeGroup, r: Rung) -> Rung:
+        rows = seen.get((params_text(g.params), r.variant), []) if r.status == "measured" else []
+        if len(rows) < 2:
+            return r
+        return r.model_copy(update={k: med(rows, k) for k in ("time_us", "rate", "vs_baseline", "of_speed_of_light")})
+
+    groups = [g.model_copy(update={"rows": [row(g, r) for r in g.rows]}) for g in last.groups]
+    return last.model_copy(update={"groups": groups})
 
 
 # ---------------------------------------------------------------- the best row of each shape
@@ -435,5 +485,5 @@ def best_per_shape(ladder: Ladder, *, ceiling: bool = False) -> list[tuple[Shape
     return out
 
 __all__ = ["Entry", "Ladder", "Mechanism", "Profiled", "Rung", "ShapeGroup", "best_per_shape", "bytes_figure",
-           "from_store", "ladder_groups", "ladder_of", "profiled", "rate_of", "rate_vs", "record_clock", "registers_of",
-           "shape_label", "size_text", "speed_of_light", "sweep_note"]
+           "from_store", "ladder_groups", "ladder_of", "median_ladder", "profiled", "rate_of", "rate_vs",
+           "record_clock", "registers_of", "shape_label", "size_text", "speed_of_light", "store_runs", "sweep_note"]

@@ -17,7 +17,7 @@ from kwiki.results.ladders import Ladder, Rung, ShapeGroup, best_per_shape, ladd
 from kwiki.results.standing import Standing
 from kwiki.results.states import claim_word
 from kwiki.site.render import html_text
-from kwiki.wiki.model import RATIO_UNITS, Claim, MeasuredClaim, PageMeta
+from kwiki.wiki.model import FIGURE_UNITS, RATIO_UNITS, Claim, MeasuredClaim, PageMeta
 from kwiki.wiki.owners import matches
 
 MAX_SHAPES = 3  # headline shapes per artifact: the box stays within a phone's first screen
@@ -35,12 +35,16 @@ def headline_claim(meta: PageMeta, st: Standing | None) -> tuple[Claim, Measured
 
 
 def against(claim: Claim) -> str | None:
-    """What a ratio claim's figure is against, in words: its decision's `over`, else the `per` variant."""
+    """What a ratio claim's figure is against, in words: its decision's `over`, else the variant whose speed the
+    figure is relative to: the `per` of a ratio of rates ('1.02× cublas': of's rate over cuBLAS's), the `of` of a
+    ratio of times (cuBLAS's time over ours: ours runs at 1.28× cuBLAS's speed, '1.28× cublas')."""
     if claim.decision is not None and claim.decision.over:
         return claim.decision.over
-    if claim.measure is not None and claim.measure.per is not None:
-        return claim.measure.per.variant
-    return None
+    m = claim.measure
+    if m is None or m.per is None:
+        return None
+    times = FIGURE_UNITS.get(m.of.figure) in ("us", "ms") and FIGURE_UNITS.get(m.per.figure) in ("us", "ms")
+    return m.of.variant if times else m.per.variant
 
 
 def figure_text(claim: Claim, mc: MeasuredClaim | None) -> str | None:
@@ -50,8 +54,9 @@ def figure_text(claim: Claim, mc: MeasuredClaim | None) -> str | None:
         return None
     unit = claim.unit if claim.unit in RATIO_UNITS else (mc.unit or claim.unit)  # a fraction is measured as 'x'
     other = against(claim)
-    if unit == "fraction":
-        return f"{mc.value:.0%}" + (f" of {other}" if other else "")
+    if unit == "fraction":  # a share under 1% keeps two digits: a gap of 0.06% is not '0%'
+        share = f"{mc.value:.0%}" if abs(mc.value) >= 0.01 or mc.value == 0 else f"{fmt(mc.value * 100, 2)}%"
+        return share + (f" of {other}" if other else "")
     if unit in ("x", "ratio"):
         return f"{fmt(mc.value, 3)}×" + (f" {other}" if other else "")
     return f"{fmt(mc.value, 4)} {unit}"

@@ -3,23 +3,26 @@
 A curve needs at least `MIN_SIZES` shapes of one dtype on which the baseline and some other rung were measured
 in the ladder's run. The y axis is the share of the speed of light (the ladder's ceiling variant on the same
 shape, memory-bound ladders); a ladder without a ceiling is drawn against the highest rate any of its rows
-reached in that dtype, and says so in its title. The best rung at each shape is kwiki.results.ladders'
-`best_per_shape` over the ladder's own rungs: the page's set-aside variants, the baseline and every rung 0 (a
-library: cuBLAS's default beside cuBLASLt's best) left out, so that where a library wins the curve shows by how
-much instead of dropping the size. Sizes of the manifest's `shapes.sweep` are points like any other (the ladder
-tables fold them; kwiki.results.ladders.sweep_note). The spec is plain data; `draw_curve` writes SVG
-with the chart conventions of kwiki.site.charts (text of 14 units on a 400-unit drawing: 11 px or more on a
-390 px phone; the dark scheme inverts the chart's white card).
+reached in that dtype in any of the runs drawn, and says so in its title. The best rung at each shape is
+kwiki.results.ladders' `best_per_shape` over the ladder's own rungs: the page's set-aside variants, the baseline
+and every rung 0 (a library: cuBLAS's default beside cuBLASLt's best) left out, so that where a library wins the
+curve shows by how much instead of dropping the size. Sizes of the manifest's `shapes.sweep` are points like any
+other (the ladder tables fold them; kwiki.results.ladders.sweep_note). Each point is the median over the last runs
+of the ladder's series (kwiki.results.ladders.store_runs: the runs its verdicts stand on), with the range of those
+runs drawn as a band; the latest run alone where the store holds no other. The spec is plain data; `draw_curve`
+writes SVG with the chart conventions of kwiki.site.charts (text of 14 units on a 400-unit drawing: 11 px or more
+on a 390 px phone; the dark scheme inverts the chart's white card).
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Any
 
-from kwiki.core.numbers import fmt
+from kwiki.core.numbers import fmt, params_text
 from kwiki.core.strict import Scalar
-from kwiki.results.ladders import Ladder, best_per_shape, shape_label
+from kwiki.results.ladders import Ladder, Rung, best_per_shape, median_ladder, shape_label
 from kwiki.site.charts import BASE, BEST, GRID, INK, MUTED, TEXT, WIDTH, _lines, _n, _svg, _text, _ticks, _title, _wrap
 
 MIN_SIZES = 4
@@ -49,8 +52,21 @@ def _label(params: dict[str, Scalar], same: set[str], dtype: str) -> str:
     return shape_label(kept) or "—"
 
 
-def curve_specs(ladder: Ladder, set_aside: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """One curve spec per dtype of the ladder with `MIN_SIZES` or more shapes (none when it has fewer)."""
+def _runs_of(runs: Sequence[Ladder], params: dict[str, Scalar], variant: str) -> list[Rung]:
+    """The measured rows of `variant` on one shape in each of `runs` that has one."""
+    key = params_text(params)
+    return [r for ladder in runs for g in ladder.groups if params_text(g.params) == key for r in g.rows
+            if r.variant == variant and r.status == "measured"]
+
+
+def curve_specs(ladder: Ladder, set_aside: dict[str, str] | None = None,
+                runs: Sequence[Ladder] = ()) -> list[dict[str, Any]]:
+    """One curve spec per dtype of the ladder with `MIN_SIZES` or more shapes (none when it has fewer). `runs`: the
+    ladders of the last runs of its series, oldest first, `ladder` the last (kwiki.results.ladders.store_runs):
+    each point is their median (`median_ladder`) and its band their lowest and highest share; without them, the
+    ladder's own run."""
+    series = list(runs) or [ladder]
+    ladder = median_ladder(series)
     aside = set_aside or {}
     groups = [g.model_copy(update={"rows": [r for r in g.rows if r.variant not in aside]}) for g in ladder.groups]
     rungs = [g.model_copy(update={"rows": [r for r in g.rows if not r.library]})
@@ -78,26 +94,33 @@ def curve_specs(ladder: Ladder, set_aside: dict[str, str] | None = None) -> list
         for p in points:  # a size is what varies: the parameters every point shares say nothing
             p["label"] = _label(p["params"], same, dtype)
         sol = all(p["best"].of_speed_of_light is not None and p["base"].of_speed_of_light is not None for p in points)
-        top = max((r.rate or 0.0) for g in groups if str(g.params.get("dtype", "")) == dtype for r in g.rows
-                  if r.status == "measured")
+        top = max((r.rate or 0.0) for run in series for g in run.groups if str(g.params.get("dtype", "")) == dtype
+                  for r in g.rows if r.status == "measured" and r.variant not in aside)  # any run's: bands stay below
 
         def share(r: Any, sol: bool = sol, top: float = top) -> float:
             return float(r.of_speed_of_light) if sol else (r.rate or 0.0) / top if top else 0.0
 
+        def band(p: dict[str, Any], key: str, share: Any = share, sol: bool = sol) -> dict[str, Any]:
+            shares = [share(r) for r in _runs_of(series, p["params"], p[key].variant)
+                      if not sol or r.of_speed_of_light is not None] or [share(p[key])]
+            return {key: share(p[key]), f"{key}_low": min(shares), f"{key}_high": max(shares),
+                    f"{key}_runs": len(shares)}
+
         unit = points[0]["best"].rate_unit or ""
-        roof = "the speed of light" if sol else f"the highest {unit} of the ladder"
+        roof = "the speed of light" if sol else f"the highest {unit} of the ladder" + (
+            f"'s {len(series)} runs" if len(series) > 1 else "")
         specs.append({
             "kind": "curve", "artifact": ladder.artifact, "gpu": ladder.gpu or "", "date": (ladder.date or "")[:10],
-            "dtype": dtype, "roof": roof, "baseline": ladder.baseline or "baseline",
-            "points": [{"label": p["label"], "best_variant": p["best"].variant, "best": share(p["best"]),
-                        "base": share(p["base"])} for p in points]})
+            "dtype": dtype, "roof": roof, "baseline": ladder.baseline or "baseline", "runs": len(series),
+            "points": [{"label": p["label"], "best_variant": p["best"].variant, **band(p, "best"), **band(p, "base")}
+                       for p in points]})
     return specs
 
 
 def draw_curve(spec: dict[str, Any]) -> bytes:
     """Two lines over the sizes (oldest shape order: the ladder's, smallest first): the best rung, green, and the
-    baseline, grey and dashed, each point with its value as a tooltip; the sizes under the axis, turned when they
-    do not fit; the legend below."""
+    baseline, grey and dashed, each point the median of the runs with their range shaded around its line and
+    both in its tooltip; the sizes under the axis, turned when they do not fit; the legend below."""
     pts = spec["points"]
     title = (f"{spec['artifact']} across sizes{', ' + spec['dtype'] if spec['dtype'] else ''}: share of "
              f"{spec['roof']} on {spec['gpu']}, {spec['date']}")
@@ -108,7 +131,7 @@ def draw_curve(spec: dict[str, Any]) -> bytes:
     turned = widest + 6 > (right - 68) / max(1, len(pts) - 1)
     left = max(48.0, widest * 0.5 + 4) if turned else 48.0  # a label turned 60 degrees reaches half its width left
     bottom = top + plot
-    values = [p[k] for p in pts for k in ("best", "base")]
+    values = [p[k] for p in pts for k in ("best", "base", "best_high", "base_high")]
     ticks = _ticks(0.0, max(1.0, max(values)), 5)
     hi = ticks[-1] or 1.0
 
@@ -130,20 +153,37 @@ def draw_curve(spec: dict[str, Any]) -> bytes:
                         .replace("<text ", f'<text transform="rotate(-60 {_n(x(i) + 4)} {_n(bottom + 12)})" ', 1))
         else:
             body.append(_text(x(i), bottom + 20, p["label"], anchor="middle", fill=MUTED))
+    for key, color in (("base", BASE), ("best", BEST)):  # the range of the runs, under both lines
+        if any(p[f"{key}_high"] > p[f"{key}_low"] for p in pts):
+            edge = [(i, p[f"{key}_high"]) for i, p in enumerate(pts)] + \
+                   [(i, p[f"{key}_low"]) for i, p in reversed(list(enumerate(pts)))]
+            body.append(f'<polygon points="{" ".join(f"{_n(x(i))},{_n(y(v))}" for i, v in edge)}" fill="{color}" '
+                        f'fill-opacity="0.22" stroke="none"/>')
     for key, color, dash in (("base", BASE, ' stroke-dasharray="6,3"'), ("best", BEST, "")):
         line = " ".join(f"{_n(x(i))},{_n(y(p[key]))}" for i, p in enumerate(pts))
         body.append(f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="2.5"{dash}/>')
         for i, p in enumerate(pts):
             who = p["best_variant"] if key == "best" else spec["baseline"]
+            runs = p[f"{key}_runs"]
+            spread = (f" (median of {runs} runs, {fmt(p[f'{key}_low'] * 100, 3)}–{fmt(p[f'{key}_high'] * 100, 3)}%)"
+                      if runs > 1 else "")
             body.append(f'<circle cx="{_n(x(i))}" cy="{_n(y(p[key]))}" r="4" fill="{color}"><title>'
                         f"{html.escape(p['label'])}: {html.escape(who)} {fmt(p[key] * 100, 3)}% of "
-                        f"{html.escape(spec['roof'])}</title></circle>")
+                        f"{html.escape(spec['roof'])}{spread}</title></circle>")
     body.append(f'<line x1="{left}" y1="{top - 4}" x2="{left}" y2="{bottom}" stroke="{INK}"/>')
     legend_y = bottom + (label_h * 0.87 + 12 if turned else 20) + 34
-    for color, dash, name in ((BEST, "", "best rung at each size (hover: which)"),
-                              (BASE, ' stroke-dasharray="6,3"', f"baseline {spec['baseline']}")):
-        body.append(f'<line x1="10" y1="{_n(legend_y - 5)}" x2="28" y2="{_n(legend_y - 5)}" stroke="{color}" '
-                    f'stroke-width="3"{dash}/>')
+    items: list[tuple[str | None, str, str]] = [(BEST, "", "best rung at each size (hover: which)"),
+                                                (BASE, ' stroke-dasharray="6,3"', f"baseline {spec['baseline']}")]
+    if spec.get("runs", 1) > 1:
+        items.append((None, "", f"shaded: the range over the series' last {spec['runs']} runs; each line is their "
+                                "median"))
+    for swatch, dash, name in items:
+        if swatch is None:  # the band
+            body.append(f'<rect x="10" y="{_n(legend_y - 11)}" width="18" height="12" fill="{BEST}" '
+                        'fill-opacity="0.22"/>')
+        else:
+            body.append(f'<line x1="10" y1="{_n(legend_y - 5)}" x2="28" y2="{_n(legend_y - 5)}" stroke="{swatch}" '
+                        f'stroke-width="3"{dash}/>')
         lines = _wrap(name, WIDTH - 40)
         body += _lines(34, legend_y, lines)
         legend_y += len(lines) * (TEXT + 4) + 4

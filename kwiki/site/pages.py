@@ -81,6 +81,7 @@ class PageLadder:
     ladder: Ladder
     wanted: list[dict[str, Scalar]]  # the parameter sets the page's claims select from it
     owner: Owner | None  # None: this page owns it
+    runs: list[Ladder] = field(default_factory=list)  # the last runs of its series, `ladder` the last: its curves
 
 
 
@@ -137,8 +138,9 @@ def _manifest(ctx: Context, rel: str) -> Manifest | None:
 
 def page_ladders(ctx: Context, sp: SitePage) -> list[PageLadder]:
     """Each artifact's ladder from its latest run per GPU in the results store, as this page shows it: whole
-    when the page owns the artifact (kwiki.wiki.owners), else only the groups at the shapes its claims select."""
-    from kwiki.results.ladders import from_store
+    when the page owns the artifact (kwiki.wiki.owners), else only the groups at the shapes its claims select; with
+    the last runs of its series, whose median the curves draw."""
+    from kwiki.results.ladders import store_runs
 
     meta = sp.meta
     assert meta is not None
@@ -150,11 +152,12 @@ def page_ladders(ctx: Context, sp: SitePage) -> list[PageLadder]:
         owner = ctx.owners.get(rel)
         owner = None if owner is None or owner.rel == sp.rel else owner
         wanted = claimed_params(meta, rel)
-        for ladder in from_store(m, ctx.records.get(m.name, []), path=rel):
+        for runs in store_runs(m, ctx.records.get(m.name, []), path=rel):
+            ladder = runs[-1]
             if owner is not None:
                 groups = [g for g in ladder.groups if any(matches(g.params, w) for w in wanted)]
                 ladder = ladder.model_copy(update={"groups": groups, "others": []})
-            out.append(PageLadder(rel, ladder, wanted, owner))
+            out.append(PageLadder(rel, ladder, wanted, owner, runs))
     return out
 
 
@@ -173,7 +176,8 @@ def _ladder_tables(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str
 
 
 def _curves(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
-    """The best rung and the baseline across sizes (kwiki.site.curves), for the ladders this page owns."""
+    """The best rung and the baseline across sizes (kwiki.site.curves), for the ladders this page owns: the median of
+    the series' last runs, their range shaded."""
     from kwiki.site.curves import curve_specs
 
     assert sp.meta is not None
@@ -181,10 +185,11 @@ def _curves(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
     for pl in ladders:
         if pl.owner is not None:
             continue
-        for spec in curve_specs(pl.ladder, sp.meta.set_aside):
+        for spec in curve_specs(pl.ladder, sp.meta.set_aside, pl.runs):
             name = f"curve-{pl.ladder.artifact}-{gpu_slug(spec['gpu'])}-{spec['dtype'] or 'all'}"
             alt = (f"{pl.ladder.artifact}: best rung and baseline {spec['baseline']} across sizes "
-                   f"{spec['dtype']}, share of {spec['roof']}")
+                   f"{spec['dtype']}, share of {spec['roof']}"
+                   + (f", median of {spec['runs']} runs and their range" if spec["runs"] > 1 else ""))
             out.append(_add_chart(ctx, sp, re.sub(r"[^A-Za-z0-9_.-]+", "-", name), spec, alt))
     return "#### Across sizes\n\n" + "\n".join(out) if out else ""
 

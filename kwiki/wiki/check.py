@@ -112,6 +112,7 @@ def _check_files(job: _Job) -> tuple[list[_Summary], list[Problem]]:
                                   draft, _page_links(page, root)))
         if strict:
             problems.extend(check_id_convention(page))
+            problems.extend(check_headline(page))
         problems.extend(check_sources(page, root))
         problems.extend(check_artifacts(page, root, git_files))
         problems.extend(check_manifests(page, root))
@@ -331,6 +332,28 @@ def check_evidence(page: Page) -> list[Problem]:
     ):
         return [Problem(page.path, line, "measurements",
                         "measurements block outside its '# kwiki:measurements' markers (written by hand?)")]
+    return []
+
+
+def check_headline(page: Page) -> list[Problem]:
+    """A published page whose claims kwiki measures names the one it answers with (`headline`: the first figure of
+    its answer box, its figure in the home page's table), and that claim is one kwiki measures. Checked under
+    --strict (how the wiki is checked), where it is an error, as every problem is there; a draft, left out of the
+    site, is not asked."""
+    meta = page.meta
+    assert meta is not None
+    measured = [c.id for c in meta.claims if c.measure is not None]
+    if not measured or draft_reason(meta) is not None:
+        return []
+    some = ", ".join(measured[:3]) + (", ..." if len(measured) > 3 else "")
+    if meta.headline is None:
+        return [Problem(page.path, page.line_of("claims"), "headline",
+                        "the page's claims are measured but it names no headline: add `headline: CLAIM_ID`, the "
+                        f"claim that answers the page's question ({some})")]
+    if meta.headline not in measured:
+        return [Problem(page.path, page.line_of("headline"), "headline",
+                        f"headline {meta.headline!r} is a claim kwiki does not measure (it has no `measure`), so the "
+                        f"answer box and the home page show no figure for it: name a measured one ({some})")]
     return []
 
 
