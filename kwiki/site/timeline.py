@@ -17,7 +17,7 @@ from kwiki.results.timelines import Span, Timeline
 from kwiki.site.charts import GRID, INK, MUTED, TEXT, WIDTH, _lines, _n, _svg, _text, _ticks, _title, _wrap
 
 PHASE_COLORS: dict[str, str] = {"producer-wait": "#bdbdbd", "tma-issue": "#1f77b4", "consumer-wait": "#e0e0e0",
-                                "wgmma": "#2e7d32", "epilogue": "#d95f02"}
+                                "wgmma": "#2e7d32", "softmax": "#7b3294", "epilogue": "#d95f02"}
 MAX_BLOCKS = 2
 MAX_SPANS = 400
 __all__ = ["MAX_BLOCKS", "MAX_SPANS", "PHASE_COLORS", "Span", "Timeline", "caption", "draw_timeline",
