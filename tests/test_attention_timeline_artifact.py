@@ -57,10 +57,19 @@ def test_the_source_names_every_phase_as_the_timeline_does_in_the_order_of_the_h
     assert modes and re.findall(r'"([^"]+)"', modes.group(1)) == MODES  # fa3::Mode's order: WS, PINGPONG, OVERLAP
 
 
-def test_the_site_draws_the_softmax_phase():
-    from kwiki.site.timeline import PHASE_COLORS
+def test_the_site_draws_the_softmax_phase_in_its_legend_where_a_timeline_has_it():
+    from kwiki.site.timeline import PHASE_COLORS, Span, draw_timeline, timeline_spec
 
-    assert list(PHASE_COLORS) == list(get_args(Phase))  # a colour and a legend entry for every phase, in its order
+    assert list(PHASE_COLORS) == list(get_args(Phase))  # a colour for every phase, in its order
+    spans = [Span(block=0, warpgroup=1, phase=p, start_ns=1000 + 100 * i, end_ns=1100 + 100 * i, tile=0)
+             for i, p in enumerate(["consumer-wait", "wgmma", "softmax", "epilogue"])]
+    attention = Timeline(artifact="attention_timeline_sm90a", variant="cuda_fa3_ws", spans=spans)
+    gemm = attention.model_copy(update={"spans": [s for s in spans if s.phase != "softmax"]})
+    swatch = f'fill="{PHASE_COLORS["softmax"]}"/>'.encode()  # a legend swatch (a span's rect holds a tooltip)
+    svg = draw_timeline(timeline_spec(attention))
+    assert swatch in svg and b">softmax<" in svg and b"CTA 0 WG 1: softmax, tile 0" in svg
+    svg = draw_timeline(timeline_spec(gemm))
+    assert swatch not in svg and b">softmax<" not in svg  # a GEMM's legend has no softmax (its charts unchanged)
 
 
 # ---------------------------------------------------------------- compiled (nvcc), run without a GPU
