@@ -402,7 +402,7 @@ def _timeline():
 
 
 def test_a_timeline_draws_only_what_its_stamps_say():
-    from kwiki.site.timeline import draw_timeline, timeline_spec
+    from kwiki.site.timeline import PHASE_COLORS, draw_timeline, timeline_spec
 
     spec = timeline_spec(_timeline())
     assert [lane["label"] for lane in spec["lanes"]] == ["CTA 0 WG 0", "CTA 0 WG 1", "CTA 1 WG 0", "CTA 1 WG 1"]
@@ -410,7 +410,9 @@ def test_a_timeline_draws_only_what_its_stamps_say():
     first = spec["lanes"][0]["spans"][0]
     assert (first["phase"], first["start"], first["end"]) == ("producer-wait", 0.0, 0.1)  # µs from the first stamp
     svg = draw_timeline(spec)
-    rects = svg.count(b"<rect") - 1 - 5  # less the card and the legend's five swatches
+    seen = {s["phase"] for lane in spec["lanes"] for s in lane["spans"]}
+    assert len(seen) == 5 and seen < set(PHASE_COLORS)  # a GEMM's: no softmax
+    rects = svg.count(b"<rect") - 1 - len(seen)  # less the card and the legend's swatches, one a phase drawn
     assert rects == sum(len(lane["spans"]) for lane in spec["lanes"]) == 2 * (4 * 4 + 1)
     assert b"CTA 1 WG 1: wgmma, tile 0" in svg and b"1 more CTAs not drawn" in svg
     assert b"M=4096" not in svg  # the params are the caption's: in the title they wrapped to five bold lines

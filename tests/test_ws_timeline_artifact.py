@@ -66,7 +66,8 @@ def test_the_source_names_every_phase_as_the_timeline_does_in_the_order_of_its_e
     enum = re.search(r"enum Phase : int \{([^}]*)\}", text)
     assert names and enum
     written = re.findall(r'"([^"]+)"', names.group(1))
-    assert sorted(written) == sorted(get_args(Phase))  # a phase renamed in kwiki/results/timelines.py fails here
+    # a phase renamed in kwiki/results/timelines.py fails here; softmax is the attention kernels' (a GEMM has none)
+    assert sorted(written) == sorted(set(get_args(Phase)) - {"softmax"})
     # kPhaseNames[phase] is how a stamp's enum value becomes its name: kTmaIssue must sit where "tma-issue" does
     kebab = [re.sub(r"(?<!^)([A-Z])", r"-\1", e.strip().removeprefix("k")).lower() for e in enum.group(1).split(",")]
     assert kebab == written

@@ -1,10 +1,10 @@
 """Measured timelines, committed: what each warpgroup of a kernel did when, from an artifact's untimed trace pass.
 
 The record (`Timeline`): per CTA and warpgroup, the spans of each phase (a producer waiting on an empty slot,
-issuing TMA; a consumer waiting on a full slot, running wgmma, the epilogue), in nanoseconds of the GPU's
-`%globaltimer`. The artifact writes one Timeline per line (kwiki.verify.tracepass runs it, once, with the
-manifest's `trace.args`); kwiki fills `gpu` and `run_id`. The timed samples never carry the stamps (they would
-cost time), so a timeline shows the schedule, not the speed: its figures are the ladder's.
+issuing TMA; a consumer waiting on a full slot, running wgmma, an attention kernel's softmax, the epilogue), in
+nanoseconds of the GPU's `%globaltimer`. The artifact writes one Timeline per line (kwiki.verify.tracepass runs it,
+once, with the manifest's `trace.args`); kwiki fills `gpu` and `run_id`. The timed samples never carry the stamps
+(they would cost time), so a timeline shows the schedule, not the speed: its figures are the ladder's.
 
 Where. `results/timelines/<gpu model>.jsonl` (committed, beside the results store: a verify may start on a fresh
 machine every time), one JSON line per (artifact, variant, params); a later line for the same three replaces an
@@ -28,7 +28,7 @@ from kwiki.results.storelines import RESULTS_DIR
 TIMELINES_DIR = "timelines"
 MAX_TRACE_BYTES = 16 * 1024 * 1024  # a trace file is read whole and committed: a bound, not a wish
 
-Phase = Literal["producer-wait", "tma-issue", "consumer-wait", "wgmma", "epilogue"]
+Phase = Literal["producer-wait", "tma-issue", "consumer-wait", "wgmma", "softmax", "epilogue"]
 
 
 class Span(Strict):

@@ -17,7 +17,7 @@ from kwiki.results.timelines import Span, Timeline
 from kwiki.site.charts import GRID, INK, MUTED, TEXT, WIDTH, _lines, _n, _svg, _text, _ticks, _title, _wrap
 
 PHASE_COLORS: dict[str, str] = {"producer-wait": "#bdbdbd", "tma-issue": "#1f77b4", "consumer-wait": "#e0e0e0",
-                                "wgmma": "#2e7d32", "epilogue": "#d95f02"}
+                                "wgmma": "#2e7d32", "softmax": "#7b3294", "epilogue": "#d95f02"}
 MAX_BLOCKS = 2
 MAX_SPANS = 400
 __all__ = ["MAX_BLOCKS", "MAX_SPANS", "PHASE_COLORS", "Span", "Timeline", "caption", "draw_timeline",
@@ -46,7 +46,7 @@ def timeline_spec(t: Timeline) -> dict[str, Any] | None:
 
 def draw_timeline(spec: dict[str, Any]) -> bytes:
     """Lanes of spans against microseconds since the first stamp, each span coloured by its phase, with its phase,
-    tile and times as a tooltip; the legend of the phases below."""
+    tile and times as a tooltip; the legend of the phases drawn below."""
     lanes = spec["lanes"]
     title = f"{spec['artifact']} {spec['variant']}" + (f" on {spec['gpu']}" if spec["gpu"] else "") + \
         ": what each warpgroup did when"  # the shape is the caption's (all its params wrapped to five title lines)
@@ -74,7 +74,10 @@ def draw_timeline(spec: dict[str, Any]) -> bytes:
     body.append(f'<line x1="{left}" y1="{top - 4}" x2="{left}" y2="{_n(bottom + 4)}" stroke="{INK}"/>')
     body.append(_text((left + right) / 2, bottom + 38, "µs since the first stamp", anchor="middle", fill=MUTED))
     legend_y = bottom + 62
+    seen = {s["phase"] for lane in lanes for s in lane["spans"]}
     for phase, color in PHASE_COLORS.items():
+        if phase not in seen:
+            continue  # the phases this kernel has (a GEMM has no softmax), in the legend's order
         body.append(f'<rect x="10" y="{_n(legend_y - 12)}" width="18" height="12" fill="{color}"/>')
         body.append(_text(34, legend_y, phase))
         legend_y += TEXT + 6
