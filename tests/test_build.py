@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from kwiki.cli import main
-from kwiki.verify.build import included_files, parse_ptxas
+from kwiki.core.paths import included_files
+from kwiki.verify.build import parse_ptxas
 
 PTXAS = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function '_Z12scale_kernelPffi' for 'sm_90a'

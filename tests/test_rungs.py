@@ -131,3 +131,17 @@ def test_a_python_artifact_s_kernels_file_beside_its_module_is_read_for_markers(
     kernels.write_text(kernels.read_text() + "# kwiki:rung torch_copy\nX = 2\n# /kwiki:rung torch_copy\n")
     with pytest.raises(ManifestError, match="names a variant without a rung"):
         rung_regions(manifest, art, tmp_path)
+
+
+def test_a_shared_header_of_artifacts_common_is_read_for_markers():
+    """The FA3 CTA body lives in artifacts/common/fa3_attention.cuh, shared by the attention artifact's library and
+    the timeline artifact: its ping-pong and overlap regions are found from both (and checked against each one's
+    rungs), while headers that no source includes are not read."""
+    for artifact in ("attention_fwd_bf16_sm90a", "attention_timeline_sm90a"):
+        directory = REPO / "artifacts" / artifact
+        regions = rung_regions(load_manifest(directory, REPO), directory, REPO)
+        shared = {r.variant for r in regions if r.path == "artifacts/common/fa3_attention.cuh"}
+        assert {"cuda_fa3_pingpong", "cuda_fa3_overlap"} <= shared
+    directory = REPO / "artifacts" / "gemm_bf16_sm90a"
+    assert not any(r.path.startswith("artifacts/common/")
+                   for r in rung_regions(load_manifest(directory, REPO), directory, REPO))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path, PurePosixPath
 
 
@@ -87,3 +88,28 @@ def inside(root: Path, rel: str, *, must_exist: bool = True) -> str | None:
     if not within(root, target):
         return f"{rel!r} is a link that leads out of the repository"
     return None
+
+
+COMMON_DIR = "artifacts/common"  # the headers and harnesses artifacts share
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+
+
+def included_files(sources: list[Path], search: list[Path]) -> list[Path]:
+    """Every local header reachable from `sources` through #include "..." (sorted, unique)."""
+    seen: set[Path] = set()
+    stack = list(sources)
+    while stack:
+        path = stack.pop()
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for name in _INCLUDE.findall(text):
+            for base in (path.parent, *search):
+                candidate = (base / name).resolve()
+                if candidate.is_file():
+                    if candidate not in seen:
+                        seen.add(candidate)
+                        stack.append(candidate)
+                    break
+    return sorted(seen)

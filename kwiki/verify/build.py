@@ -22,37 +22,15 @@ from pathlib import Path
 
 from kwiki.core.arch import parse_arch
 from kwiki.core.machine import seal, sealed
-from kwiki.core.paths import shown, within
+from kwiki.core.paths import COMMON_DIR, included_files, shown, within
 from kwiki.core.proc import run_group
 from kwiki.core.writefile import write_atomic
 from kwiki.verify.types import BuildResult, KernelResources
-from kwiki.wiki.buildline import COMMON_DIR, BuildJob, command
+from kwiki.wiki.buildline import BuildJob, command
 from kwiki.wiki.manifest import HOST, MANIFEST
 
 BUILD_DIR = ".kwiki/build"
 SHARED_CACHE_ENV = "KWIKI_BUILD_CACHE"  # a build cache outside the clone, shared by every run on the machine (CI)
-_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
-
-
-def included_files(sources: list[Path], search: list[Path]) -> list[Path]:
-    """Every local header reachable from `sources` through #include "..." (sorted, unique)."""
-    seen: set[Path] = set()
-    stack = list(sources)
-    while stack:
-        path = stack.pop()
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        for name in _INCLUDE.findall(text):
-            for base in (path.parent, *search):
-                candidate = (base / name).resolve()
-                if candidate.is_file():
-                    if candidate not in seen:
-                        seen.add(candidate)
-                        stack.append(candidate)
-                    break
-    return sorted(seen)
 
 
 def cache_key(job: BuildJob, root: Path, compiler_version: str | None) -> str:

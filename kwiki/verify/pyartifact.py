@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kwiki.core.errors import Problem, RecordError
-from kwiki.core.paths import links_out, shown, within
+from kwiki.core.paths import COMMON_DIR, links_out, shown, within
 from kwiki.core.proc import ProcResult, run_group
 from kwiki.results.judge import params_match
 from kwiki.results.record import Record, parse_records
@@ -32,7 +32,6 @@ from kwiki.verify import pyjudge
 from kwiki.verify.build import BuildJob
 from kwiki.verify.run import RUNS_DIR
 from kwiki.verify.types import BuildResult, Plan, PlannedArtifact, RunOutcome, RunStatus
-from kwiki.wiki.buildline import COMMON_DIR
 from kwiki.wiki.manifest import HOST, MANIFEST, Manifest
 
 HARNESS = "kwiki_harness.py"

@@ -10,6 +10,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from kwiki.core.paths import COMMON_DIR, included_files
 from kwiki.results.judge import judge
 from kwiki.results.record import PROTOCOL_VERSION
 from kwiki.results.series import (
@@ -28,9 +29,7 @@ from kwiki.results.series import (
 from kwiki.results.states import shortfall
 from kwiki.results.store import RecordRow, gpu_slug, read_store, store_path
 from kwiki.results.storelines import RESULTS_DIR
-from kwiki.verify.build import included_files
 from kwiki.verify.types import ClaimResult, Plan, PlannedArtifact
-from kwiki.wiki.buildline import COMMON_DIR
 from kwiki.wiki.model import Claim
 from kwiki.wiki.verdict import MEASURED, NOT_MEASURED, RUNS, Verdict
 

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kwiki.core.arch import parse_arch
+from kwiki.core.paths import COMMON_DIR
 from kwiki.wiki.manifest import HOST, Manifest
-
-COMMON_DIR = "artifacts/common"
 
 
 @dataclass(frozen=True)

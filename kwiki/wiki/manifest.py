@@ -20,7 +20,7 @@ from pydantic import (
 
 from kwiki.core.arch import ArchError, normalize_arch
 from kwiki.core.errors import FrontMatterError, ManifestError
-from kwiki.core.paths import shown, within
+from kwiki.core.paths import COMMON_DIR, included_files, shown, within
 from kwiki.core.strict import Strict
 from kwiki.wiki.frontmatter import decode, parse_yaml
 from kwiki.wiki.instructions import parse_pattern
@@ -566,9 +566,12 @@ def load_manifest(directory: Path, root: Path) -> Manifest:
 
 def rung_regions(manifest: Manifest, directory: Path, root: Path) -> list[RungRegion]:
     """The rung regions (kwiki.wiki.rungs) of the artifact's sources and headers (and, for a Python artifact, every
-    .py file beside its module: its kernels usually live in one), checked against its variants."""
+    .py file beside its module: its kernels usually live in one), and of the headers of artifacts/common they
+    include (a kernel body two artifacts share lives there), checked against its variants."""
     files = [*manifest.build.sources, *manifest.build.headers]
     if manifest.kind == "python":
         files += sorted(p.name for p in directory.glob("*.py") if p.name not in files and within(root, p))
-    return check_markers([(directory / f, shown(directory / f, root)) for f in files],
-                         {v.name: v.rung for v in manifest.variants})
+    paths = [directory / f for f in files]
+    common = (root / COMMON_DIR).resolve()
+    paths += [h for h in included_files(paths, [common]) if h.parent == common and within(root, h)]
+    return check_markers([(p, shown(p, root)) for p in paths], {v.name: v.rung for v in manifest.variants})
