@@ -189,7 +189,7 @@ def _curves(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
             name = f"curve-{pl.ladder.artifact}-{gpu_slug(spec['gpu'])}-{spec['dtype'] or 'all'}"
             alt = (f"{pl.ladder.artifact}: best rung and baseline {spec['baseline']} across sizes "
                    f"{spec['dtype']}, share of {spec['roof']}"
-                   + (f", median of {spec['runs']} runs and their range" if spec["runs"] > 1 else ""))
+                   + (", medians" if spec["runs"] > 1 else ""))
             out.append(_add_chart(ctx, sp, re.sub(r"[^A-Za-z0-9_.-]+", "-", name), spec, alt))
     return "#### Across sizes\n\n" + "\n".join(out) if out else ""
 

@@ -12,7 +12,7 @@ import json
 from kwiki.site.listings import TAGS, TAGS_DIR, SitePage
 from kwiki.site.render import html_text, md_text, relative
 
-TAG_LINKS = 250  # page links on one page of the tags index (about 25 KB of HTML)
+TAG_LINKS = 120  # page links on one page of the tags index (about 25 KB of HTML at this wiki's titles, ~200 B a link)
 DIRECTIVE = "material/tags"
 INTRO = "Every tag with its pages."
 
