@@ -17,6 +17,7 @@ from typing import get_args
 
 import pytest
 import yaml
+from sass_text import sass_of
 
 from kwiki.core.errors import ManifestError
 from kwiki.results.timelines import Phase, Timeline
@@ -154,27 +155,6 @@ def test_a_trace_pass_without_one_launchable_shape_or_a_path_is_a_usage_error(ho
     res = subprocess.run([str(host_test), *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert res.returncode == 2 and why in res.stderr
     assert not (tmp_path / "t.jsonl").exists()
-
-
-def sass_of(binary: Path) -> dict[str, str]:
-    """Each kernel's SASS text, by mangled name (cuobjdump from kwiki's tools)."""
-    from kwiki.verify.sass import find_tools
-
-    tools = find_tools()
-    if tools is None:
-        pytest.skip("no cuobjdump")
-    text = subprocess.run([tools.cuobjdump, "-sass", str(binary)], capture_output=True, text=True, check=True,
-                          timeout=120).stdout
-    out: dict[str, str] = {}
-    name = None
-    for line in text.splitlines():
-        m = re.match(r"^\s*Function : (\S+)", line)
-        if m:
-            name = m.group(1)
-            out[name] = ""
-        elif name:
-            out[name] += line + "\n"
-    return out
 
 
 @pytest.mark.nvcc
