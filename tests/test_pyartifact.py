@@ -11,6 +11,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -816,3 +817,28 @@ def test_the_judge_compares_a_sampled_reference_at_the_output_s_own_size(tmp_pat
     assert h.judge([str(module), str(requests), "--device", "cpu"]) == 0
     verdicts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [v["ok"] for v in verdicts] == [True, False], verdicts
+
+
+def test_a_variant_names_the_dtype_its_flops_run_in():
+    """work_of: a module's flops_dtype(name, params) replaces work()'s for that variant only (the profile audit then
+    counts that dtype's path); a module without one keeps work()'s."""
+    h = harness_module()
+    mod = ModuleType("m")
+    mod.work = lambda params: {"bytes": 8.0, "flops": 2.0 * params["n"], "flops_dtype": "bf16"}
+    assert h.work_of(mod, "rung", {"n": 4})["flops_dtype"] == "bf16"
+    mod.flops_dtype = lambda name, params: "fp32" if name == "cuda_cores" else None
+    assert h.work_of(mod, "cuda_cores", {"n": 4}) == {"bytes": 8.0, "flops": 8.0, "flops_dtype": "fp32"}
+    assert h.work_of(mod, "rung", {"n": 4})["flops_dtype"] == "bf16"
+
+
+def test_the_decode_gemm_baseline_on_cuda_cores_declares_fp32_flops():
+    spec = importlib.util.spec_from_file_location("decode_gemm_t", ROOT / "artifacts" / "decode_gemm_sm90a" /
+                                                  "decode_gemm.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    h = harness_module()
+    params = {"op": "gemm_w8a16", "m": 16, "n": 4096, "k": 4096, "dtype": "bfloat16"}
+    assert h.work_of(mod, "torch_int8pack_mm", params)["flops_dtype"] == "fp32"
+    assert {h.work_of(mod, v, params)["flops_dtype"] for v in mod.FOR_OP["gemm_w8a16"] - {"torch_int8pack_mm"}} \
+        == {"bf16"}
