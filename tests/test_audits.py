@@ -12,7 +12,7 @@ import pytest
 
 from kwiki.cli import main
 from kwiki.results.audits import FLOPS_TOLERANCE, TOLERANCE, AuditRow, Audits, append_audits, audit_key, distribution
-from kwiki.results.record import Record
+from kwiki.results.record import Record, parse_records
 from kwiki.results.standing import State, standing
 from kwiki.results.store import RecordRow, read_all
 from kwiki.results.trace import Store, trace
@@ -210,6 +210,24 @@ def test_tensor_flops_are_audited_once_the_operations_per_flop_are_calibrated(mo
     assert audit(bf16(1e9), figs, None, "w").finding is None  # honest: 5e8 operations x 2
     inflated = audit(bf16(1.02e9), figs, None, "w")  # 2% more FLOPs than the tensor path did
     assert inflated.finding is not None and "bf16 FLOPs" in inflated.finding.reason
+
+
+def test_a_variant_whose_manifest_says_its_flops_run_on_cuda_cores_is_audited_on_that_path():
+    """ATen's _weight_int8pack_mm (decode GEMM's baseline) multiplies in fp32 on CUDA cores: its records declare the
+    op's bf16 FLOPs, and the tensor-path audit counted none (H200, 2026-12-03). Its manifest entry's flops_dtype
+    replaces the record's as the records are read, so the FP32 counters audit it; other variants keep theirs."""
+    line = json.dumps({"kwiki_record": 1, "variant": "lib", "params": {"n": 1}, "flops": 2e9, "flops_dtype": "bf16",
+                       "timing": {"median_us": 1, "q1_us": 1, "q3_us": 1, "min_us": 1, "samples": 3},
+                       "check": {"passed": True}})
+    rung = line.replace('"lib"', '"rung"')
+    figs = {"ncu_tensor_ops": 0.0, "ncu_fp32_flops": 2e9}
+    assert audit(parse_records(line, "a")[0], figs, None, "w").finding is not None  # as written: no tensor work
+    lib, own = parse_records(f"{line}\n{rung}", "a", {"lib": "fp32"})
+    assert (lib.flops_dtype, own.flops_dtype) == ("fp32", "bf16")
+    assert audit(lib, figs, None, "w").finding is None
+    assert audit(lib.model_copy(update={"flops": 2.1e9}), figs, None, "w").finding is not None  # still one-sided
+    manifest = load_manifest(REPO / "artifacts" / "decode_gemm_sm90a", REPO)
+    assert manifest.flops_dtypes == {"torch_int8pack_mm": "fp32"}
 
 
 def test_the_calibrated_tensor_path_holds_bf16_tf32_and_fp8_flops_to_their_operations():

@@ -11,7 +11,6 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -388,7 +387,7 @@ def test_a_claim_whose_other_artifact_did_not_run_is_not_run(project: Path, caps
 
 
 def test_a_cross_artifact_claim_over_past_runs_reads_the_other_artifacts_rows_of_that_run():
-    from kwiki.results.series import claim_value
+    from kwiki.results.series import claim_value, run_board
     from kwiki.results.store import RecordRow
     from kwiki.wiki.model import Claim
 
@@ -404,6 +403,21 @@ def test_a_cross_artifact_claim_over_past_runs_reads_the_other_artifacts_rows_of
     mine, other = [row("py", "a", 3000.0)], [row("cuda", "b", 4000.0)]
     assert claim_value(mine, claim, other) == pytest.approx(0.75)
     assert claim_value(mine, claim) is None  # that run did not measure the other artifact: no value, not a wrong one
+    # the other artifact named by `of` (a baseline's time over ours): its rows come from the other artifact too
+    flipped = Claim.model_validate({
+        "id": "y", "statement": "s", "metric": "ratio", "unit": "x", "at_least": 0.5,
+        "measure": {"artifact": "py", "of": {"artifact": "cuda", "variant": "b", "figure": "gb_per_s"},
+                    "per": {"variant": "a", "figure": "gb_per_s"}}})
+    assert flipped.measure is not None and flipped.measure.other == "cuda"
+    assert claim_value(mine, flipped, other) == pytest.approx(4 / 3)
+    assert claim_value(mine, flipped) is None
+    on_b = [other[0].model_copy(update={"gpu_uuid": "GPU-b"})]
+    assert run_board(mine, flipped, on_b) == "GPU-b" and run_board(on_b, claim, mine) is None
+    with pytest.raises(ValueError, match="two other artifacts"):
+        Claim.model_validate({
+            "id": "z", "statement": "s", "metric": "ratio", "unit": "x", "at_least": 0.5,
+            "measure": {"artifact": "py", "of": {"artifact": "cuda", "variant": "b"},
+                        "per": {"artifact": "triton", "variant": "c"}}})
 
 
 def test_the_run_stage_counts_wall_time_once_per_artifact(ran):
@@ -818,27 +832,3 @@ def test_the_judge_compares_a_sampled_reference_at_the_output_s_own_size(tmp_pat
     verdicts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [v["ok"] for v in verdicts] == [True, False], verdicts
 
-
-def test_a_variant_names_the_dtype_its_flops_run_in():
-    """work_of: a module's flops_dtype(name, params) replaces work()'s for that variant only (the profile audit then
-    counts that dtype's path); a module without one keeps work()'s."""
-    h = harness_module()
-    mod = ModuleType("m")
-    mod.work = lambda params: {"bytes": 8.0, "flops": 2.0 * params["n"], "flops_dtype": "bf16"}
-    assert h.work_of(mod, "rung", {"n": 4})["flops_dtype"] == "bf16"
-    mod.flops_dtype = lambda name, params: "fp32" if name == "cuda_cores" else None
-    assert h.work_of(mod, "cuda_cores", {"n": 4}) == {"bytes": 8.0, "flops": 8.0, "flops_dtype": "fp32"}
-    assert h.work_of(mod, "rung", {"n": 4})["flops_dtype"] == "bf16"
-
-
-def test_the_decode_gemm_baseline_on_cuda_cores_declares_fp32_flops():
-    spec = importlib.util.spec_from_file_location("decode_gemm_t", ROOT / "artifacts" / "decode_gemm_sm90a" /
-                                                  "decode_gemm.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    h = harness_module()
-    params = {"op": "gemm_w8a16", "m": 16, "n": 4096, "k": 4096, "dtype": "bfloat16"}
-    assert h.work_of(mod, "torch_int8pack_mm", params)["flops_dtype"] == "fp32"
-    assert {h.work_of(mod, v, params)["flops_dtype"] for v in mod.FOR_OP["gemm_w8a16"] - {"torch_int8pack_mm"}} \
-        == {"bf16"}

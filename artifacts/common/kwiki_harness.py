@@ -508,18 +508,6 @@ def applicable(mod: ModuleType, variants: list[str], params: dict[str, Any]) -> 
     return [v for v in variants if applies is None or applies(v, params)]
 
 
-def work_of(mod: ModuleType, name: str, params: dict[str, Any]) -> dict[str, Any]:
-    """work(params) of variant `name`: the module's optional flops_dtype(name, params) names the dtype a variant's
-    FLOPs run in where it is not work()'s (a baseline that multiplies on CUDA cores beside rungs on tensor cores:
-    the profile audit holds FLOPs to the counter of that dtype's path)."""
-    work = dict(mod.work(params) or {})
-    own = getattr(mod, "flops_dtype", None)
-    dtype = own(name, params) if own is not None else None
-    if dtype is not None:
-        work["flops_dtype"] = dtype
-    return work
-
-
 def profile_marker() -> Any:
     """A Triton kernel that does nothing, named as kwiki_runner.cuh's marker: its grid of n + 1 programs names
     the profiled case that follows it in Nsight Compute's report (kwiki/verify/profile.py, by_case)."""
@@ -1235,7 +1223,7 @@ class Harness:
 
     def record(self, case: Case, params: dict[str, Any], tol: Tolerance, n_sets: int) -> dict[str, Any]:
         torch = self.torch
-        work = work_of(self.mod, case.variant, params)
+        work = self.mod.work(params) or {}
         timing = None
         if case.passed and case.samples:
             t = kb.summarize(case.samples)

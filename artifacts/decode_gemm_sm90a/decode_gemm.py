@@ -115,12 +115,6 @@ def work(params):
             "flops": 2.0 * m * n * k, "flops_dtype": "bf16"}
 
 
-def flops_dtype(name, params):
-    """ATen's _weight_int8pack_mm multiplies in fp32 on CUDA cores (Nsight Compute counted no tensor-path operation
-    for it on the H200, 2026-12-03): its FLOPs are fp32 ones; every other variant's run where work() says."""
-    return "fp32" if name == "torch_int8pack_mm" else None
-
-
 def _cdiv(a, b):
     return -(-a // b)
 
@@ -137,9 +131,10 @@ def plan(m, n, k, quant, sms, split):
 
 def launcher(name, sms):
     """fn(inputs, outputs) of a Triton variant; `sms` sizes split-K (the device's SM count)."""
-    import kernels
     import torch
     import triton
+
+    import kernels
 
     if name == "triton_read":
         def read(i, o):

@@ -7,6 +7,7 @@ A record whose check failed carries no timing, and its run exits non-zero.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
@@ -287,8 +288,9 @@ class Record(Strict):
         return out
 
 
-def parse_records(stdout: str, artifact: str) -> list[Record]:
-    """Validate every stdout line as a record; RecordError names the first bad line."""
+def parse_records(stdout: str, artifact: str, flops_dtypes: Mapping[str, str] | None = None) -> list[Record]:
+    """Validate every stdout line as a record; RecordError names the first bad line. `flops_dtypes`: variant ->
+    the dtype its manifest says its FLOPs run in (Manifest.flops_dtypes), in place of the one its run wrote."""
     records = []
     for lineno, line in enumerate(stdout.splitlines(), 1):
         if not line.strip():
@@ -299,11 +301,14 @@ def parse_records(stdout: str, artifact: str) -> list[Record]:
             raise RecordError(f"stdout line {lineno} is not JSON: {str(exc)[:120]}", path=artifact,
                               line=lineno) from None
         try:
-            records.append(Record.model_validate(data))
+            record = Record.model_validate(data)
         except ValidationError as exc:
             err = exc.errors(include_url=False)[0]
             where = ".".join(str(p) for p in err["loc"]) or "record"
             raise RecordError(f"stdout line {lineno}: {where}: {err['msg']}", path=artifact, line=lineno) from None
+        if flops_dtypes and record.variant in flops_dtypes:
+            record.flops_dtype = flops_dtypes[record.variant]
+        records.append(record)
     return records
 
 

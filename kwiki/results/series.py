@@ -95,9 +95,13 @@ def row_board(rows: list[RecordRow], sel: Selector) -> str | None:
     return found[0].gpu_uuid if len(found) == 1 else None
 
 
-def run_board(rows: list[RecordRow], claim: Claim) -> str | None:
-    """The board a claim's figure was measured on in one run: its `of` record's."""
-    return row_board(rows, claim.measure.of) if claim.measure is not None else None
+def run_board(rows: list[RecordRow], claim: Claim, other_rows: list[RecordRow] | None = None) -> str | None:
+    """The board a claim's figure was measured on in one run: its `of` record's (in `other_rows`, the same run's
+    rows of the other artifact, where `of` names that one)."""
+    m = claim.measure
+    if m is None:
+        return None
+    return row_board((other_rows or []) if m.elsewhere(m.of) else rows, m.of)
 
 
 def claimable(rows: list[RecordRow], sel: Selector) -> list[RecordRow]:
@@ -114,21 +118,24 @@ def row_figure(rows: list[RecordRow], sel: Selector) -> float | None:
     return found[0].figures.get(sel.key)
 
 
-def claim_value(rows: list[RecordRow], claim: Claim, per_rows: list[RecordRow] | None = None) -> float | None:
-    """The claim's figure in one past run, from its record rows (None where that run has none); `per_rows`:
-    the same run's rows of the artifact `measure.per` names, when that is another artifact."""
+def claim_value(rows: list[RecordRow], claim: Claim, other_rows: list[RecordRow] | None = None) -> float | None:
+    """The claim's figure in one past run, from its record rows (None where that run has none); `other_rows`: the
+    same run's rows of the other artifact a cross-artifact claim compares (`measure.other`, named by `of` or
+    `per`)."""
     m = claim.measure
     if m is None:
         return None
-    value = row_figure(rows, m.of)
+    if m.other is not None and other_rows is None:
+        return None  # that run did not measure the other artifact (in its current series)
+
+    def rows_of(sel: Selector) -> list[RecordRow]:
+        return (other_rows or []) if m.elsewhere(sel) else rows
+
+    value = row_figure(rows_of(m.of), m.of)
     if value is None or m.per is None:
         return value
-    other = m.per.artifact not in (None, m.artifact)
-    if other and per_rows is None:
-        return None  # that run did not measure the other artifact (in its current series)
-    denominator_rows = per_rows if other and per_rows is not None else rows
-    per = row_figure(denominator_rows, m.per)
-    a, b = row_board(rows, m.of), row_board(denominator_rows, m.per)
+    per = row_figure(rows_of(m.per), m.per)
+    a, b = row_board(rows_of(m.of), m.of), row_board(rows_of(m.per), m.per)
     if a is not None and b is not None and a != b:
         return None  # the records one claim compares come from one board in one run
     return value / per if per else None
@@ -178,10 +185,7 @@ def _selectors(claim: Claim) -> list[tuple[Selector, bool]]:
     m = claim.measure
     if m is None or claim.metric == Metric.outcome:
         return []
-    out = [(m.of, False)]
-    if m.per is not None:
-        out.append((m.per, m.per.artifact not in (None, m.artifact)))
-    return out
+    return [(sel, m.elsewhere(sel)) for sel in (m.of, m.per) if sel is not None]
 
 
 def _caught_in(rows: list[RecordRow], sel: Selector) -> str | None:
@@ -197,12 +201,12 @@ def _caught_in(rows: list[RecordRow], sel: Selector) -> str | None:
 
 
 def caught(runs: list[list[RecordRow]], claim: Claim,
-           per_rows: Mapping[str, list[RecordRow]] | None = None) -> Caught | None:
-    """The latest of `runs` (one series, oldest first) in which a variant `claim` compares was caught; `per_rows`:
-    run id -> the same run's rows of the other artifact its `per` names, when that is another artifact."""
+           other_rows: Mapping[str, list[RecordRow]] | None = None) -> Caught | None:
+    """The latest of `runs` (one series, oldest first) in which a variant `claim` compares was caught; `other_rows`:
+    run id -> the same run's rows of the other artifact a cross-artifact claim compares."""
     for run in reversed(runs):
         for sel, other in _selectors(claim):
-            rows = (per_rows or {}).get(run[0].run_id, []) if other else run
+            rows = (other_rows or {}).get(run[0].run_id, []) if other else run
             why = _caught_in(rows, sel)
             if why is not None:
                 return Caught(run[0].run_id, sel.variant, why)

@@ -190,11 +190,9 @@ def trace_claim(meta: PageMeta, claim_id: str, mc: MeasuredClaim, store: Store, 
 
 
 def _other_artifact(meta: PageMeta, claim: Claim) -> str | None:
-    """The artifact (by name) whose figure a cross-artifact claim divides by, when it is not the claim's own."""
+    """The artifact (by name) of the other figure a cross-artifact claim compares (`of`'s or `per`'s)."""
     m = claim.measure
-    if m is None or m.per is None or m.per.artifact in (None, m.artifact):
-        return None
-    path = meta.artifacts.get(m.per.artifact)
+    path = meta.artifacts.get(m.other) if m is not None and m.other else None
     return PurePosixPath(path).name if path else None
 
 
@@ -206,12 +204,12 @@ def _figure(claim: Claim, mc: MeasuredClaim, row: ClaimRow, store: Store, other:
     values, boards = [], []
     for run_id in mc.run_ids or []:
         rows = store.records.get((mc.series, row.artifact, run_id), [])
-        per_rows = store.run_records.get((other, run_id)) if other else None  # the same run's other artifact
-        value = claim_value(rows, claim, per_rows) if rows else None
+        other_rows = store.run_records.get((other, run_id)) if other else None  # the same run's other artifact
+        value = claim_value(rows, claim, other_rows) if rows else None
         if value is None:
             return _no(f"run {run_id} holds no figure of this claim in series {mc.series or 'none'} in results/")
         values.append(value)
-        boards.append((run_board(rows, claim), value))
+        boards.append((run_board(rows, claim, other_rows), value))
     if mc.boards is not None:
         have = [(b.board, b.runs) for b in mc.boards]
         if have != [(b, n) for b, n, _ in boards_of(boards)]:
@@ -307,7 +305,7 @@ def _unaudited(meta: PageMeta, store: Store) -> list[str]:
         if written is None:
             continue  # does not trace: said by the trace
         for sel in filter(None, [m.of, m.per]):
-            other = sel.artifact not in (None, m.artifact)
+            other = m.elsewhere(sel)
             name = _other_artifact(meta, claim) if other else None
             rows = (store.run_records.get((name, last), []) if other and name else
                     store.records.get((mc.series, written.artifact, last), []))

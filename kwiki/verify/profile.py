@@ -350,7 +350,7 @@ def cached_profile(planned: PlannedArtifact, build: BuildResult, *, root: Path, 
     got = _read_cache(root / CACHE_DIR / m.name / f"{_key(planned, build, app, gpu, profiler, root)}.json", root)
     if got is None:
         return None
-    _audit_all(out, *got, tolerance, shown(planned.directory / MANIFEST, root))
+    _audit_all(out, *got, tolerance, shown(planned.directory / MANIFEST, root), m.flops_dtypes)
     return out
 
 
@@ -402,16 +402,18 @@ def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, 
             out.error = f"{rel}: ncu {why}" + (f": {' | '.join(tail)[:300]}" if tail else "")
             return out
         got = (res.stdout, report)
-    if _audit_all(out, *got, tolerance, rel) and not out.cached:  # cache only what could be read
+    if _audit_all(out, *got, tolerance, rel, m.flops_dtypes) and not out.cached:  # cache only what could be read
         doc = {"stdout": got[0], "report": got[1], "ncu": ncu, "seal": seal(root, "profile", key, *got)}
         write_atomic(cache, json.dumps(doc, sort_keys=True).encode())
     return out
 
 
-def _audit_all(out: ArtifactProfile, stdout: str, report: str, tolerance: float | None, rel: str) -> bool:
-    """Audit every profiled record of one run into `out`; False (and out.error) when the run cannot be read."""
+def _audit_all(out: ArtifactProfile, stdout: str, report: str, tolerance: float | None, rel: str,
+               flops_dtypes: dict[str, str] | None = None) -> bool:
+    """Audit every profiled record of one run into `out`; False (and out.error) when the run cannot be read.
+    `flops_dtypes`: the manifest's Manifest.flops_dtypes."""
     try:
-        profiled = cases(parse_records(stdout, out.artifact), read_csv(report))
+        profiled = cases(parse_records(stdout, out.artifact, flops_dtypes), read_csv(report))
     except (RecordError, csv.Error, ReportError) as exc:
         out.error = f"{rel}: cannot read the profiled run: {getattr(exc, 'message', exc)}"
         return False

@@ -265,7 +265,7 @@ def run_python(planned: PlannedArtifact, build: BuildResult, *, gpu_index: int |
         events, watchdog = _read_events(events_path)
         ended = _ended(res, events, watchdog, m.run.timeout_s)
         try:
-            records = parse_records(composed, m.name)
+            records = parse_records(composed, m.name, m.flops_dtypes)
         except RecordError as exc:
             for v in remaining:
                 outcomes[v] = RunOutcome(m.name, build.target, [v], "bad-output", [], res.seconds, rel_log,

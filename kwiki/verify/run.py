@@ -159,7 +159,7 @@ def _run(planned: PlannedArtifact, build: BuildResult, variants: list[str], time
         outcome.status, outcome.message = ended
         return outcome
     try:
-        outcome.records = parse_records(res.stdout, name)
+        outcome.records = parse_records(res.stdout, name, planned.manifest.flops_dtypes)
     except RecordError as exc:
         outcome.status, outcome.message = "bad-output", exc.message
         return outcome

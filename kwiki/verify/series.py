@@ -99,14 +99,14 @@ def stored_models(root: Path) -> list[str]:
     return sorted(out)
 
 
-def _per_rows(plan: Plan, page_id: str, claim: Claim, series: dict[str, str],
-              by_series: dict[tuple[str | None, str], list[RecordRow]]) -> dict[str, list[RecordRow]]:
-    """run id -> the rows of the other artifact a claim's `per` names, in that artifact's current series."""
+def _other_rows(plan: Plan, page_id: str, claim: Claim, series: dict[str, str],
+                by_series: dict[tuple[str | None, str], list[RecordRow]]) -> dict[str, list[RecordRow]]:
+    """run id -> the rows of the other artifact a cross-artifact claim compares, in that artifact's current series."""
     m = claim.measure
     page = next((p for p in plan.pages if (p.id or p.path) == page_id), None)
-    if m is None or m.per is None or m.per.artifact in (None, m.artifact) or page is None:
+    if m is None or m.other is None or page is None:
         return {}
-    other = plan.artifact_for(page, m.per.artifact)
+    other = plan.artifact_for(page, m.other)
     key = series.get(other.path) if other else None
     if other is None or key is None:
         return {}
@@ -148,9 +148,10 @@ def judge_over_runs(plan: Plan, results: list[ClaimResult], rows: list[RecordRow
         if r.value is None:
             r.runs = min(n, 1 + len(past))  # an outcome (or a failed check): judged on this run alone
             continue
-        per_rows = _per_rows(plan, r.page, claim, series, by_series)
-        used = [(run[0].run_id, v, run_board(run, claim)) for run in past
-                if (v := claim_value(run, claim, per_rows.get(run[0].run_id))) is not None][-(n - 1):] if n > 1 else []
+        other_rows = _other_rows(plan, r.page, claim, series, by_series)
+        used = [(run[0].run_id, v, run_board(run, claim, theirs)) for run in past
+                if (v := claim_value(run, claim, theirs := other_rows.get(run[0].run_id))) is not None][-(n - 1):] \
+            if n > 1 else []
         values = [v for _, v, _ in used]
         r.run_ids = [rid for rid, _, _ in used] + this if this else []
         r.boards = boards_of([(b, v) for _, v, b in used] + [(board, r.value)])
@@ -163,15 +164,15 @@ def judge_over_runs(plan: Plan, results: list[ClaimResult], rows: list[RecordRow
             r.change = "faster" if improved else "slower"
         else:
             r.change = "new" if st.runs == 1 else "same"
-        _taint(r, claim, past, per_rows, rows, key, planned.name)
+        _taint(r, claim, past, other_rows, rows, key, planned.name)
         r.below_goal = shortfall(claim, r.verdict, r.median)
 
 
-def _taint(r: ClaimResult, claim: Claim, past: list[list[RecordRow]], per_rows: dict[str, list[RecordRow]],
+def _taint(r: ClaimResult, claim: Claim, past: list[list[RecordRow]], other_rows: dict[str, list[RecordRow]],
            rows: list[RecordRow], key: str, artifact: str) -> None:
     """Caught in a run of its series: the claim fails, saying where. Too few runs of a series that follows a
     caught one: the claim says so (it is provisional already)."""
-    c = caught(past, claim, per_rows)
+    c = caught(past, claim, other_rows)
     if c is not None:
         r.verdict, r.detail = Verdict.failed, caught_text(c)
         return

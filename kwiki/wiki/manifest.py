@@ -228,6 +228,11 @@ class Variant(Strict):
     sanitize: SanitizeExpect | None = Field(
         default=None, description="what compute-sanitizer's tools report on it (kwiki verify --sanitize); "
                                   "default: every tool clean")
+    flops_dtype: str | None = Field(
+        default=None, description="the dtype this variant's FLOPs run in where its records say another (a library "
+                                  "baseline that multiplies on CUDA cores, 'fp32', beside rungs on tensor cores): "
+                                  "it replaces its records' flops_dtype, so the physical gate and the profile "
+                                  "audit hold its FLOPs to that path's peak and counter")
     sass: Sass | None = Field(
         default=None, description="mechanism evidence: SASS instructions every kernel that `kernels` matches in "
                                   "the built binary must (`require`) and must not (`forbid`) contain; checked "
@@ -506,6 +511,11 @@ class Manifest(Strict):
 
     def variant(self, name: str) -> Variant | None:
         return next((v for v in self.variants if v.name == name), None)
+
+    @property
+    def flops_dtypes(self) -> dict[str, str]:
+        """variant -> the dtype its FLOPs run in, where its manifest entry says (Variant.flops_dtype)."""
+        return {v.name: v.flops_dtype for v in self.variants if v.flops_dtype}
 
     def not_the_binary(self) -> str | None:
         """Why a tool that wraps the artifact's binary (ncu, compute-sanitizer) would not see its kernels, or None."""

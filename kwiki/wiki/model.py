@@ -166,6 +166,23 @@ class Measure(Strict):
     per: Selector | None = None
     outcome: Outcome | None = None  # for metric 'outcome': how running `of.variant` must end
 
+    @model_validator(mode="after")
+    def _one_other_artifact(self) -> Measure:
+        others = sorted({s.artifact for s in (self.of, self.per) if s is not None and s.artifact and self.elsewhere(s)})
+        if len(others) > 1:
+            raise ValueError(f"`of` and `per` name two other artifacts ({', '.join(others)}): a claim compares its "
+                             f"artifact {self.artifact!r} with at most one other")
+        return self
+
+    def elsewhere(self, sel: Selector) -> bool:
+        """Whether `sel`'s figure is another artifact's than the measure's own."""
+        return sel.artifact not in (None, self.artifact)
+
+    @property
+    def other(self) -> str | None:
+        """The key of the other artifact a cross-artifact claim compares (`of`'s or `per`'s), None otherwise."""
+        return next((s.artifact for s in (self.of, self.per) if s is not None and self.elsewhere(s)), None)
+
 
 class Conditions(Strict):
     """Where a claim holds."""
