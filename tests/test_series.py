@@ -21,7 +21,7 @@ from kwiki.verify import series
 from kwiki.verify.types import PlannedArtifact
 from kwiki.wiki.catalog import load_wiki
 from kwiki.wiki.frontmatter import parse_page
-from kwiki.wiki.manifest import Manifest
+from kwiki.wiki.manifest import Manifest, Variant
 from kwiki.wiki.model import Claim
 from kwiki.wiki.verdict import Verdict
 
@@ -96,6 +96,18 @@ def test_series_key_follows_the_artifacts_own_sources_and_includes_only(tmp_path
     assert series.series_key(planned, "NVIDIA H100 80GB HBM3", root) != edited  # another GPU model
     monkeypatch.setattr(series, "PROTOCOL_VERSION", PROTOCOL_VERSION + 1)
     assert series.series_key(planned, "NVIDIA H200", root).startswith(f"nvidia-h200/p{PROTOCOL_VERSION + 1}/")  # type: ignore[union-attr]
+
+
+def test_a_declared_flops_dtype_starts_a_series_of_its_own(tmp_path):
+    """What a manifest says a variant's FLOPs run in (Variant.flops_dtype) changes what its records declare: a
+    series is one code and one declaration of its work. A manifest that says none keeps the key it had."""
+    root, planned = keyed_project(tmp_path)
+    key = series.series_key(planned, "NVIDIA H200", root)
+    assert planned.manifest is not None
+    plain = planned.manifest.model_copy(update={"variants": [Variant(name="v", description="restated")]})
+    assert series.series_key(PlannedArtifact(planned.path, planned.directory, plain), "NVIDIA H200", root) == key
+    declared = planned.manifest.model_copy(update={"variants": [Variant(name="v", flops_dtype="fp32")]})
+    assert series.series_key(PlannedArtifact(planned.path, planned.directory, declared), "NVIDIA H200", root) != key
 
 
 # ---------------------------------------------------------------- verdicts over runs, end to end

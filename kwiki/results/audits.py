@@ -12,9 +12,14 @@ the nvcc release and the build target. Two checkouts of the same commit, at any 
 the code, a new protocol or another compiler makes a new key, which has no audit until one is run.
 
 What must be audited. A record declares work when it carries `bytes` (a `gb_per_s` figure) or `flops` (a
-`tflop_per_s` figure). Every such record that a page's measured claim compares (its `of` and `per`) must have a
-passing audit of the same key, or the page is "measured", never "verified", and says which record lacks one.
-A record that declares no work (a time, a ratio of times, an outcome) has nothing to audit.
+`tflop_per_s` figure). Such a record that a page's measured claim compares must have a passing audit of the same
+key, or the page is "measured", never "verified", and says which record lacks one, wherever a record that does
+less work than it declares would move the claim towards passing (`audited`): such a record looks faster, its
+times lower and its rates higher, so in a claim bounded on one side the side that moves the value towards its
+bound is audited (the kernel a speed-up or a share of a roof is claimed for) and the other is not (the roof or
+baseline it is compared with: doing less there only makes the claim harder); a claim bounded on both sides, or
+a figure that is neither a time nor a rate, audits both. A record that declares no work (a time, a ratio of
+times, an outcome) has nothing to audit.
 
 Tolerances, from evidence. The audit is one-sided: a record fails when declared > profiled x (1 + tolerance)
 (kwiki.verify.profile.audit). Over every honest record of the committed store with a profile (the run of
@@ -51,6 +56,7 @@ from kwiki.core.numbers import params_text
 from kwiki.core.strict import Scalar, Strict
 from kwiki.results.store import gpu_slug
 from kwiki.results.storelines import RESULTS_DIR
+from kwiki.wiki.model import Claim, Metric, Selector
 
 AUDITS_DIR = "audits"
 TOLERANCE = {"dram": 0.02, "l2": 0.02}  # declared bytes over profiled, per level (see above)
@@ -161,6 +167,33 @@ def append_audits(root: Path, gpu: str, rows: list[AuditRow]) -> None:
     from kwiki.results.keyed import replace_lines
 
     replace_lines(audits_path(root, gpu), rows, AuditRow)
+
+
+# figures a record that does less work than it declares makes lower (times) or higher (rates); Selector.figure,
+# the regime aside (a sustained figure is of the same kind)
+TIMES = frozenset({"time_us", "time_ms", "event_us", "span_us"})
+RATES = frozenset({"gb_per_s", "tb_per_s", "tflop_per_s", "gflop_per_s", "flop_per_clk_per_sm"})
+
+
+def audited(claim: Claim) -> list[Selector]:
+    """The figures of a measured claim whose records must pass an audit: those that a record doing less work than
+    it declares would move towards passing (see the module's "What must be audited")."""
+    m = claim.measure
+    if m is None or claim.metric == Metric.outcome:
+        return []
+    sides = [(sel, i == 0) for i, sel in enumerate((m.of, m.per)) if sel is not None]
+    if (claim.at_least is None) == (claim.at_most is None) or claim.value is not None:
+        return [sel for sel, _ in sides]  # bounded on both sides, or on none: either way can help
+    towards_up = claim.at_least is not None
+    out = []
+    for sel, is_of in sides:
+        if sel.figure not in TIMES | RATES:
+            out.append(sel)  # neither a time nor a rate: which way less work moves it is not known
+            continue
+        up = (sel.figure in RATES) == is_of  # a faster record raises a rate above the line, a time below it
+        if up == towards_up:
+            out.append(sel)
+    return out
 
 
 def declares_work(figures: Mapping[str, float]) -> bool:

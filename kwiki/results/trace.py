@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from kwiki.core.errors import Problem
-from kwiki.results.audits import Audits, audit_key, declares_work
+from kwiki.results.audits import Audits, audit_key, audited, declares_work
 from kwiki.results.judge import judge, matches
 from kwiki.results.series import Caught, boards_of, caught, caught_text, claim_value, run_board, runs_of, stats
 from kwiki.results.states import UNTRACEABLE  # the state and evidence label of a block that does not trace
@@ -304,7 +304,7 @@ def _unaudited(meta: PageMeta, store: Store) -> list[str]:
         written = store.claim_rows.get((meta.id, cid, last))
         if written is None:
             continue  # does not trace: said by the trace
-        for sel in filter(None, [m.of, m.per]):
+        for sel in audited(claim):
             other = m.elsewhere(sel)
             name = _other_artifact(meta, claim) if other else None
             rows = (store.run_records.get((name, last), []) if other and name else

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kwiki.results.audits import AUDIT_BUDGET_S, Audits, append_audits, audit_key, declares_work
+from kwiki.results.audits import AUDIT_BUDGET_S, Audits, append_audits, audit_key, audited, declares_work
 from kwiki.results.judge import matches
 from kwiki.results.store import RecordRow
 from kwiki.verify.types import BuildResult, ClaimResult, Plan, PlannedArtifact, RunOutcome
@@ -35,14 +35,15 @@ class Need:
 
 
 def compared(plan: Plan, page: Page, claim_id: str) -> list[tuple[PlannedArtifact, Selector]]:
-    """(artifact, selector) of each figure a claim compares."""
+    """(artifact, selector) of each figure a claim compares whose records must pass an audit
+    (kwiki.results.audits.audited)."""
     assert page.meta is not None
     claim = next((c for c in page.meta.claims if c.id == claim_id), None)
     if claim is None or claim.measure is None or claim.metric == Metric.outcome:
         return []  # an outcome claim uses no figure: nothing it compares needs an audit
     m = claim.measure
     out = []
-    for sel in filter(None, [m.of, m.per]):
+    for sel in audited(claim):
         planned = plan.artifact_for(page, sel.artifact or m.artifact)
         if planned is not None:
             out.append((planned, sel))

@@ -54,6 +54,8 @@ def series_key(planned: PlannedArtifact, gpu_name: str, root: Path) -> str | Non
     files = {*own, *included_files(own, [root / COMMON_DIR])}
     h = hashlib.sha256()
     h.update(json.dumps(b.model_dump(mode="json", exclude={"timeout_s"}), sort_keys=True).encode())
+    if m.flops_dtypes:  # the work its records declare, where the manifest says it (an artifact without: as before)
+        h.update(json.dumps(m.flops_dtypes, sort_keys=True).encode())
     for name, path in sorted((_name(p, root), p) for p in files):
         h.update(name.encode() + b"\0")
         try:
