@@ -420,6 +420,33 @@ def test_a_timeline_draws_only_what_its_stamps_say():
     assert timeline_spec(_timeline().model_copy(update={"spans": []})) is None
 
 
+def test_a_long_timeline_gets_a_close_up_of_its_first_cta_clipped_to_its_window():
+    from kwiki.site.timeline import ZOOM_SPANS, Span, Timeline, caption, draw_timeline, timeline_spec
+
+    spans = []
+    for block in range(2):
+        t = 1_000_000
+        for k in range(40):  # 80 spans a consumer lane: its whole run is too dense to read
+            spans.append(Span(block=block, warpgroup=0, phase="producer-wait", start_ns=t + 500, end_ns=t + 1200))
+            spans.append(Span(block=block, warpgroup=1, phase="consumer-wait", start_ns=t, end_ns=t + 200))
+            spans.append(Span(block=block, warpgroup=1, phase="wgmma", start_ns=t + 200, end_ns=t + 900, tile=k))
+            t += 900
+    spec = timeline_spec(Timeline(artifact="a", variant="v", params={}, gpu="NVIDIA H200", spans=spans))
+    zoom = spec["close_up"]
+    ref = spec["lanes"][1]["spans"]  # CTA 0 WG 1, its first consumer
+    assert (zoom["start"], zoom["end"]) == (ref[40]["start"], ref[40 + ZOOM_SPANS - 1]["end"])
+    assert [lane["label"] for lane in zoom["lanes"]] == ["CTA 0 WG 0", "CTA 0 WG 1"]
+    inside = [x for lane in zoom["lanes"] for x in lane["spans"]]
+    assert inside and all(zoom["start"] <= x["start"] < x["end"] <= zoom["end"] for x in inside)
+    assert len(zoom["lanes"][1]["spans"]) == ZOOM_SPANS  # whole spans of the window, none outside it
+    producer = zoom["lanes"][0]["spans"]  # tile 19's began before the window (at 17.6 µs): clipped to its start
+    assert producer[0]["start"] == zoom["start"] and abs(producer[0]["end"] - 18.3) < 1e-9
+    svg = draw_timeline(spec)
+    assert b"Close-up of CTA 0" in svg
+    assert svg.count(b"<rect") - 1 - 3 == sum(len(lane["spans"]) for lane in spec["lanes"]) + len(inside)
+    assert "a close-up of the first CTA" in caption(spec, None)
+
+
 # ---------------------------------------------------------------- the glossary
 
 
