@@ -327,6 +327,14 @@ MUST_NOT_MATCH = [
     ("wgmma_sm90a", "e5m2_n256_wg2", "n256_wg2"),
     ("wgmma_sm90a", "e4m3_n256_wg1", "e5m2_n256_wg1"),  # and the two 8-bit formats against each other
     ("wgmma_sm90a", "e5m2_n256_wg1", "e4m3_n256_wg1"),
+    # ldmatrix.trans on a row-major tile and on the 128-byte-swizzled one: the swizzle's XOR is five more LOP3.LUT
+    ("ldmatrix_sm90a", "ldsm_plain", "ldsm_swizzled"),
+    ("ldmatrix_sm90a", "ldsm_swizzled", "ldsm_plain"),
+    # stmatrix.trans (STSM.16.MT88.4) against the same staging with 2-byte scalar stores (STS.U16)
+    ("ldmatrix_sm90a", "stsm_swizzled", "scalar_stores"),
+    ("ldmatrix_sm90a", "scalar_stores", "stsm_swizzled"),
+    ("ldmatrix_sm90a", "ldsm_swizzled", "stsm_swizzled"),  # and the two directions against each other
+    ("ldmatrix_sm90a", "stsm_swizzled", "ldsm_swizzled"),
 ]
 
 
@@ -396,13 +404,15 @@ def test_the_mechanism_expectations_fail_on_freshly_built_binaries_of_the_varian
     if tools is None:
         pytest.skip("no cuobjdump")
     main(["verify", "--compile-only", "--no-write", "--quiet", "--json", "--root", str(REPO),
-          "algorithm-warp-specialization", "technique-vectorized-loads", "skill-wgmma-ptx"])
+          "algorithm-warp-specialization", "technique-vectorized-loads", "skill-wgmma-ptx",
+          "technique-shared-memory-layout"])
     report = json.loads(capsys.readouterr().out)
     kernels: dict[str, sass.Kernel] = {}
     for b in report["builds"]:
         if b["ok"] and b["binary"] and b["target"] == "sm_90a" and b["artifact"] in ("gemm_bf16_sm90a",
                                                                                     "vector_loads_sm90a",
-                                                                                    "wgmma_sm90a"):
+                                                                                    "wgmma_sm90a",
+                                                                                    "ldmatrix_sm90a"):
             kernels.update(sass.disassemble(Path(b["binary"]), tools)[0])
     for name, own, theirs in _cross_check(_named(kernels)):
         assert own == [] and theirs, name
