@@ -831,4 +831,3 @@ def test_the_judge_compares_a_sampled_reference_at_the_output_s_own_size(tmp_pat
     assert h.judge([str(module), str(requests), "--device", "cpu"]) == 0
     verdicts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [v["ok"] for v in verdicts] == [True, False], verdicts
-
