@@ -188,3 +188,14 @@ def test_pages_and_results_written_by_a_run_leave_the_tree_clean(tmp_path):
     assert git_state(root)[1] is False
     (root / "artifacts" / "a.cu").write_text("v2\n")
     assert git_state(root)[1] is True
+
+
+@needs_cxx
+def test_the_time_line_says_overhead_per_artifact_only_when_artifacts_ran(project, capsys):
+    """A run where nothing ran (--compile-only, or no GPU for GPU artifacts) reports kwiki's whole overhead, not the
+    same figure "per artifact" divided by none."""
+    main(["verify", "--quiet", "--no-write", "--root", str(project), "--compile-only"])
+    assert "s (SASS checks included; no artifact ran)" in capsys.readouterr().out
+    main(["verify", "--quiet", "--no-write", "--root", str(project)])
+    out = capsys.readouterr().out
+    assert "s per artifact" in out and "no artifact ran" not in out

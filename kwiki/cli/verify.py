@@ -129,8 +129,10 @@ def _print_human(report: Report, nothing: str | None = None) -> None:
     if "total" not in s:  # --list-audits: nothing built or run, nothing timed
         return
     stages = "".join(f", {k} {s[k]:.1f} s" for k in ("profile", "sanitize") if k in s)
+    overhead = (f"kwiki overhead {s['kwiki_overhead_per_artifact']:.2f} s per artifact" if s["run"] > 0 else
+                f"kwiki overhead {s['kwiki_overhead']:.2f} s (SASS checks included; no artifact ran)")
     print(f"  time: {s['total']:.1f} s total, builds {s['build_wall']:.1f} s, runs {s['run']:.1f} s{stages}, "
-          f"kwiki overhead {s['kwiki_overhead_per_artifact']:.2f} s per artifact")
+          f"{overhead}")
 
 
 NOT_TESTABLE_SHOWN = 3  # claims named per reason; --json lists every one
