@@ -79,7 +79,7 @@ def draw_timeline(spec: dict[str, Any]) -> bytes:
     bottom = _panel(body, lanes, top + 10, 0.0, end)
     zoom = spec.get("close_up")
     if zoom:
-        label = f"Close-up of CTA {lanes[0]['label'].split()[1]}, {fmt(zoom['start'], 4, trim=True)}–" \
+        label = f"Close-up of CTA {lanes[0]['block']}, {fmt(zoom['start'], 4, trim=True)}–" \
             f"{fmt(zoom['end'], 4, trim=True)} µs"
         body.append(_text(10, bottom + 22, label))
         bottom = _panel(body, zoom["lanes"], bottom + 40, zoom["start"], zoom["end"])
@@ -133,7 +133,7 @@ def caption(spec: dict[str, Any], run_id: str | None) -> str:
     """One line in words of what a timeline chart shows: its lanes, the phases seen, the time it spans, the shape
     and the run whose untimed trace pass stamped it."""
     lanes = spec["lanes"]
-    blocks = len({lane["label"].split(" WG ")[0] for lane in lanes})
+    blocks = len({lane["block"] for lane in lanes})
     seen = {s["phase"] for lane in lanes for s in lane["spans"]}
     phases = [p for p in PHASE_COLORS if p in seen]  # in the order of the legend
     end = max((s["end"] for lane in lanes for s in lane["spans"]), default=0.0)

@@ -151,9 +151,13 @@ def judge_over_runs(plan: Plan, results: list[ClaimResult], rows: list[RecordRow
             r.runs = min(n, 1 + len(past))  # an outcome (or a failed check): judged on this run alone
             continue
         other_rows = _other_rows(plan, r.page, claim, series, by_series)
-        used = [(run[0].run_id, v, run_board(run, claim, theirs)) for run in past
-                if (v := claim_value(run, claim, theirs := other_rows.get(run[0].run_id))) is not None][-(n - 1):] \
-            if n > 1 else []
+        used = []  # (run id, value, board) of the past runs that hold the claim's figure
+        for run in past:
+            theirs = other_rows.get(run[0].run_id)
+            v = claim_value(run, claim, theirs)
+            if v is not None:
+                used.append((run[0].run_id, v, run_board(run, claim, theirs)))
+        used = used[-(n - 1):] if n > 1 else []
         values = [v for _, v, _ in used]
         r.run_ids = [rid for rid, _, _ in used] + this if this else []
         r.boards = boards_of([(b, v) for _, v, b in used] + [(board, r.value)])
