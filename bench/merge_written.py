@@ -11,8 +11,10 @@ against HEAD instead:
   file as committed at HEAD (else it was not made from this commit: refused); what follows is appended here, in
   the order of the arguments (a later audit line replaces an earlier one, as when they were written in turn);
   A call's `kwiki verify` may have summarised a store that grew past its bound (kwiki.results.summary): its copy
-  then does not start with HEAD's, and is taken whole when it holds every claim row and every run of HEAD's, each
-  whole or under its series' summary row (`summarised_from`); later archives' lines are appended to it;
+  then does not start with HEAD's. It is accepted when it holds every claim row and every run of HEAD's, each
+  whole or under its series' summary row (`summarised_from`), and what is appended from it is its new runs: the
+  lines of the runs HEAD does not hold. Several calls may each have summarised it; a store so merged is then
+  summarised here, as `kwiki verify` would have done after the last call's run;
 - results/audits/ (kwiki.results.keyed: a later audit replaces the line of the same record, so a call's copy
   need not start with HEAD's): HEAD's lines less those any call replaced, then each call's new lines in turn (a
   reader keeps the last line of each record);
@@ -111,11 +113,49 @@ def summarised_from(base: bytes, data: bytes) -> bool:
     return True
 
 
-def merge(root: Path, archives: list[Path], last_wins: bool = False) -> dict[str, bytes]:
-    """path -> new content, for every file the archives changed against HEAD."""
+def run_ids(text: bytes) -> set[str]:
+    """The run ids of a store's lines (summary rows and unreadable lines left out)."""
+    out = set()
+    for line in text.splitlines():
+        try:
+            run = json.loads(line).get("run_id")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(run, str) and not run.startswith("summary:"):
+            out.add(run)
+    return out
+
+
+def new_runs(base: bytes, data: bytes) -> bytes:
+    """The rows of `data` (a call's summarised copy of the store `base`) that belong to runs `base` does not hold,
+    then one commit line that counts those that need one (kwiki.results.storelines): the summary may have committed
+    them together with the rows it kept, in a commit line of its own."""
+    from kwiki.results.store import commit_line
+    from kwiki.results.storelines import needs_commit
+
+    old = run_ids(base)
+    out, committing, runs = [], 0, set()
+    for line in data.splitlines():
+        try:
+            row = json.loads(line)
+            run = row.get("run_id")
+        except (ValueError, AttributeError):
+            continue
+        if row.get("kind") == "commit" or not isinstance(run, str) or run.startswith("summary:") or run in old:
+            continue
+        out.append(line + b"\n")
+        if needs_commit(row):
+            committing += 1
+            runs.add(run)
+    return b"".join(out) + (commit_line(committing, runs) if committing else b"")
+
+
+def merge(root: Path, archives: list[Path], last_wins: bool = False) -> tuple[dict[str, bytes], set[str]]:
+    """(path -> new content, for every file the archives changed against HEAD; the stores a call summarised, which
+    main() summarises again once the merged lines are in)."""
     appended: dict[str, bytes] = {}
     keyed: dict[str, tuple[set[bytes], list[bytes]]] = {}  # a keyed store: HEAD's lines replaced, lines added
-    summarised: dict[str, tuple[bytes, Path]] = {}  # a store a call summarised: its copy is the base of the merge
+    summarised: set[str] = set()  # a store some call summarised: summarised again here after the merge
     replaced: dict[str, tuple[bytes, Path]] = {}
     bases: dict[str, bytes | None] = {}  # each file as committed, read once for all the archives
     for archive in archives:
@@ -128,32 +168,27 @@ def merge(root: Path, archives: list[Path], last_wins: bool = False) -> dict[str
                 added.extend(line for line in new if line not in old and line not in added)
             elif is_store(rel):
                 base = base or b""
-                if not data.startswith(base):
-                    if rel in summarised or not summarised_from(base, data):
-                        raise MergeError(f"{archive}: {rel} does not start with the file committed at HEAD (was the "
-                                         "call made from another commit?)"
-                                         + (f"; {summarised[rel][1]} summarised it already" if rel in summarised
-                                            else ""))
-                    if rel in appended:  # the summary came after another call's lines: they are not in it
-                        raise MergeError(f"{archive}: {rel} was summarised by this call after an earlier archive "
-                                         "appended to it: merge this archive first")
-                    summarised[rel] = (data, archive)
-                    continue
-                if len(data) > len(base):
+                if data.startswith(base):
                     appended[rel] = appended.get(rel, b"") + data[len(base):]
+                elif summarised_from(base, data):
+                    appended[rel] = appended.get(rel, b"") + new_runs(base, data)
+                    summarised.add(rel)
+                else:
+                    raise MergeError(f"{archive}: {rel} does not start with the file committed at HEAD, nor is it "
+                                     "that file summarised (was the call made from another commit?)")
             elif data != base:
                 if rel in replaced and replaced[rel][0] != data and not (last_wins or is_replaced(rel)):
                     raise MergeError(f"{archive}: {rel} was also changed, differently, by {replaced[rel][1]}")
                 replaced[rel] = (data, archive)
-    out = {rel: data for rel, (data, _) in summarised.items()}
+    out: dict[str, bytes] = {}
     for rel, (dropped, added) in keyed.items():
         head = (bases[rel] or b"").splitlines()
         lines = [line for line in head if line not in dropped] + added
         if lines != head:
             out[rel] = b"".join(line + b"\n" for line in lines)
-    out.update({rel: out.get(rel, bases[rel] or b"") + extra for rel, extra in appended.items()})
+    out.update({rel: (bases[rel] or b"") + extra for rel, extra in appended.items() if extra or rel in summarised})
     out.update({rel: data for rel, (data, _) in replaced.items()})
-    return out
+    return out, summarised
 
 
 def dirty(root: Path) -> list[str]:
@@ -174,7 +209,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
               "restore them first", file=sys.stderr)
         return 2
     try:
-        out = merge(root, args.archives, last_wins=args.last_wins)
+        out, summarised = merge(root, args.archives, last_wins=args.last_wins)
     except MergeError as e:
         print(f"merge_written: {e}; nothing written", file=sys.stderr)
         return 2
@@ -183,6 +218,12 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         print(f"merge_written: {rel}")
+    for rel in sorted(summarised):  # once the pages are in: the runs they name stay whole
+        from kwiki.results.summary import summarise_if_large
+
+        done = summarise_if_large(root / rel, root)
+        if done is not None:
+            print(f"merge_written: {rel} summarised ({done.runs} runs under {done.rows} summary rows)")
     print(f"merge_written: {len(out)} files from {len(args.archives)} archives; now run `kwiki check`")
     return 0
 

@@ -116,16 +116,21 @@ def summarised_repo(repo: Path) -> Path:
     return repo
 
 
-def test_a_store_the_call_summarised_is_taken_whole_and_later_calls_append_to_it(repo, tmp_path):
+def test_a_store_the_calls_summarised_gets_their_new_runs_appended_to_heads(repo, tmp_path):
     """A verify that grows a store past its bound summarises it (kwiki.results.summary): the call's copy no longer
-    starts with HEAD's. It is taken when every run of HEAD's is in it whole or under its series' summary row."""
+    starts with HEAD's. It is accepted when every run of HEAD's is in it whole or under its series' summary row,
+    and what it adds is its new runs. Two calls that both summarised it (2026-12-03: the second call's archive was
+    refused, and its runs with it) each add theirs."""
     repo = summarised_repo(repo)
     kept = b"\n".join([rec("r1", artifact="y", v=1), b'{"kind": "claim", "claim": "c", "run_id": "r1"}', SUMMARY,
                        b'{"kind": "commit", "run_id": "summary:x:s"}']) + b"\n"
-    one = archive(tmp_path / "1.tgz", {"results/gpu.jsonl": kept + rec("r3") + b"\n"})
+    r3 = rec("r3", store_version=2) + b"\n"  # committed, in the summarised copy, with the rows the summary kept
+    one = archive(tmp_path / "1.tgz", {"results/gpu.jsonl": kept + r3 + b'{"kind": "commit", "rows": 3}\n'})
     two = archive(tmp_path / "2.tgz", {"results/gpu.jsonl": OLD_RUNS + rec("r4") + b"\n"})
-    assert merge_written.main([str(one), str(two)], root=repo) == 0
-    assert (repo / "results/gpu.jsonl").read_bytes() == kept + rec("r3") + b"\n" + rec("r4") + b"\n"
+    three = archive(tmp_path / "3.tgz", {"results/gpu.jsonl": kept + rec("r5") + b"\n"})
+    assert merge_written.main([str(one), str(two), str(three)], root=repo) == 0
+    commit = b'{"kind": "commit", "rows": 1, "run_id": "r3", "store_version": 2}\n'  # the one r3's rows need
+    assert (repo / "results/gpu.jsonl").read_bytes() == OLD_RUNS + r3 + commit + rec("r4") + b"\n" + rec("r5") + b"\n"
 
 
 @pytest.mark.parametrize("lost", ["claim", "unsummarised run", "other artifact of the run"])
