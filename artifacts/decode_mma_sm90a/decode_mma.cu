@@ -432,10 +432,15 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
     return c;
 }
 
-// --shapes: MxNxK triples, M from 1 to 64 (at most 8 n8 tiles of x), N >= 1, K a multiple of 8 (16-byte rows).
+// --shapes: MxNxK triples, M from 1 to 64 (at most 8 n8 tiles of x), N >= 1, K a multiple of 8 (16-byte rows); a
+// shape outside them exits 2 naming it and the rule it breaks, before any CUDA call.
 std::vector<Shape> parse_shapes(const kwiki::Args& args) {
-    return args.get_shapes<Shape, 3>("shapes", "", "MxNxK triples with M from 1 to 64 and K a multiple of 8",
-                                     [](const std::vector<int>& d) { return d[0] <= 64 && d[1] >= 1 && d[2] % 8 == 0; });
+    return args.get_shapes<Shape, 3>("shapes", "", "MxNxK triples with M from 1 to 64 and K a multiple of 8", [](const std::vector<int>& d) {
+        const std::string at = "--shapes: " + std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]) + ": ";
+        if (d[0] > 64) kwiki::Args::usage(at + "M must be from 1 to 64 (at most 8 n8 tiles of x)");
+        if (d[2] % 8) kwiki::Args::usage(at + "K must be a multiple of 8 (rows are read in 16-byte vectors)");
+        return d[0] >= 1 && d[1] >= 1;  // the parser refuses sizes below 1 already
+    });
 }
 
 // ===================================================================================================
