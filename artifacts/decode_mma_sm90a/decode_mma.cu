@@ -1,0 +1,498 @@
+// decode_mma.cu: decode-sized GEMM y[M,N] = x[M,K] W[N,K]^T (M = 1..64), bf16 in and out, fp32 accumulation, on
+// mma.sync tensor cores with the operands swapped; against cuBLAS (what torch.mm(x, W.t()) / F.linear runs).
+//
+// Build (kwiki does this):
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -Xptxas=-v -o decode_mma decode_mma.cu
+// Run: ./decode_mma --shapes=16x8192x8192,13x1003x4008 [--variants a,b,c] [--input-sets=2] [--sweep]
+//
+// W is N x K row-major (K contiguous, a linear layer's weight), x is M x K row-major, y is M x N row-major. With M
+// at most 64 every element of W is read once and used M times: the GEMM is bound by W's bytes, like a GEMV, and the
+// goal is the read ceiling for W + x + y. Tensor cores are there to keep the M-fold reuse of each W element off the
+// FMA pipes; the ladder is about feeding them 16-byte loads of W with enough bytes in flight.
+//
+// Swap-AB: mma.sync.m16n8k16 multiplies A (16 x 16) by B (16 x 8). A decode M of 1..64 would waste most of A's 16
+// rows, so W takes A's place (16 output channels a tile) and x takes B's (8 rows of x an n8 tile, MT = ceil(M/8)
+// tiles): D = W_tile x_tile^T is a 16 x 8 tile of y^T. A CTA owns 16*NT channels and every row of x; its WARPS warps
+// split the CTA's K range in chunks of 32 (warp w takes chunks w, w + WARPS, ...), and their fp32 accumulators are
+// added through shared memory in a fixed tree order (deterministic) before warp 0 writes y.
+//
+// The K permutation (why each lane can load 16 contiguous bytes): a dot product does not care which k sits where as
+// long as A and B use the same mapping. Lane (g = lane/4, q = lane%4) loads w0 = W[n+g][k0+8q .. +7],
+// w1 = W[n+g+8][k0+8q .. +7] and per n8 tile xv = x[8t+g][k0+8q .. +7] (16 bytes each), then issues two MMAs j = 0, 1:
+// A = {w0[4j..4j+1], w1[4j..4j+1], w0[4j+2..4j+3], w1[4j+2..4j+3]}, B = {xv[4j..4j+1], xv[4j+2..4j+3]} (mma_chunk
+// says which logical k of the PTX fragments lands on which physical k).
+//
+// Reference: fp64 on the host from the same bf16 inputs; tolerance: rtol 2^-6 (bf16 output rounding is 2^-9) plus an
+// atol that grows with K, sqrt(K) x 2^-14 (as gemv_bf16_sm90a's check_y). y carries a canary past its M x N
+// elements, which the check requires intact. Inputs: --input-sets (2) pre-filled sets of W and x, each with its
+// reference; each timed sample reads one of them at random (kwiki::Runner).
+//
+// Variants: the ladder is artifact.yaml's (each variant's rung, what it adds and its description, in the order of
+// the table below, which holds the names only); each rung's code is a marked region of this file. mma_warp is the
+// kernel with one 16-channel tile per CTA, 8 warps and one chunk per warp in flight; mma_unroll issues the loads of
+// 4 chunks before their MMAs; mma_tuned picks tile, warps, chunks in flight and a K split across CTAs (grid.y,
+// fp32 partials in a workspace added in split order by reduce_splits_kernel: no atomics) per shape in a selection
+// pass of the run. Bytes per record: W + x + y (the split workspace is not counted). read_ceiling is not a rung:
+// those bytes over the read bandwidth fitted in the same run (kwiki_ceiling.cuh). --sweep adds every configuration
+// of configs() as a variant sweep_<config>.
+// Shapes: M from 1 to 64, any N, K a multiple of 8 (rows are read in 16-byte vectors); the manifest's shapes include
+// 13x1003x4008, which no tile divides (rows past N or M load zeros, and so do the 8-element groups past K).
+#include "kwiki_bench.cuh"
+#include "kwiki_cublas.cuh"
+#include "kwiki_gemv.cuh"
+
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+// ===================================================================================================
+// Reference: fp64 on the host
+// ===================================================================================================
+
+// ref[m*N + n] = sum_k x[m][k] W[n][k], in fp64 from the bf16 values.
+std::vector<double> reference(const std::vector<bf16>& W, const std::vector<bf16>& x, int M, int N, int K) {
+    std::vector<double> xd(size_t(M) * K), y(size_t(M) * N);
+    for (size_t i = 0; i < xd.size(); ++i) xd[i] = __bfloat162float(x[i]);
+    kwiki::parallel_for(size_t(N), [&](size_t n0, size_t n1) {
+        std::vector<double> row(K);
+        for (size_t n = n0; n < n1; ++n) {
+            for (int k = 0; k < K; ++k) row[k] = __bfloat162float(W[n * size_t(K) + k]);
+            for (int m = 0; m < M; ++m) {
+                const double* xm = xd.data() + size_t(m) * K;
+                double s = 0;
+                for (int k = 0; k < K; ++k) s += row[k] * xm[k];
+                y[size_t(m) * N + n] = s;
+            }
+        }
+    });
+    return y;
+}
+
+// One input set: W (N x K) and x (M x K), random in [-1, 1) (W from `seed`, x from seed ^ 0x77), and y's reference.
+struct Inputs {
+    kwiki::DeviceBuffer<bf16> W, x;
+    std::vector<double> ref;
+
+    void fill(int M, int N, int K, uint64_t seed) {
+        const size_t w_elems = size_t(N) * K, x_elems = size_t(M) * K;
+        W = kwiki::DeviceBuffer<bf16>(w_elems), x = kwiki::DeviceBuffer<bf16>(x_elems);
+        kwiki::fill_random(W.get(), w_elems, seed, -1.0f, 1.0f);
+        kwiki::fill_random(x.get(), x_elems, seed ^ 0x77, -1.0f, 1.0f);
+        std::vector<bf16> hW(w_elems), hx(x_elems);
+        KWIKI_CHECK(cudaMemcpy(hW.data(), W.get(), w_elems * sizeof(bf16), cudaMemcpyDeviceToHost));
+        KWIKI_CHECK(cudaMemcpy(hx.data(), x.get(), x_elems * sizeof(bf16), cudaMemcpyDeviceToHost));
+        ref = reference(hW, hx, M, N, K);
+    }
+};
+
+// y's M x N elements against the set's reference, and its canary intact: rtol 2^-6 and atol sqrt(K) x 2^-14, the
+// tolerance of gemv_bf16_sm90a's check_y (whose comment says why), per output.
+kwiki::CheckResult check_y(const bf16* y, int M, int N, int K, const Inputs& set) {
+    const size_t n = size_t(M) * N;
+    std::vector<float> got = kwiki::to_host_float(y, n);
+    return kwiki::with_canary(kwiki::compare(got.data(), set.ref.data(), n, {std::sqrt(double(K)) / 16384.0, 2.0 / 128},
+                                             "host fp64 from the same bf16 inputs"), y, n);
+}
+
+// ===================================================================================================
+// Kernels
+// ===================================================================================================
+
+// kwiki:rung mma_warp
+// 16 bytes of W, read once: non-coherent, not kept in L1. 16 bytes of x, read by every CTA: kept in L1 (evict_last).
+__device__ __forceinline__ uint4 ld_w(const bf16* p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ uint4 ld_x(const bf16* p) {
+    uint4 r;
+    asm("ld.global.nc.L1::evict_last.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+
+// d += A B with A 16 x 16 bf16 (a0..a3), B 16 x 8 bf16 (b0, b1), d 16 x 8 fp32. PTX ISA fragments (m16n8k16, .bf16),
+// g = lane/4, q = lane%4: a0 = (row g, k 2q, 2q+1), a1 = (row g+8, k 2q, 2q+1), a2 = (row g, k 8+2q, 9+2q),
+// a3 = (row g+8, k 8+2q, 9+2q); b0 = (k 2q, 2q+1; col g), b1 = (k 8+2q, 9+2q; col g); d0, d1 = (row g; cols 2q,
+// 2q+1), d2, d3 = (row g+8; cols 2q, 2q+1). The lower k of each pair is the register's low half.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// What one lane loads of one 32-element chunk of K: per 16-channel tile t, w[t][0] = W[n+16t+g][k0+8q .. +7] and
+// w[t][1] = W[n+16t+g+8][k0+8q .. +7]; per n8 tile t of x, x[t] = x[8t+g][k0+8q .. +7]. Each uint4 is 8 bf16 e[0..7],
+// e[2i], e[2i+1] in word i (x, y, z, w).
+template <int MT, int NT>
+struct Chunk {
+    uint4 w[NT][2];
+    uint4 x[MT];
+};
+
+// Where this lane's rows start (its 8q offset into K included), and which of them exist: rows n >= N of W and
+// rows m >= M of x load zeros, and so does the whole 8-element group of a chunk past K (K is a multiple of 8).
+template <int MT, int NT>
+struct Rows {
+    const bf16* w[NT][2];
+    const bf16* x[MT];
+    bool w_ok[NT][2], x_ok[MT];
+
+    __device__ __forceinline__ Rows(const bf16* W, const bf16* X, int M, int N, int K, int n0, int g, int q) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int n = n0 + 16 * t + 8 * h + g;
+                w_ok[t][h] = n < N;
+                w[t][h] = W + size_t(w_ok[t][h] ? n : 0) * K + 8 * q;
+            }
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+            const int m = 8 * t + g;
+            x_ok[t] = m < M;
+            x[t] = X + size_t(x_ok[t] ? m : 0) * K + 8 * q;
+        }
+    }
+
+    // Chunk c (k0 = 32c): 16 bytes a row, zeros where the row or the lane's 8 k are out of range.
+    __device__ __forceinline__ void load(Chunk<MT, NT>& ch, int c, int q, int K) const {
+        const int k0 = 32 * c;
+        const bool k_ok = k0 + 8 * q < K;
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) ch.w[t][h] = k_ok && w_ok[t][h] ? ld_w(w[t][h] + k0) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int t = 0; t < MT; ++t) ch.x[t] = k_ok && x_ok[t] ? ld_x(x[t] + k0) : make_uint4(0, 0, 0, 0);
+    }
+};
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+// The chunk's MMAs: two per (16-channel tile, n8 tile), j = 0, 1. The K permutation, for both operands alike:
+//   A a0 = w0 word 2j   (w0[4j], w0[4j+1]):     logical k 2q, 2q+1     of row g   -> physical k0 + 8q + 4j + 0, 1
+//   A a1 = w1 word 2j   (w1[4j], w1[4j+1]):     logical k 2q, 2q+1     of row g+8 -> physical k0 + 8q + 4j + 0, 1
+//   A a2 = w0 word 2j+1 (w0[4j+2], w0[4j+3]):   logical k 8+2q, 9+2q   of row g   -> physical k0 + 8q + 4j + 2, 3
+//   A a3 = w1 word 2j+1 (w1[4j+2], w1[4j+3]):   logical k 8+2q, 9+2q   of row g+8 -> physical k0 + 8q + 4j + 2, 3
+//   B b0 = xv word 2j   (xv[4j], xv[4j+1]):     logical k 2q, 2q+1     of col g   -> physical k0 + 8q + 4j + 0, 1
+//   B b1 = xv word 2j+1 (xv[4j+2], xv[4j+3]):   logical k 8+2q, 9+2q   of col g   -> physical k0 + 8q + 4j + 2, 3
+// Logical k 2q+e -> physical k0+8q+4j+e and 8+2q+e -> k0+8q+4j+2+e (e = 0, 1): one-to-one onto the 16 physical k
+// {k0 + 8q + 4j + 0..3 : q = 0..3} of MMA j, and the two MMAs cover the chunk's 32. The MMA's sum over its 16
+// logical k is the dot product over those physical k, exactly as without the permutation.
+template <int MT, int NT>
+__device__ __forceinline__ void mma_chunk(float (&acc)[NT][MT][4], const Chunk<MT, NT>& ch) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+                mma_bf16(acc[t][mt], word(ch.w[t][0], 2 * j), word(ch.w[t][1], 2 * j), word(ch.w[t][0], 2 * j + 1),
+                         word(ch.w[t][1], 2 * j + 1), word(ch.x[mt], 2 * j), word(ch.x[mt], 2 * j + 1));
+}
+// /kwiki:rung mma_warp
+
+// kwiki:rung mma_unroll
+// The warp's chunks c = first, first + WARPS, ... below `end`: whole rounds of U chunks are loaded (every load of the
+// round issued) before any of their MMAs, the last partial round one chunk at a time. Neither loop is unrolled:
+// the compiler would otherwise hoist the loads of later rounds (nvcc unrolls a U = 1 loop by 4 on its own), and U
+// would no longer be what sets the chunks in flight.
+template <int MT, int NT, int WARPS, int U>
+__device__ __forceinline__ void k_loop(float (&acc)[NT][MT][4], const Rows<MT, NT>& rows, int first, int end, int q, int K) {
+    int c = first;
+#pragma unroll 1
+    for (; c + (U - 1) * WARPS < end; c += U * WARPS) {
+        Chunk<MT, NT> ch[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) rows.load(ch[u], c + u * WARPS, q, K);
+#pragma unroll
+        for (int u = 0; u < U; ++u) mma_chunk(acc, ch[u]);
+    }
+    if constexpr (U > 1) {
+#pragma unroll 1
+        for (; c < end; c += WARPS) {
+            Chunk<MT, NT> ch;
+            rows.load(ch, c, q, K);
+            mma_chunk(acc, ch);
+        }
+    }
+}
+// /kwiki:rung mma_unroll
+
+// kwiki:rung mma_warp
+// y[m][n] = sum_k x[m][k] W[n][k] for the CTA's 16*NT channels n0.., every m < M, over the chunks of split
+// blockIdx.y (chunks [split * chunks_per_split, +chunks_per_split) of ceil(K/32)). One split: bf16 into y. Several
+// (gridDim.y > 1, mma_tuned's configurations): fp32 into ws[split][m][n], which reduce_splits_kernel adds in order.
+template <int MT, int NT, int WARPS, int U>
+__global__ void __launch_bounds__(WARPS * 32, 1) mma_kernel(const bf16* W, const bf16* x, bf16* y, float* ws, int M, int N, int K,
+                                                         int chunks_per_split) {
+    constexpr int HALF = WARPS / 2 > 0 ? WARPS / 2 : 1, REGS = NT * MT * 4;
+    __shared__ float part[HALF][REGS][32];  // the warps' accumulators, lane-contiguous (no bank conflicts)
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+    const int n0 = blockIdx.x * 16 * NT, split = blockIdx.y;
+    const int begin = split * chunks_per_split, end = min((K + 31) / 32, begin + chunks_per_split);
+    const Rows<MT, NT> rows(W, x, M, N, K, n0, g, q);
+    float acc[NT][MT][4] = {};
+    k_loop<MT, NT, WARPS, U>(acc, rows, begin + warp, end, q, K);
+    // the warps' sums: a fixed tree (warps h..2h-1 hand theirs to warps 0..h-1), so every launch adds in one order
+#pragma unroll
+    for (int h = WARPS / 2; h >= 1; h /= 2) {
+        if (warp >= h && warp < 2 * h)
+#pragma unroll
+            for (int r = 0; r < REGS; ++r) part[warp - h][r][lane] = (&acc[0][0][0])[r];
+        __syncthreads();
+        if (warp < h)
+#pragma unroll
+            for (int r = 0; r < REGS; ++r) (&acc[0][0][0])[r] += part[warp][r][lane];
+        __syncthreads();
+    }
+    if (warp != 0) return;
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int n = n0 + 16 * t + g + 8 * (r >> 1), m = 8 * mt + 2 * q + (r & 1);
+                if (m >= M || n >= N) continue;
+                if (gridDim.y == 1) y[size_t(m) * N + n] = __float2bfloat16_rn(acc[t][mt][r]);
+                else ws[(size_t(split) * M + m) * N + n] = acc[t][mt][r];
+            }
+}
+// /kwiki:rung mma_warp
+
+// kwiki:rung mma_tuned
+// y[i] = the splits' partial sums of output i (i = m*N + n), added in split order 0, 1, ...: deterministic.
+__global__ void __launch_bounds__(256) reduce_splits_kernel(const float* ws, bf16* y, int outputs, int splits) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < outputs; i += gridDim.x * blockDim.x) {
+        float s = 0;
+        for (int sp = 0; sp < splits; ++sp) s += ws[size_t(sp) * outputs + i];
+        y[i] = __float2bfloat16_rn(s);
+    }
+}
+// /kwiki:rung mma_tuned
+
+// ===================================================================================================
+// Launchers
+// ===================================================================================================
+
+struct Shape {
+    int M, N, K;
+};
+
+constexpr int kMaxSplits = 4;  // the workspace holds this many splits of y in fp32
+
+struct Problem {
+    int M, N, K;
+    const bf16 *W, *x;
+    bf16* y;
+    float* ws;  // kMaxSplits x M x N floats
+    kwiki::cublasHandle_t blas;
+};
+
+using Kernel = void (*)(const bf16*, const bf16*, bf16*, float*, int, int, int, int);
+
+// One configuration: the kernel for each MT (1, 2, 4, 8 n8 tiles of x), channels per CTA (16 NT), threads, splits.
+struct Launch {
+    Kernel kernel[4];
+    int nt, warps, u, splits;
+};
+
+template <int NT, int WARPS, int U, int SPLITS>
+constexpr Launch mma_cfg() {
+    return {{mma_kernel<1, NT, WARPS, U>, mma_kernel<2, NT, WARPS, U>, mma_kernel<4, NT, WARPS, U>, mma_kernel<8, NT, WARPS, U>},
+            NT, WARPS, U, SPLITS};
+}
+
+// Which instantiation serves M: MT = ceil(M/8) rounded up to 1, 2, 4 or 8.
+int mt_index(int M) { return M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : 3; }
+
+// kwiki:rung mma_tuned
+// Configurations (channels per CTA / 16, warps, chunks in flight per warp, K splits across CTAs) that --sweep times
+// one by one, and that the selection pass of `mma_tuned` times, in samples of its own. NT = 2 keeps U <= 2: with
+// MT = 8 its accumulators and loads in flight would not fit the registers.
+using Config = kwiki::GemvConfig<Launch>;
+const std::vector<Config>& configs() {
+    static const std::vector<Config> c = {
+        {"n1_w8_u2_s1", mma_cfg<1, 8, 2, 1>()}, {"n1_w8_u4_s1", mma_cfg<1, 8, 4, 1>()},
+        {"n1_w4_u4_s1", mma_cfg<1, 4, 4, 1>()}, {"n2_w8_u2_s1", mma_cfg<2, 8, 2, 1>()},
+        {"n2_w4_u2_s1", mma_cfg<2, 4, 2, 1>()}, {"n1_w8_u2_s2", mma_cfg<1, 8, 2, 2>()},
+        {"n1_w4_u4_s2", mma_cfg<1, 4, 4, 2>()}, {"n2_w8_u2_s2", mma_cfg<2, 8, 2, 2>()},
+        {"n2_w4_u2_s2", mma_cfg<2, 4, 2, 2>()}, {"n1_w4_u2_s4", mma_cfg<1, 4, 2, 4>()},
+        {"n1_w8_u1_s4", mma_cfg<1, 8, 1, 4>()}, {"n2_w4_u2_s4", mma_cfg<2, 4, 2, 4>()},
+        {"n2_w8_u1_s4", mma_cfg<2, 8, 1, 4>()},
+    };
+    return c;
+}
+// /kwiki:rung mma_tuned
+
+Launch config(const char* name) { return kwiki::find_config(configs(), name); }
+
+// The kernel of M's MT on a grid of ceil(N / 16 NT) x splits CTAs; with splits, then the reduction into y.
+void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
+    const int chunks = (p.K + 31) / 32, per_split = (chunks + l.splits - 1) / l.splits;
+    const dim3 grid((p.N + 16 * l.nt - 1) / (16 * l.nt), l.splits);
+    l.kernel[mt_index(p.M)]<<<grid, 32 * l.warps, 0, s>>>(p.W, p.x, p.y, p.ws, p.M, p.N, p.K, per_split);
+    KWIKI_CHECK_LAST();
+    // kwiki:rung mma_tuned
+    if (l.splits == 1) return;
+    const int outputs = p.M * p.N;
+    reduce_splits_kernel<<<(outputs + 255) / 256, 256, 0, s>>>(p.ws, p.y, outputs, l.splits);
+    KWIKI_CHECK_LAST();
+    // /kwiki:rung mma_tuned
+}
+
+// kwiki:rung cublas
+// y[M,N] = x[M,K] W[N,K]^T: the TN GEMM of kwiki_cublas.cuh, what torch.mm(x, W.t()) and F.linear(x, W) call.
+void run_cublas(const Problem& p, cudaStream_t s) { kwiki::gemm_tn(p.blas, p.x, p.W, p.y, p.M, p.N, p.K, kwiki::kGemmBf16, s); }
+// /kwiki:rung cublas
+
+// kwiki:rung cublaslt_best
+// The same through cuBLASLt with candidate algorithm i of the shape's heuristic list.
+void run_cublaslt(const kwiki::LtGemmTn& g, int i, const Problem& p, cudaStream_t s) { g.run(i, p.x, p.W, p.y, s); }
+// /kwiki:rung cublaslt_best
+
+enum class Kind { Kernel, Tuned, Cublas, CublasLt, Ceiling };
+
+// A row of the table of variants: what it launches (a configuration, for Kind::Kernel).
+struct Variant : kwiki::VariantInfo {
+    Kind kind;
+    Launch launch;
+};
+
+using Todo = kwiki::GemvTodo<Kind, Launch>;
+using Run = std::function<void(const Problem&, cudaStream_t)>;  // a variant's launch on the current input set
+
+Run kernel_run(Launch l) { return [l](const Problem& p, cudaStream_t s) { run_kernel(l, p, s); }; }
+
+// The selection passes of one shape: every configuration (mma_tuned) and every cuBLASLt candidate (cublaslt_best),
+// each candidate a case that bind(case, run) completes, checked and timed on `selector`.
+struct Selections {
+    kwiki::Selection tuned, lt_best;
+    std::string tuned_name;
+    std::unique_ptr<kwiki::LtGemmTn> ltg;
+
+    template <class Bind>
+    Selections(kwiki::Runner& selector, const std::vector<Todo>& todo, const kwiki::BlasHandles& lib, const Shape& sh, Bind bind) {
+        auto want_kind = [&](Kind k) { return std::any_of(todo.begin(), todo.end(), [k](const Todo& t) { return t.kind == k; }); };
+        // kwiki:rung mma_tuned
+        if (want_kind(Kind::Tuned)) {
+            tuned = kwiki::select_config(selector, configs(), [&](kwiki::Case& c, Launch l) { bind(c, kernel_run(l)); });
+            if (tuned.index >= 0) tuned_name = configs()[size_t(tuned.index)].name;
+        }
+        // /kwiki:rung mma_tuned
+        // kwiki:rung cublaslt_best
+        if (!want_kind(Kind::CublasLt)) return;
+        ltg = std::make_unique<kwiki::LtGemmTn>(lib.lt, sh.M, sh.N, sh.K, kwiki::kGemmBf16, 8);
+        std::vector<kwiki::Case> cand;
+        for (int i = 0; i < ltg->algos(); ++i) {
+            kwiki::Case c;
+            c.variant = "select_cublaslt_" + std::to_string(i);
+            bind(c, [g = ltg.get(), i](const Problem& p, cudaStream_t s) { run_cublaslt(*g, i, p, s); });
+            cand.push_back(std::move(c));
+        }
+        lt_best = kwiki::select_fastest(selector, cand);
+        // /kwiki:rung cublaslt_best
+    }
+};
+
+// A ladder variant's case at `params`: its run (mma_tuned: the selection's configuration; cublaslt_best: the
+// heuristic's fastest candidate), completed by bind(case, run), and what its record adds (registers, occupancy,
+// threads, channels per CTA, chunks in flight, splits; what a selection chose and from how many).
+template <class Bind>
+kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, const kwiki::Fields& params, Bind bind) {
+    kwiki::Case c = kwiki::named_case(v.name, params);
+    const kwiki::Selection& chosen = v.kind == Kind::Tuned ? sel.tuned : sel.lt_best;
+    if ((v.kind == Kind::Tuned || v.kind == Kind::CublasLt) && chosen.index < 0) {  // no candidate passed (or --check-only)
+        kwiki::nothing_selected(c, "no candidate of the selection pass passed its check and was timed");
+        return c;
+    }
+    const Launch l = v.kind == Kind::Tuned ? config(sel.tuned_name.c_str()) : v.launch;
+    const bool library = v.kind == Kind::Cublas || v.kind == Kind::CublasLt;
+    if (v.kind == Kind::Cublas) bind(c, [](const Problem& p, cudaStream_t s) { run_cublas(p, s); });
+    else if (v.kind == Kind::CublasLt)
+        bind(c, [g = sel.ltg.get(), i = sel.lt_best.index](const Problem& p, cudaStream_t s) { run_cublaslt(*g, i, p, s); });
+    else bind(c, kernel_run(l));
+    if (!library) {
+        kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mt_index(sh.M)]), 32 * l.warps);
+        c.extra.emplace_back("threads", 32 * l.warps);
+        c.extra.emplace_back("channels_per_block", 16 * l.nt);
+        c.extra.emplace_back("chunks_in_flight", l.u);
+        c.extra.emplace_back("splits", l.splits);
+    }
+    if (v.kind == Kind::Tuned || v.kind == Kind::CublasLt) {
+        if (v.kind == Kind::Tuned) c.extra.emplace_back("selected", sel.tuned_name);
+        else c.extra.emplace_back("selected", "heuristic algorithm " + std::to_string(chosen.index));
+        c.extra.emplace_back("selected_from", chosen.tried);
+        if (chosen.median_us) c.extra.emplace_back("selection_median_us", *chosen.median_us);
+    }
+    return c;
+}
+
+// --shapes: MxNxK triples, M from 1 to 64 (at most 8 n8 tiles of x), N >= 1, K a multiple of 8 (16-byte rows); a
+// shape outside them exits 2 naming it and the rule it breaks, before any CUDA call.
+std::vector<Shape> parse_shapes(const kwiki::Args& args) {
+    return args.get_shapes<Shape, 3>("shapes", "", "MxNxK triples with M from 1 to 64 and K a multiple of 8", [](const std::vector<int>& d) {
+        const std::string at = "--shapes: " + std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]) + ": ";
+        if (d[0] > 64) kwiki::Args::usage(at + "M must be from 1 to 64 (at most 8 n8 tiles of x)");
+        if (d[2] % 8) kwiki::Args::usage(at + "K must be a multiple of 8 (rows are read in 16-byte vectors)");
+        return d[0] >= 1 && d[1] >= 1;  // the parser refuses sizes below 1 already
+    });
+}
+
+// ===================================================================================================
+// The table of variants (artifact.yaml lists the same names, in this order)
+// ===================================================================================================
+
+constexpr Variant kVariants[] = {
+    {{"mma_warp"}, Kind::Kernel, mma_cfg<1, 8, 1, 1>()},
+    // kwiki:rung mma_unroll
+    {{"mma_unroll"}, Kind::Kernel, mma_cfg<1, 8, 4, 1>()},
+    // /kwiki:rung mma_unroll
+    {{"mma_tuned"}, Kind::Tuned, {}},
+    {{"cublas"}, Kind::Cublas, {}},
+    {{"cublaslt_best"}, Kind::CublasLt, {}},
+    {{"read_ceiling"}, Kind::Ceiling, {}},  // not a rung: the speed of light, from the run's read roof
+};
+
+}  // namespace
+
+// ===================================================================================================
+// main
+// ===================================================================================================
+
+int main(int argc, char** argv) {
+    kwiki::GemvMain<Shape> m(argc, argv, kVariants, "decode_mma", parse_shapes);
+    const kwiki::BlasHandles lib(m.args.want("cublas"), m.args.want("cublaslt_best"));  // loaded only for their variants
+    kwiki::Runner runner(m.args);
+    const auto selector = kwiki::selection_runner(m.args);  // the selection passes: samples of their own, no records
+    const auto roof = kwiki::gemv_roof(runner, m.args, m.seed, "read_ceiling");  // the read roof, swept once
+    const auto todo = kwiki::gemv_todo(m.args, kVariants, configs(), Kind::Kernel, [](const Variant& v) { return v.kind != Kind::Ceiling; });
+    for (const Shape& sh : m.shapes) {
+        const int M = sh.M, N = sh.N, K = sh.K;
+        const size_t outputs = size_t(M) * N;
+        kwiki::DeviceBuffer<bf16> y(outputs + kwiki::kCanary);
+        kwiki::DeviceBuffer<float> ws(size_t(kMaxSplits) * outputs);
+        kwiki::set_canary(y.get(), outputs);  // y[M*N..M*N+kCanary) must stay as set (kwiki_gemv.cuh)
+        kwiki::InputSets<Inputs> in(m.sets, m.seed + uint64_t(M) * 1000003u + uint64_t(N) * 7919u + K,
+                                    [&](Inputs& s, uint64_t seed) { s.fill(M, N, K, seed); });
+        const double bytes = double(size_t(N) * K + size_t(M) * K + outputs) * sizeof(bf16);  // W + x + y
+        const std::string shape = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
+        const kwiki::Fields params = {{"shape", shape}, {"M", M}, {"N", N}, {"K", K}, {"dtype", "bf16"}};
+        // what every case of this shape shares: bytes, flops, the launch on the current set, poison, the check, the sets
+        auto bind = [&](kwiki::Case& c, Run run) {
+            c.params = params, c.bytes = bytes, c.flops = 2.0 * double(M) * N * K, c.flops_dtype = "bf16";
+            c.launch = [&, run](cudaStream_t s) { run(Problem{M, N, K, in.current().W.get(), in.current().x.get(), y.get(), ws.get(), lib.blas}, s); };
+            in.bind(c, [&y, outputs](cudaStream_t s) { kwiki::poison(y.get(), outputs * sizeof(bf16), s); },
+                    [&y, M, N, K](const Inputs& set) { return check_y(y.get(), M, N, K, set); });
+        };
+        const Selections sel(*selector, todo, lib, sh, bind);
+        std::vector<kwiki::Case> cases;
+        for (const Todo& v : todo) cases.push_back(ladder_case(v, sel, sh, params, bind));
+        kwiki::run_shape(runner, cases, roof.get(), "read_ceiling", params, bytes);
+    }
+    return kwiki::exit_code();
+}
