@@ -29,8 +29,8 @@
 //
 // Variants: the ladder is artifact.yaml's (each variant's rung, what it adds and its description, in the order of
 // the table below, which holds the names only); each rung's code is a marked region of this file. mma_warp is the
-// kernel with one 16-channel tile per CTA, 8 warps and one chunk per warp in flight; mma_unroll issues the loads of
-// 4 chunks before their MMAs; mma_tuned picks tile, warps, chunks in flight and a K split across CTAs (grid.y,
+// kernel with one 16-channel tile per CTA, 8 warps and one chunk per warp in flight; mma_ring keeps a ring of 4
+// chunks per warp in flight, each slot reloaded right after its MMAs; mma_tuned picks tile, warps, chunks in flight and a K split across CTAs (grid.y,
 // fp32 partials in a workspace added in split order by reduce_splits_kernel: no atomics) per shape in a selection
 // pass of the run. Bytes per record: W + x + y (the split workspace is not counted). read_ceiling is not a rung:
 // those bytes over the read bandwidth fitted in the same run (kwiki_ceiling.cuh). --sweep adds every configuration
@@ -168,6 +168,18 @@ struct Rows {
 #pragma unroll
         for (int t = 0; t < MT; ++t) ch.x[t] = k_ok && x_ok[t] ? ld_x(x[t] + k0) : make_uint4(0, 0, 0, 0);
     }
+
+    // Chunk c when c < end (the warp's K range ends there), else zeros: the ring's slots past the end add nothing.
+    __device__ __forceinline__ void load_below(Chunk<MT, NT>& ch, int c, int end, int q, int K) const {
+        if (c < end) {
+            load(ch, c, q, K);
+            return;
+        }
+#pragma unroll
+        for (int t = 0; t < NT; ++t) ch.w[t][0] = ch.w[t][1] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int t = 0; t < MT; ++t) ch.x[t] = make_uint4(0, 0, 0, 0);
+    }
 };
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
@@ -195,32 +207,36 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[NT][MT][4], const Chunk<M
 }
 // /kwiki:rung mma_warp
 
-// kwiki:rung mma_unroll
-// The warp's chunks c = first, first + WARPS, ... below `end`: whole rounds of U chunks are loaded (every load of the
-// round issued) before any of their MMAs, the last partial round one chunk at a time. Neither loop is unrolled:
-// the compiler would otherwise hoist the loads of later rounds (nvcc unrolls a U = 1 loop by 4 on its own), and U
-// would no longer be what sets the chunks in flight.
+// kwiki:rung mma_ring
+// The warp's chunks c = first, first + WARPS, ... below `end`. U = 1 (mma_warp): load a chunk, then its MMAs, then
+// the next: one chunk in flight. U > 1: a ring of U chunks in registers, kept full. The MMAs of a slot wait for its
+// loads, and the slot is refilled at once with the chunk U rounds ahead, so U chunks are in flight while the MMAs
+// run (slots past `end` are zeros, loaded from nowhere). The loops are not unrolled beyond the ring (nvcc would
+// otherwise hoist later loads on its own and U would no longer be what sets the chunks in flight).
 template <int MT, int NT, int WARPS, int U>
 __device__ __forceinline__ void k_loop(float (&acc)[NT][MT][4], const Rows<MT, NT>& rows, int first, int end, int q, int K) {
-    int c = first;
+    if constexpr (U == 1) {
 #pragma unroll 1
-    for (; c + (U - 1) * WARPS < end; c += U * WARPS) {
-        Chunk<MT, NT> ch[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) rows.load(ch[u], c + u * WARPS, q, K);
-#pragma unroll
-        for (int u = 0; u < U; ++u) mma_chunk(acc, ch[u]);
-    }
-    if constexpr (U > 1) {
-#pragma unroll 1
-        for (; c < end; c += WARPS) {
+        for (int c = first; c < end; c += WARPS) {
             Chunk<MT, NT> ch;
             rows.load(ch, c, q, K);
             mma_chunk(acc, ch);
         }
+    } else {
+        Chunk<MT, NT> ring[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) rows.load_below(ring[u], first + u * WARPS, end, q, K);
+#pragma unroll 1
+        for (int c = first; c < end; c += U * WARPS) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                mma_chunk(acc, ring[u]);
+                rows.load_below(ring[u], c + (U + u) * WARPS, end, q, K);
+            }
+        }
     }
 }
-// /kwiki:rung mma_unroll
+// /kwiki:rung mma_ring
 
 // kwiki:rung mma_warp
 // y[m][n] = sum_k x[m][k] W[n][k] for the CTA's 16*NT channels n0.., every m < M, over the chunks of split
@@ -449,9 +465,9 @@ std::vector<Shape> parse_shapes(const kwiki::Args& args) {
 
 constexpr Variant kVariants[] = {
     {{"mma_warp"}, Kind::Kernel, mma_cfg<1, 8, 1, 1>()},
-    // kwiki:rung mma_unroll
-    {{"mma_unroll"}, Kind::Kernel, mma_cfg<1, 8, 4, 1>()},
-    // /kwiki:rung mma_unroll
+    // kwiki:rung mma_ring
+    {{"mma_ring"}, Kind::Kernel, mma_cfg<1, 8, 4, 1>()},
+    // /kwiki:rung mma_ring
     {{"mma_tuned"}, Kind::Tuned, {}},
     {{"cublas"}, Kind::Cublas, {}},
     {{"cublaslt_best"}, Kind::CublasLt, {}},
