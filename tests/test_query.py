@@ -455,6 +455,20 @@ def test_brief_claims_are_those_naming_the_words_measured_first():
     assert [c["id"] for c in brief({"id": "p", "claims": claims}, [])["claims"]] == ["c2", "c3"]  # measured ones
 
 
+def test_a_brief_hit_shows_the_summarys_leading_sentences_and_full_shows_all_of_it():
+    """A brief hit's summary is cut at a sentence end within BRIEF_SUMMARY characters: with six pages verified on
+    2026-12-03, "which pages are verified" answered 5.2 KB of whole summaries, and the agent benchmark's median
+    question went over its 4 KB goal."""
+    from kwiki.agents.query import BRIEF_SUMMARY, brief
+
+    summary = " ".join(f"Sentence {i} says one thing about the kernel and its measured figures." for i in range(12))
+    hit = brief({"id": "p", "title": "t", "type": "kernel", "evidence_level": "measured", "summary": summary}, [])
+    assert len(summary) > BRIEF_SUMMARY and len(hit["summary"]) <= BRIEF_SUMMARY
+    assert hit["summary"].endswith("figures.") and summary.startswith(hit["summary"])
+    short = brief({"id": "p", "summary": "One sentence."}, [])
+    assert short["summary"] == "One sentence."
+
+
 def test_find_techniques_puts_the_page_tagged_with_the_op_first(root):
     """op=gemv: the GEMV kernel (tagged gemv, one op) before a technique for several ops, though the
     technique's evidence is higher (best evidence first ranked bf16 GEMV 4th of 4 on the real wiki)."""

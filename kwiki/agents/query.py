@@ -23,7 +23,8 @@ Filters combine with AND. Within `--tag`, every tag must match unless `--any` is
   occur; results are ranked by BM25 with a title weighing 10 times, a summary, tag or type 4
   times, a claim twice what the body says. Without ``--text`` results are sorted by id.
 * ``--detail brief|full``: brief (the default of ``--json`` and of the MCP tools) gives each
-  hit's id, title, type, evidence level, state, summary and the (at most 3) claims that match
+  hit's id, title, type, evidence level, state, the summary's leading sentences (300 characters at
+  most) and the (at most 3) claims that match
   the text, measured ones first; full gives every field and every claim, with each run's
   provenance once (``runs``).
 * ``--limit N``: at most N results (0: all); ``total`` in the JSON says how many matched.
@@ -398,14 +399,20 @@ def _by_match(conn: sqlite3.Connection, hits: list[int], q: Query) -> list[int]:
 DETAILS = ("brief", "full")
 BRIEF_FIELDS = ("id", "title", "type", "evidence_level", "state", "summary")
 BRIEF_CLAIMS = 3  # claims a brief hit shows at most
+BRIEF_SUMMARY = 300  # characters of the summary a brief hit shows: its leading sentences (full: all of it)
 
 
 def brief(result: dict[str, Any], words: list[str]) -> dict[str, Any]:
     """A search hit as an agent needs it (about half a kilobyte): the page's id, title, type, evidence
-    level, state and summary, and the claims that match `words` best (those measured first), each as
-    its claimed and measured figure and verdict; `claims_total` counts all of the page's claims."""
+    level, state and the leading sentences of its summary (BRIEF_SUMMARY characters at most), and the claims
+    that match `words` best (those measured first), each as its claimed and measured figure and verdict;
+    `claims_total` counts all of the page's claims."""
+    from kwiki.core.sentences import lead
+
     claims = result.get("claims") or []
     out = {k: result[k] for k in BRIEF_FIELDS if result.get(k) is not None}
+    if out.get("summary"):
+        out["summary"] = lead(out["summary"], BRIEF_SUMMARY)
     picked = _matching(claims, words)
     if picked:
         out["claims"] = [_brief_claim(c) for c in picked]

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kwiki.core.errors import KwikiError
+from kwiki.core.sentences import lead
 
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
@@ -131,18 +132,6 @@ def _front(name: str, description: str, metadata: dict[str, str]) -> str:
 # ---------------------------------------------------------------- one page
 
 
-def _sentences(text: str, limit: int) -> str:
-    """`text` cut at the last sentence end that fits in `limit` characters (a word end if none does)."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text[:limit]
-    end = max(cut.rfind(". "), cut.rfind("; "))
-    if end > limit // 3:
-        return cut[: end + 1]
-    return cut[: cut.rfind(" ")].rstrip(",;:") + "..."
-
-
 def description(doc: dict[str, Any]) -> str:
     """What the page is and when to use it, within the format's 1024 characters."""
     fm = doc.get("front_matter") or {}
@@ -156,7 +145,7 @@ def description(doc: dict[str, Any]) -> str:
         f"Use for: {tags}." if tags else "")
     head = f"{doc['title']} ({doc['type']}, evidence {doc['evidence_level']})."
     room = DESCRIPTION_MAX - len(head) - len(use) - 2
-    summary = _sentences(fm.get("summary") or "", max(0, room))
+    summary = lead(fm.get("summary") or "", max(0, room))
     return " ".join(filter(None, (head, summary, use)))[:DESCRIPTION_MAX]
 
 
