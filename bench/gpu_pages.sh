@@ -21,10 +21,14 @@
 # what is left of BUDGET_S (a group with under 30 s left is not started). Needs KWIKI_COMMIT / KWIKI_DIRTY (the copy
 # on the GPU machine has no .git), $OUT, and .whl/ carried along (bench/wheels.sh says what it holds).
 # Writes to $OUT (three files: the device tool brings back 8 at most): summary.txt, written.tgz (wiki/ and results/),
-# logs.tgz (pages-<n>.json, the --json report, and pages-<n>.log, the progress, of each group).
+# logs.tgz (pages-<n>.json, the --json report, and pages-<n>.log, the progress, of each group, numbered on across
+# invocations of one call).
 set -uo pipefail
 out=${OUT:-/tmp/kwiki-out}; mkdir -p "$out"
 logs=$(mktemp -d)
+# a second invocation in the same device call goes on from the first one's logs (numbering after them), so that its
+# logs.tgz holds both (it replaced the first one's on 2026-12-03)
+[ -f "$out/logs.tgz" ] && tar xzf "$out/logs.tgz" -C "$logs"
 budget=${BUDGET_S:-540}
 groups=(); args=(); all=0
 while [ $# -gt 0 ]; do
@@ -49,7 +53,7 @@ again() {
 d = json.load(open(sys.argv[1]))
 sys.exit(0 if d.get("runs") and all(r["status"] == "ok" for r in d["runs"]) else 1)' "$1" 2>/dev/null
 }
-n=0
+n=$(find "$logs" -name "pages-*.json" | wc -l)
 for group in "${groups[@]}"; do
   for ((r = 1; r <= runs; r++)); do
     n=$((n + 1)); left=$((budget - SECONDS))
