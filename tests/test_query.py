@@ -455,7 +455,7 @@ def test_brief_claims_are_those_naming_the_words_measured_first():
     assert [c["id"] for c in brief({"id": "p", "claims": claims}, [])["claims"]] == ["c2", "c3"]  # measured ones
 
 
-def test_a_brief_hit_shows_the_summarys_leading_sentences_and_full_shows_all_of_it():
+def test_a_brief_hit_shows_the_summarys_leading_sentences():
     """A brief hit's summary is cut at a sentence end within BRIEF_SUMMARY characters: with six pages verified on
     2026-12-03, "which pages are verified" answered 5.2 KB of whole summaries, and the agent benchmark's median
     question went over its 4 KB goal."""

@@ -24,9 +24,8 @@ Filters combine with AND. Within `--tag`, every tag must match unless `--any` is
   times, a claim twice what the body says. Without ``--text`` results are sorted by id.
 * ``--detail brief|full``: brief (the default of ``--json`` and of the MCP tools) gives each
   hit's id, title, type, evidence level, state, the summary's leading sentences (300 characters at
-  most) and the (at most 3) claims that match
-  the text, measured ones first; full gives every field and every claim, with each run's
-  provenance once (``runs``).
+  most) and the (at most 3) claims that match the text, measured ones first; full gives every field
+  and every claim, with each run's provenance once (``runs``).
 * ``--limit N``: at most N results (0: all); ``total`` in the JSON says how many matched.
 
 Bounds, so that no query can take the index hostage: ``--text`` at most `MAX_TEXT_CHARS`
@@ -49,6 +48,7 @@ from kwiki import SCHEMA_VERSION
 from kwiki.agents.entries import Damaged, crc, stored_json
 from kwiki.agents.index import with_index
 from kwiki.core.errors import UsageError
+from kwiki.core.sentences import lead
 
 # BM25 column weights: title, summary, tags (and type), body, claims (the order of the fts table's columns)
 RANK = "bm25(fts, 10.0, 4.0, 4.0, 1.0, 2.0)"
@@ -407,8 +407,6 @@ def brief(result: dict[str, Any], words: list[str]) -> dict[str, Any]:
     level, state and the leading sentences of its summary (BRIEF_SUMMARY characters at most), and the claims
     that match `words` best (those measured first), each as its claimed and measured figure and verdict;
     `claims_total` counts all of the page's claims."""
-    from kwiki.core.sentences import lead
-
     claims = result.get("claims") or []
     out = {k: result[k] for k in BRIEF_FIELDS if result.get(k) is not None}
     if out.get("summary"):
