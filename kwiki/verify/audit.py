@@ -20,7 +20,7 @@ from kwiki.results.judge import matches
 from kwiki.results.store import RecordRow
 from kwiki.verify.types import BuildResult, ClaimResult, Plan, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import HOST
-from kwiki.wiki.model import Metric, Selector
+from kwiki.wiki.model import Selector
 from kwiki.wiki.pages import Page
 from kwiki.wiki.verdict import MEASURED
 
@@ -39,12 +39,11 @@ def compared(plan: Plan, page: Page, claim_id: str) -> list[tuple[PlannedArtifac
     (kwiki.results.audits.audited)."""
     assert page.meta is not None
     claim = next((c for c in page.meta.claims if c.id == claim_id), None)
-    if claim is None or claim.measure is None or claim.metric == Metric.outcome:
-        return []  # an outcome claim uses no figure: nothing it compares needs an audit
-    m = claim.measure
+    if claim is None or claim.measure is None:
+        return []
     out = []
-    for sel in audited(claim):
-        planned = plan.artifact_for(page, sel.artifact or m.artifact)
+    for sel in audited(claim):  # none for an outcome claim: it uses no figure
+        planned = plan.artifact_for(page, sel.artifact or claim.measure.artifact)
         if planned is not None:
             out.append((planned, sel))
     return out
