@@ -30,9 +30,11 @@
 // Variants: the ladder is artifact.yaml's (each variant's rung, what it adds and its description, in the order of
 // the table below, which holds the names only); each rung's code is a marked region of this file. mma_warp is the
 // kernel with one 16-channel tile per CTA, 8 warps and one chunk per warp in flight; mma_ring keeps a ring of 4
-// chunks per warp in flight, each slot reloaded right after its MMAs; mma_tuned picks tile, warps, chunks in flight and a K split across CTAs (grid.y,
-// fp32 partials in a workspace added in split order by reduce_splits_kernel: no atomics) per shape in a selection
-// pass of the run. Bytes per record: W + x + y (the split workspace is not counted). read_ceiling is not a rung:
+// chunks per warp in flight, each slot reloaded right after its MMAs; mma_tma moves the bytes in flight out of the
+// registers: TMA fills a 12-stage shared-memory ring with 64 x 64 tiles of W (and x's rows), one producer lane and 4
+// consumer warps that read mma.sync's fragments with ldmatrix (no K permutation there). mma_tuned picks the kernel,
+// tile, warps, chunks or stages in flight and a K split across CTAs (grid.y, fp32 partials in a workspace added in
+// split order by reduce_splits_kernel: no atomics) per shape in a selection pass of the run. Bytes per record: W + x + y (the split workspace is not counted). read_ceiling is not a rung:
 // those bytes over the read bandwidth fitted in the same run (kwiki_ceiling.cuh). --sweep adds every configuration
 // of configs() as a variant sweep_<config>.
 // Shapes: M from 1 to 64, any N, K a multiple of 8 (rows are read in 16-byte vectors); the manifest's shapes include
@@ -40,6 +42,7 @@
 #include "kwiki_bench.cuh"
 #include "kwiki_cublas.cuh"
 #include "kwiki_gemv.cuh"
+#include "sm90.cuh"
 
 
 namespace {
@@ -280,6 +283,105 @@ __global__ void __launch_bounds__(WARPS * 32, 1) mma_kernel(const bf16* W, const
 }
 // /kwiki:rung mma_warp
 
+// kwiki:rung mma_tma
+// ldmatrix.x4 (matrix i's 8 row addresses from lanes 8i..8i+7) and its two-matrix form (lanes 0..15).
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t addr, uint32_t& r0, uint32_t& r1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr));
+}
+
+// Byte offset of 16-byte chunk c (0..7) of row r in a tile TMA wrote with the 128-byte swizzle: rows of 128 bytes
+// (64 bf16 of K), chunk c of row r stored at chunk c ^ (r % 8). The 8 rows an ldmatrix matrix reads then sit on 8
+// different groups of 4 banks: no conflicts.
+__device__ __forceinline__ uint32_t sw128(int r, int c) { return uint32_t(r) * 128u + (uint32_t(c ^ (r & 7)) << 4); }
+
+// The shared-memory ring of mma_tma_kernel: STAGES stages of a BN x 64 tile of W and an (8 MT) x 64 tile of x from a
+// 1024-byte boundary (the swizzle's atom), then full[STAGES] and empty[STAGES] mbarriers.
+template <int MT, int BN, int STAGES>
+struct TmaRing {
+    static constexpr int BK = 64, W_BYTES = BN * BK * 2, X_BYTES = 8 * MT * BK * 2, STAGE_BYTES = W_BYTES + X_BYTES;
+    static constexpr int SMEM = STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;  // + barriers + alignment slack
+    static constexpr int CONSUMERS = BN / 16, THREADS = 32 * (CONSUMERS + 1);
+    static_assert(BN % 16 == 0 && STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte alignment of the swizzle");
+    uint8_t* base;
+    uint64_t *full, *empty;
+    __device__ __forceinline__ explicit TmaRing(uint8_t* raw) {
+        base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+        full = reinterpret_cast<uint64_t*>(base + STAGES * STAGE_BYTES);
+        empty = full + STAGES;
+    }
+    __device__ __forceinline__ uint8_t* w(int s) const { return base + s * STAGE_BYTES; }
+    __device__ __forceinline__ uint8_t* x(int s) const { return base + s * STAGE_BYTES + W_BYTES; }
+};
+
+// The TMA rung: W no longer travels through registers. One producer lane streams BN x 64 tiles of W and (8 MT) x 64
+// tiles of x into a ring of STAGES stages (TMA: rows past N or M and columns past K arrive as zeros); BN / 16
+// consumer warps each own 16 channels and, per stage, read their A fragments (W) and the B fragments (x) with
+// ldmatrix and issue 4 x MT mma.sync m16n8k16 (no K permutation: ldmatrix hands out the PTX fragment layout), then
+// free the stage. Bytes in flight per CTA: STAGES x STAGE_BYTES, independent of the registers. Split blockIdx.y
+// takes 64-element K blocks [split * blocks_per_split, +blocks_per_split); outputs as mma_kernel's.
+template <int MT, int BN, int STAGES>
+__global__ void __launch_bounds__(TmaRing<MT, BN, STAGES>::THREADS, 1)
+mma_tma_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx, bf16* y, float* ws, int M, int N,
+               int K, int blocks_per_split) {
+    using R = TmaRing<MT, BN, STAGES>;
+    extern __shared__ uint8_t smem_raw[];
+    const R ring(smem_raw);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, n0 = blockIdx.x * BN, split = blockIdx.y;
+    const int begin = split * blocks_per_split, end = min((K + R::BK - 1) / R::BK, begin + blocks_per_split);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) sm90::mbar_init(&ring.full[s], 1), sm90::mbar_init(&ring.empty[s], R::CONSUMERS);
+        sm90::fence_barrier_init();
+    }
+    __syncthreads();
+    if (warp == R::CONSUMERS) {  // the producer: one lane, one stage per K block once its readers have freed it
+        if (lane == 0)
+            for (int kb = begin, i = 0; kb < end; ++kb, ++i) {
+                const int s = i % STAGES;
+                sm90::mbar_wait(&ring.empty[s], ((i / STAGES) & 1) ^ 1);
+                sm90::mbar_arrive_expect_tx(&ring.full[s], R::STAGE_BYTES);
+                sm90::tma_load_2d(ring.w(s), &tw, &ring.full[s], kb * R::BK, n0);
+                sm90::tma_load_2d(ring.x(s), &tx, &ring.full[s], kb * R::BK, 0);
+            }
+        return;
+    }
+    float acc[MT][4] = {};
+    for (int kb = begin, i = 0; kb < end; ++kb, ++i) {
+        const int s = i % STAGES;
+        sm90::mbar_wait(&ring.full[s], (i / STAGES) & 1);
+        const uint32_t sw = sm90::smem_u32(ring.w(s)), sx = sm90::smem_u32(ring.x(s));
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+            uint32_t a0, a1, a2, a3;  // rows 16 warp + (lane % 16), chunk 2 ks + lane / 16: a0..a3 in m16n8k16's order
+            ldsm_x4(sw + sw128(16 * warp + (lane & 15), 2 * ks + (lane >> 4)), a0, a1, a2, a3);
+#pragma unroll
+            for (int t = 0; t < MT; t += 2) {
+                uint32_t b[4];  // x rows 8 (t + lane / 16) + lane % 8, chunk 2 ks + (lane / 8) % 2: b0, b1 of n8 tiles t, t+1
+                const int row = 8 * (t + (lane >> 4)) + (lane & 7), chunk = 2 * ks + ((lane >> 3) & 1);
+                if constexpr (MT == 1) ldsm_x2(sx + sw128(row, chunk), b[0], b[1]);
+                else ldsm_x4(sx + sw128(row, chunk), b[0], b[1], b[2], b[3]);
+                mma_bf16(acc[t], a0, a1, a2, a3, b[0], b[1]);
+                if constexpr (MT > 1) mma_bf16(acc[t + 1], a0, a1, a2, a3, b[2], b[3]);
+            }
+        }
+        __syncwarp();
+        if (lane == 0) sm90::mbar_arrive(&ring.empty[s]);
+    }
+    const int g = lane / 4, q = lane % 4;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int n = n0 + 16 * warp + g + 8 * (r >> 1), m = 8 * mt + 2 * q + (r & 1);
+            if (m >= M || n >= N) continue;
+            if (gridDim.y == 1) y[size_t(m) * N + n] = __float2bfloat16_rn(acc[mt][r]);
+            else ws[(size_t(split) * M + m) * N + n] = acc[mt][r];
+        }
+}
+// /kwiki:rung mma_tma
+
 // kwiki:rung mma_tuned
 // y[i] = the splits' partial sums of output i (i = m*N + n), added in split order 0, 1, ...: deterministic.
 __global__ void __launch_bounds__(256) reduce_splits_kernel(const float* ws, bf16* y, int outputs, int splits) {
@@ -310,11 +412,16 @@ struct Problem {
 };
 
 using Kernel = void (*)(const bf16*, const bf16*, bf16*, float*, int, int, int, int);
+using TmaKernel = void (*)(CUtensorMap, CUtensorMap, bf16*, float*, int, int, int, int);
 
 // One configuration: the kernel for each MT (1, 2, 4, 8 n8 tiles of x), channels per CTA (16 NT), threads, splits.
+// A TMA configuration (stages > 0) has tma[] instead of kernel[]: NT x 16 channels per CTA, `warps` consumer warps
+// plus the producer's, a ring of `stages` K blocks of 64, `smem` bytes of dynamic shared memory per MT.
 struct Launch {
     Kernel kernel[4];
     int nt, warps, u, splits;
+    TmaKernel tma[4] = {};
+    int stages = 0, smem[4] = {};
 };
 
 template <int NT, int WARPS, int U, int SPLITS>
@@ -322,6 +429,19 @@ constexpr Launch mma_cfg() {
     return {{mma_kernel<1, NT, WARPS, U>, mma_kernel<2, NT, WARPS, U>, mma_kernel<4, NT, WARPS, U>, mma_kernel<8, NT, WARPS, U>},
             NT, WARPS, U, SPLITS};
 }
+
+// kwiki:rung mma_tma
+template <int BN, int STAGES, int SPLITS>
+constexpr Launch tma_cfg() {
+    Launch l{{}, BN / 16, BN / 16, 0, SPLITS};
+    l.tma[0] = mma_tma_kernel<1, BN, STAGES>, l.tma[1] = mma_tma_kernel<2, BN, STAGES>;
+    l.tma[2] = mma_tma_kernel<4, BN, STAGES>, l.tma[3] = mma_tma_kernel<8, BN, STAGES>;
+    l.smem[0] = TmaRing<1, BN, STAGES>::SMEM, l.smem[1] = TmaRing<2, BN, STAGES>::SMEM;
+    l.smem[2] = TmaRing<4, BN, STAGES>::SMEM, l.smem[3] = TmaRing<8, BN, STAGES>::SMEM;
+    l.stages = STAGES;
+    return l;
+}
+// /kwiki:rung mma_tma
 
 // Which instantiation serves M: MT = ceil(M/8) rounded up to 1, 2, 4 or 8.
 int mt_index(int M) { return M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : 3; }
@@ -340,6 +460,10 @@ const std::vector<Config>& configs() {
         {"n2_w4_u2_s2", mma_cfg<2, 4, 2, 2>()}, {"n1_w4_u2_s4", mma_cfg<1, 4, 2, 4>()},
         {"n1_w8_u1_s4", mma_cfg<1, 8, 1, 4>()}, {"n2_w4_u2_s4", mma_cfg<2, 4, 2, 4>()},
         {"n2_w8_u1_s4", mma_cfg<2, 8, 1, 4>()},
+        // the TMA ring: t<channels per CTA>_r<stages>_s<splits>
+        {"t64_r12_s1", tma_cfg<64, 12, 1>()}, {"t64_r12_s2", tma_cfg<64, 12, 2>()},
+        {"t64_r8_s4", tma_cfg<64, 8, 4>()},   {"t32_r8_s1", tma_cfg<32, 8, 1>()},
+        {"t32_r8_s2", tma_cfg<32, 8, 2>()},   {"t128_r8_s1", tma_cfg<128, 8, 1>()},
     };
     return c;
 }
@@ -349,10 +473,23 @@ Launch config(const char* name) { return kwiki::find_config(configs(), name); }
 
 // The kernel of M's MT on a grid of ceil(N / 16 NT) x splits CTAs; with splits, then the reduction into y.
 void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
-    const int chunks = (p.K + 31) / 32, per_split = (chunks + l.splits - 1) / l.splits;
+    const int mi = mt_index(p.M);
     const dim3 grid((p.N + 16 * l.nt - 1) / (16 * l.nt), l.splits);
-    l.kernel[mt_index(p.M)]<<<grid, 32 * l.warps, 0, s>>>(p.W, p.x, p.y, p.ws, p.M, p.N, p.K, per_split);
-    KWIKI_CHECK_LAST();
+    if (l.stages == 0) {
+        const int chunks = (p.K + 31) / 32, per_split = (chunks + l.splits - 1) / l.splits;
+        l.kernel[mi]<<<grid, 32 * l.warps, 0, s>>>(p.W, p.x, p.y, p.ws, p.M, p.N, p.K, per_split);
+        KWIKI_CHECK_LAST();
+    }
+    // kwiki:rung mma_tma
+    else {  // tensor maps of this input set: W in boxes of 16 NT rows x 64, x in (8 MT) x 64 (rows past M read zeros)
+        const int blocks = (p.K + 63) / 64, per_split = (blocks + l.splits - 1) / l.splits;
+        const CUtensorMap tw = sm90::tensor_map_2d(p.W, uint64_t(p.N), uint64_t(p.K), uint32_t(16 * l.nt), 64);
+        const CUtensorMap tx = sm90::tensor_map_2d(p.x, uint64_t(p.M), uint64_t(p.K), uint32_t(8 << mi), 64);
+        KWIKI_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(l.tma[mi]), cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem[mi]));
+        l.tma[mi]<<<grid, 32 * (l.warps + 1), l.smem[mi], s>>>(tw, tx, p.y, p.ws, p.M, p.N, p.K, per_split);
+        KWIKI_CHECK_LAST();
+    }
+    // /kwiki:rung mma_tma
     // kwiki:rung mma_tuned
     if (l.splits == 1) return;
     const int outputs = p.M * p.N;
@@ -433,10 +570,17 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
         bind(c, [g = sel.ltg.get(), i = sel.lt_best.index](const Problem& p, cudaStream_t s) { run_cublaslt(*g, i, p, s); });
     else bind(c, kernel_run(l));
     if (!library) {
-        kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mt_index(sh.M)]), 32 * l.warps);
-        c.extra.emplace_back("threads", 32 * l.warps);
+        const int mi = mt_index(sh.M), threads = 32 * (l.warps + (l.stages ? 1 : 0));
+        if (l.stages) {
+            KWIKI_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(l.tma[mi]), cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem[mi]));
+            kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.tma[mi]), threads, size_t(l.smem[mi]));
+            c.extra.emplace_back("stages", l.stages);
+        } else {
+            kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mi]), threads);
+            c.extra.emplace_back("chunks_in_flight", l.u);
+        }
+        c.extra.emplace_back("threads", threads);
         c.extra.emplace_back("channels_per_block", 16 * l.nt);
-        c.extra.emplace_back("chunks_in_flight", l.u);
         c.extra.emplace_back("splits", l.splits);
     }
     if (v.kind == Kind::Tuned || v.kind == Kind::CublasLt) {
@@ -468,6 +612,9 @@ constexpr Variant kVariants[] = {
     // kwiki:rung mma_ring
     {{"mma_ring"}, Kind::Kernel, mma_cfg<1, 8, 4, 1>()},
     // /kwiki:rung mma_ring
+    // kwiki:rung mma_tma
+    {{"mma_tma"}, Kind::Kernel, tma_cfg<64, 12, 1>()},
+    // /kwiki:rung mma_tma
     {{"mma_tuned"}, Kind::Tuned, {}},
     {{"cublas"}, Kind::Cublas, {}},
     {{"cublaslt_best"}, Kind::CublasLt, {}},
