@@ -322,7 +322,10 @@ struct TmaRing {
 // ldmatrix and issue 4 x MT mma.sync m16n8k16 (no K permutation: ldmatrix hands out the PTX fragment layout), then
 // free the stage. Bytes in flight per CTA: STAGES x STAGE_BYTES, independent of the registers. Split blockIdx.y
 // takes 64-element K blocks [split * blocks_per_split, +blocks_per_split); outputs as mma_kernel's.
-template <int MT, int BN, int STAGES>
+// SPREAD (mma_tma_spread): CTA x walks its K blocks starting at block x * blocks / gridDim.x and wraps around, so
+// that the CTAs in flight read different columns of W and different pieces of x at any moment instead of all asking
+// for the same 2 KiB of x (at M = 16) from one L2 slice at once.
+template <int MT, int BN, int STAGES, bool SPREAD>
 __global__ void __launch_bounds__(TmaRing<MT, BN, STAGES>::THREADS, 1)
 mma_tma_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx, bf16* y, float* ws, int M, int N,
                int K, int blocks_per_split) {
@@ -337,9 +340,11 @@ mma_tma_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ C
     }
     __syncthreads();
     if (warp == R::CONSUMERS) {  // the producer: one lane, one stage per K block once its readers have freed it
+        const int blocks = end - begin;
+        const int first = SPREAD && blocks > 0 ? int(int64_t(blockIdx.x) * blocks / gridDim.x) : 0;
         if (lane == 0)
-            for (int kb = begin, i = 0; kb < end; ++kb, ++i) {
-                const int s = i % STAGES;
+            for (int i = 0; i < blocks; ++i) {
+                const int s = i % STAGES, kb = begin + (first + i) % blocks;
                 sm90::mbar_wait(&ring.empty[s], ((i / STAGES) & 1) ^ 1);
                 sm90::mbar_arrive_expect_tx(&ring.full[s], R::STAGE_BYTES);
                 sm90::tma_load_2d(ring.w(s), &tw, &ring.full[s], kb * R::BK, n0);
@@ -348,7 +353,7 @@ mma_tma_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ C
         return;
     }
     float acc[MT][4] = {};
-    for (int kb = begin, i = 0; kb < end; ++kb, ++i) {
+    for (int i = 0; i < end - begin; ++i) {  // the stages in the producer's order (the K block does not matter here)
         const int s = i % STAGES;
         sm90::mbar_wait(&ring.full[s], (i / STAGES) & 1);
         const uint32_t sw = sm90::smem_u32(ring.w(s)), sx = sm90::smem_u32(ring.x(s));
@@ -431,13 +436,24 @@ constexpr Launch mma_cfg() {
 }
 
 // kwiki:rung mma_tma
-template <int BN, int STAGES, int SPLITS>
+// STAGES, or fewer where that many stages of BN rows of W and 8 MT rows of x would not fit the 227 KiB of shared
+// memory a CTA may have (M = 64 with 16 stages).
+constexpr int fit(int MT, int BN, int STAGES) {
+    const int stage = (BN + 8 * MT) * 128, most = (227 * 1024 - 2048) / stage;
+    return STAGES < most ? STAGES : most;
+}
+
+template <int MT, int BN, int STAGES, bool SPREAD>
+constexpr void set_tma(Launch& l, int i) {
+    constexpr int S = fit(MT, BN, STAGES);
+    l.tma[i] = mma_tma_kernel<MT, BN, S, SPREAD>, l.smem[i] = TmaRing<MT, BN, S>::SMEM;
+}
+
+template <int BN, int STAGES, int SPLITS, bool SPREAD = false>
 constexpr Launch tma_cfg() {
     Launch l{{}, BN / 16, BN / 16, 0, SPLITS};
-    l.tma[0] = mma_tma_kernel<1, BN, STAGES>, l.tma[1] = mma_tma_kernel<2, BN, STAGES>;
-    l.tma[2] = mma_tma_kernel<4, BN, STAGES>, l.tma[3] = mma_tma_kernel<8, BN, STAGES>;
-    l.smem[0] = TmaRing<1, BN, STAGES>::SMEM, l.smem[1] = TmaRing<2, BN, STAGES>::SMEM;
-    l.smem[2] = TmaRing<4, BN, STAGES>::SMEM, l.smem[3] = TmaRing<8, BN, STAGES>::SMEM;
+    set_tma<1, BN, STAGES, SPREAD>(l, 0), set_tma<2, BN, STAGES, SPREAD>(l, 1);
+    set_tma<4, BN, STAGES, SPREAD>(l, 2), set_tma<8, BN, STAGES, SPREAD>(l, 3);
     l.stages = STAGES;
     return l;
 }
@@ -460,10 +476,11 @@ const std::vector<Config>& configs() {
         {"n2_w4_u2_s2", mma_cfg<2, 4, 2, 2>()}, {"n1_w4_u2_s4", mma_cfg<1, 4, 2, 4>()},
         {"n1_w8_u1_s4", mma_cfg<1, 8, 1, 4>()}, {"n2_w4_u2_s4", mma_cfg<2, 4, 2, 4>()},
         {"n2_w8_u1_s4", mma_cfg<2, 8, 1, 4>()},
-        // the TMA ring: t<channels per CTA>_r<stages>_s<splits>
-        {"t64_r12_s1", tma_cfg<64, 12, 1>()}, {"t64_r12_s2", tma_cfg<64, 12, 2>()},
-        {"t64_r8_s4", tma_cfg<64, 8, 4>()},   {"t32_r8_s1", tma_cfg<32, 8, 1>()},
-        {"t32_r8_s2", tma_cfg<32, 8, 2>()},   {"t128_r8_s1", tma_cfg<128, 8, 1>()},
+        // the TMA ring: t<channels per CTA>_r<stages>_s<splits>, x: K walk spread over the CTAs
+        {"t64_r12_s1", tma_cfg<64, 12, 1>()},         {"t64_r12x_s1", tma_cfg<64, 12, 1, true>()},
+        {"t64_r16x_s1", tma_cfg<64, 16, 1, true>()},  {"t64_r12x_s2", tma_cfg<64, 12, 2, true>()},
+        {"t64_r8x_s4", tma_cfg<64, 8, 4, true>()},    {"t32_r8x_s1", tma_cfg<32, 8, 1, true>()},
+        {"t32_r8x_s2", tma_cfg<32, 8, 2, true>()},    {"t128_r8x_s1", tma_cfg<128, 8, 1, true>()},
     };
     return c;
 }
@@ -574,7 +591,7 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
         if (l.stages) {
             KWIKI_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(l.tma[mi]), cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem[mi]));
             kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.tma[mi]), threads, size_t(l.smem[mi]));
-            c.extra.emplace_back("stages", l.stages);
+            c.extra.emplace_back("stages", fit(1 << mi, 16 * l.nt, l.stages));
         } else {
             kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mi]), threads);
             c.extra.emplace_back("chunks_in_flight", l.u);
@@ -615,6 +632,9 @@ constexpr Variant kVariants[] = {
     // kwiki:rung mma_tma
     {{"mma_tma"}, Kind::Kernel, tma_cfg<64, 12, 1>()},
     // /kwiki:rung mma_tma
+    // kwiki:rung mma_tma_spread
+    {{"mma_tma_spread"}, Kind::Kernel, tma_cfg<64, 12, 1, true>()},
+    // /kwiki:rung mma_tma_spread
     {{"mma_tuned"}, Kind::Tuned, {}},
     {{"cublas"}, Kind::Cublas, {}},
     {{"cublaslt_best"}, Kind::CublasLt, {}},
