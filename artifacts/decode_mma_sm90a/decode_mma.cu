@@ -330,66 +330,83 @@ struct TmaRing {
 // SPREAD (mma_tma_spread): CTA x walks its K blocks starting at block x * blocks / gridDim.x and wraps around, so
 // that the CTAs in flight read different columns of W and different pieces of x at any moment instead of all asking
 // for the same 2 KiB of x (at M = 16) from one L2 slice at once.
-template <int MT, int BN, int STAGES, bool SPREAD>
+// CLUSTER = 2 (mma_tma_cluster): two CTAs side by side along N form a cluster and share x. For stage i the CTA of
+// rank i % 2 loads x's tile once and multicasts it into the same stage of both CTAs; each CTA still loads its own
+// W tile. Each full[s] expects the whole stage (its W, and x from whichever CTA loads it); each empty[s] waits for
+// the consumers of both CTAs (every consumer warp arrives on its own and its partner's), since the next copy into
+// stage s writes both. The cluster syncs after the barriers are set up and before either CTA exits, so no copy or
+// arrival reaches a partner that is not there. Both CTAs walk the same K blocks in the same order (no SPREAD).
+template <int MT, int BN, int STAGES, bool SPREAD, int CLUSTER = 1>
 __global__ void __launch_bounds__(TmaRing<MT, BN, STAGES>::THREADS, 1)
 mma_tma_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx, bf16* y, float* ws, int M, int N,
                int K, int blocks_per_split) {
+    static_assert(CLUSTER == 1 || !SPREAD, "the CTAs of a cluster share x's tiles: they must walk K in one order");
     using R = TmaRing<MT, BN, STAGES>;
     extern __shared__ uint8_t smem_raw[];
     const R ring(smem_raw);
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, n0 = blockIdx.x * BN, split = blockIdx.y;
     const int begin = split * blocks_per_split, end = min((K + R::BK - 1) / R::BK, begin + blocks_per_split);
+    const int blocks = max(end - begin, 0);
     if (threadIdx.x == 32 * R::CONSUMERS) prefetch_map(&tw), prefetch_map(&tx);  // the producer lane, while lane 0 sets up
     if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) sm90::mbar_init(&ring.full[s], 1), sm90::mbar_init(&ring.empty[s], R::CONSUMERS);
+        for (int s = 0; s < STAGES; ++s) sm90::mbar_init(&ring.full[s], 1), sm90::mbar_init(&ring.empty[s], R::CONSUMERS * CLUSTER);
         sm90::fence_barrier_init();
     }
-    __syncthreads();
+    if constexpr (CLUSTER > 1) sm90::cluster_sync();
+    else __syncthreads();
     if (warp == R::CONSUMERS) {  // the producer: one lane, one stage per K block once its readers have freed it
-        const int blocks = end - begin;
         const int first = SPREAD && blocks > 0 ? int(int64_t(blockIdx.x) * blocks / gridDim.x) : 0;
+        const uint32_t rank = CLUSTER > 1 ? sm90::cluster_ctarank() : 0;
         if (lane == 0)
             for (int i = 0; i < blocks; ++i) {
                 const int s = i % STAGES, kb = begin + (first + i) % blocks;
                 sm90::mbar_wait(&ring.empty[s], ((i / STAGES) & 1) ^ 1);
                 sm90::mbar_arrive_expect_tx(&ring.full[s], R::STAGE_BYTES);
                 sm90::tma_load_2d(ring.w(s), &tw, &ring.full[s], kb * R::BK, n0);
-                sm90::tma_load_2d(ring.x(s), &tx, &ring.full[s], kb * R::BK, 0);
+                if constexpr (CLUSTER == 1) sm90::tma_load_2d(ring.x(s), &tx, &ring.full[s], kb * R::BK, 0);
+                else if (i % CLUSTER == int(rank))
+                    sm90::tma_load_2d_multicast(ring.x(s), &tx, &ring.full[s], kb * R::BK, 0, uint16_t((1u << CLUSTER) - 1));
             }
-        return;
-    }
-    float acc[MT][4] = {};
-    for (int i = 0; i < end - begin; ++i) {  // the stages in the producer's order (the K block does not matter here)
-        const int s = i % STAGES;
-        sm90::mbar_wait(&ring.full[s], (i / STAGES) & 1);
-        const uint32_t sw = sm90::smem_u32(ring.w(s)), sx = sm90::smem_u32(ring.x(s));
+    } else {
+        float acc[MT][4] = {};
+        for (int i = 0; i < blocks; ++i) {  // the stages in the producer's order (the K block does not matter here)
+            const int s = i % STAGES;
+            sm90::mbar_wait(&ring.full[s], (i / STAGES) & 1);
+            const uint32_t sw = sm90::smem_u32(ring.w(s)), sx = sm90::smem_u32(ring.x(s));
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-            uint32_t a0, a1, a2, a3;  // rows 16 warp + (lane % 16), chunk 2 ks + lane / 16: a0..a3 in m16n8k16's order
-            ldsm_x4(sw + sw128(16 * warp + (lane & 15), 2 * ks + (lane >> 4)), a0, a1, a2, a3);
+            for (int ks = 0; ks < 4; ++ks) {
+                uint32_t a0, a1, a2, a3;  // rows 16 warp + (lane % 16), chunk 2 ks + lane / 16: a0..a3 in m16n8k16's order
+                ldsm_x4(sw + sw128(16 * warp + (lane & 15), 2 * ks + (lane >> 4)), a0, a1, a2, a3);
 #pragma unroll
-            for (int t = 0; t < MT; t += 2) {
-                uint32_t b[4];  // x rows 8 (t + lane / 16) + lane % 8, chunk 2 ks + (lane / 8) % 2: b0, b1 of n8 tiles t, t+1
-                const int row = 8 * (t + (lane >> 4)) + (lane & 7), chunk = 2 * ks + ((lane >> 3) & 1);
-                if constexpr (MT == 1) ldsm_x2(sx + sw128(row, chunk), b[0], b[1]);
-                else ldsm_x4(sx + sw128(row, chunk), b[0], b[1], b[2], b[3]);
-                mma_bf16(acc[t], a0, a1, a2, a3, b[0], b[1]);
-                if constexpr (MT > 1) mma_bf16(acc[t + 1], a0, a1, a2, a3, b[2], b[3]);
+                for (int t = 0; t < MT; t += 2) {
+                    uint32_t b[4];  // x rows 8 (t + lane / 16) + lane % 8, chunk 2 ks + (lane / 8) % 2: b0, b1 of n8 tiles t, t+1
+                    const int row = 8 * (t + (lane >> 4)) + (lane & 7), chunk = 2 * ks + ((lane >> 3) & 1);
+                    if constexpr (MT == 1) ldsm_x2(sx + sw128(row, chunk), b[0], b[1]);
+                    else ldsm_x4(sx + sw128(row, chunk), b[0], b[1], b[2], b[3]);
+                    mma_bf16(acc[t], a0, a1, a2, a3, b[0], b[1]);
+                    if constexpr (MT > 1) mma_bf16(acc[t + 1], a0, a1, a2, a3, b[2], b[3]);
+                }
+            }
+            __syncwarp();
+            if (lane == 0) {
+                if constexpr (CLUSTER == 1) sm90::mbar_arrive(&ring.empty[s]);
+                else
+#pragma unroll
+                    for (int c = 0; c < CLUSTER; ++c) sm90::mbar_arrive_cluster(&ring.empty[s], uint32_t(c));
             }
         }
-        __syncwarp();
-        if (lane == 0) sm90::mbar_arrive(&ring.empty[s]);
+        const int g = lane / 4, q = lane % 4;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int n = n0 + 16 * warp + g + 8 * (r >> 1), m = 8 * mt + 2 * q + (r & 1);
+                if (m >= M || n >= N) continue;
+                if (gridDim.y == 1) y[size_t(m) * N + n] = __float2bfloat16_rn(acc[mt][r]);
+                else ws[(size_t(split) * M + m) * N + n] = acc[mt][r];
+            }
     }
-    const int g = lane / 4, q = lane % 4;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const int n = n0 + 16 * warp + g + 8 * (r >> 1), m = 8 * mt + 2 * q + (r & 1);
-            if (m >= M || n >= N) continue;
-            if (gridDim.y == 1) y[size_t(m) * N + n] = __float2bfloat16_rn(acc[mt][r]);
-            else ws[(size_t(split) * M + m) * N + n] = acc[mt][r];
-        }
+    if constexpr (CLUSTER > 1) sm90::cluster_sync();
 }
 // /kwiki:rung mma_tma
 
@@ -427,12 +444,13 @@ using TmaKernel = void (*)(CUtensorMap, CUtensorMap, bf16*, float*, int, int, in
 
 // One configuration: the kernel for each MT (1, 2, 4, 8 n8 tiles of x), channels per CTA (16 NT), threads, splits.
 // A TMA configuration (stages > 0) has tma[] instead of kernel[]: NT x 16 channels per CTA, `warps` consumer warps
-// plus the producer's, a ring of `stages` K blocks of 64, `smem` bytes of dynamic shared memory per MT.
+// plus the producer's, a ring of `stages` K blocks of 64, `smem` bytes of dynamic shared memory per MT, clusters of
+// `cluster` CTAs.
 struct Launch {
     Kernel kernel[4];
     int nt, warps, u, splits;
     TmaKernel tma[4] = {};
-    int stages = 0, smem[4] = {};
+    int stages = 0, smem[4] = {}, cluster = 1;  // cluster: CTAs along N sharing x's tiles (grid.x rounded up to it)
 };
 
 template <int NT, int WARPS, int U, int SPLITS>
@@ -449,18 +467,18 @@ constexpr int fit(int MT, int BN, int STAGES) {
     return STAGES < most ? STAGES : most;
 }
 
-template <int MT, int BN, int STAGES, bool SPREAD>
+template <int MT, int BN, int STAGES, bool SPREAD, int CLUSTER>
 constexpr void set_tma(Launch& l, int i) {
     constexpr int S = fit(MT, BN, STAGES);
-    l.tma[i] = mma_tma_kernel<MT, BN, S, SPREAD>, l.smem[i] = TmaRing<MT, BN, S>::SMEM;
+    l.tma[i] = mma_tma_kernel<MT, BN, S, SPREAD, CLUSTER>, l.smem[i] = TmaRing<MT, BN, S>::SMEM;
 }
 
-template <int BN, int STAGES, int SPLITS, bool SPREAD = false>
+template <int BN, int STAGES, int SPLITS, bool SPREAD = false, int CLUSTER = 1>
 constexpr Launch tma_cfg() {
     Launch l{{}, BN / 16, BN / 16, 0, SPLITS};
-    set_tma<1, BN, STAGES, SPREAD>(l, 0), set_tma<2, BN, STAGES, SPREAD>(l, 1);
-    set_tma<4, BN, STAGES, SPREAD>(l, 2), set_tma<8, BN, STAGES, SPREAD>(l, 3);
-    l.stages = STAGES;
+    set_tma<1, BN, STAGES, SPREAD, CLUSTER>(l, 0), set_tma<2, BN, STAGES, SPREAD, CLUSTER>(l, 1);
+    set_tma<4, BN, STAGES, SPREAD, CLUSTER>(l, 2), set_tma<8, BN, STAGES, SPREAD, CLUSTER>(l, 3);
+    l.stages = STAGES, l.cluster = CLUSTER;
     return l;
 }
 // /kwiki:rung mma_tma
@@ -487,6 +505,9 @@ const std::vector<Config>& configs() {
         {"t64_r20_s1", tma_cfg<64, 20, 1>()}, {"t64_r12_s2", tma_cfg<64, 12, 2>()},
         {"t64_r8_s4", tma_cfg<64, 8, 4>()},   {"t32_r12_s1", tma_cfg<32, 12, 1>()},
         {"t32_r8_s2", tma_cfg<32, 8, 2>()},   {"t128_r8_s1", tma_cfg<128, 8, 1>()},
+        // clusters of 2 CTAs sharing x's tiles: t<channels>_r<stages>_c2_s<splits>
+        {"t64_r12_c2_s1", tma_cfg<64, 12, 1, false, 2>()}, {"t64_r16_c2_s1", tma_cfg<64, 16, 1, false, 2>()},
+        {"t32_r12_c2_s1", tma_cfg<32, 12, 1, false, 2>()}, {"t64_r12_c2_s2", tma_cfg<64, 12, 2, false, 2>()},
     };
     return c;
 }
@@ -509,8 +530,14 @@ void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
         const CUtensorMap tw = sm90::tensor_map_2d(p.W, uint64_t(p.N), uint64_t(p.K), uint32_t(16 * l.nt), 64);
         const CUtensorMap tx = sm90::tensor_map_2d(p.x, uint64_t(p.M), uint64_t(p.K), uint32_t(8 << mi), 64);
         KWIKI_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(l.tma[mi]), cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem[mi]));
-        l.tma[mi]<<<grid, 32 * (l.warps + 1), l.smem[mi], s>>>(tw, tx, p.y, p.ws, p.M, p.N, p.K, per_split);
-        KWIKI_CHECK_LAST();
+        cudaLaunchConfig_t cfg{};
+        cudaLaunchAttribute attr{};
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = unsigned(l.cluster), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+        cfg.gridDim = dim3((grid.x + l.cluster - 1) / l.cluster * l.cluster, grid.y);  // a whole number of clusters
+        cfg.blockDim = dim3(32 * (l.warps + 1)), cfg.dynamicSmemBytes = size_t(l.smem[mi]), cfg.stream = s;
+        cfg.attrs = &attr, cfg.numAttrs = l.cluster > 1 ? 1 : 0;
+        KWIKI_CHECK(cudaLaunchKernelEx(&cfg, l.tma[mi], tw, tx, p.y, p.ws, p.M, p.N, p.K, per_split));
     }
     // /kwiki:rung mma_tma
     // kwiki:rung mma_tuned
@@ -598,6 +625,7 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
             KWIKI_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(l.tma[mi]), cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem[mi]));
             kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.tma[mi]), threads, size_t(l.smem[mi]));
             c.extra.emplace_back("stages", fit(1 << mi, 16 * l.nt, l.stages));
+            c.extra.emplace_back("cluster", l.cluster);
         } else {
             kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mi]), threads);
             c.extra.emplace_back("chunks_in_flight", l.u);
@@ -641,6 +669,9 @@ constexpr Variant kVariants[] = {
     // kwiki:rung mma_tma_spread
     {{"mma_tma_spread"}, Kind::Kernel, tma_cfg<64, 12, 1, true>()},
     // /kwiki:rung mma_tma_spread
+    // kwiki:rung mma_tma_cluster
+    {{"mma_tma_cluster"}, Kind::Kernel, tma_cfg<64, 12, 1, false, 2>()},
+    // /kwiki:rung mma_tma_cluster
     {{"mma_tuned"}, Kind::Tuned, {}},
     {{"cublas"}, Kind::Cublas, {}},
     {{"cublaslt_best"}, Kind::CublasLt, {}},
