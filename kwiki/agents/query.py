@@ -399,7 +399,7 @@ def _by_match(conn: sqlite3.Connection, hits: list[int], q: Query) -> list[int]:
 DETAILS = ("brief", "full")
 BRIEF_FIELDS = ("id", "title", "type", "evidence_level", "state", "summary")
 BRIEF_CLAIMS = 3  # claims a brief hit shows at most
-BRIEF_SUMMARY = 300  # characters of the summary a brief hit shows: its leading sentences (full: all of it)
+BRIEF_SUMMARY = 240  # characters of the summary a brief hit shows: its leading sentences (full: all of it)
 
 
 def brief(result: dict[str, Any], words: list[str]) -> dict[str, Any]:
