@@ -32,11 +32,13 @@
 // kernel with one 16-channel tile per CTA, 8 warps and one chunk per warp in flight; mma_ring keeps a ring of 4
 // chunks per warp in flight, each slot reloaded right after its MMAs; mma_tma moves the bytes in flight out of the
 // registers: TMA fills a 12-stage shared-memory ring with 64 x 64 tiles of W (and x's rows), one producer lane and 4
-// consumer warps that read mma.sync's fragments with ldmatrix (no K permutation there). mma_tuned picks the kernel,
-// tile, warps, chunks or stages in flight and a K split across CTAs (grid.y, fp32 partials in a workspace added in
-// split order by reduce_splits_kernel: no atomics) per shape in a selection pass of the run. Bytes per record: W + x + y (the split workspace is not counted). read_ceiling is not a rung:
-// those bytes over the read bandwidth fitted in the same run (kwiki_ceiling.cuh). --sweep adds every configuration
-// of configs() as a variant sweep_<config>.
+// consumer warps that read mma.sync's fragments with ldmatrix (no K permutation there); mma_tma_spread and
+// mma_tma_cluster change its walk over K and share x across 2 CTAs; mma_wgmma keeps the ring and hands the consumers'
+// work to a warpgroup's asynchronous wgmma, read straight from the ring. mma_tuned picks the kernel, tile, warps,
+// chunks or stages in flight and a K split across CTAs (grid.y, fp32 partials in a workspace added in split order by
+// reduce_splits_kernel: no atomics) per shape in a selection pass of the run. Bytes per record: W + x + y (the split
+// workspace is not counted). read_ceiling is not a rung: those bytes over the read bandwidth fitted in the same run
+// (kwiki_ceiling.cuh). --sweep adds every configuration of configs() as a variant sweep_<config>.
 // Shapes: M from 1 to 64, any N, K a multiple of 8 (rows are read in 16-byte vectors); the manifest's shapes include
 // 13x1003x4008, which no tile divides (rows past N or M load zeros, and so do the 8-element groups past K).
 #include "kwiki_bench.cuh"
@@ -242,6 +244,23 @@ __device__ __forceinline__ void k_loop(float (&acc)[NT][MT][4], const Rows<MT, N
 // /kwiki:rung mma_ring
 
 // kwiki:rung mma_warp
+// A warp's 16 x 8 MT tile of y^T (16 channels from n, every row of x) in m16n8's accumulator layout, g = lane / 4,
+// q = lane % 4: acc[mt][r] is channel n + g + 8 (r / 2) of row 8 mt + 2 q + r % 2. One split: bf16 into y; several
+// (gridDim.y > 1): fp32 into ws[split][m][n]. Rows past M and channels past N are not written.
+template <int MT>
+__device__ __forceinline__ void store_acc(const float (&acc)[MT][4], int n, int lane, bf16* y, float* ws, int M, int N, int split) {
+    const int g = lane / 4, q = lane % 4;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int c = n + g + 8 * (r >> 1), m = 8 * mt + 2 * q + (r & 1);
+            if (m >= M || c >= N) continue;
+            if (gridDim.y == 1) y[size_t(m) * N + c] = __float2bfloat16_rn(acc[mt][r]);
+            else ws[(size_t(split) * M + m) * N + c] = acc[mt][r];
+        }
+}
+
 // y[m][n] = sum_k x[m][k] W[n][k] for the CTA's 16*NT channels n0.., every m < M, over the chunks of split
 // blockIdx.y (chunks [split * chunks_per_split, +chunks_per_split) of ceil(K/32)). One split: bf16 into y. Several
 // (gridDim.y > 1, mma_tuned's configurations): fp32 into ws[split][m][n], which reduce_splits_kernel adds in order.
@@ -270,16 +289,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) mma_kernel(const bf16* W, const
     }
     if (warp != 0) return;
 #pragma unroll
-    for (int t = 0; t < NT; ++t)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int n = n0 + 16 * t + g + 8 * (r >> 1), m = 8 * mt + 2 * q + (r & 1);
-                if (m >= M || n >= N) continue;
-                if (gridDim.y == 1) y[size_t(m) * N + n] = __float2bfloat16_rn(acc[t][mt][r]);
-                else ws[(size_t(split) * M + m) * N + n] = acc[t][mt][r];
-            }
+    for (int t = 0; t < NT; ++t) store_acc<MT>(acc[t], n0 + 16 * t, lane, y, ws, M, N, split);
 }
 // /kwiki:rung mma_warp
 
@@ -395,20 +405,126 @@ mma_tma_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ C
                     for (int c = 0; c < CLUSTER; ++c) sm90::mbar_arrive_cluster(&ring.empty[s], uint32_t(c));
             }
         }
-        const int g = lane / 4, q = lane % 4;
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int n = n0 + 16 * warp + g + 8 * (r >> 1), m = 8 * mt + 2 * q + (r & 1);
-                if (m >= M || n >= N) continue;
-                if (gridDim.y == 1) y[size_t(m) * N + n] = __float2bfloat16_rn(acc[mt][r]);
-                else ws[(size_t(split) * M + m) * N + n] = acc[mt][r];
-            }
+        store_acc<MT>(acc, n0 + 16 * warp, lane, y, ws, M, N, split);
     }
     if constexpr (CLUSTER > 1) sm90::cluster_sync();
 }
 // /kwiki:rung mma_tma
+
+// kwiki:rung mma_wgmma
+// d += A B^T on the warpgroup's tensor cores, one wgmma.m64n(8 MT)k16: A = 64 channels x 16 k of W and B = 8 MT rows x
+// 16 k of x, both read from shared memory through descriptors (K-major, 128-byte swizzle), d = a 64 x 8 MT tile of y^T
+// in fp32 registers. Its layout, per warp w of the warpgroup, is mma.sync m16n8's for channels 16 w .. 16 w + 15:
+// d[mt][r] holds what acc[mt][r] of mma_tma_kernel holds, so store_acc writes both. Asynchronous: the registers are
+// final only after wgmma_wait. MT = 8 is sm90.cuh's m64n64k16; MT = 1, 2, 4 are spelled out here.
+template <int MT> __device__ __forceinline__ void wgmma_m64(float (&d)[MT][4], uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void wgmma_m64<1>(float (&d)[1][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
+                 : "l"(da), "l"(db), "r"(1));
+}
+template <> __device__ __forceinline__ void wgmma_m64<2>(float (&d)[2][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+                   "+f"(d[1][3])
+                 : "l"(da), "l"(db), "r"(1));
+}
+template <> __device__ __forceinline__ void wgmma_m64<4>(float (&d)[4][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, "
+                 "%14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+                   "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+                   "+f"(d[3][2]), "+f"(d[3][3])
+                 : "l"(da), "l"(db), "r"(1));
+}
+template <> __device__ __forceinline__ void wgmma_m64<8>(float (&d)[8][4], uint64_t da, uint64_t db) {
+    sm90::WgmmaOp<bf16, 64>::mma(reinterpret_cast<float(&)[32]>(d), da, db, 1);
+}
+
+// The wgmma rung: mma_tma_kernel's producer and ring (STAGES of BN x 64 tiles of W and (8 MT) x 64 tiles of x), with
+// the consumers' synchronous ldmatrix + mma.sync replaced by warpgroups issuing asynchronous wgmma straight from the
+// ring. BN / 64 warpgroups side by side along the channels, each owning 64 of them; KWG (1 or 2) such rows of
+// warpgroups take turns over the K blocks (warpgroup row k consumes blocks i with i % KWG == k, so with STAGES a
+// multiple of KWG each stage always has the same readers). A warpgroup issues a block's 4 wgmmas, commits them and
+// waits until at most this group is in flight (wgmma_wait<1>): the previous block's wgmmas are then done and its stage
+// is freed (each of the warpgroup's warps arrives on that stage's empty barrier, 4 BN / 64 arrivals a phase), so the
+// tensor cores work on one block while the warps wait for the next. With KWG = 2 the second row hands its fp32 sums
+// to the first through shared memory (the ring, whose every copy has landed and been read by then), which adds them
+// in that fixed order and writes y. Splits along K as mma_tma_kernel's.
+template <int MT, int BN, int STAGES, int KWG>
+__global__ void __launch_bounds__(128 * (BN / 64) * KWG + 32, 1)
+mma_wgmma_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx, bf16* y, float* ws, int M, int N,
+                 int K, int blocks_per_split) {
+    using R = TmaRing<MT, BN, STAGES>;
+    constexpr int WG_N = BN / 64, WGS = WG_N * KWG, CONSUMER_WARPS = 4 * WGS;
+    static_assert(BN % 64 == 0 && (KWG == 1 || KWG == 2) && STAGES % KWG == 0, "64-channel warpgroups, 1 or 2 along K");
+    static_assert(WG_N * MT * 4 * 128 * 4 <= STAGES * R::STAGE_BYTES, "the hand-off of the second row must fit the ring");
+    extern __shared__ uint8_t smem_raw[];
+    const R ring(smem_raw);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, n0 = blockIdx.x * BN, split = blockIdx.y;
+    const int begin = split * blocks_per_split, end = min((K + R::BK - 1) / R::BK, begin + blocks_per_split);
+    const int blocks = max(end - begin, 0);
+    if (threadIdx.x == 32 * CONSUMER_WARPS) prefetch_map(&tw), prefetch_map(&tx);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) sm90::mbar_init(&ring.full[s], 1), sm90::mbar_init(&ring.empty[s], 4 * WG_N);
+        sm90::fence_barrier_init();
+    }
+    __syncthreads();
+    if (warp == CONSUMER_WARPS) {  // the producer, as mma_tma_kernel's (no spread, no cluster)
+        if (lane == 0)
+            for (int i = 0; i < blocks; ++i) {
+                const int s = i % STAGES, kb = begin + i;
+                sm90::mbar_wait(&ring.empty[s], ((i / STAGES) & 1) ^ 1);
+                sm90::mbar_arrive_expect_tx(&ring.full[s], R::STAGE_BYTES);
+                sm90::tma_load_2d(ring.w(s), &tw, &ring.full[s], kb * R::BK, n0);
+                sm90::tma_load_2d(ring.x(s), &tx, &ring.full[s], kb * R::BK, 0);
+            }
+        return;
+    }
+    const int wg = warp / 4, cn = wg % WG_N, ck = wg / WG_N;  // this warpgroup's 64 channels and its turn along K
+    float acc[MT][4] = {};
+    int prev = -1;
+    for (int i = ck; i < blocks; i += KWG) {
+        const int s = i % STAGES;
+        sm90::mbar_wait(&ring.full[s], (i / STAGES) & 1);
+        const uint8_t *w = ring.w(s) + cn * 64 * 128, *xs = ring.x(s);
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)  // 16 k (32 bytes) a step: the descriptor's start moves inside the swizzled row
+            wgmma_m64<MT>(acc, sm90::desc_k_major_sw128(w + 32 * ks), sm90::desc_k_major_sw128(xs + 32 * ks));
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<1>();  // the previous block's wgmmas are done: free its stage
+        if (prev >= 0 && lane == 0) sm90::mbar_arrive(&ring.empty[prev]);
+        prev = s;
+    }
+    sm90::wgmma_wait<0>();
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) sm90::fence_operand(acc[mt][r]);
+    if (prev >= 0 && lane == 0) sm90::mbar_arrive(&ring.empty[prev]);
+    if constexpr (KWG == 2) {  // row 1 hands its sums to row 0, lane-contiguous: part[cn][mt][r][thread of the warpgroup]
+        float* part = reinterpret_cast<float*>(ring.base);
+        const int t = threadIdx.x % 128;
+        sm90::named_barrier(1, 128 * WGS);  // every block consumed: every copy has landed and been read
+        if (ck == 1)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) part[((cn * MT + mt) * 4 + r) * 128 + t] = acc[mt][r];
+        sm90::named_barrier(1, 128 * WGS);
+        if (ck == 1) return;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[mt][r] += part[((cn * MT + mt) * 4 + r) * 128 + t];
+    }
+    store_acc<MT>(acc, n0 + 64 * cn + 16 * (warp % 4), lane, y, ws, M, N, split);
+}
+// /kwiki:rung mma_wgmma
 
 // kwiki:rung mma_tuned
 // y[i] = the splits' partial sums of output i (i = m*N + n), added in split order 0, 1, ...: deterministic.
@@ -451,6 +567,7 @@ struct Launch {
     int nt, warps, u, splits;
     TmaKernel tma[4] = {};
     int stages = 0, smem[4] = {}, cluster = 1;  // cluster: CTAs along N sharing x's tiles (grid.x rounded up to it)
+    int kwg = 0;  // > 0: tma[] holds mma_wgmma_kernel, with this many rows of warpgroups taking turns along K
 };
 
 template <int NT, int WARPS, int U, int SPLITS>
@@ -461,10 +578,10 @@ constexpr Launch mma_cfg() {
 
 // kwiki:rung mma_tma
 // STAGES, or fewer where that many stages of BN rows of W and 8 MT rows of x would not fit the 227 KiB of shared
-// memory a CTA may have (M = 64 with 16 stages).
-constexpr int fit(int MT, int BN, int STAGES) {
+// memory a CTA may have (M = 64 with 16 stages), rounded down to a multiple of KWG (mma_wgmma_kernel's rows).
+constexpr int fit(int MT, int BN, int STAGES, int KWG = 1) {
     const int stage = (BN + 8 * MT) * 128, most = (227 * 1024 - 2048) / stage;
-    return STAGES < most ? STAGES : most;
+    return (STAGES < most ? STAGES : most) / KWG * KWG;
 }
 
 template <int MT, int BN, int STAGES, bool SPREAD, int CLUSTER>
@@ -482,6 +599,24 @@ constexpr Launch tma_cfg() {
     return l;
 }
 // /kwiki:rung mma_tma
+
+// kwiki:rung mma_wgmma
+template <int MT, int BN, int STAGES, int KWG>
+constexpr void set_wgmma(Launch& l, int i) {
+    constexpr int S = fit(MT, BN, STAGES, KWG);
+    l.tma[i] = mma_wgmma_kernel<MT, BN, S, KWG>, l.smem[i] = TmaRing<MT, BN, S>::SMEM;
+}
+
+// The TMA ring read by wgmma: BN / 64 x KWG consumer warpgroups (4 warps each) and the producer's warp.
+template <int BN, int STAGES, int SPLITS, int KWG = 1>
+constexpr Launch wgmma_cfg() {
+    Launch l{{}, BN / 16, 4 * (BN / 64) * KWG, 0, SPLITS};
+    set_wgmma<1, BN, STAGES, KWG>(l, 0), set_wgmma<2, BN, STAGES, KWG>(l, 1);
+    set_wgmma<4, BN, STAGES, KWG>(l, 2), set_wgmma<8, BN, STAGES, KWG>(l, 3);
+    l.stages = STAGES, l.kwg = KWG;
+    return l;
+}
+// /kwiki:rung mma_wgmma
 
 // Which instantiation serves M: MT = ceil(M/8) rounded up to 1, 2, 4 or 8.
 int mt_index(int M) { return M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : 3; }
@@ -508,6 +643,11 @@ const std::vector<Config>& configs() {
         // clusters of 2 CTAs sharing x's tiles: t<channels>_r<stages>_c2_s<splits>
         {"t64_r12_c2_s1", tma_cfg<64, 12, 1, false, 2>()}, {"t64_r16_c2_s1", tma_cfg<64, 16, 1, false, 2>()},
         {"t32_r12_c2_s1", tma_cfg<32, 12, 1, false, 2>()}, {"t64_r12_c2_s2", tma_cfg<64, 12, 2, false, 2>()},
+        // the ring read by wgmma warpgroups: g<channels>_r<stages>[_k2: two rows of warpgroups taking turns along K]_s<splits>
+        {"g64_r12_s1", wgmma_cfg<64, 12, 1>()},      {"g64_r16_s1", wgmma_cfg<64, 16, 1>()},
+        {"g64_r12_k2_s1", wgmma_cfg<64, 12, 1, 2>()}, {"g64_r16_k2_s1", wgmma_cfg<64, 16, 1, 2>()},
+        {"g128_r8_s1", wgmma_cfg<128, 8, 1>()},     {"g64_r12_s2", wgmma_cfg<64, 12, 2>()},
+        {"g64_r12_k2_s2", wgmma_cfg<64, 12, 2, 2>()}, {"g64_r8_s4", wgmma_cfg<64, 8, 4>()},
     };
     return c;
 }
@@ -624,8 +764,9 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
         if (l.stages) {
             KWIKI_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(l.tma[mi]), cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem[mi]));
             kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.tma[mi]), threads, size_t(l.smem[mi]));
-            c.extra.emplace_back("stages", fit(1 << mi, 16 * l.nt, l.stages));
+            c.extra.emplace_back("stages", fit(1 << mi, 16 * l.nt, l.stages, l.kwg ? l.kwg : 1));
             c.extra.emplace_back("cluster", l.cluster);
+            c.extra.emplace_back("consumer", l.kwg ? "wgmma warpgroups" : "ldmatrix + mma.sync warps");
         } else {
             kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mi]), threads);
             c.extra.emplace_back("chunks_in_flight", l.u);
@@ -672,6 +813,9 @@ constexpr Variant kVariants[] = {
     // kwiki:rung mma_tma_cluster
     {{"mma_tma_cluster"}, Kind::Kernel, tma_cfg<64, 12, 1, false, 2>()},
     // /kwiki:rung mma_tma_cluster
+    // kwiki:rung mma_wgmma
+    {{"mma_wgmma"}, Kind::Kernel, wgmma_cfg<64, 12, 1>()},
+    // /kwiki:rung mma_wgmma
     {{"mma_tuned"}, Kind::Tuned, {}},
     {{"cublas"}, Kind::Cublas, {}},
     {{"cublaslt_best"}, Kind::CublasLt, {}},
