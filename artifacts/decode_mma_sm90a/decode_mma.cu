@@ -38,12 +38,14 @@
 // chunks or stages in flight and a K split across CTAs (grid.y, fp32 partials in a workspace added in split order by
 // reduce_splits_kernel: no atomics) per shape in a selection pass of the run. Bytes per record: W + x + y (the split
 // workspace is not counted). read_ceiling is not a rung: those bytes over the read bandwidth fitted in the same run
-// (kwiki_ceiling.cuh). --sweep adds every configuration of configs() as a variant sweep_<config>.
+// (kwiki_ceiling.cuh). fma_rows is not a rung either: the GEMV page's CUDA-core kernel for M rows of x (fp32 FMAs, no
+// tensor cores), the other side of the crossover over M. --sweep adds every configuration of configs() as a variant sweep_<config>.
 // Shapes: M from 1 to 64, any N, K a multiple of 8 (rows are read in 16-byte vectors); the manifest's shapes include
 // 13x1003x4008, which no tile divides (rows past N or M load zeros, and so do the 8-element groups past K).
 #include "kwiki_bench.cuh"
 #include "kwiki_cublas.cuh"
 #include "kwiki_gemv.cuh"
+#include "kwiki_reduce.cuh"
 #include "sm90.cuh"
 
 
@@ -537,6 +539,75 @@ __global__ void __launch_bounds__(256) reduce_splits_kernel(const float* ws, bf1
 }
 // /kwiki:rung mma_tuned
 
+// fma_rows, not a tensor-core rung: what the GEMV page's kernel (gemv_bf16_sm90a's block of rows) becomes for M rows of
+// x, the CUDA-core side of the crossover over M. T threads share R rows of W and walk K in 16-byte chunks (thread i
+// takes chunks i, i + T, ...), U chunks of each row loaded before any is used; each chunk of W, converted to fp32 once,
+// meets the same chunk of every row of x (loads kept in L1) in fp32 FMAs. W is read once whatever M is; the FMAs and
+// x's loads grow with M. Rows of W past N re-read the last row (their sums are not stored); the R x 8 MT sums are added
+// across the block in a fixed order (kwiki::block_sum_rows). K is a multiple of 8 (16-byte chunks).
+__device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float (&f)[8]) {
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float2 t = __bfloat1622float2(h[i]);
+        f[2 * i] = t.x, f[2 * i + 1] = t.y;
+    }
+}
+
+// s[r][m] += the chunk's 8 products of W's row r (wf, fp32) and x's row m, for every row m < M.
+template <int MC, int R>
+__device__ __forceinline__ void fma_chunk(float (&s)[R][MC], const float (&wf)[R][8], const bf16* x, int K, int k0, int M) {
+#pragma unroll
+    for (int m = 0; m < MC; ++m) {
+        if (m >= M) break;
+        float xf[8];
+        bf16x8_to_f32(ld_x(x + size_t(m) * K + k0), xf);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int e = 0; e < 8; ++e) s[r][m] = fmaf(wf[r][e], xf[e], s[r][m]);
+    }
+}
+
+template <int MT, int R, int U, int T>
+__global__ void __launch_bounds__(T, 1) fma_rows_kernel(const bf16* W, const bf16* x, bf16* y, float*, int M, int N, int K, int) {
+    constexpr int MC = 8 * MT, WARPS = T / 32;
+    static_assert(R * MC <= T, "block_sum_rows hands one sum to each of the first R x MC threads");
+    __shared__ float part[WARPS][R * MC];
+    const int n0 = blockIdx.x * R, rows = min(R, N - n0), K8 = K / 8;
+    const bf16* w[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) w[r] = W + size_t(n0 + min(r, rows - 1)) * K;
+    float s[R][MC] = {};
+    int j = threadIdx.x;
+#pragma unroll 1
+    for (; j + (U - 1) * T < K8; j += U * T) {
+        uint4 wv[U][R];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int r = 0; r < R; ++r) wv[u][r] = ld_w(w[r] + 8 * (j + u * T));
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            float wf[R][8];
+#pragma unroll
+            for (int r = 0; r < R; ++r) bf16x8_to_f32(wv[u][r], wf[r]);
+            fma_chunk<MC, R>(s, wf, x, K, 8 * (j + u * T), M);
+        }
+    }
+#pragma unroll 1
+    for (; j < K8; j += T) {  // the last partial round, one chunk at a time
+        float wf[R][8];
+#pragma unroll
+        for (int r = 0; r < R; ++r) bf16x8_to_f32(ld_w(w[r] + 8 * j), wf[r]);
+        fma_chunk<MC, R>(s, wf, x, K, 8 * j, M);
+    }
+    const float (&flat)[R * MC] = reinterpret_cast<const float (&)[R * MC]>(s);
+    const float t = kwiki::block_sum_rows<R * MC, WARPS>(flat, part, threadIdx.x, threadIdx.x & 31, threadIdx.x / 32);
+    const int r = int(threadIdx.x) / MC, m = int(threadIdx.x) % MC;
+    if (int(threadIdx.x) < R * MC && r < rows && m < M) y[size_t(m) * N + n0 + r] = __float2bfloat16_rn(t);
+}
+
 // ===================================================================================================
 // Launchers
 // ===================================================================================================
@@ -568,12 +639,22 @@ struct Launch {
     TmaKernel tma[4] = {};
     int stages = 0, smem[4] = {}, cluster = 1;  // cluster: CTAs along N sharing x's tiles (grid.x rounded up to it)
     int kwg = 0;  // > 0: tma[] holds mma_wgmma_kernel, with this many rows of warpgroups taking turns along K
+    int rows[4] = {};  // > 0: kernel[] holds fma_rows_kernel, with this many rows of W per CTA (per MT)
 };
 
 template <int NT, int WARPS, int U, int SPLITS>
 constexpr Launch mma_cfg() {
     return {{mma_kernel<1, NT, WARPS, U>, mma_kernel<2, NT, WARPS, U>, mma_kernel<4, NT, WARPS, U>, mma_kernel<8, NT, WARPS, U>},
             NT, WARPS, U, SPLITS};
+}
+
+// fma_rows: the CUDA-core kernel: R rows of W per CTA of 256 threads, 2 chunks of each row in flight; R shrinks as M
+// grows so that the R x 8 MT sums of a thread stay at 64 registers or fewer (R = 4 up to M = 16, 2 to 32, 1 to 64).
+constexpr Launch fma_cfg() {
+    Launch l{{fma_rows_kernel<1, 4, 2, 256>, fma_rows_kernel<2, 4, 2, 256>, fma_rows_kernel<4, 2, 2, 256>,
+              fma_rows_kernel<8, 1, 2, 256>}, 0, 8, 2, 1};
+    l.rows[0] = 4, l.rows[1] = 4, l.rows[2] = 2, l.rows[3] = 1;
+    return l;
 }
 
 // kwiki:rung mma_tma
@@ -657,8 +738,8 @@ Launch config(const char* name) { return kwiki::find_config(configs(), name); }
 
 // The kernel of M's MT on a grid of ceil(N / 16 NT) x splits CTAs; with splits, then the reduction into y.
 void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
-    const int mi = mt_index(p.M);
-    const dim3 grid((p.N + 16 * l.nt - 1) / (16 * l.nt), l.splits);
+    const int mi = mt_index(p.M), per_cta = l.rows[mi] ? l.rows[mi] : 16 * l.nt;  // rows of W (channels) per CTA
+    const dim3 grid((p.N + per_cta - 1) / per_cta, l.splits);
     if (l.stages == 0) {
         const int chunks = (p.K + 31) / 32, per_split = (chunks + l.splits - 1) / l.splits;
         l.kernel[mi]<<<grid, 32 * l.warps, 0, s>>>(p.W, p.x, p.y, p.ws, p.M, p.N, p.K, per_split);
@@ -759,6 +840,7 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
     else if (v.kind == Kind::CublasLt)
         bind(c, [g = sel.ltg.get(), i = sel.lt_best.index](const Problem& p, cudaStream_t s) { run_cublaslt(*g, i, p, s); });
     else bind(c, kernel_run(l));
+    if (!library && l.rows[mt_index(sh.M)]) c.flops_dtype = "fp32";  // fma_rows: fp32 FMAs on the CUDA cores
     if (!library) {
         const int mi = mt_index(sh.M), threads = 32 * (l.warps + (l.stages ? 1 : 0));
         if (l.stages) {
@@ -772,7 +854,7 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
             c.extra.emplace_back("chunks_in_flight", l.u);
         }
         c.extra.emplace_back("threads", threads);
-        c.extra.emplace_back("channels_per_block", 16 * l.nt);
+        c.extra.emplace_back("channels_per_block", l.rows[mi] ? l.rows[mi] : 16 * l.nt);
         c.extra.emplace_back("splits", l.splits);
     }
     if (v.kind == Kind::Tuned || v.kind == Kind::CublasLt) {
@@ -817,6 +899,7 @@ constexpr Variant kVariants[] = {
     {{"mma_wgmma"}, Kind::Kernel, wgmma_cfg<64, 12, 1>()},
     // /kwiki:rung mma_wgmma
     {{"mma_tuned"}, Kind::Tuned, {}},
+    {{"fma_rows"}, Kind::Kernel, fma_cfg()},  // not a rung: the CUDA-core side of the crossover over M
     {{"cublas"}, Kind::Cublas, {}},
     {{"cublaslt_best"}, Kind::CublasLt, {}},
     {{"read_ceiling"}, Kind::Ceiling, {}},  // not a rung: the speed of light, from the run's read roof
