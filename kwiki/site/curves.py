@@ -23,7 +23,24 @@ from typing import Any
 from kwiki.core.numbers import fmt, params_text
 from kwiki.core.strict import Scalar
 from kwiki.results.ladders import Ladder, Rung, best_per_shape, median_ladder, shape_label
-from kwiki.site.charts import BASE, BEST, GRID, INK, MUTED, TEXT, WIDTH, _lines, _n, _svg, _text, _ticks, _title, _wrap
+from kwiki.site.charts import (
+    BAR,
+    BASE,
+    BEST,
+    GRID,
+    INK,
+    MUTED,
+    TEXT,
+    WIDTH,
+    _lines,
+    _n,
+    _svg,
+    _text,
+    _ticks,
+    _title,
+    _wrap,
+)
+from kwiki.wiki.owners import matches
 
 MIN_SIZES = 4
 SIZE_KEYS = frozenset({"M", "N", "K", "m", "n", "k", "rows", "cols", "shape", "bytes"})  # a size's own dimensions
@@ -117,26 +134,116 @@ def curve_specs(ladder: Ladder, set_aside: dict[str, str] | None = None,
     return specs
 
 
+def compare_spec(runs: Sequence[Ladder], artifact: str, over: str, at: dict[str, Scalar],
+                 variants: Sequence[str]) -> dict[str, Any] | None:
+    """A page's comparison (kwiki.wiki.model.Comparison): `variants` of the ladder over the values of the parameter
+    `over` on the shapes that hold every parameter of `at`, each point the median of `runs` (as `curve_specs`) with
+    their range as its band; None with fewer than `MIN_SIZES` such shapes on which two of the variants were
+    measured. `leaders`: the fastest variant at each point, so a reader is told where the order changes."""
+    series = list(runs)
+    if not series:
+        return None
+    ladder = median_ladder(series)
+    groups = sorted((g for g in ladder.groups if over in g.params and matches(g.params, at)),
+                    key=lambda g: (size_of({over: g.params[over]}), str(g.params[over])))
+    rows = [{v: next((r for r in g.rows if r.variant == v and r.status == "measured"), None) for v in variants}
+            for g in groups]
+    if len({str(g.params[over]) for g in groups}) < len(groups):
+        return None  # two shapes at one size: `at` holds too little (kwiki check says so, located)
+    kept = [(g, found) for g, found in zip(groups, rows, strict=True)
+            if sum(r is not None for r in found.values()) >= 2]
+    if len(kept) < MIN_SIZES:
+        return None
+    measured = [r for _, found in kept for r in found.values() if r is not None]
+    sol = all(r.of_speed_of_light is not None for r in measured)
+    top = max((r.rate or 0.0) for g, _ in kept for v in variants for r in _runs_of(series, g.params, v))
+
+    def share(r: Rung) -> float:
+        return float(r.of_speed_of_light) if sol and r.of_speed_of_light is not None else (
+            (r.rate or 0.0) / top if top else 0.0)
+
+    points = []
+    for g, found in kept:
+        point: dict[str, Any] = {"label": f"{over}={g.params[over]}", "values": {}}
+        for v, r in found.items():
+            if r is None:
+                continue
+            shares = [share(x) for x in _runs_of(series, g.params, v)] or [share(r)]
+            point["values"][v] = {"share": share(r), "low": min(shares), "high": max(shares), "runs": len(shares),
+                                  "rate": r.rate, "unit": r.rate_unit or ""}
+        points.append(point)
+    leaders = [max(p["values"], key=lambda v: p["values"][v]["share"]) for p in points]
+    held = ", ".join(f"{k}={v}" for k, v in at.items())
+    roof = "the speed of light" if sol else "the highest rate of these variants" + (
+        f" in the series' {len(series)} runs" if len(series) > 1 else "")
+    return {"kind": "compare", "artifact": artifact, "gpu": ladder.gpu or "", "date": (ladder.date or "")[:10],
+            "over": over, "at": held, "roof": roof, "runs": len(series), "variants": list(variants),
+            "points": points, "leaders": leaders}
+
+
+def leader_text(spec: dict[str, Any]) -> str:
+    """Which variant is fastest where, in words: 'fma_rows at M=1; mma_tuned from M=4 to M=64'."""
+    spans: list[list[Any]] = []
+    for point, who in zip(spec["points"], spec["leaders"], strict=True):
+        if spans and spans[-1][0] == who:
+            spans[-1][2] = point["label"]
+        else:
+            spans.append([who, point["label"], point["label"]])
+    return "; ".join(f"{who} at {a}" if a == b else f"{who} from {a} to {b}" for who, a, b in spans)
+
+
+PALETTE = (BEST, BAR, "#e65100", "#00838f", BASE)  # a line's colour and its dash: told apart without colour too
+DASHES = ("", "6,3", "2,3", "9,3,2,3", "4,4")
+
+
 def draw_curve(spec: dict[str, Any]) -> bytes:
-    """Two lines over the sizes (oldest shape order: the ladder's, smallest first): the best rung, green, and the
-    baseline, grey and dashed, each point the median of the runs with their range shaded around its line and
-    both in its tooltip; the sizes under the axis, turned when they do not fit; the legend below."""
-    pts = spec["points"]
+    """Two lines over the sizes (smallest first): the best rung, green, and the baseline, grey and dashed, each point
+    the median of the runs with their range shaded around its line and both in its tooltip."""
     title = (f"{spec['artifact']} across sizes{', ' + spec['dtype'] if spec['dtype'] else ''}: share of "
              f"{spec['roof']} on {spec['gpu']}, {spec['date']}")
+    pts = spec["points"]
+    lines = []
+    for key, color, dash, name in (("base", BASE, "6,3", f"baseline {spec['baseline']}"),
+                                   ("best", BEST, "", "best rung at each size (hover: which)")):
+        lines.append({"name": name, "color": color, "dash": dash, "values": [
+            {"share": p[key], "low": p[f"{key}_low"], "high": p[f"{key}_high"], "runs": p[f"{key}_runs"],
+             "who": p["best_variant"] if key == "best" else spec["baseline"]} for p in pts]})
+    return _draw_lines(title, [p["label"] for p in pts], lines, spec["roof"], spec.get("runs", 1), legend=[1, 0])
+
+
+def draw_compare(spec: dict[str, Any]) -> bytes:
+    """One line per variant of a page's comparison over `over`, in the page's order, each in its own colour and dash,
+    medians with their range shaded as `draw_curve`; a point where a variant was not measured is left out of its
+    line."""
+    title = (f"{spec['artifact']} over {spec['over']}" + (f" at {spec['at']}" if spec["at"] else "") +
+             f": share of {spec['roof']} on {spec['gpu']}, {spec['date']}")
+    lines = []
+    for n, v in enumerate(spec["variants"]):
+        lines.append({"name": v, "color": PALETTE[n % len(PALETTE)], "dash": DASHES[n % len(DASHES)],
+                      "values": [({**p["values"][v], "who": v} if v in p["values"] else None)
+                                 for p in spec["points"]]})
+    return _draw_lines(title, [p["label"] for p in spec["points"]], lines, spec["roof"], spec["runs"],
+                       legend=list(range(len(lines))))
+
+
+def _draw_lines(title: str, labels: list[str], lines: list[dict[str, Any]], roof: str, runs: int,
+                legend: list[int]) -> bytes:
+    """Lines over the sizes, drawn in the order given (the last on top): each point the median of the runs with their
+    range shaded around its line and both in its tooltip; the sizes under the axis, turned when they do not fit;
+    the legend below, in the order `legend` gives."""
     body, top = _title(title)
     top += 10
     right, plot = WIDTH - 14, 200
-    widest = max(len(p["label"]) for p in pts) * TEXT * 0.56
-    turned = widest + 6 > (right - 68) / max(1, len(pts) - 1)
+    widest = max(len(label) for label in labels) * TEXT * 0.56
+    turned = widest + 6 > (right - 68) / max(1, len(labels) - 1)
     left = max(48.0, widest * 0.5 + 4) if turned else 48.0  # a label turned 60 degrees reaches half its width left
     bottom = top + plot
-    values = [p[k] for p in pts for k in ("best", "base", "best_high", "base_high")]
+    values = [v[k] for line in lines for v in line["values"] if v is not None for k in ("share", "high")]
     ticks = _ticks(0.0, max(1.0, max(values)), 5)
     hi = ticks[-1] or 1.0
 
     def x(i: int) -> float:
-        return left + 10 + i * (right - left - 20) / max(1, len(pts) - 1)
+        return left + 10 + i * (right - left - 20) / max(1, len(labels) - 1)
 
     def y(v: float) -> float:
         return bottom - v / hi * (bottom - top)
@@ -147,44 +254,43 @@ def draw_curve(spec: dict[str, Any]) -> bytes:
     body.append(f'<line x1="{left}" y1="{_n(y(1.0))}" x2="{right}" y2="{_n(y(1.0))}" stroke="{MUTED}" '
                 f'stroke-dasharray="5,4"/>')
     label_h = widest if turned else TEXT
-    for i, p in enumerate(pts):
+    for i, label in enumerate(labels):
         if turned:
-            body.append(_text(x(i) + 4, bottom + 12, p["label"], anchor="end", fill=MUTED)
+            body.append(_text(x(i) + 4, bottom + 12, label, anchor="end", fill=MUTED)
                         .replace("<text ", f'<text transform="rotate(-60 {_n(x(i) + 4)} {_n(bottom + 12)})" ', 1))
         else:
-            body.append(_text(x(i), bottom + 20, p["label"], anchor="middle", fill=MUTED))
-    for key, color in (("base", BASE), ("best", BEST)):  # the range of the runs, under both lines
-        if any(p[f"{key}_high"] > p[f"{key}_low"] for p in pts):
-            edge = [(i, p[f"{key}_high"]) for i, p in enumerate(pts)] + \
-                   [(i, p[f"{key}_low"]) for i, p in reversed(list(enumerate(pts)))]
-            body.append(f'<polygon points="{" ".join(f"{_n(x(i))},{_n(y(v))}" for i, v in edge)}" fill="{color}" '
-                        f'fill-opacity="0.22" stroke="none"/>')
-    for key, color, dash in (("base", BASE, ' stroke-dasharray="6,3"'), ("best", BEST, "")):
-        line = " ".join(f"{_n(x(i))},{_n(y(p[key]))}" for i, p in enumerate(pts))
-        body.append(f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="2.5"{dash}/>')
-        for i, p in enumerate(pts):
-            who = p["best_variant"] if key == "best" else spec["baseline"]
-            runs = p[f"{key}_runs"]
-            spread = (f" (median of {runs} runs, {fmt(p[f'{key}_low'] * 100, 3)}–{fmt(p[f'{key}_high'] * 100, 3)}%)"
-                      if runs > 1 else "")
-            body.append(f'<circle cx="{_n(x(i))}" cy="{_n(y(p[key]))}" r="4" fill="{color}"><title>'
-                        f"{html.escape(p['label'])}: {html.escape(who)} {fmt(p[key] * 100, 3)}% of "
-                        f"{html.escape(spec['roof'])}{spread}</title></circle>")
+            body.append(_text(x(i), bottom + 20, label, anchor="middle", fill=MUTED))
+    drawn = [[(i, v) for i, v in enumerate(line["values"]) if v is not None] for line in lines]
+    for line, pts in zip(lines, drawn, strict=True):  # the range of the runs, under every line
+        if any(v["high"] > v["low"] for _, v in pts):
+            edge = [(i, v["high"]) for i, v in pts] + [(i, v["low"]) for i, v in reversed(pts)]
+            body.append(f'<polygon points="{" ".join(f"{_n(x(i))},{_n(y(v))}" for i, v in edge)}" '
+                        f'fill="{line["color"]}" fill-opacity="0.22" stroke="none"/>')
+    for line, pts in zip(lines, drawn, strict=True):
+        dash = f' stroke-dasharray="{line["dash"]}"' if line["dash"] else ""
+        path = " ".join(f"{_n(x(i))},{_n(y(v['share']))}" for i, v in pts)
+        body.append(f'<polyline points="{path}" fill="none" stroke="{line["color"]}" stroke-width="2.5"{dash}/>')
+        for i, v in pts:
+            spread = (f" (median of {v['runs']} runs, {fmt(v['low'] * 100, 3)}–{fmt(v['high'] * 100, 3)}%)"
+                      if v["runs"] > 1 else "")
+            body.append(f'<circle cx="{_n(x(i))}" cy="{_n(y(v["share"]))}" r="4" fill="{line["color"]}"><title>'
+                        f"{html.escape(labels[i])}: {html.escape(v['who'])} {fmt(v['share'] * 100, 3)}% of "
+                        f"{html.escape(roof)}{spread}</title></circle>")
     body.append(f'<line x1="{left}" y1="{top - 4}" x2="{left}" y2="{bottom}" stroke="{INK}"/>')
     legend_y = bottom + (label_h * 0.87 + 12 if turned else 20) + 34
-    items: list[tuple[str | None, str, str]] = [(BEST, "", "best rung at each size (hover: which)"),
-                                                (BASE, ' stroke-dasharray="6,3"', f"baseline {spec['baseline']}")]
-    if spec.get("runs", 1) > 1:
-        items.append((None, "", f"shaded: the range over the series' last {spec['runs']} runs; each line is their "
-                                "median"))
+    items: list[tuple[str | None, str, str]] = [
+        (lines[n]["color"], f' stroke-dasharray="{lines[n]["dash"]}"' if lines[n]["dash"] else "", lines[n]["name"])
+        for n in legend]
+    if runs > 1:
+        items.append((None, "", f"shaded: the range over the series' last {runs} runs; each line is their median"))
     for swatch, dash, name in items:
         if swatch is None:  # the band
-            body.append(f'<rect x="10" y="{_n(legend_y - 11)}" width="18" height="12" fill="{BEST}" '
+            body.append(f'<rect x="10" y="{_n(legend_y - 11)}" width="18" height="12" fill="{MUTED}" '
                         'fill-opacity="0.22"/>')
         else:
             body.append(f'<line x1="10" y1="{_n(legend_y - 5)}" x2="28" y2="{_n(legend_y - 5)}" stroke="{swatch}" '
                         f'stroke-width="3"{dash}/>')
-        lines = _wrap(name, WIDTH - 40)
-        body += _lines(34, legend_y, lines)
-        legend_y += len(lines) * (TEXT + 4) + 4
+        wrapped = _wrap(name, WIDTH - 40)
+        body += _lines(34, legend_y, wrapped)
+        legend_y += len(wrapped) * (TEXT + 4) + 4
     return _svg(WIDTH, legend_y, title, body)

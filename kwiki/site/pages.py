@@ -22,7 +22,7 @@ from kwiki.core.tracked import artifact_entry_problem
 from kwiki.results.store import ClaimRow, RecordRow, gpu_slug
 from kwiki.site import charts, gpumatrix
 from kwiki.site.answer import answer_box
-from kwiki.site.curves import draw_curve
+from kwiki.site.curves import draw_compare, draw_curve
 from kwiki.site.glossary import Entry, definitions, link_first_uses
 from kwiki.site.listings import ARCHITECTURES, INDEX_DIR, SitePage
 from kwiki.site.render import (
@@ -116,7 +116,8 @@ def _add_chart(ctx: Context, sp: SitePage, name: str, spec: dict[str, Any], alt:
 
         ctx.files[path] = draw_timeline(spec)
     else:
-        ctx.files[path] = draw_curve(spec) if spec["kind"] == "curve" else charts.draw(spec)
+        ctx.files[path] = (draw_curve(spec) if spec["kind"] == "curve" else draw_compare(spec)
+                           if spec["kind"] == "compare" else charts.draw(spec))
     return chart(path, sp.rel, alt)
 
 
@@ -191,7 +192,32 @@ def _curves(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
                    f"{spec['dtype']}, share of {spec['roof']}"
                    + (", medians" if spec["runs"] > 1 else ""))
             out.append(_add_chart(ctx, sp, re.sub(r"[^A-Za-z0-9_.-]+", "-", name), spec, alt))
+    out += _comparisons(ctx, sp, ladders)
     return "#### Across sizes\n\n" + "\n".join(out) if out else ""
+
+
+def _comparisons(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> list[str]:
+    """The page's `compare` entries (kwiki.site.curves.compare_spec), one chart per GPU model its artifact ran on,
+    each with the fastest variant at each size in words under it; on the page that names them, owner or not."""
+    from kwiki.site.curves import compare_spec, leader_text
+
+    assert sp.meta is not None
+    out = []
+    for n, comp in enumerate(sp.meta.compare):
+        rel = sp.meta.artifacts[comp.artifact].rstrip("/")
+        for pl in (pl for pl in ladders if pl.rel == rel):
+            spec = compare_spec(pl.runs or [pl.ladder], pl.ladder.artifact, comp.over, dict(comp.at), comp.variants)
+            if spec is None:
+                continue
+            name = f"compare-{n}-{pl.ladder.artifact}-{gpu_slug(spec['gpu'])}"
+            alt = (f"{pl.ladder.artifact}: {', '.join(comp.variants)} over {comp.over}"
+                   + (f" at {spec['at']}" if spec["at"] else "") + f", share of {spec['roof']}"
+                   + (", medians" if spec["runs"] > 1 else ""))
+            out.append(_add_chart(ctx, sp, re.sub(r"[^A-Za-z0-9_.-]+", "-", name), spec, alt))
+            out.append(f"\n*Fastest at each {md_text(comp.over)} on {md_text(spec['gpu'])}"
+                       + (f" (medians of {spec['runs']} runs)" if spec["runs"] > 1 else "")
+                       + f": {md_text(leader_text(spec))}.*\n")
+    return out
 
 
 def _timelines(ctx: Context, sp: SitePage) -> str:

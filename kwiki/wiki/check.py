@@ -29,7 +29,7 @@ from kwiki.wiki.markers import code_lines
 from kwiki.wiki.pages import Page
 
 if TYPE_CHECKING:
-    from kwiki.wiki.model import PageMeta
+    from kwiki.wiki.model import Comparison, PageMeta
 
 _LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*(?:<([^>\n]+)>|([^)\s<>]+))(?:\s+\"[^\"]*\")?\s*\)")
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
@@ -583,4 +583,48 @@ def check_manifests(page: Page, root: Path) -> list[Problem]:
                                    f"claims[{i}].measure.{label}.params",
                                    f"params {dict(sel.params)} match no shape of {meta.artifacts.get(key, '')}/"
                                    f"{MANIFEST} ({shape_list(manifests[key])})"))
+    out.extend(_comparison_problems(page, manifests))
     return out
+
+
+def _comparison_problems(page: Page, manifests: dict[str, Manifest]) -> list[Problem]:
+    """Located problems of a page's `compare` entries: a variant the manifest lacks, a size that is not one of its
+    dims, held parameters that match no declared shape or leave two shapes at one size."""
+    meta = page.meta
+    assert meta is not None
+    out: list[Problem] = []
+    for i, comp in enumerate(meta.compare):
+        if comp.artifact not in manifests:
+            continue  # not a key of artifacts (the model refuses it) or an artifact whose manifest is reported above
+        man, rel = manifests[comp.artifact], meta.artifacts[comp.artifact]
+        for j, name in enumerate(comp.variants):
+            if man.variant(name) is None:
+                out.append(Problem(page.path, page.line_of("compare", i, "variants", j), f"compare[{i}].variants[{j}]",
+                                   f"variant {name!r} is not in {rel}/{MANIFEST}"))
+        if not any(comp.over in group.dims for group in man.shapes):
+            out.append(Problem(page.path, page.line_of("compare", i, "over"), f"compare[{i}].over",
+                               f"{comp.over!r} is not a dim of {rel}/{MANIFEST}'s shapes ({shape_list(man)})"))
+        elif comp.at and man.declares_shape(comp.at) is False:
+            out.append(Problem(page.path, page.line_of("compare", i, "at"), f"compare[{i}].at",
+                               f"at {dict(comp.at)} matches no shape of {rel}/{MANIFEST} ({shape_list(man)})"))
+        else:
+            out.extend(_one_point_each(page, i, comp, man, rel))
+    return out
+
+
+def _one_point_each(page: Page, i: int, comp: Comparison, m: Manifest, rel: str) -> list[Problem]:
+    """A located problem where two declared shapes that hold `comp.at` share a value of `comp.over`: the chart would
+    have two points at one size."""
+    seen: dict[str, dict[str, int]] = {}
+    for group in m.shapes:
+        if comp.over not in group.dims:
+            continue
+        for params in group.params() + group.params(sweep=True):
+            if all(str(params[k]) == str(v) for k, v in comp.at.items() if k in params):
+                key = str(params[comp.over])
+                if key in seen and seen[key] != params:
+                    return [Problem(page.path, page.line_of("compare", i, "at"), f"compare[{i}].at",
+                                    f"{comp.over}={key} is two shapes of {rel}/{MANIFEST} ({seen[key]} and {params}): "
+                                    f"hold the other dims in `at`")]
+                seen[key] = params
+    return []

@@ -232,6 +232,25 @@ class Term(Strict):
     measured_on: Slug | None = Field(default=None, description="the id of the page whose claims measure it")
 
 
+class Comparison(Strict):
+    """Variants of one artifact drawn side by side over one size parameter, the others held (kwiki.site.curves): where
+    one overtakes another, e.g. CUDA cores against tensor cores over the rows M of a decode GEMM."""
+
+    artifact: NonEmpty = Field(description="a key of the page's `artifacts`")
+    over: NonEmpty = Field(description="the parameter along the x axis (a dim of the manifest's shapes, e.g. M)")
+    at: dict[NonEmpty, Scalar] = Field(default_factory=dict, description="the parameters every point holds, e.g. "
+                                                                         "{N: 8192, K: 8192}")
+    variants: list[NonEmpty] = Field(min_length=2, max_length=5, description="the lines, in legend order")
+
+    @model_validator(mode="after")
+    def _apart(self) -> Comparison:
+        if self.over in self.at:
+            raise ValueError(f"{self.over!r} is both the parameter drawn over and one held in `at`")
+        if len(set(self.variants)) < len(self.variants):
+            raise ValueError("a variant is named twice in `variants`")
+        return self
+
+
 class Claim(Strict):
     """One checkable statement with a number (or an outcome) and the conditions it holds under."""
 
@@ -470,6 +489,8 @@ class PageMeta(BaseModel):
         default_factory=dict, description="variant -> why it never counts as 'best' (answer box, roofline): "
                                           "all-zero inputs, a probe that does not do the work")
     glossary: list[Term] = Field(default_factory=list, description="the terms this page defines (a glossary page)")
+    compare: list[Comparison] = Field(default_factory=list, description="variants drawn side by side over one size "
+                                                                        "(the page's 'Across sizes' charts)")
     # claims and kwiki's measurements
     claims: list[Claim] = Field(default_factory=list)
     measurements: Measurements | None = None
@@ -504,6 +525,10 @@ class PageMeta(BaseModel):
                                      "'artifacts'", "claims", i, "measure", label, "artifact")
         if self.headline is not None and self.headline not in seen:
             raise FieldError(f"headline {self.headline!r} is not a claim of this page", "headline")
+        for i, comp in enumerate(self.compare):
+            if comp.artifact not in self.artifacts:
+                raise FieldError(f"compare names artifact {comp.artifact!r}, which is not a key of 'artifacts'",
+                                 "compare", i, "artifact")
         for i, key in enumerate(self.owns):
             if key not in self.artifacts:
                 raise FieldError(f"owns {key!r}, which is not a key of 'artifacts'", "owns", i)
