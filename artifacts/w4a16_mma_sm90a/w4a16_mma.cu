@@ -30,7 +30,8 @@
 // bf16 exactly and the baselines' bf16 weight holds the same values. y carries a canary past its M x N elements.
 //
 // Variants (artifact.yaml lists each one's rung and description): w4_warp (one chunk per warp in flight), w4_ring (a
-// ring of 2 chunks per warp, each slot reloaded right after its MMAs), w4_tuned (channels per CTA, warps, chunks in
+// ring of 2 chunks per warp, each slot reloaded right after its MMAs), w4_deep (a ring of 4 chunks of the weights
+// alone, x one chunk ahead, 4 warps a CTA so that 3 CTAs fit an SM), w4_tuned (channels per CTA, warps, chunks in
 // flight and a K split across CTAs chosen per shape in a selection pass; splits add fp32 partials in split order), the
 // baselines cublas and cublaslt_best on the bf16 weight (their records count the bf16 weight's bytes), and
 // read_ceiling, the speed of light for the int4 bytes: Wq + scales + x + y over the read bandwidth fitted in the run.
@@ -154,11 +155,19 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 
 // What one lane loads of one chunk (128 k, one group): per 16-channel tile t, w[t][h] = 16 bytes of row n+16t+8h+g
 // (its 32 weights k0+32q..+31) and s[t][h] that row's scale; per n8 tile of x, x[t][i] = 8 bf16 of row 8t+g at
 // k0+32q+8i.
-template <int MT, int NT>
-struct Chunk {
+template <int NT>
+struct WChunk {
     uint4 w[NT][2];
     float s[NT][2];
+};
+template <int MT>
+struct XChunk {
     uint4 x[MT][4];
+};
+template <int MT, int NT>
+struct Chunk {
+    WChunk<NT> w;
+    XChunk<MT> x;
 };
 
 // The lane's rows: rows of Wq past N and of x past M load zeros (their sums are never stored; a zero word of Wq
@@ -187,21 +196,27 @@ struct Rows {
         }
     }
 
-    // Chunk c (k0 = 128c) when c < end, else zeros (a ring's slots past the warp's range add nothing).
-    __device__ __forceinline__ void load(Chunk<MT, NT>& ch, int c, int end) const {
-        const bool in = c < end;
+    // Chunk c's weights and scales (k0 = 128c) when c < end, else zeros (slots past the warp's range add nothing).
+    __device__ __forceinline__ void load_w(WChunk<NT>& ch, int c, int end) const {
 #pragma unroll
         for (int t = 0; t < NT; ++t)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const bool ok = in && w_ok[t][h];
+                const bool ok = c < end && w_ok[t][h];
                 ch.w[t][h] = ok ? ld_w(w[t][h] + 16 * c) : make_uint4(0, 0, 0, 0);
                 ch.s[t][h] = ok ? ld_s(s[t][h] + c) : 0.0f;
             }
+    }
+    // Chunk c's rows of x, likewise.
+    __device__ __forceinline__ void load_x(XChunk<MT>& ch, int c, int end) const {
 #pragma unroll
         for (int t = 0; t < MT; ++t)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) ch.x[t][i] = in && x_ok[t] ? ld_x(x[t] + kGroup * c + 8 * i) : make_uint4(0, 0, 0, 0);
+            for (int i = 0; i < 4; ++i) ch.x[t][i] = c < end && x_ok[t] ? ld_x(x[t] + kGroup * c + 8 * i) : make_uint4(0, 0, 0, 0);
+    }
+    __device__ __forceinline__ void load(Chunk<MT, NT>& ch, int c, int end) const {
+        load_w(ch.w, c, end);
+        load_x(ch.x, c, end);
     }
 };
 
@@ -209,7 +224,7 @@ struct Rows {
 // (scale s[t][0]), d2, d3 channel g+8's (s[t][1]). MMA j's operands are elements 4j..4j+3 of the lane's 32: word j/2
 // of its W rows (pairs r = 2(j%2), 2(j%2)+1) and of x (16-byte load j/2, words 2(j%2), 2(j%2)+1).
 template <int MT, int NT>
-__device__ __forceinline__ void mma_chunk(float (&acc)[NT][MT][4], const Chunk<MT, NT>& ch) {
+__device__ __forceinline__ void mma_chunk(float (&acc)[NT][MT][4], const WChunk<NT>& ch, const XChunk<MT>& xc) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
         float part[MT][4] = {};
@@ -221,7 +236,7 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[NT][MT][4], const Chunk<M
                            a3 = dequant_pair(w1, r + 1);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
-                mma_bf16(part[mt], a0, a1, a2, a3, word(ch.x[mt][j / 2], r), word(ch.x[mt][j / 2], r + 1));
+                mma_bf16(part[mt], a0, a1, a2, a3, word(xc.x[mt][j / 2], r), word(xc.x[mt][j / 2], r + 1));
         }
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -243,12 +258,38 @@ __device__ __forceinline__ void k_loop(float (&acc)[NT][MT][4], const Rows<MT, N
     for (int c = first; c < end; c += U * WARPS) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            mma_chunk(acc, ring[u]);
+            mma_chunk(acc, ring[u].w, ring[u].x);
             rows.load(ring[u], c + (U + u) * WARPS, end);
         }
     }
 }
 // /kwiki:rung w4_ring
+
+// kwiki:rung w4_deep
+// The weights' ring alone, D deep (-D in the template: w4_kernel's U < 0), and x one chunk ahead: the weights come
+// from DRAM, x from the L2 (every CTA reads it), so the weights get the bytes in flight and x only enough to hide
+// an L2 hit. A chunk's weights and scales are 10 registers a lane at 16 channels, its x 16 per n8 tile: D = 4 costs
+// what U = 2 does at M = 16.
+template <int MT, int NT, int WARPS, int D>
+__device__ __forceinline__ void k_loop_deep(float (&acc)[NT][MT][4], const Rows<MT, NT>& rows, int first, int end) {
+    WChunk<NT> ring[D];
+    XChunk<MT> xc;
+#pragma unroll
+    for (int u = 0; u < D; ++u) rows.load_w(ring[u], first + u * WARPS, end);
+    rows.load_x(xc, first, end);
+#pragma unroll 1
+    for (int c = first; c < end; c += D * WARPS) {
+#pragma unroll
+        for (int u = 0; u < D; ++u) {
+            XChunk<MT> next;
+            rows.load_x(next, c + (u + 1) * WARPS, end);
+            mma_chunk(acc, ring[u], xc);
+            rows.load_w(ring[u], c + (D + u) * WARPS, end);
+            xc = next;
+        }
+    }
+}
+// /kwiki:rung w4_deep
 
 // kwiki:rung w4_warp
 // y (or split blockIdx.y's fp32 partials in ws) for the CTA's 16 NT channels and every row of x: the warps take the
@@ -264,7 +305,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1) w4_kernel(const uint32_t* Wq, c
     const int begin = split * chunks_per_split, end = min(K / kGroup, begin + chunks_per_split);
     const Rows<MT, NT> rows(Wq, S, x, M, N, K, n0, g, q);
     float acc[NT][MT][4] = {};
-    k_loop<MT, NT, WARPS, U>(acc, rows, begin + warp, end);
+    if constexpr (U > 0) k_loop<MT, NT, WARPS, U>(acc, rows, begin + warp, end);
+    else k_loop_deep<MT, NT, WARPS, -U>(acc, rows, begin + warp, end);
 #pragma unroll
     for (int h = WARPS / 2; h >= 1; h /= 2) {
         if (warp >= h && warp < 2 * h)
@@ -322,7 +364,8 @@ struct Problem {
 
 using Kernel = void (*)(const uint32_t*, const bf16*, const bf16*, bf16*, float*, int, int, int, int);
 
-// A configuration: the kernel for MT = 1, 2 n8 tiles of x, 16 NT channels per CTA, warps, chunks in flight, splits.
+// A configuration: the kernel for MT = 1, 2 n8 tiles of x, 16 NT channels per CTA, warps, chunks in flight (u < 0:
+// -u chunks of the weights alone, k_loop_deep), splits.
 struct Launch {
     Kernel kernel[2];
     int nt, warps, u, splits;
@@ -337,7 +380,7 @@ int mt_index(int M) { return M <= 8 ? 0 : 1; }
 
 // kwiki:rung w4_tuned
 // What the selection pass of w4_tuned times (--sweep: each as a variant of its own): n<NT>_w<warps>_u<chunks in
-// flight>_s<splits>.
+// flight>_s<splits>; d<depth>: the weights' ring alone (w4_deep).
 using Config = kwiki::GemvConfig<Launch>;
 const std::vector<Config>& configs() {
     static const std::vector<Config> c = {
@@ -346,6 +389,10 @@ const std::vector<Config>& configs() {
         {"n2_w4_u1_s1", w4_cfg<2, 4, 1, 1>()}, {"n1_w8_u2_s2", w4_cfg<1, 8, 2, 2>()},
         {"n1_w4_u2_s2", w4_cfg<1, 4, 2, 2>()}, {"n2_w8_u1_s2", w4_cfg<2, 8, 1, 2>()},
         {"n1_w4_u2_s4", w4_cfg<1, 4, 2, 4>()}, {"n1_w8_u1_s4", w4_cfg<1, 8, 1, 4>()},
+        // the weights' ring alone: d<depth> (deeper rings, or two tiles of 16 channels, spill)
+        {"n1_w4_d4_s1", w4_cfg<1, 4, -4, 1>()}, {"n1_w8_d4_s1", w4_cfg<1, 8, -4, 1>()},
+        {"n1_w4_d4_s2", w4_cfg<1, 4, -4, 2>()}, {"n1_w8_d4_s2", w4_cfg<1, 8, -4, 2>()},
+        {"n1_w4_d4_s4", w4_cfg<1, 4, -4, 4>()},
     };
     return c;
 }
@@ -426,7 +473,8 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
         bind(c, kernel_run(l), false);
         const int threads = 32 * l.warps;
         kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mt_index(sh.M)]), threads);
-        c.extra.emplace_back("chunks_in_flight", l.u);
+        c.extra.emplace_back("chunks_in_flight", l.u > 0 ? l.u : -l.u);
+        c.extra.emplace_back("ring", l.u > 0 ? "weights and x" : "weights alone, x one chunk ahead");
         c.extra.emplace_back("threads", threads);
         c.extra.emplace_back("channels_per_block", 16 * l.nt);
         c.extra.emplace_back("splits", l.splits);
@@ -455,6 +503,9 @@ constexpr Variant kVariants[] = {
     // kwiki:rung w4_ring
     {{"w4_ring"}, Kind::Kernel, w4_cfg<1, 8, 2, 1>()},
     // /kwiki:rung w4_ring
+    // kwiki:rung w4_deep
+    {{"w4_deep"}, Kind::Kernel, w4_cfg<1, 4, -4, 1>()},
+    // /kwiki:rung w4_deep
     {{"w4_tuned"}, Kind::Tuned, {}},
     {{"cublas"}, Kind::Cublas, {}},
     {{"cublaslt_best"}, Kind::CublasLt, {}},
