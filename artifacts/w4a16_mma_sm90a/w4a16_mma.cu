@@ -30,8 +30,8 @@
 // bf16 exactly and the baselines' bf16 weight holds the same values. y carries a canary past its M x N elements.
 //
 // Variants (artifact.yaml lists each one's rung and description): w4_warp (one chunk per warp in flight), w4_ring (a
-// ring of 2 chunks per warp, each slot reloaded right after its MMAs), w4_deep (a ring of 4 chunks of the weights
-// alone, x one chunk ahead, 4 warps a CTA so that 3 CTAs fit an SM), w4_tuned (channels per CTA, warps, chunks in
+// ring of 2 chunks per warp, each slot reloaded right after its MMAs, 4 warps a CTA), w4_wide (two 16-channel tiles a
+// warp: two independent chains of MMAs sharing the loads of x, 4 warps a CTA), w4_tuned (channels per CTA, warps, chunks in
 // flight and a K split across CTAs chosen per shape in a selection pass; splits add fp32 partials in split order), the
 // baselines cublas and cublaslt_best on the bf16 weight (their records count the bf16 weight's bytes), and
 // read_ceiling, the speed of light for the int4 bytes: Wq + scales + x + y over the read bandwidth fitted in the run.
@@ -220,14 +220,14 @@ struct Rows {
     }
 };
 
-// The chunk's 8 MMAs per (16-channel tile, n8 tile) into a fresh tile, then scaled into acc: d0, d1 are channel g's
+// The chunk's 8 MMAs per (16-channel tile, n8 tile) into two fresh tiles (even and odd j), then scaled into acc: d0, d1 are channel g's
 // (scale s[t][0]), d2, d3 channel g+8's (s[t][1]). MMA j's operands are elements 4j..4j+3 of the lane's 32: word j/2
 // of its W rows (pairs r = 2(j%2), 2(j%2)+1) and of x (16-byte load j/2, words 2(j%2), 2(j%2)+1).
 template <int MT, int NT>
 __device__ __forceinline__ void mma_chunk(float (&acc)[NT][MT][4], const WChunk<NT>& ch, const XChunk<MT>& xc) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-        float part[MT][4] = {};
+        float part[2][MT][4] = {};  // MMAs j even and odd in two tiles: two chains of 4 dependent MMAs, not one of 8
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             const uint32_t w0 = word(ch.w[t][0], j / 2), w1 = word(ch.w[t][1], j / 2);
@@ -236,12 +236,12 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[NT][MT][4], const WChunk<
                            a3 = dequant_pair(w1, r + 1);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
-                mma_bf16(part[mt], a0, a1, a2, a3, word(xc.x[mt][j / 2], r), word(xc.x[mt][j / 2], r + 1));
+                mma_bf16(part[j % 2][mt], a0, a1, a2, a3, word(xc.x[mt][j / 2], r), word(xc.x[mt][j / 2], r + 1));
         }
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc[t][mt][e] = fmaf(ch.s[t][e / 2], part[mt][e], acc[t][mt][e]);
+            for (int e = 0; e < 4; ++e) acc[t][mt][e] = fmaf(ch.s[t][e / 2], part[0][mt][e] + part[1][mt][e], acc[t][mt][e]);
     }
 }
 // /kwiki:rung w4_warp
@@ -265,38 +265,14 @@ __device__ __forceinline__ void k_loop(float (&acc)[NT][MT][4], const Rows<MT, N
 }
 // /kwiki:rung w4_ring
 
-// kwiki:rung w4_deep
-// The weights' ring alone, D deep (-D in the template: w4_kernel's U < 0), and x one chunk ahead: the weights come
-// from DRAM, x from the L2 (every CTA reads it), so the weights get the bytes in flight and x only enough to hide
-// an L2 hit. A chunk's weights and scales are 10 registers a lane at 16 channels, its x 16 per n8 tile: D = 4 costs
-// what U = 2 does at M = 16.
-template <int MT, int NT, int WARPS, int D>
-__device__ __forceinline__ void k_loop_deep(float (&acc)[NT][MT][4], const Rows<MT, NT>& rows, int first, int end) {
-    WChunk<NT> ring[D];
-    XChunk<MT> xc;
-#pragma unroll
-    for (int u = 0; u < D; ++u) rows.load_w(ring[u], first + u * WARPS, end);
-    rows.load_x(xc, first, end);
-#pragma unroll 1
-    for (int c = first; c < end; c += D * WARPS) {
-#pragma unroll
-        for (int u = 0; u < D; ++u) {
-            XChunk<MT> next;
-            rows.load_x(next, c + (u + 1) * WARPS, end);
-            mma_chunk(acc, ring[u], xc);
-            rows.load_w(ring[u], c + (D + u) * WARPS, end);
-            xc = next;
-        }
-    }
-}
-// /kwiki:rung w4_deep
-
 // kwiki:rung w4_warp
 // y (or split blockIdx.y's fp32 partials in ws) for the CTA's 16 NT channels and every row of x: the warps take the
 // split's chunks in turn, add their accumulators through shared memory in a fixed tree, and warp 0 stores (acc[mt][r]
-// is channel n + g + 8 (r / 2) of row 8 mt + 2 q + r % 2).
+// is channel n + g + 8 (r / 2) of row 8 mt + 2 q + r % 2). The launch bounds ask for registers that leave room for 16
+// warps an SM at M <= 8 and 12 at M = 16: the kernel waits on chains of dependent MMAs and on loads, and more warps
+// hide more of both (the sweep measured the unbounded kernels at 8 warps an SM slower; no configuration spills).
 template <int MT, int NT, int WARPS, int U>
-__global__ void __launch_bounds__(WARPS * 32, 1) w4_kernel(const uint32_t* Wq, const bf16* S, const bf16* x, bf16* y, float* ws,
+__global__ void __launch_bounds__(WARPS * 32, (MT == 1 ? 16 : 12) / WARPS) w4_kernel(const uint32_t* Wq, const bf16* S, const bf16* x, bf16* y, float* ws,
                                                         int M, int N, int K, int chunks_per_split) {
     constexpr int REGS = NT * MT * 4;
     __shared__ float part[WARPS / 2 > 0 ? WARPS / 2 : 1][REGS][32];
@@ -305,8 +281,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) w4_kernel(const uint32_t* Wq, c
     const int begin = split * chunks_per_split, end = min(K / kGroup, begin + chunks_per_split);
     const Rows<MT, NT> rows(Wq, S, x, M, N, K, n0, g, q);
     float acc[NT][MT][4] = {};
-    if constexpr (U > 0) k_loop<MT, NT, WARPS, U>(acc, rows, begin + warp, end);
-    else k_loop_deep<MT, NT, WARPS, -U>(acc, rows, begin + warp, end);
+    k_loop<MT, NT, WARPS, U>(acc, rows, begin + warp, end);
 #pragma unroll
     for (int h = WARPS / 2; h >= 1; h /= 2) {
         if (warp >= h && warp < 2 * h)
@@ -364,8 +339,7 @@ struct Problem {
 
 using Kernel = void (*)(const uint32_t*, const bf16*, const bf16*, bf16*, float*, int, int, int, int);
 
-// A configuration: the kernel for MT = 1, 2 n8 tiles of x, 16 NT channels per CTA, warps, chunks in flight (u < 0:
-// -u chunks of the weights alone, k_loop_deep), splits.
+// A configuration: the kernel for MT = 1, 2 n8 tiles of x, 16 NT channels per CTA, warps, chunks in flight, splits.
 struct Launch {
     Kernel kernel[2];
     int nt, warps, u, splits;
@@ -380,19 +354,15 @@ int mt_index(int M) { return M <= 8 ? 0 : 1; }
 
 // kwiki:rung w4_tuned
 // What the selection pass of w4_tuned times (--sweep: each as a variant of its own): n<NT>_w<warps>_u<chunks in
-// flight>_s<splits>; d<depth>: the weights' ring alone (w4_deep).
+// flight>_s<splits>. Two chunks in flight with 8 warps spill at M <= 8 (4 warps there).
 using Config = kwiki::GemvConfig<Launch>;
 const std::vector<Config>& configs() {
     static const std::vector<Config> c = {
-        {"n1_w8_u1_s1", w4_cfg<1, 8, 1, 1>()}, {"n1_w8_u2_s1", w4_cfg<1, 8, 2, 1>()},
-        {"n1_w4_u2_s1", w4_cfg<1, 4, 2, 1>()}, {"n2_w8_u1_s1", w4_cfg<2, 8, 1, 1>()},
-        {"n2_w4_u1_s1", w4_cfg<2, 4, 1, 1>()}, {"n1_w8_u2_s2", w4_cfg<1, 8, 2, 2>()},
+        {"n1_w8_u1_s1", w4_cfg<1, 8, 1, 1>()}, {"n1_w4_u2_s1", w4_cfg<1, 4, 2, 1>()},
+        {"n2_w8_u1_s1", w4_cfg<2, 8, 1, 1>()}, {"n2_w4_u1_s1", w4_cfg<2, 4, 1, 1>()},
         {"n1_w4_u2_s2", w4_cfg<1, 4, 2, 2>()}, {"n2_w8_u1_s2", w4_cfg<2, 8, 1, 2>()},
-        {"n1_w4_u2_s4", w4_cfg<1, 4, 2, 4>()}, {"n1_w8_u1_s4", w4_cfg<1, 8, 1, 4>()},
-        // the weights' ring alone: d<depth> (deeper rings, or two tiles of 16 channels, spill)
-        {"n1_w4_d4_s1", w4_cfg<1, 4, -4, 1>()}, {"n1_w8_d4_s1", w4_cfg<1, 8, -4, 1>()},
-        {"n1_w4_d4_s2", w4_cfg<1, 4, -4, 2>()}, {"n1_w8_d4_s2", w4_cfg<1, 8, -4, 2>()},
-        {"n1_w4_d4_s4", w4_cfg<1, 4, -4, 4>()},
+        {"n2_w4_u1_s2", w4_cfg<2, 4, 1, 2>()}, {"n1_w4_u2_s4", w4_cfg<1, 4, 2, 4>()},
+        {"n1_w8_u1_s4", w4_cfg<1, 8, 1, 4>()},
     };
     return c;
 }
@@ -473,8 +443,7 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
         bind(c, kernel_run(l), false);
         const int threads = 32 * l.warps;
         kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mt_index(sh.M)]), threads);
-        c.extra.emplace_back("chunks_in_flight", l.u > 0 ? l.u : -l.u);
-        c.extra.emplace_back("ring", l.u > 0 ? "weights and x" : "weights alone, x one chunk ahead");
+        c.extra.emplace_back("chunks_in_flight", l.u);
         c.extra.emplace_back("threads", threads);
         c.extra.emplace_back("channels_per_block", 16 * l.nt);
         c.extra.emplace_back("splits", l.splits);
@@ -501,11 +470,11 @@ std::vector<Shape> parse_shapes(const kwiki::Args& args) {
 constexpr Variant kVariants[] = {
     {{"w4_warp"}, Kind::Kernel, w4_cfg<1, 8, 1, 1>()},
     // kwiki:rung w4_ring
-    {{"w4_ring"}, Kind::Kernel, w4_cfg<1, 8, 2, 1>()},
+    {{"w4_ring"}, Kind::Kernel, w4_cfg<1, 4, 2, 1>()},
     // /kwiki:rung w4_ring
-    // kwiki:rung w4_deep
-    {{"w4_deep"}, Kind::Kernel, w4_cfg<1, 4, -4, 1>()},
-    // /kwiki:rung w4_deep
+    // kwiki:rung w4_wide
+    {{"w4_wide"}, Kind::Kernel, w4_cfg<2, 4, 1, 1>()},
+    // /kwiki:rung w4_wide
     {{"w4_tuned"}, Kind::Tuned, {}},
     {{"cublas"}, Kind::Cublas, {}},
     {{"cublaslt_best"}, Kind::CublasLt, {}},
