@@ -47,7 +47,7 @@ using bf16 = __nv_bfloat16;
 constexpr int kGroup = 128;  // weights per scale along K: one chunk of the K loop
 
 // ===================================================================================================
-// Inputs and the reference
+// Reference: the inputs and fp64 on the host
 // ===================================================================================================
 
 // The nibble position of element i (0..7) of a word: e_2r at nibble r, e_2r+1 at nibble 4 + r.
@@ -467,6 +467,10 @@ std::vector<Shape> parse_shapes(const kwiki::Args& args) {
     });
 }
 
+// ===================================================================================================
+// The table of variants (artifact.yaml lists the same names, in this order)
+// ===================================================================================================
+
 constexpr Variant kVariants[] = {
     {{"w4_warp"}, Kind::Kernel, w4_cfg<1, 8, 1, 1>()},
     // kwiki:rung w4_ring
@@ -482,6 +486,10 @@ constexpr Variant kVariants[] = {
 };
 
 }  // namespace
+
+// ===================================================================================================
+// main
+// ===================================================================================================
 
 int main(int argc, char** argv) {
     kwiki::GemvMain<Shape> m(argc, argv, kVariants, "w4a16_mma", parse_shapes);
