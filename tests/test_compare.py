@@ -73,11 +73,15 @@ def _run(n: int, fma_factor: float, missing: int | None = None) -> Ladder:
         for n_dim in (8192, 4096):
             fma = FMA[m]
             rows = [Rung(variant="fma", status="measured", rate=fma * fma_factor, rate_unit="TB/s",
-                         of_speed_of_light=fma * fma_factor),
-                    Rung(variant="mma", rung=1, status="measured", rate=0.8, rate_unit="TB/s", of_speed_of_light=0.8),
+                         of_speed_of_light=fma * fma_factor, time_us=1 / (fma * fma_factor)),
+                    Rung(variant="mma", rung=1, status="measured", rate=0.8, rate_unit="TB/s", of_speed_of_light=0.8,
+                         time_us=1 / 0.8),
                     Rung(variant="lib", rung=0, role="baseline",
                          status="check-failed" if m == missing else "measured",
-                         rate=0.85, rate_unit="TB/s", of_speed_of_light=0.85)]
+                         rate=0.85, rate_unit="TB/s", of_speed_of_light=0.85, time_us=1 / 0.85),
+                    # a quarter of the bytes: a lower share of the roof, and the shortest time
+                    Rung(variant="int4", status="measured", rate=0.5, rate_unit="TB/s", of_speed_of_light=0.5,
+                         time_us=0.25 / 0.5)]
             groups.append(ShapeGroup(params={"M": m, "N": n_dim, "K": 8192, "dtype": "bf16"}, label=f"{m}", rows=rows))
     return Ladder(artifact="decode", title="decode", gpu="NVIDIA H200", date=f"2026-12-0{n}T00:00:00Z",
                   run_id=f"r{n}", baseline="lib", groups=groups)
@@ -94,6 +98,8 @@ def test_the_comparison_draws_each_variant_over_m_from_the_median_of_the_runs_an
     assert spec["points"][2]["values"]["lib"]["runs"] == 2  # the run whose check failed at M = 8 counts in none
     assert spec["leaders"] == ["fma", "lib", "lib", "lib", "lib", "lib"]
     assert leader_text(spec) == "fma at M=1; lib from M=4 to M=64"
+    fewer_bytes = compare_spec(runs, "decode", "M", {"N": 8192, "K": 8192}, ["lib", "int4"])
+    assert fewer_bytes is not None and set(fewer_bytes["leaders"]) == {"int4"}  # by time, not by share of the roof
     svg = draw_compare(spec)
     assert svg == draw_compare(spec) and svg.count(b"<polyline") == 3 and svg.count(b"<circle") == 18
     assert "M=1: fma 90.0% of the speed of light (median of 3 runs, 81.0–99.0%)".encode() in svg

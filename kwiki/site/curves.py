@@ -139,7 +139,8 @@ def compare_spec(runs: Sequence[Ladder], artifact: str, over: str, at: dict[str,
     """A page's comparison (kwiki.wiki.model.Comparison): `variants` of the ladder over the values of the parameter
     `over` on the shapes that hold every parameter of `at`, each point the median of `runs` (as `curve_specs`) with
     their range as its band; None with fewer than `MIN_SIZES` such shapes on which two of the variants were
-    measured. `leaders`: the fastest variant at each point, so a reader is told where the order changes."""
+    measured. `leaders`: the fastest variant at each point (`_fastest`: by time), so a reader is told where the order
+    changes."""
     series = list(runs)
     if not series:
         return None
@@ -170,15 +171,23 @@ def compare_spec(runs: Sequence[Ladder], artifact: str, over: str, at: dict[str,
                 continue
             shares = [share(x) for x in _runs_of(series, g.params, v)] or [share(r)]
             point["values"][v] = {"share": share(r), "low": min(shares), "high": max(shares), "runs": len(shares),
-                                  "rate": r.rate, "unit": r.rate_unit or ""}
+                                  "rate": r.rate, "unit": r.rate_unit or "", "time_us": r.time_us}
         points.append(point)
-    leaders = [max(p["values"], key=lambda v: p["values"][v]["share"]) for p in points]
+    leaders = [_fastest(p["values"]) for p in points]
     held = ", ".join(f"{k}={v}" for k, v in at.items())
     roof = "the speed of light" if sol else "the highest rate of these variants" + (
         f" in the series' {len(series)} runs" if len(series) > 1 else "")
     return {"kind": "compare", "artifact": artifact, "gpu": ladder.gpu or "", "date": (ladder.date or "")[:10],
             "over": over, "at": held, "roof": roof, "runs": len(series), "variants": list(variants),
             "points": points, "leaders": leaders}
+
+
+def _fastest(values: dict[str, dict[str, Any]]) -> str:
+    """The variant of one point with the shortest median time; by share of the roof only where a time is missing.
+    Variants may move different bytes (an int4 kernel beside a bf16 library): the lower share can be the faster."""
+    if all(v["time_us"] for v in values.values()):
+        return min(values, key=lambda v: values[v]["time_us"])
+    return max(values, key=lambda v: values[v]["share"])
 
 
 def leader_text(spec: dict[str, Any]) -> str:
