@@ -308,6 +308,80 @@ __global__ void __launch_bounds__(WARPS * 32, (MT == 1 ? 16 : 12) / WARPS) w4_ke
 }
 // /kwiki:rung w4_warp
 
+// kwiki:rung w4_smem
+// 16 bytes of global memory into shared memory, asynchronously (cp.async.cg: through L2 only); src_bytes 0 writes
+// 16 zeros (rows of x past M).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(uint32_t(__cvta_generic_to_shared(dst))), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+// x's rows for one group, staged once per CTA and read by all its warps: 8 MT rows of 128 bf16, padded by 16 bytes
+// (row stride 272 bytes: the 8 lanes of a wavefront that read 16 bytes at column 32q + 8i of rows g land on 8
+// different groups of 4 banks, so an LDS.128 of the warp takes the 4 wavefronts its 512 bytes need).
+constexpr int kXRow = kGroup + 8;
+
+// y (or split blockIdx.y's partials) for the CTA's WARPS x 16 NT channels: every warp walks all the split's groups
+// for its own 16 NT channels, and the CTA's x for each group comes through a ring of S stages in shared memory that
+// all threads fill with cp.async, S - 1 groups ahead (one barrier a group). W stays in registers, U groups a warp in
+// flight. No reduction across warps: each warp owns its outputs.
+template <int MT, int NT, int WARPS, int U, int S>
+__global__ void __launch_bounds__(WARPS * 32, 1) w4s_kernel(const uint32_t* Wq, const bf16* Sc, const bf16* x, bf16* y, float* ws,
+                                                         int M, int N, int K, int chunks_per_split) {
+    __shared__ alignas(16) bf16 xs[S][8 * MT][kXRow];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+    const int n0 = (blockIdx.x * WARPS + warp) * 16 * NT, split = blockIdx.y;
+    const int begin = split * chunks_per_split, end = min(K / kGroup, begin + chunks_per_split);
+    const Rows<MT, NT> rows(Wq, Sc, x, M, N, K, n0, g, q);
+    auto stage = [&](int c) {  // group c's rows of x into slot (c - begin) % S; a commit either way (the count stays in step)
+        if (c < end)
+            for (int i = threadIdx.x; i < 8 * MT * 16; i += WARPS * 32) {
+                const int r = i / 16, piece = i % 16;
+                cp_async16(&xs[(c - begin) % S][r][8 * piece], x + size_t(r < M ? r : 0) * K + size_t(kGroup) * c + 8 * piece, r < M ? 16 : 0);
+            }
+        cp_async_commit();
+    };
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) stage(begin + s);
+    WChunk<NT> ring[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) rows.load_w(ring[u], begin + u, end);
+    float acc[NT][MT][4] = {};
+#pragma unroll 1
+    for (int c0 = begin; c0 < end; c0 += U) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int c = c0 + u;
+            if (c >= end) break;  // the same for every thread of the CTA: the barrier below is reached by all or none
+            cp_async_wait<S - 2>();  // group c's copy (this thread's part) has landed
+            __syncthreads();         // every thread's part has, and every warp is done with the slot refilled next
+            stage(c + S - 1);
+            XChunk<MT> xc;
+            const bf16* row = &xs[(c - begin) % S][g][32 * q];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) xc.x[mt][i] = *reinterpret_cast<const uint4*>(row + 8 * mt * kXRow + 8 * i);
+            mma_chunk(acc, ring[u], xc);
+            rows.load_w(ring[u], c + U, end);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int c = n0 + 16 * t + g + 8 * (r >> 1), m = 8 * mt + 2 * q + (r & 1);
+                if (m >= M || c >= N) continue;
+                if (gridDim.y == 1) y[size_t(m) * N + c] = __float2bfloat16_rn(acc[t][mt][r]);
+                else ws[(size_t(split) * M + m) * N + c] = acc[t][mt][r];
+            }
+}
+// /kwiki:rung w4_smem
+
 // kwiki:rung w4_tuned
 // y[i] = the splits' partial sums of output i, added in split order: deterministic.
 __global__ void __launch_bounds__(256) reduce_splits_kernel(const float* ws, bf16* y, int outputs, int splits) {
@@ -343,12 +417,23 @@ using Kernel = void (*)(const uint32_t*, const bf16*, const bf16*, bf16*, float*
 struct Launch {
     Kernel kernel[2];
     int nt, warps, u, splits;
+    int stages = 0;  // > 0: kernel[] holds w4s_kernel (x staged in shared memory, every warp its own channels)
 };
 
 template <int NT, int WARPS, int U, int SPLITS>
 constexpr Launch w4_cfg() {
     return {{w4_kernel<1, NT, WARPS, U>, w4_kernel<2, NT, WARPS, U>}, NT, WARPS, U, SPLITS};
 }
+
+// kwiki:rung w4_smem
+template <int NT, int WARPS, int U, int S, int SPLITS>
+constexpr Launch smem_cfg() {
+    return {{w4s_kernel<1, NT, WARPS, U, S>, w4s_kernel<2, NT, WARPS, U, S>}, NT, WARPS, U, SPLITS, S};
+}
+// /kwiki:rung w4_smem
+
+// Channels per CTA: 16 NT, times the warps when each warp owns its own (w4s_kernel).
+int channels(const Launch& l) { return 16 * l.nt * (l.stages ? l.warps : 1); }
 
 int mt_index(int M) { return M <= 8 ? 0 : 1; }
 
@@ -363,6 +448,12 @@ const std::vector<Config>& configs() {
         {"n1_w4_u2_s2", w4_cfg<1, 4, 2, 2>()}, {"n2_w8_u1_s2", w4_cfg<2, 8, 1, 2>()},
         {"n2_w4_u1_s2", w4_cfg<2, 4, 1, 2>()}, {"n1_w4_u2_s4", w4_cfg<1, 4, 2, 4>()},
         {"n1_w8_u1_s4", w4_cfg<1, 8, 1, 4>()},
+        // x staged in shared memory: x<stages>_n<NT>_w<warps>_u<groups of W in flight>_s<splits>
+        {"x4_n1_w8_u1_s1", smem_cfg<1, 8, 1, 4, 1>()}, {"x4_n1_w8_u2_s1", smem_cfg<1, 8, 2, 4, 1>()},
+        {"x4_n1_w4_u2_s1", smem_cfg<1, 4, 2, 4, 1>()}, {"x4_n2_w4_u1_s1", smem_cfg<2, 4, 1, 4, 1>()},
+        {"x4_n1_w8_u2_s2", smem_cfg<1, 8, 2, 4, 2>()}, {"x4_n2_w4_u1_s2", smem_cfg<2, 4, 1, 4, 2>()},
+        {"x4_n1_w4_u2_s2", smem_cfg<1, 4, 2, 4, 2>()}, {"x4_n1_w8_u1_s2", smem_cfg<1, 8, 1, 4, 2>()},
+        {"x4_n1_w4_u2_s4", smem_cfg<1, 4, 2, 4, 4>()},
     };
     return c;
 }
@@ -372,7 +463,7 @@ Launch config(const char* name) { return kwiki::find_config(configs(), name); }
 
 void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
     const int chunks = p.K / kGroup, per_split = (chunks + l.splits - 1) / l.splits;
-    const dim3 grid((p.N + 16 * l.nt - 1) / (16 * l.nt), l.splits);
+    const dim3 grid((p.N + channels(l) - 1) / channels(l), l.splits);
     l.kernel[mt_index(p.M)]<<<grid, 32 * l.warps, 0, s>>>(p.in->Wq.get(), p.in->scales.get(), p.in->x.get(), p.y, p.ws,
                                                            p.M, p.N, p.K, per_split);
     KWIKI_CHECK_LAST();
@@ -445,7 +536,8 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
         kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mt_index(sh.M)]), threads);
         c.extra.emplace_back("chunks_in_flight", l.u);
         c.extra.emplace_back("threads", threads);
-        c.extra.emplace_back("channels_per_block", 16 * l.nt);
+        c.extra.emplace_back("channels_per_block", channels(l));
+        if (l.stages) c.extra.emplace_back("x_stages_in_shared_memory", l.stages);
         c.extra.emplace_back("splits", l.splits);
     }
     if (v.kind == Kind::Tuned || v.kind == Kind::CublasLt) {
@@ -479,6 +571,9 @@ constexpr Variant kVariants[] = {
     // kwiki:rung w4_wide
     {{"w4_wide"}, Kind::Kernel, w4_cfg<2, 4, 1, 1>()},
     // /kwiki:rung w4_wide
+    // kwiki:rung w4_smem
+    {{"w4_smem"}, Kind::Kernel, smem_cfg<1, 4, 2, 4, 1>()},
+    // /kwiki:rung w4_smem
     {{"w4_tuned"}, Kind::Tuned, {}},
     {{"cublas"}, Kind::Cublas, {}},
     {{"cublaslt_best"}, Kind::CublasLt, {}},
