@@ -72,16 +72,18 @@ def _run(n: int, fma_factor: float, missing: int | None = None) -> Ladder:
     for m in (64, 1, 4, 8, 16, 32):  # out of order: the chart sorts by M
         for n_dim in (8192, 4096):
             fma = FMA[m]
+            lib = 1 / 0.85  # the baseline's time; every row does the same work: its speed against lib is a time ratio
             rows = [Rung(variant="fma", status="measured", rate=fma * fma_factor, rate_unit="TB/s",
-                         of_speed_of_light=fma * fma_factor, time_us=1 / (fma * fma_factor)),
+                         of_speed_of_light=fma * fma_factor, time_us=1 / (fma * fma_factor),
+                         vs_baseline=lib * fma * fma_factor),
                     Rung(variant="mma", rung=1, status="measured", rate=0.8, rate_unit="TB/s", of_speed_of_light=0.8,
-                         time_us=1 / 0.8),
+                         time_us=1 / 0.8, vs_baseline=lib * 0.8),
                     Rung(variant="lib", rung=0, role="baseline",
                          status="check-failed" if m == missing else "measured",
-                         rate=0.85, rate_unit="TB/s", of_speed_of_light=0.85, time_us=1 / 0.85),
+                         rate=0.85, rate_unit="TB/s", of_speed_of_light=0.85, time_us=lib, vs_baseline=1.0),
                     # a quarter of the bytes: a lower share of the roof, and the shortest time
                     Rung(variant="int4", status="measured", rate=0.5, rate_unit="TB/s", of_speed_of_light=0.5,
-                         time_us=0.25 / 0.5)]
+                         time_us=0.25 / 0.5, vs_baseline=lib / 0.5)]
             groups.append(ShapeGroup(params={"M": m, "N": n_dim, "K": 8192, "dtype": "bf16"}, label=f"{m}", rows=rows))
     return Ladder(artifact="decode", title="decode", gpu="NVIDIA H200", date=f"2026-12-0{n}T00:00:00Z",
                   run_id=f"r{n}", baseline="lib", groups=groups)
@@ -100,6 +102,10 @@ def test_the_comparison_draws_each_variant_over_m_from_the_median_of_the_runs_an
     assert leader_text(spec) == "fma at M=1; lib from M=4 to M=64"
     fewer_bytes = compare_spec(runs, "decode", "M", {"N": 8192, "K": 8192}, ["lib", "int4"])
     assert fewer_bytes is not None and set(fewer_bytes["leaders"]) == {"int4"}  # by time, not by share of the roof
+    # and drawn against the fewest bytes: the faster line is the higher one (its own share would put lib above)
+    first = fewer_bytes["points"][0]["values"]
+    assert fewer_bytes["rescaled"] and fewer_bytes["roof"] == "the speed of light of the fewest bytes a variant moves"
+    assert round(first["int4"]["share"], 6) == 0.5 and round(first["lib"]["share"], 6) == round(0.25 * 0.85, 6)
     svg = draw_compare(spec)
     assert svg == draw_compare(spec) and svg.count(b"<polyline") == 3 and svg.count(b"<circle") == 18
     assert "M=1: fma 90.0% of the speed of light (median of 3 runs, 81.0–99.0%)".encode() in svg
@@ -139,3 +145,28 @@ def test_the_page_that_names_a_comparison_draws_it_whoever_owns_the_ladder(tmp_p
     assert "compare-0-decode-nvidia-h200" in path and ctx.files[path].count(b"<polyline") == 2
     meta.compare.clear()
     assert _curves(Context(root=tmp_path, records={}), sp, ladders) == ""  # the chart is the page's comparison
+
+
+def test_a_curve_whose_baseline_moves_more_bytes_draws_it_against_the_rungs_bytes():
+    """An int4 rung at half its roof is twice as fast as a bf16 library at 90% of its own (four times the bytes): the
+    curve must draw the rung above the library, both against the time of the int4 bytes at the roof."""
+    from kwiki.site.curves import curve_specs, draw_curve
+
+    def ladder(vs: float) -> Ladder:
+        groups = []
+        for n in (1024, 2048, 4096, 8192):
+            rows = [Rung(variant="lib", rung=0, role="baseline", status="measured", time_us=4 / 0.9, rate=0.9,
+                         rate_unit="TB/s", of_speed_of_light=0.9, vs_baseline=1.0),
+                    Rung(variant="int4", rung=1, status="measured", time_us=1 / 0.5, rate=0.5, rate_unit="TB/s",
+                         of_speed_of_light=0.5, vs_baseline=vs)]
+            groups.append(ShapeGroup(params={"M": 16, "N": n, "K": 4096, "dtype": "w4a16"}, label=str(n), rows=rows))
+        return Ladder(artifact="w4", title="w4", gpu="NVIDIA H200", date="2026-12-04T00:00:00Z", baseline="lib",
+                      groups=groups)
+
+    (spec,) = curve_specs(ladder(vs=(4 / 0.9) / 2))  # the same work (the same FLOPs): the speed is a time ratio
+    point = spec["points"][0]
+    assert spec["rescaled"] and round(point["best"], 6) == 0.5 and round(point["base"], 6) == round(0.9 / 4, 6)
+    assert b"over their own time" in draw_curve(spec)  # the legend says how the baseline is drawn
+    # a read beside a copy (other work: the ladder's speed is a ratio of bandwidths): each keeps its own share
+    (other,) = curve_specs(ladder(vs=0.5 / 0.9))
+    assert not other["rescaled"] and round(other["points"][0]["base"], 6) == 0.9

@@ -351,10 +351,10 @@ def _sized_ladder(n: int) -> Ladder:
     groups = []
     for i in range(n):
         rows = n - i  # declared largest first: the curve sorts by size
-        base = Rung(variant="torch", rung=0, role="baseline", status="measured", time_us=1.0, rate=2.0,
-                    rate_unit="TB/s", of_speed_of_light=0.4 + i / 100)
-        ours = Rung(variant="fused", rung=1, status="measured", time_us=1.0, rate=4.0, rate_unit="TB/s",
-                    of_speed_of_light=0.8 + i / 100)
+        base = Rung(variant="torch", rung=0, role="baseline", status="measured", time_us=1 / (0.4 + i / 100), rate=2.0,
+                    rate_unit="TB/s", of_speed_of_light=0.4 + i / 100)  # the same bytes: the time says the share
+        ours = Rung(variant="fused", rung=1, status="measured", time_us=1 / (0.8 + i / 100), rate=4.0,
+                    rate_unit="TB/s", of_speed_of_light=0.8 + i / 100)
         zeros = Rung(variant="zeros", status="measured", time_us=1.0, rate=5.0, rate_unit="TB/s", of_speed_of_light=1.0)
         groups.append(ShapeGroup(params={"rows": rows * 1024, "cols": 4096, "op": "softmax", "dtype": "bf16"},
                                  label=f"{rows * 1024}x4096, bf16, op=softmax", rows=[base, ours, zeros]))

@@ -9,7 +9,9 @@ and every rung 0 (a library: cuBLAS's default beside cuBLASLt's best) left out, 
 curve shows by how much instead of dropping the size. Sizes of the manifest's `shapes.sweep` are points like any
 other (the ladder tables fold them; kwiki.results.ladders.sweep_note). Each point is the median over the last runs
 of the ladder's series (kwiki.results.ladders.store_runs: the runs its verdicts stand on), with the range of those
-runs drawn as a band; the latest run alone where the store holds no other. The spec is plain data; `draw_curve`
+runs drawn as a band; the latest run alone where the store holds no other. Where the rows drawn move different
+bytes (an int4 kernel beside a bf16 library), each is drawn as the time of the fewest bytes at the roof over its
+own time (`problem_roof_time`), so that the faster is always the higher. The spec is plain data; `draw_curve`
 writes SVG with the chart conventions of kwiki.site.charts (text of 14 units on a 400-unit drawing: 11 px or more
 on a 390 px phone; the dark scheme inverts the chart's white card).
 """
@@ -123,15 +125,50 @@ def curve_specs(ladder: Ladder, set_aside: dict[str, str] | None = None,
             return {key: share(p[key]), f"{key}_low": min(shares), f"{key}_high": max(shares),
                     f"{key}_runs": len(shares)}
 
+        def rescaled(p: dict[str, Any], sol: bool = sol) -> dict[str, Any]:
+            """Where the best rung and the baseline move different bytes (an int4 kernel beside a bf16 library), each
+            one's own share of the roof could draw the slower one higher: both are drawn against the fewer bytes
+            (`problem_roof_time`). {} where their bytes agree within 2%."""
+            t_sol = problem_roof_time([p["best"], p["base"]], p["base"]) if sol else None
+            if t_sol is None:
+                return {}
+            out: dict[str, Any] = {"rescaled": True}
+            for key, r in (("best", p["best"]), ("base", p["base"])):
+                times = [x.time_us for x in _runs_of(series, p["params"], r.variant) if x.time_us] or [r.time_us]
+                out.update({key: t_sol / r.time_us, f"{key}_low": t_sol / max(times), f"{key}_high": t_sol / min(times),
+                            f"{key}_runs": len(times)})
+            return out
+
         unit = points[0]["best"].rate_unit or ""
         roof = "the speed of light" if sol else f"the highest {unit} of the ladder" + (
             f"'s {len(series)} runs" if len(series) > 1 else "")
+        drawn: list[dict[str, Any]] = [{"label": p["label"], "best_variant": p["best"].variant, **band(p, "best"),
+                                        **band(p, "base"), **rescaled(p)} for p in points]
         specs.append({
             "kind": "curve", "artifact": ladder.artifact, "gpu": ladder.gpu or "", "date": (ladder.date or "")[:10],
             "dtype": dtype, "roof": roof, "baseline": ladder.baseline or "baseline", "runs": len(series),
-            "points": [{"label": p["label"], "best_variant": p["best"].variant, **band(p, "best"), **band(p, "base")}
-                       for p in points]})
+            "points": drawn, "rescaled": any(p.get("rescaled") for p in drawn)})
     return specs
+
+
+def problem_roof_time(rows: Sequence[Rung], base: Rung | None) -> float | None:
+    """The time of the fewest bytes any of `rows` (one shape's measured rows) moves, at the roof: min over rows of
+    share of the speed of light x time (each one's own bytes over the roof's bandwidth). Against it, a row's share is
+    that time over its own: a bf16 library beside an int4 kernel is drawn against the int4 bytes, the fewest that
+    solve the problem, not against its own. None (each row keeps its own share) when every row moves the same bytes
+    within 2%, when a share or a time is missing, or when the rows do not do the same work (within 3%): the ladder's
+    speed against its baseline `base` (kwiki.results.ladders.rate_vs) is then a ratio of bandwidths, not of times (a
+    read beside a copy that moves each byte twice), and so is the curve's."""
+    if not rows or any(r.of_speed_of_light is None or not r.time_us for r in rows):
+        return None
+    if base is None or not base.time_us or any(
+            r.vs_baseline is None or abs(r.vs_baseline * float(r.time_us or 0.0) / base.time_us - 1) > 0.03
+            for r in rows if r is not base):
+        return None
+    own = [float(r.of_speed_of_light or 0.0) * float(r.time_us or 0.0) for r in rows]
+    if max(own) <= min(own) * 1.02:
+        return None
+    return min(own)
 
 
 def compare_spec(runs: Sequence[Ladder], artifact: str, over: str, at: dict[str, Scalar],
@@ -159,27 +196,34 @@ def compare_spec(runs: Sequence[Ladder], artifact: str, over: str, at: dict[str,
     sol = all(r.of_speed_of_light is not None for r in measured)
     top = max((r.rate or 0.0) for g, _ in kept for v in variants for r in _runs_of(series, g.params, v))
 
-    def share(r: Rung) -> float:
+    def share(r: Rung, t_sol: float | None = None) -> float:
+        if t_sol is not None and r.time_us:
+            return t_sol / r.time_us
         return float(r.of_speed_of_light) if sol and r.of_speed_of_light is not None else (
             (r.rate or 0.0) / top if top else 0.0)
 
     points = []
+    rescaled = False
     for g, found in kept:
         point: dict[str, Any] = {"label": f"{over}={g.params[over]}", "values": {}}
+        base = next((r for r in g.rows if r.role == "baseline" and r.status == "measured"), None)
+        t_sol = problem_roof_time([r for r in found.values() if r is not None], base) if sol else None
+        rescaled |= t_sol is not None
         for v, r in found.items():
             if r is None:
                 continue
-            shares = [share(x) for x in _runs_of(series, g.params, v)] or [share(r)]
-            point["values"][v] = {"share": share(r), "low": min(shares), "high": max(shares), "runs": len(shares),
-                                  "rate": r.rate, "unit": r.rate_unit or "", "time_us": r.time_us}
+            shares = [share(x, t_sol) for x in _runs_of(series, g.params, v)] or [share(r, t_sol)]
+            point["values"][v] = {"share": share(r, t_sol), "low": min(shares), "high": max(shares),
+                                  "runs": len(shares), "rate": r.rate, "unit": r.rate_unit or "", "time_us": r.time_us}
         points.append(point)
     leaders = [_fastest(p["values"]) for p in points]
     held = ", ".join(f"{k}={v}" for k, v in at.items())
-    roof = "the speed of light" if sol else "the highest rate of these variants" + (
+    fewest = "the speed of light of the fewest bytes a variant moves"
+    roof = (fewest if rescaled else "the speed of light") if sol else "the highest rate of these variants" + (
         f" in the series' {len(series)} runs" if len(series) > 1 else "")
     return {"kind": "compare", "artifact": artifact, "gpu": ladder.gpu or "", "date": (ladder.date or "")[:10],
             "over": over, "at": held, "roof": roof, "runs": len(series), "variants": list(variants),
-            "points": points, "leaders": leaders}
+            "points": points, "leaders": leaders, "rescaled": rescaled}
 
 
 def _fastest(values: dict[str, dict[str, Any]]) -> str:
@@ -212,7 +256,10 @@ def draw_curve(spec: dict[str, Any]) -> bytes:
              f"{spec['roof']} on {spec['gpu']}, {spec['date']}")
     pts = spec["points"]
     lines = []
-    for key, color, dash, name in (("base", BASE, "6,3", f"baseline {spec['baseline']}"),
+    base_name = f"baseline {spec['baseline']}" + (
+        " (where it moves other bytes than the rung, both are drawn as the time of the fewer bytes at the roof over "
+        "their own time)" if spec.get("rescaled") else "")
+    for key, color, dash, name in (("base", BASE, "6,3", base_name),
                                    ("best", BEST, "", "best rung at each size (hover: which)")):
         lines.append({"name": name, "color": color, "dash": dash, "values": [
             {"share": p[key], "low": p[f"{key}_low"], "high": p[f"{key}_high"], "runs": p[f"{key}_runs"],
