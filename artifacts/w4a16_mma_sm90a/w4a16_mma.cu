@@ -269,10 +269,11 @@ __device__ __forceinline__ void k_loop(float (&acc)[NT][MT][4], const Rows<MT, N
 // y (or split blockIdx.y's fp32 partials in ws) for the CTA's 16 NT channels and every row of x: the warps take the
 // split's chunks in turn, add their accumulators through shared memory in a fixed tree, and warp 0 stores (acc[mt][r]
 // is channel n + g + 8 (r / 2) of row 8 mt + 2 q + r % 2). The launch bounds ask for registers that leave room for 16
-// warps an SM at M <= 8 and 12 at M = 16: the kernel waits on chains of dependent MMAs and on loads, and more warps
-// hide more of both (the sweep measured the unbounded kernels at 8 warps an SM slower; no configuration spills).
+// warps an SM at M <= 8, and at M = 16 with one tile and one group in flight, else 12: the kernel waits on chains of
+// dependent MMAs and on loads, and more warps hide more of both (Nsight Compute finds no eligible warp in most
+// cycles; the sweep measured the unbounded kernels, at 8 warps an SM, slower). No configuration spills.
 template <int MT, int NT, int WARPS, int U>
-__global__ void __launch_bounds__(WARPS * 32, (MT == 1 ? 16 : 12) / WARPS) w4_kernel(const uint32_t* Wq, const bf16* S, const bf16* x, bf16* y, float* ws,
+__global__ void __launch_bounds__(WARPS * 32, (MT == 1 || (NT == 1 && U == 1) ? 16 : 12) / WARPS) w4_kernel(const uint32_t* Wq, const bf16* S, const bf16* x, bf16* y, float* ws,
                                                         int M, int N, int K, int chunks_per_split) {
     constexpr int REGS = NT * MT * 4;
     __shared__ float part[WARPS / 2 > 0 ? WARPS / 2 : 1][REGS][32];
