@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from kwiki.cli import main
+from kwiki.results.comparisons import MIN_SIZES, compare_spec, leader_text
 from kwiki.results.ladders import Ladder, Rung, ShapeGroup
-from kwiki.site.curves import MIN_SIZES, compare_spec, draw_compare, leader_text
+from kwiki.site.curves import draw_compare
 
 # ---------------------------------------------------------------- kwiki check
 
@@ -170,3 +171,26 @@ def test_a_curve_whose_baseline_moves_more_bytes_draws_it_against_the_rungs_byte
     # a read beside a copy (other work: the ladder's speed is a ratio of bandwidths): each keeps its own share
     (other,) = curve_specs(ladder(vs=0.5 / 0.9))
     assert not other["rescaled"] and round(other["points"][0]["base"], 6) == 0.9
+
+
+# ---------------------------------------------------------------- agents: get_ladder / kwiki show --ladder
+
+
+def test_an_agent_reading_the_decode_pages_ladders_gets_its_comparison_the_fastest_at_each_m_by_time():
+    """The decode GEMM page compares the CUDA-core kernel, the tensor-core kernel and cuBLAS(Lt) over M: an agent
+    asking for the page's ladders is told which is fastest at each M, each variant's median time beside it, in the
+    document the schema describes; a question about one shape gets that shape's rows only."""
+    from kwiki.agents.outputs import LadderOutput
+    from kwiki.agents.show import page_ladders
+
+    repo = Path(__file__).resolve().parent.parent
+    doc = page_ladders(repo, "kernel-gemm-decode")
+    LadderOutput.model_validate(doc)
+    (comp,) = doc["comparisons"]
+    assert comp["over"] == "M" and comp["artifact"] == "decode_mma_sm90a" and comp["runs"] >= 1
+    assert [p["at"] for p in comp["points"]] == [f"M={m}" for m in (1, 4, 8, 16, 32, 64)]
+    for point in comp["points"]:
+        assert set(point["time_us"]) <= {"fma_rows", "mma_tuned", "cublaslt_best", "cublas"}
+        assert point["fastest"] == min(point["time_us"], key=point["time_us"].get)
+    assert comp["fastest"].split(" ")[0] == comp["points"][0]["fastest"]
+    assert "comparisons" not in page_ladders(repo, "kernel-gemm-decode", "16x8192x8192")

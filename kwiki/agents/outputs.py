@@ -318,6 +318,26 @@ class AgentLadder(_Out):
                                                                                "per kernel")
 
 
+class ComparisonPoint(_Out):
+    at: str = Field(description="the size: 'M=16'")
+    fastest: str = Field(description="the variant with the shortest median time there")
+    time_us: dict[str, float] = Field(description="each variant's median time there, microseconds (a variant not "
+                                                  "measured there is absent)")
+
+
+class AgentComparison(_Out):
+    """A page's `compare`: variants of one artifact side by side over one size, the others held
+    (kwiki.results.comparisons), from the medians of the series' last runs on one GPU model."""
+
+    artifact: str
+    gpu: str
+    over: str = Field(description="the size parameter that varies")
+    at: str = Field(description="the parameters every point holds: 'N=8192, K=8192'")
+    runs: int = Field(description="the runs each median is over")
+    fastest: str = Field(description="which variant is fastest where, in words")
+    points: list[ComparisonPoint]
+
+
 class LadderOutput(_Out):
     """`kwiki show ID --ladder --json` and the MCP tool `get_ladder`: the ladders of a page's artifacts, each
     from its latest run on each GPU model in the results store (absolute times and rates, ratios to the
@@ -330,6 +350,8 @@ class LadderOutput(_Out):
     detail: Literal["brief", "full"] = Field(default="brief", description="full: parameters, clocks, Nsight "
                                                                           "Compute bytes and SASS checks too")
     ladders: list[AgentLadder]
+    comparisons: list[AgentComparison] = Field(default_factory=list, description="the page's `compare` entries: "
+                                                                                "the fastest variant at each size")
 
 
 class PageOutput(_Out):

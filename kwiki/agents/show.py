@@ -6,7 +6,8 @@ The JSON (schema/show.schema.json) is what scripts and agents read results from:
 
 It comes from the index (kwiki/agents/index.py), which stored it when it last read the page.
 
-`kwiki show ID --ladder` and the MCP tool `get_ladder`: a page's ladders as data, without its body.
+`kwiki show ID --ladder` and the MCP tool `get_ladder`: a page's ladders as data, without its body, and its
+`compare` entries (the fastest variant at each size, kwiki.results.comparisons).
 Each artifact the page names gives one ladder per GPU model: its latest run in the results store
 (kwiki.results.ladders.from_store), grouped by shape, with absolute times and rates, the ratio to the
 baseline and the share of the speed of light. `shape` keeps the groups whose label (`8192x8192,
@@ -107,4 +108,37 @@ def page_ladders(root: Path, page_id: str, shape: str | None = None, detail: str
     if detail != "brief":
         doc["detail"] = detail
     doc["ladders"] = out
+    comparisons = _comparisons(root, page, rows) if shape is None else []
+    if comparisons:
+        doc["comparisons"] = comparisons
     return doc
+
+
+def _comparisons(root: Path, page: dict[str, Any], rows: list[Any]) -> list[dict[str, Any]]:
+    """The page's `compare` entries as agents read them (outputs.AgentComparison): per GPU model its artifact ran
+    on, the fastest variant and each variant's median time at each size (kwiki.results.comparisons)."""
+    from kwiki.results import ladders
+    from kwiki.results.comparisons import compare_spec, leader_text
+    from kwiki.wiki.manifest import MANIFEST, load_manifest
+
+    front = page.get("front_matter") or {}
+    artifacts = front.get("artifacts") or {}
+    out: list[dict[str, Any]] = []
+    for comp in front.get("compare") or []:
+        rel = str(artifacts.get(comp.get("artifact"), "")).rstrip("/")
+        if not rel or not (root / rel / MANIFEST).is_file():
+            continue
+        try:
+            manifest = load_manifest(root / rel, root)
+        except KwikiError:
+            continue
+        for runs in ladders.store_runs(manifest, rows, rel):
+            spec = compare_spec(runs, manifest.name, comp["over"], dict(comp.get("at") or {}), comp["variants"])
+            if spec is None:
+                continue
+            points = [{"at": p["label"], "fastest": who,
+                       "time_us": {v: x["time_us"] for v, x in p["values"].items() if x["time_us"]}}
+                      for p, who in zip(spec["points"], spec["leaders"], strict=True)]
+            out.append({"artifact": manifest.name, "gpu": spec["gpu"], "over": spec["over"], "at": spec["at"],
+                        "runs": spec["runs"], "fastest": leader_text(spec), "points": points})
+    return out

@@ -199,7 +199,7 @@ def _curves(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
 def _comparisons(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> list[str]:
     """The page's `compare` entries (kwiki.site.curves.compare_spec), one chart per GPU model its artifact ran on,
     each with the fastest variant at each size in words under it; on the page that names them, owner or not."""
-    from kwiki.site.curves import compare_spec, leader_text
+    from kwiki.results.comparisons import compare_spec, leader_text
 
     assert sp.meta is not None
     out = []
