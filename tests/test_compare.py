@@ -21,8 +21,8 @@ from kwiki.site.curves import draw_compare
 def project(fixture_copy) -> Path:
     root = fixture_copy("verify/project", "project")
     manifest = root / "artifacts" / "host_ok" / "artifact.yaml"
-    manifest.write_text(manifest.read_text() + "shapes:\n  - {option: sizes, dims: [n, k], "
-                                               "values: ['1024x64', '4099x64']}\n")
+    manifest.write_text(manifest.read_text() + "shapes:\n  - {option: sizes, dims: [n, k], values: ['512x64', "
+                                               "'1024x64', '2048x64', '4099x64', '1024x128']}\n")
     return root
 
 
@@ -49,8 +49,11 @@ def test_a_comparison_of_declared_variants_over_a_dim_passes(project, capsys):
     ("{artifact: ok, over: n, at: {n: 1024}, variants: [fast, slow]}", "'n' is both the parameter drawn over"),
     ("{artifact: ok, over: n, variants: [fast]}", "compare[0].variants"),
     ("{artifact: ok, over: k, variants: [fast, slow]}",
-     "wiki/fixture.md:13: compare[0].at: k=64 is two shapes of artifacts/host_ok/artifact.yaml ({'n': 1024, 'k': 64} "
-     "and {'n': 4099, 'k': 64}): hold the other dims in `at`"),
+     "wiki/fixture.md:13: compare[0].at: k=64 is two shapes of artifacts/host_ok/artifact.yaml ({'n': 512, 'k': 64} "
+     "and {'n': 1024, 'k': 64}): hold the other dims in `at`"),
+    ("{artifact: ok, over: n, at: {k: 128}, variants: [fast, slow]}",
+     "wiki/fixture.md:13: compare[0].over: 1 sizes of n in artifacts/host_ok/artifact.yaml hold {'k': 128}: a "
+     "comparison draws from 4 or more"),
 ])
 def test_a_comparison_that_names_what_is_not_there_is_located(project, capsys, entry, located):
     _compare(project, entry)

@@ -12,9 +12,10 @@ from typing import Any
 from kwiki.core.numbers import params_text
 from kwiki.core.strict import Scalar
 from kwiki.results.ladders import Ladder, Rung, median_ladder
+from kwiki.wiki.model import MIN_SIZES
 from kwiki.wiki.owners import matches
 
-MIN_SIZES = 4  # fewer sizes draw no curve and no comparison
+__all__ = ["MIN_SIZES", "compare_spec", "fastest", "leader_text", "problem_roof_time", "runs_of", "size_of"]
 
 
 def size_of(params: dict[str, Scalar]) -> int:

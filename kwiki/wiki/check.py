@@ -613,8 +613,10 @@ def _comparison_problems(page: Page, manifests: dict[str, Manifest]) -> list[Pro
 
 
 def _one_point_each(page: Page, i: int, comp: Comparison, m: Manifest, rel: str) -> list[Problem]:
-    """A located problem where two declared shapes that hold `comp.at` share a value of `comp.over`: the chart would
-    have two points at one size."""
+    """A located problem where two declared shapes that hold `comp.at` share a value of `comp.over` (the chart would
+    have two points at one size), or where fewer than MIN_SIZES sizes hold it (the chart would never be drawn)."""
+    from kwiki.wiki.model import MIN_SIZES
+
     seen: dict[str, dict[str, int]] = {}
     for group in m.shapes:
         if comp.over not in group.dims:
@@ -627,4 +629,8 @@ def _one_point_each(page: Page, i: int, comp: Comparison, m: Manifest, rel: str)
                                     f"{comp.over}={key} is two shapes of {rel}/{MANIFEST} ({seen[key]} and {params}): "
                                     f"hold the other dims in `at`")]
                 seen[key] = params
+    if len(seen) < MIN_SIZES:
+        return [Problem(page.path, page.line_of("compare", i, "over"), f"compare[{i}].over",
+                        f"{len(seen)} sizes of {comp.over} in {rel}/{MANIFEST} hold {dict(comp.at)}: a comparison "
+                        f"draws from {MIN_SIZES} or more")]
     return []

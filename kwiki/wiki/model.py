@@ -232,6 +232,9 @@ class Term(Strict):
     measured_on: Slug | None = Field(default=None, description="the id of the page whose claims measure it")
 
 
+MIN_SIZES = 4  # the sizes a comparison (and a curve across sizes) needs: fewer draw nothing
+
+
 class Comparison(Strict):
     """Variants of one artifact drawn side by side over one size parameter, the others held (kwiki.site.curves): where
     one overtakes another, e.g. CUDA cores against tensor cores over the rows M of a decode GEMM."""
