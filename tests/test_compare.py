@@ -52,7 +52,7 @@ def test_a_comparison_of_declared_variants_over_a_dim_passes(project, capsys):
      "wiki/fixture.md:13: compare[0].at: k=64 is two shapes of artifacts/host_ok/artifact.yaml ({'n': 512, 'k': 64} "
      "and {'n': 1024, 'k': 64}): hold the other dims in `at`"),
     ("{artifact: ok, over: n, at: {k: 128}, variants: [fast, slow]}",
-     "wiki/fixture.md:13: compare[0].over: 1 sizes of n in artifacts/host_ok/artifact.yaml hold {'k': 128}: a "
+     "wiki/fixture.md:13: compare[0].over: 1 size of n in artifacts/host_ok/artifact.yaml holds {'k': 128}: a "
      "comparison draws from 4 or more"),
 ])
 def test_a_comparison_that_names_what_is_not_there_is_located(project, capsys, entry, located):

@@ -631,6 +631,7 @@ def _one_point_each(page: Page, i: int, comp: Comparison, m: Manifest, rel: str)
                 seen[key] = params
     if len(seen) < MIN_SIZES:
         return [Problem(page.path, page.line_of("compare", i, "over"), f"compare[{i}].over",
-                        f"{len(seen)} sizes of {comp.over} in {rel}/{MANIFEST} hold {dict(comp.at)}: a comparison "
-                        f"draws from {MIN_SIZES} or more")]
+                        f"{len(seen)} size{'' if len(seen) == 1 else 's'} of {comp.over} in {rel}/{MANIFEST} "
+                        f"hold{'s' if len(seen) == 1 else ''} {dict(comp.at)}: a comparison draws from {MIN_SIZES} "
+                        "or more")]
     return []
