@@ -9,13 +9,11 @@ The chains themselves run only on an H200 (kwiki verify)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
+from cuda_artifact import build, run_without_gpu, sass_kernels
 
 from kwiki.wiki.manifest import Manifest, load_manifest
 from kwiki.wiki.pages import load_page
@@ -23,7 +21,6 @@ from kwiki.wiki.pages import load_page
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACT = REPO / "artifacts" / "launch_chain_sm90a"
 PAGE = REPO / "wiki" / "nvidia" / "techniques" / "launch-cost.md"
-NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # a CUDA call fails here: a message seen before one proves none was made
 THREADS, VEC = 256, 4  # the step kernel's block and its fp32 elements per 16-byte vector
 
 
@@ -85,19 +82,10 @@ def test_the_page_names_the_artifact_and_its_claims_select_its_variants_at_its_s
 @pytest.fixture(scope="module")
 def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The artifact's source built with the manifest's flags for sm_90a."""
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not on PATH")
-    out = tmp_path_factory.mktemp("launch_chain") / "launch_chain"
-    flags = yaml.safe_load((ARTIFACT / "artifact.yaml").read_text())["build"]["flags"]
-    subprocess.run([nvcc, *flags, "-gencode=arch=compute_90a,code=sm_90a", f"-I{REPO / 'artifacts' / 'common'}",
-                    "-o", str(out), str(ARTIFACT / "launch_chain.cu")], check=True, capture_output=True, timeout=600)
-    return out
+    return build(tmp_path_factory, ARTIFACT, "launch_chain.cu")
 
 
-def run(binary: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **NO_GPU})
+run = run_without_gpu
 
 
 @pytest.mark.nvcc
@@ -116,14 +104,6 @@ def test_a_size_it_cannot_parse_is_refused_before_any_cuda_call(binary, elems):
     assert res.returncode == 2 and res.stdout == ""
     assert "usage error: --elems" in res.stderr
 
-
-def sass_kernels(binary: Path):
-    from kwiki.verify.sass import disassemble, find_tools
-
-    tools = find_tools()
-    if tools is None:
-        pytest.skip("no cuobjdump")
-    return disassemble(binary, tools)[0]
 
 
 @pytest.mark.nvcc

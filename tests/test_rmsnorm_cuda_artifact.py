@@ -7,13 +7,10 @@ so it proves the mechanism the rung adds. The kernels themselves run only on an 
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
+from cuda_artifact import build, run_without_gpu, sass_kernels
 
 from kwiki.wiki.manifest import Manifest, load_manifest
 from kwiki.wiki.pages import load_page
@@ -21,7 +18,6 @@ from kwiki.wiki.pages import load_page
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACT = REPO / "artifacts" / "rmsnorm_cuda_sm90a"
 PAGE = REPO / "wiki" / "nvidia" / "kernels" / "rmsnorm.md"
-NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # a CUDA call fails here: a message seen before one proves none was made
 
 
 def manifest() -> Manifest:
@@ -65,19 +61,10 @@ def test_the_page_names_the_artifact_and_its_claims_select_its_variants_at_its_s
 @pytest.fixture(scope="module")
 def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The artifact's source built with the manifest's flags for sm_90a."""
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not on PATH")
-    out = tmp_path_factory.mktemp("rmsnorm_cuda") / "rmsnorm"
-    flags = yaml.safe_load((ARTIFACT / "artifact.yaml").read_text())["build"]["flags"]
-    subprocess.run([nvcc, *flags, "-gencode=arch=compute_90a,code=sm_90a", f"-I{REPO / 'artifacts' / 'common'}",
-                    "-o", str(out), str(ARTIFACT / "rmsnorm.cu")], check=True, capture_output=True, timeout=600)
-    return out
+    return build(tmp_path_factory, ARTIFACT, "rmsnorm.cu")
 
 
-def run(binary: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **NO_GPU})
+run = run_without_gpu
 
 
 @pytest.mark.nvcc
@@ -102,14 +89,6 @@ def test_a_row_the_kernels_cannot_hold_is_refused_by_name_before_any_cuda_call(b
     assert f"rmsnorm: --shapes: {bad}: {why}" in res.stderr
     assert "usage error: --shapes wants" in res.stderr
 
-
-def sass_kernels(binary: Path):
-    from kwiki.verify.sass import disassemble, find_tools
-
-    tools = find_tools()
-    if tools is None:
-        pytest.skip("no cuobjdump")
-    return disassemble(binary, tools)[0]
 
 
 @pytest.mark.nvcc

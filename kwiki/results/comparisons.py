@@ -70,10 +70,10 @@ def compare_spec(runs: Sequence[Ladder], artifact: str, over: str, at: dict[str,
     ladder = median_ladder(series)
     groups = sorted((g for g in ladder.groups if over in g.params and matches(g.params, at)),
                     key=lambda g: (size_of({over: g.params[over]}), str(g.params[over])))
-    rows = [{v: next((r for r in g.rows if r.variant == v and r.status == "measured"), None) for v in variants}
-            for g in groups]
     if len({str(g.params[over]) for g in groups}) < len(groups):
         return None  # two shapes at one size: `at` holds too little (kwiki check says so, located)
+    rows = [{v: next((r for r in g.rows if r.variant == v and r.status == "measured"), None) for v in variants}
+            for g in groups]
     kept = [(g, found) for g, found in zip(groups, rows, strict=True)
             if sum(r is not None for r in found.values()) >= 2]
     if len(kept) < MIN_SIZES:
