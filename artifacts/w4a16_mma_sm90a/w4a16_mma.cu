@@ -41,6 +41,8 @@
 #include "kwiki_cublas.cuh"
 #include "kwiki_gemv.cuh"
 
+#include <set>
+
 namespace {
 
 using bf16 = __nv_bfloat16;
@@ -383,6 +385,79 @@ __global__ void __launch_bounds__(WARPS * 32, 1) w4s_kernel(const uint32_t* Wq, 
 }
 // /kwiki:rung w4_smem
 
+// kwiki:rung w4_async
+// The weights through shared memory instead of registers: each warp streams its own 16 channels' groups into a ring
+// of S slots of its own (1 KiB a slot: the 32 bytes a lane will itself read, so no barrier guards them), S - 1 groups
+// ahead with cp.async, the same commit groups as x's CTA-wide ring (w4s_kernel's); the scales ride a register ring of
+// S. Bytes in flight a warp: (S - 1) KiB of W, held by the copy engine, not by registers, so they do not cost warps.
+// Dynamic shared memory: S x (x's rows of one group + WARPS KiB of W).
+template <int MT, int WARPS, int S>
+constexpr int async_smem_bytes() { return S * (8 * MT * kXRow * int(sizeof(bf16)) + WARPS * 2 * 32 * int(sizeof(uint4))); }
+
+template <int MT, int WARPS, int S>
+__global__ void __launch_bounds__(WARPS * 32, 1) w4a_kernel(const uint32_t* Wq, const bf16* Sc, const bf16* x, bf16* y, float* ws,
+                                                         int M, int N, int K, int chunks_per_split) {
+    extern __shared__ uint4 smem[];
+    auto xs = reinterpret_cast<bf16 (*)[8 * MT][kXRow]>(smem);                                    // [S][8 MT][kXRow]
+    auto wr = reinterpret_cast<uint4 (*)[WARPS][2][32]>(smem + S * 8 * MT * kXRow * sizeof(bf16) / sizeof(uint4));  // [S][warp][h][lane]
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+    const int n0 = (blockIdx.x * WARPS + warp) * 16, split = blockIdx.y;
+    const int begin = split * chunks_per_split, end = min(K / kGroup, begin + chunks_per_split);
+    const Rows<MT, 1> rows(Wq, Sc, x, M, N, K, n0, g, q);
+    float sr[S][2];  // the scales of the groups in the ring, by slot
+    // Group c into slot `slot`: x's rows by all threads of the CTA, this lane's 2 x 16 bytes of W (rows past N: zeros,
+    // no read), the lane's two scales into registers; a commit either way (the count stays in step).
+    auto stage = [&](int c, int slot) {
+        if (c < end) {
+            for (int i = threadIdx.x; i < 8 * MT * 16; i += WARPS * 32) {
+                const int r = i / 16, piece = i % 16;
+                cp_async16(&xs[slot][r][8 * piece], x + size_t(r < M ? r : 0) * K + size_t(kGroup) * c + 8 * piece, r < M ? 16 : 0);
+            }
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                cp_async16(&wr[slot][warp][h][lane], rows.w[0][h] + 16 * c, rows.w_ok[0][h] ? 16 : 0);
+                sr[slot][h] = rows.w_ok[0][h] ? ld_s(rows.s[0][h] + c) : 0.0f;
+            }
+        }
+        cp_async_commit();
+    };
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) stage(begin + s, s);
+    float acc[1][MT][4] = {};
+#pragma unroll 1
+    for (int c0 = begin; c0 < end; c0 += S) {
+#pragma unroll
+        for (int u = 0; u < S; ++u) {
+            const int c = c0 + u;
+            if (c >= end) break;     // the same for every thread of the CTA: the barrier below is reached by all or none
+            cp_async_wait<S - 2>();  // group c's copies (this thread's part) have landed
+            __syncthreads();         // every thread's part of x has, and every warp is done with slot u - 1, refilled next
+            stage(c + S - 1, (u + S - 1) % S);
+            WChunk<1> wc;
+            XChunk<MT> xc;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) wc.w[0][h] = wr[u][warp][h][lane], wc.s[0][h] = sr[u][h];
+            const bf16* row = &xs[u][g][32 * q];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) xc.x[mt][i] = *reinterpret_cast<const uint4*>(row + 8 * mt * kXRow + 8 * i);
+            mma_chunk(acc, wc, xc);
+        }
+    }
+    cp_async_wait<0>();  // no copy outlives the CTA's shared memory
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int c = n0 + g + 8 * (r >> 1), m = 8 * mt + 2 * q + (r & 1);
+            if (m >= M || c >= N) continue;
+            if (gridDim.y == 1) y[size_t(m) * N + c] = __float2bfloat16_rn(acc[0][mt][r]);
+            else ws[(size_t(split) * M + m) * N + c] = acc[0][mt][r];
+        }
+}
+// /kwiki:rung w4_async
+
 // kwiki:rung w4_tuned
 // y[i] = the splits' partial sums of output i, added in split order: deterministic.
 __global__ void __launch_bounds__(256) reduce_splits_kernel(const float* ws, bf16* y, int outputs, int splits) {
@@ -419,6 +494,7 @@ struct Launch {
     Kernel kernel[2];
     int nt, warps, u, splits;
     int stages = 0;  // > 0: kernel[] holds w4s_kernel (x staged in shared memory, every warp its own channels)
+    int smem[2] = {0, 0};  // > 0: kernel[] holds w4a_kernel (W too through shared memory), its dynamic shared memory
 };
 
 template <int NT, int WARPS, int U, int SPLITS>
@@ -433,7 +509,15 @@ constexpr Launch smem_cfg() {
 }
 // /kwiki:rung w4_smem
 
-// Channels per CTA: 16 NT, times the warps when each warp owns its own (w4s_kernel).
+// kwiki:rung w4_async
+template <int WARPS, int S, int SPLITS>
+constexpr Launch async_cfg() {
+    return {{w4a_kernel<1, WARPS, S>, w4a_kernel<2, WARPS, S>}, 1, WARPS, S - 1, SPLITS, S,
+            {async_smem_bytes<1, WARPS, S>(), async_smem_bytes<2, WARPS, S>()}};
+}
+// /kwiki:rung w4_async
+
+// Channels per CTA: 16 NT, times the warps when each warp owns its own (w4s_kernel, w4a_kernel).
 int channels(const Launch& l) { return 16 * l.nt * (l.stages ? l.warps : 1); }
 
 int mt_index(int M) { return M <= 8 ? 0 : 1; }
@@ -455,6 +539,10 @@ const std::vector<Config>& configs() {
         {"x4_n1_w8_u2_s2", smem_cfg<1, 8, 2, 4, 2>()}, {"x4_n2_w4_u1_s2", smem_cfg<2, 4, 1, 4, 2>()},
         {"x4_n1_w4_u2_s2", smem_cfg<1, 4, 2, 4, 2>()}, {"x4_n1_w8_u1_s2", smem_cfg<1, 8, 1, 4, 2>()},
         {"x4_n1_w4_u2_s4", smem_cfg<1, 4, 2, 4, 4>()},
+        // W and x through shared memory: a<stages>_w<warps>_s<splits> (16 channels a warp, stages - 1 groups ahead)
+        {"a8_w4_s1", async_cfg<4, 8, 1>()}, {"a8_w4_s2", async_cfg<4, 8, 2>()}, {"a8_w8_s1", async_cfg<8, 8, 1>()},
+        {"a8_w8_s2", async_cfg<8, 8, 2>()}, {"a16_w4_s1", async_cfg<4, 16, 1>()}, {"a16_w4_s2", async_cfg<4, 16, 2>()},
+        {"a6_w8_s2", async_cfg<8, 6, 2>()}, {"a8_w4_s4", async_cfg<4, 8, 4>()}, {"a12_w8_s1", async_cfg<8, 12, 1>()},
     };
     return c;
 }
@@ -462,10 +550,20 @@ const std::vector<Config>& configs() {
 Launch config(const char* name) { return kwiki::find_config(configs(), name); }
 // /kwiki:rung w4_tuned
 
+// A kernel asking for more dynamic shared memory than the default 48 KiB opts in, once.
+void allow_smem(const Launch& l, int mt) {
+    if (l.smem[mt] <= 48 * 1024) return;
+    static std::set<const void*> raised;
+    if (raised.insert(reinterpret_cast<const void*>(l.kernel[mt])).second)
+        KWIKI_CHECK(cudaFuncSetAttribute(l.kernel[mt], cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem[mt]));
+}
+
 void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
     const int chunks = p.K / kGroup, per_split = (chunks + l.splits - 1) / l.splits;
     const dim3 grid((p.N + channels(l) - 1) / channels(l), l.splits);
-    l.kernel[mt_index(p.M)]<<<grid, 32 * l.warps, 0, s>>>(p.in->Wq.get(), p.in->scales.get(), p.in->x.get(), p.y, p.ws,
+    const int mt = mt_index(p.M);
+    allow_smem(l, mt);
+    l.kernel[mt]<<<grid, 32 * l.warps, l.smem[mt], s>>>(p.in->Wq.get(), p.in->scales.get(), p.in->x.get(), p.y, p.ws,
                                                            p.M, p.N, p.K, per_split);
     KWIKI_CHECK_LAST();
     if (l.splits == 1) return;
@@ -534,11 +632,13 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
     else {
         bind(c, kernel_run(l), false);
         const int threads = 32 * l.warps;
-        kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mt_index(sh.M)]), threads);
+        allow_smem(l, mt_index(sh.M));
+        kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mt_index(sh.M)]), threads, size_t(l.smem[mt_index(sh.M)]));
         c.extra.emplace_back("chunks_in_flight", l.u);
         c.extra.emplace_back("threads", threads);
         c.extra.emplace_back("channels_per_block", channels(l));
         if (l.stages) c.extra.emplace_back("x_stages_in_shared_memory", l.stages);
+        if (l.smem[0]) c.extra.emplace_back("w_stages_in_shared_memory", l.stages);
         c.extra.emplace_back("splits", l.splits);
     }
     if (v.kind == Kind::Tuned || v.kind == Kind::CublasLt) {
@@ -575,6 +675,9 @@ constexpr Variant kVariants[] = {
     // kwiki:rung w4_smem
     {{"w4_smem"}, Kind::Kernel, smem_cfg<1, 4, 2, 4, 1>()},
     // /kwiki:rung w4_smem
+    // kwiki:rung w4_async
+    {{"w4_async"}, Kind::Kernel, async_cfg<4, 8, 1>()},
+    // /kwiki:rung w4_async
     {{"w4_tuned"}, Kind::Tuned, {}},
     {{"cublas"}, Kind::Cublas, {}},
     {{"cublaslt_best"}, Kind::CublasLt, {}},
