@@ -61,10 +61,26 @@ uint64_t mix(uint64_t z) {  // splitmix64's finaliser: the host's random stream
     return z ^ (z >> 31);
 }
 
+// The offline reordering of the packed words into warp fragments, Marlin's idea in this kernel's fragment layout: for
+// each tile of 16 channels and each group, 1 KiB in the order the warp loads it, [h][lane][4 words] (lane 4g + q
+// holds row 16 tile + 8h + g's words 4q..4q+3 of the group), the groups of a tile one after the other. A warp's load
+// of a group is then 2 x 512 contiguous bytes and its walk along K one sequential stream, where the row-major words
+// give it 16 rows x 64 bytes, 4 KiB or more apart. Rows past N (the last tile's padding) are zero words.
+std::vector<uint32_t> tiled(const std::vector<uint32_t>& hq, int N, int K) {
+    const int groups = K / kGroup, tiles = (N + 15) / 16;
+    std::vector<uint32_t> t(size_t(tiles) * groups * 256, 0u);
+    for (int n = 0; n < N; ++n)
+        for (int c = 0; c < groups; ++c)
+            for (int q = 0; q < 4; ++q)
+                for (int w = 0; w < 4; ++w)
+                    t[((size_t(n / 16) * groups + c) * 2 + (n % 16) / 8) * 128 + (4 * (n % 8) + q) * 4 + w] = hq[size_t(n) * (K / 8) + 16 * c + 4 * q + w];
+    return t;
+}
+
 // One input set: q (N x K, 0..15) packed into words, scales m 2^-9 (m = 8..15) per group, x in [-1, 1), the bf16
 // weight (q - 8) s for the baselines, and y's fp64 reference.
 struct Inputs {
-    kwiki::DeviceBuffer<uint32_t> Wq;
+    kwiki::DeviceBuffer<uint32_t> Wq, Wt;  // Wt: the same words reordered offline into warp fragments (tiled())
     kwiki::DeviceBuffer<bf16> scales, x, W;
     std::vector<double> ref;
 
@@ -90,7 +106,10 @@ struct Inputs {
             hx[i] = __float2bfloat16(float(double(mix(seed ^ 0x77 ^ (i * 0x9e3779b97f4a7c15ull)) >> 11) / 9007199254740992.0 * 2.0 - 1.0));
             xd[i] = __bfloat162float(hx[i]);
         }
-        Wq = kwiki::DeviceBuffer<uint32_t>(hq.size()), scales = kwiki::DeviceBuffer<bf16>(hs.size());
+        const std::vector<uint32_t> ht = tiled(hq, N, K);
+        Wq = kwiki::DeviceBuffer<uint32_t>(hq.size()), Wt = kwiki::DeviceBuffer<uint32_t>(ht.size());
+        scales = kwiki::DeviceBuffer<bf16>(hs.size());
+        KWIKI_CHECK(cudaMemcpy(Wt.get(), ht.data(), ht.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
         x = kwiki::DeviceBuffer<bf16>(hx.size()), W = kwiki::DeviceBuffer<bf16>(hW.size());
         KWIKI_CHECK(cudaMemcpy(Wq.get(), hq.data(), hq.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
         KWIKI_CHECK(cudaMemcpy(scales.get(), hs.data(), hs.size() * sizeof(bf16), cudaMemcpyHostToDevice));
@@ -174,8 +193,10 @@ struct Chunk {
 
 // The lane's rows: rows of Wq past N and of x past M load zeros (their sums are never stored; a zero word of Wq
 // dequantizes to -8, harmless there).
-template <int MT, int NT>
+// TILED: Wq is in tiled()'s order (one group of a tile a 1 KiB block), else row-major.
+template <int MT, int NT, bool TILED = false>
 struct Rows {
+    static constexpr int kStep = TILED ? 256 : 16;  // words from one group of the lane's W rows to the next
     const uint32_t* w[NT][2];
     const bf16* s[NT][2];
     const bf16* x[MT];
@@ -188,7 +209,8 @@ struct Rows {
             for (int h = 0; h < 2; ++h) {
                 const int n = n0 + 16 * t + 8 * h + g;
                 w_ok[t][h] = n < N;
-                w[t][h] = Wq + size_t(w_ok[t][h] ? n : 0) * (K / 8) + 4 * q;
+                w[t][h] = TILED ? Wq + (size_t(n0 / 16 + t) * (K / kGroup) * 2 + h) * 128 + 4 * (4 * g + q)
+                                : Wq + size_t(w_ok[t][h] ? n : 0) * (K / 8) + 4 * q;
                 s[t][h] = S + size_t(w_ok[t][h] ? n : 0) * (K / kGroup);
             }
 #pragma unroll
@@ -205,7 +227,7 @@ struct Rows {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const bool ok = c < end && w_ok[t][h];
-                ch.w[t][h] = ok ? ld_w(w[t][h] + 16 * c) : make_uint4(0, 0, 0, 0);
+                ch.w[t][h] = ok ? ld_w(w[t][h] + kStep * c) : make_uint4(0, 0, 0, 0);
                 ch.s[t][h] = ok ? ld_s(s[t][h] + c) : 0.0f;
             }
     }
@@ -251,8 +273,8 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[NT][MT][4], const WChunk<
 // kwiki:rung w4_ring
 // The warp's chunks first, first + WARPS, ... below end. U = 1: load a chunk, its MMAs, the next. U > 1: a ring of U
 // chunks in registers, each slot refilled with the chunk U rounds ahead right after its MMAs.
-template <int MT, int NT, int WARPS, int U>
-__device__ __forceinline__ void k_loop(float (&acc)[NT][MT][4], const Rows<MT, NT>& rows, int first, int end) {
+template <int MT, int NT, int WARPS, int U, bool TILED>
+__device__ __forceinline__ void k_loop(float (&acc)[NT][MT][4], const Rows<MT, NT, TILED>& rows, int first, int end) {
     Chunk<MT, NT> ring[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) rows.load(ring[u], first + u * WARPS, end);
@@ -274,7 +296,7 @@ __device__ __forceinline__ void k_loop(float (&acc)[NT][MT][4], const Rows<MT, N
 // warps an SM at M <= 8, and at M = 16 with one tile and one group in flight, else 12: the kernel waits on chains of
 // dependent MMAs and on loads, and more warps hide more of both (Nsight Compute finds no eligible warp in most
 // cycles; the sweep measured the unbounded kernels, at 8 warps an SM, slower). No configuration spills.
-template <int MT, int NT, int WARPS, int U>
+template <int MT, int NT, int WARPS, int U, bool TILED>
 __global__ void __launch_bounds__(WARPS * 32, (MT == 1 || (NT == 1 && U == 1) ? 16 : 12) / WARPS) w4_kernel(const uint32_t* Wq, const bf16* S, const bf16* x, bf16* y, float* ws,
                                                         int M, int N, int K, int chunks_per_split) {
     constexpr int REGS = NT * MT * 4;
@@ -282,9 +304,9 @@ __global__ void __launch_bounds__(WARPS * 32, (MT == 1 || (NT == 1 && U == 1) ? 
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
     const int n0 = blockIdx.x * 16 * NT, split = blockIdx.y;
     const int begin = split * chunks_per_split, end = min(K / kGroup, begin + chunks_per_split);
-    const Rows<MT, NT> rows(Wq, S, x, M, N, K, n0, g, q);
+    const Rows<MT, NT, TILED> rows(Wq, S, x, M, N, K, n0, g, q);
     float acc[NT][MT][4] = {};
-    k_loop<MT, NT, WARPS, U>(acc, rows, begin + warp, end);
+    k_loop<MT, NT, WARPS, U, TILED>(acc, rows, begin + warp, end);
 #pragma unroll
     for (int h = WARPS / 2; h >= 1; h /= 2) {
         if (warp >= h && warp < 2 * h)
@@ -394,7 +416,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) w4s_kernel(const uint32_t* Wq, 
 template <int MT, int WARPS, int S>
 constexpr int async_smem_bytes() { return S * (8 * MT * kXRow * int(sizeof(bf16)) + WARPS * 2 * 32 * int(sizeof(uint4))); }
 
-template <int MT, int WARPS, int S>
+template <int MT, int WARPS, int S, bool TILED>
 __global__ void __launch_bounds__(WARPS * 32, 1) w4a_kernel(const uint32_t* Wq, const bf16* Sc, const bf16* x, bf16* y, float* ws,
                                                          int M, int N, int K, int chunks_per_split) {
     extern __shared__ uint4 smem[];
@@ -403,7 +425,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) w4a_kernel(const uint32_t* Wq, 
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
     const int n0 = (blockIdx.x * WARPS + warp) * 16, split = blockIdx.y;
     const int begin = split * chunks_per_split, end = min(K / kGroup, begin + chunks_per_split);
-    const Rows<MT, 1> rows(Wq, Sc, x, M, N, K, n0, g, q);
+    const Rows<MT, 1, TILED> rows(Wq, Sc, x, M, N, K, n0, g, q);
     float sr[S][2];  // the scales of the groups in the ring, by slot
     // Group c into slot `slot`: x's rows by all threads of the CTA, this lane's 2 x 16 bytes of W (rows past N: zeros,
     // no read), the lane's two scales into registers; a commit either way (the count stays in step).
@@ -415,7 +437,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) w4a_kernel(const uint32_t* Wq, 
             }
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                cp_async16(&wr[slot][warp][h][lane], rows.w[0][h] + 16 * c, rows.w_ok[0][h] ? 16 : 0);
+                cp_async16(&wr[slot][warp][h][lane], rows.w[0][h] + rows.kStep * c, rows.w_ok[0][h] ? 16 : 0);
                 sr[slot][h] = rows.w_ok[0][h] ? ld_s(rows.s[0][h] + c) : 0.0f;
             }
         }
@@ -495,11 +517,12 @@ struct Launch {
     int nt, warps, u, splits;
     int stages = 0;  // > 0: kernel[] holds w4s_kernel (x staged in shared memory, every warp its own channels)
     int smem[2] = {0, 0};  // > 0: kernel[] holds w4a_kernel (W too through shared memory), its dynamic shared memory
+    bool tiled = false;    // the kernels read Wt (the words reordered offline into warp fragments), not Wq
 };
 
-template <int NT, int WARPS, int U, int SPLITS>
+template <int NT, int WARPS, int U, int SPLITS, bool TILED = false>
 constexpr Launch w4_cfg() {
-    return {{w4_kernel<1, NT, WARPS, U>, w4_kernel<2, NT, WARPS, U>}, NT, WARPS, U, SPLITS};
+    return {{w4_kernel<1, NT, WARPS, U, TILED>, w4_kernel<2, NT, WARPS, U, TILED>}, NT, WARPS, U, SPLITS, 0, {0, 0}, TILED};
 }
 
 // kwiki:rung w4_smem
@@ -510,10 +533,10 @@ constexpr Launch smem_cfg() {
 // /kwiki:rung w4_smem
 
 // kwiki:rung w4_async
-template <int WARPS, int S, int SPLITS>
+template <int WARPS, int S, int SPLITS, bool TILED = false>
 constexpr Launch async_cfg() {
-    return {{w4a_kernel<1, WARPS, S>, w4a_kernel<2, WARPS, S>}, 1, WARPS, S - 1, SPLITS, S,
-            {async_smem_bytes<1, WARPS, S>(), async_smem_bytes<2, WARPS, S>()}};
+    return {{w4a_kernel<1, WARPS, S, TILED>, w4a_kernel<2, WARPS, S, TILED>}, 1, WARPS, S - 1, SPLITS, S,
+            {async_smem_bytes<1, WARPS, S>(), async_smem_bytes<2, WARPS, S>()}, TILED};
 }
 // /kwiki:rung w4_async
 
@@ -543,6 +566,12 @@ const std::vector<Config>& configs() {
         {"a8_w4_s1", async_cfg<4, 8, 1>()}, {"a8_w4_s2", async_cfg<4, 8, 2>()}, {"a8_w8_s1", async_cfg<8, 8, 1>()},
         {"a8_w8_s2", async_cfg<8, 8, 2>()}, {"a16_w4_s1", async_cfg<4, 16, 1>()}, {"a16_w4_s2", async_cfg<4, 16, 2>()},
         {"a6_w8_s2", async_cfg<8, 6, 2>()}, {"a8_w4_s4", async_cfg<4, 8, 4>()}, {"a12_w8_s1", async_cfg<8, 12, 1>()},
+        // the same on the words reordered offline into warp fragments: t_<configuration>
+        {"t_n1_w8_u1_s1", w4_cfg<1, 8, 1, 1, true>()}, {"t_n2_w8_u1_s1", w4_cfg<2, 8, 1, 1, true>()},
+        {"t_n2_w4_u1_s1", w4_cfg<2, 4, 1, 1, true>()}, {"t_n1_w4_u2_s1", w4_cfg<1, 4, 2, 1, true>()},
+        {"t_n2_w4_u1_s2", w4_cfg<2, 4, 1, 2, true>()}, {"t_n1_w8_u1_s2", w4_cfg<1, 8, 1, 2, true>()},
+        {"t_a8_w4_s1", async_cfg<4, 8, 1, true>()}, {"t_a8_w4_s2", async_cfg<4, 8, 2, true>()},
+        {"t_a8_w8_s2", async_cfg<8, 8, 2, true>()}, {"t_a16_w4_s2", async_cfg<4, 16, 2, true>()},
     };
     return c;
 }
@@ -563,7 +592,7 @@ void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
     const dim3 grid((p.N + channels(l) - 1) / channels(l), l.splits);
     const int mt = mt_index(p.M);
     allow_smem(l, mt);
-    l.kernel[mt]<<<grid, 32 * l.warps, l.smem[mt], s>>>(p.in->Wq.get(), p.in->scales.get(), p.in->x.get(), p.y, p.ws,
+    l.kernel[mt]<<<grid, 32 * l.warps, l.smem[mt], s>>>(l.tiled ? p.in->Wt.get() : p.in->Wq.get(), p.in->scales.get(), p.in->x.get(), p.y, p.ws,
                                                            p.M, p.N, p.K, per_split);
     KWIKI_CHECK_LAST();
     if (l.splits == 1) return;
