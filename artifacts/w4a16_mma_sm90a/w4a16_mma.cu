@@ -77,11 +77,21 @@ std::vector<uint32_t> tiled(const std::vector<uint32_t>& hq, int N, int K) {
     return t;
 }
 
+// The scales in the same order: for each tile and group, [g][h] (8 x 2 bf16), so that lane 4g + q's two scales (rows
+// 16 tile + g and + 8 + g) are one 32-bit word. Rows past N: zeros.
+std::vector<bf16> tiled_scales(const std::vector<bf16>& hs, int N, int K) {
+    const int groups = K / kGroup, tiles = (N + 15) / 16;
+    std::vector<bf16> t(size_t(tiles) * groups * 16, __float2bfloat16(0.0f));
+    for (int n = 0; n < N; ++n)
+        for (int c = 0; c < groups; ++c) t[(size_t(n / 16) * groups + c) * 16 + 2 * (n % 8) + (n % 16) / 8] = hs[size_t(n) * groups + c];
+    return t;
+}
+
 // One input set: q (N x K, 0..15) packed into words, scales m 2^-9 (m = 8..15) per group, x in [-1, 1), the bf16
 // weight (q - 8) s for the baselines, and y's fp64 reference.
 struct Inputs {
     kwiki::DeviceBuffer<uint32_t> Wq, Wt;  // Wt: the same words reordered offline into warp fragments (tiled())
-    kwiki::DeviceBuffer<bf16> scales, x, W;
+    kwiki::DeviceBuffer<bf16> scales, St, x, W;  // St: the scales in tiled()'s order (tiled_scales())
     std::vector<double> ref;
 
     void fill(int M, int N, int K, uint64_t seed) {
@@ -110,6 +120,9 @@ struct Inputs {
         Wq = kwiki::DeviceBuffer<uint32_t>(hq.size()), Wt = kwiki::DeviceBuffer<uint32_t>(ht.size());
         scales = kwiki::DeviceBuffer<bf16>(hs.size());
         KWIKI_CHECK(cudaMemcpy(Wt.get(), ht.data(), ht.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
+        const std::vector<bf16> hst = tiled_scales(hs, N, K);
+        St = kwiki::DeviceBuffer<bf16>(hst.size());
+        KWIKI_CHECK(cudaMemcpy(St.get(), hst.data(), hst.size() * sizeof(bf16), cudaMemcpyHostToDevice));
         x = kwiki::DeviceBuffer<bf16>(hx.size()), W = kwiki::DeviceBuffer<bf16>(hW.size());
         KWIKI_CHECK(cudaMemcpy(Wq.get(), hq.data(), hq.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
         KWIKI_CHECK(cudaMemcpy(scales.get(), hs.data(), hs.size() * sizeof(bf16), cudaMemcpyHostToDevice));
@@ -480,6 +493,125 @@ __global__ void __launch_bounds__(WARPS * 32, 1) w4a_kernel(const uint32_t* Wq, 
 }
 // /kwiki:rung w4_async
 
+// kwiki:rung w4_lean
+// A group's loads with nothing to guard, in the offline order: the weights as 2 x 512 contiguous bytes a warp, both of
+// a lane's scales in one 32-bit word, x's rows at indices clamped to M - 1 (columns of the MMA past M are never
+// stored, so they may hold any row), chunks past the warp's range clamped to its last (loaded, never used). The loop
+// then carries no predicate and no recomputed address: what w4_kernel spends on its guards goes.
+template <int MT>
+struct LeanChunk {
+    uint4 w[2];
+    uint32_t s;
+    uint4 x[MT][4];
+};
+
+__device__ __forceinline__ uint32_t ld_s2(const uint32_t* p) {  // a lane's two scales
+    uint32_t r;
+    asm("ld.global.nc.u32 %0, [%1];" : "=r"(r) : "l"(p));
+    return r;
+}
+
+// FOLD: the weights enter the MMAs as the bf16 128 + q (a LOP3 a pair, no HADD2), and 8 more MMAs a group with every
+// weight -136 (the bf16 pair 0xC308) add -136 x's sums: the same chains then hold the sums of x (q - 8), exactly
+// what the HADD2s gave, traded for tensor-pipe time.
+template <int MT, int NT>
+__device__ __forceinline__ void mma_chunk_fold(float (&acc)[NT][MT][4], const WChunk<NT>& ch, const XChunk<MT>& xc) {
+    constexpr uint32_t kMinus136 = 0xC308C308u;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        float part[2][MT][4] = {};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const uint32_t w0 = word(ch.w[t][0], j / 2), w1 = word(ch.w[t][1], j / 2);
+            const int r = 2 * (j % 2);
+            uint32_t a[4];
+            const uint32_t src[4] = {w0 >> (4 * r), w1 >> (4 * r), w0 >> (4 * r + 4), w1 >> (4 * r + 4)};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) asm("lop3.b32 %0, %1, 0x000F000F, 0x43004300, 0xEA;" : "=r"(a[i]) : "r"(src[i]));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const uint32_t b0 = word(xc.x[mt][j / 2], r), b1 = word(xc.x[mt][j / 2], r + 1);
+                mma_bf16(part[j % 2][mt], a[0], a[1], a[2], a[3], b0, b1);
+                mma_bf16(part[j % 2][mt], kMinus136, kMinus136, kMinus136, kMinus136, b0, b1);
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[t][mt][e] = fmaf(ch.s[t][e / 2], part[0][mt][e] + part[1][mt][e], acc[t][mt][e]);
+    }
+}
+
+template <int MT, int WARPS, int U, bool FOLD = false>
+__global__ void __launch_bounds__(WARPS * 32, ((U >= 4 ? 8 : 16) / WARPS > 0 ? (U >= 4 ? 8 : 16) / WARPS : 1)) w4l_kernel(const uint32_t* Wt, const bf16* St, const bf16* x, bf16* y, float* ws,
+                                                                   int M, int N, int K, int chunks_per_split) {
+    constexpr int REGS = MT * 4;
+    __shared__ float part[WARPS / 2 > 0 ? WARPS / 2 : 1][REGS][32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+    const int tile = blockIdx.x, n0 = 16 * tile, split = blockIdx.y, groups = K / kGroup;
+    const int begin = split * chunks_per_split, end = min(groups, begin + chunks_per_split), last = max(end - 1, 0);
+    const uint4* wp = reinterpret_cast<const uint4*>(Wt) + size_t(tile) * groups * 64 + lane;  // a group: [h][lane], 64 x 16 bytes
+    const uint32_t* sp = reinterpret_cast<const uint32_t*>(St) + size_t(tile) * groups * 8 + g;  // a group: 8 words
+    const bf16* xp[MT];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) xp[mt] = x + size_t(min(8 * mt + g, M - 1)) * K + 32 * q;
+    auto load = [&](LeanChunk<MT>& ch, int c) {
+        c = min(c, last);
+        ch.w[0] = ld_w(reinterpret_cast<const uint32_t*>(wp + 64 * c));
+        ch.w[1] = ld_w(reinterpret_cast<const uint32_t*>(wp + 64 * c + 32));
+        ch.s = ld_s2(sp + 8 * c);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) ch.x[mt][i] = ld_x(xp[mt] + kGroup * c + 8 * i);
+    };
+    float acc[1][MT][4] = {};
+    LeanChunk<MT> ring[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) load(ring[u], begin + warp + u * WARPS);
+#pragma unroll 1
+    for (int c = begin + warp; c < end; c += U * WARPS) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (u > 0 && c + u * WARPS >= end) break;
+            WChunk<1> wc;
+            XChunk<MT> xc;
+            wc.w[0][0] = ring[u].w[0], wc.w[0][1] = ring[u].w[1];
+            const __nv_bfloat162 s2 = *reinterpret_cast<const __nv_bfloat162*>(&ring[u].s);
+            wc.s[0][0] = __low2float(s2), wc.s[0][1] = __high2float(s2);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) xc.x[mt][i] = ring[u].x[mt][i];
+            if constexpr (FOLD) mma_chunk_fold(acc, wc, xc);
+            else mma_chunk(acc, wc, xc);
+            load(ring[u], c + (U + u) * WARPS);
+        }
+    }
+#pragma unroll
+    for (int h = WARPS / 2; h >= 1; h /= 2) {
+        if (warp >= h && warp < 2 * h)
+#pragma unroll
+            for (int r = 0; r < REGS; ++r) part[warp - h][r][lane] = (&acc[0][0][0])[r];
+        __syncthreads();
+        if (warp < h)
+#pragma unroll
+            for (int r = 0; r < REGS; ++r) (&acc[0][0][0])[r] += part[warp][r][lane];
+        __syncthreads();
+    }
+    if (warp != 0) return;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int c = n0 + g + 8 * (r >> 1), m = 8 * mt + 2 * q + (r & 1);
+            if (m >= M || c >= N) continue;
+            if (gridDim.y == 1) y[size_t(m) * N + c] = __float2bfloat16_rn(acc[0][mt][r]);
+            else ws[(size_t(split) * M + m) * N + c] = acc[0][mt][r];
+        }
+}
+// /kwiki:rung w4_lean
+
 // kwiki:rung w4_tuned
 // y[i] = the splits' partial sums of output i, added in split order: deterministic.
 __global__ void __launch_bounds__(256) reduce_splits_kernel(const float* ws, bf16* y, int outputs, int splits) {
@@ -518,6 +650,7 @@ struct Launch {
     int stages = 0;  // > 0: kernel[] holds w4s_kernel (x staged in shared memory, every warp its own channels)
     int smem[2] = {0, 0};  // > 0: kernel[] holds w4a_kernel (W too through shared memory), its dynamic shared memory
     bool tiled = false;    // the kernels read Wt (the words reordered offline into warp fragments), not Wq
+    bool lean = false;     // w4l_kernel: Wt and St (the scales in the same order)
 };
 
 template <int NT, int WARPS, int U, int SPLITS, bool TILED = false>
@@ -539,6 +672,13 @@ constexpr Launch async_cfg() {
             {async_smem_bytes<1, WARPS, S>(), async_smem_bytes<2, WARPS, S>()}, TILED};
 }
 // /kwiki:rung w4_async
+
+// kwiki:rung w4_lean
+template <int WARPS, int U, int SPLITS, bool FOLD = false>
+constexpr Launch lean_cfg() {
+    return {{w4l_kernel<1, WARPS, U, FOLD>, w4l_kernel<2, WARPS, U, FOLD>}, 1, WARPS, U, SPLITS, 0, {0, 0}, true, true};
+}
+// /kwiki:rung w4_lean
 
 // Channels per CTA: 16 NT, times the warps when each warp owns its own (w4s_kernel, w4a_kernel).
 int channels(const Launch& l) { return 16 * l.nt * (l.stages ? l.warps : 1); }
@@ -572,6 +712,12 @@ const std::vector<Config>& configs() {
         {"t_n2_w4_u1_s2", w4_cfg<2, 4, 1, 2, true>()}, {"t_n1_w8_u1_s2", w4_cfg<1, 8, 1, 2, true>()},
         {"t_a8_w4_s1", async_cfg<4, 8, 1, true>()}, {"t_a8_w4_s2", async_cfg<4, 8, 2, true>()},
         {"t_a8_w8_s2", async_cfg<8, 8, 2, true>()}, {"t_a16_w4_s2", async_cfg<4, 16, 2, true>()},
+        // w4l_kernel: l_w<warps>_u<groups in flight>_s<splits>
+        {"l_w8_u1_s1", lean_cfg<8, 1, 1>()}, {"l_w4_u2_s1", lean_cfg<4, 2, 1>()},
+        {"l_w4_u1_s1", lean_cfg<4, 1, 1>()}, {"l_w8_u1_s2", lean_cfg<8, 1, 2>()}, {"l_w4_u2_s2", lean_cfg<4, 2, 2>()},
+        {"l_w16_u1_s1", lean_cfg<16, 1, 1>()}, {"l_w4_u4_s1", lean_cfg<4, 4, 1>()},
+        {"lf_w8_u1_s1", lean_cfg<8, 1, 1, true>()}, {"lf_w4_u2_s1", lean_cfg<4, 2, 1, true>()},
+        {"lf_w4_u1_s1", lean_cfg<4, 1, 1, true>()}, {"lf_w8_u1_s2", lean_cfg<8, 1, 2, true>()},
     };
     return c;
 }
@@ -592,7 +738,7 @@ void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
     const dim3 grid((p.N + channels(l) - 1) / channels(l), l.splits);
     const int mt = mt_index(p.M);
     allow_smem(l, mt);
-    l.kernel[mt]<<<grid, 32 * l.warps, l.smem[mt], s>>>(l.tiled ? p.in->Wt.get() : p.in->Wq.get(), p.in->scales.get(), p.in->x.get(), p.y, p.ws,
+    l.kernel[mt]<<<grid, 32 * l.warps, l.smem[mt], s>>>(l.tiled ? p.in->Wt.get() : p.in->Wq.get(), l.lean ? p.in->St.get() : p.in->scales.get(), p.in->x.get(), p.y, p.ws,
                                                            p.M, p.N, p.K, per_split);
     KWIKI_CHECK_LAST();
     if (l.splits == 1) return;
