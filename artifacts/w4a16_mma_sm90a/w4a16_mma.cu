@@ -612,6 +612,102 @@ __global__ void __launch_bounds__(WARPS * 32, ((U >= 4 ? 8 : 16) / WARPS > 0 ? (
 }
 // /kwiki:rung w4_lean
 
+// kwiki:rung w4_deep
+// w4l_kernel with the weights and scales of S - 1 groups a warp in flight through shared memory: each lane copies
+// with cp.async exactly the 2 x 16 bytes of W and the 4 bytes of scales it will itself read into a ring of S slots of
+// its warp (no barrier guards them), so the groups in flight cost shared memory, not registers, and a warp's walk along
+// K waits on memory once, not once a group. x (read from L2, the same for every CTA) comes through registers UX groups
+// ahead. Dynamic shared memory: S x WARPS x (1 KiB + 128 bytes).
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(uint32_t(__cvta_generic_to_shared(dst))), "l"(src) : "memory");
+}
+
+template <int WARPS, int S>
+constexpr int deep_smem_bytes() { return S * WARPS * (2 * 32 * int(sizeof(uint4)) + 32 * int(sizeof(uint32_t))); }
+
+template <int MT, int WARPS, int S, int UX>
+__global__ void __launch_bounds__(WARPS * 32, (16 / WARPS > 0 ? 16 / WARPS : 1)) w4d_kernel(const uint32_t* Wt, const bf16* St, const bf16* x, bf16* y, float* ws,
+                                                                                  int M, int N, int K, int chunks_per_split) {
+    static_assert(S % UX == 0, "the x ring's slot must be known at compile time in the unrolled walk");
+    constexpr int REGS = MT * 4;
+    __shared__ float part[WARPS / 2 > 0 ? WARPS / 2 : 1][REGS][32];
+    extern __shared__ uint4 smem[];
+    auto wr = reinterpret_cast<uint4 (*)[WARPS][2][32]>(smem);                  // [S][warp][h][lane]
+    auto sr = reinterpret_cast<uint32_t (*)[WARPS][32]>(smem + S * WARPS * 64);  // [S][warp][lane]
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+    const int tile = blockIdx.x, n0 = 16 * tile, split = blockIdx.y, groups = K / kGroup;
+    const int begin = split * chunks_per_split, end = min(groups, begin + chunks_per_split), last = max(end - 1, 0);
+    const uint4* wp = reinterpret_cast<const uint4*>(Wt) + size_t(tile) * groups * 64 + lane;
+    const uint32_t* sp = reinterpret_cast<const uint32_t*>(St) + size_t(tile) * groups * 8 + g;
+    const bf16* xp[MT];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) xp[mt] = x + size_t(min(8 * mt + g, M - 1)) * K + 32 * q;
+    // the warp's i-th group is begin + warp + i WARPS
+    auto stage = [&](int i, int slot) {
+        const int c = begin + warp + i * WARPS;
+        if (c < end) {
+            cp_async16(&wr[slot][warp][0][lane], wp + 64 * c, 16);
+            cp_async16(&wr[slot][warp][1][lane], wp + 64 * c + 32, 16);
+            cp_async4(&sr[slot][warp][lane], sp + 8 * c);
+        }
+        cp_async_commit();
+    };
+    auto load_x = [&](XChunk<MT>& xc, int i) {
+        const int c = min(begin + warp + i * WARPS, last);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) xc.x[mt][k] = ld_x(xp[mt] + kGroup * c + 8 * k);
+    };
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) stage(s, s);
+    XChunk<MT> xr[UX];
+#pragma unroll
+    for (int u = 0; u < UX; ++u) load_x(xr[u], u);
+    float acc[1][MT][4] = {};
+#pragma unroll 1
+    for (int i0 = 0; begin + warp + i0 * WARPS < end; i0 += S) {
+#pragma unroll
+        for (int u = 0; u < S; ++u) {
+            const int i = i0 + u;
+            if (u > 0 && begin + warp + i * WARPS >= end) break;
+            cp_async_wait<S - 2>();  // this lane's copies of group i have landed
+            stage(i + S - 1, (u + S - 1) % S);  // into the slot of group i - 1, whose values this lane has used
+            WChunk<1> wc;
+            wc.w[0][0] = wr[u][warp][0][lane], wc.w[0][1] = wr[u][warp][1][lane];
+            const uint32_t s2w = sr[u][warp][lane];
+            const __nv_bfloat162 s2 = *reinterpret_cast<const __nv_bfloat162*>(&s2w);
+            wc.s[0][0] = __low2float(s2), wc.s[0][1] = __high2float(s2);
+            const XChunk<MT> xc = xr[u % UX];
+            load_x(xr[u % UX], i + UX);
+            mma_chunk(acc, wc, xc);
+        }
+    }
+    cp_async_wait<0>();
+#pragma unroll
+    for (int h = WARPS / 2; h >= 1; h /= 2) {
+        if (warp >= h && warp < 2 * h)
+#pragma unroll
+            for (int r = 0; r < REGS; ++r) part[warp - h][r][lane] = (&acc[0][0][0])[r];
+        __syncthreads();
+        if (warp < h)
+#pragma unroll
+            for (int r = 0; r < REGS; ++r) (&acc[0][0][0])[r] += part[warp][r][lane];
+        __syncthreads();
+    }
+    if (warp != 0) return;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int c = n0 + g + 8 * (r >> 1), m = 8 * mt + 2 * q + (r & 1);
+            if (m >= M || c >= N) continue;
+            if (gridDim.y == 1) y[size_t(m) * N + c] = __float2bfloat16_rn(acc[0][mt][r]);
+            else ws[(size_t(split) * M + m) * N + c] = acc[0][mt][r];
+        }
+}
+// /kwiki:rung w4_deep
+
 // kwiki:rung w4_tuned
 // y[i] = the splits' partial sums of output i, added in split order: deterministic.
 __global__ void __launch_bounds__(256) reduce_splits_kernel(const float* ws, bf16* y, int outputs, int splits) {
@@ -680,6 +776,14 @@ constexpr Launch lean_cfg() {
 }
 // /kwiki:rung w4_lean
 
+// kwiki:rung w4_deep
+template <int WARPS, int S, int UX, int SPLITS>
+constexpr Launch deep_cfg() {
+    return {{w4d_kernel<1, WARPS, S, UX>, w4d_kernel<2, WARPS, S, UX>}, 1, WARPS, S - 1, SPLITS, 0,
+            {deep_smem_bytes<WARPS, S>(), deep_smem_bytes<WARPS, S>()}, true, true};
+}
+// /kwiki:rung w4_deep
+
 // Channels per CTA: 16 NT, times the warps when each warp owns its own (w4s_kernel, w4a_kernel).
 int channels(const Launch& l) { return 16 * l.nt * (l.stages ? l.warps : 1); }
 
@@ -718,6 +822,11 @@ const std::vector<Config>& configs() {
         {"l_w16_u1_s1", lean_cfg<16, 1, 1>()}, {"l_w4_u4_s1", lean_cfg<4, 4, 1>()},
         {"lf_w8_u1_s1", lean_cfg<8, 1, 1, true>()}, {"lf_w4_u2_s1", lean_cfg<4, 2, 1, true>()},
         {"lf_w4_u1_s1", lean_cfg<4, 1, 1, true>()}, {"lf_w8_u1_s2", lean_cfg<8, 1, 2, true>()},
+        // w4d_kernel: d<stages>_x<groups of x ahead>_w<warps>_s<splits>
+        {"d4_x1_w8_s1", deep_cfg<8, 4, 1, 1>()}, {"d4_x2_w8_s1", deep_cfg<8, 4, 2, 1>()}, {"d8_x1_w8_s1", deep_cfg<8, 8, 1, 1>()},
+        {"d8_x2_w8_s1", deep_cfg<8, 8, 2, 1>()}, {"d4_x1_w4_s1", deep_cfg<4, 4, 1, 1>()}, {"d8_x2_w4_s1", deep_cfg<4, 8, 2, 1>()},
+        {"d4_x2_w4_s1", deep_cfg<4, 4, 2, 1>()}, {"d4_x1_w16_s1", deep_cfg<16, 4, 1, 1>()}, {"d8_x1_w4_s2", deep_cfg<4, 8, 1, 2>()},
+        {"d4_x2_w8_s2", deep_cfg<8, 4, 2, 2>()},
     };
     return c;
 }
