@@ -542,13 +542,18 @@ __device__ __forceinline__ void mma_chunk_fold(float (&acc)[NT][MT][4], const WC
     }
 }
 
-template <int MT, int WARPS, int U, bool FOLD = false>
-__global__ void __launch_bounds__(WARPS * 32, ((U >= 4 ? 8 : 16) / WARPS > 0 ? (U >= 4 ? 8 : 16) / WARPS : 1)) w4l_kernel(const uint32_t* Wt, const bf16* St, const bf16* x, bf16* y, float* ws,
+// WN tiles of 16 channels a CTA, WARPS warps splitting K for each: warp (wn, wk) = (threadIdx.x / 32 / WARPS, the
+// rest). The WN warps of one wk read the same x at about the same time, so all but the first find it in L1: x's reads
+// from L2 fall WN times (at M = 16 they are 4 times W's bytes for one tile).
+template <int MT, int WARPS, int U, bool FOLD = false, int WN = 1>
+__global__ void __launch_bounds__(WN * WARPS * 32, ((U >= 4 ? 8 : 16) / (WN * WARPS) > 0 ? (U >= 4 ? 8 : 16) / (WN * WARPS) : 1)) w4l_kernel(const uint32_t* Wt, const bf16* St, const bf16* x, bf16* y, float* ws,
                                                                    int M, int N, int K, int chunks_per_split) {
     constexpr int REGS = MT * 4;
-    __shared__ float part[WARPS / 2 > 0 ? WARPS / 2 : 1][REGS][32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
-    const int tile = blockIdx.x, n0 = 16 * tile, split = blockIdx.y, groups = K / kGroup;
+    __shared__ float part_all[WN][WARPS / 2 > 0 ? WARPS / 2 : 1][REGS][32];
+    const int lane = threadIdx.x & 31, wn = threadIdx.x / 32 / WARPS, warp = threadIdx.x / 32 % WARPS, g = lane / 4, q = lane % 4;
+    auto part = part_all[wn];
+    const int tiles = (N + 15) / 16, live = blockIdx.x * WN + wn < tiles, tile = min(int(blockIdx.x) * WN + wn, tiles - 1);
+    const int n0 = 16 * tile, split = blockIdx.y, groups = K / kGroup;
     const int begin = split * chunks_per_split, end = min(groups, begin + chunks_per_split), last = max(end - 1, 0);
     const uint4* wp = reinterpret_cast<const uint4*>(Wt) + size_t(tile) * groups * 64 + lane;  // a group: [h][lane], 64 x 16 bytes
     const uint32_t* sp = reinterpret_cast<const uint32_t*>(St) + size_t(tile) * groups * 8 + g;  // a group: 8 words
@@ -599,7 +604,7 @@ __global__ void __launch_bounds__(WARPS * 32, ((U >= 4 ? 8 : 16) / WARPS > 0 ? (
             for (int r = 0; r < REGS; ++r) (&acc[0][0][0])[r] += part[warp][r][lane];
         __syncthreads();
     }
-    if (warp != 0) return;
+    if (warp != 0 || !live) return;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -747,6 +752,7 @@ struct Launch {
     int smem[2] = {0, 0};  // > 0: kernel[] holds w4a_kernel (W too through shared memory), its dynamic shared memory
     bool tiled = false;    // the kernels read Wt (the words reordered offline into warp fragments), not Wq
     bool lean = false;     // w4l_kernel: Wt and St (the scales in the same order)
+    int wn = 1;            // w4l_kernel: tiles of 16 channels a CTA (warps = wn x warps)
 };
 
 template <int NT, int WARPS, int U, int SPLITS, bool TILED = false>
@@ -770,9 +776,9 @@ constexpr Launch async_cfg() {
 // /kwiki:rung w4_async
 
 // kwiki:rung w4_lean
-template <int WARPS, int U, int SPLITS, bool FOLD = false>
+template <int WARPS, int U, int SPLITS, bool FOLD = false, int WN = 1>
 constexpr Launch lean_cfg() {
-    return {{w4l_kernel<1, WARPS, U, FOLD>, w4l_kernel<2, WARPS, U, FOLD>}, 1, WARPS, U, SPLITS, 0, {0, 0}, true, true};
+    return {{w4l_kernel<1, WARPS, U, FOLD, WN>, w4l_kernel<2, WARPS, U, FOLD, WN>}, 1, WARPS, U, SPLITS, 0, {0, 0}, true, true, WN};
 }
 // /kwiki:rung w4_lean
 
@@ -785,7 +791,7 @@ constexpr Launch deep_cfg() {
 // /kwiki:rung w4_deep
 
 // Channels per CTA: 16 NT, times the warps when each warp owns its own (w4s_kernel, w4a_kernel).
-int channels(const Launch& l) { return 16 * l.nt * (l.stages ? l.warps : 1); }
+int channels(const Launch& l) { return 16 * l.nt * (l.stages ? l.warps : 1) * l.wn; }
 
 int mt_index(int M) { return M <= 8 ? 0 : 1; }
 
@@ -820,6 +826,12 @@ const std::vector<Config>& configs() {
         {"l_w8_u1_s1", lean_cfg<8, 1, 1>()}, {"l_w4_u2_s1", lean_cfg<4, 2, 1>()},
         {"l_w4_u1_s1", lean_cfg<4, 1, 1>()}, {"l_w8_u1_s2", lean_cfg<8, 1, 2>()}, {"l_w4_u2_s2", lean_cfg<4, 2, 2>()},
         {"l_w16_u1_s1", lean_cfg<16, 1, 1>()}, {"l_w4_u4_s1", lean_cfg<4, 4, 1>()},
+        // l<WN>_...: WN tiles a CTA sharing x through L1
+        {"l2_w4_u1_s1", lean_cfg<4, 1, 1, false, 2>()}, {"l4_w2_u1_s1", lean_cfg<2, 1, 1, false, 4>()},
+        {"l4_w4_u1_s1", lean_cfg<4, 1, 1, false, 4>()}, {"l2_w8_u1_s1", lean_cfg<8, 1, 1, false, 2>()},
+        {"l8_w2_u1_s1", lean_cfg<2, 1, 1, false, 8>()}, {"l4_w2_u2_s1", lean_cfg<2, 2, 1, false, 4>()},
+        {"l2_w4_u2_s1", lean_cfg<4, 2, 1, false, 2>()}, {"l4_w1_u1_s1", lean_cfg<1, 1, 1, false, 4>()},
+        {"l8_w1_u2_s1", lean_cfg<1, 2, 1, false, 8>()}, {"l4_w2_u1_s2", lean_cfg<2, 1, 2, false, 4>()},
         {"lf_w8_u1_s1", lean_cfg<8, 1, 1, true>()}, {"lf_w4_u2_s1", lean_cfg<4, 2, 1, true>()},
         {"lf_w4_u1_s1", lean_cfg<4, 1, 1, true>()}, {"lf_w8_u1_s2", lean_cfg<8, 1, 2, true>()},
         // w4d_kernel: d<stages>_x<groups of x ahead>_w<warps>_s<splits>
@@ -847,7 +859,7 @@ void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
     const dim3 grid((p.N + channels(l) - 1) / channels(l), l.splits);
     const int mt = mt_index(p.M);
     allow_smem(l, mt);
-    l.kernel[mt]<<<grid, 32 * l.warps, l.smem[mt], s>>>(l.tiled ? p.in->Wt.get() : p.in->Wq.get(), l.lean ? p.in->St.get() : p.in->scales.get(), p.in->x.get(), p.y, p.ws,
+    l.kernel[mt]<<<grid, 32 * l.warps * l.wn, l.smem[mt], s>>>(l.tiled ? p.in->Wt.get() : p.in->Wq.get(), l.lean ? p.in->St.get() : p.in->scales.get(), p.in->x.get(), p.y, p.ws,
                                                            p.M, p.N, p.K, per_split);
     KWIKI_CHECK_LAST();
     if (l.splits == 1) return;
@@ -915,7 +927,7 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
         bind(c, [g = sel.ltg.get(), i = sel.lt_best.index](const Problem& p, cudaStream_t s) { g->run(i, p.in->x.get(), p.in->W.get(), p.y, s); }, true);
     else {
         bind(c, kernel_run(l), false);
-        const int threads = 32 * l.warps;
+        const int threads = 32 * l.warps * l.wn;
         allow_smem(l, mt_index(sh.M));
         kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mt_index(sh.M)]), threads, size_t(l.smem[mt_index(sh.M)]));
         c.extra.emplace_back("chunks_in_flight", l.u);
