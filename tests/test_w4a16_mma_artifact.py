@@ -28,7 +28,7 @@ def manifest() -> Manifest:
 def test_the_ladder_and_a_shape_off_every_tile():
     m = manifest()
     assert [(v.name, v.rung) for v in m.variants] == [
-        ("w4_warp", 1), ("w4_ring", 2), ("w4_wide", 3), ("w4_smem", 4), ("w4_async", 5), ("w4_tuned", 6), ("cublas", 0),
+        ("w4_warp", 1), ("w4_ring", 2), ("w4_wide", 3), ("w4_smem", 4), ("w4_async", 5), ("w4_lean", 6), ("w4_tuned", 7), ("cublas", 0),
         ("cublaslt_best", 0), ("read_ceiling", None)]
     assert (m.baseline, m.ceiling) == ("cublas", "read_ceiling")
     shapes = [tuple(map(int, v.split("x"))) for v in m.shapes[0].values]
@@ -92,6 +92,7 @@ def test_a_shape_the_kernels_cannot_hold_is_refused_by_name_before_any_cuda_call
     ("w4_wide", "w4_warp", "require 'HMMA.16816.F32.BF16 >= 16'"),  # two tiles: twice the MMAs a group
     ("w4_smem", "w4_wide", "require 'LDGSTS.E.BYPASS.128'"),        # x staged in shared memory by cp.async
     ("w4_async", "w4_smem", "forbid 'LDG.E.NA.128'"),               # W no longer loaded into registers
+    ("w4_lean", "w4_async", "forbid 'LDG.E.U16'"),                  # both scales of a lane in one 32-bit load
 ])
 def test_each_rungs_sass_expectation_holds_on_it_and_fails_on_the_rung_below(binary, rung, below, words):
     from kwiki.verify.sass import check_variant
@@ -112,9 +113,9 @@ def test_the_int4_kernels_convert_without_i2f_and_no_configuration_spills(binary
 
     kernels = sass_kernels(binary)
     by_name = {v.name: v for v in manifest().variants}
-    for name in ("w4_warp", "w4_ring", "w4_wide", "w4_smem", "w4_async", "w4_tuned"):
+    for name in ("w4_warp", "w4_ring", "w4_wide", "w4_smem", "w4_async", "w4_lean", "w4_tuned"):
         assert check_variant(by_name[name], "sm_90a", kernels, {})[1] == [], name
-    mine = [k for k in kernels.values() if any(f"{n}<" in k.name for n in ("w4_kernel", "w4s_kernel", "w4a_kernel"))]
+    mine = [k for k in kernels.values() if any(f"{n}<" in k.name for n in ("w4_kernel", "w4s_kernel", "w4a_kernel", "w4l_kernel"))]
     assert len(mine) >= 10
     for k in mine:
         assert not any(op.startswith("I2F") for op in k.opcodes), k.name

@@ -31,12 +31,15 @@
 //
 // Variants (artifact.yaml lists each one's rung and description): w4_warp (one chunk per warp in flight), w4_ring (a
 // ring of 2 chunks per warp, each slot reloaded right after its MMAs, 4 warps a CTA), w4_wide (two 16-channel tiles a
-// warp: two independent chains of MMAs sharing the loads of x, 4 warps a CTA), w4_tuned (channels per CTA, warps, chunks in
-// flight and a K split across CTAs chosen per shape in a selection pass; splits add fp32 partials in split order), the
-// baselines cublas and cublaslt_best on the bf16 weight (their records count the bf16 weight's bytes), and
-// read_ceiling, the speed of light for the int4 bytes: Wq + scales + x + y over the read bandwidth fitted in the run.
-// Shapes: M from 1 to 16 (at 32 the chunks' registers spill), any N, K a multiple of 128 (the group size); 13x1003x4224 divides no tile along M or N and
-// gives the CTAs' warps uneven numbers of chunks.
+// warp: two independent chains of MMAs sharing the loads of x, 4 warps a CTA), w4_smem (x staged once per CTA in a
+// cp.async ring in shared memory, every warp on its own channels over all of K), w4_async (W too through shared
+// memory: a per-warp cp.async ring, 7 groups ahead), w4_lean (weights and scales reordered offline into warp fragments,
+// loads with nothing to guard), w4_tuned (the kernel, channels per CTA, warps, chunks in flight and a K split across
+// CTAs chosen per shape in a selection pass; splits add fp32 partials in split order), the baselines cublas and
+// cublaslt_best on the bf16 weight (their records count the bf16 weight's bytes), and read_ceiling, the speed of light
+// for the int4 bytes: Wq + scales + x + y over the read bandwidth fitted in the run.
+// Shapes: M from 1 to 16 (at 32 the chunks' registers spill), any N, K a multiple of 128 (the group size);
+// 13x1003x4224 divides no tile along M or N and gives the CTAs' warps uneven numbers of chunks.
 #include "kwiki_bench.cuh"
 #include "kwiki_cublas.cuh"
 #include "kwiki_gemv.cuh"
@@ -511,49 +514,15 @@ __device__ __forceinline__ uint32_t ld_s2(const uint32_t* p) {  // a lane's two 
     return r;
 }
 
-// FOLD: the weights enter the MMAs as the bf16 128 + q (a LOP3 a pair, no HADD2), and 8 more MMAs a group with every
-// weight -136 (the bf16 pair 0xC308) add -136 x's sums: the same chains then hold the sums of x (q - 8), exactly
-// what the HADD2s gave, traded for tensor-pipe time.
-template <int MT, int NT>
-__device__ __forceinline__ void mma_chunk_fold(float (&acc)[NT][MT][4], const WChunk<NT>& ch, const XChunk<MT>& xc) {
-    constexpr uint32_t kMinus136 = 0xC308C308u;
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-        float part[2][MT][4] = {};
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const uint32_t w0 = word(ch.w[t][0], j / 2), w1 = word(ch.w[t][1], j / 2);
-            const int r = 2 * (j % 2);
-            uint32_t a[4];
-            const uint32_t src[4] = {w0 >> (4 * r), w1 >> (4 * r), w0 >> (4 * r + 4), w1 >> (4 * r + 4)};
-#pragma unroll
-            for (int i = 0; i < 4; ++i) asm("lop3.b32 %0, %1, 0x000F000F, 0x43004300, 0xEA;" : "=r"(a[i]) : "r"(src[i]));
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                const uint32_t b0 = word(xc.x[mt][j / 2], r), b1 = word(xc.x[mt][j / 2], r + 1);
-                mma_bf16(part[j % 2][mt], a[0], a[1], a[2], a[3], b0, b1);
-                mma_bf16(part[j % 2][mt], kMinus136, kMinus136, kMinus136, kMinus136, b0, b1);
-            }
-        }
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[t][mt][e] = fmaf(ch.s[t][e / 2], part[0][mt][e] + part[1][mt][e], acc[t][mt][e]);
-    }
-}
-
-// WN tiles of 16 channels a CTA, WARPS warps splitting K for each: warp (wn, wk) = (threadIdx.x / 32 / WARPS, the
-// rest). The WN warps of one wk read the same x at about the same time, so all but the first find it in L1: x's reads
-// from L2 fall WN times (at M = 16 they are 4 times W's bytes for one tile).
-template <int MT, int WARPS, int U, bool FOLD = false, int WN = 1>
-__global__ void __launch_bounds__(WN * WARPS * 32, ((U >= 4 ? 8 : 16) / (WN * WARPS) > 0 ? (U >= 4 ? 8 : 16) / (WN * WARPS) : 1)) w4l_kernel(const uint32_t* Wt, const bf16* St, const bf16* x, bf16* y, float* ws,
+// 16 channels a CTA, its WARPS warps splitting K as w4_kernel's; the launch bounds as w4_kernel's with one tile and
+// one group in flight (16 warps an SM), or 8 with U >= 4 groups in flight.
+template <int MT, int WARPS, int U>
+__global__ void __launch_bounds__(WARPS * 32, ((U >= 4 ? 8 : 16) / WARPS > 0 ? (U >= 4 ? 8 : 16) / WARPS : 1)) w4l_kernel(const uint32_t* Wt, const bf16* St, const bf16* x, bf16* y, float* ws,
                                                                    int M, int N, int K, int chunks_per_split) {
     constexpr int REGS = MT * 4;
-    __shared__ float part_all[WN][WARPS / 2 > 0 ? WARPS / 2 : 1][REGS][32];
-    const int lane = threadIdx.x & 31, wn = threadIdx.x / 32 / WARPS, warp = threadIdx.x / 32 % WARPS, g = lane / 4, q = lane % 4;
-    auto part = part_all[wn];
-    const int tiles = (N + 15) / 16, live = blockIdx.x * WN + wn < tiles, tile = min(int(blockIdx.x) * WN + wn, tiles - 1);
-    const int n0 = 16 * tile, split = blockIdx.y, groups = K / kGroup;
+    __shared__ float part[WARPS / 2 > 0 ? WARPS / 2 : 1][REGS][32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+    const int tile = blockIdx.x, n0 = 16 * tile, split = blockIdx.y, groups = K / kGroup;
     const int begin = split * chunks_per_split, end = min(groups, begin + chunks_per_split), last = max(end - 1, 0);
     const uint4* wp = reinterpret_cast<const uint4*>(Wt) + size_t(tile) * groups * 64 + lane;  // a group: [h][lane], 64 x 16 bytes
     const uint32_t* sp = reinterpret_cast<const uint32_t*>(St) + size_t(tile) * groups * 8 + g;  // a group: 8 words
@@ -588,107 +557,10 @@ __global__ void __launch_bounds__(WN * WARPS * 32, ((U >= 4 ? 8 : 16) / (WN * WA
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int i = 0; i < 4; ++i) xc.x[mt][i] = ring[u].x[mt][i];
-            if constexpr (FOLD) mma_chunk_fold(acc, wc, xc);
-            else mma_chunk(acc, wc, xc);
+            mma_chunk(acc, wc, xc);
             load(ring[u], c + (U + u) * WARPS);
         }
     }
-#pragma unroll
-    for (int h = WARPS / 2; h >= 1; h /= 2) {
-        if (warp >= h && warp < 2 * h)
-#pragma unroll
-            for (int r = 0; r < REGS; ++r) part[warp - h][r][lane] = (&acc[0][0][0])[r];
-        __syncthreads();
-        if (warp < h)
-#pragma unroll
-            for (int r = 0; r < REGS; ++r) (&acc[0][0][0])[r] += part[warp][r][lane];
-        __syncthreads();
-    }
-    if (warp != 0 || !live) return;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const int c = n0 + g + 8 * (r >> 1), m = 8 * mt + 2 * q + (r & 1);
-            if (m >= M || c >= N) continue;
-            if (gridDim.y == 1) y[size_t(m) * N + c] = __float2bfloat16_rn(acc[0][mt][r]);
-            else ws[(size_t(split) * M + m) * N + c] = acc[0][mt][r];
-        }
-}
-// /kwiki:rung w4_lean
-
-// kwiki:rung w4_deep
-// w4l_kernel with the weights and scales of S - 1 groups a warp in flight through shared memory: each lane copies
-// with cp.async exactly the 2 x 16 bytes of W and the 4 bytes of scales it will itself read into a ring of S slots of
-// its warp (no barrier guards them), so the groups in flight cost shared memory, not registers, and a warp's walk along
-// K waits on memory once, not once a group. x (read from L2, the same for every CTA) comes through registers UX groups
-// ahead. Dynamic shared memory: S x WARPS x (1 KiB + 128 bytes).
-__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(uint32_t(__cvta_generic_to_shared(dst))), "l"(src) : "memory");
-}
-
-template <int WARPS, int S>
-constexpr int deep_smem_bytes() { return S * WARPS * (2 * 32 * int(sizeof(uint4)) + 32 * int(sizeof(uint32_t))); }
-
-template <int MT, int WARPS, int S, int UX>
-__global__ void __launch_bounds__(WARPS * 32, (16 / WARPS > 0 ? 16 / WARPS : 1)) w4d_kernel(const uint32_t* Wt, const bf16* St, const bf16* x, bf16* y, float* ws,
-                                                                                  int M, int N, int K, int chunks_per_split) {
-    static_assert(S % UX == 0, "the x ring's slot must be known at compile time in the unrolled walk");
-    constexpr int REGS = MT * 4;
-    __shared__ float part[WARPS / 2 > 0 ? WARPS / 2 : 1][REGS][32];
-    extern __shared__ uint4 smem[];
-    auto wr = reinterpret_cast<uint4 (*)[WARPS][2][32]>(smem);                  // [S][warp][h][lane]
-    auto sr = reinterpret_cast<uint32_t (*)[WARPS][32]>(smem + S * WARPS * 64);  // [S][warp][lane]
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
-    const int tile = blockIdx.x, n0 = 16 * tile, split = blockIdx.y, groups = K / kGroup;
-    const int begin = split * chunks_per_split, end = min(groups, begin + chunks_per_split), last = max(end - 1, 0);
-    const uint4* wp = reinterpret_cast<const uint4*>(Wt) + size_t(tile) * groups * 64 + lane;
-    const uint32_t* sp = reinterpret_cast<const uint32_t*>(St) + size_t(tile) * groups * 8 + g;
-    const bf16* xp[MT];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) xp[mt] = x + size_t(min(8 * mt + g, M - 1)) * K + 32 * q;
-    // the warp's i-th group is begin + warp + i WARPS
-    auto stage = [&](int i, int slot) {
-        const int c = begin + warp + i * WARPS;
-        if (c < end) {
-            cp_async16(&wr[slot][warp][0][lane], wp + 64 * c, 16);
-            cp_async16(&wr[slot][warp][1][lane], wp + 64 * c + 32, 16);
-            cp_async4(&sr[slot][warp][lane], sp + 8 * c);
-        }
-        cp_async_commit();
-    };
-    auto load_x = [&](XChunk<MT>& xc, int i) {
-        const int c = min(begin + warp + i * WARPS, last);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int k = 0; k < 4; ++k) xc.x[mt][k] = ld_x(xp[mt] + kGroup * c + 8 * k);
-    };
-#pragma unroll
-    for (int s = 0; s < S - 1; ++s) stage(s, s);
-    XChunk<MT> xr[UX];
-#pragma unroll
-    for (int u = 0; u < UX; ++u) load_x(xr[u], u);
-    float acc[1][MT][4] = {};
-#pragma unroll 1
-    for (int i0 = 0; begin + warp + i0 * WARPS < end; i0 += S) {
-#pragma unroll
-        for (int u = 0; u < S; ++u) {
-            const int i = i0 + u;
-            if (u > 0 && begin + warp + i * WARPS >= end) break;
-            cp_async_wait<S - 2>();  // this lane's copies of group i have landed
-            stage(i + S - 1, (u + S - 1) % S);  // into the slot of group i - 1, whose values this lane has used
-            WChunk<1> wc;
-            wc.w[0][0] = wr[u][warp][0][lane], wc.w[0][1] = wr[u][warp][1][lane];
-            const uint32_t s2w = sr[u][warp][lane];
-            const __nv_bfloat162 s2 = *reinterpret_cast<const __nv_bfloat162*>(&s2w);
-            wc.s[0][0] = __low2float(s2), wc.s[0][1] = __high2float(s2);
-            const XChunk<MT> xc = xr[u % UX];
-            load_x(xr[u % UX], i + UX);
-            mma_chunk(acc, wc, xc);
-        }
-    }
-    cp_async_wait<0>();
 #pragma unroll
     for (int h = WARPS / 2; h >= 1; h /= 2) {
         if (warp >= h && warp < 2 * h)
@@ -711,7 +583,7 @@ __global__ void __launch_bounds__(WARPS * 32, (16 / WARPS > 0 ? 16 / WARPS : 1))
             else ws[(size_t(split) * M + m) * N + c] = acc[0][mt][r];
         }
 }
-// /kwiki:rung w4_deep
+// /kwiki:rung w4_lean
 
 // kwiki:rung w4_tuned
 // y[i] = the splits' partial sums of output i, added in split order: deterministic.
@@ -752,7 +624,6 @@ struct Launch {
     int smem[2] = {0, 0};  // > 0: kernel[] holds w4a_kernel (W too through shared memory), its dynamic shared memory
     bool tiled = false;    // the kernels read Wt (the words reordered offline into warp fragments), not Wq
     bool lean = false;     // w4l_kernel: Wt and St (the scales in the same order)
-    int wn = 1;            // w4l_kernel: tiles of 16 channels a CTA (warps = wn x warps)
 };
 
 template <int NT, int WARPS, int U, int SPLITS, bool TILED = false>
@@ -776,22 +647,14 @@ constexpr Launch async_cfg() {
 // /kwiki:rung w4_async
 
 // kwiki:rung w4_lean
-template <int WARPS, int U, int SPLITS, bool FOLD = false, int WN = 1>
+template <int WARPS, int U, int SPLITS>
 constexpr Launch lean_cfg() {
-    return {{w4l_kernel<1, WARPS, U, FOLD, WN>, w4l_kernel<2, WARPS, U, FOLD, WN>}, 1, WARPS, U, SPLITS, 0, {0, 0}, true, true, WN};
+    return {{w4l_kernel<1, WARPS, U>, w4l_kernel<2, WARPS, U>}, 1, WARPS, U, SPLITS, 0, {0, 0}, true, true};
 }
 // /kwiki:rung w4_lean
 
-// kwiki:rung w4_deep
-template <int WARPS, int S, int UX, int SPLITS>
-constexpr Launch deep_cfg() {
-    return {{w4d_kernel<1, WARPS, S, UX>, w4d_kernel<2, WARPS, S, UX>}, 1, WARPS, S - 1, SPLITS, 0,
-            {deep_smem_bytes<WARPS, S>(), deep_smem_bytes<WARPS, S>()}, true, true};
-}
-// /kwiki:rung w4_deep
-
 // Channels per CTA: 16 NT, times the warps when each warp owns its own (w4s_kernel, w4a_kernel).
-int channels(const Launch& l) { return 16 * l.nt * (l.stages ? l.warps : 1) * l.wn; }
+int channels(const Launch& l) { return 16 * l.nt * (l.stages ? l.warps : 1); }
 
 int mt_index(int M) { return M <= 8 ? 0 : 1; }
 
@@ -812,33 +675,14 @@ const std::vector<Config>& configs() {
         {"x4_n1_w8_u2_s2", smem_cfg<1, 8, 2, 4, 2>()}, {"x4_n2_w4_u1_s2", smem_cfg<2, 4, 1, 4, 2>()},
         {"x4_n1_w4_u2_s2", smem_cfg<1, 4, 2, 4, 2>()}, {"x4_n1_w8_u1_s2", smem_cfg<1, 8, 1, 4, 2>()},
         {"x4_n1_w4_u2_s4", smem_cfg<1, 4, 2, 4, 4>()},
-        // W and x through shared memory: a<stages>_w<warps>_s<splits> (16 channels a warp, stages - 1 groups ahead)
-        {"a8_w4_s1", async_cfg<4, 8, 1>()}, {"a8_w4_s2", async_cfg<4, 8, 2>()}, {"a8_w8_s1", async_cfg<8, 8, 1>()},
-        {"a8_w8_s2", async_cfg<8, 8, 2>()}, {"a16_w4_s1", async_cfg<4, 16, 1>()}, {"a16_w4_s2", async_cfg<4, 16, 2>()},
-        {"a6_w8_s2", async_cfg<8, 6, 2>()}, {"a8_w4_s4", async_cfg<4, 8, 4>()}, {"a12_w8_s1", async_cfg<8, 12, 1>()},
-        // the same on the words reordered offline into warp fragments: t_<configuration>
-        {"t_n1_w8_u1_s1", w4_cfg<1, 8, 1, 1, true>()}, {"t_n2_w8_u1_s1", w4_cfg<2, 8, 1, 1, true>()},
-        {"t_n2_w4_u1_s1", w4_cfg<2, 4, 1, 1, true>()}, {"t_n1_w4_u2_s1", w4_cfg<1, 4, 2, 1, true>()},
-        {"t_n2_w4_u1_s2", w4_cfg<2, 4, 1, 2, true>()}, {"t_n1_w8_u1_s2", w4_cfg<1, 8, 1, 2, true>()},
-        {"t_a8_w4_s1", async_cfg<4, 8, 1, true>()}, {"t_a8_w4_s2", async_cfg<4, 8, 2, true>()},
-        {"t_a8_w8_s2", async_cfg<8, 8, 2, true>()}, {"t_a16_w4_s2", async_cfg<4, 16, 2, true>()},
-        // w4l_kernel: l_w<warps>_u<groups in flight>_s<splits>
-        {"l_w8_u1_s1", lean_cfg<8, 1, 1>()}, {"l_w4_u2_s1", lean_cfg<4, 2, 1>()},
-        {"l_w4_u1_s1", lean_cfg<4, 1, 1>()}, {"l_w8_u1_s2", lean_cfg<8, 1, 2>()}, {"l_w4_u2_s2", lean_cfg<4, 2, 2>()},
-        {"l_w16_u1_s1", lean_cfg<16, 1, 1>()}, {"l_w4_u4_s1", lean_cfg<4, 4, 1>()},
-        // l<WN>_...: WN tiles a CTA sharing x through L1
-        {"l2_w4_u1_s1", lean_cfg<4, 1, 1, false, 2>()}, {"l4_w2_u1_s1", lean_cfg<2, 1, 1, false, 4>()},
-        {"l4_w4_u1_s1", lean_cfg<4, 1, 1, false, 4>()}, {"l2_w8_u1_s1", lean_cfg<8, 1, 1, false, 2>()},
-        {"l8_w2_u1_s1", lean_cfg<2, 1, 1, false, 8>()}, {"l4_w2_u2_s1", lean_cfg<2, 2, 1, false, 4>()},
-        {"l2_w4_u2_s1", lean_cfg<4, 2, 1, false, 2>()}, {"l4_w1_u1_s1", lean_cfg<1, 1, 1, false, 4>()},
-        {"l8_w1_u2_s1", lean_cfg<1, 2, 1, false, 8>()}, {"l4_w2_u1_s2", lean_cfg<2, 1, 2, false, 4>()},
-        {"lf_w8_u1_s1", lean_cfg<8, 1, 1, true>()}, {"lf_w4_u2_s1", lean_cfg<4, 2, 1, true>()},
-        {"lf_w4_u1_s1", lean_cfg<4, 1, 1, true>()}, {"lf_w8_u1_s2", lean_cfg<8, 1, 2, true>()},
-        // w4d_kernel: d<stages>_x<groups of x ahead>_w<warps>_s<splits>
-        {"d4_x1_w8_s1", deep_cfg<8, 4, 1, 1>()}, {"d4_x2_w8_s1", deep_cfg<8, 4, 2, 1>()}, {"d8_x1_w8_s1", deep_cfg<8, 8, 1, 1>()},
-        {"d8_x2_w8_s1", deep_cfg<8, 8, 2, 1>()}, {"d4_x1_w4_s1", deep_cfg<4, 4, 1, 1>()}, {"d8_x2_w4_s1", deep_cfg<4, 8, 2, 1>()},
-        {"d4_x2_w4_s1", deep_cfg<4, 4, 2, 1>()}, {"d4_x1_w16_s1", deep_cfg<16, 4, 1, 1>()}, {"d8_x1_w4_s2", deep_cfg<4, 8, 1, 2>()},
-        {"d4_x2_w8_s2", deep_cfg<8, 4, 2, 2>()},
+        // W and x through shared memory (w4a_kernel): a<stages>_w<warps>_s<splits>, 16 channels a warp, stages - 1 groups ahead
+        {"a8_w4_s1", async_cfg<4, 8, 1>()}, {"a8_w4_s2", async_cfg<4, 8, 2>()}, {"a8_w8_s2", async_cfg<8, 8, 2>()},
+        // on the words reordered offline into warp fragments: t_<configuration>
+        {"t_n2_w4_u1_s1", w4_cfg<2, 4, 1, 1, true>()}, {"t_n2_w8_u1_s1", w4_cfg<2, 8, 1, 1, true>()},
+        {"t_a8_w4_s1", async_cfg<4, 8, 1, true>()},
+        // w4l_kernel (weights and scales reordered, nothing to guard): l_w<warps>_u<groups in flight>_s<splits>
+        {"l_w8_u1_s1", lean_cfg<8, 1, 1>()}, {"l_w4_u1_s1", lean_cfg<4, 1, 1>()}, {"l_w4_u2_s1", lean_cfg<4, 2, 1>()},
+        {"l_w16_u1_s1", lean_cfg<16, 1, 1>()}, {"l_w8_u1_s2", lean_cfg<8, 1, 2>()},
     };
     return c;
 }
@@ -859,7 +703,7 @@ void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
     const dim3 grid((p.N + channels(l) - 1) / channels(l), l.splits);
     const int mt = mt_index(p.M);
     allow_smem(l, mt);
-    l.kernel[mt]<<<grid, 32 * l.warps * l.wn, l.smem[mt], s>>>(l.tiled ? p.in->Wt.get() : p.in->Wq.get(), l.lean ? p.in->St.get() : p.in->scales.get(), p.in->x.get(), p.y, p.ws,
+    l.kernel[mt]<<<grid, 32 * l.warps, l.smem[mt], s>>>(l.tiled ? p.in->Wt.get() : p.in->Wq.get(), l.lean ? p.in->St.get() : p.in->scales.get(), p.in->x.get(), p.y, p.ws,
                                                            p.M, p.N, p.K, per_split);
     KWIKI_CHECK_LAST();
     if (l.splits == 1) return;
@@ -927,7 +771,7 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
         bind(c, [g = sel.ltg.get(), i = sel.lt_best.index](const Problem& p, cudaStream_t s) { g->run(i, p.in->x.get(), p.in->W.get(), p.y, s); }, true);
     else {
         bind(c, kernel_run(l), false);
-        const int threads = 32 * l.warps * l.wn;
+        const int threads = 32 * l.warps;
         allow_smem(l, mt_index(sh.M));
         kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mt_index(sh.M)]), threads, size_t(l.smem[mt_index(sh.M)]));
         c.extra.emplace_back("chunks_in_flight", l.u);
@@ -974,6 +818,9 @@ constexpr Variant kVariants[] = {
     // kwiki:rung w4_async
     {{"w4_async"}, Kind::Kernel, async_cfg<4, 8, 1>()},
     // /kwiki:rung w4_async
+    // kwiki:rung w4_lean
+    {{"w4_lean"}, Kind::Kernel, lean_cfg<8, 1, 1>()},
+    // /kwiki:rung w4_lean
     {{"w4_tuned"}, Kind::Tuned, {}},
     {{"cublas"}, Kind::Cublas, {}},
     {{"cublaslt_best"}, Kind::CublasLt, {}},
