@@ -514,45 +514,25 @@ __device__ __forceinline__ uint32_t ld_s2(const uint32_t* p) {  // a lane's two 
     return r;
 }
 
-__device__ __forceinline__ uint4 ld_w_l1(const uint32_t* p) {  // 16 bytes of Wq that the CTA's other half reads too
-    uint4 r;
-    asm("ld.global.nc.L1::evict_last.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-    return r;
-}
-
-constexpr int lean_blocks(int warps, int u, int halves) {  // CTAs an SM the launch bounds ask registers for
-    return ((u >= 4 ? 8 : 16 * halves) / (warps * halves)) > 0 ? (u >= 4 ? 8 : 16 * halves) / (warps * halves) : 1;
-}
-
 // 16 channels a CTA, its WARPS warps splitting K as w4_kernel's; the launch bounds as w4_kernel's with one tile and
-// one group in flight (16 warps an SM), or 8 with U >= 4 groups in flight. HALVES = 2 (MT = 1, M from 9 to 16): the
-// CTA's warps in two halves, rows 0..7 and 8..15 of x, each one n8 tile over the same weights: at 64 registers a
-// thread an SM holds 32 warps where one warp with both tiles needs more than 64 (16 warps); the second half finds
-// the weights in L1, and the unpacking is done twice.
-template <int MT, int WARPS, int U, int HALVES = 1>
-__global__ void __launch_bounds__(WARPS * HALVES * 32, lean_blocks(WARPS, U, HALVES)) w4l_kernel(const uint32_t* Wt, const bf16* St, const bf16* x, bf16* y, float* ws,
+// one group in flight (16 warps an SM), or 8 with U >= 4 groups in flight.
+template <int MT, int WARPS, int U>
+__global__ void __launch_bounds__(WARPS * 32, ((U >= 4 ? 8 : 16) / WARPS > 0 ? (U >= 4 ? 8 : 16) / WARPS : 1)) w4l_kernel(const uint32_t* Wt, const bf16* St, const bf16* x, bf16* y, float* ws,
                                                                    int M, int N, int K, int chunks_per_split) {
-    static_assert(HALVES == 1 || MT == 1, "two halves of one n8 tile each");
     constexpr int REGS = MT * 4;
-    __shared__ float part_of[HALVES][WARPS / 2 > 0 ? WARPS / 2 : 1][REGS][32];
-    const int lane = threadIdx.x & 31, half = threadIdx.x / 32 / WARPS, warp = threadIdx.x / 32 % WARPS, g = lane / 4, q = lane % 4;
-    auto part = part_of[half];
+    __shared__ float part[WARPS / 2 > 0 ? WARPS / 2 : 1][REGS][32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
     const int tile = blockIdx.x, n0 = 16 * tile, split = blockIdx.y, groups = K / kGroup;
     const int begin = split * chunks_per_split, end = min(groups, begin + chunks_per_split), last = max(end - 1, 0);
     const uint4* wp = reinterpret_cast<const uint4*>(Wt) + size_t(tile) * groups * 64 + lane;  // a group: [h][lane], 64 x 16 bytes
     const uint32_t* sp = reinterpret_cast<const uint32_t*>(St) + size_t(tile) * groups * 8 + g;  // a group: 8 words
     const bf16* xp[MT];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) xp[mt] = x + size_t(min(8 * (mt + half) + g, M - 1)) * K + 32 * q;
+    for (int mt = 0; mt < MT; ++mt) xp[mt] = x + size_t(min(8 * mt + g, M - 1)) * K + 32 * q;
     auto load = [&](LeanChunk<MT>& ch, int c) {
         c = min(c, last);
-        if constexpr (HALVES == 1) {
-            ch.w[0] = ld_w(reinterpret_cast<const uint32_t*>(wp + 64 * c));
-            ch.w[1] = ld_w(reinterpret_cast<const uint32_t*>(wp + 64 * c + 32));
-        } else {
-            ch.w[0] = ld_w_l1(reinterpret_cast<const uint32_t*>(wp + 64 * c));
-            ch.w[1] = ld_w_l1(reinterpret_cast<const uint32_t*>(wp + 64 * c + 32));
-        }
+        ch.w[0] = ld_w(reinterpret_cast<const uint32_t*>(wp + 64 * c));
+        ch.w[1] = ld_w(reinterpret_cast<const uint32_t*>(wp + 64 * c + 32));
         ch.s = ld_s2(sp + 8 * c);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -597,7 +577,7 @@ __global__ void __launch_bounds__(WARPS * HALVES * 32, lean_blocks(WARPS, U, HAL
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-            const int c = n0 + g + 8 * (r >> 1), m = 8 * (mt + half) + 2 * q + (r & 1);
+            const int c = n0 + g + 8 * (r >> 1), m = 8 * mt + 2 * q + (r & 1);
             if (m >= M || c >= N) continue;
             if (gridDim.y == 1) y[size_t(m) * N + c] = __float2bfloat16_rn(acc[0][mt][r]);
             else ws[(size_t(split) * M + m) * N + c] = acc[0][mt][r];
@@ -644,7 +624,6 @@ struct Launch {
     int smem[2] = {0, 0};  // > 0: kernel[] holds w4a_kernel (W too through shared memory), its dynamic shared memory
     bool tiled = false;    // the kernels read Wt (the words reordered offline into warp fragments), not Wq
     bool lean = false;     // w4l_kernel: Wt and St (the scales in the same order)
-    int halves = 1;        // 2: at M > 8 the CTA has 2 x warps, one n8 tile of x each half
 };
 
 template <int NT, int WARPS, int U, int SPLITS, bool TILED = false>
@@ -671,11 +650,6 @@ constexpr Launch async_cfg() {
 template <int WARPS, int U, int SPLITS>
 constexpr Launch lean_cfg() {
     return {{w4l_kernel<1, WARPS, U>, w4l_kernel<2, WARPS, U>}, 1, WARPS, U, SPLITS, 0, {0, 0}, true, true};
-}
-// At M > 8 two halves of WARPS warps, one n8 tile of x each (at M <= 8 w4_lean's kernel)
-template <int WARPS, int U, int SPLITS>
-constexpr Launch halves_cfg() {
-    return {{w4l_kernel<1, WARPS, U>, w4l_kernel<1, WARPS, U, 2>}, 1, WARPS, U, SPLITS, 0, {0, 0}, true, true, 2};
 }
 // /kwiki:rung w4_lean
 
@@ -709,9 +683,6 @@ const std::vector<Config>& configs() {
         // w4l_kernel (weights and scales reordered, nothing to guard): l_w<warps>_u<groups in flight>_s<splits>
         {"l_w8_u1_s1", lean_cfg<8, 1, 1>()}, {"l_w4_u1_s1", lean_cfg<4, 1, 1>()}, {"l_w4_u2_s1", lean_cfg<4, 2, 1>()},
         {"l_w16_u1_s1", lean_cfg<16, 1, 1>()}, {"l_w8_u1_s2", lean_cfg<8, 1, 2>()},
-        // two halves at M > 8: h_w<warps a half>_u<groups in flight>_s<splits>
-        {"h_w8_u1_s1", halves_cfg<8, 1, 1>()}, {"h_w4_u1_s1", halves_cfg<4, 1, 1>()},
-        {"h_w8_u1_s2", halves_cfg<8, 1, 2>()}, {"h_w16_u1_s1", halves_cfg<16, 1, 1>()},
     };
     return c;
 }
@@ -727,14 +698,12 @@ void allow_smem(const Launch& l, int mt) {
         KWIKI_CHECK(cudaFuncSetAttribute(l.kernel[mt], cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem[mt]));
 }
 
-int threads(const Launch& l, int mt) { return 32 * l.warps * (mt == 1 ? l.halves : 1); }
-
 void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
     const int chunks = p.K / kGroup, per_split = (chunks + l.splits - 1) / l.splits;
     const dim3 grid((p.N + channels(l) - 1) / channels(l), l.splits);
     const int mt = mt_index(p.M);
     allow_smem(l, mt);
-    l.kernel[mt]<<<grid, threads(l, mt), l.smem[mt], s>>>(l.tiled ? p.in->Wt.get() : p.in->Wq.get(), l.lean ? p.in->St.get() : p.in->scales.get(), p.in->x.get(), p.y, p.ws,
+    l.kernel[mt]<<<grid, 32 * l.warps, l.smem[mt], s>>>(l.tiled ? p.in->Wt.get() : p.in->Wq.get(), l.lean ? p.in->St.get() : p.in->scales.get(), p.in->x.get(), p.y, p.ws,
                                                            p.M, p.N, p.K, per_split);
     KWIKI_CHECK_LAST();
     if (l.splits == 1) return;
@@ -802,7 +771,7 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const Shape& sh, c
         bind(c, [g = sel.ltg.get(), i = sel.lt_best.index](const Problem& p, cudaStream_t s) { g->run(i, p.in->x.get(), p.in->W.get(), p.y, s); }, true);
     else {
         bind(c, kernel_run(l), false);
-        const int threads = ::threads(l, mt_index(sh.M));
+        const int threads = 32 * l.warps;
         allow_smem(l, mt_index(sh.M));
         kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(l.kernel[mt_index(sh.M)]), threads, size_t(l.smem[mt_index(sh.M)]));
         c.extra.emplace_back("chunks_in_flight", l.u);
