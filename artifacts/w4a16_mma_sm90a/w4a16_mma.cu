@@ -69,14 +69,18 @@ uint64_t mix(uint64_t z) {  // splitmix64's finaliser: the host's random stream
 // holds row 16 tile + 8h + g's words 4q..4q+3 of the group), the groups of a tile one after the other. A warp's load
 // of a group is then 2 x 512 contiguous bytes and its walk along K one sequential stream, where the row-major words
 // give it 16 rows x 64 bytes, 4 KiB or more apart. Rows past N (the last tile's padding) are zero words.
-std::vector<uint32_t> tiled(const std::vector<uint32_t>& hq, int N, int K) {
+// interleaved (w4_lean's order): lane q's word i is the group's word 4i + q (weights k0 + 32i + 8q + 0..7), not 4q + i,
+// so that the lane's four 16-byte loads of x are at k0 + 32i + 8q: each load of the warp reads 64 contiguous bytes of
+// each of its 8 rows of x (half an L1 line), where k0 + 32q + 8i spreads them over 256 bytes (two lines a row).
+std::vector<uint32_t> tiled(const std::vector<uint32_t>& hq, int N, int K, bool interleaved = false) {
     const int groups = K / kGroup, tiles = (N + 15) / 16;
     std::vector<uint32_t> t(size_t(tiles) * groups * 256, 0u);
     for (int n = 0; n < N; ++n)
         for (int c = 0; c < groups; ++c)
             for (int q = 0; q < 4; ++q)
                 for (int w = 0; w < 4; ++w)
-                    t[((size_t(n / 16) * groups + c) * 2 + (n % 16) / 8) * 128 + (4 * (n % 8) + q) * 4 + w] = hq[size_t(n) * (K / 8) + 16 * c + 4 * q + w];
+                    t[((size_t(n / 16) * groups + c) * 2 + (n % 16) / 8) * 128 + (4 * (n % 8) + q) * 4 + w] =
+                        hq[size_t(n) * (K / 8) + 16 * c + (interleaved ? 4 * w + q : 4 * q + w)];
     return t;
 }
 
@@ -93,7 +97,7 @@ std::vector<bf16> tiled_scales(const std::vector<bf16>& hs, int N, int K) {
 // One input set: q (N x K, 0..15) packed into words, scales m 2^-9 (m = 8..15) per group, x in [-1, 1), the bf16
 // weight (q - 8) s for the baselines, and y's fp64 reference.
 struct Inputs {
-    kwiki::DeviceBuffer<uint32_t> Wq, Wt;  // Wt: the same words reordered offline into warp fragments (tiled())
+    kwiki::DeviceBuffer<uint32_t> Wq, Wt, Wl;  // Wt, Wl: the same words reordered offline into warp fragments (tiled())
     kwiki::DeviceBuffer<bf16> scales, St, x, W;  // St: the scales in tiled()'s order (tiled_scales())
     std::vector<double> ref;
 
@@ -119,8 +123,9 @@ struct Inputs {
             hx[i] = __float2bfloat16(float(double(mix(seed ^ 0x77 ^ (i * 0x9e3779b97f4a7c15ull)) >> 11) / 9007199254740992.0 * 2.0 - 1.0));
             xd[i] = __bfloat162float(hx[i]);
         }
-        const std::vector<uint32_t> ht = tiled(hq, N, K);
-        Wq = kwiki::DeviceBuffer<uint32_t>(hq.size()), Wt = kwiki::DeviceBuffer<uint32_t>(ht.size());
+        const std::vector<uint32_t> ht = tiled(hq, N, K), hl = tiled(hq, N, K, true);
+        Wq = kwiki::DeviceBuffer<uint32_t>(hq.size()), Wt = kwiki::DeviceBuffer<uint32_t>(ht.size()), Wl = kwiki::DeviceBuffer<uint32_t>(hl.size());
+        KWIKI_CHECK(cudaMemcpy(Wl.get(), hl.data(), hl.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
         scales = kwiki::DeviceBuffer<bf16>(hs.size());
         KWIKI_CHECK(cudaMemcpy(Wt.get(), ht.data(), ht.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
         const std::vector<bf16> hst = tiled_scales(hs, N, K);
@@ -528,7 +533,7 @@ __global__ void __launch_bounds__(WARPS * 32, ((U >= 4 ? 8 : 16) / WARPS > 0 ? (
     const uint32_t* sp = reinterpret_cast<const uint32_t*>(St) + size_t(tile) * groups * 8 + g;  // a group: 8 words
     const bf16* xp[MT];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) xp[mt] = x + size_t(min(8 * mt + g, M - 1)) * K + 32 * q;
+    for (int mt = 0; mt < MT; ++mt) xp[mt] = x + size_t(min(8 * mt + g, M - 1)) * K + 8 * q;  // tiled(interleaved)'s order
     auto load = [&](LeanChunk<MT>& ch, int c) {
         c = min(c, last);
         ch.w[0] = ld_w(reinterpret_cast<const uint32_t*>(wp + 64 * c));
@@ -537,7 +542,7 @@ __global__ void __launch_bounds__(WARPS * 32, ((U >= 4 ? 8 : 16) / WARPS > 0 ? (
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) ch.x[mt][i] = ld_x(xp[mt] + kGroup * c + 8 * i);
+            for (int i = 0; i < 4; ++i) ch.x[mt][i] = ld_x(xp[mt] + kGroup * c + 32 * i);
     };
     float acc[1][MT][4] = {};
     LeanChunk<MT> ring[U];
@@ -623,7 +628,7 @@ struct Launch {
     int stages = 0;  // > 0: kernel[] holds w4s_kernel (x staged in shared memory, every warp its own channels)
     int smem[2] = {0, 0};  // > 0: kernel[] holds w4a_kernel (W too through shared memory), its dynamic shared memory
     bool tiled = false;    // the kernels read Wt (the words reordered offline into warp fragments), not Wq
-    bool lean = false;     // w4l_kernel: Wt and St (the scales in the same order)
+    bool lean = false;     // w4l_kernel: Wl (tiled, interleaved) and St (the scales in the same order)
 };
 
 template <int NT, int WARPS, int U, int SPLITS, bool TILED = false>
@@ -703,7 +708,7 @@ void run_kernel(const Launch& l, const Problem& p, cudaStream_t s) {
     const dim3 grid((p.N + channels(l) - 1) / channels(l), l.splits);
     const int mt = mt_index(p.M);
     allow_smem(l, mt);
-    l.kernel[mt]<<<grid, 32 * l.warps, l.smem[mt], s>>>(l.tiled ? p.in->Wt.get() : p.in->Wq.get(), l.lean ? p.in->St.get() : p.in->scales.get(), p.in->x.get(), p.y, p.ws,
+    l.kernel[mt]<<<grid, 32 * l.warps, l.smem[mt], s>>>(l.lean ? p.in->Wl.get() : l.tiled ? p.in->Wt.get() : p.in->Wq.get(), l.lean ? p.in->St.get() : p.in->scales.get(), p.in->x.get(), p.y, p.ws,
                                                            p.M, p.N, p.K, per_split);
     KWIKI_CHECK_LAST();
     if (l.splits == 1) return;
