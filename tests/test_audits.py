@@ -322,3 +322,38 @@ def test_an_audit_that_counted_none_of_the_declared_work_audits_nothing():
     flops_only = unseen.model_copy(update={"variant": "mma", "bytes_declared": None, "flops_declared": 1e12,
                                            "flops_profiled": 1e12})
     assert Audits([flops_only]).why_not("k", "a", "mma", {}) is None
+
+
+# ------------------------------------------------------- a selection pass: the timed kernel is the profiled one
+
+
+def test_an_audit_of_another_configuration_of_a_selection_pass_neither_passes_nor_lends_its_counters():
+    """A variant with a selection pass (w4_tuned, cublaslt_best) names its choice in extra.selected. The profiled
+    run only checks, so it takes the first candidate that passes; the timed run takes the fastest. Where the two
+    differ (or the timed choice is not known: `kwiki verify --profile` alone), the audit is of another kernel: its
+    row does not pass and its counters are not copied onto the timed record."""
+    from kwiki.verify.profile import ArtifactProfile, Audit, attach, audit_rows
+    from kwiki.verify.types import RunOutcome
+
+    def profiled() -> ArtifactProfile:
+        return ArtifactProfile("a", [Audit("v", {"n": 1}, {"ncu_dram_read_bytes": 1e9}, [], bytes_declared=1e9,
+                                           bytes_measured=1e9, selected="cfg0")])
+
+    def rows(p: ArtifactProfile):
+        return audit_rows(p, series="s", key="k", nvcc=None, target="sm_90a", gpu="H200", date="2026-12-04")
+
+    def timed(choice: str) -> tuple[Record, dict]:
+        r = _record(1e9).model_copy(update={"extra": {"selected": choice}})
+        return r, {"artifacts/a": [RunOutcome("a", "sm_90a", ["v"], "ok", records=[r])]}
+
+    for choice, same in (("cfg3", False), ("cfg0", True)):
+        p, (r, outcomes) = profiled(), timed(choice)
+        attach([p], outcomes, {"artifacts/a": "a"})
+        assert ("ncu_dram_read_bytes" in r.extra) is same
+        [row] = rows(p)
+        assert row.passed is same
+        assert same or "not an audit of the timed kernel" in (row.reason or "")
+    [alone] = rows(profiled())  # --profile without a timed run: the timed choice is not known
+    assert not alone.passed and "a choice not known here" in (alone.reason or "")
+    plain = ArtifactProfile("a", [Audit("v", {"n": 1}, {}, [], bytes_declared=1e9, bytes_measured=1e9)])
+    assert rows(plain)[0].passed  # no selection pass: as before

@@ -21,6 +21,13 @@ baseline it is compared with: doing less there only makes the claim harder); a c
 a figure that is neither a time nor a rate, audits both. A record that declares no work (a time, a ratio of
 times, an outcome) has nothing to audit.
 
+A selection pass. A variant that picks its kernel per shape (a tuned configuration, cuBLASLt's best heuristic)
+names its choice in the record's `extra.selected`. The profiled run only checks, so its selection takes the first
+candidate that passes, while the timed run takes the fastest: where the two differ, or the timed choice is not
+known (`kwiki verify --profile` alone), Nsight Compute counted another kernel than the one timed, and the row does
+not pass ("not an audit of the timed kernel"; kwiki.verify.profile.Audit.other_kernel), nor are its counters
+copied onto the timed record.
+
 Tolerances, from evidence. The audit is one-sided: a record fails when declared > profiled x (1 + tolerance)
 (kwiki.verify.profile.audit). Over every honest record of the committed store with a profile (the run of
 2026-12-01 that carried the cached profiles of 9 artifacts; no gate failed, every check passed), declared /

@@ -143,6 +143,23 @@ class Audit:
     finding: Finding | None = None
     note: str | None = None
     tolerance: float | None = None  # the bytes tolerance it was held to
+    # A variant with a selection pass (w4_tuned, cublaslt_best: extra.selected names the configuration it chose).
+    # The profiled run only checks, so its selection takes the first candidate that passes; the timed run takes the
+    # fastest. `selected` is the profiled run's choice, `timed_selected` the timed run's (None: not known here).
+    selected: str | None = None
+    timed_selected: str | None = None
+
+    @property
+    def other_kernel(self) -> bool:
+        """The profile is not of the kernel the timed record ran: a selection whose timed choice differs from the
+        profiled one, or is not known. Such an audit neither passes for the record nor lends it its counters."""
+        return self.selected is not None and self.timed_selected != self.selected
+
+    @property
+    def other_kernel_reason(self) -> str:
+        timed = f"the timed run's {self.timed_selected!r}" if self.timed_selected else "a choice not known here"
+        return (f"profiled configuration {self.selected!r} of a selection pass (a profiled run only checks, so it "
+                f"takes the first candidate that passes), not {timed}: not an audit of the timed kernel")
 
     @property
     def bytes_ratio(self) -> float | None:
@@ -158,7 +175,7 @@ class Audit:
                 "bytes_profiled": self.bytes_measured, "bytes_ratio": self.bytes_ratio,
                 "flops_declared": self.flops_declared, "flops_profiled": self.flops_measured,
                 "flops_ratio": self.flops_ratio, "failed": self.finding.reason if self.finding else None,
-                "note": self.note}
+                "note": self.note, "selected": self.selected, "timed_selected": self.timed_selected}
 
 
 def _ratio(declared: float | None, measured: float | None) -> float | None:
@@ -421,6 +438,8 @@ def _audit_all(out: ArtifactProfile, stdout: str, report: str, tolerance: float 
         figs = figures(rows)
         a = audit(r, figs, tolerance, f"{rel}: variant {r.variant!r} at {params_text(r.params) or 'its params'}")
         a.kernels = sorted({row.get("Kernel Name", "") for row in rows})
+        chosen = r.extra.get("selected")
+        a.selected = str(chosen) if chosen is not None else None
         if a.bytes_ratio is not None:
             figs["ncu_bytes_ratio"] = a.bytes_ratio
         if a.flops_ratio is not None:
@@ -433,11 +452,11 @@ def _audit_all(out: ArtifactProfile, stdout: str, report: str, tolerance: float 
     return True
 
 
-def attach(profiles: list[ArtifactProfile], outcomes: Mapping[str, list[Any]],
-           names: Mapping[str, str]) -> None:
-    """Copy each audit's figures into the extras of the timed records of the same artifact, variant and params,
-    so claims can name them (`ncu_dram_read_bytes`, ...)."""
+def _pairs(profiles: list[ArtifactProfile], outcomes: Mapping[str, list[Any]],
+           names: Mapping[str, str]) -> list[tuple[Audit, Record]]:
+    """Each audit with the timed record of the same artifact, variant and params."""
     by_name = {p.artifact: p for p in profiles}
+    out = []
     for path, outs in outcomes.items():
         prof = by_name.get(names.get(path, ""))
         if prof is None:
@@ -447,7 +466,27 @@ def attach(profiles: list[ArtifactProfile], outcomes: Mapping[str, list[Any]],
             for r in o.records:
                 a = index.get((r.variant, params_text(r.params)))
                 if a is not None:
-                    r.extra.update(a.figures)
+                    out.append((a, r))
+    return out
+
+
+def match_selections(profiles: list[ArtifactProfile], outcomes: Mapping[str, list[Any]],
+                     names: Mapping[str, str]) -> None:
+    """Give each audit of a selection pass the configuration the timed run chose (Audit.timed_selected)."""
+    for a, r in _pairs(profiles, outcomes, names):
+        chosen = r.extra.get("selected")
+        a.timed_selected = str(chosen) if chosen is not None else None
+
+
+def attach(profiles: list[ArtifactProfile], outcomes: Mapping[str, list[Any]],
+           names: Mapping[str, str]) -> None:
+    """Copy each audit's figures into the extras of the timed records of the same artifact, variant and params,
+    so claims can name them (`ncu_dram_read_bytes`, ...); not those of a profile of another kernel (a selection
+    pass that chose differently: Audit.other_kernel)."""
+    match_selections(profiles, outcomes, names)
+    for a, r in _pairs(profiles, outcomes, names):
+        if not a.other_kernel:
+            r.extra.update(a.figures)
 
 
 def audit_rows(p: ArtifactProfile, *, series: str, key: str, nvcc: str | None, target: str, gpu: str,
@@ -464,8 +503,9 @@ def audit_rows(p: ArtifactProfile, *, series: str, key: str, nvcc: str | None, t
             key=key, artifact=p.artifact, series=series, nvcc=nvcc, target=target, variant=a.variant,
             params=a.params, bytes_level=a.bytes_level, bytes_declared=a.bytes_declared,
             bytes_profiled=a.bytes_measured, flops_declared=a.flops_declared, flops_profiled=a.flops_measured,
-            tolerance=a.tolerance if a.tolerance is not None else 0.0, passed=a.finding is None,
-            reason=a.finding.reason if a.finding else None, note=a.note, gpu=gpu, date=date))
+            tolerance=a.tolerance if a.tolerance is not None else 0.0, passed=a.finding is None and not a.other_kernel,
+            reason=a.finding.reason if a.finding else a.other_kernel_reason if a.other_kernel else None, note=a.note,
+            gpu=gpu, date=date))
     return out
 
 
@@ -481,7 +521,8 @@ def closing_note(p: ArtifactProfile) -> str:
         nothing = a.bytes_measured is None and a.flops_measured is None
         parts.append(f"{a.variant}[{params_text(a.params)}] declared {fmt(a.bytes_declared or 0, 3)} / profiled "
                      + ("nothing (unaudited)" if nothing else f"{fmt(a.bytes_measured or 0, 3)} {a.bytes_level} B")
-                     + (f" (x{ratio:.2f})" if ratio is not None else "") + (" MISMATCH" if a.finding else ""))
+                     + (f" (x{ratio:.2f})" if ratio is not None else "") + (" MISMATCH" if a.finding else "")
+                     + (f" (OTHER KERNEL: profiled {a.selected}, timed {a.timed_selected})" if a.other_kernel else ""))
     state = "cached" if p.cached else f"{p.seconds:.1f} s"
     return f"profile {p.artifact} ({state}): " + "; ".join(parts)
 
@@ -587,7 +628,7 @@ def gate(gating: Any, stage: ProfileStage, outcomes: Mapping[str, list[Any]], pl
         if p.error:
             problems.append(Problem(f"{path}/artifact.yaml" if path else p.artifact, 0, PROFILE, p.error))
         for a in p.audits:
-            if a.finding is None:
+            if a.finding is None or a.other_kernel:  # a finding on another configuration is not this record's
                 continue
             mine = [r for r in records if r.variant == a.variant and params_text(r.params) == params_text(a.params)]
             for r in mine:
