@@ -351,9 +351,27 @@ def test_an_audit_of_another_configuration_of_a_selection_pass_neither_passes_no
         attach([p], outcomes, {"artifacts/a": "a"})
         assert ("ncu_dram_read_bytes" in r.extra) is same
         [row] = rows(p)
-        assert row.passed is same
+        assert row.passed is same and row.selection == ("cfg0" if same else None)
         assert same or "not an audit of the timed kernel" in (row.reason or "")
     [alone] = rows(profiled())  # --profile without a timed run: the timed choice is not known
     assert not alone.passed and "a choice not known here" in (alone.reason or "")
     plain = ArtifactProfile("a", [Audit("v", {"n": 1}, {}, [], bytes_declared=1e9, bytes_measured=1e9)])
     assert rows(plain)[0].passed  # no selection pass: as before
+
+
+def test_a_record_chosen_by_a_selection_pass_needs_an_audit_that_matched_the_choice():
+    """Audit rows written before kwiki compared the profiled choice with the timed one (no `selection`) do not audit
+    a record that carries `selected_from`; a row that matched does; a record without a selection pass is as before."""
+    from kwiki.results.audits import selected
+
+    def row(selection: str | None) -> AuditRow:
+        return AuditRow(key="k", artifact="a", series="s", target="sm_90a", variant="tuned", params={"n": 1},
+                        bytes_declared=1e9, bytes_profiled=1e9, tolerance=0.02, passed=True, gpu="H200",
+                        date="2026-12-04", selection=selection)
+
+    chosen = selected({"selected_from": 18.0, "time_us": 1.0})
+    assert chosen and not selected({"time_us": 1.0})
+    old = Audits([row(None)]).why_not("k", "a", "tuned", {"n": 1}, selected=chosen)
+    assert old is not None and "may be of another kernel" in old
+    assert Audits([row("n1_w8_u1_s1")]).why_not("k", "a", "tuned", {"n": 1}, selected=chosen) is None
+    assert Audits([row(None)]).why_not("k", "a", "tuned", {"n": 1}) is None

@@ -26,7 +26,9 @@ names its choice in the record's `extra.selected`. The profiled run only checks,
 candidate that passes, while the timed run takes the fastest: where the two differ, or the timed choice is not
 known (`kwiki verify --profile` alone), Nsight Compute counted another kernel than the one timed, and the row does
 not pass ("not an audit of the timed kernel"; kwiki.verify.profile.Audit.other_kernel), nor are its counters
-copied onto the timed record.
+copied onto the timed record. A row that matched names the configuration (`selection`); a record chosen by a
+selection pass (it carries `selected_from`) is audited only by such a row, so rows written before kwiki made the
+comparison no longer count for it, and a timed run audits it again.
 
 Tolerances, from evidence. The audit is one-sided: a record fails when declared > profiled x (1 + tolerance)
 (kwiki.verify.profile.audit). Over every honest record of the committed store with a profile (the run of
@@ -103,6 +105,9 @@ class AuditRow(Strict):
     note: str | None = None
     gpu: str
     date: str
+    # a record chosen by a selection pass: the configuration profiled, found to be the one the timed run chose
+    # (absent on rows written before kwiki compared the two: SELECTION below)
+    selection: str | None = None
 
     @property
     def ident(self) -> tuple[str, str, str]:
@@ -155,18 +160,29 @@ class Audits:
         return (row is not None and row.passed and not row.counted and row.bytes_level == "dram"
                 and row.bytes_declared is not None and row.flops_declared is None)
 
-    def why_not(self, key: str | None, artifact: str, variant: str, params: Mapping[str, object]) -> str | None:
-        """Why a record that declares work is not audited (None: it passed an audit of the same code)."""
+    def why_not(self, key: str | None, artifact: str, variant: str, params: Mapping[str, object], *,
+                selected: bool = False) -> str | None:
+        """Why a record that declares work is not audited (None: it passed an audit of the same code). `selected`:
+        the record was chosen by a selection pass (selected(figures)), so only a row that matched the profiled
+        choice with the timed one audits it."""
         row = self.find(key, variant, params)
         where = f"{artifact} {variant}" + (f" [{params_text(params)}]" if params else "")
         if row is None:
             return f"{where} has no profile audit of this code (kwiki verify runs it where ncu is found)"
         if not row.passed:
             return f"{where} failed its profile audit: {row.reason or 'declared more work than profiled'}"
+        if selected and row.selection is None:
+            return (f"{where} was chosen by a selection pass, and its profile audit was written before kwiki compared "
+                    "the configuration profiled with the one timed: it may be of another kernel")
         if not row.counted:
             return (f"{where}: Nsight Compute counted none of its declared work (no kernel of its own, or no counter "
                     "at its level), so its profile audit checked nothing")
         return None
+
+
+def selected(figures: Mapping[str, object]) -> bool:
+    """A record chosen by a selection pass (it carries `selected_from`, the number of candidates tried)."""
+    return "selected_from" in figures
 
 
 def append_audits(root: Path, gpu: str, rows: list[AuditRow]) -> None:

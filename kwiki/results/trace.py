@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from kwiki.core.errors import Problem
-from kwiki.results.audits import Audits, audit_key, audited, declares_work
+from kwiki.results.audits import Audits, audit_key, audited, declares_work, selected
 from kwiki.results.judge import judge, matches
 from kwiki.results.series import Caught, boards_of, caught, caught_text, claim_value, run_board, runs_of, stats
 from kwiki.results.states import UNTRACEABLE  # the state and evidence label of a block that does not trace
@@ -313,7 +313,7 @@ def _unaudited(meta: PageMeta, store: Store) -> list[str]:
                 if not matches(row, sel) or row.sweep or row.target == HOST or not declares_work(row.figures):
                     continue
                 why = store.audits.why_not(audit_key(row.series, row.nvcc, row.target), row.artifact, row.variant,
-                                           row.params)
+                                           row.params, selected=selected(row.figures))
                 if why is not None and why not in out:
                     out.append(why)
     return out

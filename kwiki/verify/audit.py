@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kwiki.results.audits import AUDIT_BUDGET_S, Audits, append_audits, audit_key, audited, declares_work
+from kwiki.results.audits import AUDIT_BUDGET_S, Audits, append_audits, audit_key, audited, declares_work, selected
 from kwiki.results.judge import matches
 from kwiki.results.store import RecordRow
 from kwiki.verify.types import BuildResult, ClaimResult, Plan, PlannedArtifact, RunOutcome
@@ -80,7 +80,8 @@ def mark(plan: Plan, claims: list[ClaimResult], outcomes: Mapping[str, list[RunO
             for r in (r for o in outcomes.get(planned.path, []) if not o.sweep for r in o.records if matches(r, sel)):
                 if (r.bytes is None and r.flops is None) or not r.check.passed:
                     continue  # declares no work, or has no figure (a failed check): nothing to audit
-                why = audits.why_not(key_of(planned, series, nvcc), planned.name, r.variant, r.params)
+                why = audits.why_not(key_of(planned, series, nvcc), planned.name, r.variant, r.params,
+                                     selected=selected(r.extra))
                 if why is not None and why not in c.unaudited:
                     c.unaudited.append(why)
 
@@ -103,7 +104,8 @@ def missing(plan: Plan, series: Mapping[str, str], nvcc: str | None, audits: Aud
                 if latest is not None and (not latest.passed or not declares_work(latest.figures)):
                     continue
                 params = latest.params if latest is not None else dict(sel.params)
-                why = audits.why_not(key, planned.name, sel.variant, params)
+                why = audits.why_not(key, planned.name, sel.variant, params,
+                                     selected=latest is not None and selected(latest.figures))
                 if why is None:
                     continue
                 ident = (planned.name, sel.variant, str(sorted(params.items())))
@@ -146,7 +148,7 @@ def run_missing(plan: Plan, builds: list[BuildResult], outcomes: Mapping[str, li
             continue
         key = key_of(planned, series, nvcc)
         lacking = [r for o in outs for r in o.records if r.check.passed and (r.bytes or r.flops)
-                   and audits.why_not(key, planned.name, r.variant, r.params) is not None
+                   and audits.why_not(key, planned.name, r.variant, r.params, selected=selected(r.extra)) is not None
                    and not audits.uncountable(key, r.variant, r.params)]
         if lacking and key is not None:  # only the variants that lack one: the audit costs what is missing
             wanted = {r.variant for r in lacking}

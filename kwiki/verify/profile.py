@@ -505,7 +505,7 @@ def audit_rows(p: ArtifactProfile, *, series: str, key: str, nvcc: str | None, t
             bytes_profiled=a.bytes_measured, flops_declared=a.flops_declared, flops_profiled=a.flops_measured,
             tolerance=a.tolerance if a.tolerance is not None else 0.0, passed=a.finding is None and not a.other_kernel,
             reason=a.finding.reason if a.finding else a.other_kernel_reason if a.other_kernel else None, note=a.note,
-            gpu=gpu, date=date))
+            gpu=gpu, date=date, selection=a.selected if a.selected is not None and not a.other_kernel else None))
     return out
 
 
