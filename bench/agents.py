@@ -140,12 +140,11 @@ class Figures:
     """Looks up what each need stands for in the wiki at `root`."""
 
     def __init__(self, root: Path):
+        from kwiki.results.standing import State, standing
         from kwiki.results.store import RecordRow, read_all
+        from kwiki.results.trace import Store, trace
         from kwiki.wiki.catalog import page_files
         from kwiki.wiki.pages import load_page
-
-        from kwiki.results.standing import State, standing
-        from kwiki.results.trace import Store, trace
 
         self.root = root
         self.pages = {}
