@@ -42,3 +42,14 @@ def sass_kernels(binary: Path) -> dict[str, Any]:
     if tools is None:
         pytest.skip("no cuobjdump")
     return disassemble(binary, tools)[0]
+
+
+def rung_checks(variants: Any, kernels: dict[str, Any], rung: str, below: str) -> tuple[list[str], list[str]]:
+    """The SASS mismatches of `rung`'s expectation on its own kernels, and on the kernels of the rung `below` (the
+    second must name what the rung adds: the expectation proves the mechanism, not just the build)."""
+    from kwiki.verify.sass import check_variant
+
+    by_name = {v.name: v for v in variants}
+    own = check_variant(by_name[rung], "sm_90a", kernels, {})[1]
+    on_below = by_name[rung].model_copy(update={"kernels": by_name[below].kernels})
+    return own, check_variant(on_below, "sm_90a", kernels, {})[1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cuda_artifact import build, run_without_gpu, sass_kernels
+from cuda_artifact import build, run_without_gpu, rung_checks, sass_kernels
 
 from kwiki.wiki.manifest import Manifest, load_manifest
 from kwiki.wiki.pages import load_page
@@ -98,13 +98,8 @@ def test_a_row_the_kernels_cannot_hold_is_refused_by_name_before_any_cuda_call(b
     ("add_rmsnorm_fp8", "add_rmsnorm", "require 'F2FP.SATFINITE.E4M3.F32 >= 4'"),  # the e4m3 conversion
 ])
 def test_each_rungs_sass_expectation_holds_on_it_and_fails_on_the_rung_below(binary, rung, below, words):
-    from kwiki.verify.sass import check_variant
-
-    kernels = sass_kernels(binary)
-    by_name = {v.name: v for v in manifest().variants}
-    assert check_variant(by_name[rung], "sm_90a", kernels, {})[1] == []
-    on_below = by_name[rung].model_copy(update={"kernels": by_name[below].kernels})
-    mismatches = check_variant(on_below, "sm_90a", kernels, {})[1]
+    own, mismatches = rung_checks(manifest().variants, sass_kernels(binary), rung, below)
+    assert own == []
     assert any(words in m for m in mismatches), mismatches
 
 
