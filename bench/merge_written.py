@@ -85,13 +85,16 @@ def is_replaced(rel: str) -> bool:
 
 def summarised_from(base: bytes, data: bytes) -> bool:
     """`data` is `base` summarised (and perhaps appended to): every line of base that is not a record row of a
-    run `data` no longer holds whole is in `data`, and each such run's records are stood for by a summary row of
-    their artifact (its run id `summary:<artifact>:<series>`; rows written before series: `none`)."""
-    def rows(text: bytes) -> list[tuple[bytes, dict[str, Any]]]:
+    run `data` no longer holds whole is in `data` (less its mechanism evidence, which summarising keeps on a run's
+    first row of each variant: kwiki.results.summary.identity), and each such run's records are stood for by a
+    summary row of their artifact (its run id `summary:<artifact>:<series>`; rows written before series: `none`)."""
+    from kwiki.results.summary import identity
+
+    def rows(text: bytes) -> list[dict[str, Any]]:
         out = []
         for line in text.splitlines():
             try:
-                out.append((line, json.loads(line)))
+                out.append(json.loads(line))
             except ValueError:
                 return []
         return out
@@ -99,12 +102,12 @@ def summarised_from(base: bytes, data: bytes) -> bool:
     old, new = rows(base), rows(data)
     if not old or not new:
         return False
-    lines = {line for line, _ in new}
-    runs = {(d.get("run_id"), d.get("artifact")) for _, d in new if d.get("kind") == "record"}  # a run: artifacts
-    summaries = {d["run_id"] for _, d in new if str(d.get("run_id", "")).startswith("summary:")}
-    for line, d in old:
+    lines = {identity(d) for d in new}
+    runs = {(d.get("run_id"), d.get("artifact")) for d in new if d.get("kind") == "record"}  # a run: artifacts
+    summaries = {d["run_id"] for d in new if str(d.get("run_id", "")).startswith("summary:")}
+    for d in old:
         run = d.get("run_id")
-        if line in lines or str(run).startswith("summary:"):
+        if identity(d) in lines or str(run).startswith("summary:"):
             continue  # kept, or an older summary folded into a newer one
         if d.get("kind") == "commit" or (d.get("kind") == "record" and (run, d.get("artifact")) not in runs):
             if f"summary:{d.get('artifact')}:{d.get('series') or 'none'}" in summaries or d.get("kind") == "commit":

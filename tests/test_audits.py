@@ -296,8 +296,8 @@ def test_list_audits_without_a_gpu_reads_the_stored_gpu_models_runs(capsys, proj
     measured, audited or not)."""
     verify(capsys, project)
     host = project / "results" / "host.jsonl"
-    text = host.read_text().replace('"gpu": "host"', '"gpu": "NVIDIA H200"').replace('"series": "host/',
-                                                                                   '"series": "nvidia-h200/')
+    text = host.read_text().replace('"gpu":"host"', '"gpu":"NVIDIA H200"').replace('"series":"host/',
+                                                                                   '"series":"nvidia-h200/')
     (project / "results" / "nvidia-h200.jsonl").write_text(text)
     host.unlink()
     listed = verify(capsys, project, "--list-audits")

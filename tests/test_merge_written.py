@@ -129,7 +129,7 @@ def test_a_store_the_calls_summarised_gets_their_new_runs_appended_to_heads(repo
     two = archive(tmp_path / "2.tgz", {"results/gpu.jsonl": OLD_RUNS + rec("r4") + b"\n"})
     three = archive(tmp_path / "3.tgz", {"results/gpu.jsonl": kept + rec("r5") + b"\n"})
     assert merge_written.main([str(one), str(two), str(three)], root=repo) == 0
-    commit = b'{"kind": "commit", "rows": 1, "run_id": "r3", "store_version": 2}\n'  # the one r3's rows need
+    commit = b'{"kind":"commit","rows":1,"run_id":"r3","store_version":2}\n'  # the one r3's rows need
     assert (repo / "results/gpu.jsonl").read_bytes() == OLD_RUNS + r3 + commit + rec("r4") + b"\n" + rec("r5") + b"\n"
 
 
@@ -162,3 +162,21 @@ def test_an_audit_a_call_replaced_is_replaced_here_and_new_audits_of_every_call_
     two = archive(tmp_path / "2.tgz", {audits: b'{"v": "a", "old": 1}\n{"v": "b", "old": 1}\n{"v": "c", "new": 2}\n'})
     assert merge_written.main([str(one), str(two)], root=repo) == 0
     assert (repo / audits).read_bytes() == b'{"v": "b", "old": 1}\n{"v": "a", "new": 1}\n{"v": "c", "new": 2}\n'
+
+
+def test_a_call_whose_summary_left_a_runs_repeated_evidence_out_is_still_summarised_from_heads(tmp_path):
+    """Summarising keeps a variant's SASS evidence on the run's first row only (kwiki.results.summary): the kept
+    rows after it lose bytes, and are still HEAD's rows."""
+    from kwiki.results.store import RecordRow, append_rows
+    from kwiki.results.summary import summarise
+
+    path = tmp_path / "gpu.jsonl"
+    append_rows(path, [RecordRow(run_id="r1", date="2026-01-01T00:00:00+00:00", gpu="g", artifact="x", series="s",
+                                 target="t", variant="v", params={"n": n}, passed=True, figures={"time_us": 1.0},
+                                 mechanism={"status": "passed", "kernels": [{"name": "k"}]}) for n in (1, 2)])
+    base = path.read_bytes()
+    summarise(path, cited=set())
+    data = path.read_bytes()
+    assert data != base and data.count(b'"mechanism"') == 1
+    assert merge_written.summarised_from(base, data)
+    assert not merge_written.summarised_from(base, data.replace(b'"n":2', b'"n":3'))  # a row changed: not HEAD's

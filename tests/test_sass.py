@@ -417,3 +417,21 @@ def test_the_mechanism_expectations_fail_on_freshly_built_binaries_of_the_varian
     for name, own, theirs in _cross_check(_named(kernels)):
         assert own == [] and theirs, name
         assert not any("matches no kernel" in t for t in theirs), theirs
+
+
+def test_a_run_writes_a_variants_evidence_on_its_first_record_only():
+    """One binary runs every shape of a variant: the store says its SASS evidence once a run (kwiki.results.summary),
+    on the run's first record of each artifact, target and variant."""
+    from kwiki.verify import history
+
+    report = sass.MechanismReport([sass.VariantMechanism("a", v, "sm_90a", "passed", "artifacts/a/artifact.yaml", 9)
+                                   for v in ("wide", "narrow")])
+    recs = [Record(kwiki_record=1, variant=v, params={"n": n}, check=Check(passed=True))
+            for n in (1, 2, 3) for v in ("wide", "narrow")]
+    plan = SimpleNamespace(artifacts={"artifacts/a": SimpleNamespace(name="a", hash="h")})
+    outcomes = {"artifacts/a": [SimpleNamespace(target="sm_90a", records=recs[:4], sweep=False),
+                                SimpleNamespace(target="sm_90a", records=recs[4:], sweep=True)]}
+    common = {"gpu": "g", "date": "2026-01-01T00:00:00+00:00", "run_id": "r"}
+    rows = history._record_rows(plan, outcomes, common, {}, [], {}, None, report)  # type: ignore[arg-type]
+    said = [(r.variant, r.params["n"]) for r in rows if r.mechanism is not None]  # type: ignore[union-attr]
+    assert said == [("wide", 1), ("narrow", 1)] and len(rows) == 6

@@ -250,7 +250,7 @@ def test_each_median_says_how_many_boards_it_stands_on_and_how_far_apart(project
         other.append(r.model_copy(update={"run_id": "20200101T000000Z-board-b", "date": "2020-01-01T00:00:00+00:00",
                                           "gpu_uuid": "GPU-b", "figures": figures}))
     lines = store.read_text().splitlines()
-    store.write_text("".join(line.replace('"gpu": "host"', '"gpu": "host", "gpu_uuid": "GPU-a"') + "\n"
+    store.write_text("".join(line.replace('"gpu":"host"', '"gpu":"host","gpu_uuid":"GPU-a"') + "\n"
                              for line in lines))
     append_rows(store, other)
     monkeypatch.setattr(series, "judge_over_runs", functools.partial(series.judge_over_runs, board="GPU-a"))
@@ -261,8 +261,8 @@ def test_each_median_says_how_many_boards_it_stands_on_and_how_far_apart(project
     text = (project / "wiki" / "series.md").read_text()
     assert "2 boards 2.0% apart" in text  # the claims table
     lines = store.read_text().splitlines()  # this run's rows, as a run on GPU-a writes them
-    store.write_text("".join((line if "gpu_uuid" in line else line.replace('"gpu": "host"',
-                                                                          '"gpu": "host", "gpu_uuid": "GPU-a"'))
+    store.write_text("".join((line if "gpu_uuid" in line else line.replace('"gpu":"host"',
+                                                                          '"gpu":"host","gpu_uuid":"GPU-a"'))
                              + "\n" for line in lines))
     assert state_of(project)[1].traceable
     assert main(["show", "--json", "--root", str(project), "series-page"]) == 0

@@ -55,7 +55,7 @@ def test_a_reader_never_sees_part_of_a_run_whose_writer_was_killed(tmp_path: Pat
     append_rows(path, _rows("first", 3))
     done = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(path), where], cwd=REPO, timeout=120)
     assert done.returncode == -signal.SIGKILL
-    assert '"run_id": "killed"' in path.read_text()  # the writer did write rows of its run...
+    assert '"run_id":"killed"' in path.read_text()  # the writer did write rows of its run...
     rows, problems = read_store(path, warn=False)
     assert [r.run_id for r in rows] == ["first"] * 3  # ...and no reader sees any of them
     if where == "before-commit":
@@ -197,3 +197,30 @@ def test_the_runs_the_pages_name_are_the_ones_their_blocks_cite():
     cited = cited_runs(REPO)
     stored = {r.run_id for r in read_store(REPO / "results" / "nvidia-h200.jsonl", warn=False)[0]}
     assert cited and cited <= stored  # every run a page names is in the store (else the page would not trace)
+
+
+def test_summarising_leaves_a_variants_evidence_on_its_first_row_of_each_run_and_the_ladder_keeps_it(tmp_path: Path):
+    """One binary ran every record of a run's variant, so its SASS evidence is said once a run (it was a third of
+    the H200's store, 2026-12-04); the ladder of a run still shows each variant's."""
+    from kwiki.results.ladders import from_store
+    from kwiki.results.summary import summarise
+    from kwiki.wiki.manifest import Manifest
+
+    path = tmp_path / "host.jsonl"
+    for n in range(1, 6):
+        append_rows(path, _run("art", "s", n))
+    before = path.stat().st_size
+    summarise(path, cited=set())
+    rows = [r for r in read_store(path, warn=False, summaries=True)[0] if isinstance(r, RecordRow)]
+    kept = [r for r in rows if not r.summary_of]
+    assert {r.run_id for r in kept} == {"s-r3", "s-r4", "s-r5"}
+    carrying = [(r.run_id, r.variant) for r in kept if r.mechanism is not None]
+    assert sorted(carrying) == sorted({(r.run_id, r.variant) for r in kept})  # once per run and variant
+    assert [r.params["n"] for r in kept if r.mechanism is not None] == [1] * 6  # on the run's first row
+    assert all(r.mechanism is None for r in rows if r.summary_of)
+    assert path.stat().st_size < before - 3 * 2 * 400  # the repeated lists are gone
+    manifest = Manifest.model_validate({"name": "art", "title": "t", "targets": ["host"], "build": {"sources": ["a.c"]},
+                                        "variants": [{"name": "a"}, {"name": "b"}]})
+    ladder, = from_store(manifest, [r for r in rows if not r.summary_of])
+    assert set(ladder.mechanisms) == {"a", "b"}
+    assert {r.figures["time_us"] for r in kept if r.variant == "a" and r.params["n"] == 2} == {6.0, 8.0, 10.0}

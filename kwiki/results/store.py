@@ -59,7 +59,9 @@ class RecordRow(Row):
     registers: int | None = None
     protocol: int | None = None  # kwiki.results.record.PROTOCOL_VERSION of the run
     bytes_level: str | None = None  # where the record's bytes were moved, when not DRAM
-    mechanism: MechanismEvidence | None = None  # the variant's SASS check on the binary that ran (kwiki.verify.sass)
+    # the variant's SASS check on the binary that ran (kwiki.verify.sass): on the run's first record of the variant
+    # and target only, as one binary ran them all (kwiki.results.summary)
+    mechanism: MechanismEvidence | None = None
     summary_of: int | None = None  # a summary row: the runs it stands for (kwiki.results.summary), not a run
     sweep: bool | None = None  # True: measured by the sweep's own process (a curve's point; claims never read it)
 
@@ -142,9 +144,15 @@ def read_all(root: Path) -> list[RecordRow | ClaimRow]:
 # ---------------------------------------------------------------- appending
 
 
+def line_of(data: Mapping[str, object]) -> bytes:
+    """A line of the store: JSON with sorted keys and no spaces (lines written before 2026-12-04 have a space after
+    each separator; readers parse either)."""
+    return (json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
+
+
 def row_line(row: Row) -> bytes:
     """One row as its line of the store (sorted keys, no nulls)."""
-    return (json.dumps(row.model_dump(mode="json", exclude_none=True), sort_keys=True) + "\n").encode("utf-8")
+    return line_of(row.model_dump(mode="json", exclude_none=True))
 
 
 def commit_line(rows: int, run_ids: Iterable[str]) -> bytes:
@@ -154,7 +162,7 @@ def commit_line(rows: int, run_ids: Iterable[str]) -> bytes:
     data: dict[str, object] = {"kind": COMMIT, "rows": rows, "store_version": STORE_VERSION}
     if len(runs) == 1:
         data["run_id"] = runs[0]
-    return (json.dumps(data, sort_keys=True) + "\n").encode("utf-8")
+    return line_of(data)
 
 
 def append_rows(path: Path, rows: Sequence[Row]) -> None:
@@ -272,12 +280,13 @@ def rename_pages(path: Path, renames: Mapping[str, str]) -> int:
             if not (isinstance(data, dict) and data.get("kind") == "claim" and isinstance(data.get("page"), str)
                     and data["page"] in renames):
                 continue
-            old = json.dumps({"page": data["page"]})[1:-1].encode("utf-8")  # '"page": "<id>"', as rows are written
-            new = json.dumps({"page": renames[data["page"]]})[1:-1].encode("utf-8")
-            if line.count(old) != 1:  # not a row as kwiki writes it: leave it, never guess
-                continue
-            lines[i] = line.replace(old, new)
-            changed += 1
+            for sep in (": ", ":"):  # '"page": "<id>"' or '"page":"<id>"', as rows were and are written
+                old = json.dumps({"page": data["page"]}, separators=(",", sep))[1:-1].encode("utf-8")
+                new = json.dumps({"page": renames[data["page"]]}, separators=(",", sep))[1:-1].encode("utf-8")
+                if line.count(old) == 1:  # else not a row as kwiki writes it: leave it, never guess
+                    lines[i] = line.replace(old, new)
+                    changed += 1
+                    break
         if changed:
             write_atomic(path, b"\n".join(lines))
     return changed

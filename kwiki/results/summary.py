@@ -10,9 +10,12 @@ figure over the runs whose record passed and no gate refused (passed: whether an
 provenance (its date, its artifact hash where every summarised run had the same one), `summary_of`: how many runs
 it stands for, and the run id `summary:<artifact>:<series>`. A summary row is never a run: no verdict, ladder or
 trace reads it as one. Summarising again folds the older summary in, its figures weighted by the runs it stands
-for. Claim rows are kept: they are small, and they draw each claim's history. The file stays under BOUND as long
-as its claim rows, the last KEEP runs of every series and the runs the pages name fit in it; past that, kwiki
-says so.
+for. Claim rows are kept: they are small, and they draw each claim's history. A variant's mechanism evidence (its
+SASS check on the binary that ran, kwiki.results.mechanism) is the same on every record of a run, and the tuned
+rungs' lists every kernel of the binary: it stays on the first record of each artifact, target and variant of a
+run (as `kwiki verify` writes it, kwiki.verify.history) and leaves the run's other rows and every summary row
+(it was a third of the H200's store, 2026-12-04). The file stays under BOUND as long as its claim rows, the last
+KEEP runs of every series and the runs the pages name fit in it; past that, kwiki says so.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kwiki.results.store import STORE_VERSION, RecordRow, commit_line, row_line
+from kwiki.results.store import STORE_VERSION, RecordRow, commit_line, line_of, row_line
 from kwiki.results.storelines import committed, needs_commit
 from kwiki.wiki.verdict import RUNS
 
@@ -49,6 +52,17 @@ class Summarised:
 
 def is_summary(row: RecordRow) -> bool:
     return row.summary_of is not None
+
+
+def evidence_key(data: dict[str, Any]) -> tuple[Any, ...]:
+    """The rows of a run that share one mechanism evidence: its artifact, target and variant."""
+    return data.get("run_id"), data.get("artifact"), data.get("target"), data.get("variant")
+
+
+def identity(data: dict[str, Any]) -> str:
+    """What identifies a store line across summarising: the row less its mechanism evidence, which summarising
+    keeps on a run's first row of each variant only."""
+    return json.dumps({k: v for k, v in data.items() if k != "mechanism"}, sort_keys=True)
 
 
 def cited_runs(root: Path) -> set[str]:
@@ -79,25 +93,30 @@ def summarise_if_large(path: Path, root: Path, *, also: Iterable[str] = (), at: 
 
 def summarise(path: Path, cited: set[str], *, keep: int = KEEP) -> Summarised:
     """Summarise the runs of `path` that neither one of the last `keep` runs of their series nor `cited` keeps
-    whole (the rule above); rewritten whole, atomically, under the store's lock. Kept rows keep their bytes;
-    lines no reader could use are left out (`kwiki check` reported them)."""
+    whole (the rule above); rewritten whole, atomically, under the store's lock. Kept rows keep their content, in
+    the store's line form (kwiki.results.store.line_of), but for the mechanism evidence a row of the same run and
+    variant before it already carries; lines no reader could use are left out (`kwiki check` reported them)."""
     from kwiki.core.lock import hold_replaced
     from kwiki.core.writefile import write_atomic
 
     with hold_replaced(path):
         raw = path.read_bytes()
         text = raw.decode("utf-8", errors="replace")
-        lines = text.split("\n")
         entries = [(n, data) for n, data, _ in committed(path, text) if data is not None]
         records = {n: RecordRow.model_validate(d) for n, d in entries if d["kind"] == "record"}
         gone = _summarised_runs(records.values(), cited, keep)
         folded = {n: r for n, r in records.items() if (r.artifact, r.run_id) in gone or is_summary(r)}
         summaries = _summaries(folded.values())
         out = _Writer()
+        evidenced: set[tuple[Any, ...]] = set()  # runs and variants whose first row carried its evidence
         for n, data in entries:
             row = folded.get(n)
             if row is None:
-                out.line(lines[n - 1], data)
+                if data.get("mechanism") is not None and evidence_key(data) in evidenced:
+                    data = {k: v for k, v in data.items() if k != "mechanism"}
+                elif data.get("mechanism") is not None:
+                    evidenced.add(evidence_key(data))
+                out.line(data)
             elif (row.artifact, row.series) in summaries:  # a group's summary where its first summarised row stood
                 out.block(summaries.pop((row.artifact, row.series)))
         data_out = out.close()
@@ -107,16 +126,16 @@ def summarise(path: Path, cited: set[str], *, keep: int = KEEP) -> Summarised:
 
 
 class _Writer:
-    """The rewritten file: kept lines as they were, a commit line after each stretch of rows that need one."""
+    """The rewritten file: the kept rows, a commit line after each stretch of rows that need one."""
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
         self.open: list[str] = []  # run ids of the rows since the last commit line that need one
 
-    def line(self, text: str, data: dict[str, Any]) -> None:
+    def line(self, data: dict[str, Any]) -> None:
         if not needs_commit(data):
             self._commit()
-        self.parts.append(text.encode("utf-8") + b"\n")
+        self.parts.append(line_of(data))
         if needs_commit(data):
             self.open.append(str(data.get("run_id")))
 
@@ -178,5 +197,5 @@ def _summary(rows: list[RecordRow]) -> RecordRow:
     hashes = {r.artifact_hash for r in rows}
     return newest.model_copy(update={
         "run_id": f"{SUMMARY}{newest.artifact}:{newest.series or 'none'}", "figures": figures, "spread": None,
-        "samples": None, "passed": bool(good), "gates": None, "store_version": STORE_VERSION,
+        "samples": None, "passed": bool(good), "gates": None, "store_version": STORE_VERSION, "mechanism": None,
         "artifact_hash": hashes.pop() if len(hashes) == 1 else None, "summary_of": sum(weight.values())})

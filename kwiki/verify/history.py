@@ -47,6 +47,7 @@ def _record_rows(plan: Plan, outcomes: dict[str, list[RunOutcome]], common: dict
                  gating: Gating | None, mechanism: MechanismReport | None = None) -> list[Row]:
     """One row per record of the run; notes each record's change against its last passing run."""
     rows: list[Row] = []
+    evidenced: set[tuple[str, str, str]] = set()  # a variant's mechanism evidence: on its first record of the run
     for path_key, outs in sorted(outcomes.items()):
         planned = plan.artifacts[path_key]
         for o in outs:
@@ -61,6 +62,8 @@ def _record_rows(plan: Plan, outcomes: dict[str, list[RunOutcome]], common: dict
                         "time_us": figs["time_us"], "previous_time_us": prev.figures["time_us"],
                         "change": change(figs["time_us"], spread, prev.figures["time_us"], prev.spread, "lower")})
                 regs = r.extra.get("registers")
+                first = (planned.name, o.target, r.variant) not in evidenced
+                evidenced.add((planned.name, o.target, r.variant))
                 rows.append(RecordRow(
                     **common, artifact=planned.name, artifact_hash=planned.hash, target=o.target,
                     variant=r.variant, params=r.params, figures=figs, spread=round_sig(spread, 3),
@@ -69,7 +72,7 @@ def _record_rows(plan: Plan, outcomes: dict[str, list[RunOutcome]], common: dict
                     series=series.get(path_key), protocol=PROTOCOL_VERSION, gates=failed or None,
                     bytes_level=r.bytes_level if r.bytes_level != "dram" else None, sweep=o.sweep or None,
                     mechanism=evidence(mechanism.for_variant(planned.name, r.variant, o.target))
-                    if mechanism else None))
+                    if mechanism and first else None))
                 for k in ("torch", "triton"):  # a Python artifact's record says what ran it
                     if isinstance(r.extra.get(k), str):
                         setattr(rows[-1], k, r.extra[k])
