@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -240,14 +241,20 @@ SERIOUS = frozenset({"serious", "critical"})
 
 
 @pytest.fixture(scope="module")
-def wiki_site(tmp_path_factory, served):
-    """The repository's own wiki, built as `kwiki build` builds it (its mkdocs.yml, artifacts and results)."""
+def wiki_built(tmp_path_factory):
+    """The repository's own wiki, built as `kwiki build` builds it (its mkdocs.yml, artifacts and results): the
+    site's directory."""
     root = tmp_path_factory.mktemp("wiki")
     for name in ("wiki", "artifacts", "results"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.o", "build"))
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
     build_site(root, root / "site")
-    with served(root / "site") as url:
+    return root / "site"
+
+
+@pytest.fixture(scope="module")
+def wiki_site(wiki_built, served):
+    with served(wiki_built) as url:
         yield url
 
 
@@ -282,7 +289,7 @@ def grown_site(tmp_path_factory, served):
 
 def _first_view(browser, url: str, width: int, scheme: str):
     """A fresh context (empty cache) at `width` in `scheme`; the page loaded until the network is idle, and
-    the bytes of what it fetched by resource type: every request the page (or its search worker) made, sized
+    the bytes of what it fetched by resource type: every request the page (or a worker it starts) made, sized
     by its response's Content-Length (reading bodies in a `requestfinished` handler lost a request now and
     then, and a first view's weight must not depend on the timing)."""
     context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
@@ -290,11 +297,7 @@ def _first_view(browser, url: str, width: int, scheme: str):
     requests = []
     pg.on("request", lambda request: requests.append(request))
     pg.goto(url, wait_until="networkidle")
-    pg.wait_for_timeout(200)  # the search worker's request starts after load
-    for _ in range(30):  # on a loaded machine it can start later still: a first view counts it either way
-        if any("workers/search" in r.url for r in requests):
-            break
-        pg.wait_for_timeout(100)
+    pg.wait_for_timeout(200)  # what a script starts after load (the search worker did, before it waited for search)
     pg.wait_for_load_state("networkidle")
     fetched: dict[str, tuple[str, int]] = {}
     for request in requests:
@@ -488,16 +491,25 @@ def test_layout_width_is_the_same_on_the_home_page_and_a_content_page(browser, w
 
 
 def test_one_ladder_per_artifact_the_others_link_to_it(browser, wiki_site):
-    """The warp-specialized GEMM's ladder is whole on its page; the persistent-kernel page shows only its claimed
-    shapes and links to it (it printed the same ladder in full on four pages)."""
+    """The warp-specialized GEMM's ladder is on its page, SHAPE_TABLES shapes of it, linking to every shape on the
+    ladder's own page; the persistent-kernel page shows only its claimed shapes and links to the page that owns it
+    (it printed the same ladder in full on four pages)."""
+    from kwiki.site.pages import SHAPE_TABLES
+
     owner = "nvidia/techniques/warp-specialization/algo-warp-specialization/"
+    tables = '.kw-scroll[aria-label^="gemm_bf16_sm90a ladder"]'
     context, pg = _screen(browser, wiki_site + owner, "desktop")
-    whole = pg.locator('.kw-scroll[aria-label^="gemm_bf16_sm90a ladder"]').count()
+    shown = pg.locator(tables).count()
+    every = pg.locator("article a", has_text="its full ladder").first.get_attribute("href") or ""
+    context.close()
+    assert shown == SHAPE_TABLES and "indexes/ladders/gemm_bf16_sm90a" in every
+    context, pg = _screen(browser, wiki_site + "indexes/ladders/gemm_bf16_sm90a/", "desktop")
+    whole = pg.locator(tables).count()
     context.close()
     context, pg = _screen(browser, wiki_site + "nvidia/techniques/persistent-kernel/", "desktop")
     try:
-        some = pg.locator('.kw-scroll[aria-label^="gemm_bf16_sm90a ladder"]').count()
-        assert 0 < some < whole
+        some = pg.locator(tables).count()
+        assert 0 < some < whole and shown < whole
         link = pg.locator("article a", has_text="Warp specialization for Hopper GEMM").first
         assert "algo-warp-specialization" in (link.get_attribute("href") or "")
     finally:
@@ -575,6 +587,37 @@ def test_first_view_does_not_grow_with_the_wiki(browser, wiki_site, grown_site, 
     assert [u for u in urls if "search_index" in u] == []
     assert large <= FIRST_VIEW_BYTES
     assert large <= small * (1 + GROWTH), (view, small, large)
+
+
+_FETCHED = re.compile(r'<(?:link[^>]*\brel="stylesheet"[^>]*\bhref|script[^>]*\bsrc)="([^"]+)"')
+
+
+def static_weight(site: Path, page: Path) -> int:
+    """A page's first view as its files say: its HTML and the stylesheets and scripts it names (Material's search
+    worker and index wait for the first use of search: kwiki.site.searchindex.defer_index)."""
+    html = page.read_text(encoding="utf-8")
+    named = {((site if href.startswith("/") else page.parent) / href.split("?")[0].lstrip("/")).resolve()
+             for href in _FETCHED.findall(html)}  # 404.html names them from the site's root
+    assert all(p.is_relative_to(site.resolve()) for p in named), named  # the site's own files only
+    return page.stat().st_size + sum(p.stat().st_size for p in named if p.is_file())
+
+
+def test_every_page_of_the_wiki_is_within_the_first_view_budget(wiki_built):
+    """Every page the site builds (the wiki's, its listings, each artifact's sources and each ladder's every shape),
+    not only the reader views: a page with many shapes or a long source no longer passes unseen (the decode GEMM
+    page weighed 447 KB on 2026-12-04, its HTML 136 KB, and no test looked at it)."""
+    heavy = {p.relative_to(wiki_built).as_posix(): w for p in sorted(wiki_built.rglob("*.html"))
+             if (w := static_weight(wiki_built, p)) > FIRST_VIEW_BYTES}
+    assert heavy == {}
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_a_pages_weight_from_its_files_is_no_less_than_what_a_browser_fetches(browser, wiki_built, wiki_site, view):
+    """The budget test above reads files, not a browser: what a reader's first view fetches is no more than that,
+    and the search worker is not part of it."""
+    weight, urls = _weight(browser, wiki_site + VIEWS[view])
+    assert [u for u in urls if "workers/search" in u or "search_index" in u] == []
+    assert weight <= static_weight(wiki_built, wiki_built / VIEWS[view] / "index.html")
 
 
 @pytest.mark.parametrize("view", sorted(LISTINGS))

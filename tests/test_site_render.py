@@ -337,17 +337,26 @@ def test_served_stylesheet_is_minified_but_complete():
 
 
 def test_the_search_index_is_deferred_to_first_use_or_the_build_says_why(tmp_path):
-    """Material's start-up expression becomes its file:// path (the index loads when search opens); a bundle
-    without it, or without a bundle, is reported rather than shipping the index in every first view."""
+    """Material's start-up expression becomes its file:// path (the index loads when search opens) and its worker
+    a stand-in that starts it on the first message; a bundle without either, or without a bundle, is reported
+    rather than shipping the index or the worker in every first view."""
     bundle = tmp_path / "assets" / "javascripts" / "bundle.abc.min.js"
     bundle.parent.mkdir(parents=True)
-    eager = 'function Ei(e,t){let r=Mn(e);return L($(location.protocol!=="file:"),Je("search")).pipe(Re(o=>o))}'
+    worker = "function Mn(e,t=new Worker(e)){let r=Wa(t),o=Da(t);return r}"
+    eager = ('function Ei(e,t){let r=Mn(e);return L($(location.protocol!=="file:"),Je("search")).pipe(Re(o=>o))}'
+             + worker)
     bundle.write_text(eager)
     assert searchindex.defer_index(tmp_path) is None
-    assert bundle.read_text() == eager.replace('location.protocol!=="file:"', "!1")
+    patched = bundle.read_text()
+    assert patched.startswith(eager.replace('location.protocol!=="file:"', "!1").removesuffix(worker))
+    assert "new Worker(e))" not in patched and patched.count("new Worker(e)") == 1
+    assert "function Mn(e,t=((kwW,kwL=[])=>({addEventListener(" in patched
     assert searchindex.defer_index(tmp_path) is None  # a second pass leaves it as it is
-    bundle.write_text("function Ei(e,t){return L($(!0),Je('search'))}")
-    assert "not found as expected" in (searchindex.defer_index(tmp_path) or "")
+    assert bundle.read_text() == patched
+    bundle.write_text("function Ei(e,t){return L($(!0),Je('search'))}" + worker)
+    assert "search start-up not found as expected" in (searchindex.defer_index(tmp_path) or "")
+    bundle.write_text(eager.replace("t=new Worker(e)", "t=new SharedWorker(e)"))
+    assert "search worker not found as expected" in (searchindex.defer_index(tmp_path) or "")
     bundle.unlink()
     assert "expected Material's one bundle" in (searchindex.defer_index(tmp_path) or "")
 

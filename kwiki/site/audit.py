@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 from kwiki.site.sanitize import parse_url
-from kwiki.site.searchindex import _EAGER
+from kwiki.site.searchindex import deferred
 
 _SCRIPT = re.compile(r"(?is)<script\b([^>]*)>(.*?)</script\s*>")
 _SRC = re.compile(r"(?i)\bsrc\s*=")
@@ -41,9 +41,9 @@ def _theme() -> tuple[list[re.Pattern[str]], frozenset[str]]:
     for path in base.rglob("*.js"):
         data = path.read_bytes()
         scripts.add(hashlib.sha256(data).hexdigest())
-        deferred, n = _EAGER.subn(r"\g<1>!1\g<2>", data.decode("utf-8", errors="surrogateescape"))
-        if n == 1:  # the bundle as kwiki.site.searchindex.defer_index leaves it
-            scripts.add(hashlib.sha256(deferred.encode("utf-8", errors="surrogateescape")).hexdigest())
+        patched, why = deferred(data.decode("utf-8", errors="surrogateescape"))
+        if why is None:  # the bundle as kwiki.site.searchindex.defer_index leaves it
+            scripts.add(hashlib.sha256(patched.encode("utf-8", errors="surrogateescape")).hexdigest())
     # a script that is a template value alone (`{{ ... }}`) has no text of Material's to match: not allowed
     return [re.compile(_template_pattern(b), re.DOTALL) for b in bodies
             if re.sub(r"\{\{.*?\}\}|\{%.*?%\}", "", b, flags=re.DOTALL).strip()], \

@@ -44,12 +44,17 @@ from kwiki.wiki.owners import Owner, claimed_params, matches
 
 if TYPE_CHECKING:
     from kwiki.results.audits import Audits
-    from kwiki.results.ladders import Ladder
+    from kwiki.results.ladders import Ladder, ShapeGroup
     from kwiki.results.timelines import Timeline
     from kwiki.wiki.manifest import Manifest
 
 ASSETS = "assets/kwiki"
 SOURCES_DIR = f"{INDEX_DIR}/artifacts"  # one page per artifact: its sources (out of the nav and the search index)
+# one page per ladder whose owning page shows part of it: every shape (out of the nav and the search index)
+LADDERS_DIR = f"{INDEX_DIR}/ladders"
+# the shape tables a page shows of a ladder it owns, those its claims name first (a table a shape: the decode GEMM
+# page's 31 made its HTML 136 KB, where a first view may weigh 400 KB and the theme's CSS and scripts take 271)
+SHAPE_TABLES = 3
 CSS = f"{ASSETS}/kwiki.css"
 _H1 = re.compile(r"^#\s+\S")
 _SCRIPT = re.compile(r"<(/?)(script|iframe|object|embed)\b", re.IGNORECASE)
@@ -108,7 +113,8 @@ def own(ctx: Context, markdown: str) -> str:
     return mark_own(markdown, ctx.key) if ctx.key else markdown
 
 
-def _add_chart(ctx: Context, sp: SitePage, name: str, spec: dict[str, Any], alt: str) -> str:
+def _add_chart(ctx: Context, sp: SitePage, name: str, spec: dict[str, Any], alt: str, at: str | None = None) -> str:
+    """Draw a chart of page `sp` and return its image, linked from the staged page `at` (default: the page's)."""
     assert sp.meta is not None  # charts are drawn for valid pages only
     path = f"{ASSETS}/charts/{sp.meta.id}/{name}.svg"
     if spec["kind"] == "timeline":
@@ -118,7 +124,7 @@ def _add_chart(ctx: Context, sp: SitePage, name: str, spec: dict[str, Any], alt:
     else:
         ctx.files[path] = (draw_curve(spec) if spec["kind"] == "curve" else draw_compare(spec)
                            if spec["kind"] == "compare" else charts.draw(spec))
-    return chart(path, sp.rel, alt)
+    return chart(path, at or sp.rel, alt)
 
 
 def _manifest(ctx: Context, rel: str) -> Manifest | None:
@@ -162,11 +168,57 @@ def page_ladders(ctx: Context, sp: SitePage) -> list[PageLadder]:
     return out
 
 
-def _ladder_tables(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
-    """The page's ladders as tables, and for each artifact another page owns, a link to its full ladder."""
+def shown(pl: PageLadder) -> Ladder:
+    """The ladder as its page's tables show it: a ladder the page owns with more than SHAPE_TABLES shapes (sweep sizes
+    aside, which one line stands for) keeps the SHAPE_TABLES shapes its claims name first, in claim order, then the
+    first in the ladder's order; the tables stay in the ladder's order. Another page's ladder: as `page_ladders` cut
+    it."""
+    shapes = [g for g in pl.ladder.groups if not g.sweep]
+    if pl.owner is not None or len(shapes) <= SHAPE_TABLES:
+        return pl.ladder
+
+    def first_claim(g: ShapeGroup) -> int:
+        return next((i for i, w in enumerate(pl.wanted) if matches(g.params, w)), len(pl.wanted))
+
+    kept = {id(g) for g in sorted(shapes, key=first_claim)[:SHAPE_TABLES]}
+    return pl.ladder.model_copy(update={"groups": [g for g in pl.ladder.groups if g.sweep or id(g) in kept]})
+
+
+def ladder_page(name: str) -> str:
+    """The staged path of the page of every shape of artifact `name`."""
+    return f"{LADDERS_DIR}/{re.sub(r'[^A-Za-z0-9_.]+', '-', name).strip('-.') or 'artifact'}.md"
+
+
+def _ladder_page(ctx: Context, sp: SitePage, rel: str, ladders: list[Ladder]) -> str:
+    """Stage the page of every shape of the artifact `rel` (its ladders on each GPU model, then its bar chart of
+    each shape); its staged path."""
     from kwiki.site.ladder_html import ladders_block
 
-    out = [ladders_block([pl.ladder for pl in ladders if pl.ladder.groups])]
+    name = ladders[0].artifact
+    staged = ladder_page(name)
+    front = yaml.safe_dump({"title": html_text(f"Every shape of {name}"), "search": {"exclude": True}},
+                           allow_unicode=True, width=10_000)
+    back = (f"The ladder of `{name}` at every shape it ran, from [{md_text(sp.title)}]({relative(sp.rel, staged)}), "
+            f"which shows {SHAPE_TABLES} of them beside its claims.\n")
+    bars = _bar_charts(ctx, sp, rel, staged)
+    text = own(ctx, "\n".join(x for x in (back, ladders_block(ladders), bars) if x))
+    ctx.files[staged] = f"---\n{front}---\n\n{text}".encode()
+    return staged
+
+
+def _ladder_tables(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
+    """The page's ladders as tables (`shown`), a link to the page of every shape of each it cut, and for each
+    artifact another page owns, a link to its full ladder."""
+    from kwiki.site.ladder_html import ladders_block
+
+    cut = [(pl, shown(pl)) for pl in ladders]
+    out = [ladders_block([ladder for _, ladder in cut if ladder.groups])]
+    for rel in sorted({pl.rel for pl, ladder in cut if ladder is not pl.ladder}):
+        whole = [pl.ladder for pl in ladders if pl.rel == rel]
+        shapes = max(sum(not g.sweep for g in ladder.groups) for ladder in whole)
+        page = _ladder_page(ctx, sp, rel, whole)
+        out.append(f"Every shape of `{whole[0].artifact}` ({shapes} tables, and a bar chart of each): [its full ladder]"
+                   f"({relative(page, sp.rel)}). This page shows the {SHAPE_TABLES} its claims name first.\n")
     links = {pl.owner for pl in ladders if pl.owner is not None}
     for owner in sorted(links, key=lambda o: o.rel):
         names = sorted({pl.ladder.artifact for pl in ladders if pl.owner == owner})
@@ -278,28 +330,38 @@ def _excerpts(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
     return "\n".join(x for x in out if x)
 
 
-def _ladders(ctx: Context, sp: SitePage) -> str:
-    """A bar chart of each artifact's variants (per GPU and parameter set), charting what the claims measure,
-    collapsed under the ladder's tables."""
+def _bar_charts(ctx: Context, sp: SitePage, rel: str, at: str) -> str:
+    """A bar chart of the artifact's variants per GPU and parameter set, charting what the page's claims measure,
+    linked from the staged page `at`, collapsed ('' when there is none)."""
     meta = sp.meta
     assert meta is not None
+    name, variants, baseline = _artifact(ctx, rel)
+    keys = {k for k, v in meta.artifacts.items() if v.rstrip("/") == rel}
+    measures = [c.measure for c in meta.claims if c.measure and c.measure.artifact in keys]
+    wanted = [m.of.figure for m in measures if m.per is None] + [m.of.figure for m in measures if m.per]
     out = []
-    for rel in sorted(set(meta.artifacts.values())):
-        owner = ctx.owners.get(rel.rstrip("/"))
-        if owner is not None and owner.rel != sp.rel:
-            continue  # its charts are on the page that owns its ladder
-        name, variants, baseline = _artifact(ctx, rel)
-        keys = {k for k, v in meta.artifacts.items() if v == rel}
-        measures = [c.measure for c in meta.claims if c.measure and c.measure.artifact in keys]
-        wanted = [m.of.figure for m in measures if m.per is None] + [m.of.figure for m in measures if m.per]
-        for n, spec in enumerate(charts.ladder_specs(_unswept(ctx, rel, ctx.records.get(name, [])), variants,
-                                                     baseline, wanted)):
-            alt = f"{name}: {spec['figure']} of each variant on {spec['gpu']}, {spec['date']} {spec['params']}"
-            out.append(_add_chart(ctx, sp, f"ladder-{name}-{gpu_slug(spec['gpu'])}-{n}", spec, alt.strip()))
+    for n, spec in enumerate(charts.ladder_specs(_unswept(ctx, rel, ctx.records.get(name, [])), variants,
+                                                 baseline, wanted)):
+        alt = f"{name}: {spec['figure']} of each variant on {spec['gpu']}, {spec['date']} {spec['params']}"
+        out.append(_add_chart(ctx, sp, f"ladder-{name}-{gpu_slug(spec['gpu'])}-{n}", spec, alt.strip(), at))
     if not out:
         return ""
     body = "\n".join("    " + line if line else line for line in "\n".join(out).split("\n"))
     return f'??? note "Charts of the ladder ({len(out)})"\n\n{body}\n'
+
+
+def _ladders(ctx: Context, sp: SitePage, cut: set[str]) -> str:
+    """The bar charts of each artifact whose ladder this page owns, collapsed under the ladder's tables; those of a
+    ladder whose shapes it `cut` are on that ladder's own page."""
+    meta = sp.meta
+    assert meta is not None
+    out = []
+    for rel in sorted({r.rstrip("/") for r in meta.artifacts.values()}):
+        owner = ctx.owners.get(rel)
+        if (owner is not None and owner.rel != sp.rel) or rel in cut:
+            continue  # its charts are on the page that owns its ladder, or on its ladder's page
+        out.append(_bar_charts(ctx, sp, rel, sp.rel))
+    return "\n".join(x for x in out if x)
 
 
 def _unswept(ctx: Context, rel: str, rows: list[RecordRow]) -> list[RecordRow]:
@@ -407,7 +469,8 @@ def _body(ctx: Context, sp: SitePage, page_ladders: list[PageLadder]) -> list[st
     claims = own(ctx, claims_table(sp.meta, sp.trace))
     history = own(ctx, _history(ctx, sp, sp.history)) if claims else ""
     tables = _ladder_tables(ctx, sp, page_ladders)
-    ladders = own(ctx, "\n".join(x for x in (tables, _ladders(ctx, sp)) if x))
+    cut = {pl.rel for pl in page_ladders if shown(pl) is not pl.ladder}
+    ladders = own(ctx, "\n".join(x for x in (tables, _ladders(ctx, sp, cut)) if x))
     curves = own(ctx, _curves(ctx, sp, page_ladders))
     ladders += ("\n" + curves) if curves and ladders else ""
     timeline = own(ctx, _timelines(ctx, sp))

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from kwiki.wiki.manifest import Manifest
 
 MAX_SOURCE_BYTES = 256 * 1024
+# a longer file is shown as plain text: highlighting wraps each token in a span, 7 to 9 times the file's bytes
+# (the 55 KB of decode_mma.cu became 388 KB of its artifact's page, past a first view's budget)
+HIGHLIGHT_BYTES = 4 * 1024
 LANGUAGES = {".cu": "cuda", ".cuh": "cuda", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".hpp": "cpp",
              ".cxx": "cpp", ".py": "python", ".sh": "bash", ".yaml": "yaml", ".yml": "yaml", ".json": "json",
              ".ptx": "text", ".txt": "text", ".mk": "make", ".cmake": "cmake", ".toml": "toml"}
@@ -213,7 +216,8 @@ def fence(text: str, lang: str, indent: str = "") -> str:
 
 
 def source_block(root: Path, path: Path, shown_as: str, files: frozenset[str] | None = None) -> str:
-    """A collapsed admonition holding one file of the repository, highlighted by its extension.
+    """A collapsed admonition holding one file of the repository, highlighted by its extension up to
+    HIGHLIGHT_BYTES.
 
     A file the site may not publish (kwiki.core.tracked: a dot-component, a link that leads out of
     artifacts/, a file git does not track; `files` is `tracked(root)`) is named, never read.
@@ -226,7 +230,7 @@ def source_block(root: Path, path: Path, shown_as: str, files: frozenset[str] | 
     if len(data) > MAX_SOURCE_BYTES:
         return f'??? warning "{title}"\n\n    {len(data)} bytes, too large to show here.\n\n'
     text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").expandtabs(4)
-    lang = LANGUAGES.get(path.suffix.lower(), "text")
+    lang = LANGUAGES.get(path.suffix.lower(), "text") if len(data) <= HIGHLIGHT_BYTES else "text"
     return f'??? abstract "{title}"\n\n{fence(text, lang, "    ")}\n'
 
 

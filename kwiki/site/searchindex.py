@@ -4,7 +4,7 @@ Material fetches `search/search_index.json` on every first view, with its theme;
 text would be most of what a reader waits for (600 KB, two thirds of a page view, before this
 pass). kwiki's generated tables, badges and artifact sources are kept out of it at the source
 (`data-search-exclude`, `search: exclude`); this pass then keeps, for each section, its title only (the
-site's weight budget: 400 KB a first view, 300 of them Material's), and for each page:
+site's weight budget: 400 KB a first view, 271 of them Material's CSS and scripts), and for each page:
 
 - its summary, shown under the page's hit and indexed as a `summary` field that lunr boosts below
   the title and above everything else (`FIELDS`);
@@ -15,7 +15,7 @@ site's weight budget: 400 KB a first view, 300 of them Material's), and for each
 `kwiki query` and the MCP tools search the full text; the site's search finds pages and sections.
 
 The index loads on first use of search, not with every page (`defer_index`): a first view's weight
-must not grow with the wiki (324.7 KB of index at 300 pages).
+must not grow with the wiki (324.7 KB of index at 300 pages). The search worker starts then too (39.5 KB).
 """
 
 from __future__ import annotations
@@ -38,6 +38,17 @@ BUNDLE = "assets/javascripts/bundle.*.min.js"
 # The first focus of the search box (a click, or the `/`, `s`, `f` keys) opens the dialog and loads it.
 _EAGER = re.compile(r'([\w$]+\()location\.protocol!=="file:"(\),[\w$]+\("search"\)\))')
 _DEFERRED = re.compile(r'[\w$]+\(!1\),[\w$]+\("search"\)\)')  # what `defer_index` leaves
+# The worker that runs the search is created at start-up too (`setupSearchWorker(url, index$)` calls
+# `watchWorker(url, worker = new Worker(url))`): 39.5 KB of script that every first view fetched and no page
+# uses before its reader searches (a tenth of the 400 KB a first view may weigh). `defer_index` gives that
+# default a stand-in with the three members Material uses (`fromEvent` adds and removes the listeners,
+# `postMessage` sends): it creates the worker on the first message, which is the index sent on first use of
+# search, and hands it the listeners added before.
+_WORKER = re.compile(r"(function [\w$]+\(([\w$]+),[\w$]+=)new Worker\(\2\)\)")
+_LAZY = ("((kwW,kwL=[])=>({{addEventListener(...kwA){{kwL.push(kwA);kwW&&kwW.addEventListener(...kwA)}},"
+         "removeEventListener(...kwA){{kwL=kwL.filter(kwX=>kwX[1]!==kwA[1]);kwW&&kwW.removeEventListener(...kwA)}},"
+         "postMessage(kwM){{kwW||(kwW=new Worker({url}),kwL.forEach(kwA=>kwW.addEventListener(...kwA)));"
+         "kwW.postMessage(kwM)}}}}))()")  # names no minifier writes: the function's own parameter stays in sight
 # lunr boosts per field: a title match first, then the page's summary, its terms and tags, then the text
 FIELDS = {"title": {"boost": 1000.0}, "summary": {"boost": 100.0}, "terms": {"boost": 20.0},
           "tags": {"boost": 20.0}, "text": {"boost": 1.0}}
@@ -145,18 +156,31 @@ def compact_site(site_dir: Path) -> None:
             write_atomic(path, compact.encode("utf-8"))
 
 
+def deferred(bundle: str) -> tuple[str, str | None]:
+    """Material's bundle with the search index and its worker loaded on first use of search (`_EAGER`, `_WORKER`),
+    and why it could not be (an expression not found exactly once: the bundle returned as it was) or None."""
+    patched, n = _EAGER.subn(r"\g<1>!1\g<2>", bundle)
+    if n != 1:
+        return bundle, (f"Material's search start-up not found as expected ({n} matches); the search index would "
+                        "load with every page (kwiki.site.searchindex._EAGER)")
+    patched, n = _WORKER.subn(lambda m: m.group(1) + _LAZY.format(url=m.group(2)) + ")", patched)
+    if n != 1:
+        return bundle, (f"Material's search worker not found as expected ({n} matches); it would load with every "
+                        "page (kwiki.site.searchindex._WORKER)")
+    return patched, None
+
+
 def defer_index(site_dir: Path) -> str | None:
-    """Make the site's Material bundle fetch the search index on first use of search (see `_EAGER`); why it could
-    not (Material's bundle missing, or not holding the expression exactly once), or None."""
+    """Make the site's Material bundle fetch the search index and start its worker on first use of search
+    (`deferred`); why it could not (Material's bundle missing, or not as expected), or None."""
     bundles = sorted(site_dir.glob(BUNDLE))
     if len(bundles) != 1:
         return f"{BUNDLE}: {len(bundles)} files, expected Material's one bundle; the search index loads with every page"
     text = bundles[0].read_text(encoding="utf-8")
-    if _DEFERRED.search(text) and not _EAGER.search(text):
+    if _DEFERRED.search(text) and not _EAGER.search(text) and not _WORKER.search(text):
         return None  # deferred already
-    patched, n = _EAGER.subn(r"\g<1>!1\g<2>", text)
-    if n != 1:
-        return (f"{bundles[0].relative_to(site_dir).as_posix()}: Material's search start-up not found as expected "
-                f"({n} matches); the search index would load with every page (kwiki.site.searchindex._EAGER)")
+    patched, why = deferred(text)
+    if why is not None:
+        return f"{bundles[0].relative_to(site_dir).as_posix()}: {why}"
     write_atomic(bundles[0], patched.encode("utf-8"))
     return None

@@ -16,7 +16,7 @@ import yaml
 from kwiki.core.writefile import write_atomic
 from kwiki.site.errors import SiteError
 from kwiki.site.listings import ARCHITECTURES_DIR, EVIDENCE_DIR, TAGS_DIR, SitePage, nav
-from kwiki.site.pages import ASSETS, CSS, SOURCES_DIR
+from kwiki.site.pages import ASSETS, CSS, LADDERS_DIR, SOURCES_DIR
 from kwiki.site.sanitize import Sanitizer, remote_in_css, remote_in_html
 from kwiki.wiki.catalog import WIKI_DIR
 from kwiki.wiki.siteconfig import BASE_CONFIG, ConfigProblems, read_config
@@ -101,7 +101,7 @@ def config_overrides(base: dict[str, Any], docs_dir: Path, site_dir: Path, pages
         "theme": theme, "plugins": plugins, "markdown_extensions": extensions, "validation": validation,
         "extra_css": [CSS], "nav": nav(pages),
         "not_in_nav": "\n".join([*([str(base["not_in_nav"])] if base.get("not_in_nav") else []),
-                                  f"/{SOURCES_DIR}/", *(f"/{d}/" for d in PAGED_DIRS)]),
+                                  f"/{SOURCES_DIR}/", f"/{LADDERS_DIR}/", *(f"/{d}/" for d in PAGED_DIRS)]),
     }
 
 
