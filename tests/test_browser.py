@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ if CHROMIUM is None:
 from playwright import sync_api as playwright  # noqa: E402  (after the skip: CI without chromium needs no driver)
 
 from kwiki.site.stage import build_site  # noqa: E402
+from kwiki.site.weight import FIRST_VIEW_BYTES, first_view, over_budget  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "site"
@@ -232,7 +232,6 @@ def test_files_a_browser_would_run_are_not_served(guarded, payload_site, path):
 VIEWS = {"home": "", "ladder": "nvidia/kernels/gemv-bf16/", "gemm": "nvidia/kernels/gemm-aligned/",
          "ws": "nvidia/techniques/warp-specialization/algo-warp-specialization/", "tags": "indexes/tags/",
          "loads": "nvidia/techniques/vectorized-loads/", "persistent": "nvidia/techniques/persistent-kernel/"}
-FIRST_VIEW_BYTES = 400_000  # HTML, CSS, JS and the search index a first view fetches, uncompressed
 FIRST_VIEW_TYPES = frozenset({"document", "stylesheet", "script", "xhr", "fetch"})
 MIN_CHART_PX = 11
 # every ladder or claims table, and the scroll wrapper Material puts around a Markdown table
@@ -589,26 +588,11 @@ def test_first_view_does_not_grow_with_the_wiki(browser, wiki_site, grown_site, 
     assert large <= small * (1 + GROWTH), (view, small, large)
 
 
-_FETCHED = re.compile(r'<(?:link[^>]*\brel="stylesheet"[^>]*\bhref|script[^>]*\bsrc)="([^"]+)"')
-
-
-def static_weight(site: Path, page: Path) -> int:
-    """A page's first view as its files say: its HTML and the stylesheets and scripts it names (Material's search
-    worker and index wait for the first use of search: kwiki.site.searchindex.defer_index)."""
-    html = page.read_text(encoding="utf-8")
-    named = {((site if href.startswith("/") else page.parent) / href.split("?")[0].lstrip("/")).resolve()
-             for href in _FETCHED.findall(html)}  # 404.html names them from the site's root
-    assert all(p.is_relative_to(site.resolve()) for p in named), named  # the site's own files only
-    return page.stat().st_size + sum(p.stat().st_size for p in named if p.is_file())
-
-
 def test_every_page_of_the_wiki_is_within_the_first_view_budget(wiki_built):
     """Every page the site builds (the wiki's, its listings, each artifact's sources and each ladder's every shape),
     not only the reader views: a page with many shapes or a long source no longer passes unseen (the decode GEMM
     page weighed 447 KB on 2026-12-04, its HTML 136 KB, and no test looked at it)."""
-    heavy = {p.relative_to(wiki_built).as_posix(): w for p in sorted(wiki_built.rglob("*.html"))
-             if (w := static_weight(wiki_built, p)) > FIRST_VIEW_BYTES}
-    assert heavy == {}
+    assert over_budget(wiki_built) == []
 
 
 @pytest.mark.parametrize("view", sorted(VIEWS))
@@ -617,7 +601,7 @@ def test_a_pages_weight_from_its_files_is_no_less_than_what_a_browser_fetches(br
     and the search worker is not part of it."""
     weight, urls = _weight(browser, wiki_site + VIEWS[view])
     assert [u for u in urls if "workers/search" in u or "search_index" in u] == []
-    assert weight <= static_weight(wiki_built, wiki_built / VIEWS[view] / "index.html")
+    assert weight <= first_view(wiki_built, wiki_built / VIEWS[view] / "index.html")
 
 
 @pytest.mark.parametrize("view", sorted(LISTINGS))

@@ -373,3 +373,22 @@ def test_a_rung_with_the_same_sass_evidence_as_one_above_points_to_it():
     assert variants.count("<code>vec4_kernel</code>: 32 registers") == 1
     assert ("<code>vec4_again</code>: vec4 in another order<span class=\"kw-mech\">SASS as <code>vec4</code>'s"
             "</span>") in variants
+
+
+def test_a_page_over_the_first_view_budget_is_named_with_its_weight(tmp_path):
+    """kwiki.site.weight: a page's HTML and the site's stylesheets and scripts it names (from its folder or the site's
+    root), not its images or another host's files; `kwiki build` says which pages are over."""
+    from kwiki.site.weight import first_view, over_budget
+
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "main.css").write_bytes(b"x" * 1000)
+    (tmp_path / "assets" / "app.js").write_bytes(b"y" * 500)
+    (tmp_path / "assets" / "chart.svg").write_bytes(b"z" * 100_000)
+    page = tmp_path / "kernels" / "gemm" / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text('<link rel="stylesheet" href="../../assets/main.css"><script src="/assets/app.js"></script>'
+                    '<img src="../../assets/chart.svg"><script src="https://cdn.example.com/x.js"></script>')
+    assert first_view(tmp_path, page) == page.stat().st_size + 1500
+    assert over_budget(tmp_path, budget=page.stat().st_size + 1500) == []
+    (line,) = over_budget(tmp_path, budget=1000)
+    assert line.startswith("kernels/gemm/index.html: a first view of ") and "over the site's 1,000" in line

@@ -224,3 +224,12 @@ def test_summarising_leaves_a_variants_evidence_on_its_first_row_of_each_run_and
     ladder, = from_store(manifest, [r for r in rows if not r.summary_of])
     assert set(ladder.mechanisms) == {"a", "b"}
     assert {r.figures["time_us"] for r in kept if r.variant == "a" and r.params["n"] == 2} == {6.0, 8.0, 10.0}
+
+
+def test_every_committed_store_file_is_within_its_size_bound():
+    """What a GPU model's runs add is summarised past SUMMARISE_AT (kwiki.results.summary); a store the pages' runs
+    no longer fit in BOUND is a change to look at before it lands (the H200's had reached 30.4 MB, 2026-12-04)."""
+    from kwiki.results.summary import BOUND
+
+    files = sorted((REPO / "results").glob("*.jsonl"))
+    assert files and {f.name: f.stat().st_size for f in files if f.stat().st_size > BOUND} == {}

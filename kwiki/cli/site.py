@@ -24,6 +24,8 @@ def run_build(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         print(f"kwiki build: FAILED: {exc.message}", file=sys.stderr)
         return exc.exit_code
+    for warning in report.warnings:
+        print(f"kwiki build: warning: {warning}", file=sys.stderr)
     s = report.seconds
     print(f"kwiki build: ok: {report.pages} pages, {report.charts} charts -> {site_dir} "
           f"(generate {s['generate']:.1f} s, mkdocs {s['mkdocs']:.1f} s, agent files {s['export']:.1f} s)")
