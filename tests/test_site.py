@@ -378,3 +378,14 @@ def test_serve_rebuilds_when_a_page_changes(tmp_path):
             pytest.fail("the served page was not rebuilt")
     finally:
         server.shutdown(wait=True)
+
+
+def test_kwiki_build_names_a_page_over_the_first_view_budget_and_still_builds(tmp_path, capsys, monkeypatch):
+    from kwiki.site import weight
+
+    root = copy_project(FIXTURE, tmp_path)
+    monkeypatch.setattr(weight.over_budget, "__defaults__", (1000,))  # a budget every page is over
+    assert main(["build", "--root", str(root), "--site-dir", str(root / "site")]) == 0
+    err = capsys.readouterr().err
+    assert "kwiki build: warning: patterns/spec-only/index.html: a first view of " in err
+    assert "over the site's 1,000" in err
