@@ -31,12 +31,15 @@ def module() -> ModuleType:
     patch()
     mod = load_artifact(ARTIFACT, "fp8_gemm.py", "fp8_gemm_under_test")
     small = {"BM": 32, "BN": 128, "BK": 128, "GROUP_M": 2, "num_warps": 4, "num_stages": 2}
-    mod.TILES = {**{name: {**small, "BN": 64} for name in mod.PROMOTIONS}, "triton_block": small}
+    mod.TILES = {**{name: {**small, "BN": 64} for name in mod.PROMOTIONS}, "triton_block": small,
+                 "triton_tensor_tma": {**small, "BN": 64}}
     return mod
 
 
 CASES = [  # (variant, scaling, m, n, k): off every tile; N = 272 has a partial 128-block of weight scales
     ("triton_tensor", "tensor", 70, 144, 400),
+    ("triton_tensor_tma", "tensor", 70, 144, 400),  # 3 x 3 tiles over 4 programs: a program takes a second tile
+    ("triton_tensor_tma", "tensor", 200, 208, 272),
     ("triton_block", "block", 70, 272, 400),
     ("triton_block", "block", 33, 128, 128),
 ]

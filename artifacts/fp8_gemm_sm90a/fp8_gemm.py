@@ -4,8 +4,9 @@ output, under three scalings (the GRID's `scaling`):
 
 - tensor: one fp32 scale for A and one for B. scaled_mm_tensor (torch._scaled_mm: cuBLASLt, the baseline) and
   triton_tensor (rung 1: a Triton fp8 tl.dot, the scales applied once in the epilogue, the accumulator promoted to
-  fp32 every 128 elements of K); bf16_cublas (torch.matmul in bf16 on the same values, dequantized, for the
-  fp8-over-bf16 ratio) runs here too.
+  fp32 every 128 elements of K); triton_tensor_tma (rung 3: rung 1's tile and promotion, persistent, one program
+  per SM, operands and store by TMA through descriptors built on the device); bf16_cublas (torch.matmul in bf16 on
+  the same values, dequantized, for the fp8-over-bf16 ratio) runs here too.
 - block: DeepSeek-V3's fine-grained scales, one per 1 x 128 group of A (a row, 128 along K) and one per 128 x 128
   block of B. triton_block (rung 2): every 128-deep group's product is scaled and added into fp32 registers;
   scaled_mm_block: torch._scaled_mm with the same scales (cuBLASLt's block scaling, where this torch and CUDA
@@ -36,9 +37,10 @@ PROMOTIONS = {"triton_tensor_p32": 32, "triton_tensor_p64": 64, "triton_tensor":
               "triton_tensor_p512": 512, "triton_tensor_never": 0}
 GRID = [*({"m": m, "n": n, "k": k, "scaling": s, "dtype": FP8} for s in SCALINGS[:3] for (m, n, k) in SHAPES),
         *({"m": m, "n": n, "k": k, "scaling": "promote", "dtype": FP8_F32} for (m, n, k) in SWEEP_SHAPES)]
-VARIANTS = ["scaled_mm_tensor", "triton_tensor", "scaled_mm_block", "triton_block", "scaled_mm_rowwise", "bf16_cublas",
+VARIANTS = ["scaled_mm_tensor", "triton_tensor", "scaled_mm_block", "triton_block", "triton_tensor_tma",
+            "scaled_mm_rowwise", "bf16_cublas",
             "triton_tensor_p32", "triton_tensor_p64", "triton_tensor_p256", "triton_tensor_p512", "triton_tensor_never"]
-FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "bf16_cublas"},
+FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "triton_tensor_tma", "bf16_cublas"},
                "block": {"scaled_mm_block", "triton_block"},
                "row": {"scaled_mm_rowwise"},
                "promote": set(PROMOTIONS)}
@@ -62,7 +64,7 @@ TOLERANCES = {
 # two accumulators (the tensor cores' partial and the fp32 total): at 128 x 256 with 8 warps that is 256 fp32
 # registers a thread and ptxas spills (Triton 3.6, sm_90a); 128 x 128 needs about 160 and spills nothing.
 TILE = {"BM": 128, "BN": GROUP, "BK": GROUP, "GROUP_M": 8, "num_warps": 8, "num_stages": 4}
-TILES = {**{name: TILE for name in PROMOTIONS}, "triton_block": TILE}
+TILES = {**{name: TILE for name in PROMOTIONS}, "triton_block": TILE, "triton_tensor_tma": TILE}
 
 
 def applies(name, params):
@@ -256,6 +258,37 @@ def _triton(name):
     return gemm
 
 
+def _triton_tma(name):
+    """Rung 3: the persistent kernel, one program per SM (a few where there is no GPU, under the interpreter), its
+    TMA descriptors written by the kernel into scratch memory from Triton's allocator."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    import kernels
+
+    if not hasattr(tl, "make_tensor_descriptor") or not hasattr(triton, "set_allocator"):
+        raise RuntimeError(f"Triton {triton.__version__} has no device-side TMA descriptors "
+                           "(tl.make_tensor_descriptor, triton.set_allocator)")
+    cfg = TILES[name]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    def scratch(size, alignment, stream):  # where the kernel writes its TMA descriptors
+        return torch.empty(size, dtype=torch.int8, device=device)
+
+    triton.set_allocator(scratch)
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count if device == "cuda" else 4
+
+    def persistent(i, o):
+        a, b, c = i["a"], i["b"], o["c"]
+        (m, k), n = a.shape, b.shape[0]
+        tiles = triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"])
+        kernels.fp8_gemm_tma_tensor[(min(sms, tiles),)](
+            a, b, i["sa"], i["sb"], c, m, n, k, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], GROUP_M=cfg["GROUP_M"],
+            NUM_SMS=sms, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return persistent
+
+
 def load(name):
     import torch
 
@@ -266,4 +299,4 @@ def load(name):
         def bf16_cublas(i, o):
             torch.matmul(i["a16"], i["b16"].t(), out=o["c"])
         return bf16_cublas
-    return _triton(name)
+    return _triton_tma(name) if name == "triton_tensor_tma" else _triton(name)

@@ -118,3 +118,29 @@ def fp8_gemm_block(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
     c_ptrs = c_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
     tl.store(c_ptrs, acc.to(tl.bfloat16), mask=(rows[:, None] < M) & (cols[None, :] < N))
 # /kwiki:rung triton_block
+
+
+# kwiki:rung triton_tensor_tma
+@triton.jit
+def fp8_gemm_tma_tensor(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
+                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                        NUM_SMS: tl.constexpr):
+    """Rung 1's tile, order and promotion every BK (128) elements of K, persistent: one program per SM walks the
+    tiles (grouped order), and the operands and the bf16 store go by TMA through descriptors built on the device.
+    B's [BN, BK] box is K-major as stored; its transposed view is the K-major B operand fp8 wgmma reads. TMA reads
+    past M, N and K as zeros (an off-tile K's last block adds nothing) and stores only inside C."""
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    scale = tl.load(sa_ptr) * tl.load(sb_ptr)
+    for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS, flatten=True):
+        pid_m, pid_n = _tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kb in range(tl.cdiv(K, BK)):
+            a = a_desc.load([pid_m * BM, kb * BK])
+            b = b_desc.load([pid_n * BN, kb * BK])
+            acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BK)
+        c_desc.store([pid_m * BM, pid_n * BN], (acc * scale).to(c_ptr.dtype.element_ty))
+# /kwiki:rung triton_tensor_tma
