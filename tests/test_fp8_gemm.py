@@ -232,7 +232,10 @@ def _sass_ops(module: ModuleType, tmp_path: Path, kernel: str, variant: str) -> 
     fn = getattr(kernels, kernel)
     cfg = module.TILES[variant]
     const = {k: cfg[k] for k in ("BM", "BN", "BK", "GROUP_M")}
-    const.update({"NUM_SMS": 132} if "NUM_SMS" in fn.arg_names else {"PROMOTE": module.promotion(variant, cfg["BK"])})
+    if "NUM_SMS" in fn.arg_names:
+        const["NUM_SMS"] = 132
+    elif "PROMOTE" in fn.arg_names:
+        const["PROMOTE"] = module.promotion(variant, cfg["BK"])
     types = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "sa_ptr": "*fp32", "sb_ptr": "*fp32", "c_ptr": "*bf16"}
     sig = {n: "constexpr" if n in const else types.get(n, "i32") for n in fn.arg_names}
     aligned = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in fn.arg_names if n.endswith("_ptr")}
@@ -246,16 +249,20 @@ def _sass_ops(module: ModuleType, tmp_path: Path, kernel: str, variant: str) -> 
             for line in sass.splitlines() if line.strip().startswith("/*") and len(line.split()) > 2]
 
 
-def test_rung_3_compiles_to_fp8_wgmma_fed_and_stored_by_tma_without_spills(module: ModuleType, tmp_path: Path) -> None:
-    """Rung 3 (triton_tensor_tma) at the artifact's tile: fp8 wgmma (QGMMA ... E4M3), its operands loaded and C
-    stored by TMA (UTMALDG, UTMASTG), no local-memory spill; rung 1's kernel (pointer loads) has no TMA load, so the
-    check tells the two apart. (Rung 1 spills here, 255 registers and a 992-byte stack under Triton 3.9, where the
-    GPU machine's Triton 3.6 spills nothing: its manifest's note.)"""
+@pytest.mark.parametrize(("variant", "below"), [("triton_tensor_tma", "triton_tensor"),
+                                               ("triton_block_tma", "triton_block")])
+def test_the_tma_rungs_compile_to_fp8_wgmma_fed_and_stored_by_tma_without_spills(
+        module: ModuleType, tmp_path: Path, variant: str, below: str) -> None:
+    """Rungs 3 and 4 at the artifact's tile: fp8 wgmma (QGMMA ... E4M3), operands loaded and C stored by TMA
+    (UTMALDG, UTMASTG), no local-memory spill; the pointer-load kernel of the same scaling has no TMA load, so the
+    check tells them apart. (Rung 1 spills here, 255 registers and a 992-byte stack under Triton 3.9, where the GPU
+    machine's Triton 3.6 spills nothing: its manifest's note.)"""
     import re
 
-    ops = _sass_ops(module, tmp_path, "fp8_gemm_tma_tensor", "triton_tensor_tma")
+    ops = _sass_ops(module, tmp_path, module.TMA[variant], variant)
     assert any(re.match(r"QGMMA\.\S*E4M3", op) for op in ops), sorted({op for op in ops if "GMMA" in op})
     assert any(op.startswith("UTMALDG") for op in ops) and any(op.startswith("UTMASTG") for op in ops)
     assert not any(op.startswith(("STL", "LDL")) for op in ops), "ptxas spilled registers to local memory"
-    below = _sass_ops(module, tmp_path, "fp8_gemm_tensor", "triton_tensor")
-    assert any(op.startswith("QGMMA") for op in below) and not any(op.startswith("UTMALDG") for op in below)
+    kernel = "fp8_gemm_tensor" if below == "triton_tensor" else "fp8_gemm_block"
+    pointer = _sass_ops(module, tmp_path, kernel, below)
+    assert any(op.startswith("QGMMA") for op in pointer) and not any(op.startswith("UTMALDG") for op in pointer)

@@ -32,7 +32,7 @@ def module() -> ModuleType:
     mod = load_artifact(ARTIFACT, "fp8_gemm.py", "fp8_gemm_under_test")
     small = {"BM": 32, "BN": 128, "BK": 128, "GROUP_M": 2, "num_warps": 4, "num_stages": 2}
     mod.TILES = {**{name: {**small, "BN": 64} for name in mod.PROMOTIONS}, "triton_block": small,
-                 "triton_tensor_tma": {**small, "BN": 64}}
+                 "triton_tensor_tma": {**small, "BN": 64}, "triton_block_tma": small}
     return mod
 
 
@@ -42,6 +42,8 @@ CASES = [  # (variant, scaling, m, n, k): off every tile; N = 272 has a partial 
     ("triton_tensor_tma", "tensor", 200, 208, 272),
     ("triton_block", "block", 70, 272, 400),
     ("triton_block", "block", 33, 128, 128),
+    ("triton_block_tma", "block", 70, 272, 400),  # 3 x 3 tiles over 4 programs; N's last weight block partial
+    ("triton_block_tma", "block", 33, 128, 128),
 ]
 
 

@@ -10,7 +10,7 @@ output, under three scalings (the GRID's `scaling`):
 - block: DeepSeek-V3's fine-grained scales, one per 1 x 128 group of A (a row, 128 along K) and one per 128 x 128
   block of B. triton_block (rung 2): every 128-deep group's product is scaled and added into fp32 registers;
   scaled_mm_block: torch._scaled_mm with the same scales (cuBLASLt's block scaling, where this torch and CUDA
-  run it on sm_90).
+  run it on sm_90); triton_block_tma (rung 4): rung 2's scales on rung 3's persistent, TMA-fed schedule.
 - row: one scale per row of A and per row of B (per token, per output channel). scaled_mm_rowwise
   (torch._scaled_mm with an (M, 1) and a (1, N) scale: the row-wise kernel of this torch where it has one).
 - promote: the promotion sweep. Per-tensor scales and rung 1's kernel and tile, promoting the tensor cores'
@@ -38,10 +38,10 @@ PROMOTIONS = {"triton_tensor_p32": 32, "triton_tensor_p64": 64, "triton_tensor":
 GRID = [*({"m": m, "n": n, "k": k, "scaling": s, "dtype": FP8} for s in SCALINGS[:3] for (m, n, k) in SHAPES),
         *({"m": m, "n": n, "k": k, "scaling": "promote", "dtype": FP8_F32} for (m, n, k) in SWEEP_SHAPES)]
 VARIANTS = ["scaled_mm_tensor", "triton_tensor", "scaled_mm_block", "triton_block", "triton_tensor_tma",
-            "scaled_mm_rowwise", "bf16_cublas",
+            "triton_block_tma", "scaled_mm_rowwise", "bf16_cublas",
             "triton_tensor_p32", "triton_tensor_p64", "triton_tensor_p256", "triton_tensor_p512", "triton_tensor_never"]
 FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "triton_tensor_tma", "bf16_cublas"},
-               "block": {"scaled_mm_block", "triton_block"},
+               "block": {"scaled_mm_block", "triton_block", "triton_block_tma"},
                "row": {"scaled_mm_rowwise"},
                "promote": set(PROMOTIONS)}
 TOLERANCES = {
@@ -64,7 +64,9 @@ TOLERANCES = {
 # two accumulators (the tensor cores' partial and the fp32 total): at 128 x 256 with 8 warps that is 256 fp32
 # registers a thread and ptxas spills (Triton 3.6, sm_90a); 128 x 128 needs about 160 and spills nothing.
 TILE = {"BM": 128, "BN": GROUP, "BK": GROUP, "GROUP_M": 8, "num_warps": 8, "num_stages": 4}
-TILES = {**{name: TILE for name in PROMOTIONS}, "triton_block": TILE, "triton_tensor_tma": TILE}
+TILES = {**{name: TILE for name in PROMOTIONS}, "triton_block": TILE, "triton_tensor_tma": TILE,
+         "triton_block_tma": TILE}
+TMA = {"triton_tensor_tma": "fp8_gemm_tma_tensor", "triton_block_tma": "fp8_gemm_tma_block"}  # variant -> kernel
 
 
 def applies(name, params):
@@ -259,8 +261,8 @@ def _triton(name):
 
 
 def _triton_tma(name):
-    """Rung 3: the persistent kernel, one program per SM (a few where there is no GPU, under the interpreter), its
-    TMA descriptors written by the kernel into scratch memory from Triton's allocator."""
+    """Rungs 3 and 4: the persistent kernels, one program per SM (a few where there is no GPU, under the
+    interpreter), their TMA descriptors written by the kernel into scratch memory from Triton's allocator."""
     import torch
     import triton
     import triton.language as tl
@@ -283,7 +285,7 @@ def _triton_tma(name):
         a, b, c = i["a"], i["b"], o["c"]
         (m, k), n = a.shape, b.shape[0]
         tiles = triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"])
-        kernels.fp8_gemm_tma_tensor[(min(sms, tiles),)](
+        getattr(kernels, TMA[name])[(min(sms, tiles),)](
             a, b, i["sa"], i["sb"], c, m, n, k, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], GROUP_M=cfg["GROUP_M"],
             NUM_SMS=sms, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return persistent
@@ -299,4 +301,4 @@ def load(name):
         def bf16_cublas(i, o):
             torch.matmul(i["a16"], i["b16"].t(), out=o["c"])
         return bf16_cublas
-    return _triton_tma(name) if name == "triton_tensor_tma" else _triton(name)
+    return _triton_tma(name) if name in TMA else _triton(name)

@@ -144,3 +144,33 @@ def fp8_gemm_tma_tensor(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
             acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BK)
         c_desc.store([pid_m * BM, pid_n * BN], (acc * scale).to(c_ptr.dtype.element_ty))
 # /kwiki:rung triton_tensor_tma
+
+
+# kwiki:rung triton_block_tma
+@triton.jit
+def fp8_gemm_tma_block(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
+                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                       NUM_SMS: tl.constexpr):
+    """Rung 2's block scales with rung 3's schedule: persistent, one program per SM walking the tiles in grouped
+    order, operands and the bf16 store by TMA. The scales stay pointer loads (BM row scales and one block scale per
+    group, sa[K/128, M] and sb[N/128, K/128] as rung 2 reads them); rows past M read row (r mod M)'s scale, whose
+    products TMA has zeroed and whose outputs TMA does not store."""
+    tl.static_assert(BN == 128 and BK == 128, "one 128 x 128 weight block per program and K group")
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    k_groups = tl.cdiv(K, BK)
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS, flatten=True):
+        pid_m, pid_n = _tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        offs_m = (pid_m * BM + tl.arange(0, BM)) % M
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kb in range(k_groups):
+            a = a_desc.load([pid_m * BM, kb * BK])
+            b = b_desc.load([pid_n * BN, kb * BK])
+            p = tl.dot(a, b.T)  # this group's partial sum, fresh: at most 128 products in the tensor cores
+            s = tl.load(sa_ptr + kb * M + offs_m) * tl.load(sb_ptr + pid_n * k_groups + kb)
+            acc += p * s[:, None]
+        c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_ptr.dtype.element_ty))
+# /kwiki:rung triton_block_tma
