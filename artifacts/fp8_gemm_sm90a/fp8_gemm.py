@@ -62,7 +62,8 @@ TOLERANCES = {
 }
 # One tile for both Triton rungs, so that rung 2 over rung 1 is the price of the block scales alone. Promotion keeps
 # two accumulators (the tensor cores' partial and the fp32 total): at 128 x 256 with 8 warps that is 256 fp32
-# registers a thread and ptxas spills (Triton 3.6, sm_90a); 128 x 128 needs about 160 and spills nothing.
+# registers a thread and ptxas spills (Triton 3.6, sm_90a); 128 x 128 needs about 160 and spills nothing. (Triton 3.9
+# spills rung 1's pointer-load kernel even at 128 x 128, 255 registers and a 992-byte stack; not its TMA rungs.)
 TILE = {"BM": 128, "BN": GROUP, "BK": GROUP, "GROUP_M": 8, "num_warps": 8, "num_stages": 4}
 TILES = {**{name: TILE for name in PROMOTIONS}, "triton_block": TILE, "triton_tensor_tma": TILE,
          "triton_block_tma": TILE}
