@@ -278,18 +278,10 @@ def test_the_launcher_writes_the_lse_to_a_scratch_of_its_own_at_an_entry_that_do
 def test_triton_kernel_compiles_for_sm90a_to_wgmma_without_spills(tmp_path: Path, split: bool, head_dim: int) -> None:
     """Offline (no GPU): the artifact's configuration of each head dim compiles for sm_90a, its dots become wgmma
     (HGMMA) and ptxas spills nothing (no local-memory STL/LDL). Causal: the most registers of the four builds."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        pytest.skip("compiles for the GPU: run without TRITON_INTERPRET")
+    from triton_aot import compile_sm90a
+
     causal = True
     pytest.importorskip("triton")
-    import subprocess
-
-    import triton
-    from triton.backends.compiler import GPUTarget
-
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    if not tool.exists():
-        pytest.skip("this Triton has no bundled cuobjdump")
     kernels = _load("kwiki_test_attention_fwd_kernels_aot", ART / "kernels.py")
     fn = kernels.attn_fwd_kernel
     cfg = attention.CONFIGS[head_dim]
@@ -297,25 +289,18 @@ def test_triton_kernel_compiles_for_sm90a_to_wgmma_without_spills(tmp_path: Path
              "SPLIT": split, "STORE_LSE": True}
     sig = {n: "constexpr" if n in const else "*fp32" if n == "lse_ptr" else "*bf16" if n.endswith("_ptr")
            else "fp32" if n == "qk_scale" else "i32" for n in fn.arg_names}
-    aligned = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in fn.arg_names
-               if n.endswith("_ptr") or n.startswith("stride")}
-    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=aligned)
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
-    cubin = tmp_path / "attn.cubin"
-    cubin.write_bytes(compiled.asm["cubin"])
-    sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
-    ops = [line.split()[1] if line.split()[1][0] != "@" else line.split()[2]
-           for line in sass.splitlines() if line.strip().startswith("/*") and len(line.split()) > 2]
+    compiled = compile_sm90a(fn, sig, const, tmp_path, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+                             aligned=lambda n: n.endswith("_ptr") or n.startswith("stride"))
+    ops = compiled.ops
     assert any(op.startswith("HGMMA.") for op in ops), "tl.dot did not become wgmma"
     assert not any(op.startswith(("STL", "LDL")) for op in ops), "ptxas spilled registers to local memory"
     if head_dim == 64:  # two CTAs an SM: registers (allocated 8 at a time) and shared memory for two, the page's reason
-        usage = subprocess.run([str(tool), "-res-usage", str(cubin)], capture_output=True, text=True, check=True).stdout
+        usage = compiled.resources()
         found = re.search(r"REG:(\d+)", usage)
         assert found is not None, usage
         regs = -(-int(found.group(1)) // 8) * 8
         assert regs * 32 * cfg["num_warps"] * 2 <= 65536, regs
-        assert compiled.metadata.shared * 2 <= 227 * 1024, compiled.metadata.shared
+        assert compiled.shared * 2 <= 227 * 1024, compiled.shared
     if split and head_dim == 128:  # the rung below the CUDA ones: cuda_fa3_ws's expectations fail on its kernel
         from kwiki.verify.sass import check_variant, parse_listing
         from kwiki.wiki.manifest import load_manifest
@@ -323,7 +308,7 @@ def test_triton_kernel_compiles_for_sm90a_to_wgmma_without_spills(tmp_path: Path
         ws = load_manifest(ART, ART.parents[1]).variant("cuda_fa3_ws")
         assert ws is not None
         on_triton = ws.model_copy(update={"kernels": ["attn_fwd_kernel*"]})
-        mismatches = "; ".join(check_variant(on_triton, "sm_90a", parse_listing(sass), {})[1])
+        mismatches = "; ".join(check_variant(on_triton, "sm_90a", parse_listing(compiled.sass), {})[1])
         assert "require 'UTMALDG.3D >= 6'" in mismatches and "USETMAXREG" in mismatches, mismatches
     sys.modules.pop("kwiki_test_attention_fwd_kernels_aot", None)
 

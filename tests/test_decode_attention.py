@@ -131,28 +131,16 @@ def test_flex_paged_mask_cuts_the_ragged_page() -> None:
 
 def _sass_ops(const: dict[str, Any], tmp: Path) -> list[str]:
     """decode_kernel compiled offline for sm_90a (no GPU) with the launch's constants; its SASS opcodes."""
-    import subprocess
+    from triton_aot import compile_sm90a
 
-    triton = pytest.importorskip("triton")
-    from triton.backends.compiler import GPUTarget
-
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    if not tool.exists():
-        pytest.skip("this Triton has no bundled cuobjdump")
+    pytest.importorskip("triton")
     kernels = load_artifact(ART, "kernels.py", "decode_attention_kernels_aot")
     fn = kernels.decode_kernel
     ints = ("L", "chunk", "splits", "pages_per_seq")
     ptr = {"table_ptr": "*i32", "lens_ptr": "*i32", "opart_ptr": "*fp32", "lse_ptr": "*fp32"}
     sig = {n: "constexpr" if n in const else ptr.get(n, "*bf16") if n.endswith("_ptr") else "i32" if n in ints
            else "fp32" for n in fn.arg_names}
-    aligned = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in fn.arg_names if n.endswith("_ptr")}
-    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=aligned)
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 2})
-    cubin = tmp / "decode.cubin"
-    cubin.write_bytes(compiled.asm["cubin"])
-    sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
-    return [line.split()[1] if line.split()[1][0] != "@" else line.split()[2]
-            for line in sass.splitlines() if line.strip().startswith("/*") and len(line.split()) > 2]
+    return compile_sm90a(fn, sig, const, tmp, num_warps=4, num_stages=2).ops
 
 
 def test_pages_of_64_load_the_table_once_a_tile(tmp_path: Path) -> None:

@@ -211,19 +211,11 @@ def test_sweep_tolerance_fails_wrong_results(module: ModuleType) -> None:
 
 
 def _sass_ops(module: ModuleType, tmp_path: Path, kernel: str, variant: str) -> list[str]:
-    """The SASS opcodes of one of the artifact's Triton kernels at its variant's tile, compiled for sm_90a here (no
-    GPU; skipped without Triton or its bundled cuobjdump, and under its interpreter)."""
-    import os
-    import subprocess
+    """The SASS opcodes of one of the artifact's Triton kernels at its variant's tile, compiled for sm_90a here
+    (tests/triton_aot.py)."""
+    from triton_aot import compile_sm90a
 
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        pytest.skip("compiles for the GPU: run without TRITON_INTERPRET")
-    triton = pytest.importorskip("triton")
-    from triton.backends.compiler import GPUTarget
-
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    if not tool.exists():
-        pytest.skip("this Triton has no bundled cuobjdump")
+    pytest.importorskip("triton")
     spec = importlib.util.spec_from_file_location("kwiki_test_fp8_kernels_aot",
                                                   ROOT / "artifacts" / "fp8_gemm_sm90a" / "kernels.py")
     assert spec is not None and spec.loader is not None
@@ -238,15 +230,7 @@ def _sass_ops(module: ModuleType, tmp_path: Path, kernel: str, variant: str) -> 
         const["PROMOTE"] = module.promotion(variant, cfg["BK"])
     types = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "sa_ptr": "*fp32", "sb_ptr": "*fp32", "c_ptr": "*bf16"}
     sig = {n: "constexpr" if n in const else types.get(n, "i32") for n in fn.arg_names}
-    aligned = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in fn.arg_names if n.endswith("_ptr")}
-    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=aligned)
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
-    cubin = tmp_path / f"{kernel}.cubin"
-    cubin.write_bytes(compiled.asm["cubin"])
-    sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
-    return [line.split()[1] if line.split()[1][0] != "@" else line.split()[2]
-            for line in sass.splitlines() if line.strip().startswith("/*") and len(line.split()) > 2]
+    return compile_sm90a(fn, sig, const, tmp_path, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]).ops
 
 
 @pytest.mark.parametrize(("variant", "below"), [("triton_tensor_tma", "triton_tensor"),

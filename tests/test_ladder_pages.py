@@ -40,7 +40,8 @@ def test_the_page_links_to_the_ladders_own_page_which_holds_every_shape(tmp_path
     sp = SimpleNamespace(rel="kernels/gemm.md", title="The GEMM", meta=SimpleNamespace(
         id="kernel-gemm", artifacts={"gemm": "artifacts/gemm"}, claims=[]))
     pl = pages.PageLadder("artifacts/gemm", _ladder(), wanted=[{"M": 16}], owner=None)
-    text = pages._ladder_tables(ctx, sp, [pl])  # type: ignore[arg-type]
+    text, cut = pages._ladder_tables(ctx, sp, [pl])  # type: ignore[arg-type]
+    assert cut == {"artifacts/gemm"}
     assert text.count("<table") == pages.SHAPE_TABLES
     assert f"Every shape of `gemm` ({len(SIZES)} tables" in text and "(../indexes/ladders/gemm.md)" in text
     staged = ctx.files[pages.ladder_page("gemm")].decode()

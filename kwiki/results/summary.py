@@ -59,10 +59,15 @@ def evidence_key(data: dict[str, Any]) -> tuple[Any, ...]:
     return data.get("run_id"), data.get("artifact"), data.get("target"), data.get("variant")
 
 
+def without_evidence(data: dict[str, Any]) -> dict[str, Any]:
+    """A store row less its mechanism evidence."""
+    return {k: v for k, v in data.items() if k != "mechanism"}
+
+
 def identity(data: dict[str, Any]) -> str:
     """What identifies a store line across summarising: the row less its mechanism evidence, which summarising
     keeps on a run's first row of each variant only."""
-    return json.dumps({k: v for k, v in data.items() if k != "mechanism"}, sort_keys=True)
+    return json.dumps(without_evidence(data), sort_keys=True)
 
 
 def cited_runs(root: Path) -> set[str]:
@@ -113,7 +118,7 @@ def summarise(path: Path, cited: set[str], *, keep: int = KEEP) -> Summarised:
             row = folded.get(n)
             if row is None:
                 if data.get("mechanism") is not None and evidence_key(data) in evidenced:
-                    data = {k: v for k, v in data.items() if k != "mechanism"}
+                    data = without_evidence(data)
                 elif data.get("mechanism") is not None:
                     evidenced.add(evidence_key(data))
                 out.line(data)

@@ -206,14 +206,15 @@ def _ladder_page(ctx: Context, sp: SitePage, rel: str, ladders: list[Ladder]) ->
     return staged
 
 
-def _ladder_tables(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
+def _ladder_tables(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> tuple[str, set[str]]:
     """The page's ladders as tables (`shown`), a link to the page of every shape of each it cut, and for each
-    artifact another page owns, a link to its full ladder."""
+    artifact another page owns, a link to its full ladder; and the artifacts whose shapes it cut."""
     from kwiki.site.ladder_html import ladders_block
 
-    cut = [(pl, shown(pl)) for pl in ladders]
-    out = [ladders_block([ladder for _, ladder in cut if ladder.groups])]
-    for rel in sorted({pl.rel for pl, ladder in cut if ladder is not pl.ladder}):
+    pairs = [(pl, shown(pl)) for pl in ladders]
+    out = [ladders_block([ladder for _, ladder in pairs if ladder.groups])]
+    cut = {pl.rel for pl, ladder in pairs if ladder is not pl.ladder}
+    for rel in sorted(cut):
         whole = [pl.ladder for pl in ladders if pl.rel == rel]
         shapes = max(sum(not g.sweep for g in ladder.groups) for ladder in whole)
         page = _ladder_page(ctx, sp, rel, whole)
@@ -225,7 +226,7 @@ def _ladder_tables(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str
         out.append(f"The full ladder of {', '.join(f'`{n}`' for n in names)}: "
                    f"[{md_text(owner.title)}]({relative(owner.rel, sp.rel)}#ladder). This page shows the rows at "
                    "the shapes its claims name.\n")
-    return "\n".join(x for x in out if x)
+    return "\n".join(x for x in out if x), cut
 
 
 def _curves(ctx: Context, sp: SitePage, ladders: list[PageLadder]) -> str:
@@ -468,8 +469,7 @@ def _body(ctx: Context, sp: SitePage, page_ladders: list[PageLadder]) -> list[st
     lines = link_first_uses(lines, ctx.glossary, sp.rel, generated)
     claims = own(ctx, claims_table(sp.meta, sp.trace))
     history = own(ctx, _history(ctx, sp, sp.history)) if claims else ""
-    tables = _ladder_tables(ctx, sp, page_ladders)
-    cut = {pl.rel for pl in page_ladders if shown(pl) is not pl.ladder}
+    tables, cut = _ladder_tables(ctx, sp, page_ladders)
     ladders = own(ctx, "\n".join(x for x in (tables, _ladders(ctx, sp, cut)) if x))
     curves = own(ctx, _curves(ctx, sp, page_ladders))
     ladders += ("\n" + curves) if curves and ladders else ""
