@@ -69,7 +69,7 @@ def test_the_page_claims_select_cublas_grouped_at_one_grid_entry_each() -> None:
             if sel is not None and sel.variant == "cublas_grouped":
                 named[c.id] = [p for p in grid if all(p[k] == v for k, v in sel.params.items())]
     assert sorted(named) == ["cublas-grouped-vs-loop", "prefill-down-skew-vs-cublas-grouped",
-                             "prefill-skew-vs-cublas-grouped"]
+                             "prefill-skew-vs-cublas-grouped", "prefill65k-skew-vs-cublas-grouped"]
     for cid, matches in named.items():
         assert len(matches) == 1 and matches[0]["route"] == "zipf" and matches[0]["case"] == "prefill", cid
     assert {named[c][0]["n"] for c in named} == {4096, 7168}  # the gate/up and the down shape

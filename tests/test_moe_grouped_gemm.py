@@ -1,7 +1,8 @@
 """moe_grouped_gemm_bf16_sm90a off the GPU: the routing is a function of the params, bad params are refused before
-any tensor is made, the torch baselines agree with the reference on the off-tile entry, and both Triton kernels
-(in Triton's interpreter, where Triton is installed) agree with an fp64 reference on ragged shapes with empty
-experts and N, K off the tile, at small tiles and at the artifact's own tiles."""
+any tensor is made, the torch baselines agree with the reference on the off-tile entries (both layouts), the masked
+layout's sampled reference covers exactly the real rows, and both Triton kernels (in Triton's interpreter, where
+Triton is installed) agree with an fp64 reference on ragged shapes with empty experts and N, K off the tile, at
+small tiles and at the artifact's own tiles, the persistent one in both layouts."""
 
 from __future__ import annotations
 
@@ -37,11 +38,20 @@ def test_routing_is_fixed_skewed_and_sums_to_the_rows() -> None:
         assert moe._counts.__wrapped__(p["route"], p["experts"], p["tokens"], p["topk"]) == c  # no hidden state
     zipf = moe.counts(moe.GRID[0])
     assert max(zipf) > 20 * min(zipf) > 0
-    off = moe.counts(moe.GRID[-1])
-    assert off.count(0) == 2 and all(x % 64 for x in off if x)
+    big = [p for p in moe.GRID if p["case"] == "prefill" and p["tokens"] * p["topk"] == 65536]
+    assert len(big) == 3 and {p["route"] for p in big} == {"zipf", "balanced"}  # the issue's 8192 tokens top-8
+    off = [p for p in moe.GRID if p["case"] == "offtile"]
+    assert len(off) == 2 and [moe.masked(p) for p in off] == [False, True]
+    for p in off:
+        c = moe.counts(p)
+        assert c.count(0) == 2 and all(x % 64 for x in c if x)
+        assert not moe.masked(p) or (p["capacity"] >= max(c) and p["capacity"] % 64)
+    (dec,) = [p for p in moe.GRID if p["case"] == "masked"]
+    assert moe.counts(dec) == moe.counts({**dec, "case": "decode"})  # the masked and contiguous decode: one routing
 
 
-@pytest.mark.parametrize("bad", [{"route": "uniform"}, {"topk": 0}, {"n": 1001}, {"experts": 7, "route": "balanced"}])
+@pytest.mark.parametrize("bad", [{"route": "uniform"}, {"topk": 0}, {"n": 1001}, {"experts": 7, "route": "balanced"},
+                                 {"capacity": 100}, {"capacity": 256.0}])
 def test_bad_params_are_refused(bad: dict[str, Any]) -> None:
     moe = _module("moe")
     with pytest.raises(ValueError, match="moe: params"):
@@ -50,24 +60,66 @@ def test_bad_params_are_refused(bad: dict[str, Any]) -> None:
 
 def test_work_counts_useful_flops_and_routed_weights_only() -> None:
     moe = _module("moe")
-    p = moe.GRID[-1]
-    w = moe.work(p)
-    assert w["flops"] == 2.0 * 1159 * 1000 * 1000
-    assert w["bytes"] == 2.0 * (1159 * 1000 + 6 * 1000 * 1000 + 1159 * 1000)  # 2 of 8 experts are empty
+    for p in (q for q in moe.GRID if q["case"] == "offtile"):  # the masked layout's padding is not work
+        w = moe.work(p)
+        assert w["flops"] == 2.0 * 1159 * 1000 * 1000
+        assert w["bytes"] == 2.0 * (1159 * 1000 + 6 * 1000 * 1000 + 1159 * 1000)  # 2 of 8 experts are empty
 
 
-def test_torch_baselines_match_the_reference_off_tile() -> None:
+def test_which_variants_run_in_which_layout() -> None:
+    moe = _module("moe")
+    runs = {(p["case"], p["tokens"], moe.masked(p)): [v for v in moe.VARIANTS if moe.applies(v, p)] for p in moe.GRID}
+    assert runs[("masked", 256, True)] == ["torch_mm_loop", "torch_grouped_mm", "torch_bmm",
+                                           "triton_grouped_tma_persistent"]
+    assert runs[("offtile", 1159, True)] == runs[("masked", 256, True)]
+    assert runs[("offtile", 1159, False)] == ["torch_mm_loop", "cublas_grouped", "torch_grouped_mm", "triton_grouped",
+                                              "triton_grouped_tma_persistent"]
+    assert runs[("prefill", 2048, False)] == runs[("offtile", 1159, False)]
+    assert "triton_grouped" not in runs[("prefill", 8192, False)] + runs[("decode", 256, False)]
+    assert runs[("dense", 16384, False)] == ["torch_mm_dense"]
+
+
+def _masked_rows(moe: ModuleType, p: dict[str, Any]) -> list[int]:
+    c, cap = moe.counts(p), p["capacity"]
+    return [e * cap + r for e, m in enumerate(c) for r in range(m)]
+
+
+def test_masked_reference_covers_the_real_rows_only() -> None:
     torch = pytest.importorskip("torch")
     moe = _module("moe")
-    p = {**moe.GRID[-1], "n": 136, "k": 72}  # the off-tile routing at a smaller N and K (a CPU's bf16 GEMM is slow)
+    (p,) = [q for q in moe.GRID if q["case"] == "offtile" and moe.masked(q)]
+    p = {**p, "n": 24, "k": 40}
     inputs = moe.make_inputs(p, 0, "cpu")
-    ref = moe.reference(p, inputs)["c"].double()
-    names = ["torch_mm_loop"] + (["torch_grouped_mm"] if hasattr(torch, "_grouped_mm") else [])
+    assert inputs["a"].shape == (8, p["capacity"], 40) and inputs["counts"].tolist() == list(moe.counts(p))
+    index, values = moe.reference(p, inputs)["c"]
+    rows = _masked_rows(moe, p)
+    assert index.tolist() == [r * 24 + j for r in rows for j in range(24)]
+    a, w = inputs["a"].reshape(-1, 40).double(), inputs["w"].double()
+    want = torch.cat([a[e * p["capacity"]:e * p["capacity"] + m] @ w[e].t() for e, m in enumerate(moe.counts(p))])
+    assert torch.allclose(values.double(), want.reshape(-1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "masked"])
+def test_torch_baselines_match_the_reference_off_tile(layout: str) -> None:
+    torch = pytest.importorskip("torch")
+    moe = _module("moe")
+    (p,) = [q for q in moe.GRID if q["case"] == "offtile" and moe.masked(q) == (layout == "masked")]
+    p = {**p, "n": 136, "k": 72}  # the off-tile routing at a smaller N and K (a CPU's bf16 GEMM is slow)
+    inputs = moe.make_inputs(p, 0, "cpu")
+    ref = moe.reference(p, inputs)["c"]
+    names = [v for v in ("torch_mm_loop", "torch_bmm", "torch_grouped_mm") if moe.applies(v, p)
+             and (v != "torch_grouped_mm" or hasattr(torch, "_grouped_mm"))]
+    assert names
     for name in names:
         out = moe.make_outputs(p, inputs)
         out["c"].fill_(float("nan"))
         got = (moe.load(name)(inputs, out) or out)["c"].double()
-        assert bool(((got - ref).abs() <= 0.01 + 2.0 ** -7 * ref.abs()).all()), name
+        if isinstance(ref, tuple):  # the masked layout: the real rows only (the padding is no one's output)
+            index, want = ref
+            got, want = got.reshape(-1)[index], want.double()
+        else:
+            want = ref.double()
+        assert bool(((got - want).abs() <= 0.01 + 2.0 ** -7 * want.abs()).all()), name
 
 
 def _interpreter_fixes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,7 +157,7 @@ CASES = [  # (rows per expert, N, K, tiles): empty experts first, last and betwe
 ]
 
 
-@pytest.mark.parametrize("kernel", ["grouped_gemm_tiled", "grouped_gemm_tma_persistent"])
+@pytest.mark.parametrize("kernel", ["grouped_gemm_tiled", "grouped_gemm_tma_persistent", "masked"])
 def test_triton_kernels_in_the_interpreter(kernel: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("needs TRITON_INTERPRET=1 from the start (never set here: it would hold for the whole process)")
@@ -120,22 +172,51 @@ def test_triton_kernels_in_the_interpreter(kernel: str, monkeypatch: pytest.Monk
     kernels = _module("kernels", monkeypatch)
     for counts, n, k, tiles in CASES:
         cfg = getattr(moe, tiles) if isinstance(tiles, str) else tiles
-        e, t = len(counts), sum(counts)
+        e = len(counts)
+        # the masked layout: each expert owns a capacity off every tile (the largest count plus 5 rows)
+        cap = max(counts) + 5 if kernel == "masked" else 0
+        starts = [i * cap for i in range(e)] if cap else [sum(counts[:i]) for i in range(e)]
+        t = e * cap or sum(counts)
         g = torch.Generator().manual_seed(7)
-        a = (torch.rand(t, k, generator=g) * 2 - 1).to(torch.bfloat16)
+        a = (torch.rand(t, k, generator=g) * 2 - 1).to(torch.bfloat16)  # the padding rows too
         w = ((torch.rand(e, n, k, generator=g) * 2 - 1) * k ** -0.5).to(torch.bfloat16)
-        ends = [sum(counts[:i + 1]) for i in range(e)]
+        offs = list(counts) if cap else [sum(counts[:i + 1]) for i in range(e)]
         c = torch.full((t, n), float("nan"), dtype=torch.bfloat16)
         tile = {"BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"], "E_POW2": moe.lanes(e)}
-        args = (a, w, c, torch.tensor(ends, dtype=torch.int32), t, n, k, e)
+        args = (a, w, c, torch.tensor(offs, dtype=torch.int32), t, n, k, e)
         if kernel == "grouped_gemm_tiled":
             grid = ((-(-t // cfg["BM"]) + e) * -(-n // cfg["BN"]),)
             kernels.grouped_gemm_tiled[grid](*args, **tile, EVEN_K=k % cfg["BK"] == 0)
         else:
-            kernels.grouped_gemm_tma_persistent[(3,)](*args, **tile, GROUP_M=2, NUM_SMS=3)
-        ref = torch.empty(t, n, dtype=torch.float64)
-        for i, end in enumerate(ends):
-            start = ends[i - 1] if i else 0
-            ref[start:end] = a[start:end].double() @ w[i].double().t()
-        err = (c.double() - ref).abs()  # NaN (a row never written) fails the comparison
-        assert bool((err <= 0.01 + 2.0 ** -7 * ref.abs()).all()), (kernel, counts, n, k, float(err.max()))
+            kernels.grouped_gemm_tma_persistent[(3,)](*args, **tile, CAP=cap, GROUP_M=2, NUM_SMS=3)
+        ref = torch.full((t, n), float("nan"), dtype=torch.float64)  # the padding stays NaN: never compared
+        for i, (start, m) in enumerate(zip(starts, counts, strict=True)):
+            ref[start:start + m] = a[start:start + m].double() @ w[i].double().t()
+        real = ~ref.isnan()
+        assert not cap or bool((c.isnan() | real).all()), "the masked layout's padding was written"
+        err = (c.double() - ref).abs()[real]  # NaN (a real row never written) fails the comparison
+        assert bool((err <= 0.01 + 2.0 ** -7 * ref[real].abs()).all()), (kernel, counts, n, k, float(err.max()))
+
+
+@pytest.mark.parametrize(("cap", "tiles"), [(0, "BIG"), (0, "SMALL"), (256, "SMALL")])
+def test_the_persistent_kernel_compiles_to_wgmma_fed_by_tma_in_both_layouts(cap: int, tiles: str,
+                                                                            tmp_path: Path) -> None:
+    """At the timed tiles, contiguous (prefill, decode) and masked (decode): wgmma, TMA loads, no spills. The
+    masked layout changes the schedule's arithmetic only, never the main loop."""
+    from triton_aot import compile_sm90a
+
+    pytest.importorskip("triton")
+    moe = _module("moe")
+    kernels = _module("kernels")
+    fn, cfg = kernels.grouped_gemm_tma_persistent, getattr(moe, tiles)
+    const = {"BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"], "E_POW2": moe.lanes(64), "CAP": cap,
+             "GROUP_M": moe.GROUP_M, "NUM_SMS": 132}
+    types = {"a_ptr": "*bf16", "w_ptr": "*bf16", "c_ptr": "*bf16", "offs_ptr": "*i32"}
+    sig = {n: "constexpr" if n in const else types.get(n, "i32") for n in fn.arg_names}
+    done = compile_sm90a(fn, sig, const, tmp_path, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+                         aligned=lambda n: n.endswith("_ptr") or n in ("N", "K"))
+    ops = done.ops
+    wgmma = f"HGMMA.64x{cfg['BN']}x16.F32.BF16"
+    assert any(op.startswith(wgmma) for op in ops), sorted({o for o in ops if "GMMA" in o})
+    assert any(op.startswith("UTMALDG") for op in ops)
+    assert not any(op.startswith(("STL", "LDL")) for op in ops), "ptxas spilled registers to local memory"

@@ -3,6 +3,8 @@
 A is [T, K] bf16, its rows sorted by expert; W is [E, N, K] bf16 (each expert's weight as nn.Linear stores it,
 K-major); offs is int32 [E], the cumulative end row of each expert (torch._grouped_mm's convention: expert e owns
 rows offs[e-1] .. offs[e]-1, an empty expert has offs[e] == offs[e-1]). C is [T, N] bf16, fp32 accumulation.
+The persistent kernel also reads the masked layout (CAP > 0): A [E, CAP, K] and C [E, CAP, N] seen as T = E * CAP
+rows, and offs holds each expert's count of real rows (at most CAP, from its first row e * CAP).
 The tile schedule is computed on the device from offs, in every program: no host sync, one launch.
 Imported by moe.py's load(), never at its import.
 """
@@ -12,13 +14,19 @@ import triton.language as tl
 
 
 @triton.jit
-def _experts(offs_ptr, E, BM: tl.constexpr, E_POW2: tl.constexpr):
+def _experts(offs_ptr, E, BM: tl.constexpr, E_POW2: tl.constexpr, CAP: tl.constexpr):
     """Each expert's first row, end row, number of BM-row tiles and the inclusive running sum of those tiles
-    (vectors of E_POW2 lanes; lanes past E hold an empty expert)."""
+    (vectors of E_POW2 lanes; lanes past E hold an empty expert). CAP 0: offs holds cumulative ends; CAP > 0
+    (the masked layout): offs holds counts, and expert e's rows start at e * CAP."""
     idx = tl.arange(0, E_POW2)
-    ends = tl.load(offs_ptr + idx, mask=idx < E, other=0)
-    starts = tl.load(offs_ptr + idx - 1, mask=(idx >= 1) & (idx < E), other=0)
-    counts = tl.where(idx < E, ends - starts, 0)
+    if CAP > 0:
+        counts = tl.load(offs_ptr + idx, mask=idx < E, other=0)
+        starts = idx * CAP
+        ends = starts + counts
+    else:
+        ends = tl.load(offs_ptr + idx, mask=idx < E, other=0)
+        starts = tl.load(offs_ptr + idx - 1, mask=(idx >= 1) & (idx < E), other=0)
+        counts = tl.where(idx < E, ends - starts, 0)
     mtiles = (counts + BM - 1) // BM
     return idx, starts, ends, mtiles, tl.cumsum(mtiles, 0)
 
@@ -54,7 +62,7 @@ def grouped_gemm_tiled(a_ptr, w_ptr, c_ptr, offs_ptr, T, N, K, E,
     num_n = tl.cdiv(N, BN)
     g = tl.program_id(0) // num_n
     pid_n = tl.program_id(0) % num_n
-    idx, starts, ends, mtiles, cum = _experts(offs_ptr, E, BM, E_POW2)
+    idx, starts, ends, mtiles, cum = _experts(offs_ptr, E, BM, E_POW2, 0)
     if g < tl.sum(mtiles, 0):
         e, pid_m, _, row_start, row_end = _locate(g, idx, starts, ends, mtiles, cum, 1)
         row0 = row_start + pid_m * BM
@@ -93,12 +101,13 @@ def _grouped_order(t, num_m, num_n, GROUP_M: tl.constexpr):
 @triton.jit(do_not_specialize=["T", "E"])
 def grouped_gemm_tma_persistent(a_ptr, w_ptr, c_ptr, offs_ptr, T, N, K, E,
                                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, E_POW2: tl.constexpr,
-                                GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
+                                CAP: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
     """Rung 2: one program per SM walks the whole schedule (all experts' tiles, expert by expert, grouped order
     inside each); A and W arrive by TMA through device-side descriptors (out-of-range K and rows read as zeros),
-    the tile is stored with masks (a TMA store would overwrite the next expert's rows)."""
+    the tile is stored with masks (a TMA store would overwrite the next expert's rows, or the masked layout's
+    padding). CAP > 0 reads the masked layout: only the tiles that hold an expert's real rows are scheduled."""
     num_n = tl.cdiv(N, BN)
-    idx, starts, ends, mtiles, cum = _experts(offs_ptr, E, BM, E_POW2)
+    idx, starts, ends, mtiles, cum = _experts(offs_ptr, E, BM, E_POW2, CAP)
     total = tl.sum(mtiles, 0) * num_n
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[T, K], strides=[K, 1], block_shape=[BM, BK])
     w_desc = tl.make_tensor_descriptor(w_ptr, shape=[E * N, K], strides=[K, 1], block_shape=[BN, BK])

@@ -10,14 +10,23 @@ top-k distinct experts with probability proportional to Zipf weights 1 / rank^sk
 experts (route "zipf"), or every expert gets T / E rows (route "balanced", the control with the same total), or
 the counts are given (route "fixed": the off-tile case, with empty experts). The seed of an input set draws only
 the values of A and W. Shapes are DeepSeek-V3's experts (arXiv:2412.19437): the fused gate/up projection
-(N 4096, K 7168) and the down projection (N 7168, K 2048), 64 local experts; prefill is 2048 tokens top-8
-(16384 rows), decode 256 tokens top-8 (2048 rows). The dense entry is one expert holding all 16384 rows: the
-same FLOPs as the prefill entries in one cuBLAS call, the roof-like reference.
+(N 4096, K 7168) and the down projection (N 7168, K 2048), 64 local experts; prefill is 8192 tokens top-8
+(65536 rows, the issue's size) and 2048 tokens top-8 (16384 rows, the first part's), decode 256 tokens top-8
+(2048 rows). The dense entry is one expert holding all 16384 rows: the same FLOPs as the 2048-token prefill
+entries in one cuBLAS call, the roof-like reference.
+Two layouts. Contiguous (prefill, and decode as a control): A [T, K] with the experts' rows back to back, offs
+int32 [E] their cumulative ends. Masked (decode; entries with a "capacity" param): every expert owns `capacity`
+rows, A [E, capacity, K] and C [E, capacity, N], and `counts` int32 [E] says how many of them are real (the
+layout DeepGEMM calls masked: no prefix sum, a fixed address per expert, the rows past the count are whatever
+the dispatch left there, random values here). Only the real rows of C are checked: the reference is sampled
+(the flat indices of those rows and their values), so a variant may write the padding or leave it.
 Rungs: 0 a Python loop of torch.mm over the experts (what one writes first; the offsets go to the host first),
-cuBLAS's grouped API (one cublasGemmGroupedBatchedEx call, below), torch._grouped_mm (one CUTLASS grouped launch),
-torch.mm on the dense entry; 1 a Triton grouped GEMM: one launch,
+cuBLAS's grouped API (one cublasGemmGroupedBatchedEx call, below), torch._grouped_mm (one CUTLASS grouped launch;
+batched, over every expert's whole capacity, in the masked layout), torch.bmm over the whole capacity (masked
+layout only), torch.mm on the dense entry; 1 a Triton grouped GEMM: one launch,
 the (expert, m-tile, n-tile) schedule found on the device from offs, pointer tiles, masked edges; 2 a persistent
-Triton grouped GEMM, one program per SM walking the schedule in grouped order inside each expert, TMA loads.
+Triton grouped GEMM, one program per SM walking the schedule in grouped order inside each expert, TMA loads; the
+same kernel reads either layout (its schedule takes each expert's first row from offs, or from e * capacity).
 cublas_grouped calls cublasGemmGroupedBatchedEx (cuBLAS 12.5 and later) once, one group of one problem per expert
 with rows, through cublas_grouped.cu (built by kwiki into the library at $KWIKI_CUDA_LIBRARY, called through ctypes
 on torch's current stream). cuBLAS takes each group's sizes in host arrays, so the call reads the offsets back first
@@ -36,8 +45,10 @@ import random
 
 ROUTE_SEED = 36  # the seed of every drawn routing (the shape's, not an input set's)
 SKEW = 1.2  # Zipf exponent over expert ranks
-PREFILL = {"experts": 64, "tokens": 2048, "topk": 8}
+PREFILL = {"experts": 64, "tokens": 2048, "topk": 8}  # 16384 rows
+PREFILL_8K = {"experts": 64, "tokens": 8192, "topk": 8}  # 65536 rows: 8192 tokens top-8
 DECODE = {"experts": 64, "tokens": 256, "topk": 8}
+CAPACITY = 256  # the masked decode layout's rows an expert: the decode routing's largest expert (248) fits
 UP, DOWN = {"n": 4096, "k": 7168}, {"n": 7168, "k": 2048}  # DeepSeek-V3: fused gate/up, and down
 OFF_TILE_COUNTS = (0, 1, 200, 130, 0, 461, 67, 300)  # no count a multiple of 64 or 128, two empty experts
 GRID = [
@@ -45,11 +56,17 @@ GRID = [
     {"case": "prefill", "route": "balanced", **PREFILL, **UP, "dtype": "bfloat16"},
     {"case": "prefill", "route": "zipf", **PREFILL, **DOWN, "dtype": "bfloat16"},
     {"case": "dense", "route": "balanced", "experts": 1, "tokens": 16384, "topk": 1, **UP, "dtype": "bfloat16"},
+    {"case": "prefill", "route": "zipf", **PREFILL_8K, **UP, "dtype": "bfloat16"},
+    {"case": "prefill", "route": "balanced", **PREFILL_8K, **UP, "dtype": "bfloat16"},
+    {"case": "prefill", "route": "zipf", **PREFILL_8K, **DOWN, "dtype": "bfloat16"},
     {"case": "decode", "route": "zipf", **DECODE, **DOWN, "dtype": "bfloat16"},
+    {"case": "masked", "route": "zipf", **DECODE, **DOWN, "capacity": CAPACITY, "dtype": "bfloat16"},
     {"case": "offtile", "route": "fixed", "experts": len(OFF_TILE_COUNTS), "tokens": sum(OFF_TILE_COUNTS),
      "topk": 1, "n": 1000, "k": 1000, "dtype": "bfloat16"},
+    {"case": "offtile", "route": "fixed", "experts": len(OFF_TILE_COUNTS), "tokens": sum(OFF_TILE_COUNTS),
+     "topk": 1, "n": 1000, "k": 1000, "capacity": 470, "dtype": "bfloat16"},  # masked: no capacity a tile's multiple
 ]
-VARIANTS = ["torch_mm_loop", "cublas_grouped", "torch_grouped_mm", "torch_mm_dense", "triton_grouped",
+VARIANTS = ["torch_mm_loop", "cublas_grouped", "torch_grouped_mm", "torch_bmm", "torch_mm_dense", "triton_grouped",
             "triton_grouped_tma_persistent"]
 CUBLAS_SYMBOL = "cublasGemmGroupedBatchedEx"  # cuBLAS 12.5 and later
 TOLERANCES = {
@@ -64,10 +81,22 @@ SMALL = {"BM": 64, "BN": 128, "BK": 64, "num_warps": 4, "num_stages": 4}
 GROUP_M = 8
 
 
+def masked(params):
+    """Whether a params entry is in the masked layout (it has a capacity)."""
+    return bool(params.get("capacity"))
+
+
 def applies(name, params):
-    if name == "triton_grouped" and params["case"] == "decode":
-        return False  # rung 1 is timed where rung 2 is compared with it (prefill) and checked off the tile
-    return (name == "torch_mm_dense") == (params["case"] == "dense")
+    if name == "torch_mm_dense" or params["case"] == "dense":
+        return (name == "torch_mm_dense") == (params["case"] == "dense")
+    if name in ("cublas_grouped", "triton_grouped", "torch_bmm"):
+        if masked(params):  # cuBLAS's grouped call and rung 1 read offsets; bmm runs the padded batch only
+            return name == "torch_bmm"
+        if name == "torch_bmm":
+            return False
+    if name == "triton_grouped":  # rung 1 is timed where rung 2 is compared with it (the 16384-row prefill) and
+        return params["case"] == "offtile" or params["tokens"] == PREFILL["tokens"]  # checked off the tile
+    return True
 
 
 @functools.cache
@@ -103,12 +132,18 @@ def counts(params):
     if p["topk"] > p["experts"] or p["n"] % 8 or p["k"] % 8:
         raise ValueError(f"moe: params {p}: topk <= experts, and n and k multiples of 8 (16-byte rows for TMA "
                          "and torch._grouped_mm)")
-    return _counts(p["route"], p["experts"], p["tokens"], p["topk"])
+    c = _counts(p["route"], p["experts"], p["tokens"], p["topk"])
+    cap = p.get("capacity")
+    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < max(c)):
+        raise ValueError(f"moe: params {p}: capacity must be an integer of at least the largest expert's "
+                         f"{max(c)} rows (the masked layout holds every expert's rows)")
+    return c
 
 
-def tiles(rows, experts):
-    """The tile configuration of a shape (from the tensors' sizes: no host sync)."""
-    return BIG if rows >= 128 * experts else SMALL
+def tiles(rows, experts, is_masked=False):
+    """The tile configuration of a shape (from the tensors' sizes: no host sync). The masked layout is decode's,
+    and its A's size is the capacity, not the rows: it always takes the small tile."""
+    return SMALL if is_masked or rows < 128 * experts else BIG
 
 
 def lanes(experts):
@@ -122,8 +157,11 @@ def make_inputs(params, seed, device):
     c = counts(params)
     rows, n, k = sum(c), params["n"], params["k"]
     g = torch.Generator(device=device).manual_seed(seed)
-    a = torch.rand(rows, k, generator=g, device=device).mul_(2).sub_(1).to(torch.bfloat16)  # uniform(-1, 1)
+    shape = (len(c), params["capacity"], k) if masked(params) else (rows, k)
+    a = torch.rand(*shape, generator=g, device=device).mul_(2).sub_(1).to(torch.bfloat16)  # uniform(-1, 1)
     w = torch.rand(len(c), n, k, generator=g, device=device).mul_(2).sub_(1).mul_(k ** -0.5).to(torch.bfloat16)
+    if masked(params):  # every row is drawn, the padding too: a kernel that reads it into a real row is wrong
+        return {"a": a, "w": w, "counts": torch.tensor(c, dtype=torch.int32, device=device)}
     ends = [sum(c[:e + 1]) for e in range(len(c))]
     return {"a": a, "w": w, "offs": torch.tensor(ends, dtype=torch.int32, device=device)}
 
@@ -132,20 +170,39 @@ def make_outputs(params, inputs):
     import torch
 
     a, w = inputs["a"], inputs["w"]
-    return {"c": torch.empty(a.shape[0], w.shape[1], dtype=torch.bfloat16, device=a.device)}
+    return {"c": torch.empty(*a.shape[:-1], w.shape[1], dtype=torch.bfloat16, device=a.device)}
+
+
+def _spans(inputs):
+    """(expert, first row, rows) of every expert, rows counted in A viewed as 2-D (host lists)."""
+    if "counts" in inputs:
+        cap = inputs["a"].shape[1]
+        return [(e, e * cap, m) for e, m in enumerate(inputs["counts"].tolist())]
+    ends = inputs["offs"].tolist()
+    return [(e, ends[e - 1] if e else 0, end - (ends[e - 1] if e else 0)) for e, end in enumerate(ends)]
 
 
 def reference(params, inputs):
+    """fp32 per expert. In the masked layout, a sampled reference: the flat indices of the real rows of C and
+    their values (the padding rows are no one's output)."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False  # a true fp32 reference, not TF32
     a, w = inputs["a"], inputs["w"]
-    ref = torch.empty(a.shape[0], w.shape[1], dtype=torch.float32, device=a.device)
-    start = 0
-    for e, end in enumerate(inputs["offs"].tolist()):
-        ref[start:end] = a[start:end].float() @ w[e].float().t()
-        start = end
-    return {"c": ref}
+    a2, n = a.reshape(-1, a.shape[-1]), w.shape[1]
+    spans = [(e, s, m) for e, s, m in _spans(inputs) if m]
+    ref = torch.empty(sum(m for _, _, m in spans) if "counts" in inputs else a2.shape[0], n,
+                      dtype=torch.float32, device=a.device)
+    at = 0
+    for e, s, m in spans:
+        where = slice(at, at + m) if "counts" in inputs else slice(s, s + m)
+        ref[where] = a2[s:s + m].float() @ w[e].float().t()
+        at += m
+    if "counts" not in inputs:
+        return {"c": ref}
+    rows = torch.cat([torch.arange(s, s + m, device=a.device) for _, s, m in spans])
+    index = (rows[:, None] * n + torch.arange(n, device=a.device)[None, :]).reshape(-1)
+    return {"c": (index, ref.reshape(-1))}
 
 
 def work(params):
@@ -157,15 +214,14 @@ def work(params):
 
 
 def _loop(i, o):
-    """Rung 0: one torch.mm (cuBLAS) per non-empty expert, on views of A and C; the offsets go to the host."""
+    """Rung 0: one torch.mm (cuBLAS) per non-empty expert, on views of A and C; the offsets (or the masked
+    layout's counts) go to the host."""
     import torch
 
-    a, w, c = i["a"], i["w"], o["c"]
-    start = 0
-    for e, end in enumerate(i["offs"].tolist()):
-        if end > start:
-            torch.mm(a[start:end], w[e].t(), out=c[start:end])
-        start = end
+    a, w, c = i["a"].reshape(-1, i["a"].shape[-1]), i["w"], o["c"].reshape(-1, i["w"].shape[1])
+    for e, s, m in _spans(i):
+        if m:
+            torch.mm(a[s:s + m], w[e].t(), out=c[s:s + m])
 
 
 def cublas_operands_error(a, w, c, offs):
@@ -273,7 +329,8 @@ def _cublas_grouped():
 # /kwiki:rung cublas_grouped
 
 
-def load(name):
+def _torch(name):
+    """The torch baselines (rung 0, and the dense reference)."""
     import torch
 
     if name == "torch_mm_loop":
@@ -282,12 +339,27 @@ def load(name):
         def dense(i, o):
             torch.mm(i["a"], i["w"][0].t(), out=o["c"])
         return dense
+    if name == "torch_bmm":
+        def bmm(i, o):  # the masked layout's padded batch: every expert's whole capacity, one cuBLAS call
+            torch.bmm(i["a"], i["w"].transpose(1, 2), out=o["c"])
+        return bmm
+    if not hasattr(torch, "_grouped_mm"):
+        raise RuntimeError(f"torch {torch.__version__} has no torch._grouped_mm (not applicable here)")
+
+    def grouped_mm(i, o):  # batched over the whole capacity in the masked layout (it takes no counts)
+        if "counts" in i:
+            return {"c": torch._grouped_mm(i["a"], i["w"].transpose(-2, -1))}
+        return {"c": torch._grouped_mm(i["a"], i["w"].transpose(-2, -1), offs=i["offs"])}
+    return grouped_mm
+
+
+def load(name):
+    import torch
+
+    if name in ("torch_mm_loop", "torch_mm_dense", "torch_bmm", "torch_grouped_mm"):
+        return _torch(name)
     if name == "cublas_grouped":
         return _cublas_grouped()
-    if name == "torch_grouped_mm":
-        if not hasattr(torch, "_grouped_mm"):
-            raise RuntimeError(f"torch {torch.__version__} has no torch._grouped_mm (not applicable here)")
-        return lambda i, o: {"c": torch._grouped_mm(i["a"], i["w"].transpose(-2, -1), offs=i["offs"])}
     import kernels
     import triton
 
@@ -311,10 +383,12 @@ def load(name):
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
     def persistent(i, o):
-        a, w, c, offs = i["a"], i["w"], o["c"], i["offs"]
-        (t, k), (e, n, _) = a.shape, w.shape
-        cfg = tiles(t, e)
+        a, w, c = i["a"], i["w"], o["c"]
+        cap = a.shape[1] if "counts" in i else 0  # the masked layout: expert e's rows start at e * cap
+        (e, n, k), t = w.shape, a.numel() // a.shape[-1]
+        cfg = tiles(t, e, is_masked=cap > 0)
         kernels.grouped_gemm_tma_persistent[(sms,)](
-            a, w, c, offs, t, n, k, e, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], E_POW2=lanes(e),
-            GROUP_M=GROUP_M, NUM_SMS=sms, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+            a, w, c, i["counts"] if cap else i["offs"], t, n, k, e, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
+            E_POW2=lanes(e), CAP=cap, GROUP_M=GROUP_M, NUM_SMS=sms, num_warps=cfg["num_warps"],
+            num_stages=cfg["num_stages"])
     return persistent
