@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kwiki.results.storelines import RESULTS_DIR
+from kwiki.wiki.catalog import ARTIFACTS_DIR
 from kwiki.wiki.drafts import PLACEHOLDER, is_draft
 
 Snapshot = dict[str, tuple[int, int]]
@@ -51,6 +52,32 @@ def warn(message: str) -> None:
     import logging
 
     logging.getLogger(__name__).warning("kwiki: %s", message)
+
+
+def code_files(root: Path) -> Snapshot:
+    """Every file under `artifacts/` (hidden and `__pycache__` folders left out): path -> (size, mtime_ns). A page's
+    trace says which of its figures are of earlier code (kwiki.results.freshness), so it is cached against them too."""
+    out: Snapshot = {}
+    stack = [ARTIFACTS_DIR]
+    while stack:
+        rel = stack.pop()
+        try:
+            listing = os.scandir(os.path.join(str(root), rel))
+        except OSError:
+            continue
+        with listing:
+            for entry in listing:
+                name = f"{rel}/{entry.name}"
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if not entry.name.startswith(".") and entry.name != "__pycache__":
+                            stack.append(name)
+                    else:
+                        st = entry.stat()
+                        out[name] = (st.st_size, st.st_mtime_ns)
+                except OSError:  # a dangling link: the plan reports it
+                    out[name] = (-1, 0)
+    return out
 
 
 def store_files(root: Path) -> Snapshot:
@@ -279,12 +306,15 @@ def _read_one(job: tuple[str, str]) -> _Record:
     trace = st = None
     rank = meta.effective_evidence.rank
     if block is not None:  # what the results store says about it (only such pages import kwiki.results)
+        from kwiki.results.freshness import changed
         from kwiki.results.standing import evidence_rank, standing
         from kwiki.results.trace import evidence
         from kwiki.results.trace import trace as trace_page
 
         store = _trace_store(root)
         trace = trace_page(meta, store, path)
+        if trace is not None:  # figures of earlier code than the artifact's now
+            trace.changed = changed(root, [(path, meta)]).get(path, {})
         st = standing(meta, store.history(meta.id, path), trace)
         # the standing's level: "verified" only in the verified state, as the home page counts it
         rank = evidence(meta, trace)[1] if trace is not None and not trace.traceable else evidence_rank(st)

@@ -53,7 +53,7 @@ from kwiki.agents.entries import Damaged, stored_json, warn
 from kwiki.agents.refresh import Refreshed, refresh
 from kwiki.core.errors import KwikiError
 
-INDEX_VERSION = 8  # bump whenever the tables, the stored JSON or what a page's standing is read from change: rebuilt
+INDEX_VERSION = 9  # bump whenever the tables, the stored JSON or what a page's standing is read from change: rebuilt
 INDEX_DIR = ".kwiki"
 INDEX_FILE = "index.sqlite"
 APPLICATION_ID = 0x6B776B69  # 'kwki', so another program's SQLite file is never taken for ours

@@ -110,6 +110,10 @@ class ClaimView(_Out):
                                                         "its series)'")
     caught: str | None = Field(default=None, description="where a variant the claim compares failed its check or a "
                                                          "re-check in a run of its series: the claim is failed")
+    code_changed: str | None = Field(default=None, description="set when the figure is of earlier code: the claim's "
+                                                               "artifact changed since the runs of its series, so the "
+                                                               "figure may not describe the current code until "
+                                                               "kwiki verify measures it")
     traceable: bool | None = Field(default=None, description="whether the results store holds the runs the measured "
                                                              "figure names, with its value and verdict (absent: not "
                                                              "measured); an untraceable figure is never verified")
@@ -137,6 +141,8 @@ class BriefClaim(_Out):
     state: str | None = Field(default=None, description="the claim's state in words where it is not its verdict: "
                                                         "'below goal by 4.3%' (not a failure), 'reproduced, "
                                                         "improved', 'failed (caught in its series)'")
+    code_changed: bool = Field(default=False, description="the figure is of earlier code: its artifact changed since "
+                                                          "its runs (get_measurements says how)")
     evidence: str = Field(default="goal", description="'spec' or 'source-reported' for a cited figure")
 
 

@@ -455,6 +455,8 @@ def _brief_claim(c: dict[str, Any]) -> dict[str, Any]:
             out[key] = c[key]
     if m.get("provisional"):
         out["provisional"] = True
+    if c.get("code_changed"):  # a figure of earlier code (kwiki.results.freshness)
+        out["code_changed"] = True
     if c.get("state") and c["state"] != c.get("verdict"):  # 'below goal by 4.3%', 'failed (caught ...)'
         out["state"] = c["state"]
     return out

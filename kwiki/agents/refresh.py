@@ -12,6 +12,7 @@ from kwiki.agents.entries import (
     Damaged,
     Known,
     Snapshot,
+    code_files,
     insert_entry,
     patch_body,
     patch_simple,
@@ -109,7 +110,7 @@ def refresh(conn: sqlite3.Connection, root: Path) -> Refreshed:
     import time
 
     current = scan(root)
-    store = store_files(root)
+    store = {**store_files(root), **code_files(root)}  # what a page's trace reads besides the page
     blob, store_blob = marshal.dumps(current), marshal.dumps(store)
     seen, seen_store = _snapshot_blob(conn), _snapshot_blob(conn, "store")
     if seen is None and conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None:

@@ -13,7 +13,7 @@ same way everywhere::
      "claimed":  {"text", "value"?, "tolerance"?, "at_least"?, "at_most"?, "expect"?},
      "measured"?: {"value"?, "unit"?, "spread"?, "change"?, "detail"?, "run"?, "artifact_hash"?,
                    "runs"?, "range"?, "drift"?, "provisional"?: true, "gates"?},
-     "verdict"?: "reproduced" | ..., "traceable"?: bool, "untraceable"?: str,
+     "verdict"?: "reproduced" | ..., "traceable"?: bool, "untraceable"?: str, "code_changed"?: str,
      "evidence"?: "spec" | "source-reported", "conditions"?: {"gpu", "arch", "shape", ...},
      "source"?: {"id", "title"?, "url"?, "path"?}, "contradicted_by"?: {"claim", "page"?, "note"}}
 
@@ -29,6 +29,8 @@ lowest and highest run); fewer than 3 runs and it is `provisional`; `gates` list
 refused its figure (then there is no `value`). `traceable` says whether the results store holds the
 runs the figure names (kwiki.results.trace), `untraceable` why not. A page whose measurements block
 does not trace has the state and the evidence level "untraceable", whatever the block says.
+`code_changed` says that the figure is of earlier code: the claim's artifact has changed since the runs of its
+series (kwiki.results.freshness), so the figure may not describe the code the page links to until `kwiki verify` runs.
 """
 
 from __future__ import annotations
@@ -145,6 +147,7 @@ def claim_view(claim: Claim, block: Measurements | None, trace: PageTrace | None
 
     measured = block.claims.get(claim.id) if block is not None else None
     caught = trace.caught().get(claim.id) if trace is not None else None  # where a variant it compares was caught
+    changed = trace.changed.get(claim.id) if trace is not None and measured is not None else None
     traceable = untraceable = None
     if measured is not None and trace is not None:
         untraceable = trace.untraceable(claim.id)
@@ -168,6 +171,7 @@ def claim_view(claim: Claim, block: Measurements | None, trace: PageTrace | None
         # the claim's state in words (kwiki.results.states): 'below goal by 4.3%', 'reproduced, improved'
         "state": claim_word(claim, measured, caught)[0] if measured is not None else None,
         "caught": caught,
+        "code_changed": changed,
         "traceable": traceable,
         "untraceable": untraceable,
     })

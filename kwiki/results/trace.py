@@ -79,6 +79,9 @@ class PageTrace:
     claims: dict[str, ClaimTrace] = field(default_factory=dict)
     block: str | None = None  # why the block as a whole does not trace
     unaudited: list[str] = field(default_factory=list)  # records its claims compare without a passing audit
+    # claim id -> why its figure is of earlier code than the artifact's now (kwiki.results.freshness; set by the
+    # readers that plan the page's artifacts: the index, the site; never by trace())
+    changed: dict[str, str] = field(default_factory=dict)
 
     @property
     def traceable(self) -> bool:

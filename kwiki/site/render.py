@@ -180,7 +180,10 @@ def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
         why = untraceable.get(id(mc)) if mc is not None else None
         if why is not None and mc is not None:  # (a reason is looked up only for a measured claim)
             return badge(f"untraceable (says {mc.verdict.value})", "kw-verdict", "kw-v-untraceable")
-        return _verdict_badge(claim, mc, caught.get(claim.id))
+        shown = _verdict_badge(claim, mc, caught.get(claim.id))
+        if trace is not None and claim.id in trace.changed:  # kwiki.results.freshness: said why below the table
+            shown += " " + badge("earlier code", "kw-verdict", "kw-v-none")
+        return shown
 
     # one provenance for every measured claim (a full run): said once below the table, not on every row
     wheres = {tables.provenance_text(mc.provenance) for c in meta.claims
@@ -198,6 +201,14 @@ def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
     out = ['<div class="kw-claims kw-wide" markdown data-search-exclude>', "", table]
     if shared is not None:
         out += ["", f"Every measured figure above: {md_text(shared)}.", ""]
+    if trace is not None and trace.changed:
+        why: dict[str, list[str]] = {}
+        for cid, reason in sorted(trace.changed.items()):
+            why.setdefault(reason, []).append(cid)
+        out += [("**Earlier code:** the figures marked so were measured before their artifact last changed; they "
+                 "are true of the code they ran, which is no longer the code this page links to, until `kwiki "
+                 "verify` measures it:"), "",
+                *[f"- {md_text(', '.join(ids))}: {md_text(reason)}" for reason, ids in sorted(why.items())], ""]
     if trace is not None and not trace.traceable:
         out += [("**Untraceable:** these figures do not trace to the results store, so none counts as verified "
                  "(re-run `kwiki verify`):"), "", *[f"- {md_text(reason)}" for reason in trace.reasons()], ""]

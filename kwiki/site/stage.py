@@ -29,6 +29,7 @@ from kwiki.core.paths import inside, links_out
 from kwiki.core.tracked import linked_folders, tracked, unpublishable, wiki_files
 from kwiki.core.writefile import write_atomic
 from kwiki.results.audits import Audits
+from kwiki.results.freshness import changed
 from kwiki.results.standing import claim_rows_by_page, standing
 from kwiki.results.store import ClaimRow, RecordRow, read_all
 from kwiki.results.timelines import load_timelines
@@ -168,6 +169,10 @@ def _site_pages(root: Path, rows: list[RecordRow | ClaimRow], strict: bool) -> l
         traced = trace(page.meta, store, page.path) if page.meta else None  # nothing untraceable shows as verified
         st = standing(page.meta, history, traced) if page.meta else None
         out.append(SitePage(page, rel, page.meta, st, history, traced))
+    earlier = changed(root, [(sp.page.path, sp.meta) for sp in out if sp.meta is not None])  # of earlier code
+    for sp in out:
+        if sp.trace is not None:
+            sp.trace.changed = earlier.get(sp.page.path, {})
     return out
 
 

@@ -6,11 +6,9 @@ are judged); the hash covers the artifact's own files, the headers they include 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
-from kwiki.core.paths import COMMON_DIR, included_files
+from kwiki.results.freshness import code_key
 from kwiki.results.judge import judge
 from kwiki.results.record import PROTOCOL_VERSION
 from kwiki.results.series import (
@@ -37,38 +35,16 @@ from kwiki.wiki.verdict import MEASURED, NOT_MEASURED, RUNS, Verdict
 
 
 def series_key(planned: PlannedArtifact, gpu_name: str, root: Path) -> str | None:
-    """`nvidia-h200/p1/3fa2c9d0e1b2`: the series of `planned` on this GPU model (None without a manifest)."""
+    """`nvidia-h200/p1/3fa2c9d0e1b2`: the series of `planned` on this GPU model (None without a manifest). Its code
+    part is kwiki.results.freshness.code_key, which also tells a page's figures of earlier code."""
     m = planned.manifest
     if m is None:
         return None
     builder = planned.binary_of or planned  # an artifact that runs another's binary: that build's files
     if builder.manifest is None:
         return None
-    b = builder.manifest.build
-    own = [builder.directory / f for f in [*b.sources, *b.headers, *filter(None, [b.script])]]
-    directory = planned.directory
-    own += [directory / part for part in m.run.command if "{" not in part and (directory / part).is_file()]
-    if m.kind == "python":  # its module's helpers beside it, and the harness that checks and times it
-        harness = ("kwiki_harness.py", "kwiki_bench.py")
-        own += [*sorted(directory.glob("*.py")), *(root / COMMON_DIR / f for f in harness)]
-    files = {*own, *included_files(own, [root / COMMON_DIR])}
-    h = hashlib.sha256()
-    h.update(json.dumps(b.model_dump(mode="json", exclude={"timeout_s"}), sort_keys=True).encode())
-    if m.flops_dtypes:  # the work its records declare, where the manifest says it (an artifact without: as before)
-        h.update(json.dumps(m.flops_dtypes, sort_keys=True).encode())
-    for name, path in sorted((_name(p, root), p) for p in files):
-        h.update(name.encode() + b"\0")
-        try:
-            h.update(path.read_bytes())
-        except OSError:
-            h.update(b"<missing>")
-    return f"{gpu_slug(gpu_name)}/p{PROTOCOL_VERSION}/{h.hexdigest()[:12]}"
-
-
-def _name(path: Path, root: Path) -> str:
-    """The file's name in the hash: relative to the root, so every checkout of the tree agrees."""
-    resolved, base = path.resolve(), root.resolve()
-    return resolved.relative_to(base).as_posix() if resolved.is_relative_to(base) else resolved.name
+    own = (builder.directory, builder.manifest) if planned.binary_of else None
+    return f"{gpu_slug(gpu_name)}/p{PROTOCOL_VERSION}/{code_key(planned.directory, m, root, own)}"
 
 
 def gpu_name(plan: Plan) -> str:
