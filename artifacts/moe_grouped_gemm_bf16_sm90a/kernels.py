@@ -122,3 +122,34 @@ def grouped_gemm_tma_persistent(a_ptr, w_ptr, c_ptr, offs_ptr, T, N, K, E,
             acc = tl.dot(a, b.T, acc)
         _store(c_ptr, acc, row0, row_end, pid_n * BN, N, BM, BN)
 # /kwiki:rung triton_grouped_tma_persistent
+
+
+# kwiki:rung triton_grouped_fp8
+@triton.jit(do_not_specialize=["T", "E"])
+def grouped_gemm_fp8_rowwise(a_ptr, w_ptr, sa_ptr, sw_ptr, c_ptr, offs_ptr, T, N, K, E,
+                             BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, E_POW2: tl.constexpr,
+                             GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
+    """Rung 3: rung 2's schedule (persistent, grouped order inside each expert, TMA loads) on e4m3 operands with
+    row-wise scales: one fp32 scale per routed row of A (sa[T]) and one per output channel of each expert (sw[E, N]).
+    The tensor cores' limited-precision fp8 partial sums are promoted into the fp32 accumulator every BK (128)
+    elements of K (max_num_imprecise_acc), and both scales multiply the tile once, in the epilogue."""
+    num_n = tl.cdiv(N, BN)
+    idx, starts, ends, mtiles, cum = _experts(offs_ptr, E, BM, E_POW2, 0)
+    total = tl.sum(mtiles, 0) * num_n
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[T, K], strides=[K, 1], block_shape=[BM, BK])
+    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[E * N, K], strides=[K, 1], block_shape=[BN, BK])
+    for tile in tl.range(tl.program_id(0), total, NUM_SMS):
+        e, t, num_m, row_start, row_end = _locate(tile, idx, starts, ends, mtiles, cum, num_n)
+        pid_m, pid_n = _grouped_order(t, num_m, num_n, GROUP_M)
+        row0 = row_start + pid_m * BM
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for ki in range(tl.cdiv(K, BK)):
+            a = a_desc.load([row0, ki * BK])
+            b = w_desc.load([e * N + pid_n * BN, ki * BK])
+            acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BK)
+        rows = tl.minimum(row0 + tl.arange(0, BM), T - 1)  # rows past the expert: a real row's scale, never stored
+        cols = pid_n * BN + tl.arange(0, BN)
+        sa = tl.load(sa_ptr + rows)
+        sw = tl.load(sw_ptr + e.to(tl.int64) * N + cols, mask=cols < N, other=0.0)
+        _store(c_ptr, acc * sa[:, None] * sw[None, :], row0, row_end, pid_n * BN, N, BM, BN)
+# /kwiki:rung triton_grouped_fp8

@@ -37,6 +37,13 @@ already loaded (its path in /proc/self/maps) and hands the library the address o
 with torch's own handle (torch.cuda.current_blas_handle(): torch's workspace, bound to the current stream). So the
 baseline runs the very cuBLAS build the torch.mm loop runs, no second copy is loaded, and kwiki needed no change.
 Where torch has no CUDA, no libcublas is loaded, or it lacks the symbol, the variant is not runnable and says why.
+fp8 (the entries whose dtype is float8_e4m3fn): A and W in e4m3 with row-wise scales, one fp32 scale per routed row
+of A and one per output channel of each expert (scale = amax / 448), bf16 out. torch_scaled_grouped_mm
+(torch._scaled_grouped_mm, PyTorch's CUTLASS row-wise fp8 grouped GEMM on sm_90) is the baseline, and rung 3 is
+rung 2's persistent schedule on e4m3 tiles, promoting the tensor cores' partial sums every 128 elements of K and
+scaling in the epilogue. The reference is the fp32 product of the dequantized operands (codes times scales), so the
+check judges the arithmetic, not the quantization; the fp8 entries sit beside bf16 ones of the same routing and
+shape, so that a claim can set the two side by side.
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
 """
 
@@ -49,6 +56,8 @@ PREFILL = {"experts": 64, "tokens": 2048, "topk": 8}  # 16384 rows
 PREFILL_8K = {"experts": 64, "tokens": 8192, "topk": 8}  # 65536 rows: 8192 tokens top-8
 DECODE = {"experts": 64, "tokens": 256, "topk": 8}
 CAPACITY = 256  # the masked decode layout's rows an expert: the decode routing's largest expert (248) fits
+BF16, FP8 = "bfloat16", "float8_e4m3fn"
+E4M3_MAX = 448.0  # the largest finite e4m3 value: a row's amax maps to it
 UP, DOWN = {"n": 4096, "k": 7168}, {"n": 7168, "k": 2048}  # DeepSeek-V3: fused gate/up, and down
 OFF_TILE_COUNTS = (0, 1, 200, 130, 0, 461, 67, 300)  # no count a multiple of 64 or 128, two empty experts
 GRID = [
@@ -65,15 +74,27 @@ GRID = [
      "topk": 1, "n": 1000, "k": 1000, "dtype": "bfloat16"},
     {"case": "offtile", "route": "fixed", "experts": len(OFF_TILE_COUNTS), "tokens": sum(OFF_TILE_COUNTS),
      "topk": 1, "n": 1000, "k": 1000, "capacity": 470, "dtype": "bfloat16"},  # masked: no capacity a tile's multiple
+    {"case": "prefill", "route": "zipf", **PREFILL_8K, **UP, "dtype": FP8},
+    {"case": "offtile", "route": "fixed", "experts": len(OFF_TILE_COUNTS), "tokens": sum(OFF_TILE_COUNTS),
+     "topk": 1, "n": 1008, "k": 1040, "dtype": FP8},  # e4m3 rows of 16 bytes: N and K multiples of 16, of no tile
 ]
 VARIANTS = ["torch_mm_loop", "cublas_grouped", "torch_grouped_mm", "torch_bmm", "torch_mm_dense", "triton_grouped",
-            "triton_grouped_tma_persistent"]
+            "triton_grouped_tma_persistent", "torch_scaled_grouped_mm", "triton_grouped_fp8"]
+FP8_VARIANTS = ("torch_scaled_grouped_mm", "triton_grouped_fp8")
 CUBLAS_SYMBOL = "cublasGemmGroupedBatchedEx"  # cuBLAS 12.5 and later
 TOLERANCES = {
     "bfloat16": (0.01, 2.0 ** -7, "a bf16 output (one rounding, 2^-9 relative) of an fp32 sum over K <= 7168 in "
                                   "another order than the fp32 reference; outputs are O(1/3) by construction, "
                                   "atol covers sums that cancel near 0"),
+    FP8: (0.01, 2.0 ** -7, "the same bf16 output and tolerance as the bf16 entries: every variant multiplies the same "
+                           "dequantized values (e4m3 codes times their row and channel scales; the reference is "
+                           "their fp32 product), and the tensor cores' limited-precision fp8 sums are promoted to "
+                           "fp32 every 128 elements of K (about 2^-13 of a partial sum each), far under the bf16 "
+                           "rounding"),
 }
+# rung 3's tile: the fp8 GEMM page's (128 x 128 x 128, 8 warps, 4 stages: promotion keeps no second accumulator
+# here, max_num_imprecise_acc does it in the tensor cores' loop); e4m3 is one byte, so BK 128 is a 128-byte row
+FP8_TILE = {"BM": 128, "BN": 128, "BK": 128, "num_warps": 8, "num_stages": 4}
 # Tiles: 128x256x64 with 8 warps (the shape of the dense Triton GEMM page) when experts average 128 rows or more,
 # else 64x128x64 with 4 warps: a 128-row tile would be mostly padding at a few dozen rows an expert.
 BIG = {"BM": 128, "BN": 256, "BK": 64, "num_warps": 8, "num_stages": 3}
@@ -87,6 +108,10 @@ def masked(params):
 
 
 def applies(name, params):
+    if (name in FP8_VARIANTS) != (params["dtype"] == FP8):  # the fp8 entries run the fp8 variants only
+        return False
+    if name in FP8_VARIANTS:
+        return True
     if name == "torch_mm_dense" or params["case"] == "dense":
         return (name == "torch_mm_dense") == (params["case"] == "dense")
     if name in ("cublas_grouped", "triton_grouped", "torch_bmm"):
@@ -132,6 +157,9 @@ def counts(params):
     if p["topk"] > p["experts"] or p["n"] % 8 or p["k"] % 8:
         raise ValueError(f"moe: params {p}: topk <= experts, and n and k multiples of 8 (16-byte rows for TMA "
                          "and torch._grouped_mm)")
+    if p.get("dtype") not in (BF16, FP8) or (p["dtype"] == FP8 and (p["n"] % 16 or p["k"] % 16 or masked(p))):
+        raise ValueError(f"moe: params {p}: dtype {BF16} or {FP8}; fp8 in the contiguous layout, with n and k "
+                         "multiples of 16 (16-byte e4m3 rows, as TMA and torch._scaled_grouped_mm want)")
     c = _counts(p["route"], p["experts"], p["tokens"], p["topk"])
     cap = p.get("capacity")
     if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < max(c)):
@@ -157,6 +185,8 @@ def make_inputs(params, seed, device):
     c = counts(params)
     rows, n, k = sum(c), params["n"], params["k"]
     g = torch.Generator(device=device).manual_seed(seed)
+    if params["dtype"] == FP8:
+        return _fp8_inputs(c, n, k, g, device)
     shape = (len(c), params["capacity"], k) if masked(params) else (rows, k)
     a = torch.rand(*shape, generator=g, device=device).mul_(2).sub_(1).to(torch.bfloat16)  # uniform(-1, 1)
     w = torch.rand(len(c), n, k, generator=g, device=device).mul_(2).sub_(1).mul_(k ** -0.5).to(torch.bfloat16)
@@ -164,6 +194,26 @@ def make_inputs(params, seed, device):
         return {"a": a, "w": w, "counts": torch.tensor(c, dtype=torch.int32, device=device)}
     ends = [sum(c[:e + 1]) for e in range(len(c))]
     return {"a": a, "w": w, "offs": torch.tensor(ends, dtype=torch.int32, device=device)}
+
+
+def _fp8_inputs(c, n, k, g, device):
+    """The same distributions as the bf16 entries, quantized to e4m3 row by row: sa[T] for A's rows, sw[E, N] for
+    each expert's output channels (scale = amax / 448, so each row's largest value becomes +-448)."""
+    import torch
+
+    rows = sum(c)
+    a = torch.rand(rows, k, generator=g, device=device).mul_(2).sub_(1)
+    sa = a.abs().amax(1).clamp_min(1e-12) / E4M3_MAX
+    qa = (a / sa[:, None]).to(torch.float8_e4m3fn)
+    del a
+    qw = torch.empty(len(c), n, k, dtype=torch.float8_e4m3fn, device=device)
+    sw = torch.empty(len(c), n, dtype=torch.float32, device=device)
+    for e in range(len(c)):  # one expert at a time: the fp32 weights of all 64 would take 7.5 GB
+        w = torch.rand(n, k, generator=g, device=device).mul_(2).sub_(1).mul_(k ** -0.5)
+        sw[e] = w.abs().amax(1).clamp_min(1e-12) / E4M3_MAX
+        qw[e] = (w / sw[e][:, None]).to(torch.float8_e4m3fn)
+    ends = [sum(c[:e + 1]) for e in range(len(c))]
+    return {"a": qa, "w": qw, "sa": sa, "sw": sw, "offs": torch.tensor(ends, dtype=torch.int32, device=device)}
 
 
 def make_outputs(params, inputs):
@@ -194,9 +244,13 @@ def reference(params, inputs):
     ref = torch.empty(sum(m for _, _, m in spans) if "counts" in inputs else a2.shape[0], n,
                       dtype=torch.float32, device=a.device)
     at = 0
+    sa, sw = inputs.get("sa"), inputs.get("sw")  # fp8: the codes times their scales
     for e, s, m in spans:
         where = slice(at, at + m) if "counts" in inputs else slice(s, s + m)
-        ref[where] = a2[s:s + m].float() @ w[e].float().t()
+        if sa is None:
+            ref[where] = a2[s:s + m].float() @ w[e].float().t()
+        else:
+            ref[where] = (a2[s:s + m].float() * sa[s:s + m, None]) @ (w[e].float() * sw[e][:, None]).t()
         at += m
     if "counts" not in inputs:
         return {"c": ref}
@@ -209,6 +263,9 @@ def work(params):
     c = counts(params)
     rows, n, k = sum(c), params["n"], params["k"]
     used = sum(1 for x in c if x)  # an empty expert's weights need not be read
+    if params["dtype"] == FP8:  # one byte an operand element, fp32 scales, a bf16 output
+        return {"flops": 2.0 * rows * n * k, "flops_dtype": "fp8", "bytes_level": "dram",
+                "bytes": 1.0 * (rows * k + used * n * k) + 4.0 * (rows + used * n) + 2.0 * rows * n}
     return {"flops": 2.0 * rows * n * k, "flops_dtype": "bf16",
             "bytes": 2.0 * (rows * k + used * n * k + rows * n), "bytes_level": "dram"}
 
@@ -343,6 +400,14 @@ def _torch(name):
         def bmm(i, o):  # the masked layout's padded batch: every expert's whole capacity, one cuBLAS call
             torch.bmm(i["a"], i["w"].transpose(1, 2), out=o["c"])
         return bmm
+    if name == "torch_scaled_grouped_mm":
+        if not hasattr(torch, "_scaled_grouped_mm"):
+            raise RuntimeError(f"torch {torch.__version__} has no torch._scaled_grouped_mm (not applicable here)")
+
+        def scaled(i, o):  # row-wise fp8: sa[T] per routed row, sw[E, N] per expert and output channel
+            return {"c": torch._scaled_grouped_mm(i["a"], i["w"].transpose(-2, -1), i["sa"], i["sw"], offs=i["offs"],
+                                                  out_dtype=torch.bfloat16)}
+        return scaled
     if not hasattr(torch, "_grouped_mm"):
         raise RuntimeError(f"torch {torch.__version__} has no torch._grouped_mm (not applicable here)")
 
@@ -356,7 +421,7 @@ def _torch(name):
 def load(name):
     import torch
 
-    if name in ("torch_mm_loop", "torch_mm_dense", "torch_bmm", "torch_grouped_mm"):
+    if name in ("torch_mm_loop", "torch_mm_dense", "torch_bmm", "torch_grouped_mm", "torch_scaled_grouped_mm"):
         return _torch(name)
     if name == "cublas_grouped":
         return _cublas_grouped()
@@ -381,6 +446,17 @@ def load(name):
 
     triton.set_allocator(scratch)
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+
+    if name == "triton_grouped_fp8":
+        def fp8(i, o):
+            a, w, c = i["a"], i["w"], o["c"]
+            (t, k), (e, n, _) = a.shape, w.shape
+            cfg = FP8_TILE
+            kernels.grouped_gemm_fp8_rowwise[(sms,)](
+                a, w, i["sa"], i["sw"], c, i["offs"], t, n, k, e, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
+                E_POW2=lanes(e), GROUP_M=GROUP_M, NUM_SMS=sms, num_warps=cfg["num_warps"],
+                num_stages=cfg["num_stages"])
+        return fp8
 
     def persistent(i, o):
         a, w, c = i["a"], i["w"], o["c"]
