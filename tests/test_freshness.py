@@ -6,6 +6,7 @@ claim)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -43,7 +44,8 @@ def _measured_ids(root: Path) -> set[str]:
 
 
 def test_an_edit_to_the_kernels_marks_every_measured_figure_of_that_artifact(tree: Path) -> None:
-    assert _changed(tree) == {}  # the committed page was measured on the committed code
+    before = _changed(tree)  # empty while the committed figures are of the committed code (an edit to the harness,
+    assert set(before) in (set(), _measured_ids(tree))  # which this Python artifact's key covers, marks them all)
     source = tree / ART / "kernels.py"
     source.write_text(source.read_text() + "\n# an edit\n")
     found = _changed(tree)
@@ -53,9 +55,13 @@ def test_an_edit_to_the_kernels_marks_every_measured_figure_of_that_artifact(tre
 
 
 def test_an_edit_outside_the_series_key_changes_nothing(tree: Path) -> None:
+    before = _changed(tree)
     manifest = tree / ART / "artifact.yaml"
     manifest.write_text(manifest.read_text() + "\n# a comment\n")
-    assert _changed(tree) == {}
+    assert _changed(tree) == before
+    source = tree / ART / "kernels.py"
+    source.write_text(source.read_text() + "\n# an edit\n")
+    assert set(_changed(tree)) == _measured_ids(tree)  # and the comparison can fail
 
 
 def test_check_warns_once_per_artifact_and_the_warning_stays_a_warning(tree: Path) -> None:
@@ -71,12 +77,35 @@ def test_check_warns_once_per_artifact_and_the_warning_stays_a_warning(tree: Pat
 def test_show_and_query_see_an_edit_made_after_the_index_was_built(tree: Path) -> None:
     page_id = load_page(tree / PAGE, tree).meta.id  # type: ignore[union-attr]
     before = show(tree, page_id, body=False)
-    assert not any("code_changed" in c for c in before["claims"])
+    assert {c["id"] for c in before["claims"] if "code_changed" in c} == set(_changed(tree))
     source = tree / ART / "kernels.py"
     source.write_text(source.read_text() + "\n# an edit\n")
     after = show(tree, page_id, body=False)  # the same index, refreshed: the artifact's files are in its snapshot
     marked = {c["id"] for c in after["claims"] if "code_changed" in c}
     assert marked == _measured_ids(tree)
+
+
+def test_the_index_reads_again_only_the_pages_an_artifact_edit_concerns(tree: Path) -> None:
+    from kwiki.agents.index import open_index
+
+    def refresh() -> list[str]:
+        for f in tree.rglob("*"):  # files older than the index's racy window (fresh ones are looked at again)
+            os.utime(f, (1.6e9, 1.6e9))
+        conn, done = open_index(tree)
+        conn.close()
+        return done.retraced + done.changed
+
+    refresh()  # built
+    assert refresh() == []
+    (tree / "artifacts" / "kept_apart").mkdir()  # another artifact's folder: the SwiGLU page is not read again
+    (tree / "artifacts" / "kept_apart" / "x.py").write_text("x = 1\n")
+    assert refresh() == []
+    source = tree / ART / "kernels.py"
+    source.write_text(source.read_text() + "\n# an edit\n")
+    assert refresh() == [PAGE]
+    harness = tree / "artifacts" / "common" / "kwiki_harness.py"  # shared code: every measured page
+    harness.write_text(harness.read_text() + "\n# an edit\n")
+    assert refresh() == [PAGE]
 
 
 def test_the_brief_hit_and_the_site_say_so() -> None:

@@ -242,6 +242,18 @@ class _Record(NamedTuple):
 
 
 _STORES: dict[str, tuple[Snapshot, Any]] = {}  # root -> (its store files, kwiki.results.trace.Store of them)
+_KEYS: dict[str, tuple[Snapshot, dict[str, str | None]]] = {}  # root -> (its artifacts' files, their code keys)
+
+
+def _code_keys(root: Path) -> dict[str, str | None]:
+    """The code keys (kwiki.results.freshness.current) computed so far in this process, while no file under
+    artifacts/ changed: every page that measures an artifact hashes it once."""
+    files = code_files(root)
+    cached = _KEYS.get(str(root))
+    if cached is None or cached[0] != files:
+        cached = (files, {})
+        _KEYS[str(root)] = cached
+    return cached[1]
 
 
 def _trace_store(root: Path) -> Any:
@@ -301,12 +313,13 @@ def _read_one(job: tuple[str, str]) -> _Record:
     if is_draft(meta):  # left out of query, show, MCP and the skills export; not an error (no problems)
         return _Record(path, head, raw, page_id, [], None)
     facets = {("tag", t) for t in meta.tags} | {("arch", a) for a in meta.architectures}
+    code: list[str] = []
     facets |= {("op", op.strip().lower()) for op in meta.applies_to_ops if op.strip()}
     block = meta.measurements
     trace = st = None
     rank = meta.effective_evidence.rank
     if block is not None:  # what the results store says about it (only such pages import kwiki.results)
-        from kwiki.results.freshness import changed
+        from kwiki.results.freshness import changed, code_dirs
         from kwiki.results.standing import evidence_rank, standing
         from kwiki.results.trace import evidence
         from kwiki.results.trace import trace as trace_page
@@ -314,7 +327,8 @@ def _read_one(job: tuple[str, str]) -> _Record:
         store = _trace_store(root)
         trace = trace_page(meta, store, path)
         if trace is not None:  # figures of earlier code than the artifact's now
-            trace.changed = changed(root, [(path, meta)]).get(path, {})
+            trace.changed = changed(root, [(path, meta)], _code_keys(root)).get(path, {})
+        code = code_dirs(root, meta)
         st = standing(meta, store.history(meta.id, path), trace)
         # the standing's level: "verified" only in the verified state, as the home page counts it
         rank = evidence(meta, trace)[1] if trace is not None and not trace.traceable else evidence_rank(st)
@@ -330,6 +344,7 @@ def _read_one(job: tuple[str, str]) -> _Record:
         "result": dump(result_view(meta, path, trace, st), indent=2, sort_keys=True),
         "detail": dump(detail_view(meta, path, trace, st), sort_keys=True, ensure_ascii=False),
         "traced": int(block is not None),
+        "code": code,  # the artifact folders its figures depend on: an edit there reads it again
         "facets": sorted(facets),
         "title": meta.title,
         "summary": meta.summary or "",
@@ -355,8 +370,9 @@ def insert_entry(conn: sqlite3.Connection, record: _Record) -> None:
             (pk, page["title"], page["summary"], page["tags"], page["body"], page["claims"]),
         )
     traced = 1 if page is not None and page.get("traced") else None
+    code = json.dumps(page["code"]) if traced and page is not None and page.get("code") else None
     conn.execute(
-        "INSERT INTO files (path, head, raw, page, page_id, problems, traced) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO files (path, head, raw, page, page_id, problems, traced, code) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (record.path, record.head, record.raw, pk, record.page_id,
-         json.dumps(record.problems) if page is None and record.problems else None, traced),
+         json.dumps(record.problems) if page is None and record.problems else None, traced, code),
     )

@@ -54,6 +54,7 @@ from kwiki.agents.refresh import Refreshed, refresh
 from kwiki.core.errors import KwikiError
 
 INDEX_VERSION = 9  # bump whenever the tables, the stored JSON or what a page's standing is read from change: rebuilt
+# (and with PROTOCOL_VERSION: a page's code_changed is cached against the artifacts' files, not the protocol)
 INDEX_DIR = ".kwiki"
 INDEX_FILE = "index.sqlite"
 APPLICATION_ID = 0x6B776B69  # 'kwki', so another program's SQLite file is never taken for ours
@@ -71,7 +72,8 @@ CREATE TABLE files (
     page INTEGER,            -- pages.pk, NULL when the page has errors
     page_id TEXT,            -- the id the file declares, even when it has errors
     problems TEXT,           -- JSON list of 'path:line: field: message', NULL when indexed
-    traced INTEGER           -- 1: the page has a measurements block, its views depend on results/
+    traced INTEGER,          -- 1: the page has a measurements block, its views depend on results/
+    code TEXT                -- JSON list of the artifact folders its figures depend on (kwiki.results.freshness)
 );
 CREATE TABLE pages (         -- narrow, so filtering, sorting and counting read little
     pk INTEGER PRIMARY KEY,

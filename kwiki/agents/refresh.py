@@ -3,6 +3,7 @@ with the snapshot of the last refresh, and re-index only what changed (kwiki.age
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -20,6 +21,7 @@ from kwiki.agents.entries import (
     store_files,
     warn,
 )
+from kwiki.core.paths import COMMON_DIR
 from kwiki.wiki.catalog import WIKI_DIR
 
 
@@ -110,18 +112,19 @@ def refresh(conn: sqlite3.Connection, root: Path) -> Refreshed:
     import time
 
     current = scan(root)
-    store = {**store_files(root), **code_files(root)}  # what a page's trace reads besides the page
-    blob, store_blob = marshal.dumps(current), marshal.dumps(store)
-    seen, seen_store = _snapshot_blob(conn), _snapshot_blob(conn, "store")
+    store, code = store_files(root), code_files(root)  # what a page's trace reads besides the page
+    blob, store_blob, code_blob = marshal.dumps(current), marshal.dumps(store), marshal.dumps(code)
+    seen, seen_store, seen_code = _snapshot_blob(conn), _snapshot_blob(conn, "store"), _snapshot_blob(conn, "code")
     if seen is None and conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None:
         raise Damaged("the index lists files but holds no snapshot of them")
-    if seen == blob and seen_store == store_blob:  # the common case: nothing changed, listed in the same order
+    if seen == blob and seen_store == store_blob and seen_code == code_blob:  # the common case: nothing changed
         return Refreshed()
     stored = _loads(seen)
-    if stored == current and _loads(seen_store) == store:  # the same files, listed in another order
+    if stored == current and _loads(seen_store) == store and _loads(seen_code) == code:  # listed in another order
         try:
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (blob,))
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('store', ?)", (store_blob,))
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('code', ?)", (code_blob,))
         except sqlite3.OperationalError:  # read-only or busy: only the fast path is lost
             pass
         return Refreshed()
@@ -131,11 +134,13 @@ def refresh(conn: sqlite3.Connection, root: Path) -> Refreshed:
         now = _snapshot_blob(conn)
         if now != seen:  # another process refreshed while we waited for the lock
             stored = _loads(now)
-        retrace = _loads(_snapshot_blob(conn, "store")) != store
+        retrace: bool | set[str] = _loads(_snapshot_blob(conn, "store")) != store or \
+            edited(_loads(_snapshot_blob(conn, "code")), code)
         done = _apply(conn, Path(root), current, stored, retrace)
         # files touched just before or during this refresh are looked at again next time
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (_racy(current, started),))
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('store', ?)", (_racy(store, started),))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('code', ?)", (_racy(code, started),))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -174,10 +179,24 @@ def _loads(blob: bytes | None) -> Snapshot:
     return value if isinstance(value, dict) else {}
 
 
-def _apply(conn: sqlite3.Connection, root: Path, current: Snapshot, stored: Snapshot, retrace: bool = False
-           ) -> Refreshed:
-    """Bring the stored pages up to date; with `retrace` (the results store changed) every page with a
-    measurements block is read again, as its trace may have changed."""
+def edited(before: Snapshot, after: Snapshot) -> bool | set[str]:
+    """What an edit under artifacts/ makes the index read again: the artifact folders whose files changed, or True
+    (every page with a measurements block) when a file outside an artifact's folder changed (`artifacts/common`,
+    which every artifact's code key may cover)."""
+    folders: set[str] = set()
+    for path, _ in before.items() ^ after.items():
+        parts = path.split("/")
+        if len(parts) < 3 or parts[1] == COMMON_DIR.rsplit("/", 1)[-1]:
+            return True
+        folders.add("/".join(parts[:2]))
+    return folders
+
+
+def _apply(conn: sqlite3.Connection, root: Path, current: Snapshot, stored: Snapshot,
+           retrace: bool | set[str] = False) -> Refreshed:
+    """Bring the stored pages up to date; with `retrace` True (the results store changed) every page with a
+    measurements block is read again, as its trace may have changed; with a set of artifact folders, the pages whose
+    figures depend on one of them (an edit there may make them figures of earlier code)."""
     done = Refreshed()
     new_or_changed = [path for path, _ in current.items() - stored.items()]  # set operations, in C
     done.added = sorted(path for path in new_or_changed if path not in stored)
@@ -185,7 +204,11 @@ def _apply(conn: sqlite3.Connection, root: Path, current: Snapshot, stored: Snap
     done.removed = sorted(stored.keys() - current.keys())
     for path in done.removed:
         _delete(conn, path)
-    traced = {row[0] for row in conn.execute("SELECT path FROM files WHERE traced = 1")} if retrace else set()
+    traced: set[str] = set()
+    if retrace:
+        rows = conn.execute("SELECT path, code FROM files WHERE traced = 1").fetchall()
+        traced = {path for path, code in rows
+                  if retrace is True or (code and not retrace.isdisjoint(json.loads(code)))}
     done.retraced = sorted(traced - set(new_or_changed) - set(done.removed))
     known = _heads(conn, done.changed)
     reread: list[str] = list(done.added)

@@ -59,23 +59,44 @@ def _name(path: Path, root: Path) -> str:
     return resolved.relative_to(base).as_posix() if resolved.is_relative_to(base) else resolved.name
 
 
-def current(root: Path, rel: str) -> str | None:
-    """'p3/4f76b3678682': the protocol and code part of the series the artifact at `rel` would start now; None where
-    its manifest (or that of the artifact whose binary it runs) cannot be read, or it is not inside the repository
-    (`kwiki check` reports why): nothing outside the checkout is ever read."""
+def _resolve(root: Path, rel: str) -> tuple[Manifest, tuple[Path, Manifest] | None, str | None] | None:
+    """The manifest of the artifact at `rel`, that of the artifact whose binary it runs (build.binary_of) with its
+    directory and path; None where one cannot be read or is not inside the repository (`kwiki check` reports why):
+    nothing outside the checkout is ever read."""
     if inside(root, rel) is not None:
         return None
     try:
         manifest = load_manifest(root / rel, root)
-        builder = None
-        if manifest.build.binary_of:
-            owner = Path(os.path.normpath(Path(rel) / manifest.build.binary_of)).as_posix()
-            if inside(root, owner) is not None or not (root / owner / MANIFEST).is_file():
-                return None
-            builder = (root / owner, load_manifest(root / owner, root))
+        if not manifest.build.binary_of:
+            return manifest, None, None
+        owner = Path(os.path.normpath(Path(rel) / manifest.build.binary_of)).as_posix()
+        if inside(root, owner) is not None or not (root / owner / MANIFEST).is_file():
+            return None
+        return manifest, (root / owner, load_manifest(root / owner, root)), owner
     except ManifestError:
         return None
+
+
+def current(root: Path, rel: str) -> str | None:
+    """'p3/4f76b3678682': the protocol and code part of the series the artifact at `rel` would start now; None where
+    its manifests cannot be read (`_resolve`)."""
+    found = _resolve(root, rel)
+    if found is None:
+        return None
+    manifest, builder, _ = found
     return f"p{PROTOCOL_VERSION}/{code_key(root / rel, manifest, root, builder)}"
+
+
+def code_dirs(root: Path, meta: PageMeta) -> list[str]:
+    """The artifact folders whose files a page's figures depend on: those its claims measure, and the folders of
+    the artifacts whose binaries they run (the shared `artifacts/common` is everyone's, and not listed)."""
+    out: set[str] = set()
+    for claim in meta.claims:
+        rel = meta.artifacts.get(claim.measure.artifact) if claim.measure is not None else None
+        if rel:
+            found = _resolve(root, rel.rstrip("/"))
+            out |= {rel.rstrip("/")} | ({found[2]} if found is not None and found[2] else set())
+    return sorted(out)
 
 
 def _code(series: str) -> str:
@@ -83,11 +104,13 @@ def _code(series: str) -> str:
     return series.split("/", 1)[1] if series.count("/") >= 2 else series
 
 
-def changed(root: Path, pages: list[tuple[str, PageMeta]]) -> dict[str, dict[str, str]]:
+def changed(root: Path, pages: list[tuple[str, PageMeta]], now: dict[str, str | None] | None = None
+            ) -> dict[str, dict[str, str]]:
     """page path -> claim id -> why its figure is of earlier code, over (path, meta) of pages: every measured claim
     whose artifact's code (or the protocol) changed since the runs of its series. A page without a measurements
-    block costs nothing; each artifact is hashed once."""
-    now: dict[str, str | None] = {}
+    block costs nothing; each artifact is hashed once (`now`, artifact path -> `current`, may carry the keys over
+    from an earlier call while no file under artifacts/ changed)."""
+    now = {} if now is None else now
     out: dict[str, dict[str, str]] = {}
     for path, meta in pages:
         if meta.measurements is None:
@@ -125,4 +148,4 @@ def problems(root: Path, pages: list[tuple[str, PageMeta, int]]) -> list[Problem
     return out
 
 
-__all__ = ["HARNESS", "changed", "code_key", "current", "problems"]
+__all__ = ["HARNESS", "changed", "code_dirs", "code_key", "current", "problems"]
