@@ -101,8 +101,14 @@ def test_the_index_reads_again_only_the_pages_an_artifact_edit_concerns(tree: Pa
     (tree / "artifacts" / "kept_apart" / "x.py").write_text("x = 1\n")
     assert refresh() == []
     source = tree / ART / "kernels.py"
-    source.write_text(source.read_text() + "\n# an edit\n")
+    kept = source.read_text()
+    source.write_text(kept + "\n# an edit\n")
+    assert refresh() == [PAGE]  # marked again in the index without tracing it again (the results store is as it was)
+    page_id = load_page(tree / PAGE, tree).meta.id  # type: ignore[union-attr]
+    assert {c["id"] for c in show(tree, page_id, body=False)["claims"] if "code_changed" in c} == _measured_ids(tree)
+    source.write_text(kept)
     assert refresh() == [PAGE]
+    assert {c["id"] for c in show(tree, page_id, body=False)["claims"] if "code_changed" in c} == set(_changed(tree))
     harness = tree / "artifacts" / "common" / "kwiki_harness.py"  # shared code: every measured page
     harness.write_text(harness.read_text() + "\n# an edit\n")
     assert refresh() == [PAGE]

@@ -156,6 +156,34 @@ def patch_body(conn: sqlite3.Connection, root: Path, path: str, known: Known | N
     return True
 
 
+def patch_code(conn: sqlite3.Connection, root: Path, path: str) -> bool:
+    """Mark again which of an indexed page's figures are of earlier code (kwiki.results.freshness), after an edit
+    under artifacts/ that left the page and the results store as they were: its trace and standing still hold, so
+    only the claims' `code_changed` in its stored views change, and the store is not read. False when it needs a
+    full read."""
+    row = conn.execute("SELECT v.pk, v.result, v.detail FROM files f JOIN views v ON v.pk = f.page WHERE f.path = ?",
+                       (path,)).fetchone()
+    if row is None:
+        return False
+    from kwiki.results.freshness import changed
+    from kwiki.wiki.pages import load_page
+
+    page = load_page(root / path, root)
+    if page.meta is None or any(p.severity == "error" for p in page.problems):
+        return False
+    marks = changed(root, [(path, page.meta)], _code_keys(root)).get(path, {})
+    result, detail = json.loads(row[1]), json.loads(row[2])
+    for doc in (result, detail):
+        for claim in doc.get("claims", []):
+            claim.pop("code_changed", None)
+            if claim["id"] in marks and claim.get("measured"):
+                claim["code_changed"] = marks[claim["id"]]
+    text = json.dumps(result, indent=2, sort_keys=True)  # as _read_one stores them
+    conn.execute("UPDATE views SET result = ?, detail = ?, crc = ? WHERE pk = ?",
+                 (text, json.dumps(detail, sort_keys=True, ensure_ascii=False), crc(text), row[0]))
+    return True
+
+
 def patch_simple(conn: sqlite3.Connection, root: Path, path: str, known: Known | None) -> bool:
     """Re-index an indexed page whose edit changed only simple fields (`kwiki.wiki.fields.SIMPLE`:
     title, summary, tags) to plainly valid values, without the page model; False otherwise.

@@ -16,6 +16,7 @@ from kwiki.agents.entries import (
     code_files,
     insert_entry,
     patch_body,
+    patch_code,
     patch_simple,
     read_entries,
     store_files,
@@ -213,6 +214,8 @@ def _apply(conn: sqlite3.Connection, root: Path, current: Snapshot, stored: Snap
     known = _heads(conn, done.changed)
     reread: list[str] = list(done.added)
     for path in done.retraced:
+        if retrace is not True and patch_code(conn, root, path):  # code only: its trace holds, its marks change
+            continue
         _delete(conn, path)
         reread.append(path)
     for path in done.changed:
