@@ -6,7 +6,6 @@ small tiles and at the artifact's own tiles, the persistent one in both layouts.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -14,20 +13,13 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from triton_interpreter import artifact_module
 
 ARTIFACT = Path(__file__).resolve().parent.parent / "artifacts" / "moe_grouped_gemm_bf16_sm90a"
 
 
 def _module(name: str, monkeypatch: pytest.MonkeyPatch | None = None) -> ModuleType:
-    """The artifact's module `name`, loaded from its file (registered in sys.modules for the test's duration when
-    monkeypatch is given: Triton's interpreter finds a kernel's helpers through its module)."""
-    spec = importlib.util.spec_from_file_location(f"moe_test_{name}", ARTIFACT / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    if monkeypatch is not None:
-        monkeypatch.setitem(sys.modules, spec.name, mod)
-    spec.loader.exec_module(mod)
-    return mod
+    return artifact_module(ARTIFACT, f"{name}.py", f"moe_test_{name}", monkeypatch)
 
 
 def test_routing_is_fixed_skewed_and_sums_to_the_rows() -> None:

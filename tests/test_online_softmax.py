@@ -5,25 +5,19 @@ kernel that drops the rescale, or lets a lane that never saw an element make a N
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from triton_interpreter import artifact_module
 
 ARTIFACT = Path(__file__).resolve().parent.parent / "artifacts" / "online_softmax_sm90a"
 
 
 def _module(name: str, monkeypatch: pytest.MonkeyPatch | None = None) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"online_softmax_test_{name}", ARTIFACT / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    if monkeypatch is not None:
-        monkeypatch.setitem(sys.modules, spec.name, mod)
-    spec.loader.exec_module(mod)
-    return mod
+    return artifact_module(ARTIFACT, f"{name}.py", f"online_softmax_test_{name}", monkeypatch)
 
 
 def test_every_shape_holds_the_same_elements_and_both_orders() -> None:

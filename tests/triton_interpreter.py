@@ -60,3 +60,16 @@ def load_artifact(directory: Path, filename: str, name: str) -> ModuleType:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def artifact_module(directory: Path, filename: str, name: str, monkeypatch: Any = None) -> ModuleType:
+    """The artifact's module `filename` under `name`, without touching sys.path; registered in sys.modules for the
+    test's duration when `monkeypatch` (pytest's) is given: Triton's interpreter finds a kernel's helpers through
+    the kernel's module."""
+    spec = importlib.util.spec_from_file_location(name, directory / filename)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    if monkeypatch is not None:
+        monkeypatch.setitem(sys.modules, spec.name, mod)
+    spec.loader.exec_module(mod)
+    return mod
