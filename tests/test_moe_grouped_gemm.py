@@ -63,8 +63,8 @@ def test_which_variants_run_in_which_layout() -> None:
     moe = _module("moe")
     runs = {(p["case"], p["tokens"], moe.masked(p)): [v for v in moe.VARIANTS if moe.applies(v, p)] for p in moe.GRID
             if p["dtype"] == moe.BF16}
-    fp8 = [[v for v in moe.VARIANTS if moe.applies(v, p)] for p in moe.GRID if p["dtype"] == moe.FP8]
-    assert fp8 == [list(moe.FP8_VARIANTS)] * 2
+    fp8 = [(p["scaling"], [v for v in moe.VARIANTS if moe.applies(v, p)]) for p in moe.GRID if p["dtype"] == moe.FP8]
+    assert sorted(fp8) == sorted([(sc, list(names)) for sc, names in moe.FP8_VARIANTS.items()] * 2)
     assert runs[("masked", 256, True)] == ["torch_mm_loop", "torch_grouped_mm", "torch_bmm",
                                            "triton_grouped_tma_persistent"]
     assert runs[("offtile", 1159, True)] == runs[("masked", 256, True)]
@@ -225,7 +225,7 @@ def test_the_persistent_kernel_compiles_to_wgmma_fed_by_tma_in_both_layouts(cap:
 def test_fp8_inputs_are_row_scaled_codes_and_the_reference_their_dequantized_product() -> None:
     torch = pytest.importorskip("torch")
     moe = _module("moe")
-    (p,) = [q for q in moe.GRID if q["case"] == "offtile" and q["dtype"] == moe.FP8]
+    (p,) = [q for q in moe.GRID if q["case"] == "offtile" and q["dtype"] == moe.FP8 and q["scaling"] == "row"]
     p = {**p, "n": 48, "k": 64}
     i = moe.make_inputs(p, 0, "cpu")
     assert i["a"].dtype == torch.float8_e4m3fn and i["w"].dtype == torch.float8_e4m3fn
@@ -240,18 +240,20 @@ def test_fp8_inputs_are_row_scaled_codes_and_the_reference_their_dequantized_pro
     assert w["flops_dtype"] == "fp8" and w["bytes"] == 1159 * 64 + 6 * 48 * 64 + 4.0 * (1159 + 6 * 48) + 2.0 * 1159 * 48
 
 
-@pytest.mark.parametrize("bad", [{"n": 1000}, {"k": 1000}, {"capacity": 470}, {"dtype": "float16"}])
+@pytest.mark.parametrize("bad", [{"n": 1000}, {"k": 1000}, {"capacity": 470}, {"dtype": "float16"},
+                                 {"scaling": "tensor"}, {"dtype": "bfloat16"}])
 def test_fp8_params_off_its_rules_are_refused(bad: dict[str, Any]) -> None:
     moe = _module("moe")
-    (p,) = [q for q in moe.GRID if q["case"] == "offtile" and q["dtype"] == moe.FP8]
+    (p,) = [q for q in moe.GRID if q["case"] == "offtile" and q["dtype"] == moe.FP8 and q["scaling"] == "row"]
     with pytest.raises(ValueError, match="moe: params"):
         moe.counts({**p, **bad})
 
 
-def test_the_fp8_rung_matches_the_dequantized_product_in_the_interpreter() -> None:
-    """Off-tile N and K (1008 and 1040 at full size; 48 and 160 here: K's last 128-block partial), two empty experts,
-    several tiles a program; the interpreter decodes the e4m3 codes exactly and has no limited-precision accumulator,
-    so this checks the schedule, the TMA boxes and the scales, not the promotion."""
+@pytest.mark.parametrize("scaling", ["row", "block"])
+def test_the_fp8_rungs_match_the_dequantized_product_in_the_interpreter(scaling: str) -> None:
+    """Off-tile N and K (1008 and 1040 at full size; 176 and 400 here: N's and K's last 128-blocks partial), two empty
+    experts, several tiles a program; the interpreter decodes the e4m3 codes exactly and has no limited-precision
+    accumulator, so this checks the schedule, the TMA boxes and the scales, not the promotion."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("needs TRITON_INTERPRET=1 from the start (never set here: it would hold for the whole process)")
     pytest.importorskip("triton")
@@ -262,23 +264,27 @@ def test_the_fp8_rung_matches_the_dequantized_product_in_the_interpreter() -> No
     moe = load_artifact(ARTIFACT, "moe.py", "moe_fp8_under_test")
     import kernels
 
-    (p,) = [q for q in moe.GRID if q["case"] == "offtile" and q["dtype"] == moe.FP8]
-    p = {**p, "n": 48, "k": 160}
+    (p,) = [q for q in moe.GRID if q["case"] == "offtile" and q["dtype"] == moe.FP8 and q["scaling"] == scaling]
+    p = {**p, "n": 176, "k": 400}
     i = moe.make_inputs(p, 5, "cpu")
-    c = torch.full((1159, 48), float("nan"), dtype=torch.bfloat16)
-    kernels.grouped_gemm_fp8_rowwise[(3,)](i["a"], i["w"], i["sa"], i["sw"], c, i["offs"], 1159, 48, 160, 8,
-                                           BM=64, BN=32, BK=128, E_POW2=moe.lanes(8), GROUP_M=2, NUM_SMS=3)
+    if scaling == "block":  # the scales differ by group and block, so a scale applied to the wrong one shows
+        assert len(set(i["sa"][:, 300].tolist())) == 4 and len(set(i["sw"][2].reshape(-1).tolist())) == 8
+    c = torch.full((1159, 176), float("nan"), dtype=torch.bfloat16)
+    kernel = kernels.grouped_gemm_fp8_rowwise if scaling == "row" else kernels.grouped_gemm_fp8_block
+    kernel[(3,)](i["a"], i["w"], i["sa"], i["sw"], c, i["offs"], 1159, 176, 400, 8,
+                 BM=64, BN=128, BK=128, E_POW2=moe.lanes(8), GROUP_M=2, NUM_SMS=3)
     ref = moe.reference(p, i)["c"].double()
     err = (c.double() - ref).abs()  # NaN (a row never written) fails
     assert bool((err <= 0.01 + 2 * 2.0 ** -7 * ref.abs()).all()), float(err.max())  # the interpreter's bf16 truncates
 
 
-def test_the_fp8_rung_compiles_to_fp8_wgmma_fed_by_tma_without_spills(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kernel", ["grouped_gemm_fp8_rowwise", "grouped_gemm_fp8_block"])
+def test_the_fp8_rungs_compile_to_fp8_wgmma_fed_by_tma_without_spills(kernel: str, tmp_path: Path) -> None:
     from triton_aot import compile_sm90a
 
     pytest.importorskip("triton")
     moe = _module("moe")
-    fn, cfg = _module("kernels").grouped_gemm_fp8_rowwise, moe.FP8_TILE
+    fn, cfg = getattr(_module("kernels"), kernel), moe.FP8_TILE
     const = {"BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"], "E_POW2": moe.lanes(64), "GROUP_M": moe.GROUP_M,
              "NUM_SMS": 132}
     types = {"a_ptr": "*fp8e4nv", "w_ptr": "*fp8e4nv", "sa_ptr": "*fp32", "sw_ptr": "*fp32", "c_ptr": "*bf16",

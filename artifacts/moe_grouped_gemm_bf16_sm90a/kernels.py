@@ -153,3 +153,36 @@ def grouped_gemm_fp8_rowwise(a_ptr, w_ptr, sa_ptr, sw_ptr, c_ptr, offs_ptr, T, N
         sw = tl.load(sw_ptr + e.to(tl.int64) * N + cols, mask=cols < N, other=0.0)
         _store(c_ptr, acc * sa[:, None] * sw[None, :], row0, row_end, pid_n * BN, N, BM, BN)
 # /kwiki:rung triton_grouped_fp8
+
+
+# kwiki:rung triton_grouped_fp8_block
+@triton.jit(do_not_specialize=["T", "E"])
+def grouped_gemm_fp8_block(a_ptr, w_ptr, sa_ptr, sw_ptr, c_ptr, offs_ptr, T, N, K, E,
+                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, E_POW2: tl.constexpr,
+                           GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
+    """Rung 4: rung 3 with DeepSeek-V3's fine-grained scales: one per 1 x 128 group of a routed row (sa[K/128, T],
+    stored K-group-major so a tile's BM scales of one group are contiguous) and one per 128 x 128 block of each
+    expert's weight (sw[E, N/128, K/128]). Every 128-deep product leaves the tensor cores as its own fp32 partial,
+    which is scaled by its row and block scales and added into the fp32 accumulator: the promotion and the scaling
+    are one step, inside the K loop."""
+    tl.static_assert(BN == 128 and BK == 128, "one 128 x 128 weight block per program and K group")
+    num_n = tl.cdiv(N, BN)
+    k_groups = tl.cdiv(K, BK)
+    idx, starts, ends, mtiles, cum = _experts(offs_ptr, E, BM, E_POW2, 0)
+    total = tl.sum(mtiles, 0) * num_n
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[T, K], strides=[K, 1], block_shape=[BM, BK])
+    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[E * N, K], strides=[K, 1], block_shape=[BN, BK])
+    for tile in tl.range(tl.program_id(0), total, NUM_SMS):
+        e, t, num_m, row_start, row_end = _locate(tile, idx, starts, ends, mtiles, cum, num_n)
+        pid_m, pid_n = _grouped_order(t, num_m, num_n, GROUP_M)
+        row0 = row_start + pid_m * BM
+        rows = tl.minimum(row0 + tl.arange(0, BM), T - 1)  # rows past the expert: a real row's scales, never stored
+        sw_row = sw_ptr + (e.to(tl.int64) * num_n + pid_n) * k_groups
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for ki in range(k_groups):
+            a = a_desc.load([row0, ki * BK])
+            b = w_desc.load([e * N + pid_n * BN, ki * BK])
+            sa = tl.load(sa_ptr + ki * T + rows)
+            acc += tl.dot(a, b.T) * (sa * tl.load(sw_row + ki))[:, None]
+        _store(c_ptr, acc, row0, row_end, pid_n * BN, N, BM, BN)
+# /kwiki:rung triton_grouped_fp8_block

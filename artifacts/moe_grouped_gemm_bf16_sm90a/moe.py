@@ -37,11 +37,13 @@ already loaded (its path in /proc/self/maps) and hands the library the address o
 with torch's own handle (torch.cuda.current_blas_handle(): torch's workspace, bound to the current stream). So the
 baseline runs the very cuBLAS build the torch.mm loop runs, no second copy is loaded, and kwiki needed no change.
 Where torch has no CUDA, no libcublas is loaded, or it lacks the symbol, the variant is not runnable and says why.
-fp8 (the entries whose dtype is float8_e4m3fn): A and W in e4m3 with row-wise scales, one fp32 scale per routed row
-of A and one per output channel of each expert (scale = amax / 448), bf16 out. torch_scaled_grouped_mm
-(torch._scaled_grouped_mm, PyTorch's CUTLASS row-wise fp8 grouped GEMM on sm_90) is the baseline, and rung 3 is
-rung 2's persistent schedule on e4m3 tiles, promoting the tensor cores' partial sums every 128 elements of K and
-scaling in the epilogue. The reference is the fp32 product of the dequantized operands (codes times scales), so the
+fp8 (the entries whose dtype is float8_e4m3fn): A and W in e4m3, bf16 out, under two scalings (the `scaling` param).
+Row-wise: one fp32 scale per routed row of A and one per output channel of each expert (scale = amax / 448);
+torch_scaled_grouped_mm (torch._scaled_grouped_mm, PyTorch's CUTLASS row-wise fp8 grouped GEMM on sm_90) is the
+baseline, and rung 3 is rung 2's persistent schedule on e4m3 tiles, promoting the tensor cores' partial sums every
+128 elements of K and scaling in the epilogue. Block: DeepSeek-V3's, one scale per 1 x 128 group of a routed row and
+one per 128 x 128 block of each expert's weight; rung 4 scales each 128-deep partial as it promotes it (no library
+runs these scales grouped on sm_90 in this torch: rung 4 is held against rung 3 and against bf16). The reference is the fp32 product of the dequantized operands (codes times scales), so the
 check judges the arithmetic, not the quantization; the fp8 entries sit beside bf16 ones of the same routing and
 shape, so that a claim can set the two side by side.
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
@@ -57,6 +59,8 @@ PREFILL_8K = {"experts": 64, "tokens": 8192, "topk": 8}  # 65536 rows: 8192 toke
 DECODE = {"experts": 64, "tokens": 256, "topk": 8}
 CAPACITY = 256  # the masked decode layout's rows an expert: the decode routing's largest expert (248) fits
 BF16, FP8 = "bfloat16", "float8_e4m3fn"
+FP8_SCALINGS = ("row", "block")
+SCALE_GROUP = 128  # block scaling: 1 x 128 groups of A's rows, 128 x 128 blocks of W
 E4M3_MAX = 448.0  # the largest finite e4m3 value: a row's amax maps to it
 UP, DOWN = {"n": 4096, "k": 7168}, {"n": 7168, "k": 2048}  # DeepSeek-V3: fused gate/up, and down
 OFF_TILE_COUNTS = (0, 1, 200, 130, 0, 461, 67, 300)  # no count a multiple of 64 or 128, two empty experts
@@ -74,13 +78,14 @@ GRID = [
      "topk": 1, "n": 1000, "k": 1000, "dtype": "bfloat16"},
     {"case": "offtile", "route": "fixed", "experts": len(OFF_TILE_COUNTS), "tokens": sum(OFF_TILE_COUNTS),
      "topk": 1, "n": 1000, "k": 1000, "capacity": 470, "dtype": "bfloat16"},  # masked: no capacity a tile's multiple
-    {"case": "prefill", "route": "zipf", **PREFILL_8K, **UP, "dtype": FP8},
-    {"case": "offtile", "route": "fixed", "experts": len(OFF_TILE_COUNTS), "tokens": sum(OFF_TILE_COUNTS),
-     "topk": 1, "n": 1008, "k": 1040, "dtype": FP8},  # e4m3 rows of 16 bytes: N and K multiples of 16, of no tile
+    *({"case": "prefill", "route": "zipf", **PREFILL_8K, **UP, "scaling": sc, "dtype": FP8} for sc in FP8_SCALINGS),
+    *({"case": "offtile", "route": "fixed", "experts": len(OFF_TILE_COUNTS), "tokens": sum(OFF_TILE_COUNTS),
+       "topk": 1, "n": 1008, "k": 1040, "scaling": sc, "dtype": FP8}  # e4m3 rows of 16 bytes, of no tile: N and K
+      for sc in FP8_SCALINGS),  # multiples of 16; K's last 128-group partial
 ]
 VARIANTS = ["torch_mm_loop", "cublas_grouped", "torch_grouped_mm", "torch_bmm", "torch_mm_dense", "triton_grouped",
-            "triton_grouped_tma_persistent", "torch_scaled_grouped_mm", "triton_grouped_fp8"]
-FP8_VARIANTS = ("torch_scaled_grouped_mm", "triton_grouped_fp8")
+            "triton_grouped_tma_persistent", "torch_scaled_grouped_mm", "triton_grouped_fp8", "triton_grouped_fp8_block"]
+FP8_VARIANTS = {"row": ("torch_scaled_grouped_mm", "triton_grouped_fp8"), "block": ("triton_grouped_fp8_block",)}
 CUBLAS_SYMBOL = "cublasGemmGroupedBatchedEx"  # cuBLAS 12.5 and later
 TOLERANCES = {
     "bfloat16": (0.01, 2.0 ** -7, "a bf16 output (one rounding, 2^-9 relative) of an fp32 sum over K <= 7168 in "
@@ -108,10 +113,11 @@ def masked(params):
 
 
 def applies(name, params):
-    if (name in FP8_VARIANTS) != (params["dtype"] == FP8):  # the fp8 entries run the fp8 variants only
+    fp8 = [v for names in FP8_VARIANTS.values() for v in names]
+    if (name in fp8) != (params["dtype"] == FP8):  # the fp8 entries run the fp8 variants only
         return False
-    if name in FP8_VARIANTS:
-        return True
+    if name in fp8:
+        return name in FP8_VARIANTS[params["scaling"]]
     if name == "torch_mm_dense" or params["case"] == "dense":
         return (name == "torch_mm_dense") == (params["case"] == "dense")
     if name in ("cublas_grouped", "triton_grouped", "torch_bmm"):
@@ -157,9 +163,12 @@ def counts(params):
     if p["topk"] > p["experts"] or p["n"] % 8 or p["k"] % 8:
         raise ValueError(f"moe: params {p}: topk <= experts, and n and k multiples of 8 (16-byte rows for TMA "
                          "and torch._grouped_mm)")
-    if p.get("dtype") not in (BF16, FP8) or (p["dtype"] == FP8 and (p["n"] % 16 or p["k"] % 16 or masked(p))):
+    fp8 = p.get("dtype") == FP8
+    if p.get("dtype") not in (BF16, FP8) or (fp8 and (p["n"] % 16 or p["k"] % 16 or masked(p))) \
+            or ("scaling" in p) != fp8 or (fp8 and p["scaling"] not in FP8_SCALINGS):
         raise ValueError(f"moe: params {p}: dtype {BF16} or {FP8}; fp8 in the contiguous layout, with n and k "
-                         "multiples of 16 (16-byte e4m3 rows, as TMA and torch._scaled_grouped_mm want)")
+                         "multiples of 16 (16-byte e4m3 rows, as TMA and torch._scaled_grouped_mm want) and a "
+                         f"scaling of {FP8_SCALINGS} (bf16 without one)")
     c = _counts(p["route"], p["experts"], p["tokens"], p["topk"])
     cap = p.get("capacity")
     if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < max(c)):
@@ -186,7 +195,7 @@ def make_inputs(params, seed, device):
     rows, n, k = sum(c), params["n"], params["k"]
     g = torch.Generator(device=device).manual_seed(seed)
     if params["dtype"] == FP8:
-        return _fp8_inputs(c, n, k, g, device)
+        return _fp8_inputs(c, n, k, g, device, params["scaling"])
     shape = (len(c), params["capacity"], k) if masked(params) else (rows, k)
     a = torch.rand(*shape, generator=g, device=device).mul_(2).sub_(1).to(torch.bfloat16)  # uniform(-1, 1)
     w = torch.rand(len(c), n, k, generator=g, device=device).mul_(2).sub_(1).mul_(k ** -0.5).to(torch.bfloat16)
@@ -196,24 +205,57 @@ def make_inputs(params, seed, device):
     return {"a": a, "w": w, "offs": torch.tensor(ends, dtype=torch.int32, device=device)}
 
 
-def _fp8_inputs(c, n, k, g, device):
-    """The same distributions as the bf16 entries, quantized to e4m3 row by row: sa[T] for A's rows, sw[E, N] for
-    each expert's output channels (scale = amax / 448, so each row's largest value becomes +-448)."""
+def _blocks(x, rows, cols):
+    """x [R, C] as [R/rows, rows, C/cols, cols] blocks, zero-padded (zeros change no amax)."""
+    import torch.nn.functional as F
+
+    r, c = x.shape
+    x = F.pad(x, (0, -c % cols, 0, -r % rows))
+    return x.reshape(x.shape[0] // rows, rows, x.shape[1] // cols, cols)
+
+
+def _expand(s, rows, cols, shape):
+    """A per-block scale grid [R/rows, C/cols] expanded to one scale per element of shape [R, C]."""
+    return s.repeat_interleave(rows, 0).repeat_interleave(cols, 1)[: shape[0], : shape[1]]
+
+
+def _fp8_inputs(c, n, k, g, device, scaling):
+    """The same distributions as the bf16 entries, quantized to e4m3 (scale = amax / 448 over what a scale covers, so
+    its largest value becomes +-448). Row-wise: sa[T] for A's rows, sw[E, N] for each expert's output channels.
+    Block: sa[K/128, T] per 1 x 128 group (stored K-group-major), sw[E, N/128, K/128] per 128 x 128 block."""
     import torch
 
-    rows = sum(c)
+    rows, q = sum(c), SCALE_GROUP
     a = torch.rand(rows, k, generator=g, device=device).mul_(2).sub_(1)
-    sa = a.abs().amax(1).clamp_min(1e-12) / E4M3_MAX
-    qa = (a / sa[:, None]).to(torch.float8_e4m3fn)
+    if scaling == "row":
+        sa = a.abs().amax(1).clamp_min(1e-12) / E4M3_MAX
+        qa = (a / sa[:, None]).to(torch.float8_e4m3fn)
+    else:
+        sa = _blocks(a, 1, q).abs().amax(dim=(1, 3)).clamp_min(1e-12) / E4M3_MAX  # [T, K/128]
+        qa = (a / _expand(sa, 1, q, a.shape)).to(torch.float8_e4m3fn)
+        sa = sa.t().contiguous()
     del a
     qw = torch.empty(len(c), n, k, dtype=torch.float8_e4m3fn, device=device)
-    sw = torch.empty(len(c), n, dtype=torch.float32, device=device)
+    sw = torch.empty(len(c), *((n,) if scaling == "row" else (-(-n // q), -(-k // q))), dtype=torch.float32,
+                     device=device)
     for e in range(len(c)):  # one expert at a time: the fp32 weights of all 64 would take 7.5 GB
         w = torch.rand(n, k, generator=g, device=device).mul_(2).sub_(1).mul_(k ** -0.5)
-        sw[e] = w.abs().amax(1).clamp_min(1e-12) / E4M3_MAX
-        qw[e] = (w / sw[e][:, None]).to(torch.float8_e4m3fn)
+        if scaling == "row":
+            sw[e] = w.abs().amax(1).clamp_min(1e-12) / E4M3_MAX
+            qw[e] = (w / sw[e][:, None]).to(torch.float8_e4m3fn)
+        else:
+            sw[e] = _blocks(w, q, q).abs().amax(dim=(1, 3)).clamp_min(1e-12) / E4M3_MAX
+            qw[e] = (w / _expand(sw[e], q, q, w.shape)).to(torch.float8_e4m3fn)
     ends = [sum(c[:e + 1]) for e in range(len(c))]
     return {"a": qa, "w": qw, "sa": sa, "sw": sw, "offs": torch.tensor(ends, dtype=torch.int32, device=device)}
+
+
+def _dequantized(inputs, s, m, e):
+    """Rows s .. s+m of A and expert e's weight as fp32 values: the codes times their scales."""
+    a, w, sa, sw, q = inputs["a"][s:s + m].float(), inputs["w"][e].float(), inputs["sa"], inputs["sw"], SCALE_GROUP
+    if sw.dim() == 2:  # row-wise
+        return a * sa[s:s + m, None], w * sw[e][:, None]
+    return a * _expand(sa.t()[s:s + m], 1, q, a.shape), w * _expand(sw[e], q, q, w.shape)
 
 
 def make_outputs(params, inputs):
@@ -244,13 +286,13 @@ def reference(params, inputs):
     ref = torch.empty(sum(m for _, _, m in spans) if "counts" in inputs else a2.shape[0], n,
                       dtype=torch.float32, device=a.device)
     at = 0
-    sa, sw = inputs.get("sa"), inputs.get("sw")  # fp8: the codes times their scales
     for e, s, m in spans:
         where = slice(at, at + m) if "counts" in inputs else slice(s, s + m)
-        if sa is None:
+        if "sa" not in inputs:
             ref[where] = a2[s:s + m].float() @ w[e].float().t()
-        else:
-            ref[where] = (a2[s:s + m].float() * sa[s:s + m, None]) @ (w[e].float() * sw[e][:, None]).t()
+        else:  # fp8: the codes times their scales
+            da, dw = _dequantized(inputs, s, m, e)
+            ref[where] = da @ dw.t()
         at += m
     if "counts" not in inputs:
         return {"c": ref}
@@ -264,8 +306,10 @@ def work(params):
     rows, n, k = sum(c), params["n"], params["k"]
     used = sum(1 for x in c if x)  # an empty expert's weights need not be read
     if params["dtype"] == FP8:  # one byte an operand element, fp32 scales, a bf16 output
+        q = SCALE_GROUP
+        scales = rows + used * n if params["scaling"] == "row" else (rows + used * -(-n // q)) * -(-k // q)
         return {"flops": 2.0 * rows * n * k, "flops_dtype": "fp8", "bytes_level": "dram",
-                "bytes": 1.0 * (rows * k + used * n * k) + 4.0 * (rows + used * n) + 2.0 * rows * n}
+                "bytes": 1.0 * (rows * k + used * n * k) + 4.0 * scales + 2.0 * rows * n}
     return {"flops": 2.0 * rows * n * k, "flops_dtype": "bf16",
             "bytes": 2.0 * (rows * k + used * n * k + rows * n), "bytes_level": "dram"}
 
@@ -447,12 +491,14 @@ def load(name):
     triton.set_allocator(scratch)
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
-    if name == "triton_grouped_fp8":
+    if name in ("triton_grouped_fp8", "triton_grouped_fp8_block"):
+        kernel = kernels.grouped_gemm_fp8_rowwise if name == "triton_grouped_fp8" else kernels.grouped_gemm_fp8_block
+
         def fp8(i, o):
             a, w, c = i["a"], i["w"], o["c"]
             (t, k), (e, n, _) = a.shape, w.shape
             cfg = FP8_TILE
-            kernels.grouped_gemm_fp8_rowwise[(sms,)](
+            kernel[(sms,)](
                 a, w, i["sa"], i["sw"], c, i["offs"], t, n, k, e, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
                 E_POW2=lanes(e), GROUP_M=GROUP_M, NUM_SMS=sms, num_warps=cfg["num_warps"],
                 num_stages=cfg["num_stages"])
