@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -538,13 +539,19 @@ def _search_hits(browser, url: str, query: str) -> list[str]:
             return meta && /match/i.test(meta.textContent);
         }""", timeout=15_000)
         pg.wait_for_timeout(300)  # the list follows the count
-        # Material lists 10 results, then more as the list scrolls: scroll until no more come (a query that a
-        # growing wiki matches more often would otherwise push an old hit out of the first 10)
-        shown = -1
-        while pg.locator(".md-search-result__item").count() != shown:
-            shown = pg.locator(".md-search-result__item").count()
+        # Material lists 10 results, then 4 more each time the end of the list scrolls into view: scroll away and
+        # back until every page the count announces is listed (a query that a growing wiki matches more often
+        # would otherwise push an old hit past the first batches; scrolling to a bottom already reached adds none)
+        meta = pg.locator(".md-search-result__meta").text_content() or ""
+        total = int(m.group(1)) if (m := re.search(r"(\d+)", meta)) else 1
+        for _ in range(4 + total // 4):
+            if pg.locator(".md-search-result__item").count() >= total:
+                break
+            pg.eval_on_selector(".md-search__scrollwrap", "el => el.scrollTo(0, 0)")
+            pg.wait_for_timeout(100)
             pg.eval_on_selector(".md-search__scrollwrap", "el => el.scrollTo(0, el.scrollHeight)")
             pg.wait_for_timeout(300)
+        assert pg.locator(".md-search-result__item").count() == total, (query, meta)
         hrefs = pg.eval_on_selector_all(".md-search-result__item > .md-search-result__link",
                                         "els => els.map(e => e.href)")
     finally:
