@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 def check_tree(root: Path, *, strict: bool = False, jobs: int = 0) -> Report:
     """Every problem of the tree under `root`, sorted. Under `strict` the wiki's warnings and the store's unreadable
-    lines are errors; a block written before run ids stays a warning (only a `kwiki verify` on a GPU can write it
-    again)."""
+    lines are errors; a block written before run ids, and figures of earlier code (kwiki.results.freshness), stay
+    warnings (only a `kwiki verify` on a GPU can write them again)."""
     from kwiki.results.freshness import problems as earlier_code
     from kwiki.results.trace import check_pages  # pydantic and the row models: only when the check runs
 

@@ -205,9 +205,9 @@ def claims_table(meta: PageMeta, trace: PageTrace | None = None) -> str:
         why: dict[str, list[str]] = {}
         for cid, reason in sorted(trace.changed.items()):
             why.setdefault(reason, []).append(cid)
-        out += [("**Earlier code:** the figures marked so were measured before their artifact last changed; they "
-                 "are true of the code they ran, which is no longer the code this page links to, until `kwiki "
-                 "verify` measures it:"), "",
+        out += [("**Earlier code:** the figures marked so were measured before their artifact last changed. They "
+                 "describe the code that ran then, not the code this page links to now; `kwiki verify` measures "
+                 "the current code:"), "",
                 *[f"- {md_text(', '.join(ids))}: {md_text(reason)}" for reason, ids in sorted(why.items())], ""]
     if trace is not None and not trace.traceable:
         out += [("**Untraceable:** these figures do not trace to the results store, so none counts as verified "
