@@ -24,7 +24,7 @@ from kwiki.core.errors import ManifestError, Problem
 from kwiki.core.paths import COMMON_DIR, included_files, inside
 from kwiki.results.record import PROTOCOL_VERSION
 from kwiki.wiki.manifest import MANIFEST, Manifest, load_manifest
-from kwiki.wiki.model import PageMeta
+from kwiki.wiki.model import Claim, PageMeta
 
 HARNESS = ("kwiki_harness.py", "kwiki_bench.py")  # what checks and times a Python artifact (artifacts/common)
 
@@ -90,13 +90,15 @@ def current(root: Path, rel: str) -> str | None:
 def code_dirs(root: Path, meta: PageMeta) -> list[str]:
     """The artifact folders whose files a page's figures depend on: those its claims measure, and the folders of
     the artifacts whose binaries they run (the shared `artifacts/common` is everyone's, and not listed)."""
-    out: set[str] = set()
-    for claim in meta.claims:
-        rel = meta.artifacts.get(claim.measure.artifact) if claim.measure is not None else None
-        if rel:
-            found = _resolve(root, rel.rstrip("/"))
-            out |= {rel.rstrip("/")} | ({found[2]} if found is not None and found[2] else set())
-    return sorted(out)
+    own = {rel for claim in meta.claims if (rel := _measured(meta, claim))}
+    owners = {found[2] for rel in own if (found := _resolve(root, rel)) is not None and found[2]}  # one read each
+    return sorted(own | owners)
+
+
+def _measured(meta: PageMeta, claim: Claim) -> str | None:
+    """The path of the artifact a claim measures (its `measure.artifact`), or None."""
+    rel = meta.artifacts.get(claim.measure.artifact) if claim.measure is not None else None
+    return rel.rstrip("/") if rel else None
 
 
 def _code(series: str) -> str:
@@ -117,10 +119,9 @@ def changed(root: Path, pages: list[tuple[str, PageMeta]], now: dict[str, str | 
             continue
         for claim in meta.claims:
             mc = meta.measurements.claims.get(claim.id)
-            rel = meta.artifacts.get(claim.measure.artifact) if claim.measure is not None else None
+            rel = _measured(meta, claim)
             if mc is None or not mc.series or not rel:
                 continue
-            rel = rel.rstrip("/")
             if rel not in now:
                 now[rel] = current(root, rel)
             code = now[rel]
