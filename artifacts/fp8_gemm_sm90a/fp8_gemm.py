@@ -6,11 +6,13 @@ output, under three scalings (the GRID's `scaling`):
   triton_tensor (rung 1: a Triton fp8 tl.dot, the scales applied once in the epilogue, the accumulator promoted to
   fp32 every 128 elements of K); triton_tensor_tma (rung 3: rung 1's tile and promotion, persistent, one program
   per SM, operands and store by TMA through descriptors built on the device); bf16_cublas (torch.matmul in bf16 on
-  the same values, dequantized, for the fp8-over-bf16 ratio) runs here too.
+  the same values, dequantized, for the fp8-over-bf16 ratio) runs here too. cuda_tensor_ws (rung 5, fp8_ws.cu): a
+  CUDA kernel, warp-specialized (a TMA producer warpgroup, two wgmma consumer warpgroups), promoting every 128.
 - block: DeepSeek-V3's fine-grained scales, one per 1 x 128 group of A (a row, 128 along K) and one per 128 x 128
   block of B. triton_block (rung 2): every 128-deep group's product is scaled and added into fp32 registers;
   scaled_mm_block: torch._scaled_mm with the same scales (cuBLASLt's block scaling, where this torch and CUDA
-  run it on sm_90); triton_block_tma (rung 4): rung 2's scales on rung 3's persistent, TMA-fed schedule.
+  run it on sm_90); triton_block_tma (rung 4): rung 2's scales on rung 3's persistent, TMA-fed schedule;
+  cuda_block_ws (rung 6): the block scales folded in at rung 5's promotion, in CUDA.
 - row: one scale per row of A and per row of B (per token, per output channel). scaled_mm_rowwise
   (torch._scaled_mm with an (M, 1) and a (1, N) scale: the row-wise kernel of this torch where it has one).
 - promote: the promotion sweep. Per-tensor scales and rung 1's kernel and tile, promoting the tensor cores'
@@ -38,10 +40,10 @@ PROMOTIONS = {"triton_tensor_p32": 32, "triton_tensor_p64": 64, "triton_tensor":
 GRID = [*({"m": m, "n": n, "k": k, "scaling": s, "dtype": FP8} for s in SCALINGS[:3] for (m, n, k) in SHAPES),
         *({"m": m, "n": n, "k": k, "scaling": "promote", "dtype": FP8_F32} for (m, n, k) in SWEEP_SHAPES)]
 VARIANTS = ["scaled_mm_tensor", "triton_tensor", "scaled_mm_block", "triton_block", "triton_tensor_tma",
-            "triton_block_tma", "scaled_mm_rowwise", "bf16_cublas",
+            "triton_block_tma", "cuda_tensor_ws", "cuda_block_ws", "scaled_mm_rowwise", "bf16_cublas",
             "triton_tensor_p32", "triton_tensor_p64", "triton_tensor_p256", "triton_tensor_p512", "triton_tensor_never"]
-FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "triton_tensor_tma", "bf16_cublas"},
-               "block": {"scaled_mm_block", "triton_block", "triton_block_tma"},
+FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "triton_tensor_tma", "cuda_tensor_ws", "bf16_cublas"},
+               "block": {"scaled_mm_block", "triton_block", "triton_block_tma", "cuda_block_ws"},
                "row": {"scaled_mm_rowwise"},
                "promote": set(PROMOTIONS)}
 TOLERANCES = {
@@ -68,6 +70,7 @@ TILE = {"BM": 128, "BN": GROUP, "BK": GROUP, "GROUP_M": 8, "num_warps": 8, "num_
 TILES = {**{name: TILE for name in PROMOTIONS}, "triton_block": TILE, "triton_tensor_tma": TILE,
          "triton_block_tma": TILE}
 TMA = {"triton_tensor_tma": "fp8_gemm_tma_tensor", "triton_block_tma": "fp8_gemm_tma_block"}  # variant -> kernel
+CUDA = {"cuda_tensor_ws": 0, "cuda_block_ws": 1}  # variant -> fp8_ws.cu's kwiki_fp8_gemm(variant, ...)
 
 
 def applies(name, params):
@@ -292,6 +295,62 @@ def _triton_tma(name):
     return persistent
 
 
+def cuda_operands_error(name, i, o):
+    """Why fp8_ws.cu's launcher cannot take these operands, in words, or None: what it is built for (e4m3 a [M, K] and
+    b [N, K], K-major; a bf16 c [M, N]; fp32 scales, one each per tensor or the block layouts make_inputs stores;
+    everything contiguous on one CUDA device, a and b 16-byte aligned for TMA), checked before any CUDA call."""
+    import torch
+
+    a, b, c, sa, sb = i["a"], i["b"], o["c"], i["sa"], i["sb"]
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1]:
+        return f"a {tuple(a.shape)} and b {tuple(b.shape)} are not [M, K] and [N, K]"
+    (m, k), n = a.shape, b.shape[0]
+    if n % 16 or k % 16:
+        return f"N {n} and K {k} must be multiples of 16 (TMA rows of 16 bytes, bf16 pairs)"
+    block = CUDA[name] == 1
+    scales = {"sa": (_cdiv(k, GROUP), m) if block else (1,), "sb": (_cdiv(n, GROUP), _cdiv(k, GROUP)) if block else (1,)}
+    operands = (("a", a, torch.float8_e4m3fn, (m, k)), ("b", b, torch.float8_e4m3fn, (n, k)),
+                ("c", c, torch.bfloat16, (m, n)), ("sa", sa, torch.float32, scales["sa"]),
+                ("sb", sb, torch.float32, scales["sb"]))
+    for label, t, dtype, shape in operands:
+        if t.dtype != dtype or tuple(t.shape) != shape or not t.is_contiguous():
+            return f"{label} is {tuple(t.shape)} {t.dtype}, not a contiguous {dtype} {shape}"
+    for label, t, _, _ in operands:
+        if t.device != a.device or t.device.type != "cuda":
+            return f"{label} is on {t.device}, not on a's CUDA device"
+    for label, t in (("a", a), ("b", b)):
+        if t.data_ptr() % 16:
+            return f"{label} is not 16-byte aligned (TMA)"
+    return None
+
+
+def _cuda(name):
+    """Rungs 5 and 6: kwiki_fp8_gemm from the artifact's library ($KWIKI_CUDA_LIBRARY, built by kwiki from fp8_ws.cu),
+    on torch's current stream. Operands it is not built for are refused here, by name, before any CUDA call."""
+    import ctypes
+    import os
+
+    import torch
+
+    lib = ctypes.CDLL(os.environ["KWIKI_CUDA_LIBRARY"])
+    fn = lib.kwiki_fp8_gemm
+    fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 5, *[ctypes.c_int] * 3, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+
+    def cuda_ws(i, o):
+        why = cuda_operands_error(name, i, o)
+        if why:
+            raise ValueError(f"fp8_gemm_sm90a (fp8_gemm.py): {name}: {why}")
+        a, b, c = i["a"], i["b"], o["c"]
+        (m, k), n = a.shape, b.shape[0]
+        err = fn(CUDA[name], a.data_ptr(), b.data_ptr(), i["sa"].data_ptr(), i["sb"].data_ptr(), c.data_ptr(), m, n, k,
+                 torch.cuda.current_stream().cuda_stream)
+        if err:
+            raise RuntimeError(f"fp8_gemm_sm90a (fp8_ws.cu): kwiki_fp8_gemm({name}) returned {err} (-1: operands "
+                               "refused, -2: tensor map refused, else a CUDA error code)")
+    return cuda_ws
+
+
 def load(name):
     import torch
 
@@ -302,4 +361,6 @@ def load(name):
         def bf16_cublas(i, o):
             torch.matmul(i["a16"], i["b16"].t(), out=o["c"])
         return bf16_cublas
+    if name in CUDA:
+        return _cuda(name)
     return _triton_tma(name) if name in TMA else _triton(name)
