@@ -29,6 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 ART = REPO / "artifacts" / "fp8_gemm_sm90a"
 PAGE = REPO / "wiki" / "nvidia" / "kernels" / "fp8-gemm.md"
 RUNGS = {"cuda_tensor_ws": "fp8_ws_tensor_kernel", "cuda_block_ws": "fp8_ws_block_kernel"}
+WIDE = {"cuda_tensor_ws_wide": "fp8_ws_tensor_wide_kernel", "cuda_block_ws_wide": "fp8_ws_block_wide_kernel"}
+KERNELS = {**RUNGS, **WIDE}
 # kwiki_fp8_gemm(variant, a, b, sa, sb, c, m, n, k, stream), as fp8_ws.cu declares it
 ARGTYPES: list[Any] = [ctypes.c_int, *[ctypes.c_void_p] * 5, *[ctypes.c_int] * 3, ctypes.c_void_p]
 
@@ -53,16 +55,19 @@ def test_the_cuda_rungs_climb_above_the_triton_ones_and_name_their_kernels() -> 
     build = m.library_build()
     assert build is not None and build.sources == ["fp8_ws.cu"]
     by_name = {v.name: v for v in m.variants}
-    for name, kernel in RUNGS.items():
+    for name, kernel in KERNELS.items():
         assert by_name[name].kernels == [kernel]
         sass = by_name[name].sass
         assert sass is not None and {"STL", "LDL"} <= set(sass.forbid)
-        assert "QGMMA.64x128x32.F32.E4M3.E4M3 >= 4" in sass.require
+        n = 192 if name in WIDE else 128
+        assert f"QGMMA.64x{n}x32.F32.E4M3.E4M3 >= 4" in sass.require
+    assert by_name["cuda_tensor_ws_wide"].rung is None and by_name["cuda_block_ws_wide"].rung is None
     mod = _module()
-    assert mod.CUDA == {"cuda_tensor_ws": 0, "cuda_block_ws": 1} and set(RUNGS) <= set(mod.VARIANTS)
-    for p in mod.GRID:  # the per-tensor rung at the per-tensor entries, the block rung at the block ones, off-tile too
-        assert mod.applies("cuda_tensor_ws", p) == (p["scaling"] == "tensor")
-        assert mod.applies("cuda_block_ws", p) == (p["scaling"] == "block")
+    assert mod.CUDA == {"cuda_tensor_ws": 0, "cuda_block_ws": 1, "cuda_tensor_ws_wide": 2, "cuda_block_ws_wide": 3}
+    assert set(KERNELS) <= set(mod.VARIANTS)
+    for p in mod.GRID:  # the per-tensor kernels at the per-tensor entries, the block ones at the block ones, off-tile too
+        for name in KERNELS:
+            assert mod.applies(name, p) == (p["scaling"] == ("block" if "block" in name else "tensor")), (name, p)
     assert any(p["scaling"] == "block" and p["m"] % 128 and p["n"] % 128 and p["k"] % 128 for p in mod.GRID)
 
 
@@ -74,12 +79,12 @@ def test_the_page_claims_select_the_cuda_rungs_at_grid_entries() -> None:
         if c.measure is None:
             continue
         for sel in (c.measure.of, c.measure.per):
-            if sel is None or sel.variant not in RUNGS:
+            if sel is None or sel.variant not in KERNELS:
                 continue
             named.add(sel.variant)
             at = [p for p in mod.GRID if all(p[k] == v for k, v in sel.params.items()) and mod.applies(sel.variant, p)]
             assert len(at) == 1, (c.id, sel.params)
-    assert named == set(RUNGS)
+    assert named == set(KERNELS)
 
 
 def _operands(torch: Any, mod: Any, scaling: str, m: int = 70, n: int = 272, k: int = 400) -> tuple[dict, dict]:
@@ -91,12 +96,12 @@ def _operands(torch: Any, mod: Any, scaling: str, m: int = 70, n: int = 272, k: 
 def test_operands_the_kernels_are_not_built_for_are_named() -> None:
     torch = pytest.importorskip("torch")
     mod = _module()
-    for name, scaling in (("cuda_tensor_ws", "tensor"), ("cuda_block_ws", "block")):
-        i, o = _operands(torch, mod, scaling)
+    for name in KERNELS:
+        i, o = _operands(torch, mod, "block" if "block" in name else "tensor")
         # every check but the device passes on make_inputs' own operands (on the CPU here)
         assert mod.cuda_operands_error(name, i, o) == "a is on cpu, not on a's CUDA device", name
     i, o = _operands(torch, mod, "block")
-    assert "sa is (1,)" in mod.cuda_operands_error("cuda_block_ws", {**i, "sa": i["sa"][:1, 0]}, o)
+    assert "sa is (1,)" in mod.cuda_operands_error("cuda_block_ws_wide", {**i, "sa": i["sa"][:1, 0]}, o)
     assert "sa is (70, 4)" in mod.cuda_operands_error("cuda_block_ws", {**i, "sa": i["sa"].t()}, o)  # [M, K/128]
     assert "not a contiguous" in mod.cuda_operands_error("cuda_block_ws", {**i, "sb": i["sb"].t().contiguous().t()}, o)
     t, ot = _operands(torch, mod, "tensor")
@@ -136,15 +141,15 @@ def test_each_call_hands_the_library_its_variant_operands_and_shape(monkeypatch:
     mod = _module()
     seen: list[str] = []
     monkeypatch.setattr(mod, "cuda_operands_error", lambda name, i, o: seen.append(name))  # CPU tensors pass here
-    for name, scaling in (("cuda_tensor_ws", "tensor"), ("cuda_block_ws", "block")):
-        i, o = _operands(torch, mod, scaling)
+    for name in KERNELS:
+        i, o = _operands(torch, mod, "block" if "block" in name else "tensor")
         mod.load(name)(i, o)
         lib = libs[-1]
         assert lib.argtypes == ARGTYPES
         assert lib.calls[-1][:6] == (mod.CUDA[name], i["a"].data_ptr(), i["b"].data_ptr(), i["sa"].data_ptr(),
                                      i["sb"].data_ptr(), o["c"].data_ptr())
         assert lib.calls[-1][6:] == (70, 272, 400, 0)
-    assert seen == list(RUNGS)
+    assert seen == list(KERNELS)
     monkeypatch.setattr(mod, "cuda_operands_error", lambda name, i, o: "a is on cpu")
     i, o = _operands(torch, mod, "block")
     with pytest.raises(ValueError, match=r"fp8_gemm\.py\): cuda_block_ws: a is on cpu"):
@@ -182,13 +187,15 @@ def _tools() -> Any:
 @pytest.mark.parametrize(("rung", "below", "words"), [
     ("cuda_block_ws", "cuda_tensor_ws", "require 'FFMA >= 64'"),     # the block scales' fold
     ("cuda_tensor_ws", "cuda_block_ws", "require 'FADD >= 64'"),     # the per-tensor fold
+    ("cuda_tensor_ws_wide", "cuda_tensor_ws", "QGMMA.64x192x32"),      # the wide tile
+    ("cuda_block_ws_wide", "cuda_tensor_ws_wide", "require 'FFMA >= 96'"),
 ])
 def test_each_cuda_rungs_sass_expectation_holds_on_it_and_fails_on_the_other(library, rung, below, words):
     from kwiki.verify.sass import check_variant, disassemble
 
     kernels = disassemble(library, _tools())[0]
     by_name = {v.name: v for v in manifest().variants}
-    for name in RUNGS:
+    for name in KERNELS:
         assert check_variant(by_name[name], "sm_90a", kernels, {})[1] == [], name
     own, on_other = rung_checks(manifest().variants, kernels, rung, below)
     assert own == [] and any(words in m for m in on_other), on_other
@@ -214,21 +221,22 @@ def test_a_k_blocks_four_wgmma_are_issued_together_and_waited_for_once_before_th
     listing = subprocess.run([_tools().cuobjdump, "-sass", str(library)], capture_output=True, text=True,
                              check=True, timeout=120).stdout
     bodies = dict(re.findall(r"Function : (fp8_ws_\w+_kernel)\n(.*?)(?=\n\s+Function : |\Z)", listing, re.S))
-    assert sorted(bodies) == sorted(RUNGS.values())
+    assert sorted(bodies) == sorted(KERNELS.values())
     for name, body in bodies.items():
-        ops = re.findall(r"\b(WARPGROUP\.ARRIVE|QGMMA\.64x128x32\.F32\.E4M3\.E4M3|WARPGROUP\.DEPBAR\.LE gsb0, 0x0|"
+        ops = re.findall(r"\b(WARPGROUP\.ARRIVE|QGMMA\.64x1[29][28]x32\.F32\.E4M3\.E4M3|WARPGROUP\.DEPBAR\.LE gsb0, 0x0|"
                          r"FADD|FFMA)\b", body)
         loop = "".join("A" if o == "WARPGROUP.ARRIVE" else "Q" if o.startswith("QGMMA") else "W" if "DEPBAR" in o
                        else "f" for o in ops)
         assert "AQQQQW" in loop, (name, loop)  # no fold or wait between a k-block's wgmma (none serialized)
         assert loop.count("Q") == 4, (name, loop)
         fold = loop[loop.index("W") + 1:]
-        assert fold.startswith("f" * 64), (name, loop)  # the fold follows the wait
-        assert re.search(r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3 R\d+, gdesc\[UR\d+\], RZ, !UPT", body), name  # d = A B
+        assert fold.startswith("f" * (96 if "wide" in name else 64)), (name, loop)  # the fold follows the wait
+        assert re.search(r"QGMMA\.64x1[29][28]x32\.F32\.E4M3\.E4M3 R\d+, gdesc\[UR\d+\], RZ, !UPT", body), name
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize(("change", "why"), [({"variant": 2}, "variant"), ({"n": 264}, "N not a multiple of 16"),
+@pytest.mark.parametrize(("change", "why"), [({"variant": 4}, "variant"), ({"variant": -1}, "variant"),
+                                             ({"n": 264}, "N not a multiple of 16"),
                                              ({"k": 392}, "K not a multiple of 16"), ({"m": 0}, "no rows"),
                                              ({"a": (1 << 20) + 8}, "a misaligned for TMA"),
                                              ({"c": (1 << 22) + 2}, "c not 4-byte aligned"), ({"sb": None}, "no sb")])

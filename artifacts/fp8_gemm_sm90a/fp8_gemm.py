@@ -12,7 +12,8 @@ output, under three scalings (the GRID's `scaling`):
   block of B. triton_block (rung 2): every 128-deep group's product is scaled and added into fp32 registers;
   scaled_mm_block: torch._scaled_mm with the same scales (cuBLASLt's block scaling, where this torch and CUDA
   run it on sm_90); triton_block_tma (rung 4): rung 2's scales on rung 3's persistent, TMA-fed schedule;
-  cuda_block_ws (rung 6): the block scales folded in at rung 5's promotion, in CUDA.
+  cuda_block_ws (rung 6): the block scales folded in at rung 5's promotion, in CUDA. cuda_tensor_ws_wide and
+  cuda_block_ws_wide: rungs 5 and 6 at a 128 x 192 tile.
 - row: one scale per row of A and per row of B (per token, per output channel). scaled_mm_rowwise
   (torch._scaled_mm with an (M, 1) and a (1, N) scale: the row-wise kernel of this torch where it has one).
 - promote: the promotion sweep. Per-tensor scales and rung 1's kernel and tile, promoting the tensor cores'
@@ -40,10 +41,12 @@ PROMOTIONS = {"triton_tensor_p32": 32, "triton_tensor_p64": 64, "triton_tensor":
 GRID = [*({"m": m, "n": n, "k": k, "scaling": s, "dtype": FP8} for s in SCALINGS[:3] for (m, n, k) in SHAPES),
         *({"m": m, "n": n, "k": k, "scaling": "promote", "dtype": FP8_F32} for (m, n, k) in SWEEP_SHAPES)]
 VARIANTS = ["scaled_mm_tensor", "triton_tensor", "scaled_mm_block", "triton_block", "triton_tensor_tma",
-            "triton_block_tma", "cuda_tensor_ws", "cuda_block_ws", "scaled_mm_rowwise", "bf16_cublas",
+            "triton_block_tma", "cuda_tensor_ws", "cuda_block_ws", "cuda_tensor_ws_wide", "cuda_block_ws_wide",
+            "scaled_mm_rowwise", "bf16_cublas",
             "triton_tensor_p32", "triton_tensor_p64", "triton_tensor_p256", "triton_tensor_p512", "triton_tensor_never"]
-FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "triton_tensor_tma", "cuda_tensor_ws", "bf16_cublas"},
-               "block": {"scaled_mm_block", "triton_block", "triton_block_tma", "cuda_block_ws"},
+FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "triton_tensor_tma", "cuda_tensor_ws", "cuda_tensor_ws_wide",
+                          "bf16_cublas"},
+               "block": {"scaled_mm_block", "triton_block", "triton_block_tma", "cuda_block_ws", "cuda_block_ws_wide"},
                "row": {"scaled_mm_rowwise"},
                "promote": set(PROMOTIONS)}
 TOLERANCES = {
@@ -70,7 +73,8 @@ TILE = {"BM": 128, "BN": GROUP, "BK": GROUP, "GROUP_M": 8, "num_warps": 8, "num_
 TILES = {**{name: TILE for name in PROMOTIONS}, "triton_block": TILE, "triton_tensor_tma": TILE,
          "triton_block_tma": TILE}
 TMA = {"triton_tensor_tma": "fp8_gemm_tma_tensor", "triton_block_tma": "fp8_gemm_tma_block"}  # variant -> kernel
-CUDA = {"cuda_tensor_ws": 0, "cuda_block_ws": 1}  # variant -> fp8_ws.cu's kwiki_fp8_gemm(variant, ...)
+# variant -> fp8_ws.cu's kwiki_fp8_gemm(variant, ...): 128 x 128 tiles, and 128 x 192 (_wide)
+CUDA = {"cuda_tensor_ws": 0, "cuda_block_ws": 1, "cuda_tensor_ws_wide": 2, "cuda_block_ws_wide": 3}
 
 
 def applies(name, params):
@@ -307,7 +311,7 @@ def cuda_operands_error(name, i, o):
     (m, k), n = a.shape, b.shape[0]
     if n % 16 or k % 16:
         return f"N {n} and K {k} must be multiples of 16 (TMA rows of 16 bytes, bf16 pairs)"
-    block = CUDA[name] == 1
+    block = name in FOR_SCALING["block"]
     scales = {"sa": (_cdiv(k, GROUP), m) if block else (1,), "sb": (_cdiv(n, GROUP), _cdiv(k, GROUP)) if block else (1,)}
     operands = (("a", a, torch.float8_e4m3fn, (m, k)), ("b", b, torch.float8_e4m3fn, (n, k)),
                 ("c", c, torch.bfloat16, (m, n)), ("sa", sa, torch.float32, scales["sa"]),
