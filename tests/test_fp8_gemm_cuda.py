@@ -65,7 +65,7 @@ def test_the_cuda_rungs_climb_above_the_triton_ones_and_name_their_kernels() -> 
     mod = _module()
     assert mod.CUDA == {"cuda_tensor_ws": 0, "cuda_block_ws": 1, "cuda_tensor_ws_wide": 2, "cuda_block_ws_wide": 3}
     assert set(KERNELS) <= set(mod.VARIANTS)
-    for p in mod.GRID:  # the per-tensor kernels at the per-tensor entries, the block ones at the block ones, off-tile too
+    for p in mod.GRID:  # per-tensor kernels at the per-tensor entries, block ones at the block ones, off-tile too
         for name in KERNELS:
             assert mod.applies(name, p) == (p["scaling"] == ("block" if "block" in name else "tensor")), (name, p)
     assert any(p["scaling"] == "block" and p["m"] % 128 and p["n"] % 128 and p["k"] % 128 for p in mod.GRID)
@@ -223,8 +223,8 @@ def test_a_k_blocks_four_wgmma_are_issued_together_and_waited_for_once_before_th
     bodies = dict(re.findall(r"Function : (fp8_ws_\w+_kernel)\n(.*?)(?=\n\s+Function : |\Z)", listing, re.S))
     assert sorted(bodies) == sorted(KERNELS.values())
     for name, body in bodies.items():
-        ops = re.findall(r"\b(WARPGROUP\.ARRIVE|QGMMA\.64x1[29][28]x32\.F32\.E4M3\.E4M3|WARPGROUP\.DEPBAR\.LE gsb0, 0x0|"
-                         r"FADD|FFMA)\b", body)
+        ops = re.findall(r"\b(WARPGROUP\.ARRIVE|QGMMA\.64x1[29][28]x32\.F32\.E4M3\.E4M3|"
+                         r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0|FADD|FFMA)\b", body)
         loop = "".join("A" if o == "WARPGROUP.ARRIVE" else "Q" if o.startswith("QGMMA") else "W" if "DEPBAR" in o
                        else "f" for o in ops)
         assert "AQQQQW" in loop, (name, loop)  # no fold or wait between a k-block's wgmma (none serialized)
