@@ -43,7 +43,10 @@ torch_scaled_grouped_mm (torch._scaled_grouped_mm, PyTorch's CUTLASS row-wise fp
 baseline, and rung 3 is rung 2's persistent schedule on e4m3 tiles, promoting the tensor cores' partial sums every
 128 elements of K and scaling in the epilogue. Block: DeepSeek-V3's, one scale per 1 x 128 group of a routed row and
 one per 128 x 128 block of each expert's weight; rung 4 scales each 128-deep partial as it promotes it (no library
-runs these scales grouped on sm_90 in this torch: rung 4 is held against rung 3 and against bf16). The reference is the fp32 product of the dequantized operands (codes times scales), so the
+runs these scales grouped on sm_90 in this torch: rung 4 is held against rung 3 and against bf16). Rungs 5 and 6
+(cuda_grouped_fp8, cuda_grouped_fp8_block): the same two scalings in CUDA, fp8_grouped.cu, the warp-specialized CTA
+of artifacts/common/kwiki_fp8_gemm.cuh (a TMA producer warpgroup, two wgmma consumers promoting every 128) walking every
+expert's tiles; built into the library beside cublas_grouped.cu. The reference is the fp32 product of the dequantized operands (codes times scales), so the
 check judges the arithmetic, not the quantization; the fp8 entries sit beside bf16 ones of the same routing and
 shape, so that a claim can set the two side by side.
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
@@ -84,8 +87,12 @@ GRID = [
       for sc in FP8_SCALINGS),  # multiples of 16; K's last 128-group partial
 ]
 VARIANTS = ["torch_mm_loop", "cublas_grouped", "torch_grouped_mm", "torch_bmm", "torch_mm_dense", "triton_grouped",
-            "triton_grouped_tma_persistent", "torch_scaled_grouped_mm", "triton_grouped_fp8", "triton_grouped_fp8_block"]
-FP8_VARIANTS = {"row": ("torch_scaled_grouped_mm", "triton_grouped_fp8"), "block": ("triton_grouped_fp8_block",)}
+            "triton_grouped_tma_persistent", "torch_scaled_grouped_mm", "triton_grouped_fp8", "triton_grouped_fp8_block",
+            "cuda_grouped_fp8", "cuda_grouped_fp8_block"]
+FP8_VARIANTS = {"row": ("torch_scaled_grouped_mm", "triton_grouped_fp8", "cuda_grouped_fp8"),
+                "block": ("triton_grouped_fp8_block", "cuda_grouped_fp8_block")}
+CUDA_FP8 = {"cuda_grouped_fp8": 0, "cuda_grouped_fp8_block": 1}  # variant -> fp8_grouped.cu's kwiki_moe_fp8(variant, ...)
+MAX_EXPERTS = 256  # fp8_grouped.cu's schedule in shared memory
 CUBLAS_SYMBOL = "cublasGemmGroupedBatchedEx"  # cuBLAS 12.5 and later
 TOLERANCES = {
     "bfloat16": (0.01, 2.0 ** -7, "a bf16 output (one rounding, 2^-9 relative) of an fp32 sum over K <= 7168 in "
@@ -462,9 +469,72 @@ def _torch(name):
     return grouped_mm
 
 
+def fp8_operands_error(name, i, o):
+    """What fp8_grouped.cu's launcher is not built for in these tensors, or None (checked before any CUDA call): e4m3
+    a [T, K] and w [E, N, K], the scales in the layout of the variant's scaling (make_inputs'), int32 offs [E], bf16
+    c [T, N], all contiguous on one CUDA device, N and K multiples of 16, at most 256 experts."""
+    import torch
+
+    a, w, c, offs, sa, sw = i["a"], i["w"], o["c"], i["offs"], i["sa"], i["sw"]
+    if a.dim() != 2 or w.dim() != 3 or a.shape[1] != w.shape[2]:
+        return f"a {tuple(a.shape)} and w {tuple(w.shape)} are not [T, K] and [E, N, K]"
+    (t, k), (e, n, _) = a.shape, w.shape
+    if n % 16 or k % 16:
+        return f"n {n} and k {k} must be multiples of 16 (16-byte e4m3 rows for TMA, bf16 pairs)"
+    if e > MAX_EXPERTS:
+        return f"{e} experts: the kernel's schedule holds at most {MAX_EXPERTS}"
+    q = SCALE_GROUP
+    row = CUDA_FP8[name] == 0
+    scales = {"sa": (t,) if row else (-(-k // q), t), "sw": (e, n) if row else (e, -(-n // q), -(-k // q))}
+    operands = (("a", a, torch.float8_e4m3fn, (t, k)), ("w", w, torch.float8_e4m3fn, (e, n, k)),
+                ("c", c, torch.bfloat16, (t, n)), ("offs", offs, torch.int32, (e,)),
+                ("sa", sa, torch.float32, scales["sa"]), ("sw", sw, torch.float32, scales["sw"]))
+    for label, x, dtype, shape in operands:
+        if x.dtype != dtype or tuple(x.shape) != shape or not x.is_contiguous():
+            return f"{label} is {tuple(x.shape)} {x.dtype}, not a contiguous {dtype} {shape}"
+    for label, x, _, _ in operands:
+        if x.device != a.device or x.device.type != "cuda":
+            return f"{label} is on {x.device}, not on a's CUDA device"
+    return None
+
+
+# kwiki:rung cuda_grouped_fp8
+def _cuda_fp8(name):
+    """Rungs 5 and 6: kwiki_moe_fp8 from the artifact's library (fp8_grouped.cu), on torch's current stream; operands it
+    is not built for are refused here, by name, before any CUDA call."""
+    import ctypes
+    import os
+
+    import torch
+
+    library = os.environ.get("KWIKI_CUDA_LIBRARY")
+    if not library:
+        raise RuntimeError(f"{name} is not runnable here: no $KWIKI_CUDA_LIBRARY (kwiki builds fp8_grouped.cu into it)")
+    fn = ctypes.CDLL(library).kwiki_moe_fp8
+    fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 6, *[ctypes.c_int] * 4, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+
+    def cuda_fp8(i, o):
+        where = f"moe_grouped_gemm_bf16_sm90a (moe.py): {name}"
+        why = fp8_operands_error(name, i, o)
+        if why:
+            raise ValueError(f"{where}: {why}")
+        a, w, c = i["a"], i["w"], o["c"]
+        (t, k), (e, n, _) = a.shape, w.shape
+        err = fn(CUDA_FP8[name], a.data_ptr(), w.data_ptr(), i["sa"].data_ptr(), i["sw"].data_ptr(),
+                 i["offs"].data_ptr(), c.data_ptr(), t, n, k, e, torch.cuda.current_stream().cuda_stream)
+        if err:
+            raise RuntimeError(f"{where}: kwiki_moe_fp8 returned {err} (-1: operands refused, -2: tensor map refused, "
+                               "else a CUDA error code)")
+    return cuda_fp8
+# /kwiki:rung cuda_grouped_fp8
+
+
 def load(name):
     import torch
 
+    if name in CUDA_FP8:
+        return _cuda_fp8(name)
     if name in ("torch_mm_loop", "torch_mm_dense", "torch_bmm", "torch_grouped_mm", "torch_scaled_grouped_mm"):
         return _torch(name)
     if name == "cublas_grouped":

@@ -1,0 +1,117 @@
+// fp8_grouped.cu: the fp8 (e4m3) grouped GEMM of a mixture-of-experts layer in CUDA for Hopper: the warp-specialized CTA
+// of artifacts/common/kwiki_fp8_gemm.cuh (a TMA producer warpgroup, two wgmma consumer warpgroups, promotion every 128
+// elements of K) over every expert's tiles. Built by kwiki into the library moe.py loads ($KWIKI_CUDA_LIBRARY, beside
+// cublas_grouped.cu) and called through ctypes on torch's current stream.
+//
+// A [T, K] e4m3 holds the routed rows sorted by expert, offs int32 [E] the cumulative end row of each expert (the
+// contiguous layout), W [E, N, K] e4m3 the experts' weights (read by TMA as one [E * N, K] matrix: expert e's tile of
+// columns n0.. is rows e * N + n0..), C [T, N] bf16. One persistent CTA per SM walks every expert's 128 x 128 tiles,
+// expert after expert, in grouped order inside each (its weights stay in L2 while its rows pass); thread 0 of each CTA
+// turns the offsets into row starts and tile counts in shared memory first (no host sync). A tile's A rows may run
+// into the next expert's rows, or past T: those rows are multiplied (or read as zeros) and never stored.
+//
+//   moe_fp8_row_kernel    row-wise scales, sa[T] per routed row and sw[E, N] per expert and output channel, applied in
+//                         the epilogue (torch._scaled_grouped_mm's recipe)
+//   moe_fp8_block_kernel  DeepSeek-V3's block scales, sa [K/128, T] per 1 x 128 group of a row and sw [E, N/128, K/128]
+//                         per 128 x 128 block of an expert's weight, folded into every 128-deep partial
+#include "kwiki_fp8_gemm.cuh"
+
+namespace moefp8 {
+
+namespace g = kwiki::fp8gemm;
+
+constexpr int BN = 128;  // one weight scale block wide: one sw a k-block and tile
+constexpr int MAX_EXPERTS = 256;
+
+// Every expert's tiles: expert e owns rows start[e] .. start[e + 1] of A and C, ceil(rows / 128) x tiles_n tiles in
+// grouped order, the first of them tile cum[e] of the schedule (start and cum in shared memory, E + 1 entries each).
+struct Experts {
+    const int* start;
+    const int* cum;
+    int E, N, tiles_n;
+    __device__ int tiles() const { return cum[E]; }
+    __device__ g::Job job(int t) const {
+        int e = 0;
+        while (t >= cum[e + 1]) ++e;  // experts without rows have no tiles: cum[e] == cum[e + 1] skips them
+        int tm, tn;
+        g::grouped_tile(t - cum[e], (start[e + 1] - start[e] + g::BM - 1) / g::BM, tiles_n, tm, tn);
+        return {start[e] + tm * g::BM, e * N + tn * BN, start[e + 1], tn * BN, e};
+    }
+};
+
+template <int SCALING>
+__device__ __forceinline__ void grouped(const CUtensorMap* ta, const CUtensorMap* tw, const float* sa, const float* sw,
+                                        const int* offs, __nv_bfloat16* out, int T, int N, int K, int E) {
+    __shared__ int start[MAX_EXPERTS + 1], cum[MAX_EXPERTS + 1];
+    const int tiles_n = (N + BN - 1) / BN;
+    if (threadIdx.x == 0) {  // row starts and tile counts; offsets are clamped to [previous end, T], so no store of a
+        int s = 0, c = 0;    // tile can leave C whatever offs holds
+        start[0] = cum[0] = 0;
+        for (int e = 0; e < E; ++e) {
+            const int end = min(max(offs[e], s), T);
+            c += (end - s + g::BM - 1) / g::BM * tiles_n;
+            s = end;
+            start[e + 1] = end, cum[e + 1] = c;
+        }
+    }
+    __syncthreads();
+    g::gemm_cta<BN, SCALING>(ta, tw, g::Scales{sa, sw, T, N, (K + g::BK - 1) / g::BK}, out, Experts{start, cum, E, N, tiles_n});
+}
+
+}  // namespace moefp8
+
+
+// kwiki:rung cuda_grouped_fp8
+extern "C" __global__ void __launch_bounds__(kwiki::fp8gemm::THREADS, 1)
+moe_fp8_row_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tw, const float* sa,
+                   const float* sw, const int* offs, __nv_bfloat16* out, int T, int N, int K, int E) {
+    moefp8::grouped<kwiki::fp8gemm::ROW>(&ta, &tw, sa, sw, offs, out, T, N, K, E);
+}
+// /kwiki:rung cuda_grouped_fp8
+
+// kwiki:rung cuda_grouped_fp8_block
+extern "C" __global__ void __launch_bounds__(kwiki::fp8gemm::THREADS, 1)
+moe_fp8_block_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tw, const float* sa,
+                     const float* sw, const int* offs, __nv_bfloat16* out, int T, int N, int K, int E) {
+    moefp8::grouped<kwiki::fp8gemm::BLOCK>(&ta, &tw, sa, sw, offs, out, T, N, K, E);
+}
+// /kwiki:rung cuda_grouped_fp8_block
+
+
+// The launcher moe.py calls: variant 0 row-wise scales (sa fp32 [T], sw fp32 [E, N]), 1 block scales (sa fp32
+// [ceil(K/128), T], sw fp32 [E, ceil(N/128), ceil(K/128)]); a [T, K] and w [E, N, K] e4m3, offs int32 [E], c [T, N]
+// bf16, all contiguous on the current device. Returns 0, a CUDA error code, or -1 (a bad variant; T, N, K not
+// positive; E not in 1..256; N or K not a multiple of 16; a or w not 16-byte aligned; c, sa, sw or offs not 4-byte
+// aligned, sw not 8-byte aligned for row-wise scales), -2 (the driver refused a tensor map). The module checks all of
+// these before it calls, with a located message; the checks here keep a direct caller from a bad launch.
+extern "C" int kwiki_moe_fp8(int variant, const void* a, const void* w, const float* sa, const float* sw, const int* offs, void* c,
+                             int T, int N, int K, int E, cudaStream_t stream) {
+    namespace g = kwiki::fp8gemm;
+    if (variant < 0 || variant > 1 || T <= 0 || N <= 0 || K <= 0 || E <= 0 || E > moefp8::MAX_EXPERTS || N % 16 || K % 16)
+        return -1;
+    for (const void* p : {a, w})
+        if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return -1;
+    for (const void* p : {static_cast<const void*>(sa), static_cast<const void*>(sw), static_cast<const void*>(offs),
+                          static_cast<const void*>(c)})
+        if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 4 != 0) return -1;
+    if (variant == 0 && reinterpret_cast<uintptr_t>(sw) % 8 != 0) return -1;  // column scales are read in pairs
+    CUtensorMap ta, tw;
+    if (g::tensor_map(&ta, a, T, K, g::BM) != CUDA_SUCCESS || g::tensor_map(&tw, w, (long long)E * N, K, moefp8::BN) != CUDA_SUCCESS)
+        return -2;
+    using Kernel = void (*)(CUtensorMap, CUtensorMap, const float*, const float*, const int*, __nv_bfloat16*, int, int, int, int);
+    const Kernel kernels[2] = {moe_fp8_row_kernel, moe_fp8_block_kernel};
+    static bool configured[2] = {false, false};
+    constexpr int smem = g::Tile<moefp8::BN>::SMEM_BYTES;
+    if (!configured[variant]) {
+        const cudaError_t e = cudaFuncSetAttribute(kernels[variant], cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return int(e);
+        configured[variant] = true;
+    }
+    const int sms = g::sm_count_or_error();
+    if (sms < 0) return -sms;
+    // the schedule's tiles are known on the device only; at most (ceil(T / 128) + E) x ceil(N / 128) of them
+    const long long bound = ((long long)(T + g::BM - 1) / g::BM + E) * ((N + moefp8::BN - 1) / moefp8::BN);
+    const unsigned grid = unsigned(bound < sms ? bound : sms);
+    kernels[variant]<<<grid, g::THREADS, smem, stream>>>(ta, tw, sa, sw, offs, static_cast<__nv_bfloat16*>(c), T, N, K, E);
+    return int(cudaGetLastError());
+}

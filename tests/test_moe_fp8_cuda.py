@@ -1,0 +1,227 @@
+"""moe_grouped_gemm_bf16_sm90a's CUDA fp8 rungs (fp8_grouped.cu over artifacts/common/kwiki_fp8_gemm.cuh) without a GPU.
+
+The manifest climbs from the Triton fp8 rungs to the two CUDA ones, built into the module's library beside the cuBLAS
+baseline, and the page's claims name them at one GRID entry each; the module hands the library what it was built for
+(checked by name before any CUDA call, through a fake library here) and the launcher refuses the rest itself (on this
+machine a CUDA call would return a CUDA error, not -1). Compiled with nvcc as kwiki builds the library, each rung's
+SASS expectation holds on its own kernel and fails on the other (the row-wise fold is FADDs with the scales' FMULs in
+the epilogue, the block fold FFMAs) and on a kernel without warp specialization. The kernels run only on an H200
+(kwiki verify), where the harness checks them against the module's fp32 reference at the off-tile routing (two empty
+experts, no count a multiple of a tile, N and K off the tile)."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cuda_artifact import rung_checks
+
+from kwiki.wiki.manifest import Manifest, load_manifest
+from kwiki.wiki.pages import load_page
+
+REPO = Path(__file__).resolve().parent.parent
+ART = REPO / "artifacts" / "moe_grouped_gemm_bf16_sm90a"
+PAGE = REPO / "wiki" / "nvidia" / "kernels" / "moe-grouped-gemm.md"
+RUNGS = {"cuda_grouped_fp8": "moe_fp8_row_kernel", "cuda_grouped_fp8_block": "moe_fp8_block_kernel"}
+# kwiki_moe_fp8(variant, a, w, sa, sw, offs, c, T, N, K, E, stream), as fp8_grouped.cu declares it
+ARGTYPES: list[Any] = [ctypes.c_int, *[ctypes.c_void_p] * 6, *[ctypes.c_int] * 4, ctypes.c_void_p]
+
+
+def manifest() -> Manifest:
+    return load_manifest(ART, REPO)
+
+
+def _module() -> Any:
+    spec = importlib.util.spec_from_file_location("kwiki_test_moe_fp8_cuda", ART / "moe.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _off_tile(mod: Any, scaling: str) -> dict[str, Any]:
+    return next(p for p in mod.GRID if p["case"] == "offtile" and p.get("scaling") == scaling)
+
+
+def test_the_cuda_rungs_climb_above_the_triton_fp8_ones_from_the_modules_library() -> None:
+    m = manifest()
+    assert [(v.name, v.rung) for v in m.variants if v.rung and v.rung >= 3] == [
+        ("triton_grouped_fp8", 3), ("triton_grouped_fp8_block", 4), ("cuda_grouped_fp8", 5),
+        ("cuda_grouped_fp8_block", 6)]
+    assert m.python is not None and m.python.cuda == ["cublas_grouped.cu", "fp8_grouped.cu"]
+    by_name = {v.name: v for v in m.variants}
+    for name, kernel in RUNGS.items():
+        assert by_name[name].kernels == [kernel]
+        sass = by_name[name].sass
+        assert sass is not None and {"STL", "LDL"} <= set(sass.forbid)
+        assert "QGMMA.64x128x32.F32.E4M3.E4M3 >= 4" in sass.require
+    mod = _module()
+    assert mod.CUDA_FP8 == {"cuda_grouped_fp8": 0, "cuda_grouped_fp8_block": 1}
+    for p in mod.GRID:  # the fp8 entries of their scaling only, the off-tile routing included
+        assert mod.applies("cuda_grouped_fp8", p) == (p.get("scaling") == "row"), p
+        assert mod.applies("cuda_grouped_fp8_block", p) == (p.get("scaling") == "block"), p
+    sanitized = [p for p in m.sanitize.params if p.get("scaling")]
+    assert {p["scaling"] for p in sanitized} == {"row", "block"}  # memcheck runs both off the tile
+
+
+def test_the_page_claims_select_the_cuda_rungs_at_one_grid_entry_each() -> None:
+    page = load_page(PAGE, REPO)
+    mod = _module()
+    named: set[str] = set()
+    for c in page.meta.claims:
+        if c.measure is None:
+            continue
+        for sel in (c.measure.of, c.measure.per):
+            if sel is None or sel.variant not in RUNGS:
+                continue
+            named.add(sel.variant)
+            at = [p for p in mod.GRID
+                  if all(p.get(k) == v for k, v in sel.params.items()) and mod.applies(sel.variant, p)]
+            assert len(at) == 1, (c.id, sel.params)
+    assert named == set(RUNGS)
+
+
+def test_operands_the_kernels_are_not_built_for_are_named() -> None:
+    torch = pytest.importorskip("torch")
+    mod = _module()
+    for name, scaling in (("cuda_grouped_fp8", "row"), ("cuda_grouped_fp8_block", "block")):
+        p = _off_tile(mod, scaling)
+        i = mod.make_inputs(p, 3, "cpu")
+        o = mod.make_outputs(p, i)
+        # every check but the device passes on make_inputs' own operands (on the CPU here)
+        assert mod.fp8_operands_error(name, i, o) == "a is on cpu, not on a's CUDA device", name
+    p = _off_tile(mod, "row")
+    i, blk = mod.make_inputs(p, 3, "cpu"), mod.make_inputs(_off_tile(mod, "block"), 3, "cpu")
+    o = mod.make_outputs(p, i)
+    assert "sa is (9, 1159)" in mod.fp8_operands_error("cuda_grouped_fp8", {**i, "sa": blk["sa"]}, o)
+    assert "sw is (8, 1008)" in mod.fp8_operands_error("cuda_grouped_fp8_block", {**blk, "sw": i["sw"]}, o)
+    assert "offs is (8,) torch.int64" in mod.fp8_operands_error("cuda_grouped_fp8", {**i, "offs": i["offs"].long()}, o)
+    assert "c is (1159, 1008) torch.float32" in mod.fp8_operands_error("cuda_grouped_fp8", i, {"c": o["c"].float()})
+    assert "not [T, K] and [E, N, K]" in mod.fp8_operands_error("cuda_grouped_fp8", {**i, "w": i["w"][0]}, o)
+    many = torch.empty(257, 16, 1040, dtype=torch.float8_e4m3fn)
+    assert "257 experts" in mod.fp8_operands_error("cuda_grouped_fp8", {**i, "w": many}, o)
+
+
+class _FakeLibrary:
+    """kwiki_moe_fp8 as ctypes would call it: the argtypes the module set and the arguments of every call."""
+
+    def __init__(self, path: str) -> None:
+        self.kwiki_moe_fp8 = self
+        self.argtypes: list[Any] = []
+        self.calls: list[tuple[Any, ...]] = []
+
+    def __call__(self, *args: Any) -> int:
+        assert len(args) == len(self.argtypes)
+        self.calls.append(args)
+        return 0
+
+
+def test_each_call_hands_the_library_its_variant_operands_and_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    libs: list[_FakeLibrary] = []
+
+    def cdll(path: str) -> _FakeLibrary:
+        libs.append(_FakeLibrary(path))
+        return libs[-1]
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("Stream", (), {"cuda_stream": 0})())
+    monkeypatch.setenv("KWIKI_CUDA_LIBRARY", "libmoe.so")
+    mod = _module()
+    seen: list[str] = []
+    monkeypatch.setattr(mod, "fp8_operands_error", lambda name, i, o: seen.append(name))  # CPU tensors pass here
+    for name, scaling in (("cuda_grouped_fp8", "row"), ("cuda_grouped_fp8_block", "block")):
+        p = _off_tile(mod, scaling)
+        i = mod.make_inputs(p, 3, "cpu")
+        o = mod.make_outputs(p, i)
+        mod.load(name)(i, o)
+        lib = libs[-1]
+        assert lib.argtypes == ARGTYPES
+        assert lib.calls[-1][:7] == (mod.CUDA_FP8[name], i["a"].data_ptr(), i["w"].data_ptr(), i["sa"].data_ptr(),
+                                     i["sw"].data_ptr(), i["offs"].data_ptr(), o["c"].data_ptr())
+        assert lib.calls[-1][7:] == (1159, 1008, 1040, 8, 0)
+    assert seen == list(RUNGS)
+    monkeypatch.setattr(mod, "fp8_operands_error", lambda name, i, o: "a is on cpu")
+    p = _off_tile(mod, "row")
+    i = mod.make_inputs(p, 3, "cpu")
+    with pytest.raises(ValueError, match=r"moe\.py\): cuda_grouped_fp8: a is on cpu"):
+        mod.load("cuda_grouped_fp8")(i, mod.make_outputs(p, i))
+    assert libs[-1].calls == []  # refused before the library
+    monkeypatch.delenv("KWIKI_CUDA_LIBRARY")
+    with pytest.raises(RuntimeError, match="not runnable here: no \\$KWIKI_CUDA_LIBRARY"):
+        mod.load("cuda_grouped_fp8_block")
+
+
+# ---------------------------------------------------------------- compiled (nvcc) as kwiki builds the library
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not on PATH")
+    build = manifest().library_build()
+    assert build is not None
+    out = tmp_path_factory.mktemp("moe_fp8") / "libmoe.so"
+    subprocess.run([nvcc, *build.flags, "-gencode=arch=compute_90a,code=sm_90a", f"-I{REPO / 'artifacts' / 'common'}",
+                    "-o", str(out), *[str(ART / s) for s in build.sources]],
+                   check=True, capture_output=True, timeout=900)
+    return out
+
+
+def _tools() -> Any:
+    from kwiki.verify.sass import find_tools
+
+    tools = find_tools()
+    if tools is None:
+        pytest.skip("no cuobjdump")
+    return tools
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize(("rung", "below", "words"), [
+    ("cuda_grouped_fp8_block", "cuda_grouped_fp8", "require 'FFMA >= 64'"),  # the block scales' fold
+    ("cuda_grouped_fp8", "cuda_grouped_fp8_block", "require 'FADD >= 64'"),  # the row-wise fold, scales after it
+])
+def test_each_cuda_rungs_sass_expectation_holds_on_it_and_fails_on_the_other(library, rung, below, words):
+    from kwiki.verify.sass import check_variant, disassemble
+
+    kernels = disassemble(library, _tools())[0]
+    by_name = {v.name: v for v in manifest().variants}
+    for name in RUNGS:
+        assert check_variant(by_name[name], "sm_90a", kernels, {})[1] == [], name
+    own, on_other = rung_checks(manifest().variants, kernels, rung, below)
+    assert own == [] and any(words in m for m in on_other), on_other
+
+
+def test_the_warp_specialization_expectations_fail_on_a_kernel_without_it() -> None:
+    from kwiki.verify.sass import Kernel, check_variant
+
+    plain = Kernel(mangled="grouped_gemm_fp8_rowwise", name="grouped_gemm_fp8_rowwise", arch="sm_90a", registers=168,
+                   opcodes={"QGMMA.64x128x32.F32.E4M3.E4M3": 4, "FADD": 64, "FMUL": 128, "UTMALDG.2D": 2,
+                            "SYNCS.PHASECHK.TRANS64.TRYWAIT": 2, "WARPGROUP.ARRIVE": 1})
+    row = {v.name: v for v in manifest().variants}["cuda_grouped_fp8"]
+    variant = row.model_copy(update={"kernels": ["grouped_gemm_fp8_rowwise"]})
+    mismatches = check_variant(variant, "sm_90a", {"grouped_gemm_fp8_rowwise": plain}, {})[1]
+    assert any("USETMAXREG.TRY_ALLOC.CTAPOOL" in m for m in mismatches), mismatches  # no producer handing registers
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize(("change", "why"), [({"variant": 2}, "variant"), ({"E": 0}, "no experts"),
+                                             ({"E": 257}, "more experts than the schedule holds"),
+                                             ({"N": 1000}, "N not a multiple of 16"), ({"K": 1000}, "K neither"),
+                                             ({"a": (1 << 20) + 8}, "a misaligned for TMA"),
+                                             ({"sw": (1 << 22) + 4}, "row-wise column scales read in pairs"),
+                                             ({"offs": None}, "no offsets")])
+def test_the_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(library, change, why):
+    fn = ctypes.CDLL(str(library)).kwiki_moe_fp8
+    fn.argtypes = ARGTYPES
+    fn.restype = ctypes.c_int
+    args = {"variant": 0, "a": 1 << 20, "w": 1 << 21, "sa": 1 << 22, "sw": 1 << 23, "offs": 1 << 24, "c": 1 << 25,
+            "T": 1159, "N": 1008, "K": 1040, "E": 8, "stream": None} | change
+    assert fn(*args.values()) == -1, why  # a CUDA call here (no GPU) would return a CUDA error code instead
