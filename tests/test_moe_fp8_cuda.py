@@ -225,3 +225,49 @@ def test_the_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(libr
     args = {"variant": 0, "a": 1 << 20, "w": 1 << 21, "sa": 1 << 22, "sw": 1 << 23, "offs": 1 << 24, "c": 1 << 25,
             "T": 1159, "N": 1008, "K": 1040, "E": 8, "stream": None} | change
     assert fn(*args.values()) == -1, why  # a CUDA call here (no GPU) would return a CUDA error code instead
+
+
+def _schedule(library: Path, offs: list[int], t: int, n: int) -> tuple[int, list[tuple[int, ...]]]:
+    fn = ctypes.CDLL(str(library)).kwiki_moe_fp8_schedule
+    fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
+                   ctypes.c_int]
+    fn.restype = ctypes.c_int
+    most = 1 << 16
+    jobs = (ctypes.c_int * (5 * most))()
+    tiles = fn((ctypes.c_int * len(offs))(*offs), len(offs), t, n, jobs, most)
+    return tiles, [tuple(jobs[5 * i:5 * i + 5]) for i in range(min(max(tiles, 0), most))]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("which", ["offtile", "zipf65k", "balanced65k"])
+def test_the_schedule_covers_every_experts_rows_and_columns_once_and_stores_nothing_past_them(library, which):
+    """kwiki_moe_fp8_schedule runs the kernels' own schedule code (the tables thread 0 builds, each tile's job) on
+    the host: every (row, column) of every expert's part of C belongs to exactly one tile, that tile reads the
+    expert's weight (B rows e * N + its columns) and stores no row past the expert's last."""
+    mod = _module()
+    p = {"offtile": _off_tile(mod, "row"),
+         "zipf65k": next(p for p in mod.GRID if p.get("scaling") == "row" and p["case"] == "prefill"),
+         "balanced65k": {**next(p for p in mod.GRID if p.get("scaling") == "row" and p["case"] == "prefill"),
+                         "route": "balanced"}}[which]
+    counts = mod.counts(p)
+    ends = [sum(counts[:e + 1]) for e in range(len(counts))]
+    t, n = ends[-1], p["n"]
+    tiles, jobs = _schedule(library, ends, t, n)
+    assert tiles == len(jobs) == sum(-(-c // 128) for c in counts) * -(-n // 128)
+    seen = [0] * len(counts)
+    for a_row, b_row, row_end, col0, e in jobs:
+        start = ends[e - 1] if e else 0
+        assert row_end == ends[e] and start <= a_row < row_end and (a_row - start) % 128 == 0
+        assert col0 % 128 == 0 and col0 < n and b_row == e * n + col0
+        seen[e] += (min(a_row + 128, row_end) - a_row) * (min(col0 + 128, n) - col0)
+    assert seen == [c * n for c in counts]  # each element once: tiles do not overlap inside an expert (asserted above)
+    assert len(set(jobs)) == len(jobs)
+
+
+@pytest.mark.nvcc
+def test_offsets_that_fall_or_pass_the_rows_cannot_make_a_tile_store_outside_c(library):
+    tiles, jobs = _schedule(library, [300, 100, 5000, 900], 1000, 256)  # falling, then past T = 1000
+    assert tiles == len(jobs)
+    assert all(0 <= a_row < row_end <= 1000 for a_row, _, row_end, _, _ in jobs)
+    assert {e for *_, e in jobs} == {0, 2}  # expert 1 is empty (its end clamps to 300), expert 3 too (to 1000)
+    assert _schedule(library, [10], 10, 0)[0] == -1 and _schedule(library, [10] * 257, 10, 16)[0] == -1

@@ -115,9 +115,9 @@ __device__ __forceinline__ uint8_t* align1024(uint8_t* p) {
 
 // Tile l of a tiles_m x tiles_n grid in grouped order: bands of GROUP_M tile-rows, down the rows of a band first, then
 // across its columns, so the CTAs working at one time share rows of A and columns of B in L2.
-__device__ __forceinline__ void grouped_tile(int l, int tiles_m, int tiles_n, int& tm, int& tn) {
+__host__ __device__ inline void grouped_tile(int l, int tiles_m, int tiles_n, int& tm, int& tn) {
     const int per_band = GROUP_M * tiles_n, band = l / per_band, first = band * GROUP_M;
-    const int rows = min(GROUP_M, tiles_m - first), r = l - band * per_band;
+    const int rows = GROUP_M < tiles_m - first ? GROUP_M : tiles_m - first, r = l - band * per_band;
     tm = first + r % rows;
     tn = r / rows;
 }

@@ -29,8 +29,8 @@ struct Experts {
     const int* start;
     const int* cum;
     int E, N, tiles_n;
-    __device__ int tiles() const { return cum[E]; }
-    __device__ g::Job job(int t) const {
+    __host__ __device__ int tiles() const { return cum[E]; }
+    __host__ __device__ g::Job job(int t) const {
         int e = 0;
         while (t >= cum[e + 1]) ++e;  // experts without rows have no tiles: cum[e] == cum[e + 1] skips them
         int tm, tn;
@@ -39,21 +39,25 @@ struct Experts {
     }
 };
 
+// The schedule's tables from the offsets (cumulative end rows): row starts and first tiles, E + 1 each. Each offset
+// is clamped to [the previous end, T], so no store of a tile can leave C whatever offs holds.
+__host__ __device__ inline void tables(const int* offs, int E, int T, int tiles_n, int* start, int* cum) {
+    int s = 0, c = 0;
+    start[0] = cum[0] = 0;
+    for (int e = 0; e < E; ++e) {
+        const int end = offs[e] < s ? s : offs[e] > T ? T : offs[e];
+        c += (end - s + g::BM - 1) / g::BM * tiles_n;
+        s = end;
+        start[e + 1] = end, cum[e + 1] = c;
+    }
+}
+
 template <int SCALING>
 __device__ __forceinline__ void grouped(const CUtensorMap* ta, const CUtensorMap* tw, const float* sa, const float* sw,
                                         const int* offs, __nv_bfloat16* out, int T, int N, int K, int E) {
     __shared__ int start[MAX_EXPERTS + 1], cum[MAX_EXPERTS + 1];
     const int tiles_n = (N + BN - 1) / BN;
-    if (threadIdx.x == 0) {  // row starts and tile counts; offsets are clamped to [previous end, T], so no store of a
-        int s = 0, c = 0;    // tile can leave C whatever offs holds
-        start[0] = cum[0] = 0;
-        for (int e = 0; e < E; ++e) {
-            const int end = min(max(offs[e], s), T);
-            c += (end - s + g::BM - 1) / g::BM * tiles_n;
-            s = end;
-            start[e + 1] = end, cum[e + 1] = c;
-        }
-    }
+    if (threadIdx.x == 0) tables(offs, E, T, tiles_n, start, cum);
     __syncthreads();
     g::gemm_cta<BN, SCALING>(ta, tw, g::Scales{sa, sw, T, N, (K + g::BK - 1) / g::BK}, out, Experts{start, cum, E, N, tiles_n});
 }
@@ -114,4 +118,21 @@ extern "C" int kwiki_moe_fp8(int variant, const void* a, const void* w, const fl
     const unsigned grid = unsigned(bound < sms ? bound : sms);
     kernels[variant]<<<grid, g::THREADS, smem, stream>>>(ta, tw, sa, sw, offs, static_cast<__nv_bfloat16*>(c), T, N, K, E);
     return int(cudaGetLastError());
+}
+
+// The schedule the kernels walk, on the host, for tests: the same tables and jobs from host offsets. Writes at most
+// `max` jobs as 5 ints each (a_row, b_row, row_end, col0, group) and returns the schedule's tile count, or -1 (E not
+// in 1..256, T or N not positive).
+extern "C" int kwiki_moe_fp8_schedule(const int* offs, int E, int T, int N, int* jobs, int max) {
+    if (E <= 0 || E > moefp8::MAX_EXPERTS || T <= 0 || N <= 0) return -1;
+    int start[moefp8::MAX_EXPERTS + 1], cum[moefp8::MAX_EXPERTS + 1];
+    const int tiles_n = (N + moefp8::BN - 1) / moefp8::BN;
+    moefp8::tables(offs, E, T, tiles_n, start, cum);
+    const moefp8::Experts sched{start, cum, E, N, tiles_n};
+    for (int t = 0; t < sched.tiles() && t < max; ++t) {
+        const kwiki::fp8gemm::Job j = sched.job(t);
+        const int row[5] = {j.a_row, j.b_row, j.row_end, j.col0, j.group};
+        for (int i = 0; i < 5; ++i) jobs[5 * t + i] = row[i];
+    }
+    return sched.tiles();
 }
