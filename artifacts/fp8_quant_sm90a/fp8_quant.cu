@@ -109,14 +109,15 @@ __global__ void ref_group_amax(const bf16* x, int rows, int hidden, float* amax)
     amax[g] = m;
 }
 
-// The scales of every granularity from the group amaxes (each a maximum over groups): one thread a scale.
+// The scales of a row, group or block granularity from the group amaxes (each a maximum over groups): one thread a
+// scale (the tensor's: ref_tensor_scale).
 __global__ void ref_scales(const float* group_amax, int rows, int hidden, Gran gran, float* scale) {
     const int groups = (hidden + kGroup - 1) / kGroup;
     const size_t k = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
     if (k >= Layout::scales(gran, rows, hidden)) return;
     float m = 0;
     if (gran == Gran::Tensor) {
-        for (size_t g = 0; g < size_t(rows) * groups; ++g) m = fmaxf(m, group_amax[g]);
+        return;  // ref_tensor_scale's
     } else if (gran == Gran::Token) {
         for (int g = 0; g < groups; ++g) m = fmaxf(m, group_amax[k * groups + g]);
     } else if (gran == Gran::Group) {
@@ -126,6 +127,20 @@ __global__ void ref_scales(const float* group_amax, int rows, int hidden, Gran g
         for (int r = br * kGroup; r < min(rows, (br + 1) * kGroup); ++r) m = fmaxf(m, group_amax[size_t(r) * groups + bc]);
     }
     scale[k] = fp8::scale_of(m);
+}
+
+// The tensor's scale from every group amax: one block, a strided maximum a thread, then a tree in shared memory.
+__global__ void ref_tensor_scale(const float* group_amax, size_t groups, float* scale) {
+    __shared__ float red[1024];
+    float m = 0;
+    for (size_t g = threadIdx.x; g < groups; g += blockDim.x) m = fmaxf(m, group_amax[g]);
+    red[threadIdx.x] = m;
+    __syncthreads();
+    for (int o = blockDim.x / 2; o; o >>= 1) {
+        if (int(threadIdx.x) < o) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + o]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) scale[0] = fp8::scale_of(red[0]);
 }
 
 // Every code of a granularity, one thread an element: the scale its layout names, the same expressions as the kernels.
@@ -223,7 +238,10 @@ struct Quant {
         KWIKI_CHECK_LAST();
         for (int g = 0; g < kGrans; ++g) {
             const size_t k = Layout::scales(Gran(g), lay.rows, lay.hidden);
-            ref_scales<<<unsigned((k + 255) / 256), 256, 0, st>>>(group_amax.get(), lay.rows, lay.hidden, Gran(g), s_ref[g].get());
+            if (Gran(g) == Gran::Tensor)
+                ref_tensor_scale<<<1, 1024, 0, st>>>(group_amax.get(), groups, s_ref[g].get());
+            else
+                ref_scales<<<unsigned((k + 255) / 256), 256, 0, st>>>(group_amax.get(), lay.rows, lay.hidden, Gran(g), s_ref[g].get());
             KWIKI_CHECK_LAST();
             ref_codes<<<grid, 256, 0, st>>>(x.get(), lay.rows, lay.hidden, Gran(g), s_ref[g].get(), q_ref[g].get());
             KWIKI_CHECK_LAST();
@@ -400,11 +418,13 @@ __global__ void __launch_bounds__(kThreads, 2) token_quant_kernel(const bf16* __
 // 1 x 128 groups: 16 lanes hold a group, one 16-byte vector each; the group's amax in 4 shuffles among them (xor 8, 4,
 // 2, 1 stays inside the 16), no shared memory, no barrier. Each half-warp takes kGroupsPerStep consecutive groups a
 // step (their loads issued together), grid-stride. Lanes past a partial last group hold zeros and store nothing; every
-// lane shuffles, whether its group exists or not. Scales go to [group][row], an fp8 GEMM's activation layout.
+// lane of a half-warp shuffles, whether its group exists or not, with the half-warp's mask. Scales go to [group][row],
+// an fp8 GEMM's activation layout.
 __global__ void __launch_bounds__(kThreads) group_quant_kernel(const bf16* __restrict__ x, int rows, int hidden,
                                                                uint8_t* __restrict__ q, float* __restrict__ scale) {
     const int groups = (hidden + kGroup - 1) / kGroup, lane = threadIdx.x % kGroupLanes;
-    const size_t total = size_t(rows) * groups;
+    const unsigned half_mask = 0xffffu << (threadIdx.x & 16);  // the 16 lanes of this half-warp: the two halves of a
+    const size_t total = size_t(rows) * groups;                // warp may leave the loop at different steps
     const size_t half = (blockIdx.x * size_t(kThreads) + threadIdx.x) / kGroupLanes;
     const size_t halves = size_t(gridDim.x) * kThreads / kGroupLanes;
     for (size_t g0 = half * kGroupsPerStep; g0 < total; g0 += halves * kGroupsPerStep) {
@@ -422,7 +442,7 @@ __global__ void __launch_bounds__(kThreads) group_quant_kernel(const bf16* __res
         for (int k = 0; k < kGroupsPerStep; ++k) {
             float m = fp8::amax8(v[k], 0.0f);
 #pragma unroll
-            for (int o = kGroupLanes / 2; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            for (int o = kGroupLanes / 2; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(half_mask, m, o));
             const float s = fp8::scale_of(m), inv = 1.0f / s;
             if (g0 + k < total && lane == 0) scale[size_t(c[k] / kGroup) * rows + r[k]] = s;
             if (in[k]) *reinterpret_cast<uint2*>(q + size_t(r[k]) * hidden + c[k]) = fp8::e4m3x8(v[k], inv);

@@ -495,6 +495,9 @@ def fp8_operands_error(name, i, o):
     for label, x, _, _ in operands:
         if x.device != a.device or x.device.type != "cuda":
             return f"{label} is on {x.device}, not on a's CUDA device"
+    for label, x, align in (("a", a, 16), ("w", w, 16), ("sw", sw, 8 if row else 4)):
+        if x.data_ptr() % align:
+            return f"{label} is not {align}-byte aligned ({'TMA' if align == 16 else 'column scales read in pairs'})"
     return None
 
 
