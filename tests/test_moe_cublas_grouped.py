@@ -49,12 +49,12 @@ def _module() -> Any:
 
 def test_cublas_grouped_is_a_rung_0_baseline_from_the_modules_cuda_library() -> None:
     m = manifest()
-    assert m.python is not None and m.python.cuda[0] == "cublas_grouped.cu"  # the fp8 rungs' fp8_grouped.cu beside it
+    assert m.python is not None and m.python.cuda[0] == "cublas_grouped.cu"  # the CUDA rungs' ws_grouped.cu beside it
     v = m.variant("cublas_grouped")
     assert v is not None and v.rung == 0 and v.adds is not None and "sync" in v.adds
     assert [x.name for x in m.variants if x.rung is not None and x.rung >= 1] == [
         "triton_grouped", "triton_grouped_tma_persistent", "triton_grouped_fp8", "triton_grouped_fp8_block",
-        "cuda_grouped_fp8", "cuda_grouped_fp8_block"]
+        "cuda_grouped_fp8", "cuda_grouped_fp8_block", "cuda_grouped"]
     mod = _module()
     assert "cublas_grouped" in mod.VARIANTS and set(mod.VARIANTS) == {x.name for x in m.variants}
     ran = {p["case"] for p in mod.GRID if mod.applies("cublas_grouped", p)}

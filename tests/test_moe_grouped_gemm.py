@@ -69,7 +69,7 @@ def test_which_variants_run_in_which_layout() -> None:
                                            "triton_grouped_tma_persistent"]
     assert runs[("offtile", 1159, True)] == runs[("masked", 256, True)]
     assert runs[("offtile", 1159, False)] == ["torch_mm_loop", "cublas_grouped", "torch_grouped_mm", "triton_grouped",
-                                              "triton_grouped_tma_persistent"]
+                                              "triton_grouped_tma_persistent", "cuda_grouped"]
     assert runs[("prefill", 2048, False)] == runs[("offtile", 1159, False)]
     assert "triton_grouped" not in runs[("prefill", 8192, False)] + runs[("decode", 256, False)]
     assert runs[("dense", 16384, False)] == ["torch_mm_dense"]

@@ -1,4 +1,4 @@
-// fp8_ws.cu: warp-specialized fp8 (e4m3) GEMMs in CUDA for Hopper: kwiki_fp8_gemm.cuh's CTA over one GEMM's tiles in
+// fp8_ws.cu: warp-specialized fp8 (e4m3) GEMMs in CUDA for Hopper: kwiki_ws_gemm.cuh's CTA over one GEMM's tiles in
 // grouped order, built by kwiki into the shared library that fp8_gemm.py loads ($KWIKI_CUDA_LIBRARY) and called
 // through ctypes on torch's current stream, so the harness checks them against the module's reference and times them
 // interleaved with torch._scaled_mm (cuBLASLt) and the Triton rungs.
@@ -8,7 +8,7 @@
 //
 // C[M, N] (bf16, row-major) = dequant(A) dequant(B)^T for A [M, K] and B [N, K] of e4m3 codes; one persistent CTA per
 // SM walks the 128 x BN output tiles in grouped order (the mainloop, the promotion every 128 elements of K and the
-// scalings: kwiki_fp8_gemm.cuh).
+// scalings: kwiki_ws_gemm.cuh).
 //
 //   fp8_ws_tensor_kernel       per-tensor scales, BN = 128: totals += partial; sA sB once in the epilogue
 //   fp8_ws_block_kernel        DeepSeek-V3's block scales, BN = 128: sA[g, m] per 1 x 128 group of A (stored
@@ -17,11 +17,11 @@
 //   fp8_ws_tensor_wide_kernel  fp8_ws_tensor_kernel at BN = 192 (a sixth fewer operand bytes a FLOP loaded; 192
 //                              registers of totals and partials a thread)
 //   fp8_ws_block_wide_kernel   fp8_ws_block_kernel at BN = 192: a tile spans two 128-column scale blocks of B
-#include "kwiki_fp8_gemm.cuh"
+#include "kwiki_ws_gemm.cuh"
 
 namespace fp8ws {
 
-namespace g = kwiki::fp8gemm;
+namespace g = kwiki::wsgemm;
 
 // One GEMM's tiles, 128 x BN, in grouped order.
 template <int BN>
@@ -46,31 +46,31 @@ __device__ __forceinline__ void gemm(const CUtensorMap* ta, const CUtensorMap* t
 
 
 // kwiki:rung cuda_tensor_ws
-extern "C" __global__ void __launch_bounds__(kwiki::fp8gemm::THREADS, 1)
+extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
 fp8_ws_tensor_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, const float* sa,
                      const float* sb, __nv_bfloat16* out, int M, int N, int K) {
-    fp8ws::gemm<128, kwiki::fp8gemm::TENSOR>(&ta, &tb, sa, sb, out, M, N, K);
+    fp8ws::gemm<128, kwiki::wsgemm::TENSOR>(&ta, &tb, sa, sb, out, M, N, K);
 }
 // /kwiki:rung cuda_tensor_ws
 
 // kwiki:rung cuda_block_ws
-extern "C" __global__ void __launch_bounds__(kwiki::fp8gemm::THREADS, 1)
+extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
 fp8_ws_block_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, const float* sa,
                     const float* sb, __nv_bfloat16* out, int M, int N, int K) {
-    fp8ws::gemm<128, kwiki::fp8gemm::BLOCK>(&ta, &tb, sa, sb, out, M, N, K);
+    fp8ws::gemm<128, kwiki::wsgemm::BLOCK>(&ta, &tb, sa, sb, out, M, N, K);
 }
 // /kwiki:rung cuda_block_ws
 
-extern "C" __global__ void __launch_bounds__(kwiki::fp8gemm::THREADS, 1)
+extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
 fp8_ws_tensor_wide_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, const float* sa,
                           const float* sb, __nv_bfloat16* out, int M, int N, int K) {
-    fp8ws::gemm<192, kwiki::fp8gemm::TENSOR>(&ta, &tb, sa, sb, out, M, N, K);
+    fp8ws::gemm<192, kwiki::wsgemm::TENSOR>(&ta, &tb, sa, sb, out, M, N, K);
 }
 
-extern "C" __global__ void __launch_bounds__(kwiki::fp8gemm::THREADS, 1)
+extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
 fp8_ws_block_wide_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, const float* sa,
                          const float* sb, __nv_bfloat16* out, int M, int N, int K) {
-    fp8ws::gemm<192, kwiki::fp8gemm::BLOCK>(&ta, &tb, sa, sb, out, M, N, K);
+    fp8ws::gemm<192, kwiki::wsgemm::BLOCK>(&ta, &tb, sa, sb, out, M, N, K);
 }
 
 
@@ -98,7 +98,7 @@ const Launchable VARIANTS[4] = {{fp8_ws_tensor_kernel, 128, g::Tile<128>::SMEM_B
 // here keep a direct caller from a bad launch.
 extern "C" int kwiki_fp8_gemm(int variant, const void* a, const void* b, const float* sa, const float* sb, void* c, int m, int n,
                               int k, cudaStream_t stream) {
-    namespace g = kwiki::fp8gemm;
+    namespace g = kwiki::wsgemm;
     if (variant < 0 || variant > 3 || m <= 0 || n <= 0 || k <= 0 || n % 16 || k % 16) return -1;
     for (const void* p : {a, b})
         if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return -1;

@@ -44,9 +44,11 @@ baseline, and rung 3 is rung 2's persistent schedule on e4m3 tiles, promoting th
 128 elements of K and scaling in the epilogue. Block: DeepSeek-V3's, one scale per 1 x 128 group of a routed row and
 one per 128 x 128 block of each expert's weight; rung 4 scales each 128-deep partial as it promotes it (no library
 runs these scales grouped on sm_90 in this torch: rung 4 is held against rung 3 and against bf16). Rungs 5 and 6
-(cuda_grouped_fp8, cuda_grouped_fp8_block): the same two scalings in CUDA, fp8_grouped.cu, the warp-specialized CTA
-of artifacts/common/kwiki_fp8_gemm.cuh (a TMA producer warpgroup, two wgmma consumers promoting every 128) walking every
-expert's tiles; built into the library beside cublas_grouped.cu. The reference is the fp32 product of the dequantized operands (codes times scales), so the
+(cuda_grouped_fp8, cuda_grouped_fp8_block): the same two scalings in CUDA, ws_grouped.cu, the warp-specialized CTA
+of artifacts/common/kwiki_ws_gemm.cuh (a TMA producer warpgroup, two wgmma consumers promoting every 128) walking every
+expert's tiles; built into the library beside cublas_grouped.cu. Rung 7 (cuda_grouped): the same schedule and
+warp-specialized CTA in bf16 (128 x 256 tiles, one k-block of wgmma kept in flight), at the contiguous bf16 prefill
+and off-tile entries. The reference is the fp32 product of the dequantized operands (codes times scales), so the
 check judges the arithmetic, not the quantization; the fp8 entries sit beside bf16 ones of the same routing and
 shape, so that a claim can set the two side by side.
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
@@ -88,11 +90,11 @@ GRID = [
 ]
 VARIANTS = ["torch_mm_loop", "cublas_grouped", "torch_grouped_mm", "torch_bmm", "torch_mm_dense", "triton_grouped",
             "triton_grouped_tma_persistent", "torch_scaled_grouped_mm", "triton_grouped_fp8", "triton_grouped_fp8_block",
-            "cuda_grouped_fp8", "cuda_grouped_fp8_block"]
+            "cuda_grouped_fp8", "cuda_grouped_fp8_block", "cuda_grouped"]
 FP8_VARIANTS = {"row": ("torch_scaled_grouped_mm", "triton_grouped_fp8", "cuda_grouped_fp8"),
                 "block": ("triton_grouped_fp8_block", "cuda_grouped_fp8_block")}
-CUDA_FP8 = {"cuda_grouped_fp8": 0, "cuda_grouped_fp8_block": 1}  # variant -> fp8_grouped.cu's kwiki_moe_fp8(variant, ...)
-MAX_EXPERTS = 256  # fp8_grouped.cu's schedule in shared memory
+CUDA_FP8 = {"cuda_grouped_fp8": 0, "cuda_grouped_fp8_block": 1}  # variant -> ws_grouped.cu's kwiki_moe_fp8(variant, ...)
+MAX_EXPERTS = 256  # ws_grouped.cu's schedule in shared memory
 CUBLAS_SYMBOL = "cublasGemmGroupedBatchedEx"  # cuBLAS 12.5 and later
 TOLERANCES = {
     "bfloat16": (0.01, 2.0 ** -7, "a bf16 output (one rounding, 2^-9 relative) of an fp32 sum over K <= 7168 in "
@@ -127,6 +129,8 @@ def applies(name, params):
         return name in FP8_VARIANTS[params["scaling"]]
     if name == "torch_mm_dense" or params["case"] == "dense":
         return (name == "torch_mm_dense") == (params["case"] == "dense")
+    if name == "cuda_grouped":  # rung 7: the contiguous layout, at the prefill entries and off the tile
+        return not masked(params) and params["case"] in ("prefill", "offtile")
     if name in ("cublas_grouped", "triton_grouped", "torch_bmm"):
         if masked(params):  # cuBLAS's grouped call and rung 1 read offsets; bmm runs the padded batch only
             return name == "torch_bmm"
@@ -470,7 +474,7 @@ def _torch(name):
 
 
 def fp8_operands_error(name, i, o):
-    """What fp8_grouped.cu's launcher is not built for in these tensors, or None (checked before any CUDA call): e4m3
+    """What ws_grouped.cu's fp8 launcher is not built for in these tensors, or None (checked before any CUDA call): e4m3
     a [T, K] and w [E, N, K], the scales in the layout of the variant's scaling (make_inputs'), int32 offs [E], bf16
     c [T, N], all contiguous on one CUDA device, N and K multiples of 16, at most 256 experts."""
     import torch
@@ -503,7 +507,7 @@ def fp8_operands_error(name, i, o):
 
 # kwiki:rung cuda_grouped_fp8
 def _cuda_fp8(name):
-    """Rungs 5 and 6: kwiki_moe_fp8 from the artifact's library (fp8_grouped.cu), on torch's current stream; operands it
+    """Rungs 5 and 6: kwiki_moe_fp8 from the artifact's library (ws_grouped.cu), on torch's current stream; operands it
     is not built for are refused here, by name, before any CUDA call."""
     import ctypes
     import os
@@ -512,7 +516,7 @@ def _cuda_fp8(name):
 
     library = os.environ.get("KWIKI_CUDA_LIBRARY")
     if not library:
-        raise RuntimeError(f"{name} is not runnable here: no $KWIKI_CUDA_LIBRARY (kwiki builds fp8_grouped.cu into it)")
+        raise RuntimeError(f"{name} is not runnable here: no $KWIKI_CUDA_LIBRARY (kwiki builds ws_grouped.cu into it)")
     fn = ctypes.CDLL(library).kwiki_moe_fp8
     fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 6, *[ctypes.c_int] * 4, ctypes.c_void_p]
     fn.restype = ctypes.c_int
@@ -533,11 +537,58 @@ def _cuda_fp8(name):
 # /kwiki:rung cuda_grouped_fp8
 
 
+def bf16_operands_error(a, w, c, offs):
+    """What ws_grouped.cu's bf16 launcher is not built for in these tensors, or None: what cublas_grouped needs (bf16
+    [T, K], [E, N, K], [T, N] and int32 [E], contiguous, on one CUDA device, N and K multiples of 8), at most 256
+    experts, a and w 16-byte aligned for TMA."""
+    why = cublas_operands_error(a, w, c, offs)
+    if why:
+        return why
+    if w.shape[0] > MAX_EXPERTS:
+        return f"{w.shape[0]} experts: the kernel's schedule holds at most {MAX_EXPERTS}"
+    bad = [x for x, t in (("a", a), ("w", w)) if t.data_ptr() % 16]
+    return f"{' and '.join(bad)} not 16-byte aligned (TMA)" if bad else None
+
+
+# kwiki:rung cuda_grouped
+def _cuda_bf16():
+    """Rung 7: kwiki_moe_bf16 from the artifact's library (ws_grouped.cu), on torch's current stream; operands it is
+    not built for are refused here, by name, before any CUDA call."""
+    import ctypes
+    import os
+
+    import torch
+
+    library = os.environ.get("KWIKI_CUDA_LIBRARY")
+    if not library:
+        raise RuntimeError("cuda_grouped is not runnable here: no $KWIKI_CUDA_LIBRARY (kwiki builds ws_grouped.cu into it)")
+    fn = ctypes.CDLL(library).kwiki_moe_bf16
+    fn.argtypes = [*[ctypes.c_void_p] * 4, *[ctypes.c_int] * 4, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+
+    def cuda_bf16(i, o):
+        where = "moe_grouped_gemm_bf16_sm90a (moe.py): cuda_grouped"
+        a, w, c, offs = i["a"], i["w"], o["c"], i["offs"]
+        why = bf16_operands_error(a, w, c, offs)
+        if why:
+            raise ValueError(f"{where}: {why}")
+        (t, k), (e, n, _) = a.shape, w.shape
+        err = fn(a.data_ptr(), w.data_ptr(), offs.data_ptr(), c.data_ptr(), t, n, k, e,
+                 torch.cuda.current_stream().cuda_stream)
+        if err:
+            raise RuntimeError(f"{where}: kwiki_moe_bf16 returned {err} (-1: operands refused, -2: tensor map refused, "
+                               "else a CUDA error code)")
+    return cuda_bf16
+# /kwiki:rung cuda_grouped
+
+
 def load(name):
     import torch
 
     if name in CUDA_FP8:
         return _cuda_fp8(name)
+    if name == "cuda_grouped":
+        return _cuda_bf16()
     if name in ("torch_mm_loop", "torch_mm_dense", "torch_bmm", "torch_grouped_mm", "torch_scaled_grouped_mm"):
         return _torch(name)
     if name == "cublas_grouped":

@@ -1,25 +1,24 @@
-// kwiki_fp8_gemm.cuh: one CTA of a warp-specialized fp8 (e4m3) GEMM for Hopper, written out in PTX over sm90.cuh with
-// no CUTLASS, for any schedule of output tiles: one GEMM's tiles in grouped order (fp8_gemm_sm90a's fp8_ws.cu), or
-// the tiles of every expert of a grouped GEMM (moe_grouped_gemm_bf16_sm90a's fp8_grouped.cu). Includes sm90.cuh.
+// kwiki_ws_gemm.cuh: one CTA of a warp-specialized GEMM for Hopper, written out in PTX over sm90.cuh with no CUTLASS,
+// for any schedule of output tiles: one GEMM's tiles in grouped order (fp8_gemm_sm90a's fp8_ws.cu), or the tiles of
+// every expert of a grouped GEMM (moe_grouped_gemm_bf16_sm90a's ws_grouped.cu). Two CTAs: gemm_cta for e4m3 operands
+// with promotion and scales, gemm_cta_bf16 for bf16 ones. Includes sm90.cuh.
 //
-// C (bf16, row-major) = dequant(A) dequant(B)^T, A [rows, K] and B [rows_b, K] of e4m3 codes, both K-major (the only
-// layout fp8 wgmma reads), fp32 accumulation. A persistent CTA walks the schedule's tiles t = blockIdx.x, + gridDim.x,
-// ... Warpgroup 0 produces: one thread issues TMA loads of 128 x 128-byte boxes of A and BN x 128-byte boxes of B (a
-// k-block: 128 elements of K, the width of the 128-byte swizzle) into a ring of Tile<BN>::STAGES stages. Warpgroups 1
-// and 2 consume, 64 rows of the tile each (setmaxnreg moves registers from the producer, 40, to them, 232): a k-block
-// is four m64nBNk32 wgmma into a fresh partial accumulator (the first with scale-d 0), waited for, its stage freed,
-// then folded into fp32 totals. The fold is the promotion: no partial sum sees more than 128 products in the tensor
-// cores' limited-precision adder (DeepSeek-V3, section 3.3.2). While one consumer folds, the other's wgmma keep the
-// tensor cores busy. Past the operands' edges TMA reads zeros; the schedule's row_end and the column count guard the
-// stores.
+// C (bf16, row-major) = A B^T (fp8: dequant(A) dequant(B)^T), A [rows, K] and B [rows_b, K], both K-major (the only
+// layout fp8 wgmma reads; bf16 takes it too), fp32 accumulation. A persistent CTA walks the schedule's tiles
+// t = blockIdx.x, + gridDim.x, ... Warpgroup 0 produces: one thread issues TMA loads of 128 x 128-byte boxes of A and
+// BN x 128-byte boxes of B (a k-block: 128 bytes of K, the width of the 128-byte swizzle: 128 e4m3 or 64 bf16
+// elements) into a ring of stages. Warpgroups 1 and 2 consume, 64 rows of the tile each (setmaxnreg moves registers
+// from the producer, 40, to them, 232).
 //
-// Scalings (the fold and the epilogue):
-//   TENSOR  one scale each: totals += partial; C = totals * sa[0] * sb[0]
-//   ROW     sa[row of A] and sb[group * n + column] (per token, per output channel of each group): as TENSOR, scaled
-//           per element in the epilogue
-//   BLOCK   DeepSeek-V3's: sa[g * rows + row] per 1 x 128 group of A (stored [K/128, rows]) and
-//           sb[(group * ceil(n / 128) + column / 128) * k_blocks + g] per 128 x 128 block of B: totals += partial *
-//           sa sb each k-block g, its scales loaded before its stage is waited for; a 192-wide tile spans two blocks
+// e4m3 (gemm_cta): a k-block is four m64nBNk32 wgmma into a fresh partial accumulator (the first with scale-d 0),
+// waited for, its stage freed, then folded into fp32 totals. The fold is the promotion: no partial sum sees more than
+// 128 products in the tensor cores' limited-precision adder (DeepSeek-V3, section 3.3.2). While one consumer folds,
+// the other's wgmma keep the tensor cores busy.
+// bf16 (gemm_cta_bf16): a k-block is four m64nBNk16 wgmma into the totals themselves; each consumer keeps one
+// k-block's wgmma in flight (wait_group 1) and frees the stage before it, as the bf16 warp-specialized GEMM of
+// gemm_bf16_sm90a does (its ws_persistent rung).
+// Past the operands' edges TMA reads zeros; the schedule's row_end and the column count guard the stores.
+//
 #pragma once
 
 #include <cuda_bf16.h>
@@ -27,7 +26,7 @@
 #include "sm90.cuh"
 
 namespace kwiki {
-namespace fp8gemm {
+namespace wsgemm {
 
 constexpr int BM = 128;           // the tile's rows: two consumer warpgroups of 64
 constexpr int BK = 128;           // a k-block: one 128-byte swizzle row of e4m3 codes; the promotion interval
@@ -243,14 +242,111 @@ __device__ __forceinline__ void gemm_cta(const CUtensorMap* tmA, const CUtensorM
     }
 }
 
-// A [rows, cols] e4m3 matrix, cols contiguous, read in boxes of box_rows x 128 bytes with the 128-byte swizzle (what
-// the wgmma descriptors expect); zeros past its edges.
-inline CUresult tensor_map(CUtensorMap* map, const void* ptr, long long rows, int cols, int box_rows) {
+// The bf16 ring: a k-block is 64 bf16 (128 bytes) of K; 128 x 256 tiles take 48 KiB a stage, 4 stages.
+template <int BN_>
+struct TileBf16 {
+    static constexpr int BN = BN_, BK = 64, WK = 16;  // elements: a k-block, a wgmma k-step (32 bytes)
+    static constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
+    static constexpr int STAGES = (SMEM_LIMIT - STATIC_SMEM - 1024) / STAGE_BYTES;
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
+    static constexpr int ACC = BN / 2;
+    static_assert(BN == 128 || BN == 256, "the bf16 wgmma shapes sm90.cuh writes out");
+    static_assert(SMEM_BYTES + STATIC_SMEM <= SMEM_LIMIT, "the ring fits a CTA's shared memory");
+};
+
+// One CTA of the bf16 GEMM over the schedule's tiles (the same ring, barriers and roles as gemm_cta). Each consumer
+// issues a k-block's four wgmma into its totals, then waits until at most that group is in flight (wait_group 1):
+// the previous k-block's wgmma are done, so their stage is freed while these run. n: the columns of C.
+template <int BN, class Schedule>
+__device__ __forceinline__ void gemm_cta_bf16(const CUtensorMap* tmA, const CUtensorMap* tmB, int n, int K, __nv_bfloat16* out,
+                                              const Schedule& sched) {
+    using T = TileBf16<BN>;
+    constexpr int ACC = T::ACC;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* sA = align1024(smem_raw);
+    uint8_t* sB = sA + T::STAGES * T::A_BYTES;
+    uint64_t* full = reinterpret_cast<uint64_t*>(sB + T::STAGES * T::B_BYTES);
+    uint64_t* empty = full + T::STAGES;
+    const int wg = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < T::STAGES; ++s) {
+            sm90::mbar_init(&full[s], 1);
+            sm90::mbar_init(&empty[s], CONSUMERS);
+        }
+        sm90::fence_barrier_init();
+    }
+    __syncthreads();
+
+    const int tiles = sched.tiles(), k_blocks = (K + T::BK - 1) / T::BK;
+    int stage = 0;
+    uint32_t phase = 0;
+    if (wg == 0) {
+        sm90::regs_release<40>();
+        if (threadIdx.x != 0) return;
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+            const Job j = sched.job(t);
+            for (int kb = 0; kb < k_blocks; ++kb) {
+                sm90::mbar_wait(&empty[stage], phase ^ 1);
+                sm90::mbar_arrive_expect_tx(&full[stage], T::STAGE_BYTES);
+                sm90::tma_load_2d(sA + stage * T::A_BYTES, tmA, &full[stage], kb * T::BK, j.a_row);
+                sm90::tma_load_2d(sB + stage * T::B_BYTES, tmB, &full[stage], kb * T::BK, j.b_row);
+                if (++stage == T::STAGES) stage = 0, phase ^= 1;
+            }
+        }
+        return;
+    }
+
+    sm90::regs_claim<232>();
+    const int cw = wg - 1, tid = threadIdx.x % 128;
+    const int r_in = cw * ROWS + (tid / 32) * 16 + (tid % 32) / 4;
+    float acc[ACC];
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const Job j = sched.job(t);
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) acc[i] = 0.f, sm90::fence_operand(acc[i]);
+        int prev = -1;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+            sm90::mbar_wait(&full[stage], phase);
+            sm90::wgmma_fence();
+            const uint8_t* a = sA + stage * T::A_BYTES + cw * ROWS * 128;
+            const uint8_t* b = sB + stage * T::B_BYTES;
+#pragma unroll
+            for (int ks = 0; ks < T::BK / T::WK; ++ks)
+                sm90::WgmmaOp<__nv_bfloat16, BN>::mma(acc, sm90::desc_k_major_sw128(a + ks * 32), sm90::desc_k_major_sw128(b + ks * 32), 1);
+            sm90::wgmma_commit();
+            sm90::wgmma_wait<1>();  // the previous k-block's wgmma are done: free its stage
+            if (prev >= 0 && tid == 0) sm90::mbar_arrive(&empty[prev]);
+            prev = stage;
+            if (++stage == T::STAGES) stage = 0, phase ^= 1;
+        }
+        sm90::wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) sm90::fence_operand(acc[i]);
+        if (prev >= 0 && tid == 0) sm90::mbar_arrive(&empty[prev]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = j.a_row + r_in + 8 * h;
+            if (r >= j.row_end) continue;
+            __nv_bfloat16* row = out + size_t(r) * n;
+#pragma unroll
+            for (int q = 0; q < ACC / 4; ++q) {
+                const int c = j.col0 + 8 * q + 2 * (tid % 4);
+                if (c < n) *reinterpret_cast<__nv_bfloat162*>(row + c) = __floats2bfloat162_rn(acc[4 * q + 2 * h], acc[4 * q + 2 * h + 1]);
+            }
+        }
+    }
+}
+
+// A [rows, cols] matrix of 1-byte (e4m3) or 2-byte (bf16) elements, cols contiguous, read in boxes of box_rows x 128
+// bytes with the 128-byte swizzle (what the wgmma descriptors expect); zeros past its edges.
+inline CUresult tensor_map(CUtensorMap* map, const void* ptr, long long rows, int cols, int box_rows,
+                           CUtensorMapDataType dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8) {
+    const cuuint32_t elem = dtype == CU_TENSOR_MAP_DATA_TYPE_UINT8 ? 1 : 2;
     cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
-    cuuint64_t strides[1] = {cuuint64_t(cols)};
-    cuuint32_t box[2] = {cuuint32_t(BK), cuuint32_t(box_rows)};
+    cuuint64_t strides[1] = {cuuint64_t(cols) * elem};
+    cuuint32_t box[2] = {cuuint32_t(128 / elem), cuuint32_t(box_rows)};
     cuuint32_t elem_strides[2] = {1, 1};
-    return sm90::encode_tiled()(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(ptr), dims, strides, box, elem_strides,
+    return sm90::encode_tiled()(map, dtype, 2, const_cast<void*>(ptr), dims, strides, box, elem_strides,
                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
@@ -267,5 +363,5 @@ inline int sm_count_or_error() {
     return sms;
 }
 
-}  // namespace fp8gemm
+}  // namespace wsgemm
 }  // namespace kwiki

@@ -1,6 +1,7 @@
-"""moe_grouped_gemm_bf16_sm90a's CUDA fp8 rungs (fp8_grouped.cu over artifacts/common/kwiki_fp8_gemm.cuh) without a GPU.
+"""moe_grouped_gemm_bf16_sm90a's warp-specialized CUDA rungs (ws_grouped.cu over artifacts/common/kwiki_ws_gemm.cuh),
+e4m3 (rungs 5 and 6) and bf16 (rung 7), without a GPU.
 
-The manifest climbs from the Triton fp8 rungs to the two CUDA ones, built into the module's library beside the cuBLAS
+The manifest climbs from the Triton rungs to the CUDA ones, built into the module's library beside the cuBLAS
 baseline, and the page's claims name them at one GRID entry each; the module hands the library what it was built for
 (checked by name before any CUDA call, through a fake library here) and the launcher refuses the rest itself (on this
 machine a CUDA call would return a CUDA error, not -1). Compiled with nvcc as kwiki builds the library, each rung's
@@ -28,7 +29,10 @@ REPO = Path(__file__).resolve().parent.parent
 ART = REPO / "artifacts" / "moe_grouped_gemm_bf16_sm90a"
 PAGE = REPO / "wiki" / "nvidia" / "kernels" / "moe-grouped-gemm.md"
 RUNGS = {"cuda_grouped_fp8": "moe_fp8_row_kernel", "cuda_grouped_fp8_block": "moe_fp8_block_kernel"}
-# kwiki_moe_fp8(variant, a, w, sa, sw, offs, c, T, N, K, E, stream), as fp8_grouped.cu declares it
+CUDA = {**RUNGS, "cuda_grouped": "moe_bf16_kernel"}
+# kwiki_moe_bf16(a, w, offs, c, T, N, K, E, stream)
+BF16_ARGTYPES: list[Any] = [*[ctypes.c_void_p] * 4, *[ctypes.c_int] * 4, ctypes.c_void_p]
+# kwiki_moe_fp8(variant, a, w, sa, sw, offs, c, T, N, K, E, stream), as ws_grouped.cu declares it
 ARGTYPES: list[Any] = [ctypes.c_int, *[ctypes.c_void_p] * 6, *[ctypes.c_int] * 4, ctypes.c_void_p]
 
 
@@ -52,19 +56,23 @@ def test_the_cuda_rungs_climb_above_the_triton_fp8_ones_from_the_modules_library
     m = manifest()
     assert [(v.name, v.rung) for v in m.variants if v.rung and v.rung >= 3] == [
         ("triton_grouped_fp8", 3), ("triton_grouped_fp8_block", 4), ("cuda_grouped_fp8", 5),
-        ("cuda_grouped_fp8_block", 6)]
-    assert m.python is not None and m.python.cuda == ["cublas_grouped.cu", "fp8_grouped.cu"]
+        ("cuda_grouped_fp8_block", 6), ("cuda_grouped", 7)]
+    assert m.python is not None and m.python.cuda == ["cublas_grouped.cu", "ws_grouped.cu"]
     by_name = {v.name: v for v in m.variants}
-    for name, kernel in RUNGS.items():
+    for name, kernel in CUDA.items():
         assert by_name[name].kernels == [kernel]
         sass = by_name[name].sass
         assert sass is not None and {"STL", "LDL"} <= set(sass.forbid)
-        assert "QGMMA.64x128x32.F32.E4M3.E4M3 >= 4" in sass.require
+        want = "HGMMA.64x256x16.F32.BF16 >= 4" if name == "cuda_grouped" else "QGMMA.64x128x32.F32.E4M3.E4M3 >= 4"
+        assert want in sass.require
     mod = _module()
     assert mod.CUDA_FP8 == {"cuda_grouped_fp8": 0, "cuda_grouped_fp8_block": 1}
     for p in mod.GRID:  # the fp8 entries of their scaling only, the off-tile routing included
         assert mod.applies("cuda_grouped_fp8", p) == (p.get("scaling") == "row"), p
         assert mod.applies("cuda_grouped_fp8_block", p) == (p.get("scaling") == "block"), p
+        bf16_contiguous = p["dtype"] == mod.BF16 and not mod.masked(p) and p["case"] in ("prefill", "offtile")
+        assert mod.applies("cuda_grouped", p) == bf16_contiguous, p
+    assert any(mod.applies("cuda_grouped", p) and p["case"] == "offtile" for p in mod.GRID)
     sanitized = [p for p in m.sanitize.params if p.get("scaling")]
     assert {p["scaling"] for p in sanitized} == {"row", "block"}  # memcheck runs both off the tile
 
@@ -77,13 +85,13 @@ def test_the_page_claims_select_the_cuda_rungs_at_one_grid_entry_each() -> None:
         if c.measure is None:
             continue
         for sel in (c.measure.of, c.measure.per):
-            if sel is None or sel.variant not in RUNGS:
+            if sel is None or sel.variant not in CUDA:
                 continue
             named.add(sel.variant)
             at = [p for p in mod.GRID
                   if all(p.get(k) == v for k, v in sel.params.items()) and mod.applies(sel.variant, p)]
             assert len(at) == 1, (c.id, sel.params)
-    assert named == set(RUNGS)
+    assert named == set(CUDA)
 
 
 def test_operands_the_kernels_are_not_built_for_are_named() -> None:
@@ -227,21 +235,22 @@ def test_the_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(libr
     assert fn(*args.values()) == -1, why  # a CUDA call here (no GPU) would return a CUDA error code instead
 
 
-def _schedule(library: Path, offs: list[int], t: int, n: int) -> tuple[int, list[tuple[int, ...]]]:
-    fn = ctypes.CDLL(str(library)).kwiki_moe_fp8_schedule
-    fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
-                   ctypes.c_int]
+def _schedule(library: Path, offs: list[int], t: int, n: int, bn: int = 128) -> tuple[int, list[tuple[int, ...]]]:
+    fn = ctypes.CDLL(str(library)).kwiki_moe_schedule
+    fn.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                   ctypes.POINTER(ctypes.c_int), ctypes.c_int]
     fn.restype = ctypes.c_int
     most = 1 << 16
     jobs = (ctypes.c_int * (5 * most))()
-    tiles = fn((ctypes.c_int * len(offs))(*offs), len(offs), t, n, jobs, most)
+    tiles = fn(bn, (ctypes.c_int * len(offs))(*offs), len(offs), t, n, jobs, most)
     return tiles, [tuple(jobs[5 * i:5 * i + 5]) for i in range(min(max(tiles, 0), most))]
 
 
 @pytest.mark.nvcc
+@pytest.mark.parametrize("bn", [128, 256])
 @pytest.mark.parametrize("which", ["offtile", "zipf65k", "balanced65k"])
-def test_the_schedule_covers_every_experts_rows_and_columns_once_and_stores_nothing_past_them(library, which):
-    """kwiki_moe_fp8_schedule runs the kernels' own schedule code (the tables thread 0 builds, each tile's job) on
+def test_the_schedule_covers_every_experts_rows_and_columns_once_and_stores_nothing_past_them(library, which, bn):
+    """kwiki_moe_schedule runs the kernels' own schedule code (the tables thread 0 builds, each tile's job) on
     the host: every (row, column) of every expert's part of C belongs to exactly one tile, that tile reads the
     expert's weight (B rows e * N + its columns) and stores no row past the expert's last."""
     mod = _module()
@@ -252,14 +261,14 @@ def test_the_schedule_covers_every_experts_rows_and_columns_once_and_stores_noth
     counts = mod.counts(p)
     ends = [sum(counts[:e + 1]) for e in range(len(counts))]
     t, n = ends[-1], p["n"]
-    tiles, jobs = _schedule(library, ends, t, n)
-    assert tiles == len(jobs) == sum(-(-c // 128) for c in counts) * -(-n // 128)
+    tiles, jobs = _schedule(library, ends, t, n, bn)
+    assert tiles == len(jobs) == sum(-(-c // 128) for c in counts) * -(-n // bn)
     seen = [0] * len(counts)
     for a_row, b_row, row_end, col0, e in jobs:
         start = ends[e - 1] if e else 0
         assert row_end == ends[e] and start <= a_row < row_end and (a_row - start) % 128 == 0
-        assert col0 % 128 == 0 and col0 < n and b_row == e * n + col0
-        seen[e] += (min(a_row + 128, row_end) - a_row) * (min(col0 + 128, n) - col0)
+        assert col0 % bn == 0 and col0 < n and b_row == e * n + col0
+        seen[e] += (min(a_row + 128, row_end) - a_row) * (min(col0 + bn, n) - col0)
     assert seen == [c * n for c in counts]  # each element once: tiles do not overlap inside an expert (asserted above)
     assert len(set(jobs)) == len(jobs)
 
@@ -271,3 +280,79 @@ def test_offsets_that_fall_or_pass_the_rows_cannot_make_a_tile_store_outside_c(l
     assert all(0 <= a_row < row_end <= 1000 for a_row, _, row_end, _, _ in jobs)
     assert {e for *_, e in jobs} == {0, 2}  # expert 1 is empty (its end clamps to 300), expert 3 too (to 1000)
     assert _schedule(library, [10], 10, 0)[0] == -1 and _schedule(library, [10] * 257, 10, 16)[0] == -1
+    assert _schedule(library, [10], 10, 16, bn=192)[0] == -1  # no kernel of that width
+
+
+def test_bf16_operands_the_kernel_is_not_built_for_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    mod = _module()
+    p = next(p for p in mod.GRID if p["case"] == "offtile" and p["dtype"] == mod.BF16 and not mod.masked(p))
+    i = mod.make_inputs(p, 3, "cpu")
+    o = mod.make_outputs(p, i)
+    # cublas_grouped's check first (dtypes, shapes, contiguity, the device), then what the CUDA kernel adds
+    assert "a is on cpu, not a CUDA device" in mod.bf16_operands_error(i["a"], i["w"], o["c"], i["offs"])
+    assert "a is torch.float32" in mod.bf16_operands_error(i["a"].float(), i["w"], o["c"], i["offs"])
+    monkeypatch.setattr(mod, "cublas_operands_error", lambda a, w, c, offs: None)
+    assert mod.bf16_operands_error(i["a"], i["w"], o["c"], i["offs"]) is None
+    many = torch.zeros(257, 8, 1000, dtype=torch.bfloat16)
+    assert "257 experts" in mod.bf16_operands_error(i["a"], many, o["c"], i["offs"])
+    flat = torch.zeros(1159 * 1000 + 1, dtype=torch.bfloat16)
+    shifted = flat[1:].view(1159, 1000)  # 2 bytes past a 16-byte boundary
+    assert "a not 16-byte aligned (TMA)" in mod.bf16_operands_error(shifted, i["w"], o["c"], i["offs"])
+
+
+def test_the_bf16_rung_hands_the_library_its_operands_and_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    calls: list[tuple[Any, ...]] = []
+
+    class Lib:
+        def __init__(self, path: str) -> None:
+            self.kwiki_moe_bf16 = self
+            self.argtypes: list[Any] = []
+
+        def __call__(self, *args: Any) -> int:
+            assert len(args) == len(self.argtypes) == len(BF16_ARGTYPES)
+            calls.append(args)
+            return 0
+
+    monkeypatch.setattr(ctypes, "CDLL", Lib)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("Stream", (), {"cuda_stream": 0})())
+    monkeypatch.setenv("KWIKI_CUDA_LIBRARY", "libmoe.so")
+    mod = _module()
+    monkeypatch.setattr(mod, "bf16_operands_error", lambda a, w, c, offs: None)
+    p = next(p for p in mod.GRID if p["case"] == "offtile" and p["dtype"] == mod.BF16 and not mod.masked(p))
+    i = mod.make_inputs(p, 3, "cpu")
+    o = mod.make_outputs(p, i)
+    mod.load("cuda_grouped")(i, o)
+    assert calls == [(i["a"].data_ptr(), i["w"].data_ptr(), i["offs"].data_ptr(), o["c"].data_ptr(), 1159, 1000, 1000,
+                      8, 0)]
+    monkeypatch.setattr(mod, "bf16_operands_error", lambda a, w, c, offs: "a is on cpu")
+    with pytest.raises(ValueError, match=r"moe\.py\): cuda_grouped: a is on cpu"):
+        mod.load("cuda_grouped")(i, o)
+    assert len(calls) == 1
+
+
+@pytest.mark.nvcc
+def test_the_bf16_rungs_sass_expectation_holds_on_it_and_fails_on_the_fp8_rung(library):
+    from kwiki.verify.sass import check_variant, disassemble
+
+    kernels = disassemble(library, _tools())[0]
+    v = {x.name: x for x in manifest().variants}["cuda_grouped"]
+    assert check_variant(v, "sm_90a", kernels, {})[1] == []
+    own, on_fp8 = rung_checks(manifest().variants, kernels, "cuda_grouped", "cuda_grouped_fp8")
+    assert own == [] and any("require 'HGMMA.64x256x16.F32.BF16 >= 4'" in m for m in on_fp8)
+    assert any("require 'WARPGROUP.DEPBAR.LE.DEPTH1'" in m for m in on_fp8)  # the fp8 consumers wait to depth 0
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize(("change", "why"), [({"E": 0}, "no experts"), ({"E": 257}, "too many experts"),
+                                             ({"N": 1004}, "N not a multiple of 8"),
+                                             ({"w": (1 << 21) + 8}, "w misaligned"), ({"offs": None}, "no offsets"),
+                                             ({"c": (1 << 25) + 2}, "c misaligned")])
+def test_the_bf16_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(library, change, why):
+    fn = ctypes.CDLL(str(library)).kwiki_moe_bf16
+    fn.argtypes = BF16_ARGTYPES
+    fn.restype = ctypes.c_int
+    args = {"a": 1 << 20, "w": 1 << 21, "offs": 1 << 24, "c": 1 << 25, "T": 1159, "N": 1000, "K": 1000, "E": 8,
+            "stream": None} | change
+    assert fn(*args.values()) == -1, why
