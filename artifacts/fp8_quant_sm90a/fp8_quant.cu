@@ -82,7 +82,7 @@ struct Layout {
 };
 
 // ===================================================================================================
-// Inputs and the reference (on the GPU)
+// Reference (on the GPU): the inputs, every granularity's codes and scales, the exact check, the error figures
 // ===================================================================================================
 
 __host__ __device__ inline float input_value(uint64_t seed, int r, int c, int hidden) {
@@ -562,6 +562,56 @@ bool valid_shape(const std::vector<int>& d) {
     return why == nullptr;
 }
 
+// The copy is the roof only where x outgrows the L2 between launches; below, it has no case and says why.
+bool runs_at(Gran g, const Layout& l) {
+    if (g != Gran::Copy || l.n() >= kRoofMinElements) return true;
+    std::fprintf(stderr, "fp8_quant: copy does not run at %dx%d: under %zu elements it is no roof (L2-resident)\n", l.rows,
+                 l.hidden, kRoofMinElements);
+    return false;
+}
+
+// One variant's case at the shape of `qt`: its bytes, launch, poison, the exact check (and the error figures of the
+// checked call, added to its record), the re-check, and the refill before every timed sample.
+kwiki::Case quant_case(Quant& qt, Gran g, void (*launch)(Quant&, cudaStream_t)) {
+    const Layout& lay = qt.lay;
+    kwiki::Case c;
+    c.params = {{"shape", std::to_string(lay.rows) + "x" + std::to_string(lay.hidden)}, {"rows", lay.rows},
+                {"hidden", lay.hidden}, {"dtype", "bf16"}};
+    c.launch = [&qt, launch](cudaStream_t s) { launch(qt, s); };
+    c.refill = [&qt](cudaStream_t s, uint64_t seed) { qt.refill(seed, s); };
+    if (g == Gran::Copy) {
+        c.bytes = 4.0 * double(lay.n());
+        c.poison = [&qt](cudaStream_t s) { kwiki::poison(qt.y.get(), qt.lay.n() * sizeof(bf16), s); };
+        c.check = [&qt] {
+            return kwiki::with_canary(kwiki::compare_device(qt.y.get(), qt.x.get(), qt.lay.n(), {0.0, 0.0}, "the input x (a copy)"),
+                                      qt.y.get(), qt.lay.n());
+        };
+        return c;
+    }
+    c.bytes = 3.0 * double(lay.n()) + 4.0 * double(Layout::scales(g, lay.rows, lay.hidden));
+    kwiki::add_occupancy(c.extra, kernel_of(g, lay.hidden), kThreads);
+    c.poison = [&qt, g](cudaStream_t s) {
+        kwiki::poison(qt.q.get(), qt.lay.n(), s);
+        kwiki::poison(qt.scales(g), Layout::scales(g, qt.lay.rows, qt.lay.hidden) * sizeof(float), s);
+    };
+    auto errors = std::make_shared<Errors>();
+    c.check = [&qt, g, errors] {
+        kwiki::CheckResult r = check_reference_on_host(qt);
+        if (!r.passed) return r;
+        r = check_codes(qt, g);
+        if (r.passed) *errors = error_figures(qt, g);  // of the kernel's own output
+        return r;
+    };
+    c.recheck = [&qt, g] { return check_codes(qt, g); };
+    c.finish = [errors](kwiki::Record& r) {
+        if (std::isnan(errors->rel_rms)) return;
+        r.extra.emplace_back("q_rel_rms", errors->rel_rms);
+        r.extra.emplace_back("q_row_rel_rms", errors->row_rel_rms);
+        r.extra.emplace_back("q_flushed", errors->flushed);
+    };
+    return c;
+}
+
 // ===================================================================================================
 // The table of variants (names only: artifact.yaml holds their rungs and what each adds, in this order)
 // ===================================================================================================
@@ -579,13 +629,6 @@ const Variant kVariants[] = {
     {{"copy"}, Gran::Copy, launch_copy},  // not a rung: the roof, x copied into y
 };
 
-bool runs_at(const Variant& v, const Layout& l) {
-    if (v.gran != Gran::Copy || l.n() >= kRoofMinElements) return true;
-    std::fprintf(stderr, "fp8_quant: copy does not run at %dx%d: under %zu elements it is no roof (L2-resident)\n", l.rows,
-                 l.hidden, kRoofMinElements);
-    return false;
-}
-
 }  // namespace
 
 // ===================================================================================================
@@ -600,45 +643,8 @@ int main(int argc, char** argv) {
     for (const auto& shape : shapes) {
         const Layout lay{shape.first, shape.second};
         Quant qt(lay, kwiki::hash64(m.seed, lay.n() + uint64_t(lay.hidden)));
-        kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) {
-            kwiki::Case c;
-            c.params = {{"shape", std::to_string(lay.rows) + "x" + std::to_string(lay.hidden)}, {"rows", lay.rows},
-                        {"hidden", lay.hidden}, {"dtype", "bf16"}};
-            c.launch = [&qt, v](cudaStream_t s) { v.launch(qt, s); };
-            c.refill = [&qt](cudaStream_t s, uint64_t seed) { qt.refill(seed, s); };
-            if (v.gran == Gran::Copy) {
-                c.bytes = 4.0 * double(lay.n());
-                c.poison = [&qt](cudaStream_t s) { kwiki::poison(qt.y.get(), qt.lay.n() * sizeof(bf16), s); };
-                c.check = [&qt] {
-                    return kwiki::with_canary(kwiki::compare_device(qt.y.get(), qt.x.get(), qt.lay.n(), {0.0, 0.0}, "the input x (a copy)"),
-                                              qt.y.get(), qt.lay.n());
-                };
-                return c;
-            }
-            const Gran g = v.gran;
-            c.bytes = 3.0 * double(lay.n()) + 4.0 * double(Layout::scales(g, lay.rows, lay.hidden));
-            kwiki::add_occupancy(c.extra, kernel_of(g, lay.hidden), kThreads);
-            c.poison = [&qt, g](cudaStream_t s) {
-                kwiki::poison(qt.q.get(), qt.lay.n(), s);
-                kwiki::poison(qt.scales(g), Layout::scales(g, qt.lay.rows, qt.lay.hidden) * sizeof(float), s);
-            };
-            auto errors = std::make_shared<Errors>();
-            c.check = [&qt, g, errors] {
-                kwiki::CheckResult r = check_reference_on_host(qt);
-                if (!r.passed) return r;
-                r = check_codes(qt, g);
-                if (r.passed) *errors = error_figures(qt, g);  // of the kernel's own output
-                return r;
-            };
-            c.recheck = [&qt, g] { return check_codes(qt, g); };
-            c.finish = [errors](kwiki::Record& r) {
-                if (std::isnan(errors->rel_rms)) return;
-                r.extra.emplace_back("q_rel_rms", errors->rel_rms);
-                r.extra.emplace_back("q_row_rel_rms", errors->row_rel_rms);
-                r.extra.emplace_back("q_flushed", errors->flushed);
-            };
-            return c;
-        }, [&](const Variant& v) { return runs_at(v, lay); });
+        kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) { return quant_case(qt, v.gran, v.launch); },
+                          [&](const Variant& v) { return runs_at(v.gran, lay); });
     }
     return kwiki::exit_code();
 }
