@@ -53,3 +53,72 @@ def rung_checks(variants: Any, kernels: dict[str, Any], rung: str, below: str) -
     own = check_variant(by_name[rung], "sm_90a", kernels, {})[1]
     on_below = by_name[rung].model_copy(update={"kernels": by_name[below].kernels})
     return own, check_variant(on_below, "sm_90a", kernels, {})[1]
+
+
+def build_library(tmp_path_factory: pytest.TempPathFactory, artifact: Path, *, timeout: int = 900) -> Path:
+    """A Python artifact's CUDA library (its manifest's python.cuda) built as kwiki builds it, for sm_90a, into a fresh
+    temporary directory (skipped where nvcc is not on PATH)."""
+    from kwiki.wiki.manifest import load_manifest
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not on PATH")
+    build = load_manifest(artifact, REPO).library_build()
+    assert build is not None, f"{artifact.name} has no CUDA library"
+    out = tmp_path_factory.mktemp(artifact.name) / f"lib{artifact.name}.so"
+    subprocess.run([nvcc, *build.flags, "-gencode=arch=compute_90a,code=sm_90a", f"-I{REPO / 'artifacts' / 'common'}",
+                    "-o", str(out), *[str(artifact / s) for s in build.sources]],
+                   check=True, capture_output=True, timeout=timeout)
+    return out
+
+
+def sass_tools() -> Any:
+    """kwiki's disassembler (cuobjdump and nvdisasm), or a skip where there is none."""
+    from kwiki.verify.sass import find_tools
+
+    tools = find_tools()
+    if tools is None:
+        pytest.skip("no cuobjdump")
+    return tools
+
+
+class FakeLibrary:
+    """A library as ctypes.CDLL would load it, answering one symbol: the argtypes the module sets on it and the
+    arguments of every call (each call returns 0). fake = FakeLibrary.of("kwiki_fp8_gemm") is what a test puts in place
+    of ctypes.CDLL; fake.loaded lists the libraries the module loaded through it, the last one last."""
+
+    def __init__(self, symbol: str) -> None:
+        setattr(self, symbol, self)
+        self.argtypes: list[Any] = []
+        self.restype: Any = None
+        self.calls: list[tuple[Any, ...]] = []
+
+    def __call__(self, *args: Any) -> int:
+        assert len(args) == len(self.argtypes)
+        self.calls.append(args)
+        return 0
+
+    @classmethod
+    def of(cls, symbol: str) -> Any:
+        loaded: list[FakeLibrary] = []
+
+        def cdll(path: str) -> FakeLibrary:
+            loaded.append(cls(symbol))
+            return loaded[-1]
+
+        cdll.loaded = loaded  # type: ignore[attr-defined]
+        return cdll
+
+
+def library_rung_checks(library: Path, variants: Any, names: Any, rung: str, below: str) -> list[str]:
+    """Every variant in `names` meets its SASS expectation in `library` (asserted), and what `rung`'s expectation finds
+    wrong on `below`'s kernels (rung_checks' second list: it must name what the rung adds)."""
+    from kwiki.verify.sass import check_variant, disassemble
+
+    kernels = disassemble(library, sass_tools())[0]
+    by_name = {v.name: v for v in variants}
+    for name in names:
+        assert check_variant(by_name[name], "sm_90a", kernels, {})[1] == [], name
+    own, on_below = rung_checks(variants, kernels, rung, below)
+    assert own == []
+    return on_below

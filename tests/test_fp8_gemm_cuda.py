@@ -12,15 +12,14 @@ against the module's fp32 reference."""
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_artifact import rung_checks
+from cuda_artifact import FakeLibrary, build_library, library_rung_checks, sass_tools
+from triton_interpreter import artifact_module
 
 from kwiki.wiki.manifest import Manifest, load_manifest
 from kwiki.wiki.pages import load_page
@@ -40,11 +39,7 @@ def manifest() -> Manifest:
 
 
 def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("kwiki_test_fp8_cuda", ART / "fp8_gemm.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return artifact_module(ART, "fp8_gemm.py", "kwiki_test_fp8_cuda")
 
 
 def test_the_cuda_rungs_climb_above_the_triton_ones_and_name_their_kernels() -> None:
@@ -113,28 +108,10 @@ def test_operands_the_kernels_are_not_built_for_are_named() -> None:
     assert "multiples of 16" in mod.cuda_operands_error("cuda_tensor_ws", {**t, **odd}, ot)
 
 
-class _FakeLibrary:
-    """kwiki_fp8_gemm as ctypes would call it: the argtypes the module set and the arguments of every call."""
-
-    def __init__(self, path: str) -> None:
-        self.kwiki_fp8_gemm = self
-        self.argtypes: list[Any] = []
-        self.calls: list[tuple[Any, ...]] = []
-
-    def __call__(self, *args: Any) -> int:
-        assert len(args) == len(self.argtypes)
-        self.calls.append(args)
-        return 0
-
-
 def test_each_call_hands_the_library_its_variant_operands_and_shape(monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
-    libs: list[_FakeLibrary] = []
-
-    def cdll(path: str) -> _FakeLibrary:
-        libs.append(_FakeLibrary(path))
-        return libs[-1]
-
+    cdll = FakeLibrary.of("kwiki_fp8_gemm")
+    libs = cdll.loaded
     monkeypatch.setattr(ctypes, "CDLL", cdll)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("Stream", (), {"cuda_stream": 0})())
     monkeypatch.setenv("KWIKI_CUDA_LIBRARY", "libfp8_ws.so")
@@ -162,25 +139,7 @@ def test_each_call_hands_the_library_its_variant_operands_and_shape(monkeypatch:
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not on PATH")
-    build = manifest().library_build()
-    assert build is not None
-    out = tmp_path_factory.mktemp("fp8_ws") / "libfp8_ws.so"
-    subprocess.run([nvcc, *build.flags, "-gencode=arch=compute_90a,code=sm_90a", f"-I{REPO / 'artifacts' / 'common'}",
-                    "-o", str(out), *[str(ART / s) for s in build.sources]],
-                   check=True, capture_output=True, timeout=900)
-    return out
-
-
-def _tools() -> Any:
-    from kwiki.verify.sass import find_tools
-
-    tools = find_tools()
-    if tools is None:
-        pytest.skip("no cuobjdump")
-    return tools
+    return build_library(tmp_path_factory, ART)
 
 
 @pytest.mark.nvcc
@@ -191,14 +150,8 @@ def _tools() -> Any:
     ("cuda_block_ws_wide", "cuda_tensor_ws_wide", "require 'FFMA >= 96'"),
 ])
 def test_each_cuda_rungs_sass_expectation_holds_on_it_and_fails_on_the_other(library, rung, below, words):
-    from kwiki.verify.sass import check_variant, disassemble
-
-    kernels = disassemble(library, _tools())[0]
-    by_name = {v.name: v for v in manifest().variants}
-    for name in KERNELS:
-        assert check_variant(by_name[name], "sm_90a", kernels, {})[1] == [], name
-    own, on_other = rung_checks(manifest().variants, kernels, rung, below)
-    assert own == [] and any(words in m for m in on_other), on_other
+    on_other = library_rung_checks(library, manifest().variants, KERNELS, rung, below)
+    assert any(words in m for m in on_other), on_other
 
 
 def test_the_warp_specialization_expectations_fail_on_a_triton_style_kernel() -> None:
@@ -218,7 +171,7 @@ def test_the_warp_specialization_expectations_fail_on_a_triton_style_kernel() ->
 
 @pytest.mark.nvcc
 def test_a_k_blocks_four_wgmma_are_issued_together_and_waited_for_once_before_the_fold(library) -> None:
-    listing = subprocess.run([_tools().cuobjdump, "-sass", str(library)], capture_output=True, text=True,
+    listing = subprocess.run([sass_tools().cuobjdump, "-sass", str(library)], capture_output=True, text=True,
                              check=True, timeout=120).stdout
     bodies = dict(re.findall(r"Function : (fp8_ws_\w+_kernel)\n(.*?)(?=\n\s+Function : |\Z)", listing, re.S))
     assert sorted(bodies) == sorted(KERNELS.values())

@@ -13,14 +13,12 @@ experts, no count a multiple of a tile, N and K off the tile)."""
 from __future__ import annotations
 
 import ctypes
-import importlib.util
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_artifact import rung_checks
+from cuda_artifact import FakeLibrary, build_library, library_rung_checks
+from triton_interpreter import artifact_module
 
 from kwiki.wiki.manifest import Manifest, load_manifest
 from kwiki.wiki.pages import load_page
@@ -41,11 +39,7 @@ def manifest() -> Manifest:
 
 
 def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("kwiki_test_moe_fp8_cuda", ART / "moe.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return artifact_module(ART, "moe.py", "kwiki_test_moe_ws_cuda")
 
 
 def _off_tile(mod: Any, scaling: str) -> dict[str, Any]:
@@ -115,28 +109,10 @@ def test_operands_the_kernels_are_not_built_for_are_named() -> None:
     assert "257 experts" in mod.fp8_operands_error("cuda_grouped_fp8", {**i, "w": many}, o)
 
 
-class _FakeLibrary:
-    """kwiki_moe_fp8 as ctypes would call it: the argtypes the module set and the arguments of every call."""
-
-    def __init__(self, path: str) -> None:
-        self.kwiki_moe_fp8 = self
-        self.argtypes: list[Any] = []
-        self.calls: list[tuple[Any, ...]] = []
-
-    def __call__(self, *args: Any) -> int:
-        assert len(args) == len(self.argtypes)
-        self.calls.append(args)
-        return 0
-
-
 def test_each_call_hands_the_library_its_variant_operands_and_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
-    libs: list[_FakeLibrary] = []
-
-    def cdll(path: str) -> _FakeLibrary:
-        libs.append(_FakeLibrary(path))
-        return libs[-1]
-
+    cdll = FakeLibrary.of("kwiki_moe_fp8")
+    libs = cdll.loaded
     monkeypatch.setattr(ctypes, "CDLL", cdll)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("Stream", (), {"cuda_stream": 0})())
     monkeypatch.setenv("KWIKI_CUDA_LIBRARY", "libmoe.so")
@@ -170,25 +146,7 @@ def test_each_call_hands_the_library_its_variant_operands_and_sizes(monkeypatch:
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not on PATH")
-    build = manifest().library_build()
-    assert build is not None
-    out = tmp_path_factory.mktemp("moe_fp8") / "libmoe.so"
-    subprocess.run([nvcc, *build.flags, "-gencode=arch=compute_90a,code=sm_90a", f"-I{REPO / 'artifacts' / 'common'}",
-                    "-o", str(out), *[str(ART / s) for s in build.sources]],
-                   check=True, capture_output=True, timeout=900)
-    return out
-
-
-def _tools() -> Any:
-    from kwiki.verify.sass import find_tools
-
-    tools = find_tools()
-    if tools is None:
-        pytest.skip("no cuobjdump")
-    return tools
+    return build_library(tmp_path_factory, ART)
 
 
 @pytest.mark.nvcc
@@ -197,14 +155,8 @@ def _tools() -> Any:
     ("cuda_grouped_fp8", "cuda_grouped_fp8_block", "require 'FADD >= 64'"),  # the row-wise fold, scales after it
 ])
 def test_each_cuda_rungs_sass_expectation_holds_on_it_and_fails_on_the_other(library, rung, below, words):
-    from kwiki.verify.sass import check_variant, disassemble
-
-    kernels = disassemble(library, _tools())[0]
-    by_name = {v.name: v for v in manifest().variants}
-    for name in RUNGS:
-        assert check_variant(by_name[name], "sm_90a", kernels, {})[1] == [], name
-    own, on_other = rung_checks(manifest().variants, kernels, rung, below)
-    assert own == [] and any(words in m for m in on_other), on_other
+    on_other = library_rung_checks(library, manifest().variants, RUNGS, rung, below)
+    assert any(words in m for m in on_other), on_other
 
 
 def test_the_warp_specialization_expectations_fail_on_a_kernel_without_it() -> None:
@@ -303,19 +255,8 @@ def test_bf16_operands_the_kernel_is_not_built_for_are_named(monkeypatch: pytest
 
 def test_the_bf16_rung_hands_the_library_its_operands_and_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
-    calls: list[tuple[Any, ...]] = []
-
-    class Lib:
-        def __init__(self, path: str) -> None:
-            self.kwiki_moe_bf16 = self
-            self.argtypes: list[Any] = []
-
-        def __call__(self, *args: Any) -> int:
-            assert len(args) == len(self.argtypes) == len(BF16_ARGTYPES)
-            calls.append(args)
-            return 0
-
-    monkeypatch.setattr(ctypes, "CDLL", Lib)
+    cdll = FakeLibrary.of("kwiki_moe_bf16")
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("Stream", (), {"cuda_stream": 0})())
     monkeypatch.setenv("KWIKI_CUDA_LIBRARY", "libmoe.so")
     mod = _module()
@@ -324,23 +265,20 @@ def test_the_bf16_rung_hands_the_library_its_operands_and_sizes(monkeypatch: pyt
     i = mod.make_inputs(p, 3, "cpu")
     o = mod.make_outputs(p, i)
     mod.load("cuda_grouped")(i, o)
-    assert calls == [(i["a"].data_ptr(), i["w"].data_ptr(), i["offs"].data_ptr(), o["c"].data_ptr(), 1159, 1000, 1000,
-                      8, 0)]
+    lib = cdll.loaded[-1]
+    assert lib.argtypes == BF16_ARGTYPES
+    assert lib.calls == [(i["a"].data_ptr(), i["w"].data_ptr(), i["offs"].data_ptr(), o["c"].data_ptr(), 1159, 1000,
+                          1000, 8, 0)]
     monkeypatch.setattr(mod, "bf16_operands_error", lambda a, w, c, offs: "a is on cpu")
     with pytest.raises(ValueError, match=r"moe\.py\): cuda_grouped: a is on cpu"):
         mod.load("cuda_grouped")(i, o)
-    assert len(calls) == 1
+    assert cdll.loaded[-1].calls == []  # refused before the library
 
 
 @pytest.mark.nvcc
 def test_the_bf16_rungs_sass_expectation_holds_on_it_and_fails_on_the_fp8_rung(library):
-    from kwiki.verify.sass import check_variant, disassemble
-
-    kernels = disassemble(library, _tools())[0]
-    v = {x.name: x for x in manifest().variants}["cuda_grouped"]
-    assert check_variant(v, "sm_90a", kernels, {})[1] == []
-    own, on_fp8 = rung_checks(manifest().variants, kernels, "cuda_grouped", "cuda_grouped_fp8")
-    assert own == [] and any("require 'HGMMA.64x256x16.F32.BF16 >= 4'" in m for m in on_fp8)
+    on_fp8 = library_rung_checks(library, manifest().variants, CUDA, "cuda_grouped", "cuda_grouped_fp8")
+    assert any("require 'HGMMA.64x256x16.F32.BF16 >= 4'" in m for m in on_fp8)
     assert any("require 'WARPGROUP.DEPBAR.LE.DEPTH1'" in m for m in on_fp8)  # the fp8 consumers wait to depth 0
 
 

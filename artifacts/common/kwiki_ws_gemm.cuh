@@ -121,46 +121,65 @@ __host__ __device__ inline void grouped_tile(int l, int tiles_m, int tiles_n, in
     tn = r / rows;
 }
 
-// One CTA: the schedule gives tiles() and job(t) (the same answers in every thread). The ring's barriers: full[s]
-// completes on the producer's arrival and the stage's bytes, empty[s] on one arrival of each consumer warpgroup once
-// its wgmma have read the stage. Stage and phase run on across tiles, so the producer loads the next tile while the
-// consumers finish and store this one.
+// The ring in dynamic shared memory, carved from a 1024-byte boundary (the 128-byte swizzle's atom): STAGES A boxes,
+// STAGES B boxes, then the full[STAGES] and empty[STAGES] mbarriers. full[s] completes on the producer's arrival and
+// the stage's bytes, empty[s] on one arrival of each consumer warpgroup once its wgmma have read the stage.
+template <class T>
+struct Ring {
+    uint8_t *sA, *sB;
+    uint64_t *full, *empty;
+
+    // Carved and initialized by thread 0, seen by every thread after the barrier.
+    __device__ __forceinline__ Ring() {
+        extern __shared__ uint8_t smem_raw[];
+        sA = align1024(smem_raw);
+        sB = sA + T::STAGES * T::A_BYTES;
+        full = reinterpret_cast<uint64_t*>(sB + T::STAGES * T::B_BYTES);
+        empty = full + T::STAGES;
+        if (threadIdx.x == 0) {
+            for (int s = 0; s < T::STAGES; ++s) {
+                sm90::mbar_init(&full[s], 1);
+                sm90::mbar_init(&empty[s], CONSUMERS);
+            }
+            sm90::fence_barrier_init();
+        }
+        __syncthreads();
+    }
+
+    // The producer, one thread: every tile's k-blocks (BK_ELEMS elements of K each) into the next stage once both
+    // consumers have freed it. Stage and phase run on across tiles, so it loads the next tile while the consumers
+    // finish and store this one.
+    template <int BK_ELEMS, class Schedule>
+    __device__ __forceinline__ void produce(const CUtensorMap* tmA, const CUtensorMap* tmB, const Schedule& sched,
+                                            int k_blocks) const {
+        int stage = 0;
+        uint32_t phase = 0;
+        for (int t = blockIdx.x; t < sched.tiles(); t += gridDim.x) {
+            const Job j = sched.job(t);
+            for (int kb = 0; kb < k_blocks; ++kb) {
+                sm90::mbar_wait(&empty[stage], phase ^ 1);
+                sm90::mbar_arrive_expect_tx(&full[stage], T::STAGE_BYTES);  // whole boxes: TMA counts the zeros it fills
+                sm90::tma_load_2d(sA + stage * T::A_BYTES, tmA, &full[stage], kb * BK_ELEMS, j.a_row);
+                sm90::tma_load_2d(sB + stage * T::B_BYTES, tmB, &full[stage], kb * BK_ELEMS, j.b_row);
+                if (++stage == T::STAGES) stage = 0, phase ^= 1;
+            }
+        }
+    }
+};
+
+// One CTA: the schedule gives tiles() and job(t) (the same answers in every thread); the Ring's producer loads, the
+// two consumers multiply, fold and store.
 template <int BN, int SCALING, class Schedule>
 __device__ __forceinline__ void gemm_cta(const CUtensorMap* tmA, const CUtensorMap* tmB, const Scales sc, __nv_bfloat16* out,
                                          const Schedule& sched) {
     using T = Tile<BN>;
     constexpr int ACC = T::ACC;
-    extern __shared__ uint8_t smem_raw[];
-    uint8_t* sA = align1024(smem_raw);
-    uint8_t* sB = sA + T::STAGES * T::A_BYTES;
-    uint64_t* full = reinterpret_cast<uint64_t*>(sB + T::STAGES * T::B_BYTES);
-    uint64_t* empty = full + T::STAGES;
+    const Ring<T> ring;
     const int wg = threadIdx.x / 128;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < T::STAGES; ++s) {
-            sm90::mbar_init(&full[s], 1);
-            sm90::mbar_init(&empty[s], CONSUMERS);
-        }
-        sm90::fence_barrier_init();
-    }
-    __syncthreads();
-
     const int tiles = sched.tiles(), k_blocks = sc.k_blocks;
-    int stage = 0;
-    uint32_t phase = 0;
     if (wg == 0) {
         sm90::regs_release<40>();
-        if (threadIdx.x != 0) return;
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-            const Job j = sched.job(t);
-            for (int kb = 0; kb < k_blocks; ++kb) {
-                sm90::mbar_wait(&empty[stage], phase ^ 1);
-                sm90::mbar_arrive_expect_tx(&full[stage], T::STAGE_BYTES);  // whole boxes: TMA counts the zeros it fills
-                sm90::tma_load_2d(sA + stage * T::A_BYTES, tmA, &full[stage], kb * BK, j.a_row);
-                sm90::tma_load_2d(sB + stage * T::B_BYTES, tmB, &full[stage], kb * BK, j.b_row);
-                if (++stage == T::STAGES) stage = 0, phase ^= 1;
-            }
-        }
+        if (threadIdx.x == 0) ring.template produce<BK>(tmA, tmB, sched, k_blocks);
         return;
     }
 
@@ -169,6 +188,8 @@ __device__ __forceinline__ void gemm_cta(const CUtensorMap* tmA, const CUtensorM
     const int r_in = cw * ROWS + (tid / 32) * 16 + (tid % 32) / 4;  // the thread's first row in the tile; the other + 8
     const int blocks_n = (sc.n + SCALE_BLOCK - 1) / SCALE_BLOCK;    // B's scale blocks along n
     const float tensor_scale = SCALING == TENSOR ? sc.sa[0] * sc.sb[0] : 1.f;
+    int stage = 0;
+    uint32_t phase = 0;
     float acc[ACC], part[ACC];
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         const Job j = sched.job(t);
@@ -192,10 +213,10 @@ __device__ __forceinline__ void gemm_cta(const CUtensorMap* tmA, const CUtensorM
                     h0 = a0 * w_hi, h1 = a1 * w_hi;
                 }
             }
-            sm90::mbar_wait(&full[stage], phase);
+            sm90::mbar_wait(&ring.full[stage], phase);
             sm90::wgmma_fence();
-            const uint8_t* a = sA + stage * T::A_BYTES + cw * ROWS * BK;
-            const uint8_t* b = sB + stage * T::B_BYTES;
+            const uint8_t* a = ring.sA + stage * T::A_BYTES + cw * ROWS * BK;
+            const uint8_t* b = ring.sB + stage * T::B_BYTES;
 #pragma unroll
             for (int ks = 0; ks < BK / WK; ++ks)  // the first step overwrites the partial (scale-d 0)
                 mma_e4m3<BN>(part, sm90::desc_k_major_sw128(a + ks * WK), sm90::desc_k_major_sw128(b + ks * WK), ks);
@@ -203,7 +224,7 @@ __device__ __forceinline__ void gemm_cta(const CUtensorMap* tmA, const CUtensorM
             sm90::wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < ACC; ++i) sm90::fence_operand(part[i]);  // read only after the wait
-            if (tid == 0) sm90::mbar_arrive(&empty[stage]);
+            if (tid == 0) sm90::mbar_arrive(&ring.empty[stage]);
             if (++stage == T::STAGES) stage = 0, phase ^= 1;
             if constexpr (SCALING != BLOCK) {
 #pragma unroll
@@ -254,7 +275,7 @@ struct TileBf16 {
     static_assert(SMEM_BYTES + STATIC_SMEM <= SMEM_LIMIT, "the ring fits a CTA's shared memory");
 };
 
-// One CTA of the bf16 GEMM over the schedule's tiles (the same ring, barriers and roles as gemm_cta). Each consumer
+// One CTA of the bf16 GEMM over the schedule's tiles (the same Ring and roles as gemm_cta). Each consumer
 // issues a k-block's four wgmma into its totals, then waits until at most that group is in flight (wait_group 1):
 // the previous k-block's wgmma are done, so their stage is freed while these run. n: the columns of C.
 template <int BN, class Schedule>
@@ -262,43 +283,20 @@ __device__ __forceinline__ void gemm_cta_bf16(const CUtensorMap* tmA, const CUte
                                               const Schedule& sched) {
     using T = TileBf16<BN>;
     constexpr int ACC = T::ACC;
-    extern __shared__ uint8_t smem_raw[];
-    uint8_t* sA = align1024(smem_raw);
-    uint8_t* sB = sA + T::STAGES * T::A_BYTES;
-    uint64_t* full = reinterpret_cast<uint64_t*>(sB + T::STAGES * T::B_BYTES);
-    uint64_t* empty = full + T::STAGES;
+    const Ring<T> ring;
     const int wg = threadIdx.x / 128;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < T::STAGES; ++s) {
-            sm90::mbar_init(&full[s], 1);
-            sm90::mbar_init(&empty[s], CONSUMERS);
-        }
-        sm90::fence_barrier_init();
-    }
-    __syncthreads();
-
     const int tiles = sched.tiles(), k_blocks = (K + T::BK - 1) / T::BK;
-    int stage = 0;
-    uint32_t phase = 0;
     if (wg == 0) {
         sm90::regs_release<40>();
-        if (threadIdx.x != 0) return;
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-            const Job j = sched.job(t);
-            for (int kb = 0; kb < k_blocks; ++kb) {
-                sm90::mbar_wait(&empty[stage], phase ^ 1);
-                sm90::mbar_arrive_expect_tx(&full[stage], T::STAGE_BYTES);
-                sm90::tma_load_2d(sA + stage * T::A_BYTES, tmA, &full[stage], kb * T::BK, j.a_row);
-                sm90::tma_load_2d(sB + stage * T::B_BYTES, tmB, &full[stage], kb * T::BK, j.b_row);
-                if (++stage == T::STAGES) stage = 0, phase ^= 1;
-            }
-        }
+        if (threadIdx.x == 0) ring.template produce<T::BK>(tmA, tmB, sched, k_blocks);
         return;
     }
 
     sm90::regs_claim<232>();
     const int cw = wg - 1, tid = threadIdx.x % 128;
     const int r_in = cw * ROWS + (tid / 32) * 16 + (tid % 32) / 4;
+    int stage = 0;
+    uint32_t phase = 0;
     float acc[ACC];
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         const Job j = sched.job(t);
@@ -306,23 +304,23 @@ __device__ __forceinline__ void gemm_cta_bf16(const CUtensorMap* tmA, const CUte
         for (int i = 0; i < ACC; ++i) acc[i] = 0.f, sm90::fence_operand(acc[i]);
         int prev = -1;
         for (int kb = 0; kb < k_blocks; ++kb) {
-            sm90::mbar_wait(&full[stage], phase);
+            sm90::mbar_wait(&ring.full[stage], phase);
             sm90::wgmma_fence();
-            const uint8_t* a = sA + stage * T::A_BYTES + cw * ROWS * 128;
-            const uint8_t* b = sB + stage * T::B_BYTES;
+            const uint8_t* a = ring.sA + stage * T::A_BYTES + cw * ROWS * 128;
+            const uint8_t* b = ring.sB + stage * T::B_BYTES;
 #pragma unroll
             for (int ks = 0; ks < T::BK / T::WK; ++ks)
                 sm90::WgmmaOp<__nv_bfloat16, BN>::mma(acc, sm90::desc_k_major_sw128(a + ks * 32), sm90::desc_k_major_sw128(b + ks * 32), 1);
             sm90::wgmma_commit();
             sm90::wgmma_wait<1>();  // the previous k-block's wgmma are done: free its stage
-            if (prev >= 0 && tid == 0) sm90::mbar_arrive(&empty[prev]);
+            if (prev >= 0 && tid == 0) sm90::mbar_arrive(&ring.empty[prev]);
             prev = stage;
             if (++stage == T::STAGES) stage = 0, phase ^= 1;
         }
         sm90::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < ACC; ++i) sm90::fence_operand(acc[i]);
-        if (prev >= 0 && tid == 0) sm90::mbar_arrive(&empty[prev]);
+        if (prev >= 0 && tid == 0) sm90::mbar_arrive(&ring.empty[prev]);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int r = j.a_row + r_in + 8 * h;
