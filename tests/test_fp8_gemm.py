@@ -130,7 +130,7 @@ def test_promotion_intervals(module: ModuleType) -> None:
     got = {name: module.promotion(name, 128) for name in module.PROMOTIONS}
     assert got == {"triton_tensor_p32": 32, "triton_tensor_p64": 64, "triton_tensor": 128, "triton_tensor_p256": 256,
                    "triton_tensor_p512": 512, "triton_tensor_never": 0}
-    assert set(module.PROMOTIONS) == module.FOR_SCALING["promote"]
+    assert set(module.PROMOTIONS) | {"scaled_mm_tensor", "scaled_mm_fast_accum"} == module.FOR_SCALING["promote"]
     assert all(module.TILES[name]["BK"] == 128 for name in module.PROMOTIONS)  # one tile for the whole sweep
     assert module.promotion("triton_tensor_p512", 256) == 512 and module.promotion("triton_tensor_p32", 256) == 32
     for name in ("triton_tensor_p64", "triton_tensor_p256"):
@@ -144,7 +144,9 @@ def test_sweep_entries(module: ModuleType) -> None:
     sweep = [(e["m"], e["n"], e["k"]) for e in module.GRID if e["scaling"] == "promote"]
     assert sweep == [*module.SHAPES, (4096, 4096, SWEEP_K)]
     p = sweep_params(module, 70, 144, 400)
-    assert module.applies("triton_tensor_never", p) and not module.applies("scaled_mm_tensor", p)
+    assert module.applies("triton_tensor_never", p) and not module.applies("bf16_cublas", p)
+    assert module.applies("scaled_mm_tensor", p) and module.applies("scaled_mm_fast_accum", p)  # cuBLASLt's two modes
+    assert not any(module.applies("scaled_mm_fast_accum", e) for e in module.GRID if e["scaling"] != "promote")
     i = module.make_inputs(p, 3, "cpu")
     t = module.make_inputs({**p, "scaling": "tensor", "dtype": module.FP8}, 3, "cpu")
     assert sorted(i) == ["a", "b", "sa", "sb"] and all(torch.equal(i[n].float(), t[n].float()) for n in i)

@@ -19,7 +19,9 @@ output, under three scalings (the GRID's `scaling`):
 - promote: the promotion sweep. Per-tensor scales and rung 1's kernel and tile, promoting the tensor cores'
   limited-precision partial sums into fp32 registers every N elements of K (PROMOTIONS: 32 to 512, and never),
   with an fp32 output (a bf16 one would add 2^-9 of rounding to every variant's error and hide the accumulator's)
-  checked against an fp64 reference; triton_tensor (N = 128) runs here too, so every N is timed in one process.
+  checked against an fp64 reference; triton_tensor (N = 128) runs here too, so every N is timed in one process, and so
+  do cuBLASLt's two modes through torch._scaled_mm with an fp32 output: scaled_mm_tensor (its default, promoting) and
+  scaled_mm_fast_accum (use_fast_accum=True: its fast accumulation, the whole K in the tensor cores).
 
 Shapes: 4096^3, 8192^3 (the headline) and 4000 x 4048 x 4016 (M x N x K), which no tile divides: K's last
 128-group is partial (masked to zeros, its scales still read); the sweep adds 4096 x 4096 x 16384, where 512
@@ -42,13 +44,13 @@ GRID = [*({"m": m, "n": n, "k": k, "scaling": s, "dtype": FP8} for s in SCALINGS
         *({"m": m, "n": n, "k": k, "scaling": "promote", "dtype": FP8_F32} for (m, n, k) in SWEEP_SHAPES)]
 VARIANTS = ["scaled_mm_tensor", "triton_tensor", "scaled_mm_block", "triton_block", "triton_tensor_tma",
             "triton_block_tma", "cuda_tensor_ws", "cuda_block_ws", "cuda_tensor_ws_wide", "cuda_block_ws_wide",
-            "scaled_mm_rowwise", "bf16_cublas",
+            "scaled_mm_rowwise", "bf16_cublas", "scaled_mm_fast_accum",
             "triton_tensor_p32", "triton_tensor_p64", "triton_tensor_p256", "triton_tensor_p512", "triton_tensor_never"]
 FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "triton_tensor_tma", "cuda_tensor_ws", "cuda_tensor_ws_wide",
                           "bf16_cublas"},
                "block": {"scaled_mm_block", "triton_block", "triton_block_tma", "cuda_block_ws", "cuda_block_ws_wide"},
                "row": {"scaled_mm_rowwise"},
-               "promote": set(PROMOTIONS)}
+               "promote": {*PROMOTIONS, "scaled_mm_tensor", "scaled_mm_fast_accum"}}
 TOLERANCES = {
     FP8: (2.0 ** -7, 2.0 ** -7, "every variant multiplies the same dequantized values (e4m3 codes times fp32 scales; "
           "the reference is their fp32 product without TF32): what differs is fp32 accumulation order, the tensor "
@@ -224,9 +226,10 @@ def _probe(torch, op, scaling):
                            f"on this device ({str(exc).splitlines()[0]})") from exc
 
 
-def _scaled_mm(torch, scaling):
+def _scaled_mm(torch, scaling, fast=False):
     """fn(inputs, outputs) over torch._scaled_mm (cuBLASLt for per-tensor and block scales; for row-wise scales the
-    kernel this torch has). B is passed as b.t(): a column-major K x N view, as _scaled_mm wants it."""
+    kernel this torch has). B is passed as b.t(): a column-major K x N view, as _scaled_mm wants it; the output in
+    the dtype make_outputs gave (fp32 in the promotion sweep). fast: cuBLASLt's fast accumulation."""
     op = getattr(torch, "_scaled_mm", None)
     if op is None:
         raise RuntimeError(f"not applicable: torch {torch.__version__} has no torch._scaled_mm")
@@ -235,7 +238,7 @@ def _scaled_mm(torch, scaling):
 
     def scaled_mm(i, o):
         sa, sb = _scales(i, scaling)
-        op(i["a"], i["b"].t(), sa, sb, out_dtype=torch.bfloat16, out=o["c"])
+        op(i["a"], i["b"].t(), sa, sb, out_dtype=o["c"].dtype, use_fast_accum=fast, out=o["c"])
     return scaled_mm
 
 
@@ -358,6 +361,8 @@ def _cuda(name):
 def load(name):
     import torch
 
+    if name == "scaled_mm_fast_accum":
+        return _scaled_mm(torch, "tensor", fast=True)
     if name.startswith("scaled_mm_"):
         return _scaled_mm(torch, {"scaled_mm_tensor": "tensor", "scaled_mm_block": "block",
                                   "scaled_mm_rowwise": "row"}[name])
