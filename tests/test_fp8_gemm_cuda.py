@@ -29,7 +29,11 @@ ART = REPO / "artifacts" / "fp8_gemm_sm90a"
 PAGE = REPO / "wiki" / "nvidia" / "kernels" / "fp8-gemm.md"
 RUNGS = {"cuda_tensor_ws": "fp8_ws_tensor_kernel", "cuda_block_ws": "fp8_ws_block_kernel"}
 WIDE = {"cuda_tensor_ws_wide": "fp8_ws_tensor_wide_kernel", "cuda_block_ws_wide": "fp8_ws_block_wide_kernel"}
-KERNELS = {**RUNGS, **WIDE}
+KERNELS = {**RUNGS, **WIDE, "cuda_row_ws": "fp8_ws_row_kernel"}
+
+
+def scaling_of(name: str) -> str:
+    return "block" if "block" in name else "row" if "row" in name else "tensor"
 # kwiki_fp8_gemm(variant, a, b, sa, sb, c, m, n, k, stream), as fp8_ws.cu declares it
 ARGTYPES: list[Any] = [ctypes.c_int, *[ctypes.c_void_p] * 5, *[ctypes.c_int] * 3, ctypes.c_void_p]
 
@@ -56,13 +60,14 @@ def test_the_cuda_rungs_climb_above_the_triton_ones_and_name_their_kernels() -> 
         assert sass is not None and {"STL", "LDL"} <= set(sass.forbid)
         n = 192 if name in WIDE else 128
         assert f"QGMMA.64x{n}x32.F32.E4M3.E4M3 >= 4" in sass.require
-    assert by_name["cuda_tensor_ws_wide"].rung is None and by_name["cuda_block_ws_wide"].rung is None
+    assert all(by_name[n].rung is None for n in ("cuda_tensor_ws_wide", "cuda_block_ws_wide", "cuda_row_ws"))
     mod = _module()
-    assert mod.CUDA == {"cuda_tensor_ws": 0, "cuda_block_ws": 1, "cuda_tensor_ws_wide": 2, "cuda_block_ws_wide": 3}
+    assert mod.CUDA == {"cuda_tensor_ws": 0, "cuda_block_ws": 1, "cuda_tensor_ws_wide": 2, "cuda_block_ws_wide": 3,
+                        "cuda_row_ws": 4}
     assert set(KERNELS) <= set(mod.VARIANTS)
     for p in mod.GRID:  # per-tensor kernels at the per-tensor entries, block ones at the block ones, off-tile too
         for name in KERNELS:
-            assert mod.applies(name, p) == (p["scaling"] == ("block" if "block" in name else "tensor")), (name, p)
+            assert mod.applies(name, p) == (p["scaling"] == scaling_of(name)), (name, p)
     assert any(p["scaling"] == "block" and p["m"] % 128 and p["n"] % 128 and p["k"] % 128 for p in mod.GRID)
 
 
@@ -92,7 +97,7 @@ def test_operands_the_kernels_are_not_built_for_are_named() -> None:
     torch = pytest.importorskip("torch")
     mod = _module()
     for name in KERNELS:
-        i, o = _operands(torch, mod, "block" if "block" in name else "tensor")
+        i, o = _operands(torch, mod, scaling_of(name))
         # every check but the device passes on make_inputs' own operands (on the CPU here)
         assert mod.cuda_operands_error(name, i, o) == "a is on cpu, not on a's CUDA device", name
     i, o = _operands(torch, mod, "block")
@@ -119,7 +124,7 @@ def test_each_call_hands_the_library_its_variant_operands_and_shape(monkeypatch:
     seen: list[str] = []
     monkeypatch.setattr(mod, "cuda_operands_error", lambda name, i, o: seen.append(name))  # CPU tensors pass here
     for name in KERNELS:
-        i, o = _operands(torch, mod, "block" if "block" in name else "tensor")
+        i, o = _operands(torch, mod, scaling_of(name))
         mod.load(name)(i, o)
         lib = libs[-1]
         assert lib.argtypes == ARGTYPES
@@ -148,6 +153,7 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("cuda_tensor_ws", "cuda_block_ws", "require 'FADD >= 64'"),     # the per-tensor fold
     ("cuda_tensor_ws_wide", "cuda_tensor_ws", "QGMMA.64x192x32"),      # the wide tile
     ("cuda_block_ws_wide", "cuda_tensor_ws_wide", "require 'FFMA >= 96'"),
+    ("cuda_row_ws", "cuda_tensor_ws", "require 'LDG.E.64'"),           # the column scales, read in pairs
 ])
 def test_each_cuda_rungs_sass_expectation_holds_on_it_and_fails_on_the_other(library, rung, below, words):
     on_other = library_rung_checks(library, manifest().variants, KERNELS, rung, below)
@@ -188,7 +194,8 @@ def test_a_k_blocks_four_wgmma_are_issued_together_and_waited_for_once_before_th
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize(("change", "why"), [({"variant": 4}, "variant"), ({"variant": -1}, "variant"),
+@pytest.mark.parametrize(("change", "why"), [({"variant": 5}, "variant"), ({"variant": -1}, "variant"),
+                                             ({"variant": 4, "sb": (1 << 23) + 4}, "row scales read in pairs"),
                                              ({"n": 264}, "N not a multiple of 16"),
                                              ({"k": 392}, "K not a multiple of 16"), ({"m": 0}, "no rows"),
                                              ({"a": (1 << 20) + 8}, "a misaligned for TMA"),

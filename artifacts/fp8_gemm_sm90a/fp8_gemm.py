@@ -15,7 +15,8 @@ output, under three scalings (the GRID's `scaling`):
   cuda_block_ws (rung 6): the block scales folded in at rung 5's promotion, in CUDA. cuda_tensor_ws_wide and
   cuda_block_ws_wide: rungs 5 and 6 at a 128 x 192 tile.
 - row: one scale per row of A and per row of B (per token, per output channel). scaled_mm_rowwise
-  (torch._scaled_mm with an (M, 1) and a (1, N) scale: the row-wise kernel of this torch where it has one).
+  (torch._scaled_mm with an (M, 1) and a (1, N) scale: the row-wise kernel of this torch where it has one), and
+  cuda_row_ws (rung 5's kernel with the two scales multiplied per element in the epilogue).
 - promote: the promotion sweep. Per-tensor scales and rung 1's kernel and tile, promoting the tensor cores'
   limited-precision partial sums into fp32 registers every N elements of K (PROMOTIONS: 32 to 512, and never),
   with an fp32 output (a bf16 one would add 2^-9 of rounding to every variant's error and hide the accumulator's)
@@ -44,12 +45,12 @@ GRID = [*({"m": m, "n": n, "k": k, "scaling": s, "dtype": FP8} for s in SCALINGS
         *({"m": m, "n": n, "k": k, "scaling": "promote", "dtype": FP8_F32} for (m, n, k) in SWEEP_SHAPES)]
 VARIANTS = ["scaled_mm_tensor", "triton_tensor", "scaled_mm_block", "triton_block", "triton_tensor_tma",
             "triton_block_tma", "cuda_tensor_ws", "cuda_block_ws", "cuda_tensor_ws_wide", "cuda_block_ws_wide",
-            "scaled_mm_rowwise", "bf16_cublas", "scaled_mm_fast_accum",
+            "scaled_mm_rowwise", "cuda_row_ws", "bf16_cublas", "scaled_mm_fast_accum",
             "triton_tensor_p32", "triton_tensor_p64", "triton_tensor_p256", "triton_tensor_p512", "triton_tensor_never"]
 FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "triton_tensor_tma", "cuda_tensor_ws", "cuda_tensor_ws_wide",
                           "bf16_cublas"},
                "block": {"scaled_mm_block", "triton_block", "triton_block_tma", "cuda_block_ws", "cuda_block_ws_wide"},
-               "row": {"scaled_mm_rowwise"},
+               "row": {"scaled_mm_rowwise", "cuda_row_ws"},
                "promote": {*PROMOTIONS, "scaled_mm_tensor", "scaled_mm_fast_accum"}}
 TOLERANCES = {
     FP8: (2.0 ** -7, 2.0 ** -7, "every variant multiplies the same dequantized values (e4m3 codes times fp32 scales; "
@@ -76,7 +77,7 @@ TILES = {**{name: TILE for name in PROMOTIONS}, "triton_block": TILE, "triton_te
          "triton_block_tma": TILE}
 TMA = {"triton_tensor_tma": "fp8_gemm_tma_tensor", "triton_block_tma": "fp8_gemm_tma_block"}  # variant -> kernel
 # variant -> fp8_ws.cu's kwiki_fp8_gemm(variant, ...): 128 x 128 tiles, and 128 x 192 (_wide)
-CUDA = {"cuda_tensor_ws": 0, "cuda_block_ws": 1, "cuda_tensor_ws_wide": 2, "cuda_block_ws_wide": 3}
+CUDA = {"cuda_tensor_ws": 0, "cuda_block_ws": 1, "cuda_tensor_ws_wide": 2, "cuda_block_ws_wide": 3, "cuda_row_ws": 4}
 
 
 def applies(name, params):
@@ -314,8 +315,9 @@ def cuda_operands_error(name, i, o):
     (m, k), n = a.shape, b.shape[0]
     if n % 16 or k % 16:
         return f"N {n} and K {k} must be multiples of 16 (TMA rows of 16 bytes, bf16 pairs)"
-    block = name in FOR_SCALING["block"]
-    scales = {"sa": (_cdiv(k, GROUP), m) if block else (1,), "sb": (_cdiv(n, GROUP), _cdiv(k, GROUP)) if block else (1,)}
+    scales = {"block": {"sa": (_cdiv(k, GROUP), m), "sb": (_cdiv(n, GROUP), _cdiv(k, GROUP))},
+              "row": {"sa": (m, 1), "sb": (1, n)}, "tensor": {"sa": (1,), "sb": (1,)}}[
+        next(s for s in ("block", "row", "tensor") if name in FOR_SCALING[s])]
     operands = (("a", a, torch.float8_e4m3fn, (m, k)), ("b", b, torch.float8_e4m3fn, (n, k)),
                 ("c", c, torch.bfloat16, (m, n)), ("sa", sa, torch.float32, scales["sa"]),
                 ("sb", sb, torch.float32, scales["sb"]))
@@ -325,9 +327,9 @@ def cuda_operands_error(name, i, o):
     for label, t, _, _ in operands:
         if t.device != a.device or t.device.type != "cuda":
             return f"{label} is on {t.device}, not on a's CUDA device"
-    for label, t in (("a", a), ("b", b)):
-        if t.data_ptr() % 16:
-            return f"{label} is not 16-byte aligned (TMA)"
+    for label, t, align in (("a", a, 16), ("b", b, 16), ("sb", sb, 8)):
+        if t.data_ptr() % align:
+            return f"{label} is not {align}-byte aligned ({'TMA' if align == 16 else 'per-row scales read in pairs'})"
     return None
 
 

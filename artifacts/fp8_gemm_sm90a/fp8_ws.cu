@@ -17,6 +17,8 @@
 //   fp8_ws_tensor_wide_kernel  fp8_ws_tensor_kernel at BN = 192 (a sixth fewer operand bytes a FLOP loaded; 192
 //                              registers of totals and partials a thread)
 //   fp8_ws_block_wide_kernel   fp8_ws_block_kernel at BN = 192: a tile spans two 128-column scale blocks of B
+//   fp8_ws_row_kernel          per-row scales, BN = 128: sA[m] per row of A and sB[n] per row of B (per token, per
+//                              output channel), multiplied per element in the epilogue
 #include "kwiki_ws_gemm.cuh"
 
 namespace fp8ws {
@@ -68,6 +70,12 @@ fp8_ws_tensor_wide_kernel(const __grid_constant__ CUtensorMap ta, const __grid_c
 }
 
 extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
+fp8_ws_row_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, const float* sa,
+                  const float* sb, __nv_bfloat16* out, int M, int N, int K) {
+    fp8ws::gemm<128, kwiki::wsgemm::ROW>(&ta, &tb, sa, sb, out, M, N, K);
+}
+
+extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
 fp8_ws_block_wide_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, const float* sa,
                          const float* sb, __nv_bfloat16* out, int M, int N, int K) {
     fp8ws::gemm<192, kwiki::wsgemm::BLOCK>(&ta, &tb, sa, sb, out, M, N, K);
@@ -82,32 +90,35 @@ struct Launchable {
     int bn, smem;
 };
 // kwiki_fp8_gemm's variants, in its numbering
-const Launchable VARIANTS[4] = {{fp8_ws_tensor_kernel, 128, g::Tile<128>::SMEM_BYTES},
+const Launchable VARIANTS[5] = {{fp8_ws_tensor_kernel, 128, g::Tile<128>::SMEM_BYTES},
                                 {fp8_ws_block_kernel, 128, g::Tile<128>::SMEM_BYTES},
                                 {fp8_ws_tensor_wide_kernel, 192, g::Tile<192>::SMEM_BYTES},
-                                {fp8_ws_block_wide_kernel, 192, g::Tile<192>::SMEM_BYTES}};
+                                {fp8_ws_block_wide_kernel, 192, g::Tile<192>::SMEM_BYTES},
+                                {fp8_ws_row_kernel, 128, g::Tile<128>::SMEM_BYTES}};
 
 }  // namespace fp8ws
 
 
 // The launcher the module calls: variant 0 per-tensor scales (sa and sb one fp32 each), 1 block scales (sa fp32
-// [ceil(K/128), M], sb fp32 [ceil(N/128), ceil(K/128)]), 2 and 3 the same at the 192-wide tile; a [M, K] and
-// b [N, K] e4m3, c [M, N] bf16, all contiguous. Returns 0, a CUDA error code, or -1 (a bad variant; M, N or K not
-// positive; N or K not a multiple of 16; a or b not 16-byte aligned; c, sa or sb not 4-byte aligned), -2 (the
-// driver refused a tensor map). The module checks all of these before it calls, with a located message; the checks
+// [ceil(K/128), M], sb fp32 [ceil(N/128), ceil(K/128)]), 2 and 3 the same at the 192-wide tile, 4 per-row scales
+// (sa fp32 [M], sb fp32 [N]); a [M, K] and b [N, K] e4m3, c [M, N] bf16, all contiguous. Returns 0, a CUDA error
+// code, or -1 (a bad variant; M, N or K not positive; N or K not a multiple of 16; a or b not 16-byte aligned; c, sa
+// or sb not 4-byte aligned, or sb not 8-byte aligned for per-row scales, which are read in pairs), -2 (the driver
+// refused a tensor map). The module checks all of these before it calls, with a located message; the checks
 // here keep a direct caller from a bad launch.
 extern "C" int kwiki_fp8_gemm(int variant, const void* a, const void* b, const float* sa, const float* sb, void* c, int m, int n,
                               int k, cudaStream_t stream) {
     namespace g = kwiki::wsgemm;
-    if (variant < 0 || variant > 3 || m <= 0 || n <= 0 || k <= 0 || n % 16 || k % 16) return -1;
+    if (variant < 0 || variant > 4 || m <= 0 || n <= 0 || k <= 0 || n % 16 || k % 16) return -1;
     for (const void* p : {a, b})
         if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return -1;
     for (const void* p : {static_cast<const void*>(sa), static_cast<const void*>(sb), static_cast<const void*>(c)})
         if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 4 != 0) return -1;
+    if (variant == 4 && reinterpret_cast<uintptr_t>(sb) % 8 != 0) return -1;
     const fp8ws::Launchable& v = fp8ws::VARIANTS[variant];
     CUtensorMap ta, tb;
     if (g::tensor_map(&ta, a, m, k, g::BM) != CUDA_SUCCESS || g::tensor_map(&tb, b, n, k, v.bn) != CUDA_SUCCESS) return -2;
-    static bool configured[4] = {false, false, false, false};
+    static bool configured[5] = {false, false, false, false, false};
     if (!configured[variant]) {
         const cudaError_t e = cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
         if (e != cudaSuccess) return int(e);
