@@ -121,6 +121,19 @@ __host__ __device__ inline void grouped_tile(int l, int tiles_m, int tiles_n, in
     tn = r / rows;
 }
 
+// One GEMM's tiles, 128 x BN, in grouped order: the schedule of a plain (not grouped) GEMM with M rows.
+template <int BN>
+struct Dense {
+    int M, tiles_m, tiles_n;
+    __host__ __device__ Dense(int m, int n) : M(m), tiles_m((m + BM - 1) / BM), tiles_n((n + BN - 1) / BN) {}
+    __host__ __device__ int tiles() const { return tiles_m * tiles_n; }
+    __host__ __device__ Job job(int t) const {
+        int tm, tn;
+        grouped_tile(t, tiles_m, tiles_n, tm, tn);
+        return {tm * BM, tn * BN, M, tn * BN, 0};
+    }
+};
+
 // The ring in dynamic shared memory, carved from a 1024-byte boundary (the 128-byte swizzle's atom): STAGES A boxes,
 // STAGES B boxes, then the full[STAGES] and empty[STAGES] mbarriers. full[s] completes on the producer's arrival and
 // the stage's bytes, empty[s] on one arrival of each consumer warpgroup once its wgmma have read the stage.
@@ -275,12 +288,36 @@ struct TileBf16 {
     static_assert(SMEM_BYTES + STATIC_SMEM <= SMEM_LIMIT, "the ring fits a CTA's shared memory");
 };
 
+// The bf16 CTA's plain epilogue: the totals as bf16 pairs, straight from registers, rows below the job's row_end and
+// columns below n (n is even, so a pair is in or out as a whole). An epilogue is any type with this store().
+struct StoreBf16 {
+    __nv_bfloat16* out;
+    int n;
+
+    template <int ACC>
+    __device__ __forceinline__ void store(const float (&acc)[ACC], const Job& j, int r_in, int tid) const {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = j.a_row + r_in + 8 * h;
+            if (r >= j.row_end) continue;
+            __nv_bfloat16* row = out + size_t(r) * n;
+#pragma unroll
+            for (int q = 0; q < ACC / 4; ++q) {
+                const int c = j.col0 + 8 * q + 2 * (tid % 4);
+                if (c < n) *reinterpret_cast<__nv_bfloat162*>(row + c) = __floats2bfloat162_rn(acc[4 * q + 2 * h], acc[4 * q + 2 * h + 1]);
+            }
+        }
+    }
+};
+
 // One CTA of the bf16 GEMM over the schedule's tiles (the same Ring and roles as gemm_cta). Each consumer
 // issues a k-block's four wgmma into its totals, then waits until at most that group is in flight (wait_group 1):
-// the previous k-block's wgmma are done, so their stage is freed while these run. n: the columns of C.
-template <int BN, class Schedule>
-__device__ __forceinline__ void gemm_cta_bf16(const CUtensorMap* tmA, const CUtensorMap* tmB, int n, int K, __nv_bfloat16* out,
-                                              const Schedule& sched) {
+// the previous k-block's wgmma are done, so their stage is freed while these run. After a tile's last k-block the
+// epilogue gets the totals: epi.store(acc, job, r_in, tid), with the thread's rows j.a_row + r_in and + 8 and its
+// columns j.col0 + 8q + 2 (tid % 4) + {0, 1} in acc[4q + {0, 1}] (first row) and acc[4q + {2, 3}] (second).
+template <int BN, class Schedule, class Epi>
+__device__ __forceinline__ void gemm_cta_bf16(const CUtensorMap* tmA, const CUtensorMap* tmB, int K, const Schedule& sched,
+                                              const Epi& epi) {
     using T = TileBf16<BN>;
     constexpr int ACC = T::ACC;
     const Ring<T> ring;
@@ -321,17 +358,7 @@ __device__ __forceinline__ void gemm_cta_bf16(const CUtensorMap* tmA, const CUte
 #pragma unroll
         for (int i = 0; i < ACC; ++i) sm90::fence_operand(acc[i]);
         if (prev >= 0 && tid == 0) sm90::mbar_arrive(&ring.empty[prev]);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = j.a_row + r_in + 8 * h;
-            if (r >= j.row_end) continue;
-            __nv_bfloat16* row = out + size_t(r) * n;
-#pragma unroll
-            for (int q = 0; q < ACC / 4; ++q) {
-                const int c = j.col0 + 8 * q + 2 * (tid % 4);
-                if (c < n) *reinterpret_cast<__nv_bfloat162*>(row + c) = __floats2bfloat162_rn(acc[4 * q + 2 * h], acc[4 * q + 2 * h + 1]);
-            }
-        }
+        epi.store(acc, j, r_in, tid);
     }
 }
 

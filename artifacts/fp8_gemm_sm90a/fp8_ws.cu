@@ -25,22 +25,10 @@ namespace fp8ws {
 
 namespace g = kwiki::wsgemm;
 
-// One GEMM's tiles, 128 x BN, in grouped order.
-template <int BN>
-struct Dense {
-    int M, tiles_m, tiles_n;
-    __device__ int tiles() const { return tiles_m * tiles_n; }
-    __device__ g::Job job(int t) const {
-        int tm, tn;
-        g::grouped_tile(t, tiles_m, tiles_n, tm, tn);
-        return {tm * g::BM, tn * BN, M, tn * BN, 0};
-    }
-};
-
 template <int BN, int SCALING>
 __device__ __forceinline__ void gemm(const CUtensorMap* ta, const CUtensorMap* tb, const float* sa, const float* sb,
                                      __nv_bfloat16* out, int M, int N, int K) {
-    const Dense<BN> sched{M, (M + g::BM - 1) / g::BM, (N + BN - 1) / BN};
+    const g::Dense<BN> sched(M, N);
     g::gemm_cta<BN, SCALING>(ta, tb, g::Scales{sa, sb, M, N, (K + g::BK - 1) / g::BK}, out, sched);
 }
 

@@ -13,6 +13,10 @@ bf16 (both K-major), fp32 accumulation, under four epilogues (the GRID's `epilog
                       amax |y| (one fp32). unfused, compile, triton_fp8_out (the groups' amax and the cast in
                       registers, one atomic max per program for the tensor's amax).
 
+Rungs 5 to 8 (cuda_plain, cuda_bias_gelu, cuda_bias_gelu_residual, cuda_fp8_out) are the same four epilogues in CUDA
+on the warp-specialized bf16 GEMM of artifacts/common/kwiki_ws_gemm.cuh (a TMA producer warpgroup, two wgmma consumer
+warpgroups, 128 x 256 tiles): epilogue_ws.cu, built by kwiki into the library at $KWIKI_CUDA_LIBRARY and called
+through ctypes on torch's current stream; the epilogue runs on the registers while the producer loads the next tile.
 The GELU is the tanh form everywhere (torch's approximate="tanh", the form cuBLASLt's epilogue and
 torch._addmm_activation use). Shapes (M x N x K): 4096^3, 8192 x 8192 x 4096 and 4001 x 4048 x 4048, which no
 128 x 256 x 64 tile divides (its last 1 x 128 group of a row holds 80 columns). N and K are multiples of 16: the
@@ -30,12 +34,14 @@ CLAIMED = [(4096, 4096, 4096), (8192, 8192, 4096)]  # the claims' shapes: torch.
 DTYPE = {"none": "bfloat16", "bias_gelu": "bfloat16", "bias_gelu_residual": "bfloat16", "fp8": FP8}
 GRID = [{"m": m, "n": n, "k": k, "epilogue": e, "dtype": DTYPE[e]} for e in EPILOGUES for (m, n, k) in SHAPES]
 VARIANTS = ["mm", "addmm_gelu", "unfused", "compile", "triton_plain", "triton_bias_gelu",
-            "triton_bias_gelu_residual", "triton_fp8_out"]
-FOR_EPILOGUE = {"none": {"mm", "triton_plain"},
-                "bias_gelu": {"addmm_gelu", "unfused", "compile", "triton_bias_gelu"},
-                "bias_gelu_residual": {"unfused", "compile", "triton_bias_gelu_residual"},
-                "fp8": {"unfused", "compile", "triton_fp8_out"}}
+            "triton_bias_gelu_residual", "triton_fp8_out", "cuda_plain", "cuda_bias_gelu", "cuda_bias_gelu_residual",
+            "cuda_fp8_out"]
+FOR_EPILOGUE = {"none": {"mm", "triton_plain", "cuda_plain"},
+                "bias_gelu": {"addmm_gelu", "unfused", "compile", "triton_bias_gelu", "cuda_bias_gelu"},
+                "bias_gelu_residual": {"unfused", "compile", "triton_bias_gelu_residual", "cuda_bias_gelu_residual"},
+                "fp8": {"unfused", "compile", "triton_fp8_out", "cuda_fp8_out"}}
 TRITON_EPILOGUE = {"triton_plain": 0, "triton_bias_gelu": 1, "triton_bias_gelu_residual": 2, "triton_fp8_out": 3}
+CUDA_EPILOGUE = {"cuda_plain": 0, "cuda_bias_gelu": 1, "cuda_bias_gelu_residual": 2, "cuda_fp8_out": 3}  # epilogue_ws.cu
 TOLERANCES = {
     "bfloat16": (2.0 ** -4, 2.0 ** -6, "bf16 outputs of magnitude up to about 8 (acc ~ N(0, 4), bias within 0.25, "
                  "residual ~ N(0, 1)) against an fp32 reference: the fused kernels round once (2^-8 relative), the "
@@ -241,6 +247,75 @@ def _triton(name, torch):
     return gemm
 
 
+def cuda_operands_error(name, i, o):
+    """What epilogue_ws.cu's launcher is not built for in these tensors, or None (checked before any CUDA call): bf16
+    a [M, K] and bt [N, K], the bias [N] and residual [M, N] its epilogue reads, the outputs make_outputs gives,
+    everything contiguous on one CUDA device, N and K multiples of 16, a and bt 16-byte aligned for TMA."""
+    import torch
+
+    epilogue = CUDA_EPILOGUE[name]
+    if _op(i, o) != EPILOGUES[epilogue]:
+        return f"it runs the {EPILOGUES[epilogue]} epilogue, not {_op(i, o)}"
+    a, bt = i["a"], i["bt"]
+    if a.dim() != 2 or bt.dim() != 2 or a.shape[1] != bt.shape[1]:
+        return f"a {tuple(a.shape)} and bt {tuple(bt.shape)} are not [M, K] and [N, K]"
+    (m, k), n = a.shape, bt.shape[0]
+    if n % 16 or k % 16:
+        return f"n {n} and k {k} must be multiples of 16 (16-byte TMA rows)"
+    want = [("a", a, torch.bfloat16, (m, k)), ("bt", bt, torch.bfloat16, (n, k))]
+    if epilogue:
+        want.append(("bias", i["bias"], torch.bfloat16, (n,)))
+    if epilogue == 2:
+        want.append(("res", i["res"], torch.bfloat16, (m, n)))
+    if epilogue == 3:
+        want += [("q", o["q"], torch.float8_e4m3fn, (m, n)), ("s", o["s"], torch.float32, (_cdiv(n, GROUP), m)),
+                 ("amax", o["amax"], torch.float32, (1,))]
+    else:
+        want.append(("c", o["c"], torch.bfloat16, (m, n)))
+    for label, t, dtype, shape in want:
+        if t.dtype != dtype or tuple(t.shape) != shape or not t.is_contiguous():
+            return f"{label} is {tuple(t.shape)} {t.dtype}, not a contiguous {dtype} {shape}"
+    for label, t, _, _ in want:
+        if t.device != a.device or t.device.type != "cuda":
+            return f"{label} is on {t.device}, not on a's CUDA device"
+    bad = [label for label, t in (("a", a), ("bt", bt)) if t.data_ptr() % 16]
+    return f"{' and '.join(bad)} not 16-byte aligned (TMA)" if bad else None
+
+
+# kwiki:rung cuda_plain
+def _cuda(name, torch):
+    """Rungs 5 to 8: kwiki_gemm_epilogue from the artifact's library (epilogue_ws.cu), on torch's current stream;
+    operands it is not built for are refused here, by name, before any CUDA call. The fp8 rung's amax is zeroed in the
+    call, as triton_fp8_out's is."""
+    import ctypes
+    import os
+
+    library = os.environ.get("KWIKI_CUDA_LIBRARY")
+    if not library:
+        raise RuntimeError(f"{name} is not runnable here: no $KWIKI_CUDA_LIBRARY (kwiki builds epilogue_ws.cu into it)")
+    fn = ctypes.CDLL(library).kwiki_gemm_epilogue
+    fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 7, *[ctypes.c_int] * 3, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+
+    def cuda_gemm(i, o):
+        why = cuda_operands_error(name, i, o)
+        if why:
+            raise ValueError(f"gemm_epilogue_sm90a (gemm_epilogue.py): {name}: {why}")
+        a, bt, epilogue = i["a"], i["bt"], CUDA_EPILOGUE[name]
+        (m, k), n = a.shape, bt.shape[0]
+        if epilogue == 3:
+            o["amax"].zero_()  # the kernel's atomic max starts from 0 (|y| >= 0)
+        out = o["q"] if epilogue == 3 else o["c"]
+        ptr = [t.data_ptr() if t is not None else None for t in (i.get("bias"), i.get("res"), o.get("s"), o.get("amax"))]
+        err = fn(epilogue, a.data_ptr(), bt.data_ptr(), ptr[0], ptr[1], out.data_ptr(), ptr[2], ptr[3], m, n, k,
+                 torch.cuda.current_stream().cuda_stream)
+        if err:
+            raise RuntimeError(f"gemm_epilogue_sm90a (epilogue_ws.cu): kwiki_gemm_epilogue({name}) returned {err} (-1: "
+                               "operands refused, -2: tensor map refused, else a CUDA error code)")
+    return cuda_gemm
+# /kwiki:rung cuda_plain
+
+
 def load(name):
     import torch
 
@@ -256,4 +331,6 @@ def load(name):
         return _addmm_gelu(torch)
     if name in ("unfused", "compile"):
         return _library(name, torch)
+    if name in CUDA_EPILOGUE:
+        return _cuda(name, torch)
     return _triton(name, torch)

@@ -66,7 +66,7 @@ __device__ __forceinline__ void grouped(const CUtensorMap* ta, const CUtensorMap
     if (threadIdx.x == 0) tables(offs, E, T, tiles_n, start, cum);
     __syncthreads();
     const Experts<BN> sched{start, cum, E, N, tiles_n};
-    if constexpr (SCALING < 0) g::gemm_cta_bf16<BN>(ta, tw, N, K, out, sched);
+    if constexpr (SCALING < 0) g::gemm_cta_bf16<BN>(ta, tw, K, sched, g::StoreBf16{out, N});
     else g::gemm_cta<BN, SCALING>(ta, tw, g::Scales{sa, sw, T, N, (K + g::BK - 1) / g::BK}, out, sched);
 }
 

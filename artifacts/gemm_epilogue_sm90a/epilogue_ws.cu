@@ -1,0 +1,213 @@
+// epilogue_ws.cu: the fused epilogues in CUDA on the warp-specialized bf16 GEMM of artifacts/common/kwiki_ws_gemm.cuh
+// (a TMA producer warpgroup, two wgmma consumer warpgroups of 64 rows, 128 x 256 tiles, one k-block of wgmma kept in
+// flight), built by kwiki into the library gemm_epilogue.py loads ($KWIKI_CUDA_LIBRARY) and called through ctypes on
+// torch's current stream. The epilogue runs on the fp32 totals in registers while the producer already loads the
+// next tile's operands.
+//
+// C = epilogue(A @ Bt^T), A [M, K] and Bt [N, K] bf16 (both K-major), row-major outputs:
+//   epi_plain_kernel          C in bf16 (kwiki_ws_gemm.cuh's StoreBf16)
+//   epi_bias_gelu_kernel      C = GELU_tanh(acc + bias[col]) in bf16
+//   epi_bias_gelu_res_kernel  C = GELU_tanh(acc + bias[col]) + residual[row, col] in bf16
+//   epi_fp8_kernel            y = GELU_tanh(acc + bias[col]) in e4m3 with one fp32 scale per 1 x 128 group of a row
+//                             (amax / 448, stored [N/128, M]) and the tensor's amax |y| (one atomic max a warp into a
+//                             word the caller zeroed): a row's 128 columns of a group are held by the 4 threads of a
+//                             quad (32 each), so a group's amax is their own maximum and 2 shuffles
+// The GELU is the tanh form written as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), the exponent capped at
+// 80, as the Triton rungs compute it. Past M and N nothing is stored and nothing enters an amax.
+#include "kwiki_fp8.cuh"
+#include "kwiki_ws_gemm.cuh"
+
+namespace epiws {
+
+namespace g = kwiki::wsgemm;
+namespace f8 = kwiki::fp8;
+using bf16 = __nv_bfloat16;
+
+constexpr int BN = 256;     // the bf16 WS GEMM's tile: 128 accumulators a consumer thread
+constexpr int GROUP = 128;  // the 1 x 128 groups of the fp8 output
+constexpr int QG = GROUP / 8;  // accumulator groups q (8 columns each) a 128-column group spans
+
+__device__ __forceinline__ float gelu_tanh(float x) {
+    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return __fdividef(x, 1.f + __expf(fminf(-2.f * u, 80.f)));
+}
+
+__device__ __forceinline__ float2 pair(const bf16* p) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p)); }
+
+// kwiki:rung cuda_bias_gelu
+// + bias, GELU (and the residual): bf16 pairs from registers, each column's bias pair loaded once for both rows.
+template <bool RESIDUAL>
+struct BiasGelu {
+    const bf16* bias;
+    const bf16* res;
+    bf16* out;
+    int n;
+
+    template <int ACC>
+    __device__ __forceinline__ void store(const float (&acc)[ACC], const g::Job& j, int r_in, int tid) const {
+#pragma unroll
+        for (int q = 0; q < ACC / 4; ++q) {
+            const int c = j.col0 + 8 * q + 2 * (tid % 4);
+            if (c >= n) continue;
+            const float2 b = pair(bias + c);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = j.a_row + r_in + 8 * h;
+                if (r >= j.row_end) continue;
+                float v0 = gelu_tanh(acc[4 * q + 2 * h] + b.x), v1 = gelu_tanh(acc[4 * q + 2 * h + 1] + b.y);
+                if constexpr (RESIDUAL) {
+                    const float2 x = pair(res + size_t(r) * n + c);
+                    v0 += x.x, v1 += x.y;
+                }
+                *reinterpret_cast<__nv_bfloat162*>(out + size_t(r) * n + c) = __floats2bfloat162_rn(v0, v1);
+            }
+        }
+    }
+};
+// /kwiki:rung cuda_bias_gelu
+
+// kwiki:rung cuda_fp8_out
+// + bias, GELU, then e4m3 per 1 x 128 group of a row. The totals are overwritten with y in place (no second array of
+// registers); every lane shuffles, whatever its rows and columns; a value past N is 0 and a row past M is neither
+// stored nor counted.
+struct Fp8Out {
+    const bf16* bias;
+    uint8_t* q;
+    float* s;
+    float* amax;
+    int m, n;
+
+    template <int ACC>
+    __device__ __forceinline__ void store(float (&acc)[ACC], const g::Job& j, int r_in, int tid) const {
+        const int r0 = j.a_row + r_in, r1 = r0 + 8;
+        float tile_max = 0.f;
+#pragma unroll
+        for (int grp = 0; grp < ACC / 4 / QG; ++grp) {
+            float m0 = 0.f, m1 = 0.f;  // the group's amax over the thread's columns, rows r0 and r1
+#pragma unroll
+            for (int qq = 0; qq < QG; ++qq) {
+                const int q4 = 4 * (grp * QG + qq), c = j.col0 + 8 * (grp * QG + qq) + 2 * (tid % 4);
+                const float2 b = c < n ? pair(bias + c) : make_float2(0.f, 0.f);
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    acc[q4 + e] = c < n ? gelu_tanh(acc[q4 + e] + (e % 2 ? b.y : b.x)) : 0.f;
+                m0 = fmaxf(m0, fmaxf(fabsf(acc[q4]), fabsf(acc[q4 + 1])));
+                m1 = fmaxf(m1, fmaxf(fabsf(acc[q4 + 2]), fabsf(acc[q4 + 3])));
+            }
+#pragma unroll
+            for (int o = 1; o <= 2; o <<= 1) {  // the quad: lanes tid ^ 1 and tid ^ 2 hold the same two rows
+                m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, o));
+                m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, o));
+            }
+            const int group = j.col0 / GROUP + grp;
+            if (group * GROUP >= n) continue;  // a group wholly past N (the tile's second half at N's edge)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = h ? r1 : r0;
+                if (r >= j.row_end) continue;
+                const float mh = h ? m1 : m0, sc = f8::scale_of(mh), inv = 1.f / sc;
+                if (tid % 4 == 0) s[size_t(group) * m + r] = sc;
+                tile_max = fmaxf(tile_max, mh);
+#pragma unroll
+                for (int qq = 0; qq < QG; ++qq) {
+                    const int q4 = 4 * (grp * QG + qq), c = j.col0 + 8 * (grp * QG + qq) + 2 * (tid % 4);
+                    if (c < n)
+                        *reinterpret_cast<uint16_t*>(q + size_t(r) * n + c) =
+                            uint16_t(f8::e4m3x2(acc[q4 + 2 * h], acc[q4 + 2 * h + 1], inv));
+                }
+            }
+        }
+#pragma unroll
+        for (int o = 16; o; o >>= 1) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
+        if (tid % 32 == 0 && tile_max > 0.f) atomicMax(reinterpret_cast<unsigned*>(amax), __float_as_uint(tile_max));
+    }
+};
+// /kwiki:rung cuda_fp8_out
+
+template <class Epi>
+__device__ __forceinline__ void gemm(const CUtensorMap* ta, const CUtensorMap* tb, int M, int N, int K, const Epi& epi) {
+    g::gemm_cta_bf16<BN>(ta, tb, K, g::Dense<BN>(M, N), epi);
+}
+
+}  // namespace epiws
+
+
+// kwiki:rung cuda_plain
+extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
+epi_plain_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, __nv_bfloat16* out, int M, int N,
+                 int K) {
+    epiws::gemm(&ta, &tb, M, N, K, kwiki::wsgemm::StoreBf16{out, N});
+}
+// /kwiki:rung cuda_plain
+
+// kwiki:rung cuda_bias_gelu
+extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
+epi_bias_gelu_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, const __nv_bfloat16* bias,
+                     __nv_bfloat16* out, int M, int N, int K) {
+    epiws::gemm(&ta, &tb, M, N, K, epiws::BiasGelu<false>{bias, nullptr, out, N});
+}
+// /kwiki:rung cuda_bias_gelu
+
+// kwiki:rung cuda_bias_gelu_residual
+extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
+epi_bias_gelu_res_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, const __nv_bfloat16* bias,
+                         const __nv_bfloat16* res, __nv_bfloat16* out, int M, int N, int K) {
+    epiws::gemm(&ta, &tb, M, N, K, epiws::BiasGelu<true>{bias, res, out, N});
+}
+// /kwiki:rung cuda_bias_gelu_residual
+
+// kwiki:rung cuda_fp8_out
+extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
+epi_fp8_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, const __nv_bfloat16* bias,
+               uint8_t* q, float* s, float* amax, int M, int N, int K) {
+    epiws::gemm(&ta, &tb, M, N, K, epiws::Fp8Out{bias, q, s, amax, M, N});
+}
+// /kwiki:rung cuda_fp8_out
+
+
+// The launcher gemm_epilogue.py calls: variant 0 plain (out bf16 [M, N]), 1 bias + GELU, 2 bias + GELU + residual
+// (res bf16 [M, N]), 3 fp8 (out: q e4m3 [M, N], s fp32 [ceil(N/128), M], amax fp32, which the caller zeroes); a
+// [M, K], bt [N, K] and bias [N] bf16, all contiguous. Returns 0, a CUDA error code, or -1 (a bad variant; M, N or K
+// not positive; N or K not a multiple of 16; a or bt not 16-byte aligned; an output, the bias, the residual, s or
+// amax missing where the variant needs it or not 4-byte aligned), -2 (the driver refused a tensor map). The module
+// checks all of these before it calls, with a located message; the checks here keep a direct caller from a bad launch.
+extern "C" int kwiki_gemm_epilogue(int variant, const void* a, const void* bt, const void* bias, const void* res, void* out,
+                                   float* s, float* amax, int m, int n, int k, cudaStream_t stream) {
+    namespace g = kwiki::wsgemm;
+    if (variant < 0 || variant > 3 || m <= 0 || n <= 0 || k <= 0 || n % 16 || k % 16) return -1;
+    for (const void* p : {a, bt})
+        if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return -1;
+    const void* needed[4] = {out, variant >= 1 ? bias : out, variant == 2 ? res : out, variant == 3 ? s : out};
+    for (const void* p : needed)
+        if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 4 != 0) return -1;
+    if (variant == 3 && (amax == nullptr || reinterpret_cast<uintptr_t>(amax) % 4 != 0)) return -1;
+    CUtensorMap ta, tb;
+    if (g::tensor_map(&ta, a, m, k, g::BM, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) != CUDA_SUCCESS ||
+        g::tensor_map(&tb, bt, n, k, epiws::BN, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) != CUDA_SUCCESS)
+        return -2;
+    const void* kernels[4] = {reinterpret_cast<const void*>(epi_plain_kernel), reinterpret_cast<const void*>(epi_bias_gelu_kernel),
+                              reinterpret_cast<const void*>(epi_bias_gelu_res_kernel), reinterpret_cast<const void*>(epi_fp8_kernel)};
+    static bool configured[4] = {false, false, false, false};
+    constexpr int smem = g::TileBf16<epiws::BN>::SMEM_BYTES;
+    if (!configured[variant]) {
+        const cudaError_t e = cudaFuncSetAttribute(kernels[variant], cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return int(e);
+        configured[variant] = true;
+    }
+    const int sms = g::sm_count_or_error();
+    if (sms < 0) return -sms;
+    const long long tiles = (long long)((m + g::BM - 1) / g::BM) * ((n + epiws::BN - 1) / epiws::BN);
+    const unsigned grid = unsigned(tiles < sms ? tiles : sms);
+    using B = __nv_bfloat16;
+    const B* bi = static_cast<const B*>(bias);
+    switch (variant) {
+        case 0: epi_plain_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, static_cast<B*>(out), m, n, k); break;
+        case 1: epi_bias_gelu_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, bi, static_cast<B*>(out), m, n, k); break;
+        case 2:
+            epi_bias_gelu_res_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, bi, static_cast<const B*>(res), static_cast<B*>(out),
+                                                                          m, n, k);
+            break;
+        default: epi_fp8_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, bi, static_cast<uint8_t*>(out), s, amax, m, n, k);
+    }
+    return int(cudaGetLastError());
+}
