@@ -314,7 +314,10 @@ struct StoreBf16 {
 // issues a k-block's four wgmma into its totals, then waits until at most that group is in flight (wait_group 1):
 // the previous k-block's wgmma are done, so their stage is freed while these run. After a tile's last k-block the
 // epilogue gets the totals: epi.store(acc, job, r_in, tid), with the thread's rows j.a_row + r_in and + 8 and its
-// columns j.col0 + 8q + 2 (tid % 4) + {0, 1} in acc[4q + {0, 1}] (first row) and acc[4q + {2, 3}] (second).
+// columns j.col0 + 8q + 2 (tid % 4) + {0, 1} in acc[4q + {0, 1}] (first row) and acc[4q + {2, 3}] (second). The
+// epilogue's contract: every lane of every consumer warp calls it for every tile (the schedule answers alike in every
+// thread), so full-warp shuffles are safe; the producer warpgroup has left, so a barrier over the whole CTA
+// (__syncthreads, bar.sync 0) would hang: only a named barrier over the 256 consumer threads may be used.
 template <int BN, class Schedule, class Epi>
 __device__ __forceinline__ void gemm_cta_bf16(const CUtensorMap* tmA, const CUtensorMap* tmB, int K, const Schedule& sched,
                                               const Epi& epi) {
@@ -366,6 +369,7 @@ __device__ __forceinline__ void gemm_cta_bf16(const CUtensorMap* tmA, const CUte
 // bytes with the 128-byte swizzle (what the wgmma descriptors expect); zeros past its edges.
 inline CUresult tensor_map(CUtensorMap* map, const void* ptr, long long rows, int cols, int box_rows,
                            CUtensorMapDataType dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8) {
+    if (dtype != CU_TENSOR_MAP_DATA_TYPE_UINT8 && dtype != CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) return CUDA_ERROR_INVALID_VALUE;
     const cuuint32_t elem = dtype == CU_TENSOR_MAP_DATA_TYPE_UINT8 ? 1 : 2;
     cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
     cuuint64_t strides[1] = {cuuint64_t(cols) * elem};

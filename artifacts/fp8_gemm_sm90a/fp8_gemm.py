@@ -327,9 +327,10 @@ def cuda_operands_error(name, i, o):
     for label, t, _, _ in operands:
         if t.device != a.device or t.device.type != "cuda":
             return f"{label} is on {t.device}, not on a's CUDA device"
-    for label, t, align in (("a", a, 16), ("b", b, 16), ("sb", sb, 8)):
+    for label, t, align in (("a", a, 16), ("b", b, 16), ("sb", sb, 8 if name == "cuda_row_ws" else 4)):
         if t.data_ptr() % align:
-            return f"{label} is not {align}-byte aligned ({'TMA' if align == 16 else 'per-row scales read in pairs'})"
+            why = {16: "TMA", 8: "per-row scales read in pairs", 4: "fp32"}[align]
+            return f"{label} is not {align}-byte aligned ({why})"
     return None
 
 

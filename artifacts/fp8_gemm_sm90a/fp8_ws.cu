@@ -99,7 +99,7 @@ extern "C" int kwiki_fp8_gemm(int variant, const void* a, const void* b, const f
     namespace g = kwiki::wsgemm;
     if (variant < 0 || variant > 4 || m <= 0 || n <= 0 || k <= 0 || n % 16 || k % 16) return -1;
     for (const void* p : {a, b})
-        if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return -1;
+        if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 != 0) return -1;
     for (const void* p : {static_cast<const void*>(sa), static_cast<const void*>(sb), static_cast<const void*>(c)})
         if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 4 != 0) return -1;
     if (variant == 4 && reinterpret_cast<uintptr_t>(sb) % 8 != 0) return -1;

@@ -176,7 +176,7 @@ extern "C" int kwiki_gemm_epilogue(int variant, const void* a, const void* bt, c
     namespace g = kwiki::wsgemm;
     if (variant < 0 || variant > 3 || m <= 0 || n <= 0 || k <= 0 || n % 16 || k % 16) return -1;
     for (const void* p : {a, bt})
-        if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return -1;
+        if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 != 0) return -1;
     const void* needed[4] = {out, variant >= 1 ? bias : out, variant == 2 ? res : out, variant == 3 ? s : out};
     for (const void* p : needed)
         if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 4 != 0) return -1;

@@ -279,7 +279,10 @@ def cuda_operands_error(name, i, o):
         if t.device != a.device or t.device.type != "cuda":
             return f"{label} is on {t.device}, not on a's CUDA device"
     bad = [label for label, t in (("a", a), ("bt", bt)) if t.data_ptr() % 16]
-    return f"{' and '.join(bad)} not 16-byte aligned (TMA)" if bad else None
+    if bad:
+        return f"{' and '.join(bad)} not 16-byte aligned (TMA)"
+    bad = [label for label, t, _, _ in want[2:] if t.data_ptr() % 4]
+    return f"{' and '.join(bad)} not 4-byte aligned (pairs of bf16 or e4m3, fp32 scales)" if bad else None
 
 
 # kwiki:rung cuda_plain

@@ -110,7 +110,7 @@ extern "C" int kwiki_moe_fp8(int variant, const void* a, const void* w, const fl
     if (variant < 0 || variant > 1 || T <= 0 || N <= 0 || K <= 0 || E <= 0 || E > moews::MAX_EXPERTS || N % 16 || K % 16)
         return -1;
     for (const void* p : {a, w})
-        if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return -1;
+        if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 != 0) return -1;
     for (const void* p : {static_cast<const void*>(sa), static_cast<const void*>(sw), static_cast<const void*>(offs),
                           static_cast<const void*>(c)})
         if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 4 != 0) return -1;
@@ -144,7 +144,7 @@ extern "C" int kwiki_moe_bf16(const void* a, const void* w, const int* offs, voi
     namespace g = kwiki::wsgemm;
     if (T <= 0 || N <= 0 || K <= 0 || E <= 0 || E > moews::MAX_EXPERTS || N % 8 || K % 8) return -1;
     for (const void* p : {a, w})
-        if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return -1;
+        if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 != 0) return -1;
     for (const void* p : {static_cast<const void*>(offs), static_cast<const void*>(c)})
         if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 4 != 0) return -1;
     CUtensorMap ta, tw;
