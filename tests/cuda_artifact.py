@@ -122,3 +122,21 @@ def library_rung_checks(library: Path, variants: Any, names: Any, rung: str, bel
     own, on_below = rung_checks(variants, kernels, rung, below)
     assert own == []
     return on_below
+
+
+def claimed_at_one_entry(page: Path, grid: list[dict[str, Any]], applies: Any, names: Any) -> set[str]:
+    """The variants among `names` that the page's measured claims select, each selection matching exactly one GRID
+    entry at which the variant applies (asserted: a claim names one record)."""
+    from kwiki.wiki.pages import load_page
+
+    named: set[str] = set()
+    for c in load_page(page, REPO).meta.claims:
+        if c.measure is None:
+            continue
+        for sel in (c.measure.of, c.measure.per):
+            if sel is None or sel.variant not in names:
+                continue
+            named.add(sel.variant)
+            at = [p for p in grid if all(p.get(k) == v for k, v in sel.params.items()) and applies(sel.variant, p)]
+            assert len(at) == 1, (c.id, sel.params)
+    return named

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_artifact import FakeLibrary, build_library, library_rung_checks, sass_tools
+from cuda_artifact import FakeLibrary, build_library, claimed_at_one_entry, library_rung_checks, sass_tools
 from triton_interpreter import artifact_module
 
 from kwiki.wiki.manifest import Manifest, load_manifest
-from kwiki.wiki.pages import load_page
 
 REPO = Path(__file__).resolve().parent.parent
 ART = REPO / "artifacts" / "fp8_gemm_sm90a"
@@ -72,19 +71,8 @@ def test_the_cuda_rungs_climb_above_the_triton_ones_and_name_their_kernels() -> 
 
 
 def test_the_page_claims_select_the_cuda_rungs_at_grid_entries() -> None:
-    page = load_page(PAGE, REPO)
     mod = _module()
-    named: set[str] = set()
-    for c in page.meta.claims:
-        if c.measure is None:
-            continue
-        for sel in (c.measure.of, c.measure.per):
-            if sel is None or sel.variant not in KERNELS:
-                continue
-            named.add(sel.variant)
-            at = [p for p in mod.GRID if all(p[k] == v for k, v in sel.params.items()) and mod.applies(sel.variant, p)]
-            assert len(at) == 1, (c.id, sel.params)
-    assert named == set(KERNELS)
+    assert claimed_at_one_entry(PAGE, mod.GRID, mod.applies, KERNELS) == set(KERNELS)
 
 
 def _operands(torch: Any, mod: Any, scaling: str, m: int = 70, n: int = 272, k: int = 400) -> tuple[dict, dict]:

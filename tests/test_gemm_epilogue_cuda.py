@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_artifact import FakeLibrary, build_library, library_rung_checks
+from cuda_artifact import FakeLibrary, build_library, claimed_at_one_entry, library_rung_checks
 from triton_interpreter import artifact_module
 
 from kwiki.wiki.manifest import Manifest, load_manifest
-from kwiki.wiki.pages import load_page
 
 REPO = Path(__file__).resolve().parent.parent
 ART = REPO / "artifacts" / "gemm_epilogue_sm90a"
@@ -67,19 +66,8 @@ def test_the_cuda_rungs_climb_above_the_triton_ones_from_the_modules_library() -
 
 
 def test_the_page_claims_select_the_cuda_rungs_at_one_grid_entry_each() -> None:
-    page = load_page(PAGE, REPO)
     mod = _module()
-    named: set[str] = set()
-    for c in page.meta.claims:
-        if c.measure is None:
-            continue
-        for sel in (c.measure.of, c.measure.per):
-            if sel is None or sel.variant not in RUNGS:
-                continue
-            named.add(sel.variant)
-            at = [p for p in mod.GRID if all(p[k] == v for k, v in sel.params.items()) and mod.applies(sel.variant, p)]
-            assert len(at) == 1, (c.id, sel.params)
-    assert named == set(RUNGS)
+    assert claimed_at_one_entry(PAGE, mod.GRID, mod.applies, RUNGS) == set(RUNGS)
 
 
 def test_operands_the_kernels_are_not_built_for_are_named() -> None:

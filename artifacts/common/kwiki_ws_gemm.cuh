@@ -392,5 +392,18 @@ inline int sm_count_or_error() {
     return sms;
 }
 
+// A persistent launch of `kernel` made ready: its dynamic shared memory allowed (once a process: `configured`), and
+// its grid, one CTA per SM and no more CTAs than tiles; or a negative CUDA error code.
+inline long long persistent_grid(const void* kernel, int smem, bool& configured, long long tiles) {
+    if (!configured) {
+        const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return -(long long)e;
+        configured = true;
+    }
+    const int sms = sm_count_or_error();
+    if (sms < 0) return sms;
+    return tiles < sms ? tiles : sms;
+}
+
 }  // namespace wsgemm
 }  // namespace kwiki

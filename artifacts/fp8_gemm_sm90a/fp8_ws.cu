@@ -107,15 +107,9 @@ extern "C" int kwiki_fp8_gemm(int variant, const void* a, const void* b, const f
     CUtensorMap ta, tb;
     if (g::tensor_map(&ta, a, m, k, g::BM) != CUDA_SUCCESS || g::tensor_map(&tb, b, n, k, v.bn) != CUDA_SUCCESS) return -2;
     static bool configured[5] = {false, false, false, false, false};
-    if (!configured[variant]) {
-        const cudaError_t e = cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
-        if (e != cudaSuccess) return int(e);
-        configured[variant] = true;
-    }
-    const int sms = g::sm_count_or_error();
-    if (sms < 0) return -sms;
     const long long tiles = (long long)((m + g::BM - 1) / g::BM) * ((n + v.bn - 1) / v.bn);
-    const unsigned grid = unsigned(tiles < sms ? tiles : sms);
-    v.kernel<<<grid, g::THREADS, v.smem, stream>>>(ta, tb, sa, sb, static_cast<__nv_bfloat16*>(c), m, n, k);
+    const long long grid = g::persistent_grid(reinterpret_cast<const void*>(v.kernel), v.smem, configured[variant], tiles);
+    if (grid < 0) return int(-grid);
+    v.kernel<<<unsigned(grid), g::THREADS, v.smem, stream>>>(ta, tb, sa, sb, static_cast<__nv_bfloat16*>(c), m, n, k);
     return int(cudaGetLastError());
 }

@@ -189,15 +189,10 @@ extern "C" int kwiki_gemm_epilogue(int variant, const void* a, const void* bt, c
                               reinterpret_cast<const void*>(epi_bias_gelu_res_kernel), reinterpret_cast<const void*>(epi_fp8_kernel)};
     static bool configured[4] = {false, false, false, false};
     constexpr int smem = g::TileBf16<epiws::BN>::SMEM_BYTES;
-    if (!configured[variant]) {
-        const cudaError_t e = cudaFuncSetAttribute(kernels[variant], cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess) return int(e);
-        configured[variant] = true;
-    }
-    const int sms = g::sm_count_or_error();
-    if (sms < 0) return -sms;
     const long long tiles = (long long)((m + g::BM - 1) / g::BM) * ((n + epiws::BN - 1) / epiws::BN);
-    const unsigned grid = unsigned(tiles < sms ? tiles : sms);
+    const long long blocks = g::persistent_grid(kernels[variant], smem, configured[variant], tiles);
+    if (blocks < 0) return int(-blocks);
+    const unsigned grid = unsigned(blocks);
     using B = __nv_bfloat16;
     const B* bi = static_cast<const B*>(bias);
     switch (variant) {

@@ -122,17 +122,11 @@ extern "C" int kwiki_moe_fp8(int variant, const void* a, const void* w, const fl
     const Kernel kernels[2] = {moe_fp8_row_kernel, moe_fp8_block_kernel};
     static bool configured[2] = {false, false};
     constexpr int smem = g::Tile<moews::BN_FP8>::SMEM_BYTES;
-    if (!configured[variant]) {
-        const cudaError_t e = cudaFuncSetAttribute(kernels[variant], cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess) return int(e);
-        configured[variant] = true;
-    }
-    const int sms = g::sm_count_or_error();
-    if (sms < 0) return -sms;
     // the schedule's tiles are known on the device only; at most (ceil(T / 128) + E) x ceil(N / 128) of them
     const long long bound = ((long long)(T + g::BM - 1) / g::BM + E) * ((N + moews::BN_FP8 - 1) / moews::BN_FP8);
-    const unsigned grid = unsigned(bound < sms ? bound : sms);
-    kernels[variant]<<<grid, g::THREADS, smem, stream>>>(ta, tw, sa, sw, offs, static_cast<__nv_bfloat16*>(c), T, N, K, E);
+    const long long grid = g::persistent_grid(reinterpret_cast<const void*>(kernels[variant]), smem, configured[variant], bound);
+    if (grid < 0) return int(-grid);
+    kernels[variant]<<<unsigned(grid), g::THREADS, smem, stream>>>(ta, tw, sa, sw, offs, static_cast<__nv_bfloat16*>(c), T, N, K, E);
     return int(cudaGetLastError());
 }
 
@@ -153,16 +147,10 @@ extern "C" int kwiki_moe_bf16(const void* a, const void* w, const int* offs, voi
         return -2;
     static bool configured = false;
     constexpr int smem = g::TileBf16<moews::BN_BF16>::SMEM_BYTES;
-    if (!configured) {
-        const cudaError_t e = cudaFuncSetAttribute(moe_bf16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess) return int(e);
-        configured = true;
-    }
-    const int sms = g::sm_count_or_error();
-    if (sms < 0) return -sms;
     const long long bound = ((long long)(T + g::BM - 1) / g::BM + E) * ((N + moews::BN_BF16 - 1) / moews::BN_BF16);
-    const unsigned grid = unsigned(bound < sms ? bound : sms);
-    moe_bf16_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tw, offs, static_cast<__nv_bfloat16*>(c), T, N, K, E);
+    const long long grid = g::persistent_grid(reinterpret_cast<const void*>(moe_bf16_kernel), smem, configured, bound);
+    if (grid < 0) return int(-grid);
+    moe_bf16_kernel<<<unsigned(grid), g::THREADS, smem, stream>>>(ta, tw, offs, static_cast<__nv_bfloat16*>(c), T, N, K, E);
     return int(cudaGetLastError());
 }
 
