@@ -125,6 +125,9 @@ def test_each_call_hands_the_library_its_variant_operands_and_shape(monkeypatch:
     with pytest.raises(ValueError, match=r"fp8_gemm\.py\): cuda_block_ws: a is on cpu"):
         mod.load("cuda_block_ws")(i, o)
     assert len(libs[-1].calls) == 0  # refused before the library
+    monkeypatch.delenv("KWIKI_CUDA_LIBRARY")
+    with pytest.raises(RuntimeError, match="not runnable here: no \\$KWIKI_CUDA_LIBRARY"):
+        mod.load("cuda_row_ws")
 
 
 # ---------------------------------------------------------------- compiled (nvcc) as kwiki builds the library

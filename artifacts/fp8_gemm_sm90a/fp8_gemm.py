@@ -335,14 +335,18 @@ def cuda_operands_error(name, i, o):
 
 
 def _cuda(name):
-    """Rungs 5 and 6: kwiki_fp8_gemm from the artifact's library ($KWIKI_CUDA_LIBRARY, built by kwiki from fp8_ws.cu),
-    on torch's current stream. Operands it is not built for are refused here, by name, before any CUDA call."""
+    """Rungs 5 and 6 and their wide and row-wise variants: kwiki_fp8_gemm from the artifact's library
+    ($KWIKI_CUDA_LIBRARY, built by kwiki from fp8_ws.cu), on torch's current stream. Operands it is not built for are
+    refused here, by name, before any CUDA call."""
     import ctypes
     import os
 
     import torch
 
-    lib = ctypes.CDLL(os.environ["KWIKI_CUDA_LIBRARY"])
+    library = os.environ.get("KWIKI_CUDA_LIBRARY")
+    if not library:
+        raise RuntimeError(f"{name} is not runnable here: no $KWIKI_CUDA_LIBRARY (kwiki builds fp8_ws.cu into it)")
+    lib = ctypes.CDLL(library)
     fn = lib.kwiki_fp8_gemm
     fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 5, *[ctypes.c_int] * 3, ctypes.c_void_p]
     fn.restype = ctypes.c_int
