@@ -140,3 +140,27 @@ def claimed_at_one_entry(page: Path, grid: list[dict[str, Any]], applies: Any, n
             at = [p for p in grid if all(p.get(k) == v for k, v in sel.params.items()) and applies(sel.variant, p)]
             assert len(at) == 1, (c.id, sel.params)
     return named
+
+
+def host_program(tmp_path_factory: pytest.TempPathFactory, name: str, source: str) -> Path:
+    """A small host program (`source`, C++ including headers of artifacts/common) built with nvcc for sm_90a into a
+    fresh temporary directory, for tests of the headers' host-and-device code (skipped where nvcc is not on PATH)."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not on PATH")
+    d = tmp_path_factory.mktemp(name)
+    (d / "host.cu").write_text(source)
+    subprocess.run([nvcc, "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{REPO / 'artifacts' / 'common'}",
+                    "-o", str(d / "host"), str(d / "host.cu")], check=True, capture_output=True, timeout=300)
+    return d / "host"
+
+
+def launcher_result(library: Path, symbol: str, argtypes: list[Any], args: dict[str, Any]) -> int:
+    """What the library's launcher `symbol` returns for `args` (in argtypes' order), called through ctypes. Without a
+    GPU a launcher that reached a CUDA call returns a CUDA error code, so -1 says it refused before any."""
+    import ctypes
+
+    fn = getattr(ctypes.CDLL(str(library)), symbol)
+    fn.argtypes = argtypes
+    fn.restype = ctypes.c_int
+    return int(fn(*args.values()))

@@ -15,13 +15,12 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_artifact import rung_checks
+from cuda_artifact import build_library, launcher_result, rung_checks, sass_tools
 
 from kwiki.wiki.manifest import Manifest, load_manifest
 from kwiki.wiki.pages import load_page
@@ -177,26 +176,7 @@ def test_each_call_hands_the_kernels_an_lse_buffer_checked_or_a_scratch_of_its_o
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not on PATH")
-    m = manifest()
-    build = m.library_build()
-    assert build is not None
-    out = tmp_path_factory.mktemp("fa3") / "libfa3.so"
-    subprocess.run([nvcc, *build.flags, "-gencode=arch=compute_90a,code=sm_90a", f"-I{REPO / 'artifacts' / 'common'}",
-                    "-o", str(out), *[str(ART / s) for s in build.sources]],
-                   check=True, capture_output=True, timeout=900)
-    return out
-
-
-def _tools() -> Any:
-    from kwiki.verify.sass import find_tools
-
-    tools = find_tools()
-    if tools is None:
-        pytest.skip("no cuobjdump")
-    return tools
+    return build_library(tmp_path_factory, ART)
 
 
 @pytest.mark.nvcc
@@ -207,7 +187,7 @@ def _tools() -> Any:
 def test_each_cuda_rungs_sass_expectation_holds_on_it_and_fails_on_the_rung_below(library, rung, below, words):
     from kwiki.verify.sass import check_variant, disassemble
 
-    kernels = disassemble(library, _tools())[0]
+    kernels = disassemble(library, sass_tools())[0]
     by_name = {v.name: v for v in manifest().variants}
     for name in RUNGS:
         assert check_variant(by_name[name], "sm_90a", kernels, {})[1] == [], name
@@ -222,7 +202,7 @@ _SS = re.compile(r"HGMMA\.64x128x16\.F32\.BF16 R\d+, gdesc\[UR\d+\], (R\d+|RZ)")
 
 @pytest.mark.nvcc
 def test_p_v_takes_p_from_registers_and_v_transposed_and_q_k_both_from_shared_memory_and_the_lse_is_computed(library):
-    listing = subprocess.run([_tools().cuobjdump, "-sass", str(library)], capture_output=True, text=True,
+    listing = subprocess.run([sass_tools().cuobjdump, "-sass", str(library)], capture_output=True, text=True,
                              check=True, timeout=120).stdout
     bodies = dict(re.findall(r"Function : (fa3_\w+_kernel)\n(.*?)(?=\n\s+Function : |\Z)", listing, re.S))
     assert sorted(bodies) == sorted(n.replace("cuda_", "") + "_kernel" for n in RUNGS)
@@ -238,13 +218,9 @@ def test_p_v_takes_p_from_registers_and_v_transposed_and_q_k_both_from_shared_me
                                              ({"group": 3}, "8 query heads are not groups of 3"),
                                              ({"lse": (1 << 22) + 2}, "an lse not 4-byte aligned")])
 def test_the_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(library, change, why):
-    lib = ctypes.CDLL(str(library))
-    fn = lib.kwiki_fa3_fwd
-    fn.argtypes = ARGTYPES
-    fn.restype = ctypes.c_int
     args = {"variant": 0, "q": 1 << 20, "k": 1 << 20, "v": 1 << 20, "o": 1 << 21, "lse": 1 << 22, "bh": 8,
             "seq": 1000, "head_dim": 128, "causal": 0, "group": 4, "stream": None} | change
-    assert fn(*args.values()) == -1, why  # a CUDA call here (no GPU) would return a CUDA error code instead
+    assert launcher_result(library, "kwiki_fa3_fwd", ARGTYPES, args) == -1, why  # -1: refused before any CUDA call
 
 
 @pytest.mark.nvcc

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_artifact import FakeLibrary, build_library, claimed_at_one_entry, library_rung_checks, sass_tools
+from cuda_artifact import (
+    FakeLibrary,
+    build_library,
+    claimed_at_one_entry,
+    launcher_result,
+    library_rung_checks,
+    sass_tools,
+)
 from triton_interpreter import artifact_module
 
 from kwiki.wiki.manifest import Manifest, load_manifest
@@ -192,13 +199,9 @@ def test_a_k_blocks_four_wgmma_are_issued_together_and_waited_for_once_before_th
                                              ({"a": (1 << 20) + 8}, "a misaligned for TMA"),
                                              ({"c": (1 << 22) + 2}, "c not 4-byte aligned"), ({"sb": None}, "no sb")])
 def test_the_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(library, change, why):
-    lib = ctypes.CDLL(str(library))
-    fn = lib.kwiki_fp8_gemm
-    fn.argtypes = ARGTYPES
-    fn.restype = ctypes.c_int
     args = {"variant": 1, "a": 1 << 20, "b": 1 << 21, "sa": 1 << 22, "sb": 1 << 23, "c": 1 << 24, "m": 70, "n": 272,
             "k": 400, "stream": None} | change
-    assert fn(*args.values()) == -1, why  # a CUDA call here (no GPU) would return a CUDA error code instead
+    assert launcher_result(library, "kwiki_fp8_gemm", ARGTYPES, args) == -1, why  # -1: refused before any CUDA call
 
 
 @pytest.mark.nvcc

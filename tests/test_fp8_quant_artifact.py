@@ -10,12 +10,11 @@ H200 (kwiki verify), checked bit for bit against the GPU reference."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from cuda_artifact import build, run_without_gpu, rung_checks, sass_kernels
+from cuda_artifact import build, host_program, run_without_gpu, rung_checks, sass_kernels
 
 from kwiki.wiki.manifest import Manifest, load_manifest
 from kwiki.wiki.pages import load_page
@@ -137,27 +136,19 @@ int main(int argc, char** argv) {  // argv: inv, then values; prints each code, 
 
 
 @pytest.fixture(scope="module")
-def host_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not on PATH")
-    d = tmp_path_factory.mktemp("fp8_host")
-    (d / "host.cu").write_text(_HOST)
-    common = REPO / "artifacts" / "common"
-    subprocess.run([nvcc, "-std=c++17", f"-I{common}", "-o", str(d / "host"), str(d / "host.cu")],
-                   check=True, capture_output=True, timeout=300)
-    return d / "host"
+def fp8_host(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return host_program(tmp_path_factory, "fp8_host", _HOST)
 
 
 @pytest.mark.nvcc
-def test_the_host_code_rounds_as_torchs_e4m3_cast_saturates_and_keeps_zero_groups_finite(host_program):
+def test_the_host_code_rounds_as_torchs_e4m3_cast_saturates_and_keeps_zero_groups_finite(fp8_host):
     torch = pytest.importorskip("torch")
     g = torch.Generator().manual_seed(7)
     values = torch.cat([torch.randn(400, generator=g) * 2.0 ** torch.randint(-12, 10, (400,), generator=g),
                         torch.tensor([0.0, -0.0, 448.0, -448.0, 464.0, 1e4, -1e4, 2.0 ** -9, 2.0 ** -10, 3 * 2.0 ** -11,
                                       2.0 ** -11, 0.3125, 0.34375])])  # ties, subnormals, past 448
     inv = 0.75
-    out = subprocess.run([str(host_program), repr(inv), *[repr(float(v)) for v in values]], capture_output=True,
+    out = subprocess.run([str(fp8_host), repr(inv), *[repr(float(v)) for v in values]], capture_output=True,
                          text=True, check=True, timeout=60).stdout.split()
     codes = [int(c) for c in out[:len(values)]]
     # torch's cast does not saturate: clamp first

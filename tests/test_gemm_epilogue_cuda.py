@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_artifact import FakeLibrary, build_library, claimed_at_one_entry, library_rung_checks
+from cuda_artifact import FakeLibrary, build_library, claimed_at_one_entry, launcher_result, library_rung_checks
 from triton_interpreter import artifact_module
 
 from kwiki.wiki.manifest import Manifest, load_manifest
@@ -149,9 +149,6 @@ def test_each_cuda_rungs_sass_expectation_holds_on_it_and_fails_on_the_rung_belo
                                              ({"variant": 3, "amax": None}, "no amax"),
                                              ({"variant": 3, "s": (1 << 24) + 2}, "s misaligned")])
 def test_the_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(library, change, why):
-    fn = ctypes.CDLL(str(library)).kwiki_gemm_epilogue
-    fn.argtypes = ARGTYPES
-    fn.restype = ctypes.c_int
     args = {"variant": 0, "a": 1 << 20, "bt": 1 << 21, "bias": 1 << 22, "res": 1 << 23, "out": 1 << 25,
             "s": 1 << 24, "amax": 1 << 26, "m": 4001, "n": 4048, "k": 4048, "stream": None} | change
-    assert fn(*args.values()) == -1, why
+    assert launcher_result(library, "kwiki_gemm_epilogue", ARGTYPES, args) == -1, why

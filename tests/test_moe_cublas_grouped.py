@@ -14,12 +14,11 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import importlib.util
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cuda_artifact import build_library
 
 from kwiki.wiki.manifest import Manifest, load_manifest
 from kwiki.wiki.pages import load_page
@@ -158,16 +157,9 @@ def test_offsets_read_back_are_checked_before_the_library_sees_them(ends: list[i
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not on PATH")
     build = manifest().library_build()
     assert build is not None and "-lcublas" not in build.flags  # nothing to link: torch's libcublas is called
-    out = tmp_path_factory.mktemp("moe_cublas") / "libmoe.so"
-    subprocess.run([nvcc, *build.flags, "-gencode=arch=compute_90a,code=sm_90a", f"-I{REPO / 'artifacts' / 'common'}",
-                    "-o", str(out), *[str(ART / s) for s in build.sources]],
-                   check=True, capture_output=True, timeout=600)
-    return out
+    return build_library(tmp_path_factory, ART)
 
 
 def _groups(lib: ctypes.CDLL) -> Any:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_artifact import FakeLibrary, build_library, claimed_at_one_entry, library_rung_checks
+from cuda_artifact import FakeLibrary, build_library, claimed_at_one_entry, launcher_result, library_rung_checks
 from triton_interpreter import artifact_module
 
 from kwiki.wiki.manifest import Manifest, load_manifest
@@ -166,12 +166,9 @@ def test_the_warp_specialization_expectations_fail_on_a_kernel_without_it() -> N
                                              ({"sw": (1 << 22) + 4}, "row-wise column scales read in pairs"),
                                              ({"offs": None}, "no offsets")])
 def test_the_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(library, change, why):
-    fn = ctypes.CDLL(str(library)).kwiki_moe_fp8
-    fn.argtypes = ARGTYPES
-    fn.restype = ctypes.c_int
     args = {"variant": 0, "a": 1 << 20, "w": 1 << 21, "sa": 1 << 22, "sw": 1 << 23, "offs": 1 << 24, "c": 1 << 25,
             "T": 1159, "N": 1008, "K": 1040, "E": 8, "stream": None} | change
-    assert fn(*args.values()) == -1, why  # a CUDA call here (no GPU) would return a CUDA error code instead
+    assert launcher_result(library, "kwiki_moe_fp8", ARGTYPES, args) == -1, why  # -1: refused before any CUDA call
 
 
 def _schedule(library: Path, offs: list[int], t: int, n: int, bn: int = 128) -> tuple[int, list[tuple[int, ...]]]:
@@ -275,9 +272,6 @@ def test_the_bf16_rungs_sass_expectation_holds_on_it_and_fails_on_the_fp8_rung(l
                                              ({"w": (1 << 21) + 8}, "w misaligned"), ({"offs": None}, "no offsets"),
                                              ({"c": (1 << 25) + 2}, "c misaligned")])
 def test_the_bf16_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(library, change, why):
-    fn = ctypes.CDLL(str(library)).kwiki_moe_bf16
-    fn.argtypes = BF16_ARGTYPES
-    fn.restype = ctypes.c_int
     args = {"a": 1 << 20, "w": 1 << 21, "offs": 1 << 24, "c": 1 << 25, "T": 1159, "N": 1000, "K": 1000, "E": 8,
             "stream": None} | change
-    assert fn(*args.values()) == -1, why
+    assert launcher_result(library, "kwiki_moe_bf16", BF16_ARGTYPES, args) == -1, why

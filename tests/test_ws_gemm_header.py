@@ -8,11 +8,11 @@ stay within a band of 8 tile-rows (the grouped order that keeps A's rows and B's
 from __future__ import annotations
 
 import itertools
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from cuda_artifact import host_program
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,14 +43,7 @@ int main(int argc, char** argv) {  // argv: BN M N; then the rings' geometry
 
 @pytest.fixture(scope="module")
 def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not on PATH")
-    d = tmp_path_factory.mktemp("ws_gemm_host")
-    (d / "host.cu").write_text(_HOST)
-    subprocess.run([nvcc, "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{REPO / 'artifacts' / 'common'}",
-                    "-o", str(d / "host"), str(d / "host.cu")], check=True, capture_output=True, timeout=300)
-    return d / "host"
+    return host_program(tmp_path_factory, "ws_gemm_host", _HOST)
 
 
 @pytest.mark.nvcc
