@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_artifact import build_library, launcher_result, rung_checks, sass_tools
+from cuda_artifact import build_library, claimed_at_one_entry, launcher_result, rung_checks, sass_tools
 
 from kwiki.wiki.manifest import Manifest, load_manifest
-from kwiki.wiki.pages import load_page
 
 REPO = Path(__file__).resolve().parent.parent
 ART = REPO / "artifacts" / "attention_fwd_bf16_sm90a"
@@ -66,21 +65,9 @@ def test_the_cuda_rungs_climb_above_the_triton_ones_and_name_their_kernels() -> 
 
 
 def test_the_page_claims_select_the_cuda_rungs_at_grid_entries() -> None:
-    page = load_page(PAGE, REPO)
     mod = _module()
-    grid = mod.GRID
-    named: set[str] = set()
-    for c in page.meta.claims:
-        if c.measure is None:
-            continue
-        for sel in (c.measure.of, c.measure.per):
-            if sel is None or sel.variant not in RUNGS:
-                continue
-            named.add(sel.variant)
-            at = [p for p in grid if all(p[k] == v for k, v in sel.params.items()) and mod.applies(sel.variant, p)]
-            assert len(at) == 1, (c.id, sel.params)
-    assert named == set(RUNGS)
-    assert any(p["seq"] == 8192 and p["mask"] == "none" for p in grid)
+    assert claimed_at_one_entry(PAGE, mod.GRID, mod.applies, RUNGS) == set(RUNGS)
+    assert any(p["seq"] == 8192 and p["mask"] == "none" for p in mod.GRID)
 
 
 def test_operands_the_kernels_are_not_built_for_are_named() -> None:
