@@ -54,9 +54,12 @@ struct Tile {
 enum Scaling { TENSOR = 0, BLOCK = 1, ROW = 2 };
 
 // One output tile: A's rows from a_row (128 of them), B's rows from b_row (BN), C's rows from a_row stored while below
-// row_end, C's columns from col0; group: the expert (0 for one GEMM), which picks the B scales.
+// row_end, C's columns from col0; group: the expert (0 for one GEMM), which picks the B scales. A job covers the tile's
+// k-blocks kb0 up to kb1 (clamped to K's): the whole of K unless the schedule splits tiles (Stream-K); a job with no
+// k-block in its range is skipped by every role (a schedule may pad its jobs with empty ones).
 struct Job {
     int a_row, b_row, row_end, col0, group;
+    int kb0 = 0, kb1 = 1 << 30;
 };
 
 // The scales and the sizes their layouts need: rows of A (sa's stride in BLOCK), n columns of C (and of each group's
@@ -169,7 +172,7 @@ struct Ring {
         uint32_t phase = 0;
         for (int t = blockIdx.x; t < sched.tiles(); t += gridDim.x) {
             const Job j = sched.job(t);
-            for (int kb = 0; kb < k_blocks; ++kb) {
+            for (int kb = j.kb0, end = min(j.kb1, k_blocks); kb < end; ++kb) {
                 sm90::mbar_wait(&empty[stage], phase ^ 1);
                 sm90::mbar_arrive_expect_tx(&full[stage], T::STAGE_BYTES);  // whole boxes: TMA counts the zeros it fills
                 sm90::tma_load_2d(sA + stage * T::A_BYTES, tmA, &full[stage], kb * BK_ELEMS, j.a_row);
@@ -206,6 +209,8 @@ __device__ __forceinline__ void gemm_cta(const CUtensorMap* tmA, const CUtensorM
     float acc[ACC], part[ACC];
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         const Job j = sched.job(t);
+        const int kb_end = min(j.kb1, k_blocks);
+        if (j.kb0 >= kb_end) continue;
         const int r0 = j.a_row + r_in, r1 = r0 + 8;
         // block scales: the tile's columns from col0 lie in B's scale block col0 / 128 up to accumulator group `split`
         // (group j holds columns col0 + 8j ..), in the next block from there (BN = 192 only)
@@ -214,7 +219,7 @@ __device__ __forceinline__ void gemm_cta(const CUtensorMap* tmA, const CUtensorM
         const size_t sb_hi = (size_t(j.group) * blocks_n + min(blk + 1, blocks_n - 1)) * k_blocks;
 #pragma unroll
         for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        for (int kb = j.kb0; kb < kb_end; ++kb) {
             float g0 = 1.f, g1 = 1.f, h0 = 1.f, h1 = 1.f;  // the k-block's scales of the thread's rows r0 and r1
             if constexpr (SCALING == BLOCK) {
                 const float a0 = r0 < sc.rows ? sc.sa[size_t(kb) * sc.rows + r0] : 0.f;
@@ -312,12 +317,13 @@ struct StoreBf16 {
 
 // One CTA of the bf16 GEMM over the schedule's tiles (the same Ring and roles as gemm_cta). Each consumer
 // issues a k-block's four wgmma into its totals, then waits until at most that group is in flight (wait_group 1):
-// the previous k-block's wgmma are done, so their stage is freed while these run. After a tile's last k-block the
+// the previous k-block's wgmma are done, so their stage is freed while these run. After a job's last k-block the
 // epilogue gets the totals: epi.store(acc, job, r_in, tid), with the thread's rows j.a_row + r_in and + 8 and its
-// columns j.col0 + 8q + 2 (tid % 4) + {0, 1} in acc[4q + {0, 1}] (first row) and acc[4q + {2, 3}] (second). The
-// epilogue's contract: every lane of every consumer warp calls it for every tile (the schedule answers alike in every
-// thread), so full-warp shuffles are safe; the producer warpgroup has left, so a barrier over the whole CTA
-// (__syncthreads, bar.sync 0) would hang: only a named barrier over the 256 consumer threads may be used.
+// columns j.col0 + 8q + 2 (tid % 4) + {0, 1} in acc[4q + {0, 1}] (first row) and acc[4q + {2, 3}] (second); a job
+// over part of K (kb0 > 0 or kb1 short of K's k-blocks) hands over a partial sum, which the epilogue fixes up. The
+// epilogue's contract: every lane of every consumer warp calls it for every job that has k-blocks (the schedule
+// answers alike in every thread), so full-warp shuffles are safe; the producer warpgroup has left, so a barrier over
+// the whole CTA (__syncthreads, bar.sync 0) would hang: only a named barrier over the 256 consumer threads may be used.
 template <int BN, class Schedule, class Epi>
 __device__ __forceinline__ void gemm_cta_bf16(const CUtensorMap* tmA, const CUtensorMap* tmB, int K, const Schedule& sched,
                                               const Epi& epi) {
@@ -340,10 +346,12 @@ __device__ __forceinline__ void gemm_cta_bf16(const CUtensorMap* tmA, const CUte
     float acc[ACC];
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         const Job j = sched.job(t);
+        const int kb_end = min(j.kb1, k_blocks);
+        if (j.kb0 >= kb_end) continue;
 #pragma unroll
         for (int i = 0; i < ACC; ++i) acc[i] = 0.f, sm90::fence_operand(acc[i]);
         int prev = -1;
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        for (int kb = j.kb0; kb < kb_end; ++kb) {
             sm90::mbar_wait(&ring.full[stage], phase);
             sm90::wgmma_fence();
             const uint8_t* a = ring.sA + stage * T::A_BYTES + cw * ROWS * 128;

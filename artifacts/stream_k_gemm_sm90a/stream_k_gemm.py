@@ -8,7 +8,14 @@ stages, so 128 KiB of shared memory and one program per SM): 1 data-parallel, on
 over the whole K; 2 split-K, each tile's K cut into S slices (S from the tile count and the SM count, below),
 fp32 partials added by a second kernel in slice order; 3 Stream-K, a persistent grid of one program per SM
 that divides all tiles x k-blocks evenly, crossing tile boundaries, with a flag-ordered, deterministic fix-up.
-Baseline: torch.matmul (cuBLAS/cuBLASLt with its own heuristic choice of kernel, split-K or not).
+Rungs 4-6 (CUDA, streamk_ws.cu, built by kwiki into the library at $KWIKI_CUDA_LIBRARY and called through ctypes):
+the same 128x128 tile on the warp-specialized CTA of artifacts/common/kwiki_ws_gemm.cuh (TMA producer, two wgmma
+consumer warpgroups, a 6-stage ring), reading B K-major (bt, [N, K], made once with the inputs): 4 data-parallel,
+one CTA per SM over whole tiles; 5 Stream-K, the same even split of all iterations as rung 3 with a flag-ordered,
+deterministic fix-up in the epilogue; 6 data-parallel waves and then one Stream-K wave (all data-parallel where the
+tiles make whole waves, all Stream-K under two waves).
+Baselines: torch.matmul (cuBLAS/cuBLASLt with its own heuristic choice of kernel, split-K or not), on B as given and
+on B K-major (torch_mm_tn: the operand the CUDA rungs read).
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
 """
 
@@ -20,13 +27,16 @@ K_SWEEP = 4096
 SWEEP = [(1536, 1408), (1792, 1280), (1920, 1280), (1920, 1536), (2560, 1280), (2048, 1920), (2816, 1536)]
 OFF_TILE = {"m": 1500, "n": 1900, "k": 4000}  # 12 x 15 = 180 tiles, the last row, column and k-block partial
 LONG_K = {"m": 1024, "n": 1024, "k": 32768}   # 64 tiles for 132 SMs: split-K's case
+MANY_WAVES = {"m": 4096, "n": 4096, "k": 4096}  # 1024 tiles: 7.76 waves, a last one of 100; at most 1.031x to gain
 
 GRID = [
     *({"m": m, "n": n, "k": K_SWEEP, "dtype": "bfloat16"} for (m, n) in SWEEP),
     {**OFF_TILE, "dtype": "bfloat16"},
     {**LONG_K, "dtype": "bfloat16"},
+    {**MANY_WAVES, "dtype": "bfloat16"},
 ]
-VARIANTS = ["torch_mm", "triton_dp", "triton_splitk", "triton_streamk"]
+CUDA_MODES = {"cuda_dp": 0, "cuda_streamk": 1, "cuda_streamk_dp": 2}  # variant -> kwiki_streamk_bf16's mode
+VARIANTS = ["torch_mm", "torch_mm_tn", "triton_dp", "triton_splitk", "triton_streamk", *CUDA_MODES]
 TOLERANCES = {
     "bfloat16": (0.02, 2.0 ** -7, "A, B ~ N(0, 1) scaled by K^-1/4 each, so C ~ N(0, 1); bf16 output (2^-9 "
                  "relative) after fp32 accumulation of up to 32768 products in any order (split or streamed "
@@ -35,6 +45,7 @@ TOLERANCES = {
 }
 FRESH_INPUTS = False  # three pre-filled input sets (the manifest says why)
 FLAGS = {}  # Stream-K's per-program flags by (device, programs); each finisher resets the flags it read
+WORKSPACE = {}  # the CUDA Stream-K's partial slots and flags by (device, SMs): a slot and 2 flags a CTA, made once
 
 
 def _validate(params):
@@ -43,6 +54,11 @@ def _validate(params):
         raise ValueError(f"stream_k_gemm: params {params}: m, n, k must be positive integers")
     if params.get("dtype") != "bfloat16":
         raise ValueError(f"stream_k_gemm: params {params}: dtype must be bfloat16")
+
+
+def applies(name, params):
+    """The CUDA rungs read A and B by TMA (rows of K a multiple of 8 elements) and store bf16 pairs (N even)."""
+    return name not in CUDA_MODES or (params["k"] % 8 == 0 and params["n"] % 2 == 0)
 
 
 def make_inputs(params, seed, device):
@@ -54,7 +70,7 @@ def make_inputs(params, seed, device):
     scale = k ** -0.25  # each operand's share of the 1/sqrt(K) that keeps C ~ N(0, 1)
     a = (torch.randn(m, k, generator=g, device=device) * scale).to(torch.bfloat16)
     b = (torch.randn(k, n, generator=g, device=device) * scale).to(torch.bfloat16)
-    return {"a": a, "b": b}
+    return {"a": a, "b": b, "bt": b.t().contiguous()}  # bt: B K-major, the same values, for the CUDA rungs
 
 
 def make_outputs(params, inputs):
@@ -145,6 +161,64 @@ def launcher(name, sms, bm=BM, bn=BN, bk=BK, warps=WARPS, stages=STAGES):
     return {"triton_dp": dp, "triton_splitk": splitk, "triton_streamk": streamk}[name]
 
 
+def cuda_operands_error(a, bt, c):
+    """What streamk_ws.cu is not built for in these tensors, or None (checked before any CUDA call): bf16 a [M, K],
+    bt [N, K] and c [M, N], contiguous, on one CUDA device, K a multiple of 8, N even, a and bt 16-byte aligned."""
+    import torch
+
+    if a.dim() != 2 or bt.dim() != 2 or c.dim() != 2 or a.shape[1] != bt.shape[1] or \
+            tuple(c.shape) != (a.shape[0], bt.shape[0]):
+        return f"a {tuple(a.shape)}, bt {tuple(bt.shape)}, c {tuple(c.shape)} are not [M, K], [N, K], [M, N]"
+    bad = [f"{x} is {t.dtype}" for x, t in (("a", a), ("bt", bt), ("c", c)) if t.dtype != torch.bfloat16]
+    bad += [f"{x} is not contiguous" for x, t in (("a", a), ("bt", bt), ("c", c)) if not t.is_contiguous()]
+    bad += [f"{x} is on {t.device}, not on a CUDA device" for x, t in (("a", a), ("bt", bt), ("c", c))
+            if t.device.type != "cuda"]
+    if not bad and len({t.device for t in (a, bt, c)}) > 1:
+        bad.append(f"a, bt and c are on {a.device}, {bt.device} and {c.device}, not one device")
+    if a.shape[1] % 8 or bt.shape[0] % 2:
+        bad.append(f"K = {a.shape[1]} is not a multiple of 8 or N = {bt.shape[0]} is odd")
+    bad += [f"{x} is not 16-byte aligned (TMA)" for x, t in (("a", a), ("bt", bt)) if t.data_ptr() % 16]
+    return "; ".join(bad) or None
+
+
+# kwiki:rung cuda_dp
+def _cuda(name, sms):
+    """Rungs 4-6: kwiki_streamk_bf16 from the artifact's library (streamk_ws.cu), on torch's current stream, with one
+    workspace per device (a 128 x 128 fp32 partial and two flags for each of `sms` CTAs, zeroed once: every launch
+    leaves its flags zero). Operands it is not built for are refused here, by name, before any CUDA call."""
+    import ctypes
+    import os
+
+    import torch
+
+    library = os.environ.get("KWIKI_CUDA_LIBRARY")
+    if not library:
+        raise RuntimeError(f"{name} is not runnable here: no $KWIKI_CUDA_LIBRARY (kwiki builds streamk_ws.cu into it)")
+    fn = ctypes.CDLL(library).kwiki_streamk_bf16
+    fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 5, *[ctypes.c_int] * 4, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+
+    def cuda(i, o):
+        where = f"stream_k_gemm_sm90a (stream_k_gemm.py): {name}"
+        a, bt, c = i["a"], i["bt"], o["c"]
+        why = cuda_operands_error(a, bt, c)
+        if why:
+            raise ValueError(f"{where}: {why}")
+        key = (str(a.device), sms)
+        if key not in WORKSPACE:  # a fill kernel in the first, checked, call only
+            WORKSPACE[key] = (torch.empty(sms, BM * BN, dtype=torch.float32, device=a.device),
+                              torch.zeros(sms, 2, dtype=torch.int32, device=a.device))
+        work, flags = WORKSPACE[key]
+        (m, k), n = a.shape, bt.shape[0]
+        err = fn(CUDA_MODES[name], a.data_ptr(), bt.data_ptr(), c.data_ptr(), work.data_ptr(), flags.data_ptr(), sms,
+                 m, n, k, torch.cuda.current_stream().cuda_stream)
+        if err:
+            raise RuntimeError(f"{where}: kwiki_streamk_bf16 returned {err} (-1: operands refused, -2: tensor map "
+                               "refused, else a CUDA error code)")
+    return cuda
+# /kwiki:rung cuda_dp
+
+
 def load(name):
     import torch
 
@@ -154,6 +228,10 @@ def load(name):
         def torch_mm(i, o):
             torch.matmul(i["a"], i["b"], out=o["c"])
         return torch_mm
+    if name == "torch_mm_tn":
+        def torch_mm_tn(i, o):
+            torch.matmul(i["a"], i["bt"].t(), out=o["c"])
+        return torch_mm_tn
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count \
         if torch.cuda.is_available() else 132
-    return launcher(name, sms)
+    return _cuda(name, sms) if name in CUDA_MODES else launcher(name, sms)
