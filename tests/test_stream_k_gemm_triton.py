@@ -91,8 +91,10 @@ def test_split_factor_and_waves(module: ModuleType) -> None:
     assert module.split_factor(140, 64, 132) == 4                         # 560 units: 5 waves of a quarter tile
     assert module.split_factor(64, 512, 132) == 2                         # 128 units: one wave of half tiles
     assert module.split_factor(6, 3, 4) == 1                              # slices under 4 k-blocks: no split
-    assert all(1.0 <= module.waves(p["m"], p["n"], 132)[1] <= 2.0
-               for p in module.GRID if p["k"] == module.K_SWEEP)
+    sweep = [p for p in module.GRID if (p["m"], p["n"]) in module.SWEEP]
+    assert len(sweep) == len(module.SWEEP) and all(p["k"] == module.K_SWEEP for p in sweep)
+    assert all(1.0 <= module.waves(p["m"], p["n"], 132)[1] <= 2.0 for p in sweep)
+    assert module.waves(4096, 4096, 132) == (1024, 1024 / 132, 100)       # MANY_WAVES: at most 1.031x to gain
 
 
 def test_contract(module: ModuleType) -> None:
