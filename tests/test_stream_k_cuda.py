@@ -14,6 +14,7 @@ fp64 product, off the tile included, and compute-sanitizer's memcheck runs them 
 from __future__ import annotations
 
 import ctypes
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -170,7 +171,7 @@ def check_plan(jobs: list[tuple[int, ...]], m: int, n: int, k: int) -> dict[str,
     assert len(pieces) == tiles  # every tile, each piece once, K covered without gap or overlap, in CTA order
     for tile, ps in pieces.items():
         ps.sort()
-        assert ps[0][0] == 0 and ps[-1][1] == iters and all(a[1] == b[0] for a, b in zip(ps, ps[1:])), (tile, ps)
+        assert ps[0][0] == 0 and ps[-1][1] == iters and all(a[1] == b[0] for a, b in itertools.pairwise(ps)), (tile, ps)
         assert [p[2] for p in ps] == sorted(p[2] for p in ps)
         if len(ps) > 1:
             assert ps[0][3] == FINISHER and all(p[3] == PARTIAL for p in ps[1:])
@@ -187,7 +188,7 @@ def check_plan(jobs: list[tuple[int, ...]], m: int, n: int, k: int) -> dict[str,
     written: dict[int, int] = {}
     for c, js in by_cta.items():
         t = 0
-        for a_row, col0, kb0, kb1, role, _ in js:
+        for _row, _col, kb0, kb1, role, _ in js:
             t += kb1 - kb0
             if role == PARTIAL:
                 written[c] = t

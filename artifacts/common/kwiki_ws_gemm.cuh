@@ -1,7 +1,8 @@
 // kwiki_ws_gemm.cuh: one CTA of a warp-specialized GEMM for Hopper, written out in PTX over sm90.cuh with no CUTLASS,
-// for any schedule of output tiles: one GEMM's tiles in grouped order (fp8_gemm_sm90a's fp8_ws.cu), or the tiles of
-// every expert of a grouped GEMM (moe_grouped_gemm_bf16_sm90a's ws_grouped.cu). Two CTAs: gemm_cta for e4m3 operands
-// with promotion and scales, gemm_cta_bf16 for bf16 ones. Includes sm90.cuh.
+// for any schedule of output tiles: one GEMM's tiles in grouped order (fp8_gemm_sm90a's fp8_ws.cu), the tiles of
+// every expert of a grouped GEMM (moe_grouped_gemm_bf16_sm90a's ws_grouped.cu), or pieces of tiles, each a range of
+// k-blocks (Stream-K: stream_k_gemm_sm90a's streamk_ws.cu). Two CTAs: gemm_cta for e4m3 operands with promotion and
+// scales, gemm_cta_bf16 for bf16 ones. Includes sm90.cuh.
 //
 // C (bf16, row-major) = A B^T (fp8: dequant(A) dequant(B)^T), A [rows, K] and B [rows_b, K], both K-major (the only
 // layout fp8 wgmma reads; bf16 takes it too), fp32 accumulation. A persistent CTA walks the schedule's tiles
