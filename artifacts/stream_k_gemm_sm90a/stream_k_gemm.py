@@ -8,12 +8,14 @@ stages, so 128 KiB of shared memory and one program per SM): 1 data-parallel, on
 over the whole K; 2 split-K, each tile's K cut into S slices (S from the tile count and the SM count, below),
 fp32 partials added by a second kernel in slice order; 3 Stream-K, a persistent grid of one program per SM
 that divides all tiles x k-blocks evenly, crossing tile boundaries, with a flag-ordered, deterministic fix-up.
-Rungs 4-6 (CUDA, streamk_ws.cu, built by kwiki into the library at $KWIKI_CUDA_LIBRARY and called through ctypes):
+Rungs 4-8 (CUDA, streamk_ws.cu, built by kwiki into the library at $KWIKI_CUDA_LIBRARY and called through ctypes):
 the same 128x128 tile on the warp-specialized CTA of artifacts/common/kwiki_ws_gemm.cuh (TMA producer, two wgmma
 consumer warpgroups, a 6-stage ring), reading B K-major (bt, [N, K], made once with the inputs): 4 data-parallel,
-one CTA per SM over whole tiles; 5 Stream-K, the same even split of all iterations as rung 3 with a flag-ordered,
-deterministic fix-up in the epilogue; 6 data-parallel waves and then one Stream-K wave (all data-parallel where the
-tiles make whole waves, all Stream-K under two waves).
+one CTA per SM over whole tiles; 5 split-K in one kernel (rung 2's slices, the partials added by each tile's first
+slice after flags); 6 Stream-K, the same even split of all iterations as rung 3, with the same flag-ordered,
+deterministic fix-up; 7 data-parallel waves and then one Stream-K wave (all data-parallel where the tiles make whole
+waves, all Stream-K under two waves); 8 split-K on the 128x256 tile of the wiki's bf16 GEMM, beside cuda_dp_wide,
+data-parallel on that tile.
 Baselines: torch.matmul (cuBLAS/cuBLASLt with its own heuristic choice of kernel, split-K or not), on B as given and
 on B K-major (torch_mm_tn: the operand the CUDA rungs read).
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
@@ -35,7 +37,10 @@ GRID = [
     {**LONG_K, "dtype": "bfloat16"},
     {**MANY_WAVES, "dtype": "bfloat16"},
 ]
-CUDA_MODES = {"cuda_dp": 0, "cuda_streamk": 1, "cuda_streamk_dp": 2}  # variant -> kwiki_streamk_bf16's mode
+# variant -> kwiki_streamk_bf16's (mode, tile width): 0 data-parallel, 1 Stream-K, 2 the hybrid, 3 split-K
+CUDA_MODES = {"cuda_dp": (0, 128), "cuda_splitk": (3, 128), "cuda_streamk": (1, 128), "cuda_streamk_dp": (2, 128),
+              "cuda_dp_wide": (0, 256), "cuda_splitk_wide": (3, 256)}
+SLOT = BM * 128  # fp32 values of a 128 x 128 partial: the CUDA workspace is counted in these
 VARIANTS = ["torch_mm", "torch_mm_tn", "triton_dp", "triton_splitk", "triton_streamk", *CUDA_MODES]
 TOLERANCES = {
     "bfloat16": (0.02, 2.0 ** -7, "A, B ~ N(0, 1) scaled by K^-1/4 each, so C ~ N(0, 1); bf16 output (2^-9 "
@@ -45,7 +50,7 @@ TOLERANCES = {
 }
 FRESH_INPUTS = False  # three pre-filled input sets (the manifest says why)
 FLAGS = {}  # Stream-K's per-program flags by (device, programs); each finisher resets the flags it read
-WORKSPACE = {}  # the CUDA Stream-K's partial slots and flags by (device, SMs): a slot and 2 flags a CTA, made once
+WORKSPACE = {}  # the CUDA rungs' partial slots and flags by device: grown to the largest launch, flags zeroed then
 
 
 def _validate(params):
@@ -108,6 +113,19 @@ def streamk_programs(m, n, k, sms, bm=BM, bn=BN, bk=BK):
     some ranges are empty, and an empty program between two contributors to a split tile never raises the flag
     that the tile's finisher waits for: a hang (a single 128 x 128 tile with K = 4096 on 132 SMs)."""
     return min(sms, tiles(m, n, bm, bn) * _cdiv(k, bk))
+
+
+def cuda_launch(name, m, n, k, sms):
+    """(mode, tile width, splits, 128 x 128 slots) of a CUDA rung's launch: split-K's slices by split_factor on its own
+    tile (as many as ceil(I / ceil(I / S)) really hold k-blocks), a slot per CTA for Stream-K, per split slice for
+    split-K (two at the 128 x 256 tile); streamk_ws.cu's plan_launch works out the same."""
+    mode, bn = CUDA_MODES[name]
+    iters = _cdiv(k, BK)
+    if mode == 3:
+        s = split_factor(tiles(m, n, BM, bn), iters, sms)
+        s = _cdiv(iters, _cdiv(iters, s))
+        return mode, bn, s, tiles(m, n, BM, bn) * (s - 1) * (bn // 128)
+    return mode, bn, 1, 0 if mode == 0 else min(sms, tiles(m, n, BM, bn) * iters)
 
 
 def split_factor(t, iters, sms):
@@ -183,9 +201,10 @@ def cuda_operands_error(a, bt, c):
 
 # kwiki:rung cuda_dp
 def _cuda(name, sms):
-    """Rungs 4-6: kwiki_streamk_bf16 from the artifact's library (streamk_ws.cu), on torch's current stream, with one
-    workspace per device (a 128 x 128 fp32 partial and two flags for each of `sms` CTAs, zeroed once: every launch
-    leaves its flags zero). Operands it is not built for are refused here, by name, before any CUDA call."""
+    """Rungs 4-8: kwiki_streamk_bf16 from the artifact's library (streamk_ws.cu), on torch's current stream, with one
+    workspace per device (128 x 128 fp32 partials and two flags each, as many as the largest launch so far takes;
+    the flags zeroed when it grows, and every launch leaves them zero). Operands it is not built for are refused
+    here, by name, before any CUDA call."""
     import ctypes
     import os
 
@@ -195,7 +214,8 @@ def _cuda(name, sms):
     if not library:
         raise RuntimeError(f"{name} is not runnable here: no $KWIKI_CUDA_LIBRARY (kwiki builds streamk_ws.cu into it)")
     fn = ctypes.CDLL(library).kwiki_streamk_bf16
-    fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 5, *[ctypes.c_int] * 4, ctypes.c_void_p]
+    fn.argtypes = [*[ctypes.c_int] * 3, *[ctypes.c_void_p] * 5, ctypes.c_longlong, *[ctypes.c_int] * 3,
+                   ctypes.c_void_p]
     fn.restype = ctypes.c_int
 
     def cuda(i, o):
@@ -204,14 +224,15 @@ def _cuda(name, sms):
         why = cuda_operands_error(a, bt, c)
         if why:
             raise ValueError(f"{where}: {why}")
-        key = (str(a.device), sms)
-        if key not in WORKSPACE:  # a fill kernel in the first, checked, call only
-            WORKSPACE[key] = (torch.empty(sms, BM * BN, dtype=torch.float32, device=a.device),
-                              torch.zeros(sms, 2, dtype=torch.int32, device=a.device))
-        work, flags = WORKSPACE[key]
         (m, k), n = a.shape, bt.shape[0]
-        err = fn(CUDA_MODES[name], a.data_ptr(), bt.data_ptr(), c.data_ptr(), work.data_ptr(), flags.data_ptr(), sms,
-                 m, n, k, torch.cuda.current_stream().cuda_stream)
+        mode, bn, splits, slots = cuda_launch(name, m, n, k, sms)
+        key = str(a.device)
+        if key not in WORKSPACE or WORKSPACE[key][0].shape[0] < max(slots, 1):  # in a first, checked, call only
+            WORKSPACE[key] = (torch.empty(max(slots, sms), SLOT, dtype=torch.float32, device=a.device),
+                              torch.zeros(max(slots, sms), 2, dtype=torch.int32, device=a.device))
+        work, flags = WORKSPACE[key]
+        err = fn(mode, bn, splits, a.data_ptr(), bt.data_ptr(), c.data_ptr(), work.data_ptr(), flags.data_ptr(),
+                 work.shape[0], m, n, k, torch.cuda.current_stream().cuda_stream)
         if err:
             raise RuntimeError(f"{where}: kwiki_streamk_bf16 returned {err} (-1: operands refused, -2: tensor map "
                                "refused, else a CUDA error code)")

@@ -1,50 +1,91 @@
-// streamk_ws.cu: data-parallel against Stream-K on the warp-specialized CUDA CTA of artifacts/common/kwiki_ws_gemm.cuh
-// (a TMA producer warpgroup, two wgmma consumer warpgroups under setmaxnreg, no CUTLASS), the page's 128 x 128 tile in
-// bf16 with 64-deep k-blocks and a 6-stage ring. Built by kwiki into the library stream_k_gemm.py loads
-// ($KWIKI_CUDA_LIBRARY) and called through ctypes on torch's current stream.
+// streamk_ws.cu: data-parallel, split-K and Stream-K on the warp-specialized CUDA CTA of
+// artifacts/common/kwiki_ws_gemm.cuh (a TMA producer warpgroup, two wgmma consumer warpgroups under setmaxnreg, no
+// CUTLASS), in bf16 with 64-deep k-blocks: the page's 128 x 128 tile (a 6-stage ring) and the 128 x 256 tile of the
+// wiki's bf16 GEMM (4 stages). Built by kwiki into the library stream_k_gemm.py loads ($KWIKI_CUDA_LIBRARY) and called
+// through ctypes on torch's current stream.
 //
 // C [M, N] bf16 = A [M, K] B, with B given K-major as Bt [N, K] (what the wgmma descriptors read), fp32 accumulation.
-// One CTA per SM (never more CTAs than iterations), all resident at once: a CTA may wait for another.
+// One CTA per SM at most, all resident at once: a CTA may wait for another.
 //
-//   ws_dp_kernel       data-parallel: each CTA walks whole tiles t = blockIdx.x, + gridDim.x, ... (grouped order)
-//   ws_streamk_kernel  Stream-K: the Stream-K tiles' iterations (tiles x k-blocks, tile after tile in grouped order)
-//                      cut into gridDim.x contiguous ranges, CTA c's from begin(c) to begin(c + 1), crossing tiles at
-//                      any k-block; before them, dp_tiles whole tiles data-parallel (0 for pure Stream-K; whole
-//                      waves for the hybrid, so that one Stream-K wave balances what the waves leave)
+//   ws_dp_kernel, ws_dp_wide_kernel          data-parallel: each CTA walks whole tiles t = blockIdx.x, + gridDim.x, ...
+//                                            in grouped order
+//   ws_splitk_kernel, ws_splitk_wide_kernel  split-K: unit t = tile * S + s is slice s of the tile's k-blocks (S
+//                                            slices of ceil(I / S)), walked as the data-parallel tiles are
+//   ws_streamk_kernel                        Stream-K: the Stream-K tiles' iterations (tiles x k-blocks, tile after
+//                                            tile in grouped order) cut into gridDim.x contiguous ranges, CTA c's from
+//                                            begin(c) to begin(c + 1), crossing tiles at any k-block; before them,
+//                                            dp_tiles whole tiles data-parallel (0 for pure Stream-K; whole waves for
+//                                            the hybrid, so that one Stream-K wave balances what the waves leave)
 //
-// Fix-up, deterministic: a CTA whose range starts inside a tile hands its partial sum of that tile (its first job)
-// to the CTA that started the tile (whose last job it is), through a slot of its own in `work` and a flag per
-// consumer warpgroup. The finisher adds the partials of the CTAs after it in CTA order (= k order), so the sum's
-// order depends on the shape and the grid only. A CTA's partial is its first job and the finisher's wait is its last:
-// no CTA waits before it has written what others wait for, so the fix-up cannot deadlock while every CTA is resident.
+// Fix-up, deterministic, in the epilogue: a job that covers a tile's k-blocks from 0 to the end is stored; a job that
+// starts inside a tile writes its fp32 partial to a slot of `work` and raises the slot's flag (one per consumer
+// warpgroup); the job that starts the tile and ends inside it (its finisher) waits for the flags of the tile's other
+// slots, adds their partials in k order and stores the tile. The order of every sum depends on the shape and the
+// grid only. No job waits before its CTA has written what others wait for (Stream-K: a CTA's partial is its first
+// job, its finish its last; split-K: the slices of a tile are consecutive units, so with S <= CTAs / 2 a finisher's
+// slices run in its round or on a CTA that reaches them without waiting), so the fix-up cannot deadlock.
 #include "kwiki_ws_gemm.cuh"
 
 namespace streamk {
 
 namespace g = kwiki::wsgemm;
 
-constexpr int BN = 128;  // the page's 128 x 128 tile: two consumers of m64n128k16, 64 fp32 totals a thread
-using Tile = g::TileBf16<BN>;
-constexpr int ACC = Tile::ACC;
-constexpr unsigned WRITERS = 128;        // the threads of a consumer warpgroup: each arrives once on its flag
+constexpr unsigned WRITERS = 128;  // the threads of a consumer warpgroup: each arrives once on its flag
 
-enum Mode { DP = 0, STREAM_K = 1, HYBRID = 2 };
+enum Mode { DP = 0, STREAM_K = 1, HYBRID = 2, SPLIT_K = 3 };
 enum Role { WHOLE = 0, PARTIAL = 1, FINISHER = 2, EMPTY = 3 };
 
+__host__ __device__ inline int cdiv(int a, int b) { return (a + b - 1) / b; }
+
+// What a job of a plan is, from its k-blocks: the whole tile, a partial (it starts inside the tile), the tile's
+// finisher (it starts the tile and ends inside it), or nothing.
+__host__ __device__ inline int role_of(const g::Job& j, int iters) {
+    const int end = j.kb1 < iters ? j.kb1 : iters;
+    return j.kb0 >= end ? EMPTY : j.kb0 > 0 ? PARTIAL : end < iters ? FINISHER : WHOLE;
+}
+
+// kwiki:rung cuda_splitk
+// Split-K's jobs (a Schedule of kwiki_ws_gemm.cuh): unit t = tile * splits + s, slice s of the tile's K, per k-blocks.
+// The partial of slice s >= 1 of tile (tm, tn) lives in slot (tm * tiles_n + tn) * (splits - 1) + s - 1.
+template <int BN>
+struct SplitPlan {
+    g::Dense<BN> dense;
+    int iters, per, splits;
+
+    __host__ __device__ SplitPlan(int m, int n, int k, int s)
+        : dense(m, n), iters(cdiv(k, g::TileBf16<BN>::BK)), per(cdiv(iters, s)), splits(cdiv(iters, per)) {}
+    __host__ __device__ int tiles() const { return dense.tiles() * splits; }
+    __host__ __device__ g::Job job(int t) const {
+        g::Job j = dense.job(t / splits);
+        j.kb0 = t % splits * per;
+        j.kb1 = j.kb0 + per < iters ? j.kb0 + per : iters;
+        return j;
+    }
+    __host__ __device__ int first_slot(const g::Job& j) const {
+        return (j.a_row / g::BM * dense.tiles_n + j.col0 / BN) * (splits - 1);
+    }
+    __host__ __device__ int partial_slot(const g::Job& j, int) const { return first_slot(j) + j.kb0 / per - 1; }
+    __host__ __device__ void peers(const g::Job& j, int, int& first, int& last) const {
+        first = first_slot(j), last = first + splits - 2;
+    }
+};
+// /kwiki:rung cuda_splitk
+
 // kwiki:rung cuda_streamk
-// The jobs of every CTA (a Schedule of kwiki_ws_gemm.cuh): job t is CTA t % ctas's job of round t / ctas. Rounds
-// below dp_rounds: data-parallel tile round * ctas + c while below dp_tiles. Then `segs` rounds of Stream-K jobs: the
-// part of each Stream-K tile that CTA c's range covers, in order (empty jobs pad the shorter ranges).
-struct Plan {
+// Stream-K's jobs: job t is CTA t % ctas's job of round t / ctas. Rounds below dp_rounds: data-parallel tile
+// round * ctas + c while below dp_tiles. Then `segs` rounds of Stream-K jobs: the part of each Stream-K tile that CTA
+// c's range covers, in order (empty jobs pad the shorter ranges). CTA c's partial lives in slot c.
+template <int BN>
+struct StreamPlan {
     g::Dense<BN> dense;
     int ctas, iters;      // the grid; k-blocks a tile
     int dp_tiles, dp_rounds;
     int q, r;             // the Stream-K iterations are q * ctas + r: CTAs below r get q + 1
     int segs;             // the most tiles one Stream-K range touches
 
-    __host__ __device__ Plan(int m, int n, int k, int ctas_, int dp_tiles_)
-        : dense(m, n), ctas(ctas_), iters((k + Tile::BK - 1) / Tile::BK), dp_tiles(dp_tiles_) {
-        dp_rounds = (dp_tiles + ctas - 1) / ctas;
+    __host__ __device__ StreamPlan(int m, int n, int k, int ctas_, int dp_tiles_)
+        : dense(m, n), ctas(ctas_), iters(cdiv(k, g::TileBf16<BN>::BK)), dp_tiles(dp_tiles_) {
+        dp_rounds = cdiv(dp_tiles, ctas);
         const int sk = (dense.tiles() - dp_tiles) * iters;
         q = sk / ctas, r = sk % ctas;
         segs = sk > 0 ? (q + iters) / iters + 1 : 0;
@@ -71,17 +112,15 @@ struct Plan {
         j.kb1 = lo < hi ? hi - first : 0;
         return j;
     }
-    __host__ __device__ int role(const g::Job& j) const {
-        const int end = j.kb1 < iters ? j.kb1 : iters;
-        return j.kb0 >= end ? EMPTY : j.kb0 > 0 ? PARTIAL : end < iters ? FINISHER : WHOLE;
-    }
-    // The last CTA with a partial of the tile that CTA c finishes (its range ends inside that tile): the CTAs after c
-    // up to it each hand over one.
-    __host__ __device__ int last_peer(int c) const {
+    __host__ __device__ int partial_slot(const g::Job&, int cta) const { return cta; }
+    // The finisher on CTA c (its range ends inside the tile): the CTAs after it up to the last that holds a piece
+    // of the tile each hand over one partial.
+    __host__ __device__ void peers(const g::Job&, int c, int& first, int& last) const {
         const int end = begin(c + 1), tile_end = (end / iters + 1) * iters;
-        return cta_of(tile_end - 1);
+        first = c + 1, last = cta_of(tile_end - 1);
     }
 };
+// /kwiki:rung cuda_streamk
 
 __device__ __forceinline__ void arrive_release(unsigned* flag) {
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(flag) : "memory");
@@ -92,42 +131,49 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* flag) {
     return v;
 }
 
-// The epilogue of gemm_cta_bf16 for the plan's jobs: whole tiles stored, partials handed over, finished tiles fixed
-// up and stored. work: [ctas][2 consumers][ACC / 4][128 threads] float4 (a warp's float4s contiguous); flags [ctas][2],
-// 0 between launches: the partial's 128 writers add 1 each (release), the finisher's 128 threads wait for 128
-// (acquire), read, add 1 each, and the last of them puts the flag back to 0.
+// The epilogue of gemm_cta_bf16 for a plan's jobs: whole tiles stored, partials handed over, finished tiles fixed up
+// and stored. work: a slot of BM x BN fp32 a partial, [slot][2 consumers][ACC / 4][128 threads] float4 (a warp's
+// float4s contiguous); flags [slot][2], 0 between launches: the partial's 128 writers add 1 each (release), the
+// finisher's 128 threads wait for 128 (acquire), read, add 1 each, and the last of them puts the flag back to 0.
+// kwiki:rung cuda_splitk
+template <int BN, class Plan>
 struct Fixup {
     Plan plan;
     g::StoreBf16 out;
     float* work;
     unsigned* flags;
+    static constexpr int ACC = g::TileBf16<BN>::ACC;
 
-    __device__ __forceinline__ float4* slot(int cta, int cw, int tid) const {
-        return reinterpret_cast<float4*>(work) + (size_t(cta) * 2 + cw) * (ACC / 4) * 128 + tid;
+    __device__ __forceinline__ float4* slot(int s, int cw, int tid) const {
+        return reinterpret_cast<float4*>(work) + (size_t(s) * 2 + cw) * (ACC / 4) * 128 + tid;
     }
 
     template <int A>
     __device__ __forceinline__ void store(const float (&acc)[A], const g::Job& j, int r_in, int tid) const {
-        static_assert(A == ACC, "the slot holds one consumer's 64 x 128 totals");
-        const int role = plan.role(j), cw = r_in / g::ROWS, c = blockIdx.x;
+        static_assert(A == ACC, "a slot holds one consumer's 64 x BN totals");
+        const int role = role_of(j, plan.iters), cw = r_in / g::ROWS, c = blockIdx.x;
         if (role == WHOLE) return out.store(acc, j, r_in, tid);
         if (role == PARTIAL) {
-            float4* s = slot(c, cw, tid);
+            const int s = plan.partial_slot(j, c);
+            float4* dst = slot(s, cw, tid);
 #pragma unroll
-            for (int q = 0; q < A / 4; ++q) __stcg(s + q * 128, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
-            arrive_release(flags + 2 * c + cw);
+            for (int q = 0; q < A / 4; ++q)
+                __stcg(dst + q * 128, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
+            arrive_release(flags + 2 * s + cw);
             return;
         }
         float sum[A];
 #pragma unroll
         for (int i = 0; i < A; ++i) sum[i] = acc[i];
-        for (int p = c + 1, last = plan.last_peer(c); p <= last; ++p) {
+        int first, last;
+        plan.peers(j, c, first, last);
+        for (int p = first; p <= last; ++p) {
             unsigned* flag = flags + 2 * p + cw;
             while (load_acquire(flag) < WRITERS) __nanosleep(32);
-            const float4* s = slot(p, cw, tid);
+            const float4* src = slot(p, cw, tid);
 #pragma unroll
             for (int q = 0; q < A / 4; ++q) {
-                const float4 v = __ldcg(s + q * 128);
+                const float4 v = __ldcg(src + q * 128);
                 sum[4 * q] += v.x, sum[4 * q + 1] += v.y, sum[4 * q + 2] += v.z, sum[4 * q + 3] += v.w;
             }
             if (atomicAdd(flag, 1u) == 2 * WRITERS - 1) atomicExch(flag, 0u);
@@ -135,121 +181,196 @@ struct Fixup {
         out.store(sum, j, r_in, tid);
     }
 };
-// /kwiki:rung cuda_streamk
+// /kwiki:rung cuda_splitk
 
 // kwiki:rung cuda_streamk_dp
-// The whole tiles before the Stream-K ones for a mode, T tiles on `ctas` CTAs: every tile (DP), none (STREAM_K), or
-// for HYBRID the data-parallel waves but the last full one (so that Stream-K spreads one wave and the remainder over
-// every SM), every tile where the waves come out even, none under two waves.
+// The whole tiles before the Stream-K ones for a mode, T tiles on `ctas` CTAs: none (STREAM_K), or for HYBRID the
+// data-parallel waves but the last full one (so that Stream-K spreads one wave and the remainder over every SM),
+// every tile where the waves come out even, none under two waves.
 __host__ __device__ inline int dp_tiles_of(int mode, int T, int ctas) {
-    if (mode == DP) return T;
-    if (mode == STREAM_K) return 0;
+    if (mode != HYBRID) return 0;
     if (T % ctas == 0) return T;
     return T < 2 * ctas ? 0 : (T / ctas - 1) * ctas;
 }
 // /kwiki:rung cuda_streamk_dp
 
+template <int BN>
+__device__ __forceinline__ void dp(const CUtensorMap* ta, const CUtensorMap* tb, __nv_bfloat16* c, int M, int N, int K) {
+    g::gemm_cta_bf16<BN>(ta, tb, K, g::Dense<BN>(M, N), g::StoreBf16{c, N});
+}
+
+template <int BN>
+__device__ __forceinline__ void splitk(const CUtensorMap* ta, const CUtensorMap* tb, __nv_bfloat16* c, float* work,
+                                       unsigned* flags, int M, int N, int K, int splits) {
+    const SplitPlan<BN> plan(M, N, K, splits);
+    g::gemm_cta_bf16<BN>(ta, tb, K, plan, Fixup<BN, SplitPlan<BN>>{plan, g::StoreBf16{c, N}, work, flags});
+}
+
 }  // namespace streamk
 
+#define KWIKI_STREAMK_KERNEL extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
+#define KWIKI_STREAMK_MAPS const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb
+
 // kwiki:rung cuda_dp
-extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
-ws_dp_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, __nv_bfloat16* c, int M,
-             int N, int K) {
-    namespace g = kwiki::wsgemm;
-    g::gemm_cta_bf16<streamk::BN>(&ta, &tb, K, g::Dense<streamk::BN>(M, N), g::StoreBf16{c, N});
+KWIKI_STREAMK_KERNEL ws_dp_kernel(KWIKI_STREAMK_MAPS, __nv_bfloat16* c, int M, int N, int K) {
+    streamk::dp<128>(&ta, &tb, c, M, N, K);
 }
 // /kwiki:rung cuda_dp
 
+KWIKI_STREAMK_KERNEL ws_dp_wide_kernel(KWIKI_STREAMK_MAPS, __nv_bfloat16* c, int M, int N, int K) {
+    streamk::dp<256>(&ta, &tb, c, M, N, K);
+}
+
+// kwiki:rung cuda_splitk
+KWIKI_STREAMK_KERNEL ws_splitk_kernel(KWIKI_STREAMK_MAPS, __nv_bfloat16* c, float* work, unsigned* flags, int M, int N,
+                                      int K, int splits) {
+    streamk::splitk<128>(&ta, &tb, c, work, flags, M, N, K, splits);
+}
+// /kwiki:rung cuda_splitk
+
+// kwiki:rung cuda_splitk_wide
+KWIKI_STREAMK_KERNEL ws_splitk_wide_kernel(KWIKI_STREAMK_MAPS, __nv_bfloat16* c, float* work, unsigned* flags, int M,
+                                           int N, int K, int splits) {
+    streamk::splitk<256>(&ta, &tb, c, work, flags, M, N, K, splits);
+}
+// /kwiki:rung cuda_splitk_wide
+
 // kwiki:rung cuda_streamk
-extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
-ws_streamk_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, __nv_bfloat16* c,
-                  float* work, unsigned* flags, int M, int N, int K, int dp_tiles) {
+KWIKI_STREAMK_KERNEL ws_streamk_kernel(KWIKI_STREAMK_MAPS, __nv_bfloat16* c, float* work, unsigned* flags, int M, int N,
+                                       int K, int dp_tiles) {
     namespace g = kwiki::wsgemm;
-    const streamk::Plan plan(M, N, K, gridDim.x, dp_tiles);
-    g::gemm_cta_bf16<streamk::BN>(&ta, &tb, K, plan, streamk::Fixup{plan, g::StoreBf16{c, N}, work, flags});
+    const streamk::StreamPlan<128> plan(M, N, K, gridDim.x, dp_tiles);
+    g::gemm_cta_bf16<128>(&ta, &tb, K, plan,
+                          streamk::Fixup<128, streamk::StreamPlan<128>>{plan, g::StoreBf16{c, N}, work, flags});
 }
 // /kwiki:rung cuda_streamk
 
+#undef KWIKI_STREAMK_MAPS
+#undef KWIKI_STREAMK_KERNEL
+
 namespace streamk {
 
-// The grid of a mode on `sms` SMs: one CTA per SM, never more than the tiles (DP) or the iterations (Stream-K: with
-// more, CTAs past the last iteration would hold empty ranges).
-inline long long ctas_of(int mode, long long T, long long iters, int sms) {
-    const long long most = mode == DP ? T : T * iters;
-    return most < sms ? most : sms;
+// A launch's shape: its grid on `sms` SMs (one CTA per SM, never more than its units: tiles, tiles x slices, or
+// iterations for Stream-K, whose CTAs past the last iteration would hold empty ranges), the whole tiles before the
+// Stream-K ones, and the 128 x 128 slots its partials take.
+struct Launch {
+    long long ctas;
+    int dp_tiles, splits;
+    long long slots;
+};
+
+// Sizes the kernels are not built for (false): a bad mode; bn not 128 or 256 (256: data-parallel and split-K only);
+// M, N, K not positive, K not a multiple of 8 (TMA's 16-byte rows), N odd (bf16 pairs), more than 2^30 iterations;
+// for split-K, splits not in 1..I.
+inline bool sizes_ok(int mode, int bn, int splits, int M, int N, int K) {
+    if (mode < DP || mode > SPLIT_K || (bn != 128 && bn != 256) || (bn == 256 && (mode == STREAM_K || mode == HYBRID)))
+        return false;
+    if (M <= 0 || N <= 0 || K <= 0 || K % 8 || N % 2) return false;
+    const long long T = (long long)cdiv(M, g::BM) * cdiv(N, bn), iters = cdiv(K, g::TileBf16<128>::BK);
+    return T * iters <= (1LL << 30) && (mode != SPLIT_K || (splits >= 1 && splits <= iters));
 }
 
-// Sizes the kernels are not built for: a bad mode; M, N, K not positive, K not a multiple of 8 (TMA's 16-byte rows),
-// N odd (bf16 pairs), more than 2^30 iterations.
-inline bool sizes_refused(int mode, int M, int N, int K) {
-    if (mode < DP || mode > HYBRID || M <= 0 || N <= 0 || K <= 0 || K % 8 || N % 2) return true;
-    const long long T = (long long)((M + g::BM - 1) / g::BM) * ((N + BN - 1) / BN), iters = (K + Tile::BK - 1) / Tile::BK;
-    return T * iters > (1LL << 30);
-}
-
-// Operands the kernels are not built for: a or bt not 16-byte aligned, c not 4-byte aligned; for Stream-K, work not
-// 16-byte aligned, flags not 4-byte aligned, or fewer slots than CTAs.
-inline bool operands_refused(int mode, const void* a, const void* bt, const void* c, const float* work,
-                             const unsigned* flags, int slots, long long ctas) {
+// Operands the kernels are not built for (false): a or bt not 16-byte aligned, c not 4-byte aligned; for any mode
+// with partials, work not 16-byte aligned or flags not 4-byte aligned.
+inline bool operands_ok(int mode, const void* a, const void* bt, const void* c, const float* work, const unsigned* flags) {
     for (const void* p : {a, bt})
-        if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16) return true;
-    if (c == nullptr || reinterpret_cast<uintptr_t>(c) % 4) return true;
-    if (mode == DP) return false;
-    return work == nullptr || flags == nullptr || reinterpret_cast<uintptr_t>(work) % 16 ||
-           reinterpret_cast<uintptr_t>(flags) % 4 || slots < ctas;
+        if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16) return false;
+    if (c == nullptr || reinterpret_cast<uintptr_t>(c) % 4) return false;
+    return mode == DP || (work != nullptr && flags != nullptr && reinterpret_cast<uintptr_t>(work) % 16 == 0 &&
+                          reinterpret_cast<uintptr_t>(flags) % 4 == 0);
+}
+
+// The launch of good sizes on `sms` SMs, or false where split-K has more units than CTAs and 2 splits > CTAs (a
+// finisher's slices could then sit behind it on its own CTA).
+inline bool plan_launch(int mode, int bn, int splits, int M, int N, int K, int sms, Launch* out) {
+    if (!sizes_ok(mode, bn, splits, M, N, K) || sms <= 0) return false;
+    const long long T = (long long)cdiv(M, g::BM) * cdiv(N, bn), iters = cdiv(K, g::TileBf16<128>::BK);
+    Launch l{0, 0, 1, 0};
+    if (mode == SPLIT_K) l.splits = cdiv(int(iters), cdiv(int(iters), splits));
+    const long long units = mode == DP ? T : mode == SPLIT_K ? T * l.splits : T * iters;
+    l.ctas = units < sms ? units : sms;
+    if (mode == SPLIT_K && units > l.ctas && 2 * l.splits > l.ctas) return false;
+    l.dp_tiles = dp_tiles_of(mode, int(T), int(l.ctas));
+    l.slots = mode == DP ? 0 : mode == SPLIT_K ? T * (l.splits - 1) * (bn / 128) : l.ctas;
+    *out = l;
+    return true;
 }
 
 }  // namespace streamk
 
-// The launcher stream_k_gemm.py calls: mode 0 data-parallel, 1 Stream-K, 2 data-parallel waves and one Stream-K wave;
-// a [M, K], bt [N, K] and c [M, N] bf16, contiguous on the current device; work fp32 [slots, 128 * 128] and flags int32
-// [slots, 2] (zero before the first call; every launch leaves them zero) for modes 1 and 2. Returns 0, a CUDA error
-// code, -1 (refused: streamk::sizes_refused and operands_refused say what) or -2 (the driver refused a tensor map).
-extern "C" int kwiki_streamk_bf16(int mode, const void* a, const void* bt, void* c, float* work, unsigned* flags, int slots,
-                                  int M, int N, int K, cudaStream_t stream) {
+// The launcher stream_k_gemm.py calls: mode 0 data-parallel, 1 Stream-K, 2 data-parallel waves and one Stream-K wave,
+// 3 split-K into `splits` slices (ignored otherwise); bn the tile's width, 128 or 256 (256: modes 0 and 3); a [M, K],
+// bt [N, K] and c [M, N] bf16, contiguous on the current device; work fp32 [slots, 128 * 128] and flags int32
+// [slots, 2] (zero before the first call; every launch leaves them zero), enough for the launch's partials (Stream-K:
+// one a CTA; split-K: tiles x (splits - 1), twice that at bn 256). Returns 0, a CUDA error code, -1 (refused:
+// sizes_ok and operands_ok before any CUDA call, then plan_launch and the slots) or -2 (the driver refused a tensor
+// map).
+extern "C" int kwiki_streamk_bf16(int mode, int bn, int splits, const void* a, const void* bt, void* c, float* work,
+                                  unsigned* flags, long long slots, int M, int N, int K, cudaStream_t stream) {
     namespace g = kwiki::wsgemm;
-    if (streamk::sizes_refused(mode, M, N, K)) return -1;
-    const g::Dense<streamk::BN> dense(M, N);
-    const int iters = (K + streamk::Tile::BK - 1) / streamk::Tile::BK;
+    namespace sk = streamk;
+    if (!sk::sizes_ok(mode, bn, splits, M, N, K) || !sk::operands_ok(mode, a, bt, c, work, flags)) return -1;
     const int sms = g::sm_count_or_error();
-    if (streamk::operands_refused(mode, a, bt, c, work, flags, slots,
-                                  streamk::ctas_of(mode, dense.tiles(), iters, sms > 0 ? sms : 1)))
-        return -1;
     if (sms < 0) return -sms;
+    sk::Launch l;
+    if (!sk::plan_launch(mode, bn, splits, M, N, K, sms, &l) || slots < l.slots) return -1;
     CUtensorMap ta, tb;
     if (g::tensor_map(&ta, a, M, K, g::BM, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) != CUDA_SUCCESS ||
-        g::tensor_map(&tb, bt, N, K, streamk::BN, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) != CUDA_SUCCESS)
+        g::tensor_map(&tb, bt, N, K, bn, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) != CUDA_SUCCESS)
         return -2;
-    const void* kernel = mode == streamk::DP ? reinterpret_cast<const void*>(ws_dp_kernel)
-                                             : reinterpret_cast<const void*>(ws_streamk_kernel);
-    static bool configured[2] = {false, false};
-    const long long grid = g::persistent_grid(kernel, streamk::Tile::SMEM_BYTES, configured[mode != streamk::DP],
-                                              streamk::ctas_of(mode, dense.tiles(), iters, sms));
+    const bool wide = bn == 256;
+    const void* kernel = mode == sk::DP    ? reinterpret_cast<const void*>(wide ? ws_dp_wide_kernel : ws_dp_kernel)
+                         : mode == sk::SPLIT_K ? reinterpret_cast<const void*>(wide ? ws_splitk_wide_kernel : ws_splitk_kernel)
+                                           : reinterpret_cast<const void*>(ws_streamk_kernel);
+    const int smem = wide ? g::TileBf16<256>::SMEM_BYTES : g::TileBf16<128>::SMEM_BYTES;
+    static bool configured[5] = {};
+    const int which = mode == sk::DP ? wide : mode == sk::SPLIT_K ? 2 + wide : 4;
+    const long long grid = g::persistent_grid(kernel, smem, configured[which], l.ctas);
     if (grid < 0) return int(-grid);
     auto* out = static_cast<__nv_bfloat16*>(c);
-    if (mode == streamk::DP)
-        ws_dp_kernel<<<unsigned(grid), g::THREADS, streamk::Tile::SMEM_BYTES, stream>>>(ta, tb, out, M, N, K);
-    else
-        ws_streamk_kernel<<<unsigned(grid), g::THREADS, streamk::Tile::SMEM_BYTES, stream>>>(
-            ta, tb, out, work, flags, M, N, K, streamk::dp_tiles_of(mode, dense.tiles(), int(grid)));
+    const dim3 blocks{unsigned(grid)}, threads{unsigned(g::THREADS)};
+    if (mode == sk::DP && wide) ws_dp_wide_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, M, N, K);
+    else if (mode == sk::DP) ws_dp_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, M, N, K);
+    else if (mode == sk::SPLIT_K && wide)
+        ws_splitk_wide_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, work, flags, M, N, K, l.splits);
+    else if (mode == sk::SPLIT_K) ws_splitk_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, work, flags, M, N, K, l.splits);
+    else ws_streamk_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, work, flags, M, N, K, l.dp_tiles);
     return int(cudaGetLastError());
 }
 
-// The plan the kernels walk, on the host, for tests: the jobs of a mode for M x N x K on `sms` SMs, 8 ints each (cta,
-// a_row, col0, kb0, kb1, role, last peer or -1, the round), at most `max` of them; returns the job count, or -1 (what
-// the launcher refuses in the sizes, or sms not positive).
-extern "C" int kwiki_streamk_plan(int mode, int M, int N, int K, int sms, int* jobs, int max) {
-    if (sms <= 0 || streamk::sizes_refused(mode, M, N, K)) return -1;
-    const kwiki::wsgemm::Dense<streamk::BN> dense(M, N);
-    const int iters = (K + streamk::Tile::BK - 1) / streamk::Tile::BK;
-    const int ctas = int(streamk::ctas_of(mode, dense.tiles(), iters, sms));
-    const streamk::Plan plan(M, N, K, ctas, streamk::dp_tiles_of(mode, dense.tiles(), ctas));
+namespace streamk {
+
+// Every job of a plan, 9 ints each (cta, a_row, col0, kb0, kb1 clamped to K's k-blocks, role, then for a partial its
+// slot and -1, for a finisher the first and last slot it adds, else -1 and -1), at most `max` of them.
+template <class Plan>
+int export_jobs(const Plan& plan, int ctas, int* jobs, int max) {
     for (int t = 0; t < plan.tiles() && t < max; ++t) {
-        const kwiki::wsgemm::Job j = plan.job(t);
-        const int role = plan.role(j);
-        const int row[8] = {t % ctas, j.a_row, j.col0, j.kb0, j.kb1 < iters ? j.kb1 : iters, role,
-                            role == streamk::FINISHER ? plan.last_peer(t % ctas) : -1, t / ctas};
-        for (int i = 0; i < 8; ++i) jobs[8 * t + i] = row[i];
+        const g::Job j = plan.job(t);
+        const int role = role_of(j, plan.iters), c = t % ctas;
+        int first = -1, last = -1;
+        if (role == PARTIAL) first = plan.partial_slot(j, c);
+        if (role == FINISHER) plan.peers(j, c, first, last);
+        const int row[9] = {c, j.a_row, j.col0, j.kb0, j.kb1 < plan.iters ? j.kb1 : plan.iters, role, first, last, t / ctas};
+        for (int i = 0; i < 9; ++i) jobs[9 * t + i] = row[i];
     }
     return plan.tiles();
+}
+
+}  // namespace streamk
+
+// The plan the kernels walk, on the host, for tests: the jobs of a launch on `sms` SMs as streamk::export_jobs writes
+// them (data-parallel: split-K with one slice, which walks the same tiles); returns the job count, or -1 (what the
+// launcher refuses in the sizes). *slots: the 128 x 128 slots the launch takes.
+extern "C" int kwiki_streamk_plan(int mode, int bn, int splits, int M, int N, int K, int sms, int* jobs, int max,
+                                  long long* slots) {
+    namespace sk = streamk;
+    sk::Launch l;
+    if (!sk::plan_launch(mode, bn, splits, M, N, K, sms, &l)) return -1;
+    *slots = l.slots;
+    const int ctas = int(l.ctas);
+    if (mode == sk::STREAM_K || mode == sk::HYBRID)
+        return sk::export_jobs(sk::StreamPlan<128>(M, N, K, ctas, l.dp_tiles), ctas, jobs, max);
+    const int s = mode == sk::DP ? 1 : l.splits;
+    if (bn == 256) return sk::export_jobs(sk::SplitPlan<256>(M, N, K, s), ctas, jobs, max);
+    return sk::export_jobs(sk::SplitPlan<128>(M, N, K, s), ctas, jobs, max);
 }
