@@ -295,3 +295,18 @@ def test_the_fp8_rungs_compile_to_fp8_wgmma_fed_by_tma_without_spills(kernel: st
     assert any(op.startswith("QGMMA") and "E4M3" in op for op in ops), sorted({o for o in ops if "GMMA" in o})
     assert any(op.startswith("UTMALDG") for op in ops)
     assert not any(op.startswith(("STL", "LDL")) for op in ops), "ptxas spilled registers to local memory"
+
+
+def test_the_persistent_triton_rungs_are_not_runnable_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Their grid is the device's SM count: under a torch without CUDA, load() says the rung is not runnable (before,
+    torch's own assertion, 'Torch not compiled with CUDA enabled', ended the variant)."""
+    from types import SimpleNamespace
+
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setitem(sys.modules, "kernels", ModuleType("kernels"))
+    monkeypatch.setitem(sys.modules, "triton", SimpleNamespace(__version__="3.x", set_allocator=lambda alloc: None))
+    moe = _module("moe")
+    for name in ("triton_grouped_tma_persistent", "triton_grouped_fp8", "triton_grouped_fp8_block"):
+        with pytest.raises(RuntimeError, match=f"^{name} is not runnable here: no CUDA device"):
+            moe.load(name)

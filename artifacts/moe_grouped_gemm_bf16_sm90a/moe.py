@@ -608,6 +608,9 @@ def load(name):
         return tiled
     if not hasattr(triton, "set_allocator"):
         raise RuntimeError(f"Triton {triton.__version__} has no device-side TMA descriptors (triton.set_allocator)")
+    if not torch.cuda.is_available():  # the persistent grid is the device's SM count
+        raise RuntimeError(f"{name} is not runnable here: no CUDA device in this torch ({torch.__version__}); its "
+                           "persistent grid is one program per SM of the GPU")
 
     def scratch(size, alignment, stream):  # where the kernel writes its TMA descriptors
         return torch.empty(size, dtype=torch.int8, device="cuda")
