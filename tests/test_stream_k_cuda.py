@@ -29,7 +29,7 @@ ART = REPO / "artifacts" / "stream_k_gemm_sm90a"
 PAGE = REPO / "wiki" / "nvidia" / "techniques" / "split-k-stream-k.md"
 CUDA = {"cuda_dp": "ws_dp_kernel", "cuda_splitk": "ws_splitk_kernel", "cuda_streamk": "ws_streamk_kernel",
         "cuda_streamk_dp": "ws_streamk_kernel", "cuda_dp_wide": "ws_dp_wide_kernel",
-        "cuda_splitk_wide": "ws_splitk_wide_kernel"}
+        "cuda_splitk_wide": "ws_splitk_wide_kernel", "cuda_streamk_wide": "ws_streamk_wide_kernel"}
 DP, STREAM_K, HYBRID, SPLIT_K = range(4)
 WHOLE, PARTIAL, FINISHER, EMPTY = range(4)
 BM = 128
@@ -55,7 +55,7 @@ def test_the_cuda_rungs_climb_above_the_triton_ones_from_the_modules_library() -
     m = manifest()
     assert [(v.name, v.rung) for v in m.variants if v.rung] == [
         ("triton_dp", 1), ("triton_splitk", 2), ("triton_streamk", 3), ("cuda_dp", 4), ("cuda_splitk", 5),
-        ("cuda_streamk", 6), ("cuda_streamk_dp", 7), ("cuda_splitk_wide", 8)]
+        ("cuda_streamk", 6), ("cuda_streamk_dp", 7), ("cuda_splitk_wide", 8), ("cuda_streamk_wide", 9)]
     assert m.python is not None and m.python.cuda == ["streamk_ws.cu"]
     by_name = {v.name: v for v in m.variants}
     for name, kernel in CUDA.items():
@@ -65,13 +65,14 @@ def test_the_cuda_rungs_climb_above_the_triton_ones_from_the_modules_library() -
     mod = _module()
     assert mod.CUDA_MODES == {"cuda_dp": (DP, 128), "cuda_splitk": (SPLIT_K, 128), "cuda_streamk": (STREAM_K, 128),
                               "cuda_streamk_dp": (HYBRID, 128), "cuda_dp_wide": (DP, 256),
-                              "cuda_splitk_wide": (SPLIT_K, 256)}
+                              "cuda_splitk_wide": (SPLIT_K, 256), "cuda_streamk_wide": (STREAM_K, 256)}
     # the launch the module asks for: split-K's slices by the Triton rung's rule on the rung's own tile
     assert mod.cuda_launch("cuda_splitk", 1792, 1280, 4096, 132) == (SPLIT_K, 128, 4, 140 * 3)
     assert mod.cuda_launch("cuda_splitk_wide", 1024, 1024, 32768, 132) == (SPLIT_K, 256, 4, 32 * 3 * 2)
     assert mod.cuda_launch("cuda_splitk", 1024, 1024, 32768, 132) == (SPLIT_K, 128, 2, 64)
     assert mod.cuda_launch("cuda_streamk", 1792, 1280, 4096, 132) == (STREAM_K, 128, 1, 132)
     assert mod.cuda_launch("cuda_dp_wide", 1792, 1280, 4096, 132) == (DP, 256, 1, 0)
+    assert mod.cuda_launch("cuda_streamk_wide", 1024, 1024, 32768, 132) == (STREAM_K, 256, 1, 264)  # 2 units a CTA
     assert all(mod.applies(name, p) for name in CUDA for p in mod.GRID)  # every shape, the off-tile one included
     assert not mod.applies("cuda_streamk", {"m": 200, "n": 130, "k": 2500, "dtype": "bfloat16"})  # K % 8: TMA rows
     assert not mod.applies("cuda_dp", {"m": 200, "n": 131, "k": 2504, "dtype": "bfloat16"})     # odd N: bf16 pairs
@@ -126,9 +127,9 @@ def test_each_call_hands_the_library_its_launch_operands_and_one_workspace(monke
         assert lib.calls[-1] == (mode, bn, splits, i["a"].data_ptr(), i["bt"].data_ptr(), o["c"].data_ptr(),
                                  work.data_ptr(), flags.data_ptr(), work.shape[0], 300, 260, 2048, 0), name
         works.append(work.shape[0])
-    assert works == [132, 132, 132, 132, 132, 132]  # Stream-K's 132 slots; split-K's 27 and 36 fit in them
+    assert works == [132] * 6 + [264]  # Stream-K's 132 slots (split-K's 27 and 36 fit), then 132 wide ones
     assert work.dtype == torch.float32 and work.shape[1] == 128 * 128
-    assert flags.shape == (132, 2) and flags.dtype == torch.int32 and not flags.any()  # zero before the first launch
+    assert flags.shape == (264, 2) and flags.dtype == torch.int32 and not flags.any()  # zero before the first launch
     big = {"m": 1792, "n": 1280, "k": 4096, "dtype": "bfloat16"}
     i2 = mod.make_inputs(big, 3, "cpu")
     mod.load("cuda_splitk")(i2, mod.make_outputs(big, i2))  # 140 tiles x 3 slices past the first: it grows
@@ -157,6 +158,7 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("cuda_dp", "cuda_streamk", "forbid 'REDG'"),                    # and present in the Stream-K kernel only
     ("cuda_splitk", "cuda_dp", "require 'STG.E.128.STRONG.GPU >= 16'"),  # the partials, to L2
     ("cuda_splitk_wide", "cuda_splitk", "require 'HGMMA.64x256x16.F32.BF16 >= 4'"),  # the wide tile
+    ("cuda_streamk_wide", "cuda_dp_wide", "require 'REDG.E.ADD.STRONG.GPU'"),
 ])
 def test_each_cuda_rungs_sass_expectation_holds_on_it_and_fails_on_the_other(library, rung, below, words):
     on_other = library_rung_checks(library, manifest().variants, CUDA, rung, below)
@@ -251,13 +253,17 @@ def test_every_grid_shape_is_covered_once_and_finishes_in_the_waves_the_arithmet
             t = _cdiv(m, BM) * _cdiv(n, bn)
             assert sp["slots"] == slots and sp["roles"][PARTIAL] == t * (s - 1) and sp["roles"][FINISHER] == t * (s > 1)
             assert sp["span"] >= _cdiv(t * s, 132) * _cdiv(iters, s)
+        wide = check_plan(plan(library, STREAM_K, m, n, k, 132, 256), m, n, k, 256)
+        t = _cdiv(m, BM) * _cdiv(n, 256)
+        assert wide["slots"] == 2 * wide["ctas"] == 2 * min(132, t * iters)
+        assert wide["span"] == _cdiv(t * iters, wide["ctas"])
     at = check_plan(plan(library, HYBRID, 4096, 4096, 4096, 132), 4096, 4096, 4096)  # 7.76 waves: 6 whole, then 1.76
     assert at["roles"][WHOLE] >= 6 * 132 and at["span"] == 6 * 64 + _cdiv(232 * 64, 132)
     worst = check_plan(plan(library, DP, 1792, 1280, 4096, 132), 1792, 1280, 4096)["span"]
     assert worst / check_plan(plan(library, STREAM_K, 1792, 1280, 4096, 132), 1792, 1280, 4096)["span"] == 128 / 68
     long_k = [check_plan(plan(library, mode, 1024, 1024, 32768, 132, 256, 4), 1024, 1024, 32768, 256)["span"]
-              for mode in (DP, SPLIT_K)]
-    assert long_k == [512, 128]  # 32 wide tiles: one wave of 512 k-blocks, or 128 quarter-tiles in one wave: 4x
+              for mode in (DP, SPLIT_K, STREAM_K)]
+    assert long_k == [512, 128, 125]  # 32 wide tiles: one wave of 512 k-blocks, 128 quarter-tiles, or an even share
 
 
 @pytest.mark.nvcc
@@ -269,7 +275,7 @@ def test_the_fix_up_replayed_on_the_host_gives_the_exact_product(library, m, n, 
     rng = np.random.default_rng(m * n + k)
     a = rng.integers(-3, 4, size=(m, k)).astype(np.float64)  # small integers: every sum exact, in any order
     bt = rng.integers(-3, 4, size=(n, k)).astype(np.float64)
-    launches = [(mode, 128, 1) for mode in (DP, STREAM_K, HYBRID)]
+    launches = [(mode, 128, 1) for mode in (DP, STREAM_K, HYBRID)] + [(STREAM_K, 256, 1)]
     launches += [(SPLIT_K, bn, s) for bn in (128, 256) for s in (2, 3, 4) if 2 * s <= sms]
     for mode, bn, splits in launches:
         p = check_plan(plan(library, mode, m, n, k, sms, bn, splits), m, n, k, bn)
@@ -300,8 +306,8 @@ def test_the_launcher_refuses_what_the_kernels_are_not_built_for_before_any_cuda
     aligned = (ctypes.addressof(buf) + 15) // 16 * 16
     ok = {"mode": STREAM_K, "bn": 128, "splits": 1, "a": aligned, "bt": aligned, "c": aligned, "work": aligned,
           "flags": aligned, "slots": 132, "m": 256, "n": 256, "k": 256, "stream": None}
-    for bad in ({"mode": 4}, {"bn": 192}, {"bn": 256}, {"k": 260}, {"n": 255}, {"m": 0}, {"a": aligned + 8},
-                {"c": aligned + 2}, {"work": None}, {"flags": aligned + 2}, {"bt": None},
+    for bad in ({"mode": 4}, {"bn": 192}, {"mode": HYBRID, "bn": 256}, {"k": 260}, {"n": 255}, {"m": 0},
+                {"a": aligned + 8}, {"c": aligned + 2}, {"work": None}, {"flags": aligned + 2}, {"bt": None},
                 {"mode": SPLIT_K, "splits": 0}, {"mode": SPLIT_K, "splits": 5}):  # 4 k-blocks: at most 4 slices
         assert launcher_result(library, "kwiki_streamk_bf16", ARGTYPES, {**ok, **bad}) == -1, bad
     for good in ({"mode": DP, "work": None, "flags": None, "slots": 0}, {"mode": SPLIT_K, "bn": 256, "splits": 4},

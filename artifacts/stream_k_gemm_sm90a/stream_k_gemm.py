@@ -8,14 +8,14 @@ stages, so 128 KiB of shared memory and one program per SM): 1 data-parallel, on
 over the whole K; 2 split-K, each tile's K cut into S slices (S from the tile count and the SM count, below),
 fp32 partials added by a second kernel in slice order; 3 Stream-K, a persistent grid of one program per SM
 that divides all tiles x k-blocks evenly, crossing tile boundaries, with a flag-ordered, deterministic fix-up.
-Rungs 4-8 (CUDA, streamk_ws.cu, built by kwiki into the library at $KWIKI_CUDA_LIBRARY and called through ctypes):
+Rungs 4-9 (CUDA, streamk_ws.cu, built by kwiki into the library at $KWIKI_CUDA_LIBRARY and called through ctypes):
 the same 128x128 tile on the warp-specialized CTA of artifacts/common/kwiki_ws_gemm.cuh (TMA producer, two wgmma
 consumer warpgroups, a 6-stage ring), reading B K-major (bt, [N, K], made once with the inputs): 4 data-parallel,
 one CTA per SM over whole tiles; 5 split-K in one kernel (rung 2's slices, the partials added by each tile's first
 slice after flags); 6 Stream-K, the same even split of all iterations as rung 3, with the same flag-ordered,
 deterministic fix-up; 7 data-parallel waves and then one Stream-K wave (all data-parallel where the tiles make whole
 waves, all Stream-K under two waves); 8 split-K on the 128x256 tile of the wiki's bf16 GEMM, beside cuda_dp_wide,
-data-parallel on that tile.
+data-parallel on that tile; 9 Stream-K on that tile.
 Baselines: torch.matmul (cuBLAS/cuBLASLt with its own heuristic choice of kernel, split-K or not), on B as given and
 on B K-major (torch_mm_tn: the operand the CUDA rungs read).
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
@@ -39,7 +39,7 @@ GRID = [
 ]
 # variant -> kwiki_streamk_bf16's (mode, tile width): 0 data-parallel, 1 Stream-K, 2 the hybrid, 3 split-K
 CUDA_MODES = {"cuda_dp": (0, 128), "cuda_splitk": (3, 128), "cuda_streamk": (1, 128), "cuda_streamk_dp": (2, 128),
-              "cuda_dp_wide": (0, 256), "cuda_splitk_wide": (3, 256)}
+              "cuda_dp_wide": (0, 256), "cuda_splitk_wide": (3, 256), "cuda_streamk_wide": (1, 256)}
 SLOT = BM * 128  # fp32 values of a 128 x 128 partial: the CUDA workspace is counted in these
 VARIANTS = ["torch_mm", "torch_mm_tn", "triton_dp", "triton_splitk", "triton_streamk", *CUDA_MODES]
 TOLERANCES = {
@@ -117,15 +117,15 @@ def streamk_programs(m, n, k, sms, bm=BM, bn=BN, bk=BK):
 
 def cuda_launch(name, m, n, k, sms):
     """(mode, tile width, splits, 128 x 128 slots) of a CUDA rung's launch: split-K's slices by split_factor on its own
-    tile (as many as ceil(I / ceil(I / S)) really hold k-blocks), a slot per CTA for Stream-K, per split slice for
-    split-K (two at the 128 x 256 tile); streamk_ws.cu's plan_launch works out the same."""
+    tile (as many as ceil(I / ceil(I / S)) really hold k-blocks), a slot per CTA for Stream-K, per split slice after
+    the first for split-K (two at the 128 x 256 tile); streamk_ws.cu's plan_launch works out the same."""
     mode, bn = CUDA_MODES[name]
     iters = _cdiv(k, BK)
     if mode == 3:
         s = split_factor(tiles(m, n, BM, bn), iters, sms)
         s = _cdiv(iters, _cdiv(iters, s))
         return mode, bn, s, tiles(m, n, BM, bn) * (s - 1) * (bn // 128)
-    return mode, bn, 1, 0 if mode == 0 else min(sms, tiles(m, n, BM, bn) * iters)
+    return mode, bn, 1, 0 if mode == 0 else min(sms, tiles(m, n, BM, bn) * iters) * (bn // 128)
 
 
 def split_factor(t, iters, sms):
@@ -201,7 +201,7 @@ def cuda_operands_error(a, bt, c):
 
 # kwiki:rung cuda_dp
 def _cuda(name, sms):
-    """Rungs 4-8: kwiki_streamk_bf16 from the artifact's library (streamk_ws.cu), on torch's current stream, with one
+    """Rungs 4-9: kwiki_streamk_bf16 from the artifact's library (streamk_ws.cu), on torch's current stream, with one
     workspace per device (128 x 128 fp32 partials and two flags each, as many as the largest launch so far takes;
     the flags zeroed when it grows, and every launch leaves them zero). Operands it is not built for are refused
     here, by name, before any CUDA call."""

@@ -11,7 +11,8 @@
 //                                            in grouped order
 //   ws_splitk_kernel, ws_splitk_wide_kernel  split-K: unit t = tile * S + s is slice s of the tile's k-blocks (S
 //                                            slices of ceil(I / S)), walked as the data-parallel tiles are
-//   ws_streamk_kernel                        Stream-K: the Stream-K tiles' iterations (tiles x k-blocks, tile after
+//   ws_streamk_kernel, ws_streamk_wide_kernel
+//                                            Stream-K: the Stream-K tiles' iterations (tiles x k-blocks, tile after
 //                                            tile in grouped order) cut into gridDim.x contiguous ranges, CTA c's from
 //                                            begin(c) to begin(c + 1), crossing tiles at any k-block; before them,
 //                                            dp_tiles whole tiles data-parallel (0 for pure Stream-K; whole waves for
@@ -206,6 +207,13 @@ __device__ __forceinline__ void splitk(const CUtensorMap* ta, const CUtensorMap*
     g::gemm_cta_bf16<BN>(ta, tb, K, plan, Fixup<BN, SplitPlan<BN>>{plan, g::StoreBf16{c, N}, work, flags});
 }
 
+template <int BN>
+__device__ __forceinline__ void stream(const CUtensorMap* ta, const CUtensorMap* tb, __nv_bfloat16* c, float* work,
+                                      unsigned* flags, int M, int N, int K, int dp_tiles) {
+    const StreamPlan<BN> plan(M, N, K, gridDim.x, dp_tiles);
+    g::gemm_cta_bf16<BN>(ta, tb, K, plan, Fixup<BN, StreamPlan<BN>>{plan, g::StoreBf16{c, N}, work, flags});
+}
+
 }  // namespace streamk
 
 #define KWIKI_STREAMK_KERNEL extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
@@ -238,12 +246,16 @@ KWIKI_STREAMK_KERNEL ws_splitk_wide_kernel(KWIKI_STREAMK_MAPS, __nv_bfloat16* c,
 // kwiki:rung cuda_streamk
 KWIKI_STREAMK_KERNEL ws_streamk_kernel(KWIKI_STREAMK_MAPS, __nv_bfloat16* c, float* work, unsigned* flags, int M, int N,
                                        int K, int dp_tiles) {
-    namespace g = kwiki::wsgemm;
-    const streamk::StreamPlan<128> plan(M, N, K, gridDim.x, dp_tiles);
-    g::gemm_cta_bf16<128>(&ta, &tb, K, plan,
-                          streamk::Fixup<128, streamk::StreamPlan<128>>{plan, g::StoreBf16{c, N}, work, flags});
+    streamk::stream<128>(&ta, &tb, c, work, flags, M, N, K, dp_tiles);
 }
 // /kwiki:rung cuda_streamk
+
+// kwiki:rung cuda_streamk_wide
+KWIKI_STREAMK_KERNEL ws_streamk_wide_kernel(KWIKI_STREAMK_MAPS, __nv_bfloat16* c, float* work, unsigned* flags, int M,
+                                            int N, int K, int dp_tiles) {
+    streamk::stream<256>(&ta, &tb, c, work, flags, M, N, K, dp_tiles);
+}
+// /kwiki:rung cuda_streamk_wide
 
 #undef KWIKI_STREAMK_MAPS
 #undef KWIKI_STREAMK_KERNEL
@@ -259,11 +271,11 @@ struct Launch {
     long long slots;
 };
 
-// Sizes the kernels are not built for (false): a bad mode; bn not 128 or 256 (256: data-parallel and split-K only);
+// Sizes the kernels are not built for (false): a bad mode; bn not 128 or 256 (256: not the hybrid);
 // M, N, K not positive, K not a multiple of 8 (TMA's 16-byte rows), N odd (bf16 pairs), more than 2^30 iterations;
 // for split-K, splits not in 1..I.
 inline bool sizes_ok(int mode, int bn, int splits, int M, int N, int K) {
-    if (mode < DP || mode > SPLIT_K || (bn != 128 && bn != 256) || (bn == 256 && (mode == STREAM_K || mode == HYBRID)))
+    if (mode < DP || mode > SPLIT_K || (bn != 128 && bn != 256) || (bn == 256 && mode == HYBRID))
         return false;
     if (M <= 0 || N <= 0 || K <= 0 || K % 8 || N % 2) return false;
     const long long T = (long long)cdiv(M, g::BM) * cdiv(N, bn), iters = cdiv(K, g::TileBf16<128>::BK);
@@ -291,7 +303,7 @@ inline bool plan_launch(int mode, int bn, int splits, int M, int N, int K, int s
     l.ctas = units < sms ? units : sms;
     if (mode == SPLIT_K && units > l.ctas && 2 * l.splits > l.ctas) return false;
     l.dp_tiles = dp_tiles_of(mode, int(T), int(l.ctas));
-    l.slots = mode == DP ? 0 : mode == SPLIT_K ? T * (l.splits - 1) * (bn / 128) : l.ctas;
+    l.slots = (mode == DP ? 0 : mode == SPLIT_K ? T * (l.splits - 1) : l.ctas) * (bn / 128);
     *out = l;
     return true;
 }
@@ -299,10 +311,10 @@ inline bool plan_launch(int mode, int bn, int splits, int M, int N, int K, int s
 }  // namespace streamk
 
 // The launcher stream_k_gemm.py calls: mode 0 data-parallel, 1 Stream-K, 2 data-parallel waves and one Stream-K wave,
-// 3 split-K into `splits` slices (ignored otherwise); bn the tile's width, 128 or 256 (256: modes 0 and 3); a [M, K],
+// 3 split-K into `splits` slices (ignored otherwise); bn the tile's width, 128 or 256 (256: not mode 2); a [M, K],
 // bt [N, K] and c [M, N] bf16, contiguous on the current device; work fp32 [slots, 128 * 128] and flags int32
 // [slots, 2] (zero before the first call; every launch leaves them zero), enough for the launch's partials (Stream-K:
-// one a CTA; split-K: tiles x (splits - 1), twice that at bn 256). Returns 0, a CUDA error code, -1 (refused:
+// one a CTA; split-K: tiles x (splits - 1); twice those at bn 256). Returns 0, a CUDA error code, -1 (refused:
 // sizes_ok and operands_ok before any CUDA call, then plan_launch and the slots) or -2 (the driver refused a tensor
 // map).
 extern "C" int kwiki_streamk_bf16(int mode, int bn, int splits, const void* a, const void* bt, void* c, float* work,
@@ -321,10 +333,10 @@ extern "C" int kwiki_streamk_bf16(int mode, int bn, int splits, const void* a, c
     const bool wide = bn == 256;
     const void* kernel = mode == sk::DP    ? reinterpret_cast<const void*>(wide ? ws_dp_wide_kernel : ws_dp_kernel)
                          : mode == sk::SPLIT_K ? reinterpret_cast<const void*>(wide ? ws_splitk_wide_kernel : ws_splitk_kernel)
-                                           : reinterpret_cast<const void*>(ws_streamk_kernel);
+                                           : reinterpret_cast<const void*>(wide ? ws_streamk_wide_kernel : ws_streamk_kernel);
     const int smem = wide ? g::TileBf16<256>::SMEM_BYTES : g::TileBf16<128>::SMEM_BYTES;
-    static bool configured[5] = {};
-    const int which = mode == sk::DP ? wide : mode == sk::SPLIT_K ? 2 + wide : 4;
+    static bool configured[6] = {};
+    const int which = (mode == sk::DP ? 0 : mode == sk::SPLIT_K ? 2 : 4) + wide;
     const long long grid = g::persistent_grid(kernel, smem, configured[which], l.ctas);
     if (grid < 0) return int(-grid);
     auto* out = static_cast<__nv_bfloat16*>(c);
@@ -334,6 +346,7 @@ extern "C" int kwiki_streamk_bf16(int mode, int bn, int splits, const void* a, c
     else if (mode == sk::SPLIT_K && wide)
         ws_splitk_wide_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, work, flags, M, N, K, l.splits);
     else if (mode == sk::SPLIT_K) ws_splitk_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, work, flags, M, N, K, l.splits);
+    else if (wide) ws_streamk_wide_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, work, flags, M, N, K, l.dp_tiles);
     else ws_streamk_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, work, flags, M, N, K, l.dp_tiles);
     return int(cudaGetLastError());
 }
@@ -368,6 +381,8 @@ extern "C" int kwiki_streamk_plan(int mode, int bn, int splits, int M, int N, in
     if (!sk::plan_launch(mode, bn, splits, M, N, K, sms, &l)) return -1;
     *slots = l.slots;
     const int ctas = int(l.ctas);
+    if ((mode == sk::STREAM_K || mode == sk::HYBRID) && bn == 256)
+        return sk::export_jobs(sk::StreamPlan<256>(M, N, K, ctas, l.dp_tiles), ctas, jobs, max);
     if (mode == sk::STREAM_K || mode == sk::HYBRID)
         return sk::export_jobs(sk::StreamPlan<128>(M, N, K, ctas, l.dp_tiles), ctas, jobs, max);
     const int s = mode == sk::DP ? 1 : l.splits;
