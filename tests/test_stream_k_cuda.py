@@ -98,6 +98,8 @@ def test_operands_the_kernels_are_not_built_for_are_named() -> None:
     assert "not [M, K], [N, K], [M, N]" in mod.cuda_operands_error(i["a"], i["b"], o["c"])
     assert "c is torch.float32" in mod.cuda_operands_error(i["a"], i["bt"], o["c"].float())
     assert "bt is not contiguous" in mod.cuda_operands_error(i["a"], i["b"].t(), o["c"])
+    shifted = torch.empty(300 * 260 + 1, dtype=torch.bfloat16)[1:].view(300, 260)  # 2 bytes off
+    assert "c is not 4-byte aligned" in mod.cuda_operands_error(i["a"], i["bt"], shifted)
     odd = torch.zeros(300, 196, dtype=torch.bfloat16)
     assert "K = 196 is not a multiple of 8" in mod.cuda_operands_error(odd, torch.zeros(260, 196, dtype=torch.bfloat16),
                                                                        o["c"])
@@ -276,7 +278,7 @@ def test_the_fix_up_replayed_on_the_host_gives_the_exact_product(library, m, n, 
     a = rng.integers(-3, 4, size=(m, k)).astype(np.float64)  # small integers: every sum exact, in any order
     bt = rng.integers(-3, 4, size=(n, k)).astype(np.float64)
     launches = [(mode, 128, 1) for mode in (DP, STREAM_K, HYBRID)] + [(STREAM_K, 256, 1)]
-    launches += [(SPLIT_K, bn, s) for bn in (128, 256) for s in (2, 3, 4) if 2 * s <= sms]
+    launches += [(SPLIT_K, bn, s) for bn in (128, 256) for s in (2, 3, 4) if s <= min(sms, _cdiv(k, BK))]
     for mode, bn, splits in launches:
         p = check_plan(plan(library, mode, m, n, k, sms, bn, splits), m, n, k, bn)
         c = np.full((m, n), np.nan)
@@ -298,6 +300,20 @@ def test_the_fix_up_replayed_on_the_host_gives_the_exact_product(library, m, n, 
                     stored += 1
         assert slots == {} and stored == p["tiles"]
         assert np.array_equal(c, a @ bt.T), (mode, bn, splits, m, n, k, sms)
+
+
+@pytest.mark.nvcc
+def test_split_k_is_refused_where_a_finisher_could_wait_for_a_slice_behind_it(library):
+    fn = ctypes.CDLL(str(library)).kwiki_streamk_plan
+    fn.argtypes = [*[ctypes.c_int] * 7, ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.POINTER(ctypes.c_longlong)]
+    fn.restype = ctypes.c_int
+    slots = ctypes.c_longlong()
+    # 9 tiles x 4 slices on 3 CTAs: more slices than CTAs, and more units, so a tile's slices could queue on its own
+    assert fn(SPLIT_K, 128, 4, 384, 384, 1024, 3, None, 0, ctypes.byref(slots)) == -1
+    assert fn(SPLIT_K, 128, 3, 384, 384, 1024, 3, None, 0, ctypes.byref(slots)) > 0   # S = CTAs: deadlock-free
+    assert fn(SPLIT_K, 128, 4, 128, 128, 1024, 5, None, 0, ctypes.byref(slots)) > 0   # 4 units on 4 CTAs: one round
+    check_plan(plan(library, SPLIT_K, 384, 384, 1024, 3, 128, 3), 384, 384, 1024)  # and it finishes
+    check_plan(plan(library, SPLIT_K, 384, 128, 1024, 9, 128, 4), 384, 128, 1024)  # a tile's slices across rounds
 
 
 @pytest.mark.nvcc

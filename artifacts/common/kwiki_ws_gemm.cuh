@@ -185,7 +185,8 @@ struct Ring {
 };
 
 // One CTA: the schedule gives tiles() and job(t) (the same answers in every thread); the Ring's producer loads, the
-// two consumers multiply, fold and store.
+// two consumers multiply, fold and store. It has no epilogue hook: a job's sum is stored as C, so its schedules give
+// jobs over the whole of K (a schedule that splits tiles needs gemm_cta_bf16's epilogue).
 template <int BN, int SCALING, class Schedule>
 __device__ __forceinline__ void gemm_cta(const CUtensorMap* tmA, const CUtensorMap* tmB, const Scales sc, __nv_bfloat16* out,
                                          const Schedule& sched) {

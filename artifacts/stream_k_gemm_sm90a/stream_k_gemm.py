@@ -122,7 +122,7 @@ def cuda_launch(name, m, n, k, sms):
     mode, bn = CUDA_MODES[name]
     iters = _cdiv(k, BK)
     if mode == 3:
-        s = split_factor(tiles(m, n, BM, bn), iters, sms)
+        s = min(split_factor(tiles(m, n, BM, bn), iters, sms), sms)  # never more slices than CTAs: the launcher's rule
         s = _cdiv(iters, _cdiv(iters, s))
         return mode, bn, s, tiles(m, n, BM, bn) * (s - 1) * (bn // 128)
     return mode, bn, 1, 0 if mode == 0 else min(sms, tiles(m, n, BM, bn) * iters) * (bn // 128)
@@ -181,7 +181,8 @@ def launcher(name, sms, bm=BM, bn=BN, bk=BK, warps=WARPS, stages=STAGES):
 
 def cuda_operands_error(a, bt, c):
     """What streamk_ws.cu is not built for in these tensors, or None (checked before any CUDA call): bf16 a [M, K],
-    bt [N, K] and c [M, N], contiguous, on one CUDA device, K a multiple of 8, N even, a and bt 16-byte aligned."""
+    bt [N, K] and c [M, N], contiguous, on the current CUDA device, K a multiple of 8, N even, a and bt 16-byte
+    aligned, c 4-byte aligned."""
     import torch
 
     if a.dim() != 2 or bt.dim() != 2 or c.dim() != 2 or a.shape[1] != bt.shape[1] or \
@@ -193,9 +194,12 @@ def cuda_operands_error(a, bt, c):
             if t.device.type != "cuda"]
     if not bad and len({t.device for t in (a, bt, c)}) > 1:
         bad.append(f"a, bt and c are on {a.device}, {bt.device} and {c.device}, not one device")
+    if not bad and a.device.index != torch.cuda.current_device():
+        bad.append(f"the operands are on {a.device}, not on the current device (cuda:{torch.cuda.current_device()})")
     if a.shape[1] % 8 or bt.shape[0] % 2:
         bad.append(f"K = {a.shape[1]} is not a multiple of 8 or N = {bt.shape[0]} is odd")
     bad += [f"{x} is not 16-byte aligned (TMA)" for x, t in (("a", a), ("bt", bt)) if t.data_ptr() % 16]
+    bad += ["c is not 4-byte aligned (bf16 pairs)"] if c.data_ptr() % 4 else []
     return "; ".join(bad) or None
 
 

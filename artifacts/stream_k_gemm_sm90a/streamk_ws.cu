@@ -22,9 +22,12 @@
 // starts inside a tile writes its fp32 partial to a slot of `work` and raises the slot's flag (one per consumer
 // warpgroup); the job that starts the tile and ends inside it (its finisher) waits for the flags of the tile's other
 // slots, adds their partials in k order and stores the tile. The order of every sum depends on the shape and the
-// grid only. No job waits before its CTA has written what others wait for (Stream-K: a CTA's partial is its first
-// job, its finish its last; split-K: the slices of a tile are consecutive units, so with S <= CTAs / 2 a finisher's
-// slices run in its round or on a CTA that reaches them without waiting), so the fix-up cannot deadlock.
+// grid only. The fix-up cannot deadlock while every CTA is resident (the launch is cooperative: it fails rather than
+// run with CTAs that wait for CTAs that have no SM). Stream-K: a CTA's partial is its first Stream-K job, after whole
+// tiles only, and its finish its last. Split-K (S <= CTAs): were some finisher blocked, take the lowest blocked unit
+// u, slice 0 of a tile; the slices it waits for, units u + 1 .. u + S - 1, are on other CTAs, which run their units in
+// order and, below those units, can be blocked neither below u (u is the lowest) nor between u and them (no finisher
+// lies there): they reach them and write them, and u goes on.
 #include "kwiki_ws_gemm.cuh"
 
 namespace streamk {
@@ -271,13 +274,14 @@ struct Launch {
     long long slots;
 };
 
-// Sizes the kernels are not built for (false): a bad mode; bn not 128 or 256 (256: not the hybrid);
-// M, N, K not positive, K not a multiple of 8 (TMA's 16-byte rows), N odd (bf16 pairs), more than 2^30 iterations;
-// for split-K, splits not in 1..I.
+// Sizes the kernels are not built for (false): a bad mode; bn not 128 or 256 (256: not the hybrid); M, N, K not in
+// 1..2^30 (the plans' integer arithmetic), K not a multiple of 8 (TMA's 16-byte rows), N odd (bf16 pairs), more than
+// 2^30 iterations; for split-K, splits not in 1..I.
 inline bool sizes_ok(int mode, int bn, int splits, int M, int N, int K) {
     if (mode < DP || mode > SPLIT_K || (bn != 128 && bn != 256) || (bn == 256 && mode == HYBRID))
         return false;
-    if (M <= 0 || N <= 0 || K <= 0 || K % 8 || N % 2) return false;
+    constexpr int MOST = 1 << 30;
+    if (M <= 0 || N <= 0 || K <= 0 || M > MOST || N > MOST || K > MOST || K % 8 || N % 2) return false;
     const long long T = (long long)cdiv(M, g::BM) * cdiv(N, bn), iters = cdiv(K, g::TileBf16<128>::BK);
     return T * iters <= (1LL << 30) && (mode != SPLIT_K || (splits >= 1 && splits <= iters));
 }
@@ -292,8 +296,8 @@ inline bool operands_ok(int mode, const void* a, const void* bt, const void* c, 
                           reinterpret_cast<uintptr_t>(flags) % 4 == 0);
 }
 
-// The launch of good sizes on `sms` SMs, or false where split-K has more units than CTAs and 2 splits > CTAs (a
-// finisher's slices could then sit behind it on its own CTA).
+// The launch of good sizes on `sms` SMs, or false where split-K has more units than CTAs and more splits than CTAs
+// (a finisher's slices could then sit behind it on its own CTA).
 inline bool plan_launch(int mode, int bn, int splits, int M, int N, int K, int sms, Launch* out) {
     if (!sizes_ok(mode, bn, splits, M, N, K) || sms <= 0) return false;
     const long long T = (long long)cdiv(M, g::BM) * cdiv(N, bn), iters = cdiv(K, g::TileBf16<128>::BK);
@@ -301,7 +305,7 @@ inline bool plan_launch(int mode, int bn, int splits, int M, int N, int K, int s
     if (mode == SPLIT_K) l.splits = cdiv(int(iters), cdiv(int(iters), splits));
     const long long units = mode == DP ? T : mode == SPLIT_K ? T * l.splits : T * iters;
     l.ctas = units < sms ? units : sms;
-    if (mode == SPLIT_K && units > l.ctas && 2 * l.splits > l.ctas) return false;
+    if (mode == SPLIT_K && units > l.ctas && l.splits > l.ctas) return false;
     l.dp_tiles = dp_tiles_of(mode, int(T), int(l.ctas));
     l.slots = (mode == DP ? 0 : mode == SPLIT_K ? T * (l.splits - 1) : l.ctas) * (bn / 128);
     *out = l;
@@ -341,14 +345,15 @@ extern "C" int kwiki_streamk_bf16(int mode, int bn, int splits, const void* a, c
     if (grid < 0) return int(-grid);
     auto* out = static_cast<__nv_bfloat16*>(c);
     const dim3 blocks{unsigned(grid)}, threads{unsigned(g::THREADS)};
-    if (mode == sk::DP && wide) ws_dp_wide_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, M, N, K);
-    else if (mode == sk::DP) ws_dp_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, M, N, K);
-    else if (mode == sk::SPLIT_K && wide)
-        ws_splitk_wide_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, work, flags, M, N, K, l.splits);
-    else if (mode == sk::SPLIT_K) ws_splitk_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, work, flags, M, N, K, l.splits);
-    else if (wide) ws_streamk_wide_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, work, flags, M, N, K, l.dp_tiles);
-    else ws_streamk_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, work, flags, M, N, K, l.dp_tiles);
-    return int(cudaGetLastError());
+    if (mode == sk::DP) {
+        if (wide) ws_dp_wide_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, M, N, K);
+        else ws_dp_kernel<<<blocks, threads, smem, stream>>>(ta, tb, out, M, N, K);
+        return int(cudaGetLastError());
+    }
+    // the fix-up's CTAs wait for one another: a cooperative launch runs them all at once or fails
+    int extra = mode == sk::SPLIT_K ? l.splits : l.dp_tiles;
+    void* args[] = {&ta, &tb, &out, &work, &flags, &M, &N, &K, &extra};
+    return int(cudaLaunchCooperativeKernel(kernel, blocks, threads, args, size_t(smem), stream));
 }
 
 namespace streamk {
