@@ -66,7 +66,8 @@ def test_which_variants_run_in_which_layout() -> None:
     fp8 = [(p["scaling"], [v for v in moe.VARIANTS if moe.applies(v, p)]) for p in moe.GRID if p["dtype"] == moe.FP8]
     assert sorted(fp8) == sorted([(sc, list(names)) for sc, names in moe.FP8_VARIANTS.items()] * 2)
     assert runs[("masked", 256, True)] == ["torch_mm_loop", "torch_grouped_mm", "torch_bmm",
-                                           "triton_grouped_tma_persistent"]
+                                           "triton_grouped_tma_persistent", "cuda_grouped"]
+    assert "cuda_grouped" in runs[("decode", 256, False)]
     assert runs[("offtile", 1159, True)] == runs[("masked", 256, True)]
     assert runs[("offtile", 1159, False)] == ["torch_mm_loop", "cublas_grouped", "torch_grouped_mm", "triton_grouped",
                                               "triton_grouped_tma_persistent", "cuda_grouped"]

@@ -27,8 +27,8 @@ ART = REPO / "artifacts" / "moe_grouped_gemm_bf16_sm90a"
 PAGE = REPO / "wiki" / "nvidia" / "kernels" / "moe-grouped-gemm.md"
 RUNGS = {"cuda_grouped_fp8": "moe_fp8_row_kernel", "cuda_grouped_fp8_block": "moe_fp8_block_kernel"}
 CUDA = {**RUNGS, "cuda_grouped": "moe_bf16_kernel"}
-# kwiki_moe_bf16(a, w, offs, c, T, N, K, E, stream)
-BF16_ARGTYPES: list[Any] = [*[ctypes.c_void_p] * 4, *[ctypes.c_int] * 4, ctypes.c_void_p]
+# kwiki_moe_bf16(a, w, offs, c, T, N, K, E, capacity, stream)
+BF16_ARGTYPES: list[Any] = [*[ctypes.c_void_p] * 4, *[ctypes.c_int] * 5, ctypes.c_void_p]
 # kwiki_moe_fp8(variant, a, w, sa, sw, offs, c, T, N, K, E, stream), as ws_grouped.cu declares it
 ARGTYPES: list[Any] = [ctypes.c_int, *[ctypes.c_void_p] * 6, *[ctypes.c_int] * 4, ctypes.c_void_p]
 
@@ -63,9 +63,10 @@ def test_the_cuda_rungs_climb_above_the_triton_fp8_ones_from_the_modules_library
     for p in mod.GRID:  # the fp8 entries of their scaling only, the off-tile routing included
         assert mod.applies("cuda_grouped_fp8", p) == (p.get("scaling") == "row"), p
         assert mod.applies("cuda_grouped_fp8_block", p) == (p.get("scaling") == "block"), p
-        bf16_contiguous = p["dtype"] == mod.BF16 and not mod.masked(p) and p["case"] in ("prefill", "offtile")
-        assert mod.applies("cuda_grouped", p) == bf16_contiguous, p
-    assert any(mod.applies("cuda_grouped", p) and p["case"] == "offtile" for p in mod.GRID)
+        assert mod.applies("cuda_grouped", p) == (p["dtype"] == mod.BF16 and p["case"] != "dense"), p
+    for case in ("offtile", "decode", "masked"):  # both layouts, off the tile included
+        assert any(mod.applies("cuda_grouped", p) and p["case"] == case for p in mod.GRID), case
+    assert sum(mod.applies("cuda_grouped", p) and p["case"] == "offtile" and mod.masked(p) for p in mod.GRID) == 1
     sanitized = [p for p in m.sanitize.params if p.get("scaling")]
     assert {p["scaling"] for p in sanitized} == {"row", "block"}  # memcheck runs both off the tile
 
@@ -171,14 +172,15 @@ def test_the_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(libr
     assert launcher_result(library, "kwiki_moe_fp8", ARGTYPES, args) == -1, why  # -1: refused before any CUDA call
 
 
-def _schedule(library: Path, offs: list[int], t: int, n: int, bn: int = 128) -> tuple[int, list[tuple[int, ...]]]:
+def _schedule(library: Path, offs: list[int], t: int, n: int, bn: int = 128,
+              capacity: int = 0) -> tuple[int, list[tuple[int, ...]]]:
     fn = ctypes.CDLL(str(library)).kwiki_moe_schedule
-    fn.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                   ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+    fn.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), *[ctypes.c_int] * 4, ctypes.POINTER(ctypes.c_int),
+                   ctypes.c_int]
     fn.restype = ctypes.c_int
     most = 1 << 16
     jobs = (ctypes.c_int * (5 * most))()
-    tiles = fn(bn, (ctypes.c_int * len(offs))(*offs), len(offs), t, n, jobs, most)
+    tiles = fn(bn, (ctypes.c_int * len(offs))(*offs), len(offs), t, n, capacity, jobs, most)
     return tiles, [tuple(jobs[5 * i:5 * i + 5]) for i in range(min(max(tiles, 0), most))]
 
 
@@ -217,6 +219,30 @@ def test_offsets_that_fall_or_pass_the_rows_cannot_make_a_tile_store_outside_c(l
     assert {e for *_, e in jobs} == {0, 2}  # expert 1 is empty (its end clamps to 300), expert 3 too (to 1000)
     assert _schedule(library, [10], 10, 0)[0] == -1 and _schedule(library, [10] * 257, 10, 16)[0] == -1
     assert _schedule(library, [10], 10, 16, bn=192)[0] == -1  # no kernel of that width
+    assert _schedule(library, [10, 10], 30, 16, 256, capacity=16)[0] == -1  # masked: T must be E x capacity
+    tiles, jobs = _schedule(library, [-5, 300, 7], 3 * 200, 256, 256, capacity=200)  # counts below 0 and past it
+    assert all(e * 200 <= a_row < row_end <= (e + 1) * 200 for a_row, _, row_end, _, e in jobs)
+    assert {e for *_, e in jobs} == {1, 2} and tiles == (2 + 1) * 1
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("which", ["offtile", "decode"])
+def test_the_masked_schedule_covers_every_experts_real_rows_once_from_its_capacity_slot(library, which):
+    """The masked layout (A [E, capacity, K] with counts): every real row of every expert in exactly one tile at
+    each column, a tile's rows start at e x capacity + a multiple of 128 and store nothing past the expert's count,
+    so the padding rows are never written."""
+    mod = _module()
+    p = next(p for p in mod.GRID if mod.masked(p) and p["dtype"] == mod.BF16 and
+              p["case"] == ("offtile" if which == "offtile" else "masked"))
+    counts, cap, n = mod.counts(p), p["capacity"], p["n"]
+    tiles, jobs = _schedule(library, counts, len(counts) * cap, n, 256, capacity=cap)
+    assert tiles == len(jobs) == sum(-(-c // 128) for c in counts) * -(-n // 256)
+    seen = [0] * len(counts)
+    for a_row, b_row, row_end, col0, e in jobs:
+        assert row_end == e * cap + counts[e] and (a_row - e * cap) % 128 == 0 and e * cap <= a_row < row_end
+        assert b_row == e * n + col0 and col0 % 256 == 0
+        seen[e] += (min(a_row + 128, row_end) - a_row) * (min(col0 + 256, n) - col0)
+    assert seen == [c * n for c in counts]
 
 
 def test_bf16_operands_the_kernel_is_not_built_for_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -252,7 +278,13 @@ def test_the_bf16_rung_hands_the_library_its_operands_and_sizes(monkeypatch: pyt
     lib = cdll.loaded[-1]
     assert lib.argtypes == BF16_ARGTYPES
     assert lib.calls == [(i["a"].data_ptr(), i["w"].data_ptr(), i["offs"].data_ptr(), o["c"].data_ptr(), 1159, 1000,
-                          1000, 8, 0)]
+                          1000, 8, 0, 0)]
+    pm = next(p for p in mod.GRID if p["case"] == "offtile" and p["dtype"] == mod.BF16 and mod.masked(p))
+    im = mod.make_inputs(pm, 3, "cpu")
+    om = mod.make_outputs(pm, im)
+    mod.load("cuda_grouped")(im, om)  # masked: the [E, capacity, *] tensors as E x capacity rows, and the counts
+    assert cdll.loaded[-1].calls == [(im["a"].data_ptr(), im["w"].data_ptr(), im["counts"].data_ptr(),
+                                      om["c"].data_ptr(), 8 * 470, 1000, 1000, 8, 470, 0)]
     monkeypatch.setattr(mod, "bf16_operands_error", lambda a, w, c, offs: "a is on cpu")
     with pytest.raises(ValueError, match=r"moe\.py\): cuda_grouped: a is on cpu"):
         mod.load("cuda_grouped")(i, o)
@@ -270,8 +302,10 @@ def test_the_bf16_rungs_sass_expectation_holds_on_it_and_fails_on_the_fp8_rung(l
 @pytest.mark.parametrize(("change", "why"), [({"E": 0}, "no experts"), ({"E": 257}, "too many experts"),
                                              ({"N": 1004}, "N not a multiple of 8"),
                                              ({"w": (1 << 21) + 8}, "w misaligned"), ({"offs": None}, "no offsets"),
-                                             ({"c": (1 << 25) + 2}, "c misaligned")])
+                                             ({"c": (1 << 25) + 2}, "c misaligned"),
+                                             ({"capacity": -1}, "a negative capacity"),
+                                             ({"capacity": 145}, "a capacity that is not T / E")])
 def test_the_bf16_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(library, change, why):
     args = {"a": 1 << 20, "w": 1 << 21, "offs": 1 << 24, "c": 1 << 25, "T": 1159, "N": 1000, "K": 1000, "E": 8,
-            "stream": None} | change
+            "capacity": 0, "stream": None} | change
     assert launcher_result(library, "kwiki_moe_bf16", BF16_ARGTYPES, args) == -1, why

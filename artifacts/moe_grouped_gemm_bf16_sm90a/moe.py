@@ -47,8 +47,8 @@ runs these scales grouped on sm_90 in this torch: rung 4 is held against rung 3 
 (cuda_grouped_fp8, cuda_grouped_fp8_block): the same two scalings in CUDA, ws_grouped.cu, the warp-specialized CTA
 of artifacts/common/kwiki_ws_gemm.cuh (a TMA producer warpgroup, two wgmma consumers promoting every 128) walking every
 expert's tiles; built into the library beside cublas_grouped.cu. Rung 7 (cuda_grouped): the same schedule and
-warp-specialized CTA in bf16 (128 x 256 tiles, one k-block of wgmma kept in flight), at the contiguous bf16 prefill
-and off-tile entries. The reference is the fp32 product of the dequantized operands (codes times scales), so the
+warp-specialized CTA in bf16 (128 x 256 tiles, one k-block of wgmma kept in flight), at every bf16 prefill, decode
+and off-tile entry, in both layouts (masked: each expert's rows from e x capacity, its count of them in the tables). The reference is the fp32 product of the dequantized operands (codes times scales), so the
 check judges the arithmetic, not the quantization; the fp8 entries sit beside bf16 ones of the same routing and
 shape, so that a claim can set the two side by side.
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
@@ -129,8 +129,8 @@ def applies(name, params):
         return name in FP8_VARIANTS[params["scaling"]]
     if name == "torch_mm_dense" or params["case"] == "dense":
         return (name == "torch_mm_dense") == (params["case"] == "dense")
-    if name == "cuda_grouped":  # rung 7: the contiguous layout, at the prefill entries and off the tile
-        return not masked(params) and params["case"] in ("prefill", "offtile")
+    if name == "cuda_grouped":  # rung 7: both layouts, at prefill, decode and off the tile
+        return params["case"] in ("prefill", "decode", "masked", "offtile")
     if name in ("cublas_grouped", "triton_grouped", "torch_bmm"):
         if masked(params):  # cuBLAS's grouped call and rung 1 read offsets; bmm runs the padded batch only
             return name == "torch_bmm"
@@ -563,17 +563,24 @@ def _cuda_bf16():
     if not library:
         raise RuntimeError("cuda_grouped is not runnable here: no $KWIKI_CUDA_LIBRARY (kwiki builds ws_grouped.cu into it)")
     fn = ctypes.CDLL(library).kwiki_moe_bf16
-    fn.argtypes = [*[ctypes.c_void_p] * 4, *[ctypes.c_int] * 4, ctypes.c_void_p]
+    fn.argtypes = [*[ctypes.c_void_p] * 4, *[ctypes.c_int] * 5, ctypes.c_void_p]
     fn.restype = ctypes.c_int
 
     def cuda_bf16(i, o):
         where = "moe_grouped_gemm_bf16_sm90a (moe.py): cuda_grouped"
-        a, w, c, offs = i["a"], i["w"], o["c"], i["offs"]
+        a, w, c = i["a"], i["w"], o["c"]
+        cap = a.shape[1] if "counts" in i else 0  # masked: [E, capacity, K] read as E x capacity rows, with counts
+        if cap and (a.dim() != 3 or c.dim() != 3 or tuple(c.shape[:2]) != tuple(a.shape[:2])):
+            raise ValueError(f"{where}: masked a {tuple(a.shape)} and c {tuple(c.shape)} are not [E, capacity, K] "
+                             "and [E, capacity, N]")
+        if cap:
+            a, c = a.reshape(-1, a.shape[-1]), c.reshape(-1, c.shape[-1])
+        offs = i["counts"] if cap else i["offs"]
         why = bf16_operands_error(a, w, c, offs)
         if why:
             raise ValueError(f"{where}: {why}")
         (t, k), (e, n, _) = a.shape, w.shape
-        err = fn(a.data_ptr(), w.data_ptr(), offs.data_ptr(), c.data_ptr(), t, n, k, e,
+        err = fn(a.data_ptr(), w.data_ptr(), offs.data_ptr(), c.data_ptr(), t, n, k, e, cap,
                  torch.cuda.current_stream().cuda_stream)
         if err:
             raise RuntimeError(f"{where}: kwiki_moe_bf16 returned {err} (-1: operands refused, -2: tensor map refused, "
