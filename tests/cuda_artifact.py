@@ -44,6 +44,15 @@ def sass_kernels(binary: Path) -> dict[str, Any]:
     return disassemble(binary, tools)[0]
 
 
+def lists_its_manifest(binary: Path, manifest: Any) -> None:
+    """The binary lists the manifest's variants (in order) and its first shapes entry's values, before any CUDA call."""
+    res = run_without_gpu(binary, "--list-variants")
+    assert res.returncode == 0 and res.stdout.split() == [v.name for v in manifest.variants], res.stderr
+    shapes = manifest.shapes[0]
+    res = run_without_gpu(binary, shapes.arg(), f"--list-shapes={shapes.option}")
+    assert res.returncode == 0 and res.stdout.split() == shapes.values, res.stderr
+
+
 def rung_checks(variants: Any, kernels: dict[str, Any], rung: str, below: str) -> tuple[list[str], list[str]]:
     """The SASS mismatches of `rung`'s expectation on its own kernels, and on the kernels of the rung `below` (the
     second must name what the rung adds: the expectation proves the mechanism, not just the build)."""

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cuda_artifact import build, run_without_gpu, sass_kernels
+from cuda_artifact import build, lists_its_manifest, run_without_gpu, sass_kernels
 
 from kwiki.wiki.manifest import Manifest, load_manifest
 from kwiki.wiki.pages import load_page
@@ -90,11 +90,7 @@ run = run_without_gpu
 
 @pytest.mark.nvcc
 def test_the_binary_lists_the_manifests_variants_and_shapes_before_any_cuda_call(binary):
-    m = manifest()
-    res = run(binary, "--list-variants")
-    assert res.returncode == 0 and res.stdout.split() == [v.name for v in m.variants], res.stderr
-    res = run(binary, m.shapes[0].arg(), "--list-shapes=elems")
-    assert res.returncode == 0 and res.stdout.split() == m.shapes[0].values, res.stderr
+    lists_its_manifest(binary, manifest())
 
 
 @pytest.mark.nvcc

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cuda_artifact import build, run_without_gpu, sass_kernels
+from cuda_artifact import build, lists_its_manifest, run_without_gpu, rung_checks, sass_kernels
 
 from kwiki.wiki.manifest import Manifest, load_manifest
 from kwiki.wiki.pages import load_page
@@ -72,11 +72,7 @@ def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.nvcc
 def test_the_binary_lists_the_manifests_variants_and_shapes_before_any_cuda_call(binary):
-    m = manifest()
-    res = run_without_gpu(binary, "--list-variants")
-    assert res.returncode == 0 and res.stdout.split() == [v.name for v in m.variants], res.stderr
-    res = run_without_gpu(binary, m.shapes[0].arg(), "--list-shapes=shapes")
-    assert res.returncode == 0 and res.stdout.split() == m.shapes[0].values, res.stderr
+    lists_its_manifest(binary, manifest())
 
 
 @pytest.mark.nvcc
@@ -97,11 +93,5 @@ def test_a_shape_it_is_not_built_for_is_refused_before_any_cuda_call(binary, val
     ("two_kernel", "cluster", "forbid 'UCGABAR_ARV'"),
 ])
 def test_each_sass_expectation_holds_on_its_variant_and_fails_on_the_other_kernel(binary, variant, other, words):
-    from kwiki.verify.sass import check_variant
-
-    kernels = sass_kernels(binary)
-    by_name = {v.name: v for v in manifest().variants}
-    assert check_variant(by_name[variant], "sm_90a", kernels, {})[1] == []
-    on_other = by_name[variant].model_copy(update={"kernels": by_name[other].kernels})
-    mismatches = check_variant(on_other, "sm_90a", kernels, {})[1]
-    assert any(words in m for m in mismatches), mismatches
+    own, on_other = rung_checks(manifest().variants, sass_kernels(binary), variant, other)
+    assert own == [] and any(words in m for m in on_other), on_other
