@@ -4,7 +4,8 @@ Rungs 4-6 run the page's 128 x 128 tile on the warp-specialized CTA: data-parall
 waves plus one Stream-K wave. The plan every CTA walks is exported by the library (kwiki_streamk_plan, the same
 Plan the kernels build), and checked here as the kernels would execute it: every tile's k-blocks covered once, a
 CTA's partial its first job after whole tiles only and its finish its last, each finisher's peers the CTAs that hold
-the rest of its tile in k order; an execution in which finishers wait for their peers completes at every GRID shape
+the rest of its tile in k order, Stream-K's ranges walked backward (a range that crosses a tile start begins at its
+k-block 0, in step with the others); an execution in which finishers wait for their peers completes at every GRID shape
 (no deadlock) in the iterations the wave arithmetic promises; and the fix-up, replayed in float64 on integer inputs,
 gives the exact product. The module hands the library what it was built for (refused by name before any CUDA call
 otherwise), the launcher refuses the rest itself, and each rung's SASS expectation holds on its kernel and names what
@@ -195,7 +196,7 @@ def check_plan(launch: tuple[list[tuple[int, ...]], int], m: int, n: int, k: int
             assert kb0 >= kb1
             continue
         assert 0 <= a_row < m and a_row % BM == 0 and 0 <= col0 < n and col0 % bn == 0
-        assert role == (PARTIAL if kb0 > 0 else FINISHER if kb1 < iters else WHOLE)
+        assert (role == WHOLE) == (kb0 == 0 and kb1 == iters)  # split tiles: a finisher and partials, below
         if role == PARTIAL:  # each slot written once, inside the workspace the launch asks for
             assert first not in written and 0 <= first and (first + 1) * bn // 128 <= slots and last == -1
             written.add(first)
@@ -207,9 +208,12 @@ def check_plan(launch: tuple[list[tuple[int, ...]], int], m: int, n: int, k: int
     for tile, ps in pieces.items():
         ps.sort()
         assert ps[0][0] == 0 and ps[-1][1] == iters and all(a[1] == b[0] for a, b in itertools.pairwise(ps)), (tile, ps)
-        if len(ps) > 1:  # the finisher adds exactly the tile's other pieces' slots, in k order
-            assert ps[0][3] == FINISHER and all(p[3] == PARTIAL for p in ps[1:])
-            assert list(range(ps[0][4], ps[0][5] + 1)) == [p[4] for p in ps[1:]], (tile, ps)
+        if len(ps) > 1:  # one finisher, the tile's first piece (split-K) or its last (Stream-K), adds exactly the
+            # tile's other pieces' slots, in k order
+            fin = ps[0] if ps[0][3] == FINISHER else ps[-1]
+            others = [p for p in ps if p is not fin]
+            assert fin[3] == FINISHER and all(p[3] == PARTIAL for p in others), (tile, ps)
+            assert list(range(fin[4], fin[5] + 1)) == [p[4] for p in others], (tile, ps)
     # the execution: every CTA runs its jobs in order; a finisher's store waits for its slots' partials; no CTA may
     # wait on a slot that is never written (a deadlock), whatever the order the CTAs get to run in
     done_at: dict[int, int] = {}
@@ -266,6 +270,25 @@ def test_every_grid_shape_is_covered_once_and_finishes_in_the_waves_the_arithmet
     long_k = [check_plan(plan(library, mode, 1024, 1024, 32768, 132, 256, 4), 1024, 1024, 32768, 256)["span"]
               for mode in (DP, SPLIT_K, STREAM_K)]
     assert long_k == [512, 128, 125]  # 32 wide tiles: one wave of 512 k-blocks, 128 quarter-tiles, or an even share
+
+
+@pytest.mark.nvcc
+def test_stream_k_walks_each_range_backward_so_that_ranges_crossing_a_tile_start_begin_in_step(library):
+    """A CTA's first Stream-K piece is the one holding its range's last iteration: where the range crosses a tile
+    start, that piece starts at k-block 0, so those CTAs read their panels' first k-blocks together (L2 reuse). The
+    piece that ends a split tile finishes it, the pieces before it, each its CTA's first, hand over partials."""
+    mod = _module()
+    for p in [*mod.GRID, {"m": 1024, "n": 1024, "k": 32768}]:
+        m, n, k = p["m"], p["n"], p["k"]
+        iters = _cdiv(k, BK)
+        for bn in (128, 256):
+            sk = check_plan(plan(library, STREAM_K, m, n, k, 132, bn), m, n, k, bn)
+            for js in sk["by_cta"].values():
+                assert all(j[4] != PARTIAL for j in js[1:]) and all(j[4] != FINISHER for j in js[:-1]), js
+                assert all(j[3] == iters for j in js if j[4] == FINISHER)  # a finisher ends its tile
+                assert len(js) == 1 or js[0][2] == 0, js  # a range that crosses a tile start: a head first
+            if sk["tiles"] >= sk["ctas"]:  # every range holds a tile start: every CTA starts at k-block 0
+                assert all(js[0][2] == 0 for js in sk["by_cta"].values()), p
 
 
 @pytest.mark.nvcc

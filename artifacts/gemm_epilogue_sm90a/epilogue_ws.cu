@@ -166,7 +166,8 @@ epi_fp8_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ C
 
 
 // The launcher gemm_epilogue.py calls: variant 0 plain (out bf16 [M, N]), 1 bias + GELU, 2 bias + GELU + residual
-// (res bf16 [M, N]), 3 fp8 (out: q e4m3 [M, N], s fp32 [ceil(N/128), M], amax fp32, which the caller zeroes); a
+// (res bf16 [M, N]), 3 fp8 (out: q e4m3 [M, N], s fp32 [ceil(N/128), M], amax fp32, zeroed here by a 4-byte
+// cudaMemsetAsync on the stream before the kernel: a fill, not a kernel of torch's that the identity gate fails); a
 // [M, K], bt [N, K] and bias [N] bf16, all contiguous. Returns 0, a CUDA error code, or -1 (a bad variant; M, N or K
 // not positive; N or K not a multiple of 16; a or bt not 16-byte aligned; an output, the bias, the residual, s or
 // amax missing where the variant needs it or not 4-byte aligned), -2 (the driver refused a tensor map). The module
@@ -202,7 +203,11 @@ extern "C" int kwiki_gemm_epilogue(int variant, const void* a, const void* bt, c
             epi_bias_gelu_res_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, bi, static_cast<const B*>(res), static_cast<B*>(out),
                                                                           m, n, k);
             break;
-        default: epi_fp8_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, bi, static_cast<uint8_t*>(out), s, amax, m, n, k);
+        default: {
+            const cudaError_t zeroed = cudaMemsetAsync(amax, 0, sizeof(float), stream);  // the atomic max starts at 0
+            if (zeroed != cudaSuccess) return int(zeroed);
+            epi_fp8_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, bi, static_cast<uint8_t*>(out), s, amax, m, n, k);
+        }
     }
     return int(cudaGetLastError());
 }

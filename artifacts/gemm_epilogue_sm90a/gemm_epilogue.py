@@ -288,8 +288,9 @@ def cuda_operands_error(name, i, o):
 # kwiki:rung cuda_plain
 def _cuda(name, torch):
     """Rungs 5 to 8: kwiki_gemm_epilogue from the artifact's library (epilogue_ws.cu), on torch's current stream;
-    operands it is not built for are refused here, by name, before any CUDA call. The fp8 rung's amax is zeroed in the
-    call, as triton_fp8_out's is."""
+    operands it is not built for are refused here, by name, before any CUDA call. The fp8 rung's amax is zeroed by the
+    library, a memset on the stream before its kernel (triton_fp8_out's by torch's fill kernel, which its `kernels`
+    name)."""
     import ctypes
     import os
 
@@ -306,8 +307,6 @@ def _cuda(name, torch):
             raise ValueError(f"gemm_epilogue_sm90a (gemm_epilogue.py): {name}: {why}")
         a, bt, epilogue = i["a"], i["bt"], CUDA_EPILOGUE[name]
         (m, k), n = a.shape, bt.shape[0]
-        if epilogue == 3:
-            o["amax"].zero_()  # the kernel's atomic max starts from 0 (|y| >= 0)
         out = o["q"] if epilogue == 3 else o["c"]
         ptr = [t.data_ptr() if t is not None else None for t in (i.get("bias"), i.get("res"), o.get("s"), o.get("amax"))]
         err = fn(epilogue, a.data_ptr(), bt.data_ptr(), ptr[0], ptr[1], out.data_ptr(), ptr[2], ptr[3], m, n, k,

@@ -14,20 +14,29 @@
 //   ws_streamk_kernel, ws_streamk_wide_kernel
 //                                            Stream-K: the Stream-K tiles' iterations (tiles x k-blocks, tile after
 //                                            tile in grouped order) cut into gridDim.x contiguous ranges, CTA c's from
-//                                            begin(c) to begin(c + 1), crossing tiles at any k-block; before them,
+//                                            begin(c) to begin(c + 1), crossing tiles at any k-block, each walked
+//                                            BACKWARD one piece a tile (a piece's k-blocks ascending); before them,
 //                                            dp_tiles whole tiles data-parallel (0 for pure Stream-K; whole waves for
 //                                            the hybrid, so that one Stream-K wave balances what the waves leave)
 //
-// Fix-up, deterministic, in the epilogue: a job that covers a tile's k-blocks from 0 to the end is stored; a job that
-// starts inside a tile writes its fp32 partial to a slot of `work` and raises the slot's flag (one per consumer
-// warpgroup); the job that starts the tile and ends inside it (its finisher) waits for the flags of the tile's other
-// slots, adds their partials in k order and stores the tile. The order of every sum depends on the shape and the
-// grid only. The fix-up cannot deadlock while every CTA is resident (the launch is cooperative: it fails rather than
-// run with CTAs that wait for CTAs that have no SM). Stream-K: a CTA's partial is its first Stream-K job, after whole
-// tiles only, and its finish its last. Split-K (S <= CTAs): were some finisher blocked, take the lowest blocked unit
-// u, slice 0 of a tile; the slices it waits for, units u + 1 .. u + S - 1, are on other CTAs, which run their units in
-// order and, below those units, can be blocked neither below u (u is the lowest) nor between u and them (no finisher
-// lies there): they reach them and write them, and u goes on.
+// Why backward: a range that crosses a tile start then begins at k-block 0 of that tile, so every such CTA starts in
+// step with the others, and the CTAs that read one panel of A or B read its k-blocks at about the same time, while
+// they are in L2. Walked forward, each CTA begins at the k-block where the previous range ended, spread over the tile:
+// the CTAs sharing a panel read it at different times, and the H200's profile counted several times the data-parallel
+// kernel's DRAM bytes (the Triton rung walks backward for the same reason).
+//
+// Fix-up, deterministic, in the epilogue: a job that covers a tile's k-blocks from 0 to the end is stored; a partial
+// writes its fp32 sum to a slot of `work` and raises the slot's flag (one per consumer warpgroup); the tile's finisher
+// waits for the flags of the tile's other slots, adds their partials in k order to its own and stores the tile. For
+// split-K the finisher is slice 0 and the partials the later slices; for Stream-K the finisher is the piece that ends
+// the tile and the partials the pieces before it, on the CTAs before it. The order of every sum depends on the shape
+// and the grid only. The fix-up cannot deadlock while every CTA is resident (the launch is cooperative: it fails
+// rather than run with CTAs that wait for CTAs that have no SM). Stream-K: a CTA's partial is its first Stream-K job
+// (the head or the middle of the tile its range ends in), after whole tiles only, and its finisher its last. Split-K
+// (S <= CTAs): were some finisher blocked, take the lowest blocked unit u, slice 0 of a tile; the slices it waits for,
+// units u + 1 .. u + S - 1, are on other CTAs, which run their units in order and, below those units, can be blocked
+// neither below u (u is the lowest) nor between u and them (no finisher lies there): they reach them and write them,
+// and u goes on.
 #include "kwiki_ws_gemm.cuh"
 
 namespace streamk {
@@ -41,12 +50,7 @@ enum Role { WHOLE = 0, PARTIAL = 1, FINISHER = 2, EMPTY = 3 };
 
 __host__ __device__ inline int cdiv(int a, int b) { return (a + b - 1) / b; }
 
-// What a job of a plan is, from its k-blocks: the whole tile, a partial (it starts inside the tile), the tile's
-// finisher (it starts the tile and ends inside it), or nothing.
-__host__ __device__ inline int role_of(const g::Job& j, int iters) {
-    const int end = j.kb1 < iters ? j.kb1 : iters;
-    return j.kb0 >= end ? EMPTY : j.kb0 > 0 ? PARTIAL : end < iters ? FINISHER : WHOLE;
-}
+__host__ __device__ inline int end_of(const g::Job& j, int iters) { return j.kb1 < iters ? j.kb1 : iters; }
 
 // kwiki:rung cuda_splitk
 // Split-K's jobs (a Schedule of kwiki_ws_gemm.cuh): unit t = tile * splits + s, slice s of the tile's K, per k-blocks.
@@ -59,6 +63,12 @@ struct SplitPlan {
     __host__ __device__ SplitPlan(int m, int n, int k, int s)
         : dense(m, n), iters(cdiv(k, g::TileBf16<BN>::BK)), per(cdiv(iters, s)), splits(cdiv(iters, per)) {}
     __host__ __device__ int tiles() const { return dense.tiles() * splits; }
+    // What a job is, from its k-blocks: the whole tile, a partial (a later slice: it starts inside the tile), the
+    // tile's finisher (slice 0 of a split tile), or nothing.
+    __host__ __device__ int role(const g::Job& j) const {
+        const int end = end_of(j, iters);
+        return j.kb0 >= end ? EMPTY : j.kb0 > 0 ? PARTIAL : end < iters ? FINISHER : WHOLE;
+    }
     __host__ __device__ g::Job job(int t) const {
         g::Job j = dense.job(t / splits);
         j.kb0 = t % splits * per;
@@ -78,7 +88,7 @@ struct SplitPlan {
 // kwiki:rung cuda_streamk
 // Stream-K's jobs: job t is CTA t % ctas's job of round t / ctas. Rounds below dp_rounds: data-parallel tile
 // round * ctas + c while below dp_tiles. Then `segs` rounds of Stream-K jobs: the part of each Stream-K tile that CTA
-// c's range covers, in order (empty jobs pad the shorter ranges). CTA c's partial lives in slot c.
+// c's range covers, the last tile first (empty jobs pad the shorter ranges). CTA c's partial lives in slot c.
 template <int BN>
 struct StreamPlan {
     g::Dense<BN> dense;
@@ -108,20 +118,28 @@ struct StreamPlan {
             if (tile >= dp_tiles) j.kb0 = j.kb1 = 0;
             return j;
         }
-        const int lo0 = begin(c), hi0 = begin(c + 1), st = lo0 / iters + round - dp_rounds;
+        // backward: the tile that holds the range's last iteration first, then the tiles before it
+        const int lo0 = begin(c), hi0 = begin(c + 1), st = (hi0 - 1) / iters - (round - dp_rounds);
         const int first = st * iters, lo = lo0 > first ? lo0 : first, hi = hi0 < first + iters ? hi0 : first + iters;
         const int tile = dp_tiles + st;
-        g::Job j = dense.job(tile < dense.tiles() ? tile : 0);
-        j.kb0 = lo < hi ? lo - first : 0;
-        j.kb1 = lo < hi ? hi - first : 0;
+        g::Job j = dense.job(st >= 0 && tile < dense.tiles() ? tile : 0);
+        const bool some = st >= 0 && lo < hi;
+        j.kb0 = some ? lo - first : 0;
+        j.kb1 = some ? hi - first : 0;
         return j;
     }
+    // What a job is, from its k-blocks: the whole tile, a partial (it ends inside the tile: the head or the middle
+    // of the tile a CTA's range ends in), the tile's finisher (it starts inside the tile and ends it), or nothing.
+    __host__ __device__ int role(const g::Job& j) const {
+        const int end = end_of(j, iters);
+        return j.kb0 >= end ? EMPTY : end < iters ? PARTIAL : j.kb0 > 0 ? FINISHER : WHOLE;
+    }
     __host__ __device__ int partial_slot(const g::Job&, int cta) const { return cta; }
-    // The finisher on CTA c (its range ends inside the tile): the CTAs after it up to the last that holds a piece
-    // of the tile each hand over one partial.
+    // The finisher on CTA c (its range starts inside the tile): the CTAs before it, from the one whose range holds
+    // the tile's first iteration, each hand over one partial.
     __host__ __device__ void peers(const g::Job&, int c, int& first, int& last) const {
-        const int end = begin(c + 1), tile_end = (end / iters + 1) * iters;
-        first = c + 1, last = cta_of(tile_end - 1);
+        const int tile_begin = begin(c) / iters * iters;
+        first = cta_of(tile_begin), last = c - 1;
     }
 };
 // /kwiki:rung cuda_streamk
@@ -155,7 +173,7 @@ struct Fixup {
     template <int A>
     __device__ __forceinline__ void store(const float (&acc)[A], const g::Job& j, int r_in, int tid) const {
         static_assert(A == ACC, "a slot holds one consumer's 64 x BN totals");
-        const int role = role_of(j, plan.iters), cw = r_in / g::ROWS, c = blockIdx.x;
+        const int role = plan.role(j), cw = r_in / g::ROWS, c = blockIdx.x;
         if (role == WHOLE) return out.store(acc, j, r_in, tid);
         if (role == PARTIAL) {
             const int s = plan.partial_slot(j, c);
@@ -364,7 +382,7 @@ template <class Plan>
 int export_jobs(const Plan& plan, int ctas, int* jobs, int max) {
     for (int t = 0; t < plan.tiles() && t < max; ++t) {
         const g::Job j = plan.job(t);
-        const int role = role_of(j, plan.iters), c = t % ctas;
+        const int role = plan.role(j), c = t % ctas;
         int first = -1, last = -1;
         if (role == PARTIAL) first = plan.partial_slot(j, c);
         if (role == FINISHER) plan.peers(j, c, first, last);
