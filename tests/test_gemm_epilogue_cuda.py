@@ -4,9 +4,10 @@ The manifest climbs from the Triton rungs to the four CUDA ones (the same epilog
 GEMM), built into the module's library, and the page's claims name them at one GRID entry each; the module hands the
 library what it was built for (checked by name before any CUDA call, through a fake library here; the fp8 rung's amax
 zeroed by the library, not by a torch kernel the identity gate would fail) and the launcher refuses the rest itself
-(on this machine a CUDA call would return a CUDA error, not -1). Compiled with nvcc as kwiki builds the library,
-each rung's SASS expectation holds on its own kernel and fails on the rung below it. The kernels run only on an
-H200 (kwiki verify), where the harness checks them against the module's fp32 reference at a shape off every tile (4001 x 4048 x 4048: a partial 1 x 128 group, partial tiles)."""
+(on this machine a CUDA call would return a CUDA error, not -1). Compiled with nvcc as kwiki builds the library, each
+rung's SASS expectation holds on its own kernel and fails on the rung below it. The kernels run only on an H200
+(kwiki verify), where the harness checks them against the module's fp32 reference at a shape off every tile (4001 x
+4048 x 4048: a partial 1 x 128 group, partial tiles)."""
 
 from __future__ import annotations
 
