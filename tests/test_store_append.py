@@ -140,7 +140,7 @@ def _run(artifact: str, series: str, n: int, *, passed: bool = True) -> list[Rec
             for v in ("a", "b") for size in (1, 2)]
 
 
-def test_summarising_keeps_the_last_runs_of_each_series_and_the_cited_ones_and_folds_the_rest(tmp_path: Path):
+def test_summarising_keeps_the_last_runs_of_the_current_series_and_the_cited_ones_and_folds_the_rest(tmp_path: Path):
     from kwiki.results.series import run_counts, runs_of
     from kwiki.results.summary import summarise
 
@@ -157,16 +157,18 @@ def test_summarising_keeps_the_last_runs_of_each_series_and_the_cited_ones_and_f
     rows, problems = read_store(path, warn=False)
     assert problems == [] and done.bytes_after == path.stat().st_size < before
     kept = {r.run_id for r in rows if isinstance(r, RecordRow)}
-    assert kept == {"old-r2", "old-r4", "old-r5", "old-r6", "new-r9", "new-r10", "new-r11"}  # last 3, and cited
+    # the current series' last 3, and the cited run; the superseded series keeps nothing else (no verdict reads it)
+    assert kept == {"old-r2", "new-r9", "new-r10", "new-r11"}
     assert [r.run_id for r in rows if isinstance(r, store.ClaimRow)] == ["old-r2"]  # claim rows stay
     assert [run[0].run_id for run in runs_of(rows, "new", "art", None)] == ["new-r9", "new-r10", "new-r11"]
     assert run_counts(rows)[("new", "art")] == 3  # a summary is never a run
     summary = [r for r in read_store(path, warn=False, summaries=True)[0] if isinstance(r, RecordRow)
                and r.summary_of]
     old = {(r.variant, r.params["n"]): r for r in summary if r.series == "old"}
-    assert len(summary) == 8 and {r.summary_of for r in summary} == {2}  # old: r1, r3; new: r7, r8
-    assert old[("a", 2)].figures["time_us"] == 4.0 and old[("a", 2)].run_id == "summary:art:old"  # median of 2, 6
-    assert old[("a", 2)].date.startswith("2026-01-03") and old[("a", 2)].artifact_hash == "h1"
+    assert len(summary) == 8 and {r.summary_of for r in summary if r.series == "old"} == {5}  # r1, r3 to r6
+    assert {r.summary_of for r in summary if r.series == "new"} == {2}  # r7, r8
+    assert old[("a", 2)].figures["time_us"] == 8.0 and old[("a", 2)].run_id == "summary:art:old"  # 2, 6, 8, 10, 12
+    assert old[("a", 2)].date.startswith("2026-01-06") and old[("a", 2)].artifact_hash == "h1"
 
     append_rows(path, _run("art", "new", 12))  # summarising again folds the older summary in, weighted by its runs
     summarise(path, cited={"old-r2"})
@@ -186,9 +188,8 @@ def test_a_store_past_its_threshold_is_summarised_under_the_bound_after_a_run(tm
     assert summarise_if_large(path, tmp_path, at=size) is None  # not past the threshold: untouched
     # s1-r5: a run the claims being written back stand on (the pages will name it): kept whole
     done = summarise_if_large(path, tmp_path, also={"s1-r5"}, at=size // 2, bound=size // 3)
-    assert done is not None and done.runs == 23 and path.stat().st_size < size // 3
-    assert {r.run_id for r in read_store(path, warn=False)[0]} == {
-        "s1-r5", "s1-r17", "s1-r18", "s1-r19", "s2-r28", "s2-r29", "s2-r30"}
+    assert done is not None and done.runs == 26 and path.stat().st_size < size // 3
+    assert {r.run_id for r in read_store(path, warn=False)[0]} == {"s1-r5", "s2-r28", "s2-r29", "s2-r30"}
 
 
 def test_the_runs_the_pages_name_are_the_ones_their_blocks_cite():

@@ -1,21 +1,24 @@
 """The results store's size bound: runs nothing can use any more are summarised, so a GPU model's file stays small.
 
-The rule. A store file that has grown past SUMMARISE_AT (16 MB) after a run is summarised once, under its lock,
-to stay under BOUND (20 MB). A run of an artifact is kept whole when it is one of the last KEEP (3, the runs a
-verdict stands on) runs of its series (kwiki.results.series; rows written before series count as one series per
-artifact), or when a page's measurements block names it (its figures must trace: kwiki.results.trace). The
-record rows of every other run, which is to say the older runs of superseded series and of the current ones, are
-summarised: one row per series, artifact, target, variant and parameters stands for them, with the median of each
-figure over the runs whose record passed and no gate refused (passed: whether any did), the newest run's
-provenance (its date, its artifact hash where every summarised run had the same one), `summary_of`: how many runs
-it stands for, and the run id `summary:<artifact>:<series>`. A summary row is never a run: no verdict, ladder or
-trace reads it as one. Summarising again folds the older summary in, its figures weighted by the runs it stands
-for. Claim rows are kept: they are small, and they draw each claim's history. A variant's mechanism evidence (its
-SASS check on the binary that ran, kwiki.results.mechanism) is the same on every record of a run, and the tuned
-rungs' lists every kernel of the binary: it stays on the first record of each artifact, target and variant of a
-run (as `kwiki verify` writes it, kwiki.verify.history) and leaves the run's other rows and every summary row
-(it was a third of the H200's store, 2026-12-04). The file stays under BOUND as long as its claim rows, the last
-KEEP runs of every series and the runs the pages name fit in it; past that, kwiki says so.
+The rule. A store file that has grown past SUMMARISE_AT (16 MB) after a run is summarised once, under its lock, to
+stay under BOUND (20 MB). A run of an artifact is kept whole when it is one of the last KEEP (3, the runs a verdict
+stands on) runs of the artifact's current series on its target (kwiki.results.series: the series of its newest run;
+rows written before series count as one series per artifact), or when a page's measurements block names it (its
+figures must trace: kwiki.results.trace). The record rows of every other run, which is to say the older runs of the
+current series and every run of a superseded one that no page names (no verdict can stand on them: a verdict is
+judged over the current series' runs), are summarised: one row per series, artifact, target, variant and parameters
+stands for them, with the median of each figure over the runs whose record passed and no gate refused (passed:
+whether any did), the newest run's provenance (its date, its artifact hash where every summarised run had the same
+one), `summary_of`: how many runs it stands for, and the run id `summary:<artifact>:<series>`. A summary row is
+never a run: no verdict, ladder or trace reads it as one. Summarising again folds the older summary in, its figures
+weighted by the runs it stands for. Claim rows are kept: they are small, and they draw each claim's history. A
+variant's mechanism evidence (its SASS check on the binary that ran, kwiki.results.mechanism) is the same on every
+record of a run, and the tuned rungs' lists every kernel of the binary: it stays on the first record of each
+artifact, target and variant of a run (as `kwiki verify` writes it, kwiki.verify.history) and leaves the run's other
+rows and every summary row (it was a third of the H200's store, 2026-12-04). The file stays under BOUND as long as
+its claim rows, the last KEEP runs of every current series and the runs the pages name fit in it; past that, kwiki
+says so. (Until 2026-12-05 the last KEEP runs of every series were kept, superseded ones too: the H200's store then
+passed BOUND.)
 """
 
 from __future__ import annotations
@@ -91,7 +94,7 @@ def summarise_if_large(path: Path, root: Path, *, also: Iterable[str] = (), at: 
     done = summarise(path, cited_runs(root) | set(also))
     if done.bytes_after > bound:
         log.warning("kwiki: %s: %d bytes after summarising, more than the %d bytes a store file should hold: its "
-                    "claim rows, the last %d runs of each series and the runs the pages name need that much",
+                    "claim rows, the last %d runs of each current series and the runs the pages name need that much",
                     path.name, done.bytes_after, bound, KEEP)
     return done
 
@@ -167,16 +170,22 @@ def _key(params: dict[str, Any]) -> str:
 def _summarised_runs(rows: Iterable[RecordRow], cited: set[str], keep: int) -> set[tuple[str, str]]:
     """(artifact, run id) of every run the rule summarises."""
     runs: dict[tuple[str, str | None], dict[str, str]] = {}  # (artifact, series) -> run id -> its newest date
-    for row in rows:
+    newest: dict[tuple[str, str], tuple[str, int, str | None]] = {}  # (artifact, target) -> its newest row's series
+    for n, row in enumerate(rows):
         if is_summary(row):
             continue
         group = runs.setdefault((row.artifact, row.series), {})
         group[row.run_id] = max(group.get(row.run_id, row.date), row.date)
+        at = (row.artifact, row.target)
+        newest[at] = max(newest.get(at, (row.date, n, row.series)), (row.date, n, row.series),
+                         key=lambda d: (d[0], d[1]))
+    current = {(artifact, series) for (artifact, _), (_, _, series) in newest.items()}
     out: set[tuple[str, str]] = set()
-    for (artifact, _), dates in runs.items():
+    for (artifact, series), dates in runs.items():
         order = {run_id: n for n, run_id in enumerate(dates)}  # the order they were appended in
         oldest_first = sorted(dates, key=lambda rid: (dates[rid], order[rid]))
-        out |= {(artifact, rid) for rid in oldest_first[:max(0, len(oldest_first) - keep)] if rid not in cited}
+        kept = keep if (artifact, series) in current else 0  # a superseded series keeps only what pages name
+        out |= {(artifact, rid) for rid in oldest_first[:len(oldest_first) - kept] if rid not in cited}
     return out
 
 
