@@ -5,9 +5,10 @@
 // next tile's operands.
 //
 // C = epilogue(A @ Bt^T), A [M, K] and Bt [N, K] bf16 (both K-major), row-major outputs:
-//   epi_plain_kernel          C in bf16 (kwiki_ws_gemm.cuh's StoreBf16)
+//   epi_plain_kernel          C in bf16
 //   epi_bias_gelu_kernel      C = GELU_tanh(acc + bias[col]) in bf16
 //   epi_bias_gelu_res_kernel  C = GELU_tanh(acc + bias[col]) + residual[row, col] in bf16
+//                             (the three bf16 outputs leave through shared memory and TMA stores: TmaBf16 below)
 //   epi_fp8_kernel            y = GELU_tanh(acc + bias[col]) in e4m3 with one fp32 scale per 1 x 128 group of a row
 //                             (amax / 448, stored [N/128, M]) and the tensor's amax |y| (one atomic max a warp into a
 //                             word the caller zeroed): a row's 128 columns of a group are held by the 4 threads of a
@@ -34,34 +35,100 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 
 __device__ __forceinline__ float2 pair(const bf16* p) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p)); }
 
+// kwiki:rung cuda_plain
+// The bf16 output through shared memory and TMA stores, for the three bf16 epilogues. Each consumer warpgroup owns a
+// 16 KiB buffer: a 64-row x 128-column half of its 64 x 256 block, as two 64 x 64 boxes in the 128-byte swizzle (row
+// r's 16-byte chunk k at k ^ (r % 8): the 8 rows a warp's quads hold land in 8 different chunks, so a warp's 4-byte
+// writes hit 32 banks). A half is written from registers, made visible to the async proxy (fence.proxy.async), and
+// the warpgroup's named barrier passed; one thread issues the two boxes' TMA stores and waits until they have read
+// the buffer, and a second barrier frees it for the next half. TMA clips the boxes at M and N, so rows and columns
+// past the output are computed but never stored. Every call ends with its buffer read, so the CTA may exit after any.
+constexpr int HALF = 128;                       // columns a buffer holds
+constexpr int BOX = 64;                         // a box: 64 bf16 columns (128 bytes, the swizzle's span) x 64 rows
+constexpr int BUF_BYTES = g::ROWS * HALF * 2;   // 16 KiB a consumer
+static_assert(g::TileBf16<BN>::SMEM_BYTES + g::CONSUMERS * BUF_BYTES <= g::SMEM_LIMIT,
+              "the ring and the two staging buffers fit a CTA's shared memory");
+
+__device__ __forceinline__ uint8_t* staging(int cw) {
+    __shared__ alignas(1024) uint8_t buffers[g::CONSUMERS][BUF_BYTES];  // the 128-byte swizzle wants 1024-byte rows x 8
+    return buffers[cw];
+}
+
+// The byte of the pair (row rl of the consumer's 64, accumulator group q of the half: columns 8q + 2 (lane % 4)).
+__device__ __forceinline__ int staged_at(int rl, int q, int lane) {
+    return (q / 8) * (BOX * 128) + rl * 128 + (((q % 8) ^ (rl % 8)) << 4) + (lane % 4) * 4;
+}
+
+// V: the value of a pair, v(acc, q, h, row, col) -> float2, for accumulator group q (of the tile), the thread's row
+// h (0: r, 1: r + 8) at output row `row` and column `col` (both possibly past the output: TMA will not store them).
+template <class V>
+__device__ __forceinline__ void store_staged(const float* acc, const g::Job& j, int r_in, int tid,
+                                             const CUtensorMap* tc, const V& v) {
+    const int cw = r_in / g::ROWS, rl = r_in % g::ROWS, lane = tid % 32;
+    uint8_t* buf = staging(cw);
+#pragma unroll
+    for (int half = 0; half < BN / HALF; ++half) {
+#pragma unroll
+        for (int q = 0; q < HALF / 8; ++q) {
+            const int qt = half * (HALF / 8) + q, c = j.col0 + 8 * qt + 2 * (tid % 4);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const float2 x = v(acc, qt, h, j.a_row + r_in + 8 * h, c);
+                *reinterpret_cast<__nv_bfloat162*>(buf + staged_at(rl + 8 * h, q, lane)) = __floats2bfloat162_rn(x.x, x.y);
+            }
+        }
+        sm90::fence_proxy_async();  // the writes above, seen by the TMA unit's reads
+        sm90::named_barrier(1 + cw, 128);
+        if (tid == 0) {
+            const int row = j.a_row + cw * g::ROWS, col = j.col0 + half * HALF;
+            sm90::tma_store_2d(tc, buf, col, row);
+            sm90::tma_store_2d(tc, buf + BOX * 128, col + BOX, row);
+            sm90::bulk_commit();
+            sm90::bulk_wait_read<0>();  // the boxes are read: the buffer may be written again
+        }
+        sm90::named_barrier(1 + cw, 128);
+    }
+}
+
+struct TmaBf16 {
+    const CUtensorMap* tc;
+
+    template <int ACC>
+    __device__ __forceinline__ void store(const float (&acc)[ACC], const g::Job& j, int r_in, int tid) const {
+        store_staged(acc, j, r_in, tid, tc, [](const float* a, int q, int h, int, int) {
+            return make_float2(a[4 * q + 2 * h], a[4 * q + 2 * h + 1]);
+        });
+    }
+};
+// /kwiki:rung cuda_plain
+
 // kwiki:rung cuda_bias_gelu
-// + bias, GELU (and the residual): bf16 pairs from registers, each column's bias pair loaded once for both rows.
+// + bias, GELU (and the residual) on the totals, then out as TmaBf16 does. A column's bias pair is loaded for each of
+// the thread's two rows (the second from L1); columns past N read no bias, rows past M no residual.
 template <bool RESIDUAL>
 struct BiasGelu {
     const bf16* bias;
     const bf16* res;
-    bf16* out;
+    const CUtensorMap* tc;
     int n;
 
     template <int ACC>
     __device__ __forceinline__ void store(const float (&acc)[ACC], const g::Job& j, int r_in, int tid) const {
-#pragma unroll
-        for (int q = 0; q < ACC / 4; ++q) {
-            const int c = j.col0 + 8 * q + 2 * (tid % 4);
-            if (c >= n) continue;
-            const float2 b = pair(bias + c);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = j.a_row + r_in + 8 * h;
-                if (r >= j.row_end) continue;
-                float v0 = gelu_tanh(acc[4 * q + 2 * h] + b.x), v1 = gelu_tanh(acc[4 * q + 2 * h + 1] + b.y);
-                if constexpr (RESIDUAL) {
-                    const float2 x = pair(res + size_t(r) * n + c);
-                    v0 += x.x, v1 += x.y;
+        const bf16* b = bias;
+        const bf16* x = res;
+        const int cols = n, rows = j.row_end;
+        store_staged(acc, j, r_in, tid, tc, [=](const float* a, int q, int h, int row, int col) {
+            if (col >= cols) return make_float2(0.f, 0.f);
+            const float2 bb = pair(b + col);
+            float2 v = make_float2(gelu_tanh(a[4 * q + 2 * h] + bb.x), gelu_tanh(a[4 * q + 2 * h + 1] + bb.y));
+            if constexpr (RESIDUAL) {
+                if (row < rows) {
+                    const float2 r = pair(x + size_t(row) * cols + col);
+                    v.x += r.x, v.y += r.y;
                 }
-                *reinterpret_cast<__nv_bfloat162*>(out + size_t(r) * n + c) = __floats2bfloat162_rn(v0, v1);
             }
-        }
+            return v;
+        });
     }
 };
 // /kwiki:rung cuda_bias_gelu
@@ -134,25 +201,26 @@ __device__ __forceinline__ void gemm(const CUtensorMap* ta, const CUtensorMap* t
 
 // kwiki:rung cuda_plain
 extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
-epi_plain_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, __nv_bfloat16* out, int M, int N,
-                 int K) {
-    epiws::gemm(&ta, &tb, M, N, K, kwiki::wsgemm::StoreBf16{out, N});
+epi_plain_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+                 const __grid_constant__ CUtensorMap tc, int M, int N, int K) {
+    epiws::gemm(&ta, &tb, M, N, K, epiws::TmaBf16{&tc});
 }
 // /kwiki:rung cuda_plain
 
 // kwiki:rung cuda_bias_gelu
 extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
-epi_bias_gelu_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, const __nv_bfloat16* bias,
-                     __nv_bfloat16* out, int M, int N, int K) {
-    epiws::gemm(&ta, &tb, M, N, K, epiws::BiasGelu<false>{bias, nullptr, out, N});
+epi_bias_gelu_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+                     const __grid_constant__ CUtensorMap tc, const __nv_bfloat16* bias, int M, int N, int K) {
+    epiws::gemm(&ta, &tb, M, N, K, epiws::BiasGelu<false>{bias, nullptr, &tc, N});
 }
 // /kwiki:rung cuda_bias_gelu
 
 // kwiki:rung cuda_bias_gelu_residual
 extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
-epi_bias_gelu_res_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, const __nv_bfloat16* bias,
-                         const __nv_bfloat16* res, __nv_bfloat16* out, int M, int N, int K) {
-    epiws::gemm(&ta, &tb, M, N, K, epiws::BiasGelu<true>{bias, res, out, N});
+epi_bias_gelu_res_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+                         const __grid_constant__ CUtensorMap tc, const __nv_bfloat16* bias, const __nv_bfloat16* res,
+                         int M, int N, int K) {
+    epiws::gemm(&ta, &tb, M, N, K, epiws::BiasGelu<true>{bias, res, &tc, N});
 }
 // /kwiki:rung cuda_bias_gelu_residual
 
@@ -182,9 +250,10 @@ extern "C" int kwiki_gemm_epilogue(int variant, const void* a, const void* bt, c
     for (const void* p : needed)
         if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 4 != 0) return -1;
     if (variant == 3 && (amax == nullptr || reinterpret_cast<uintptr_t>(amax) % 4 != 0)) return -1;
-    CUtensorMap ta, tb;
+    CUtensorMap ta, tb, tc;  // tc: the bf16 output in 64 x 64 boxes (the fp8 rung stores from registers)
     if (g::tensor_map(&ta, a, m, k, g::BM, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) != CUDA_SUCCESS ||
-        g::tensor_map(&tb, bt, n, k, epiws::BN, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) != CUDA_SUCCESS)
+        g::tensor_map(&tb, bt, n, k, epiws::BN, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) != CUDA_SUCCESS ||
+        (variant < 3 && g::tensor_map(&tc, out, m, n, epiws::BOX, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) != CUDA_SUCCESS))
         return -2;
     const void* kernels[4] = {reinterpret_cast<const void*>(epi_plain_kernel), reinterpret_cast<const void*>(epi_bias_gelu_kernel),
                               reinterpret_cast<const void*>(epi_bias_gelu_res_kernel), reinterpret_cast<const void*>(epi_fp8_kernel)};
@@ -197,12 +266,9 @@ extern "C" int kwiki_gemm_epilogue(int variant, const void* a, const void* bt, c
     using B = __nv_bfloat16;
     const B* bi = static_cast<const B*>(bias);
     switch (variant) {
-        case 0: epi_plain_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, static_cast<B*>(out), m, n, k); break;
-        case 1: epi_bias_gelu_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, bi, static_cast<B*>(out), m, n, k); break;
-        case 2:
-            epi_bias_gelu_res_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, bi, static_cast<const B*>(res), static_cast<B*>(out),
-                                                                          m, n, k);
-            break;
+        case 0: epi_plain_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, tc, m, n, k); break;
+        case 1: epi_bias_gelu_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, tc, bi, m, n, k); break;
+        case 2: epi_bias_gelu_res_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, tc, bi, static_cast<const B*>(res), m, n, k); break;
         default: {
             const cudaError_t zeroed = cudaMemsetAsync(amax, 0, sizeof(float), stream);  // the atomic max starts at 0
             if (zeroed != cudaSuccess) return int(zeroed);
