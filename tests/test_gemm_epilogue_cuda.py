@@ -145,6 +145,7 @@ def test_each_cuda_rungs_sass_expectation_holds_on_it_and_fails_on_the_rung_belo
 @pytest.mark.nvcc
 @pytest.mark.parametrize(("change", "why"), [({"variant": 4}, "variant"), ({"n": 264}, "N not a multiple of 16"),
                                              ({"a": (1 << 20) + 8}, "a misaligned for TMA"),
+                                             ({"out": (1 << 25) + 4}, "the output misaligned for TMA"),
                                              ({"variant": 1, "bias": None}, "no bias"),
                                              ({"variant": 2, "res": None}, "no residual"),
                                              ({"variant": 3, "amax": None}, "no amax"),
@@ -153,3 +154,29 @@ def test_the_launcher_refuses_what_it_is_not_built_for_before_any_cuda_call(libr
     args = {"variant": 0, "a": 1 << 20, "bt": 1 << 21, "bias": 1 << 22, "res": 1 << 23, "out": 1 << 25,
             "s": 1 << 24, "amax": 1 << 26, "m": 4001, "n": 4048, "k": 4048, "stream": None} | change
     assert launcher_result(library, "kwiki_gemm_epilogue", ARGTYPES, args) == -1, why
+
+
+@pytest.mark.nvcc
+def test_the_staged_output_is_the_layout_tma_reads_and_each_warp_writes_it_without_bank_conflicts(library):
+    """epilogue_ws.cu stages a consumer's 64-row block (a bf16 half or the e4m3 block: 256 bytes a row) before its TMA
+    stores. The library's own staged_at is held here to the 128-byte swizzle as the CUDA programming guide describes
+    it for TMA (a box row of 128 bytes; 16-byte chunk k of row r at chunk k ^ (r % 8); boxes 8 KiB apart, 1024-byte
+    aligned): every byte lands where TMA reads it, once. And each warp's store instruction (a bf16 pair or an e4m3
+    pair for each of its 32 lanes: rows 16 w + lane / 4 (+ 8), bytes of the accumulator group q at lane % 4) touches
+    each of the 32 banks through one 4-byte word at most: no bank conflict."""
+    fn = ctypes.CDLL(str(library)).kwiki_epilogue_staged_at
+    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    at = {(r, b): fn(r, b) for r in range(64) for b in range(256)}
+    assert fn(64, 0) == fn(0, 256) == fn(-1, 0) == -1
+    tma = {(r, b): (b // 128) * 8192 + r * 128 + (((b % 128) // 16) ^ (r % 8)) * 16 + b % 16 for r, b in at}
+    assert at == tma and sorted(at.values()) == list(range(64 * 256))
+    for width, groups in ((4, 16), (2, 32)):  # bf16 pairs (16 groups of 8 columns a half), e4m3 pairs (32 a block)
+        for w in range(4):
+            for h in range(2):
+                for q in range(groups):
+                    words = {lane: at[(16 * w + lane // 4 + 8 * h, 4 * width * q + width * (lane % 4))] // 4
+                             for lane in range(32)}
+                    banks: dict[int, set[int]] = {}
+                    for word in words.values():
+                        banks.setdefault(word % 32, set()).add(word)
+                    assert all(len(ws) == 1 for ws in banks.values()), (width, w, h, q, banks)

@@ -8,7 +8,7 @@
 //   epi_plain_kernel          C in bf16
 //   epi_bias_gelu_kernel      C = GELU_tanh(acc + bias[col]) in bf16
 //   epi_bias_gelu_res_kernel  C = GELU_tanh(acc + bias[col]) + residual[row, col] in bf16
-//                             (the three bf16 outputs leave through shared memory and TMA stores: TmaBf16 below)
+//                             (every output leaves through shared memory and TMA stores: store_staged below)
 //   epi_fp8_kernel            y = GELU_tanh(acc + bias[col]) in e4m3 with one fp32 scale per 1 x 128 group of a row
 //                             (amax / 448, stored [N/128, M]) and the tensor's amax |y| (one atomic max a warp into a
 //                             word the caller zeroed): a row's 128 columns of a group are held by the 4 threads of a
@@ -44,7 +44,6 @@ __device__ __forceinline__ float2 pair(const bf16* p) { return __bfloat1622float
 // the buffer, and a second barrier frees it for the next half. TMA clips the boxes at M and N, so rows and columns
 // past the output are computed but never stored. Every call ends with its buffer read, so the CTA may exit after any.
 constexpr int HALF = 128;                       // columns a buffer holds
-constexpr int BOX = 64;                         // a box: 64 bf16 columns (128 bytes, the swizzle's span) x 64 rows
 constexpr int BUF_BYTES = g::ROWS * HALF * 2;   // 16 KiB a consumer
 static_assert(g::TileBf16<BN>::SMEM_BYTES + g::CONSUMERS * BUF_BYTES <= g::SMEM_LIMIT,
               "the ring and the two staging buffers fit a CTA's shared memory");
@@ -54,9 +53,12 @@ __device__ __forceinline__ uint8_t* staging(int cw) {
     return buffers[cw];
 }
 
-// The byte of the pair (row rl of the consumer's 64, accumulator group q of the half: columns 8q + 2 (lane % 4)).
-__device__ __forceinline__ int staged_at(int rl, int q, int lane) {
-    return (q / 8) * (BOX * 128) + rl * 128 + (((q % 8) ^ (rl % 8)) << 4) + (lane % 4) * 4;
+// Where byte `b` (0..255) of row `row` (0..63) of a consumer's staged block lies in its buffer: box b / 128, that
+// box's row at row * 128, its 16-byte chunk (b % 128) / 16 swizzled with row % 8 (the layout TMA's 128-byte swizzle
+// reads). A bf16 half's pair (accumulator group q, lane) is byte 16 q + 4 (lane % 4); an e4m3 pair, byte
+// 8 q + 2 (lane % 4) of the whole block. kwiki_epilogue_staged_at exports it for the host's tests.
+__host__ __device__ __forceinline__ int staged_at(int row, int b) {
+    return (b / 128) * (g::ROWS * 128) + row * 128 + ((((b % 128) / 16) ^ (row % 8)) << 4) + b % 16;
 }
 
 // V: the value of a pair, v(acc, q, h, row, col) -> float2, for accumulator group q (of the tile), the thread's row
@@ -74,7 +76,8 @@ __device__ __forceinline__ void store_staged(const float* acc, const g::Job& j, 
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const float2 x = v(acc, qt, h, j.a_row + r_in + 8 * h, c);
-                *reinterpret_cast<__nv_bfloat162*>(buf + staged_at(rl + 8 * h, q, lane)) = __floats2bfloat162_rn(x.x, x.y);
+                *reinterpret_cast<__nv_bfloat162*>(buf + staged_at(rl + 8 * h, 16 * q + 4 * (lane % 4))) =
+                    __floats2bfloat162_rn(x.x, x.y);
             }
         }
         sm90::fence_proxy_async();  // the writes above, seen by the TMA unit's reads
@@ -82,7 +85,7 @@ __device__ __forceinline__ void store_staged(const float* acc, const g::Job& j, 
         if (tid == 0) {
             const int row = j.a_row + cw * g::ROWS, col = j.col0 + half * HALF;
             sm90::tma_store_2d(tc, buf, col, row);
-            sm90::tma_store_2d(tc, buf + BOX * 128, col + BOX, row);
+            sm90::tma_store_2d(tc, buf + g::ROWS * 128, col + 64, row);  // the second box: 64 bf16 columns on
             sm90::bulk_commit();
             sm90::bulk_wait_read<0>();  // the boxes are read: the buffer may be written again
         }
@@ -136,16 +139,21 @@ struct BiasGelu {
 // kwiki:rung cuda_fp8_out
 // + bias, GELU, then e4m3 per 1 x 128 group of a row. The totals are overwritten with y in place (no second array of
 // registers); every lane shuffles, whatever its rows and columns; a value past N is 0 and a row past M is neither
-// stored nor counted.
+// counted nor given a scale. The codes go out as the bf16 rungs' do, through the consumer's staging buffer: its
+// 64 x 256 e4m3 block is 16 KiB, two 64 x 128-byte boxes in the 128-byte swizzle, stored by TMA at once (clipped at M
+// and N: the buffer's bytes for rows and columns past them are never stored). The scales and the amax are stored
+// from registers.
 struct Fp8Out {
     const bf16* bias;
-    uint8_t* q;
+    const CUtensorMap* tq;
     float* s;
     float* amax;
     int m, n;
 
     template <int ACC>
     __device__ __forceinline__ void store(float (&acc)[ACC], const g::Job& j, int r_in, int tid) const {
+        const int cw = r_in / g::ROWS, rl = r_in % g::ROWS;
+        uint8_t* buf = staging(cw);
         const int r0 = j.a_row + r_in, r1 = r0 + 8;
         float tile_max = 0.f;
 #pragma unroll
@@ -177,13 +185,22 @@ struct Fp8Out {
                 tile_max = fmaxf(tile_max, mh);
 #pragma unroll
                 for (int qq = 0; qq < QG; ++qq) {
-                    const int q4 = 4 * (grp * QG + qq), c = j.col0 + 8 * (grp * QG + qq) + 2 * (tid % 4);
-                    if (c < n)
-                        *reinterpret_cast<uint16_t*>(q + size_t(r) * n + c) =
-                            uint16_t(f8::e4m3x2(acc[q4 + 2 * h], acc[q4 + 2 * h + 1], inv));
+                    const int q4 = 4 * (grp * QG + qq), b = 8 * (grp * QG + qq) + 2 * (tid % 4);
+                    *reinterpret_cast<uint16_t*>(buf + staged_at(rl + 8 * h, b)) =
+                        uint16_t(f8::e4m3x2(acc[q4 + 2 * h], acc[q4 + 2 * h + 1], inv));
                 }
             }
         }
+        sm90::fence_proxy_async();  // the codes above, seen by the TMA unit's reads
+        sm90::named_barrier(1 + cw, 128);
+        if (tid == 0) {
+            const int row = j.a_row + cw * g::ROWS;
+            sm90::tma_store_2d(tq, buf, j.col0, row);
+            sm90::tma_store_2d(tq, buf + g::ROWS * 128, j.col0 + 128, row);
+            sm90::bulk_commit();
+            sm90::bulk_wait_read<0>();  // the boxes are read: the buffer may be written again
+        }
+        sm90::named_barrier(1 + cw, 128);
 #pragma unroll
         for (int o = 16; o; o >>= 1) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
         if (tid % 32 == 0 && tile_max > 0.f) atomicMax(reinterpret_cast<unsigned*>(amax), __float_as_uint(tile_max));
@@ -226,9 +243,10 @@ epi_bias_gelu_res_kernel(const __grid_constant__ CUtensorMap ta, const __grid_co
 
 // kwiki:rung cuda_fp8_out
 extern "C" __global__ void __launch_bounds__(kwiki::wsgemm::THREADS, 1)
-epi_fp8_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, const __nv_bfloat16* bias,
-               uint8_t* q, float* s, float* amax, int M, int N, int K) {
-    epiws::gemm(&ta, &tb, M, N, K, epiws::Fp8Out{bias, q, s, amax, M, N});
+epi_fp8_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+               const __grid_constant__ CUtensorMap tq, const __nv_bfloat16* bias, float* s, float* amax, int M, int N,
+               int K) {
+    epiws::gemm(&ta, &tb, M, N, K, epiws::Fp8Out{bias, &tq, s, amax, M, N});
 }
 // /kwiki:rung cuda_fp8_out
 
@@ -237,23 +255,24 @@ epi_fp8_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ C
 // (res bf16 [M, N]), 3 fp8 (out: q e4m3 [M, N], s fp32 [ceil(N/128), M], amax fp32, zeroed here by a 4-byte
 // cudaMemsetAsync on the stream before the kernel: a fill, not a kernel of torch's that the identity gate fails); a
 // [M, K], bt [N, K] and bias [N] bf16, all contiguous. Returns 0, a CUDA error code, or -1 (a bad variant; M, N or K
-// not positive; N or K not a multiple of 16; a or bt not 16-byte aligned; an output, the bias, the residual, s or
+// not positive; N or K not a multiple of 16; a, bt or the output not 16-byte aligned; the bias, the residual, s or
 // amax missing where the variant needs it or not 4-byte aligned), -2 (the driver refused a tensor map). The module
 // checks all of these before it calls, with a located message; the checks here keep a direct caller from a bad launch.
 extern "C" int kwiki_gemm_epilogue(int variant, const void* a, const void* bt, const void* bias, const void* res, void* out,
                                    float* s, float* amax, int m, int n, int k, cudaStream_t stream) {
     namespace g = kwiki::wsgemm;
     if (variant < 0 || variant > 3 || m <= 0 || n <= 0 || k <= 0 || n % 16 || k % 16) return -1;
-    for (const void* p : {a, bt})
+    for (const void* p : {a, bt, static_cast<const void*>(out)})  // TMA's 16-byte global addresses
         if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 != 0) return -1;
     const void* needed[4] = {out, variant >= 1 ? bias : out, variant == 2 ? res : out, variant == 3 ? s : out};
     for (const void* p : needed)
         if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 4 != 0) return -1;
     if (variant == 3 && (amax == nullptr || reinterpret_cast<uintptr_t>(amax) % 4 != 0)) return -1;
-    CUtensorMap ta, tb, tc;  // tc: the bf16 output in 64 x 64 boxes (the fp8 rung stores from registers)
+    CUtensorMap ta, tb, tc;  // tc: the output in boxes of 64 rows x 128 bytes (64 bf16 or 128 e4m3 columns)
+    const CUtensorMapDataType out_type = variant == 3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     if (g::tensor_map(&ta, a, m, k, g::BM, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) != CUDA_SUCCESS ||
         g::tensor_map(&tb, bt, n, k, epiws::BN, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) != CUDA_SUCCESS ||
-        (variant < 3 && g::tensor_map(&tc, out, m, n, epiws::BOX, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) != CUDA_SUCCESS))
+        g::tensor_map(&tc, out, m, n, g::ROWS, out_type) != CUDA_SUCCESS)
         return -2;
     const void* kernels[4] = {reinterpret_cast<const void*>(epi_plain_kernel), reinterpret_cast<const void*>(epi_bias_gelu_kernel),
                               reinterpret_cast<const void*>(epi_bias_gelu_res_kernel), reinterpret_cast<const void*>(epi_fp8_kernel)};
@@ -272,8 +291,13 @@ extern "C" int kwiki_gemm_epilogue(int variant, const void* a, const void* bt, c
         default: {
             const cudaError_t zeroed = cudaMemsetAsync(amax, 0, sizeof(float), stream);  // the atomic max starts at 0
             if (zeroed != cudaSuccess) return int(zeroed);
-            epi_fp8_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, bi, static_cast<uint8_t*>(out), s, amax, m, n, k);
+            epi_fp8_kernel<<<grid, g::THREADS, smem, stream>>>(ta, tb, tc, bi, s, amax, m, n, k);
         }
     }
     return int(cudaGetLastError());
+}
+
+// staged_at on the host, for tests: the buffer byte of byte b (0..255) of staged row `row` (0..63), or -1 outside.
+extern "C" int kwiki_epilogue_staged_at(int row, int b) {
+    return row < 0 || row >= kwiki::wsgemm::ROWS || b < 0 || b >= 256 ? -1 : epiws::staged_at(row, b);
 }

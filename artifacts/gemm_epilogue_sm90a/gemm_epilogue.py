@@ -250,7 +250,8 @@ def _triton(name, torch):
 def cuda_operands_error(name, i, o):
     """What epilogue_ws.cu's launcher is not built for in these tensors, or None (checked before any CUDA call): bf16
     a [M, K] and bt [N, K], the bias [N] and residual [M, N] its epilogue reads, the outputs make_outputs gives,
-    everything contiguous on one CUDA device, N and K multiples of 16, a and bt 16-byte aligned for TMA."""
+    everything contiguous on one CUDA device, N and K multiples of 16, a, bt and the output (c or q) 16-byte aligned
+    for TMA."""
     import torch
 
     epilogue = CUDA_EPILOGUE[name]
@@ -278,7 +279,8 @@ def cuda_operands_error(name, i, o):
     for label, t, _, _ in want:
         if t.device != a.device or t.device.type != "cuda":
             return f"{label} is on {t.device}, not on a's CUDA device"
-    bad = [label for label, t in (("a", a), ("bt", bt)) if t.data_ptr() % 16]
+    out = ("q", o["q"]) if epilogue == 3 else ("c", o["c"])
+    bad = [label for label, t in (("a", a), ("bt", bt), out) if t.data_ptr() % 16]
     if bad:
         return f"{' and '.join(bad)} not 16-byte aligned (TMA)"
     bad = [label for label, t, _, _ in want[2:] if t.data_ptr() % 4]
