@@ -11,7 +11,7 @@
 //                             (every output leaves through shared memory and TMA stores: store_staged below)
 //   epi_fp8_kernel            y = GELU_tanh(acc + bias[col]) in e4m3 with one fp32 scale per 1 x 128 group of a row
 //                             (amax / 448, stored [N/128, M]) and the tensor's amax |y| (one atomic max a warp into a
-//                             word the caller zeroed): a row's 128 columns of a group are held by the 4 threads of a
+//                             word the launcher zeroes): a row's 128 columns of a group are held by the 4 threads of a
 //                             quad (32 each), so a group's amax is their own maximum and 2 shuffles
 // The GELU is the tanh form written as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), the exponent capped at
 // 80, as the Triton rungs compute it. Past M and N nothing is stored and nothing enters an amax.
@@ -39,10 +39,12 @@ __device__ __forceinline__ float2 pair(const bf16* p) { return __bfloat1622float
 // The bf16 output through shared memory and TMA stores, for the three bf16 epilogues. Each consumer warpgroup owns a
 // 16 KiB buffer: a 64-row x 128-column half of its 64 x 256 block, as two 64 x 64 boxes in the 128-byte swizzle (row
 // r's 16-byte chunk k at k ^ (r % 8): the 8 rows a warp's quads hold land in 8 different chunks, so a warp's 4-byte
-// writes hit 32 banks). A half is written from registers, made visible to the async proxy (fence.proxy.async), and
-// the warpgroup's named barrier passed; one thread issues the two boxes' TMA stores and waits until they have read
-// the buffer, and a second barrier frees it for the next half. TMA clips the boxes at M and N, so rows and columns
-// past the output are computed but never stored. Every call ends with its buffer read, so the CTA may exit after any.
+// writes hit 32 banks). Before a half is written, the thread that stored the buffer last waits until those stores
+// have read it (claim_buffer); the half is written from registers, made visible to the async proxy
+// (fence.proxy.async), the warpgroup's named barrier passed, and one thread issues the two boxes' TMA stores
+// (store_buffer), which run on while the warpgroup goes back to its wgmma. TMA clips the boxes at M and N, so rows and
+// columns past the output are computed but never stored. Before the CTA exits, each consumer's storing thread waits
+// until its last stores have read the buffer (gemm below), as CUTLASS's epilogues do at the end of a kernel.
 constexpr int HALF = 128;                       // columns a buffer holds
 constexpr int BUF_BYTES = g::ROWS * HALF * 2;   // 16 KiB a consumer
 static_assert(g::TileBf16<BN>::SMEM_BYTES + g::CONSUMERS * BUF_BYTES <= g::SMEM_LIMIT,
@@ -61,6 +63,26 @@ __host__ __device__ __forceinline__ int staged_at(int row, int b) {
     return (b / 128) * (g::ROWS * 128) + row * 128 + ((((b % 128) / 16) ^ (row % 8)) << 4) + b % 16;
 }
 
+// Before a consumer writes its buffer: the TMA stores last issued from it have read it (its thread 0 waits, and the
+// warpgroup's barrier passes that on).
+__device__ __forceinline__ void claim_buffer(int cw, int tid) {
+    if (tid == 0) sm90::bulk_wait_read<0>();
+    sm90::named_barrier(1 + cw, 128);
+}
+
+// After: the writes seen by the async proxy, every thread past the barrier, then one thread stores the buffer's two
+// boxes (64 rows each, 128 bytes of a row, at columns col and col2 of the map) and closes their group.
+__device__ __forceinline__ void store_buffer(const CUtensorMap* map, const uint8_t* buf, int col, int col2, int row,
+                                             int cw, int tid) {
+    sm90::fence_proxy_async();
+    sm90::named_barrier(1 + cw, 128);
+    if (tid == 0) {
+        sm90::tma_store_2d(map, buf, col, row);
+        sm90::tma_store_2d(map, buf + g::ROWS * 128, col2, row);
+        sm90::bulk_commit();
+    }
+}
+
 // V: the value of a pair, v(acc, q, h, row, col) -> float2, for accumulator group q (of the tile), the thread's row
 // h (0: r, 1: r + 8) at output row `row` and column `col` (both possibly past the output: TMA will not store them).
 template <class V>
@@ -70,6 +92,7 @@ __device__ __forceinline__ void store_staged(const float* acc, const g::Job& j, 
     uint8_t* buf = staging(cw);
 #pragma unroll
     for (int half = 0; half < BN / HALF; ++half) {
+        claim_buffer(cw, tid);
 #pragma unroll
         for (int q = 0; q < HALF / 8; ++q) {
             const int qt = half * (HALF / 8) + q, c = j.col0 + 8 * qt + 2 * (tid % 4);
@@ -80,16 +103,8 @@ __device__ __forceinline__ void store_staged(const float* acc, const g::Job& j, 
                     __floats2bfloat162_rn(x.x, x.y);
             }
         }
-        sm90::fence_proxy_async();  // the writes above, seen by the TMA unit's reads
-        sm90::named_barrier(1 + cw, 128);
-        if (tid == 0) {
-            const int row = j.a_row + cw * g::ROWS, col = j.col0 + half * HALF;
-            sm90::tma_store_2d(tc, buf, col, row);
-            sm90::tma_store_2d(tc, buf + g::ROWS * 128, col + 64, row);  // the second box: 64 bf16 columns on
-            sm90::bulk_commit();
-            sm90::bulk_wait_read<0>();  // the boxes are read: the buffer may be written again
-        }
-        sm90::named_barrier(1 + cw, 128);
+        const int col = j.col0 + half * HALF;
+        store_buffer(tc, buf, col, col + 64, j.a_row + cw * g::ROWS, cw, tid);  // the second box: 64 bf16 columns on
     }
 }
 
@@ -154,6 +169,7 @@ struct Fp8Out {
     __device__ __forceinline__ void store(float (&acc)[ACC], const g::Job& j, int r_in, int tid) const {
         const int cw = r_in / g::ROWS, rl = r_in % g::ROWS;
         uint8_t* buf = staging(cw);
+        claim_buffer(cw, tid);
         const int r0 = j.a_row + r_in, r1 = r0 + 8;
         float tile_max = 0.f;
 #pragma unroll
@@ -191,16 +207,7 @@ struct Fp8Out {
                 }
             }
         }
-        sm90::fence_proxy_async();  // the codes above, seen by the TMA unit's reads
-        sm90::named_barrier(1 + cw, 128);
-        if (tid == 0) {
-            const int row = j.a_row + cw * g::ROWS;
-            sm90::tma_store_2d(tq, buf, j.col0, row);
-            sm90::tma_store_2d(tq, buf + g::ROWS * 128, j.col0 + 128, row);
-            sm90::bulk_commit();
-            sm90::bulk_wait_read<0>();  // the boxes are read: the buffer may be written again
-        }
-        sm90::named_barrier(1 + cw, 128);
+        store_buffer(tq, buf, j.col0, j.col0 + 128, j.a_row + cw * g::ROWS, cw, tid);  // 128 e4m3 columns a box
 #pragma unroll
         for (int o = 16; o; o >>= 1) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
         if (tid % 32 == 0 && tile_max > 0.f) atomicMax(reinterpret_cast<unsigned*>(amax), __float_as_uint(tile_max));
@@ -208,9 +215,12 @@ struct Fp8Out {
 };
 // /kwiki:rung cuda_fp8_out
 
+// The CTA, then its exit: each consumer's storing thread (thread 0 of warpgroups 1 and 2) waits until its last TMA
+// stores have read its buffer, which the CTA's shared memory must outlive.
 template <class Epi>
 __device__ __forceinline__ void gemm(const CUtensorMap* ta, const CUtensorMap* tb, int M, int N, int K, const Epi& epi) {
     g::gemm_cta_bf16<BN>(ta, tb, K, g::Dense<BN>(M, N), epi);
+    if (threadIdx.x >= 128 && threadIdx.x % 128 == 0) sm90::bulk_wait_read<0>();
 }
 
 }  // namespace epiws
