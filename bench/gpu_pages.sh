@@ -21,8 +21,8 @@
 # what is left of BUDGET_S (a group with under 30 s left is not started). Needs KWIKI_COMMIT / KWIKI_DIRTY (the copy
 # on the GPU machine has no .git), $OUT, and .whl/ carried along (bench/wheels.sh says what it holds).
 # Writes to $OUT (three files: the device tool brings back 8 at most): summary.txt, written.tgz (wiki/ and results/),
-# logs.tgz (pages-<n>.json, the --json report, and pages-<n>.log, the progress, of each group, numbered on across
-# invocations of one call).
+# logs.tgz (pages-<n>.json, the --json report, pages-<n>.log, the progress, and runs-<n>/, the artifacts' own logs of
+# that run, of each group, numbered on across invocations of one call).
 set -uo pipefail
 out=${OUT:-/tmp/kwiki-out}; mkdir -p "$out"
 logs=$(mktemp -d)
@@ -62,6 +62,12 @@ for group in "${groups[@]}"; do
     # shellcheck disable=SC2086
     timeout "$left" python3 -m kwiki.cli verify --json "${args[@]}" $group > "$logs/pages-$n.json" 2> "$logs/pages-$n.log"
     echo "group $n ($group, run $r of $runs): exit $? in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+    # the artifacts' own logs of that run (.kwiki/runs/<run id>/: where its time went), under runs-<n>/
+    run_id=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("run_id") or "")' \
+             "$logs/pages-$n.json" 2>/dev/null)
+    if [ -n "$run_id" ] && [ -d ".kwiki/runs/$run_id" ]; then
+      mkdir -p "$logs/runs-$n" && cp ".kwiki/runs/$run_id"/*.log "$logs/runs-$n/" 2>/dev/null
+    fi
     tar czf "$out/written.tgz" wiki results
     tar czf "$out/logs.tgz" -C "$logs" .
     again "$logs/pages-$n.json" || break
