@@ -177,6 +177,29 @@ def test_summarising_keeps_the_last_runs_of_the_current_series_and_the_cited_one
     assert new_a2.summary_of == 3 and new_a2.figures["time_us"] == 15.0  # r7, r8 as their summary (15, x2), r9 (18)
 
 
+def test_summarising_keeps_the_runs_a_new_series_follows_and_every_caught_run(tmp_path: Path):
+    """A series with fewer than 3 runs follows the series before it (kwiki.results.series.follows: a taint there is
+    its taint), so those keep their last 3 runs, up to the first series that has 3; and a run in which a variant was
+    caught stays a run wherever it lies, or summarising would launder it."""
+    from kwiki.results.summary import summarise
+
+    path = tmp_path / "host.jsonl"
+    for n in range(1, 4):  # the oldest series: 3 runs, one of them caught; no verdict reads it any more
+        append_rows(path, _run("art", "z", n, passed=n != 2))
+    for n in range(4, 9):  # 5 runs, the second caught: the series the current one follows
+        append_rows(path, _run("art", "a", n, passed=n != 5))
+    for n in range(9, 11):  # the current series: 2 runs
+        append_rows(path, _run("art", "b", n))
+    summarise(path, cited=set())
+    kept = {r.run_id for r in read_store(path, warn=False)[0] if isinstance(r, RecordRow)}
+    assert kept == {"b-r9", "b-r10", "a-r6", "a-r7", "a-r8", "a-r5", "z-r2"}  # z-r1, z-r3, a-r4 summarised
+    for n in range(11, 12):  # a third run: the current series no longer follows a; its runs are summarised but
+        append_rows(path, _run("art", "b", n))  # the caught ones
+    summarise(path, cited=set())
+    kept = {r.run_id for r in read_store(path, warn=False)[0] if isinstance(r, RecordRow)}
+    assert kept == {"b-r9", "b-r10", "b-r11", "a-r5", "z-r2"}
+
+
 def test_a_store_past_its_threshold_is_summarised_under_the_bound_after_a_run(tmp_path: Path):
     from kwiki.results.summary import summarise_if_large
 

@@ -2,23 +2,24 @@
 
 The rule. A store file that has grown past SUMMARISE_AT (16 MB) after a run is summarised once, under its lock, to
 stay under BOUND (20 MB). A run of an artifact is kept whole when it is one of the last KEEP (3, the runs a verdict
-stands on) runs of the artifact's current series on its target (kwiki.results.series: the series of its newest run;
-rows written before series count as one series per artifact), or when a page's measurements block names it (its
-figures must trace: kwiki.results.trace). The record rows of every other run, which is to say the older runs of the
-current series and every run of a superseded one that no page names (no verdict can stand on them: a verdict is
-judged over the current series' runs), are summarised: one row per series, artifact, target, variant and parameters
-stands for them, with the median of each figure over the runs whose record passed and no gate refused (passed:
-whether any did), the newest run's provenance (its date, its artifact hash where every summarised run had the same
-one), `summary_of`: how many runs it stands for, and the run id `summary:<artifact>:<series>`. A summary row is
-never a run: no verdict, ladder or trace reads it as one. Summarising again folds the older summary in, its figures
-weighted by the runs it stands for. Claim rows are kept: they are small, and they draw each claim's history. A
-variant's mechanism evidence (its SASS check on the binary that ran, kwiki.results.mechanism) is the same on every
-record of a run, and the tuned rungs' lists every kernel of the binary: it stays on the first record of each
-artifact, target and variant of a run (as `kwiki verify` writes it, kwiki.verify.history) and leaves the run's other
-rows and every summary row (it was a third of the H200's store, 2026-12-04). The file stays under BOUND as long as
-its claim rows, the last KEEP runs of every current series and the runs the pages name fit in it; past that, kwiki
-says so. (Until 2026-12-05 the last KEEP runs of every series were kept, superseded ones too: the H200's store then
-passed BOUND.)
+stands on) runs of a series a verdict can read on its target: the artifact's current series (kwiki.results.series:
+the series of its newest run; rows written before series count as one series per artifact) and, while that has fewer
+than KEEP runs, the series before it, newest first, up to the first with KEEP runs (a new series follows them: a
+taint in them is its taint); or when a page's measurements block names it (its figures must trace:
+kwiki.results.trace); or when a record of it failed its check or a tainting gate (caught once, caught for the
+series: the catch must stay a run). The record rows of every other run, which is to say the older runs of those
+series and every run of a series no verdict reads any more, are summarised: one row per series, artifact, target,
+variant and parameters stands for them, with the median of each figure over the runs whose record passed and no gate
+refused (passed: whether any did), the newest run's provenance (its date, its artifact hash where every summarised
+run had the same one), `summary_of`: how many runs it stands for, and the run id `summary:<artifact>:<series>`. A
+summary row is never a run: no verdict, ladder or trace reads it as one. Summarising again folds the older summary
+in, its figures weighted by the runs it stands for. Claim rows are kept: they are small, and they draw each claim's
+history. A variant's mechanism evidence (its SASS check on the binary that ran, kwiki.results.mechanism) is the same
+on every record of a run, and the tuned rungs' lists every kernel of the binary: it stays on the first record of
+each artifact, target and variant of a run (as `kwiki verify` writes it, kwiki.verify.history) and leaves the run's
+other rows and every summary row (it was a third of the H200's store, 2026-12-04). The file stays under BOUND as
+long as its claim rows, the runs kept whole above fit in it; past that, kwiki says so. (Until 2026-12-05 the last
+KEEP runs of every series were kept, those no verdict reads too: the H200's store then passed BOUND.)
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def summarise_if_large(path: Path, root: Path, *, also: Iterable[str] = (), at: 
     done = summarise(path, cited_runs(root) | set(also))
     if done.bytes_after > bound:
         log.warning("kwiki: %s: %d bytes after summarising, more than the %d bytes a store file should hold: its "
-                    "claim rows, the last %d runs of each current series and the runs the pages name need that much",
+                    "claim rows, the last %d runs of the series verdicts read, the caught runs and the runs the pages "
+                    "name need that much",
                     path.name, done.bytes_after, bound, KEEP)
     return done
 
@@ -169,23 +171,36 @@ def _key(params: dict[str, Any]) -> str:
 
 def _summarised_runs(rows: Iterable[RecordRow], cited: set[str], keep: int) -> set[tuple[str, str]]:
     """(artifact, run id) of every run the rule summarises."""
+    from kwiki.results.series import TAINTING_GATES
+
     runs: dict[tuple[str, str | None], dict[str, str]] = {}  # (artifact, series) -> run id -> its newest date
-    newest: dict[tuple[str, str], tuple[str, int, str | None]] = {}  # (artifact, target) -> its newest row's series
+    newest: dict[tuple[str, str], dict[str | None, tuple[str, int]]] = {}  # (artifact, target) -> series -> newest
+    caught: set[str] = set()  # runs in which a record failed its check or a tainting gate (kwiki.results.series)
     for n, row in enumerate(rows):
         if is_summary(row):
             continue
         group = runs.setdefault((row.artifact, row.series), {})
         group[row.run_id] = max(group.get(row.run_id, row.date), row.date)
-        at = (row.artifact, row.target)
-        newest[at] = max(newest.get(at, (row.date, n, row.series)), (row.date, n, row.series),
-                         key=lambda d: (d[0], d[1]))
-    current = {(artifact, series) for (artifact, _), (_, _, series) in newest.items()}
+        series = newest.setdefault((row.artifact, row.target), {})
+        series[row.series] = max(series.get(row.series, (row.date, n)), (row.date, n))
+        if not row.passed or {g.name for g in row.gates or []} & TAINTING_GATES:
+            caught.add(row.run_id)
+    # The series a verdict can read: the current one (its newest run is the artifact's newest), and while it has
+    # fewer than `keep` runs the ones before it, newest first, up to the first with `keep` runs: a new series
+    # follows them (kwiki.results.series.follows), so their runs must stay runs
+    read: set[tuple[str, str | None]] = set()
+    for (artifact, _), series in newest.items():
+        for key in sorted(series, key=lambda k: series[k], reverse=True):
+            read.add((artifact, key))
+            if len(runs[(artifact, key)]) >= keep:
+                break
     out: set[tuple[str, str]] = set()
-    for (artifact, series), dates in runs.items():
+    for (artifact, series_key), dates in runs.items():
         order = {run_id: n for n, run_id in enumerate(dates)}  # the order they were appended in
         oldest_first = sorted(dates, key=lambda rid: (dates[rid], order[rid]))
-        kept = keep if (artifact, series) in current else 0  # a superseded series keeps only what pages name
-        out |= {(artifact, rid) for rid in oldest_first[:len(oldest_first) - kept] if rid not in cited}
+        kept = keep if (artifact, series_key) in read else 0  # a series no verdict reads keeps what pages name
+        out |= {(artifact, rid) for rid in oldest_first[:max(0, len(oldest_first) - kept)]
+                if rid not in cited and rid not in caught}
     return out
 
 
