@@ -20,6 +20,11 @@
 # 1; a repeat only after a run that ran something, all "ok"), run under `timeout` for
 # what is left of BUDGET_S (a group with under 30 s left is not started). Needs KWIKI_COMMIT / KWIKI_DIRTY (the copy
 # on the GPU machine has no .git), $OUT, and .whl/ carried along (bench/wheels.sh says what it holds).
+# Triton's compiled kernels (.kwiki/triton-cache, kwiki.verify.pyartifact) do not outlive a device machine, and a
+# Triton-heavy artifact compiles for minutes on a fresh one. With TRITON_CACHE_OUT=1 the cache comes back as
+# $OUT/triton-cache.tgz (when under 48 MiB); unpack it here into .kwiki/ (`tar xzf .../triton-cache.tgz -C .kwiki`)
+# and carry `.kwiki/triton-cache` beside `.whl` in the next call, whose verify then compiles only what changed.
+#
 # Writes to $OUT (three files: the device tool brings back 8 at most): summary.txt, written.tgz (wiki/ and results/),
 # logs.tgz (pages-<n>.json, the --json report, pages-<n>.log, the progress, and runs-<n>/, the artifacts' own logs of
 # that run, of each group, numbered on across invocations of one call).
@@ -73,4 +78,11 @@ for group in "${groups[@]}"; do
     again "$logs/pages-$n.json" || break
   done
 done
+if [ "${TRITON_CACHE_OUT:-0}" = 1 ] && [ -d .kwiki/triton-cache ]; then
+  if [ "$(du -sm .kwiki/triton-cache | cut -f1)" -lt 48 ]; then
+    tar czf "$out/triton-cache.tgz" -C .kwiki triton-cache
+  else
+    echo "triton cache: over 48 MiB, not brought back" | tee -a "$out/summary.txt"
+  fi
+fi
 cat "$out/summary.txt"
