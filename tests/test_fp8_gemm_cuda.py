@@ -35,7 +35,9 @@ ART = REPO / "artifacts" / "fp8_gemm_sm90a"
 PAGE = REPO / "wiki" / "nvidia" / "kernels" / "fp8-gemm.md"
 RUNGS = {"cuda_tensor_ws": "fp8_ws_tensor_kernel", "cuda_block_ws": "fp8_ws_block_kernel"}
 WIDE = {"cuda_tensor_ws_wide": "fp8_ws_tensor_wide_kernel", "cuda_block_ws_wide": "fp8_ws_block_wide_kernel"}
-KERNELS = {**RUNGS, **WIDE, "cuda_row_ws": "fp8_ws_row_kernel"}
+INFLIGHT = {"cuda_tensor_ws_inflight": "fp8_ws_tensor_inflight_kernel",
+            "cuda_block_ws_inflight": "fp8_ws_block_inflight_kernel"}
+KERNELS = {**RUNGS, **WIDE, "cuda_row_ws": "fp8_ws_row_kernel", **INFLIGHT}
 
 
 def scaling_of(name: str) -> str:
@@ -55,7 +57,8 @@ def _module() -> Any:
 def test_the_cuda_rungs_climb_above_the_triton_ones_and_name_their_kernels() -> None:
     m = manifest()
     assert [(v.name, v.rung) for v in m.variants if v.rung and v.rung >= 3] == [
-        ("triton_tensor_tma", 3), ("triton_block_tma", 4), ("cuda_tensor_ws", 5), ("cuda_block_ws", 6)]
+        ("triton_tensor_tma", 3), ("triton_block_tma", 4), ("cuda_tensor_ws", 5), ("cuda_block_ws", 6),
+        ("cuda_tensor_ws_inflight", 7), ("cuda_block_ws_inflight", 8)]
     assert m.python is not None and m.python.cuda == ["fp8_ws.cu"]
     build = m.library_build()
     assert build is not None and build.sources == ["fp8_ws.cu"]
@@ -64,12 +67,12 @@ def test_the_cuda_rungs_climb_above_the_triton_ones_and_name_their_kernels() -> 
         assert by_name[name].kernels == [kernel]
         sass = by_name[name].sass
         assert sass is not None and {"STL", "LDL"} <= set(sass.forbid)
-        n = 192 if name in WIDE else 128
-        assert f"QGMMA.64x{n}x32.F32.E4M3.E4M3 >= 4" in sass.require
+        n, sites = (192 if name in WIDE else 128), (8 if name in INFLIGHT else 4)
+        assert f"QGMMA.64x{n}x32.F32.E4M3.E4M3 >= {sites}" in sass.require
     assert all(by_name[n].rung is None for n in ("cuda_tensor_ws_wide", "cuda_block_ws_wide", "cuda_row_ws"))
     mod = _module()
     assert mod.CUDA == {"cuda_tensor_ws": 0, "cuda_block_ws": 1, "cuda_tensor_ws_wide": 2, "cuda_block_ws_wide": 3,
-                        "cuda_row_ws": 4}
+                        "cuda_row_ws": 4, "cuda_tensor_ws_inflight": 5, "cuda_block_ws_inflight": 6}
     assert set(KERNELS) <= set(mod.VARIANTS)
     for p in mod.GRID:  # per-tensor kernels at the per-tensor entries, block ones at the block ones, off-tile too
         for name in KERNELS:
@@ -152,6 +155,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("cuda_tensor_ws_wide", "cuda_tensor_ws", "QGMMA.64x192x32"),      # the wide tile
     ("cuda_block_ws_wide", "cuda_tensor_ws_wide", "require 'FFMA >= 96'"),
     ("cuda_row_ws", "cuda_tensor_ws", "require 'LDG.E.64'"),           # the column scales, read in pairs
+    ("cuda_tensor_ws_inflight", "cuda_tensor_ws", "WARPGROUP.DEPBAR.LE.DEPTH1"),  # a k-block left in flight
+    ("cuda_tensor_ws_inflight", "cuda_tensor_ws", "QGMMA.64x128x32.F32.E4M3.E4M3 >= 8"),  # two partials' sites
+    ("cuda_block_ws_inflight", "cuda_tensor_ws_inflight", "require 'FFMA >= 128'"),
 ])
 def test_each_cuda_rungs_sass_expectation_holds_on_it_and_fails_on_the_other(library, rung, below, words):
     on_other = library_rung_checks(library, manifest().variants, KERNELS, rung, below)
@@ -180,6 +186,8 @@ def test_a_k_blocks_four_wgmma_are_issued_together_and_waited_for_once_before_th
     bodies = dict(re.findall(r"Function : (fp8_ws_\w+_kernel)\n(.*?)(?=\n\s+Function : |\Z)", listing, re.S))
     assert sorted(bodies) == sorted(KERNELS.values())
     for name, body in bodies.items():
+        if name in INFLIGHT.values():
+            continue
         ops = re.findall(r"\b(WARPGROUP\.ARRIVE|QGMMA\.64x1[29][28]x32\.F32\.E4M3\.E4M3|"
                          r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0|FADD|FFMA)\b", body)
         loop = "".join("A" if o == "WARPGROUP.ARRIVE" else "Q" if o.startswith("QGMMA") else "W" if "DEPBAR" in o
@@ -191,8 +199,34 @@ def test_a_k_blocks_four_wgmma_are_issued_together_and_waited_for_once_before_th
         assert re.search(r"QGMMA\.64x1[29][28]x32\.F32\.E4M3\.E4M3 R\d+, gdesc\[UR\d+\], RZ, !UPT", body), name
 
 
+def _k_block_loop(body: str) -> str:
+    """A kernel's wgmma pipeline in one letter an instruction: A arrive, Q an fp8 wgmma, 0 and 1 a wait for all
+    groups or all but the last, f a fold's FADD or FFMA."""
+    ops = re.findall(r"\b(WARPGROUP\.ARRIVE|QGMMA\.64x128x32\.F32\.E4M3\.E4M3|WARPGROUP\.DEPBAR\.LE gsb0, 0x[01]|"
+                     r"FADD|FFMA)\b", body)
+    return "".join("A" if o == "WARPGROUP.ARRIVE" else "Q" if o.startswith("QGMMA") else o[-1] if "DEPBAR" in o
+                   else "f" for o in ops)
+
+
 @pytest.mark.nvcc
-@pytest.mark.parametrize(("change", "why"), [({"variant": 5}, "variant"), ({"variant": -1}, "variant"),
+def test_the_inflight_rungs_fold_a_partial_while_the_next_k_blocks_wgmma_run(library) -> None:
+    """Rungs 7 and 8: in the steady loop a k-block's four wgmma are issued (into one partial), then the wait leaves
+    that group in flight (depth 1) and the other partial is folded: AQQQQ1 then 64 folds, twice (p1, then p0), and
+    ptxas serialized nothing (no wait of depth 0 between the wgmma and the fold there). The plain rung 5 waits for
+    all (depth 0) before each fold."""
+    listing = subprocess.run([sass_tools().cuobjdump, "-sass", str(library)], capture_output=True, text=True,
+                             check=True, timeout=120).stdout
+    bodies = dict(re.findall(r"Function : (fp8_ws_\w+_kernel)\n(.*?)(?=\n\s+Function : |\Z)", listing, re.S))
+    steady = "AQQQQ1" + "f" * 64
+    for name in INFLIGHT.values():
+        loop = _k_block_loop(bodies[name])
+        assert loop.count(steady) >= 2, (name, loop)  # the loop's two halves
+        assert loop.count("Q") == 16 and "AQQQQ0" not in loop, (name, loop)  # four issue sites, none serialized
+    assert steady not in _k_block_loop(bodies["fp8_ws_tensor_kernel"])
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize(("change", "why"), [({"variant": 7}, "variant"), ({"variant": -1}, "variant"),
                                              ({"variant": 4, "sb": (1 << 23) + 4}, "row scales read in pairs"),
                                              ({"n": 264}, "N not a multiple of 16"),
                                              ({"k": 392}, "K not a multiple of 16"), ({"m": 0}, "no rows"),
