@@ -38,9 +38,11 @@ __device__ __forceinline__ void gemm(const CUtensorMap* ta, const CUtensorMap* t
 // kwiki:rung cuda_tensor_ws_inflight
 // The consumer of rungs 7 and 8 (BN = 128 only): gemm_cta's consumer with two partial register sets, so that a
 // k-block's four wgmma run while the consumer waits for the k-block before (wait_group 1, where gemm_cta waits for 0),
-// frees its stage and folds it into the totals. In gemm_cta both consumers wait on the same stage, issue, wait and
-// fold at the same time, and the tensor cores idle while they fold; here they are fed through the fold. 64 totals and
-// 2 x 64 partials a thread (192 of the 232 registers; at BN = 192 it would take 288). Block scales are loaded with
+// frees its stage and folds it into the totals. In gemm_cta both consumers wait on the same stage and only the first
+// one's fold runs under the other's wgmma (their groups share the tensor cores and finish one after the other); the
+// rest of the fold, the wait's latency and the next issue leave the tensor cores idle, and here a k-block's wgmma run
+// through them (how much that is worth is the page's claim). 64 totals and 2 x 64 partials a thread (192 of the 232
+// registers; at BN = 192 it would take 288). Block scales are loaded with
 // the k-block's wgmma, so they are in registers when its partial is folded a step later. The producer, the ring, the
 // schedule and the epilogue are gemm_cta's (the epilogue written out here: the header has no hook for it).
 template <int SCALING>
@@ -249,9 +251,10 @@ const Launchable VARIANTS[N_VARIANTS] = {{fp8_ws_tensor_kernel, 128, g::Tile<128
 
 // The launcher the module calls: variant 0 per-tensor scales (sa and sb one fp32 each), 1 block scales (sa fp32
 // [ceil(K/128), M], sb fp32 [ceil(N/128), ceil(K/128)]), 2 and 3 the same at the 192-wide tile, 4 per-row scales
-// (sa fp32 [M], sb fp32 [N]), 5 and 6 variants 0 and 1 with a k-block's wgmma kept in flight through the fold; a [M, K] and b [N, K] e4m3, c [M, N] bf16, all contiguous. Returns 0, a CUDA error
-// code, or -1 (a bad variant; M, N or K not positive; N or K not a multiple of 16; a or b not 16-byte aligned; c, sa
-// or sb not 4-byte aligned, or sb not 8-byte aligned for per-row scales, which are read in pairs), -2 (the driver
+// (sa fp32 [M], sb fp32 [N]), 5 and 6 variants 0 and 1 with a k-block's wgmma kept in flight through the fold; a
+// [M, K] and b [N, K] e4m3, c [M, N] bf16, all contiguous. Returns 0, a CUDA error code, or -1 (a bad variant; M, N
+// or K not positive; N or K not a multiple of 16; a or b not 16-byte aligned; c, sa or sb not 4-byte aligned, or sb
+// not 8-byte aligned for per-row scales, which are read in pairs), -2 (the driver
 // refused a tensor map). The module checks all of these before it calls, with a located message; the checks
 // here keep a direct caller from a bad launch.
 extern "C" int kwiki_fp8_gemm(int variant, const void* a, const void* b, const float* sa, const float* sb, void* c, int m, int n,
