@@ -51,17 +51,22 @@ def test_the_cuda_rungs_climb_above_the_triton_ones_and_name_their_kernels() -> 
     assert m.python is not None and m.python.cuda == ["fa3.cu"]
     by_name = {v.name: v for v in m.variants}
     for name in RUNGS:
-        assert by_name[name].kernels == [name.replace("cuda_", "") + "_kernel"]
+        assert by_name[name].kernels == [name.replace("cuda_", "") + "_kernel*"]  # head dim 128, and _d64
         assert by_name[name].sass is not None and {"STL", "LDL"} <= set(by_name[name].sass.forbid)
         assert "MUFU.LG2 >= 2" in by_name[name].sass.require  # the log-sum-exp of the thread's two rows
     mod = _module()
     assert set(mod.FA3) == set(RUNGS) and set(RUNGS) <= set(mod.VARIANTS)
+    assert mod.FA3_HEAD_DIMS == (128, 64)
+    assert all(mod.applies(n, p) for n in RUNGS for p in mod.GRID)  # every entry, both head dims
     ours = [p for p in mod.GRID if p["head_dim"] == 128]
     assert {p["seq"] for p in ours} >= {1000, 4096, 8192, 16384}  # every head-dim-128 shape, the off-tile ones included
     for outputs in ("o", "o+lse"):  # grouped-query, off the tile: the output alone and with the log-sum-exp
         assert any(p["kv_heads"] < p["heads"] and p["seq"] % 128 and p["outputs"] == outputs for p in ours), outputs
-    assert all(mod.applies(n, p) == (p in ours) for n in RUNGS for p in mod.GRID)  # never head dim 64
-    assert any(p["outputs"] == "o+lse" for p in ours)
+    d64 = [p for p in mod.GRID if p["head_dim"] == 64]  # a timed shape, and grouped heads off the tile with the LSE
+    assert any(p["seq"] == 8192 for p in d64)
+    for mask in ("none", "causal"):
+        assert any(p["kv_heads"] < p["heads"] and p["seq"] % 128 and p["outputs"] == "o+lse" and p["mask"] == mask
+                   for p in d64), mask
 
 
 def test_the_page_claims_select_the_cuda_rungs_at_grid_entries() -> None:
@@ -77,7 +82,9 @@ def test_operands_the_kernels_are_not_built_for_are_named() -> None:
     lse = torch.zeros(1, 2, 40)
     assert mod.fa3_operands_error(ok, ok, ok, ok.clone(), lse) is None
     d64 = torch.zeros(1, 2, 40, 64, dtype=torch.bfloat16)
-    assert "head_dim 64 is not one of (128,)" in mod.fa3_operands_error(d64, d64, d64, d64, lse)
+    assert mod.fa3_operands_error(d64, d64, d64, d64.clone(), lse) is None
+    d96 = torch.zeros(1, 2, 40, 96, dtype=torch.bfloat16)
+    assert "head_dim 96 is not one of (128, 64)" in mod.fa3_operands_error(d96, d96, d96, d96, lse)
     half = ok.half()
     assert "k is torch.float16" in mod.fa3_operands_error(ok, half, ok, ok, lse)
     strided = torch.zeros(1, 40, 2, 128, dtype=torch.bfloat16).transpose(1, 2)
@@ -182,8 +189,10 @@ def test_each_cuda_rungs_sass_expectation_holds_on_it_and_fails_on_the_rung_belo
     assert any(words in m for m in mismatches), mismatches
 
 
-# HGMMA.64x128x16.F32.BF16 R24, R152, gdesc[UR16].tnspB, R24 : A from registers, B transposed (N-major V)
-_RS = re.compile(r"HGMMA\.64x128x16\.F32\.BF16 R\d+, R\d+, gdesc\[UR\d+\]\.tnspB,")
+# HGMMA.64x128x16.F32.BF16 R24, R152, gdesc[UR16].tnspB, R24 : A from registers, B transposed (N-major V); P V is
+# 64 x 128 (head dim 128) or 64 x 64 (the _d64 kernels), Q K^T 64 x 128 (128 keys) at both head dims
+_RS = {128: re.compile(r"HGMMA\.64x128x16\.F32\.BF16 R\d+, R\d+, gdesc\[UR\d+\]\.tnspB,"),
+       64: re.compile(r"HGMMA\.64x64x16\.F32\.BF16 R\d+, R\d+, gdesc\[UR\d+\]\.tnspB,")}
 _SS = re.compile(r"HGMMA\.64x128x16\.F32\.BF16 R\d+, gdesc\[UR\d+\], (R\d+|RZ)")
 
 
@@ -191,16 +200,19 @@ _SS = re.compile(r"HGMMA\.64x128x16\.F32\.BF16 R\d+, gdesc\[UR\d+\], (R\d+|RZ)")
 def test_p_v_takes_p_from_registers_and_v_transposed_and_q_k_both_from_shared_memory_and_the_lse_is_computed(library):
     listing = subprocess.run([sass_tools().cuobjdump, "-sass", str(library)], capture_output=True, text=True,
                              check=True, timeout=120).stdout
-    bodies = dict(re.findall(r"Function : (fa3_\w+_kernel)\n(.*?)(?=\n\s+Function : |\Z)", listing, re.S))
-    assert sorted(bodies) == sorted(n.replace("cuda_", "") + "_kernel" for n in RUNGS)
+    bodies = dict(re.findall(r"Function : (fa3_\w+_kernel(?:_d64)?)\n(.*?)(?=\n\s+Function : |\Z)", listing, re.S))
+    assert sorted(bodies) == sorted(n.replace("cuda_", "") + "_kernel" + d for n in RUNGS for d in ("", "_d64"))
     for name, body in bodies.items():
-        assert len(_RS.findall(body)) >= 16, name  # 8 k16 steps of P V, in the loop and after it
-        assert len(_SS.findall(body)) >= 16, name  # 8 of Q K^T (2 boxes x 4 k16 steps), first tile and the loop
+        d = 64 if name.endswith("_d64") else 128
+        assert len(_RS[d].findall(body)) >= 16, name  # 8 k16 steps of P V, in the loop and after it
+        assert not _RS[192 - d].search(body), name  # never the other head dim's P V
+        assert len(_SS.findall(body)) >= 8 * d // 64, name  # Q K^T: d / 64 boxes x 4 k16 steps, first tile and loop
         assert len(re.findall(r"MUFU\.LG2 R\d+, R\d+", body)) == 2, name  # log2 l of the thread's two rows
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize(("change", "why"), [({"head_dim": 64}, "head dim"), ({"variant": 3}, "variant"),
+@pytest.mark.parametrize(("change", "why"), [({"head_dim": 96}, "head dim"), ({"head_dim": 256}, "head dim"),
+                                             ({"variant": 3}, "variant"),
                                              ({"q": 8}, "misaligned q"), ({"group": 0}, "no query heads a KV head"),
                                              ({"group": 3}, "8 query heads are not groups of 3"),
                                              ({"lse": (1 << 22) + 2}, "an lse not 4-byte aligned")])
@@ -215,6 +227,6 @@ def test_the_module_refuses_operands_by_name_before_calling_the_library(library,
     torch = pytest.importorskip("torch")
     monkeypatch.setenv("KWIKI_CUDA_LIBRARY", str(library))
     call = _module().load("cuda_fa3_pingpong")
-    q = torch.zeros(1, 2, 40, 64, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match=r"attention\.py\): cuda_fa3_pingpong: .*head_dim 64 is not one of"):
+    q = torch.zeros(1, 2, 40, 96, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"attention\.py\): cuda_fa3_pingpong: .*head_dim 96 is not one of"):
         call({"q": q, "k": q, "v": q, "causal": False}, {"o": torch.empty_like(q)})

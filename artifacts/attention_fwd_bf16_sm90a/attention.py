@@ -14,7 +14,7 @@ the tile, as a checked output, the libraries left out. Rungs: 1 a FlashAttention
 one program per 128 query rows of one head, online softmax over 64-key blocks, wgmma through tl.dot, causal
 programs stop at the diagonal block), with the masks computed in every block; 2 the same kernel with the unmasked
 blocks split from the masked ones (the causal diagonal block, the partial last block); 3-5 FlashAttention-3-style
-CUDA kernels at head dim 128 (fa3.cu, built by kwiki into the library at $KWIKI_CUDA_LIBRARY and called through
+CUDA kernels at head dims 128 and 64 (fa3.cu, built by kwiki into the library at $KWIKI_CUDA_LIBRARY and called through
 ctypes on torch's current stream): 3 a producer warpgroup issuing TMA loads of K and V into rings and two consumer
 warpgroups (setmaxnreg) running both GEMMs on wgmma with P from registers, 4 the two consumers' GEMMs taking turns
 (ping-pong, named barriers), 5 each consumer's softmax overlapped with its own previous P V (intra-warpgroup
@@ -32,7 +32,7 @@ Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are
 """
 
 HEAD_DIMS = (128, 64)  # what the Triton kernel is built and checked for here (HEAD_DIM is a power of two)
-FA3_HEAD_DIMS = (128,)  # fa3.cu's CUDA rungs: head dim 128, any KV heads dividing the query heads, O and the LSE
+FA3_HEAD_DIMS = (128, 64)  # fa3.cu's CUDA rungs (a kernel each), any KV heads dividing the query heads, O and the LSE
 MASKS = ("none", "causal")
 OUTPUTS = ("o", "o+lse")  # what is checked: "o" everywhere, the LSE too at the "o+lse" entries (our rungs only)
 TRITON = ("triton_fa2", "triton_fa2_split")
@@ -91,7 +91,7 @@ TOLERANCES = {
 
 def applies(name, params):
     if params["outputs"] == "o+lse" and name not in TRITON and name not in FA3:
-        return False  # only our rungs write the LSE (fa3.cu at head dim 128, below); the libraries' public calls do not
+        return False  # only our rungs write the LSE; the libraries' public calls do not
     if name == "flex_attention":
         return all(params[k] == v for k, v in FLEX_AT.items())
     if name == "sdpa_cudnn":
@@ -150,7 +150,7 @@ def triton_operands_error(q, k, v, o, lse):
 
 def fa3_operands_error(q, k, v, o, lse):
     """Why fa3.cu's kernels cannot take these tensors (None if they can): they are built for Q and O of [batch, heads,
-    seq, 128] and K and V of [batch, kv_heads, seq, 128], kv_heads dividing heads, bf16, contiguous, 16-byte aligned
+    seq, d] and K and V of [batch, kv_heads, seq, d], d in FA3_HEAD_DIMS, kv_heads dividing heads, bf16, contiguous, 16-byte aligned
     (TMA's rule for a tensor map's base), batch * heads <= FA3_MAX_BH; the LSE fp32 [batch, heads, seq], contiguous
     (the kernels write row bh * seq + i with plain stores: 4-byte alignment, which any float32 tensor has)."""
     import torch

@@ -38,7 +38,8 @@ struct Problem {
     int batch, heads, seq;
 };
 
-constexpr int kD = fa3::D, kSamples = 1024, kHostRows = 8;
+constexpr int kD = 128, kSamples = 1024, kHostRows = 8;  // the timeline traces the head dim 128 kernels
+constexpr int kSmemBytes = fa3::Head<kD>::SMEM_BYTES;
 constexpr kwiki::Tolerance kTol = {4e-3, 1.0 / 128};  // attention.py's bf16 tolerance (its TOLERANCES says why)
 constexpr float kScale = 0.08838834764831845f;        // 1 / sqrt(128)
 
@@ -182,7 +183,7 @@ template <int MODE, bool TRACE>
 __global__ void __launch_bounds__(fa3::THREADS, 1)
 attention_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
                  bf16* out, float* lse, int seq, float c, fa3::Trace trace) {
-    fa3::attention_cta<MODE, TRACE>(&tq, &tk, &tv, out, lse, seq, 0, 1, c, trace);
+    fa3::attention_cta<MODE, TRACE, kD>(&tq, &tk, &tv, out, lse, seq, 0, 1, c, trace);
 }
 
 // ===================================================================================================
@@ -202,8 +203,8 @@ struct Launch {
 Launch prepare(const Operands& set, bf16* out, float* lse, Problem p) {
     Launch l{};
     const int bh = p.batch * p.heads;
-    if (fa3::tensor_map_3d(&l.tq, set.q.get(), bh, p.seq) != CUDA_SUCCESS || fa3::tensor_map_3d(&l.tk, set.k.get(), bh, p.seq) != CUDA_SUCCESS ||
-        fa3::tensor_map_3d(&l.tv, set.v.get(), bh, p.seq) != CUDA_SUCCESS)
+    if (fa3::tensor_map_3d<kD>(&l.tq, set.q.get(), bh, p.seq) != CUDA_SUCCESS || fa3::tensor_map_3d<kD>(&l.tk, set.k.get(), bh, p.seq) != CUDA_SUCCESS ||
+        fa3::tensor_map_3d<kD>(&l.tv, set.v.get(), bh, p.seq) != CUDA_SUCCESS)
         kwiki::fail_env(__FILE__, __LINE__, "cuTensorMapEncodeTiled", "the driver refused a tensor map");
     l.out = out, l.lse = lse, l.p = p;
     return l;
@@ -213,10 +214,10 @@ template <int MODE, bool TRACE>
 void launch_mode(const Launch& l, fa3::Trace trace, cudaStream_t s) {
     static bool configured = false;
     if (!configured)
-        KWIKI_CHECK(cudaFuncSetAttribute(attention_kernel<MODE, TRACE>, cudaFuncAttributeMaxDynamicSharedMemorySize, fa3::SMEM_BYTES)), configured = true;
+        KWIKI_CHECK(cudaFuncSetAttribute(attention_kernel<MODE, TRACE>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes)), configured = true;
     const dim3 grid(unsigned((l.p.seq + fa3::BM - 1) / fa3::BM), unsigned(l.p.batch * l.p.heads));
     const float c = 1.4426950408889634f / sqrtf(float(kD));  // log2(e) / sqrt(d), as fa3.cu's launcher
-    attention_kernel<MODE, TRACE><<<grid, fa3::THREADS, fa3::SMEM_BYTES, s>>>(l.tq, l.tk, l.tv, l.out, l.lse, l.p.seq, c, trace);
+    attention_kernel<MODE, TRACE><<<grid, fa3::THREADS, kSmemBytes, s>>>(l.tq, l.tk, l.tv, l.out, l.lse, l.p.seq, c, trace);
     KWIKI_CHECK_LAST();
 }
 
@@ -244,7 +245,7 @@ kwiki::Case attention_case(int mode, kwiki::InputSets<Operands>& in, const std::
     const size_t ob = size_t(rows) * kD * sizeof(bf16), lb = size_t(rows) * sizeof(float);
     in.bind(c, [out, lse, ob, lb](cudaStream_t s) { kwiki::poison(out, ob, s), kwiki::poison(lse, lb, s); },
             [out, lse](const Operands& set) { return check_output(out, lse, set); });
-    c.extra = {{"tile", "128x128"}, {"stages", fa3::STAGES}, {"smem_bytes", fa3::SMEM_BYTES}};
+    c.extra = {{"tile", "128x128"}, {"stages", fa3::STAGES}, {"smem_bytes", kSmemBytes}};
     return c;
 }
 

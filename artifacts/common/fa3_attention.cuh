@@ -1,12 +1,12 @@
 // fa3_attention.cuh: the FlashAttention-3-style forward CTA of artifacts/attention_fwd_bf16_sm90a/fa3.cu (bf16 in
-// and out, fp32 softmax state, head dim 128; PTX over sm90.cuh, no CUTLASS), shared by that artifact's library and
+// and out, fp32 softmax state, head dim 128 or 64; PTX over sm90.cuh, no CUTLASS), shared by that artifact's library and
 // artifacts/attention_timeline_sm90a (its untimed trace pass). It lives here because an artifact's build names only
 // files inside its own folder (kwiki/wiki/manifest.py) and both include it; no other artifact does, so no other
 // series hashes it (kwiki/verify/series.py hashes the headers an artifact's sources include). fa3.cu's header
 // comment says what the kernel does; the kernels, the launcher and the rungs' kernel names stay in fa3.cu.
 //
-// attention_cta<MODE, TRACE>: TRACE false (fa3.cu's three kernels, the timed ones everywhere) compiles no stamp: no
-// timer read, no trace store. TRACE true (the timeline's build only) has one thread of each warpgroup of the first
+// attention_cta<MODE, TRACE, D>: D the head dim (64 or 128: Head<D> below). TRACE false (fa3.cu's kernels, the
+// timed ones everywhere) compiles no stamp: no timer read, no trace store. TRACE true (the timeline's build only) has one thread of each warpgroup of the first
 // TRACE_BLOCKS query tiles of head 0 stamp %globaltimer at the end of every phase (the phases below), one 16-byte
 // store a span, into a lane of LANE_CAPACITY spans; Stamps says what each span measures.
 #pragma once
@@ -24,17 +24,28 @@ using bf16 = __nv_bfloat16;
 
 namespace fa3 {
 
-constexpr int D = 128;                      // head dim: the kernels are built for this one
-constexpr int BM = 128, BN = 128;           // query rows a CTA, keys a tile
-constexpr int STAGES = 2;                   // K ring and V ring depth
-constexpr int BOX = 64;                     // a TMA box is 64 columns (128 bytes: the 128B swizzle's span)
-constexpr int HALF_ELEMS = BN * BOX;        // one 128-row x 64-column box: 16 KB
-constexpr int TILE_ELEMS = 2 * HALF_ELEMS;  // a 128 x 128 tile: two boxes, columns 0-63 then 64-127
-constexpr int TILE_BYTES = TILE_ELEMS * 2;  // 32 KB
-constexpr int THREADS = 384;                // producer warpgroup + two consumer warpgroups
-constexpr int SMEM_BYTES = TILE_BYTES * (1 + 2 * STAGES) + 1024 + 128;  // Q, the rings, alignment, barriers
-constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;                    // 128 * (24 + 2 * 240) <= 65536
+constexpr int BM = 128, BN = 128;     // query rows a CTA, keys a tile
+constexpr int STAGES = 2;             // K ring and V ring depth
+constexpr int BOX = 64;               // a TMA box is 64 columns (128 bytes: the 128B swizzle's span)
+constexpr int BOX_ELEMS = BN * BOX;   // one 128-row x 64-column box: 16 KB
+constexpr int THREADS = 384;          // producer warpgroup + two consumer warpgroups
+constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;  // 128 * (24 + 2 * 240) <= 65536: one CTA an SM
 static_assert(BM == BN, "the causal diagonal is one tile: query tile i meets key tile i");
+
+// What the head dim D sets. A 128-row tile of Q, K or V is D / 64 boxes side by side (columns 0-63, then 64-127
+// at D = 128), each its own 128B-swizzled TMA box; the P V accumulator of a consumer thread is D / 2 floats (an
+// m64nD wgmma). Everything else (tiles of 128 query rows and 128 keys, the two-stage rings, the warpgroups and
+// their registers, the softmax of a 64 x 128 score tile a consumer) is the same at both head dims, so at D = 64 a
+// tile carries half the GEMM FLOPs of D = 128 for the same exponentials, and the shared memory halves (83 KB,
+// still one CTA an SM: the registers decide that).
+template <int D>
+struct Head {
+    static_assert(D == 64 || D == 128, "fa3: head dims 64 and 128 (one or two 64-column boxes a row)");
+    static constexpr int BOXES = D / BOX;
+    static constexpr int TILE_ELEMS = BOXES * BOX_ELEMS;                           // a 128-row tile: 16 or 32 KB
+    static constexpr int TILE_BYTES = TILE_ELEMS * 2;
+    static constexpr int SMEM_BYTES = TILE_BYTES * (1 + 2 * STAGES) + 1024 + 128;  // Q, the rings, alignment, barriers
+};
 
 enum Mode { WS = 0, PINGPONG = 1, OVERLAP = 2 };
 
@@ -153,38 +164,45 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {  // lo in bi
 // wgmma "Shared Memory Matrix Layout": the transpose exists for .f16/.bf16 only). The canonical MN-major 128B
 // swizzle layout is ((8 x 16 bytes along N, m repeats), (8 rows along K, k repeats)) with the N repeat at the
 // leading byte offset and the K repeat at the stride byte offset (the same layout CUTLASS's make_gmma_desc
-// encodes for Major::MN, SW128): N repeats every 64 head-dim values, i.e. the second TMA box, 16 KB on (LBO);
-// 8-key groups (one 1024-byte swizzle atom) follow each other at 1024 bytes (SBO). Field positions as in
+// encodes for Major::MN, SW128): N repeats every 64 head-dim values, i.e. the next TMA box, 16 KB on (LBO);
+// 8-key groups (one 1024-byte swizzle atom) follow each other at 1024 bytes (SBO). At head dim 64 N is one box
+// and the LBO is never used. Field positions as in
 // sm90::desc_k_major_sw128: start >> 4 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45, 1 (128B) in 62-63.
 __device__ __forceinline__ uint64_t desc_mn_major_sw128(const void* tile) {
     uint64_t addr = sm90::smem_u32(tile);
-    return ((addr & 0x3FFFF) >> 4) | (uint64_t(HALF_ELEMS * 2 >> 4) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+    return ((addr & 0x3FFFF) >> 4) | (uint64_t(BOX_ELEMS * 2 >> 4) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
 }
 
-// The 64 accumulator operands of an m64n128 wgmma (inline PTX takes no arrays).
+// The accumulator operands of an m64n64 (32) and an m64n128 (64) wgmma (inline PTX takes no arrays).
 #define FA3_ACC8(i) \
     "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-#define FA3_ACC64 FA3_ACC8(0), FA3_ACC8(8), FA3_ACC8(16), FA3_ACC8(24), FA3_ACC8(32), FA3_ACC8(40), FA3_ACC8(48), FA3_ACC8(56)
+#define FA3_ACC32(i) FA3_ACC8(i), FA3_ACC8(i + 8), FA3_ACC8(i + 16), FA3_ACC8(i + 24)
+#define FA3_REGS32                                                                   \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "         \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define FA3_REGS64                                                                     \
+    FA3_REGS32 ", "                                                                    \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 
-// O[64 x 128] += P[64 x 16] V[16 x 128]: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 with A from
-// registers (four .b32 of two bf16 each, in wgmma's A fragment layout: a[0] row r, columns 2q, 2q+1; a[1] row
-// r + 8; a[2] row r, columns 8 + 2q, 9 + 2q; a[3] row r + 8, those columns; r = 16 * warp + lane / 4, q = lane % 4)
-// and B from the descriptor; scale-d 1 (accumulate), imm-scale-a and -b 1, imm-trans-b 1 (N-major V). An A
-// operand from registers takes no imm-trans-a (PTX ISA, wgmma.mma_async syntax).
-__device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t* a, uint64_t db) {
-    asm volatile(
-        "{\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "{%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-        "}\n"
-        : FA3_ACC64
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+// O[64 x D] += P[64 x 16] V[16 x D], D = 2 * (the accumulators a thread): wgmma.mma_async.sync.aligned.m64nDk16
+// .f32.bf16.bf16 with A from registers (four .b32 of two bf16 each, in wgmma's A fragment layout: a[0] row r,
+// columns 2q, 2q+1; a[1] row r + 8; a[2] row r, columns 8 + 2q, 9 + 2q; a[3] row r + 8, those columns; r = 16 *
+// warp + lane / 4, q = lane % 4) and B from the descriptor; scale-d 1 (accumulate), imm-scale-a and -b 1,
+// imm-trans-b 1 (N-major V). An A operand from registers takes no imm-trans-a (PTX ISA, wgmma.mma_async syntax).
+__device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t* a, uint64_t db) {  // head dim 128
+    asm volatile("{\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" FA3_REGS64 "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n}\n"
+                 : FA3_ACC32(0), FA3_ACC32(32)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
-#undef FA3_ACC64
+__device__ __forceinline__ void wgmma_rs(float (&d)[32], const uint32_t* a, uint64_t db) {  // head dim 64
+    asm volatile("{\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" FA3_REGS32 "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n}\n"
+                 : FA3_ACC32(0)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+#undef FA3_REGS64
+#undef FA3_REGS32
+#undef FA3_ACC32
 #undef FA3_ACC8
 
 // ===================================================================================================
@@ -192,19 +210,21 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t* a, uint
 // ===================================================================================================
 
 // S[64 x 128] = Q[64 rows of this warpgroup] K[128 keys]^T: both K-major (head dim contiguous) in 128B-swizzled
-// boxes, exactly the operands of the GEMM artifact (gemm_bf16_sm90a's mma_kblock): 2 boxes of 64 head-dim
+// boxes, exactly the operands of the GEMM artifact (gemm_bf16_sm90a's mma_kblock): D / 64 boxes of 64 head-dim
 // values, 4 k16 steps each, a step a plain 32-byte add to the start address. The first wgmma overwrites S.
+template <int D>
 __device__ __forceinline__ void gemm_qk(float (&s)[64], const bf16* q_wg, const bf16* k) {
 #pragma unroll
-    for (int kb = 0; kb < 2; ++kb)
+    for (int kb = 0; kb < Head<D>::BOXES; ++kb)
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
-            sm90::WgmmaOp<bf16, 128>::mma(s, sm90::desc_k_major_sw128(q_wg + kb * HALF_ELEMS + ks * 16),
-                                          sm90::desc_k_major_sw128(k + kb * HALF_ELEMS + ks * 16), kb + ks > 0);
+            sm90::WgmmaOp<bf16, 128>::mma(s, sm90::desc_k_major_sw128(q_wg + kb * BOX_ELEMS + ks * 16),
+                                          sm90::desc_k_major_sw128(k + kb * BOX_ELEMS + ks * 16), kb + ks > 0);
 }
 
 // O += P V over 128 keys: 8 k16 steps, step t's P in p[4t .. 4t + 3] and its 16 keys 16 * 128 bytes into each box.
-__device__ __forceinline__ void gemm_pv(float (&o)[64], const uint32_t (&p)[32], const bf16* v) {
+template <int D>
+__device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&p)[32], const bf16* v) {
 #pragma unroll
     for (int t = 0; t < 8; ++t) wgmma_rs(o, &p[4 * t], desc_mn_major_sw128(v + t * 16 * BOX));
 }
@@ -260,13 +280,14 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], floa
     }
 }
 
-// O *= alpha (per row) and P = bf16(S) in the A fragment layout of the P V wgmma: for k16 step t (keys 16t ..
+// O *= alpha (per row; o holds D / 8 groups of four) and P = bf16(S) in the A fragment layout of the P V wgmma: for k16 step t (keys 16t ..
 // 16t + 15), accumulator columns j = 2t (keys 16t + 2q + {0,1}) and 2t + 1 (keys 16t + 8 + 2q + {0,1}), rows r and
 // r + 8, which is exactly the A layout (no shuffle: the S accumulator of m64n128 and the A operand of m64nNk16
 // share a thread-to-element map for 16-bit types).
-__device__ __forceinline__ void rescale_and_pack(float (&o)[64], uint32_t (&p)[32], const float (&s)[64], const float (&alpha)[2]) {
+template <int D>
+__device__ __forceinline__ void rescale_and_pack(float (&o)[D / 2], uint32_t (&p)[32], const float (&s)[64], const float (&alpha)[2]) {
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < D / 8; ++j) {
         o[4 * j] *= alpha[0], o[4 * j + 1] *= alpha[0];
         o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
     }
@@ -284,9 +305,11 @@ __device__ __forceinline__ void rescale_and_pack(float (&o)[64], uint32_t (&p)[3
 // ===================================================================================================
 
 // Shared memory from a 1024-byte boundary (the 128B swizzle's atom): Q, the K ring, the V ring, then the
-// mbarriers. k_full[s] / v_full[s] complete on the producer's arrival plus the tile's 32 KB; k_empty[s] /
+// mbarriers. k_full[s] / v_full[s] complete on the producer's arrival plus the tile's bytes (32 or 16 KB); k_empty[s] /
 // v_empty[s] on one arrival from each consumer warpgroup once its wgmmas have read the stage.
+template <int D>
 struct Smem {
+    static constexpr int TILE_ELEMS = Head<D>::TILE_ELEMS;
     bf16 *q, *k, *v;
     uint64_t *q_full, *k_full, *k_empty, *v_full, *v_empty;
     __device__ __forceinline__ explicit Smem(uint8_t* raw) {
@@ -298,17 +321,18 @@ struct Smem {
     }
 };
 
-// The producer, one thread: Q's two boxes once, then for every key tile j its K into stage j % 2 of the K ring
+// The producer, one thread: Q's boxes once, then for every key tile j its K into stage j % 2 of the K ring
 // and its V into the V ring, each once the consumers have freed the stage (parity: a fresh barrier is in phase
 // 0, so the first trip's wait for parity 1 returns at once, as in gemm_bf16_sm90a's producer).
 // The stamps (TRACE): Q's issue, then per tile a wait and an issue for K and for V (1 + 4 n_tiles spans).
-template <bool TRACE>
-__device__ __forceinline__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, const Smem& sm, int q0,
+template <int D, bool TRACE>
+__device__ __forceinline__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, const Smem<D>& sm, int q0,
                                         int bh, int kvh, int n_tiles, Stamps<TRACE>& st) {
+    constexpr int TILE_ELEMS = Head<D>::TILE_ELEMS, TILE_BYTES = Head<D>::TILE_BYTES;
     unsigned long long t = st.now();
     sm90::mbar_arrive_expect_tx(sm.q_full, TILE_BYTES);
-    tma_load_3d(sm.q, tq, sm.q_full, 0, q0, bh);
-    tma_load_3d(sm.q + HALF_ELEMS, tq, sm.q_full, BOX, q0, bh);
+#pragma unroll
+    for (int b = 0; b < Head<D>::BOXES; ++b) tma_load_3d(sm.q + b * BOX_ELEMS, tq, sm.q_full, b * BOX, q0, bh);
     t = st.span(kTmaIssue, t, 0);
     for (int j = 0; j < n_tiles; ++j) {
         const int s = j % STAGES;
@@ -316,14 +340,14 @@ __device__ __forceinline__ void produce(const CUtensorMap* tq, const CUtensorMap
         sm90::mbar_wait(&sm.k_empty[s], ph ^ 1);
         t = st.span(kProducerWait, t, j);
         sm90::mbar_arrive_expect_tx(&sm.k_full[s], TILE_BYTES);
-        tma_load_3d(sm.k + s * TILE_ELEMS, tk, &sm.k_full[s], 0, j * BN, kvh);
-        tma_load_3d(sm.k + s * TILE_ELEMS + HALF_ELEMS, tk, &sm.k_full[s], BOX, j * BN, kvh);
+#pragma unroll
+        for (int b = 0; b < Head<D>::BOXES; ++b) tma_load_3d(sm.k + s * TILE_ELEMS + b * BOX_ELEMS, tk, &sm.k_full[s], b * BOX, j * BN, kvh);
         t = st.span(kTmaIssue, t, j);
         sm90::mbar_wait(&sm.v_empty[s], ph ^ 1);
         t = st.span(kProducerWait, t, j);
         sm90::mbar_arrive_expect_tx(&sm.v_full[s], TILE_BYTES);
-        tma_load_3d(sm.v + s * TILE_ELEMS, tv, &sm.v_full[s], 0, j * BN, kvh);
-        tma_load_3d(sm.v + s * TILE_ELEMS + HALF_ELEMS, tv, &sm.v_full[s], BOX, j * BN, kvh);
+#pragma unroll
+        for (int b = 0; b < Head<D>::BOXES; ++b) tma_load_3d(sm.v + s * TILE_ELEMS + b * BOX_ELEMS, tv, &sm.v_full[s], b * BOX, j * BN, kvh);
         t = st.span(kTmaIssue, t, j);
     }
 }
@@ -333,7 +357,8 @@ __device__ __forceinline__ void produce(const CUtensorMap* tq, const CUtensorMap
 // lse = (m c + log2 l) ln 2, written by the quad's first thread (the quad holds the row and, after the shuffles,
 // all of l). A fully masked row (impossible: see softmax_tile) would have m = -inf and l = 0: O NaN (0 / 0) and
 // lse -inf, what softmax and logsumexp give for an empty row, never a finite number that hides it.
-__device__ __forceinline__ void store_o(const float (&o)[64], const float (&m)[2], float (&l)[2], bf16* out, float* lse, int row0,
+template <int D>
+__device__ __forceinline__ void store_o(const float (&o)[D / 2], const float (&m)[2], float (&l)[2], bf16* out, float* lse, int row0,
                                         int seq, float c) {
     const int lane = threadIdx.x % 32;
 #pragma unroll
@@ -347,7 +372,7 @@ __device__ __forceinline__ void store_o(const float (&o)[64], const float (&m)[2
         if (lse != nullptr && lane % 4 == 0) lse[row] = (m[h] * c + lg2(sum)) * 0.6931471805599453f;
         bf16* dst = out + size_t(row) * D + 2 * (lane % 4);
 #pragma unroll
-        for (int j = 0; j < 16; ++j)
+        for (int j = 0; j < D / 8; ++j)
             *reinterpret_cast<__nv_bfloat162*>(dst + 8 * j) = __floats2bfloat162_rn(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
     }
 }
@@ -355,11 +380,13 @@ __device__ __forceinline__ void store_o(const float (&o)[64], const float (&m)[2
 // One CTA: query tile qt of head bh, whose keys and values are KV head bh / group (batch * heads and batch *
 // kv_heads rows: (b * heads + h) / group = b * kv_heads + h / group). Causal grids run the heaviest tiles first
 // (blockIdx.x 0 is the last tile). TRACE: the stamps of the phases into `trace` (fa3.cu's kernels pass none).
-template <int MODE, bool TRACE = false>
+// D: the head dim, 128 or 64 (the tensor maps' first extent, built by tensor_map_3d<D>).
+template <int MODE, bool TRACE = false, int D = 128>
 __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, bf16* out, float* lse,
                                               int seq, int causal, int group, float c, Trace trace = {}) {
+    constexpr int TILE_ELEMS = Head<D>::TILE_ELEMS;
     extern __shared__ uint8_t smem_raw[];
-    const Smem sm(smem_raw);
+    const Smem<D> sm(smem_raw);
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     const int qt = int(gridDim.x) - 1 - int(blockIdx.x), bh = int(blockIdx.y), q0 = qt * BM;
     const int key_tiles = (seq + BN - 1) / BN;
@@ -397,10 +424,10 @@ __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUten
         if (cw == 1) named_arrive(1, 256);
     // /kwiki:rung cuda_fa3_pingpong
 
-    float s[64], o[64], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
+    float s[64], o[D / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
     uint32_t p[32];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) o[i] = 0.f;
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     // The stamps (TRACE): per tile a wait (Q's too, in the first), wgmma, softmax (+ wgmma, softmax in OVERLAP)
     unsigned long long ts = stamps.now();
     sm90::mbar_wait(sm.q_full, 0);
@@ -420,19 +447,19 @@ __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUten
         sm90::wgmma_fence();  // O was rescaled and P written by ordinary instructions since the last wgmma
         if constexpr (MODE == OVERLAP) {
             // kwiki:rung cuda_fa3_overlap
-            gemm_qk(s, q_wg, sm.k + st * TILE_ELEMS);  // S_j first: its wait comes first
+            gemm_qk<D>(s, q_wg, sm.k + st * TILE_ELEMS);  // S_j first: its wait comes first
             sm90::wgmma_commit();
             if constexpr (!FIRST) {
-                gemm_pv(o, p, sm.v + ps * TILE_ELEMS);  // then P_{j-1} V_{j-1}, left running through the softmax
+                gemm_pv<D>(o, p, sm.v + ps * TILE_ELEMS);  // then P_{j-1} V_{j-1}, left running through the softmax
                 sm90::wgmma_commit();
             }
             // /kwiki:rung cuda_fa3_overlap
         } else {
             if constexpr (!FIRST) {
-                gemm_pv(o, p, sm.v + ps * TILE_ELEMS);
+                gemm_pv<D>(o, p, sm.v + ps * TILE_ELEMS);
                 sm90::wgmma_commit();
             }
-            gemm_qk(s, q_wg, sm.k + st * TILE_ELEMS);
+            gemm_qk<D>(s, q_wg, sm.k + st * TILE_ELEMS);
             sm90::wgmma_commit();
         }
         // kwiki:rung cuda_fa3_pingpong
@@ -460,7 +487,7 @@ __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUten
         settle(s);
         if constexpr (MODE == OVERLAP && !FIRST) ts = stamps.span(kWgmma, ts, j - 1);
         if (!FIRST && tid == 0) sm90::mbar_arrive(&sm.v_empty[ps]);  // V_{j-1} read
-        rescale_and_pack(o, p, s, alpha);
+        rescale_and_pack<D>(o, p, s, alpha);
         ts = stamps.span(kSoftmax, ts, j);
     };
     step(0, std::true_type{});
@@ -473,7 +500,7 @@ __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUten
     // /kwiki:rung cuda_fa3_pingpong
     ts = stamps.span(kConsumerWait, ts, n_tiles - 1);
     sm90::wgmma_fence();
-    gemm_pv(o, p, sm.v + last * TILE_ELEMS);
+    gemm_pv<D>(o, p, sm.v + last * TILE_ELEMS);
     sm90::wgmma_commit();
     // kwiki:rung cuda_fa3_pingpong
     if constexpr (MODE >= PINGPONG)
@@ -483,7 +510,7 @@ __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUten
     settle(o);
     ts = stamps.span(kWgmma, ts, n_tiles - 1);
     if (tid == 0) sm90::mbar_arrive(&sm.v_empty[last]);
-    store_o(o, m, l, out + size_t(bh) * seq * D, lse == nullptr ? nullptr : lse + size_t(bh) * seq, row0, seq, c);
+    store_o<D>(o, m, l, out + size_t(bh) * seq * D, lse == nullptr ? nullptr : lse + size_t(bh) * seq, row0, seq, c);
     stamps.span(kEpilogue, ts, n_tiles - 1);
     stamps.finish(trace, wg);
 }
@@ -496,9 +523,10 @@ __device__ __forceinline__ void attention_cta(const CUtensorMap* tq, const CUten
 
 namespace fa3 {
 
-// [batch * heads, seq, 128] bf16, contiguous, read in 128-row x 64-column boxes with the 128B swizzle: dims
-// innermost first (head dim, seq, batch * head), strides in bytes of dims 1 and 2 (multiples of 16: 256 and
-// seq * 256), OOB rows read as zeros (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE). Returns the driver's status.
+// [batch * heads, seq, D] bf16, contiguous, read in 128-row x 64-column boxes with the 128B swizzle: dims
+// innermost first (head dim, seq, batch * head), strides in bytes of dims 1 and 2 (multiples of 16: 2 D and
+// seq * 2 D), OOB rows read as zeros (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE). Returns the driver's status.
+template <int D>
 inline CUresult tensor_map_3d(CUtensorMap* map, const void* ptr, int bh, int seq) {
     cuuint64_t dims[3] = {cuuint64_t(D), cuuint64_t(seq), cuuint64_t(bh)};
     cuuint64_t strides[2] = {cuuint64_t(D) * 2, cuuint64_t(seq) * D * 2};
