@@ -137,27 +137,66 @@ def _sass_ops(const: dict[str, Any], tmp: Path) -> list[str]:
     kernels = load_artifact(ART, "kernels.py", "decode_attention_kernels_aot")
     fn = kernels.decode_kernel
     ints = ("L", "chunk", "splits", "pages_per_seq")
-    ptr = {"table_ptr": "*i32", "lens_ptr": "*i32", "opart_ptr": "*fp32", "lse_ptr": "*fp32"}
+    ptr = {"table_ptr": "*i32", "lens_ptr": "*i32", "opart_ptr": "*fp32", "lse_ptr": "*fp32", "count_ptr": "*i32"}
     sig = {n: "constexpr" if n in const else ptr.get(n, "*bf16") if n.endswith("_ptr") else "i32" if n in ints
            else "fp32" for n in fn.arg_names}
     return compile_sm90a(fn, sig, const, tmp, num_warps=4, num_stages=2).ops
+
+
+def _skip_under_interpreter() -> None:
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("compiles for the GPU: run without TRITON_INTERPRET")
 
 
 def test_pages_of_64_load_the_table_once_a_tile(tmp_path: Path) -> None:
     """Offline (no GPU; skipped without Triton, and under its interpreter): rung 4's kernel (PAGE_TILE, pages of 64)
     issues a few 4-byte table loads where rung 3's (pages of 16, an entry a token) issues one a token slice of the
     tile; both keep their dots on the tensor cores and spill nothing."""
-    import os
-
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        pytest.skip("compiles for the GPU: run without TRITON_INTERPRET")
-    base = {"HKV": 8, "GROUP": 4, "QLEN": 1, "BLOCK_H": 16, "BLOCK_N": 64, "D": 128, "PAGED": True, "SPLIT": True}
+    _skip_under_interpreter()
+    base = {"HKV": 8, "GROUP": 4, "QLEN": 1, "BLOCK_H": 16, "BLOCK_N": 64, "D": 128, "PAGED": True, "SPLIT": True,
+            "FUSED": False, "SB": 64}
     rung3 = _sass_ops({**base, "PAGE": 16, "PAGE_TILE": False}, tmp_path)
     rung4 = _sass_ops({**base, "PAGE": 64, "PAGE_TILE": True}, tmp_path)
     for ops in (rung3, rung4):
         assert any(op.startswith("HMMA.") for op in ops) and not any(op.startswith(("STL", "LDL")) for op in ops)
     table3, table4 = rung3.count("LDG.E"), rung4.count("LDG.E")  # 4-byte loads: the block table's (and lens)
     assert table4 * 4 <= table3, (table3, table4)
+
+
+def test_the_fused_combine_counts_with_release_and_acquire_after_a_barrier(tmp_path: Path) -> None:
+    """Offline (no GPU): rung 5's kernel orders its partials before the pair's count and the count before the last
+    program's reads of the others' partials. In its SASS the partial stores come first, then a CTA barrier (every
+    thread's stores before the one thread's count), the GPU-scope release fence (MEMBAR.ALL.GPU), the atomic add
+    (ATOMG .STRONG.GPU), the acquire's L1 invalidation (CCTL.IVALL), and the barrier behind which every thread reads
+    the count; the count's reset is an atomic exchange. With sem="relaxed" the fence and the invalidation vanish
+    (checked when this test was written): this is what fails if the ordering is dropped. Rung 2's kernel has none
+    of it."""
+    _skip_under_interpreter()
+    base = {"HKV": 8, "GROUP": 4, "QLEN": 1, "BLOCK_H": 16, "BLOCK_N": 64, "D": 128, "PAGE": 1, "PAGED": False,
+            "PAGE_TILE": False, "SPLIT": True, "SB": 64}
+    fused = _sass_ops({**base, "FUSED": True}, tmp_path)
+    plain = _sass_ops({**base, "FUSED": False}, tmp_path)
+    assert not any(op.startswith(("ATOM", "RED", "MEMBAR", "CCTL")) for op in plain)
+
+    def at(prefix: str, after: int = 0) -> int:
+        return next(i for i, op in enumerate(fused) if i >= after and op.startswith(prefix))
+
+    add = at("ATOMG.E.ADD.STRONG.GPU")
+    last_store = max(i for i, op in enumerate(fused[:add]) if op.startswith("STG"))
+    barrier = at("BAR.SYNC", last_store)
+    fence = at("MEMBAR.ALL.GPU", barrier)
+    assert last_store < barrier < fence < add < at("CCTL.IVALL", add) < at("BAR.SYNC", add)
+    assert fused.count("ATOMG.E.ADD.STRONG.GPU") == 1 and "ATOMG.E.EXCH.STRONG.GPU" in fused
+    assert not any(op.startswith(("STL", "LDL")) for op in fused)
+
+
+def test_the_fused_rung_runs_where_one_token_meets_a_contiguous_cache() -> None:
+    runs = [p for p in decode.GRID if decode.applies("triton_split_fused", p)]
+    assert runs == [p for p in decode.GRID if decode.applies("triton_split", p) and p["op"] == "decode"
+                    and p["layout"] == "contiguous"]
+    assert {(p["batch"], p["kv_len"]) for p in runs} >= {(1, 32768), (64, 8192), (3, 1007)}
 
 
 def test_a_refusing_sdpa_backend_ends_with_torchs_reasons(monkeypatch: pytest.MonkeyPatch) -> None:

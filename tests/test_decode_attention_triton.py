@@ -70,12 +70,56 @@ def run(mod, name, p, seed=0):
     return outputs, ref
 
 
-@pytest.mark.parametrize("name", ["triton_gqa", "triton_split"])
+@pytest.mark.parametrize("name", ["triton_gqa", "triton_split", "triton_split_fused"])
 @pytest.mark.parametrize("batch,kv_len", [(2, 203), (1, 1100)])
 def test_contiguous(mod, name, batch, kv_len, monkeypatch):
     monkeypatch.setattr(mod, "MIN_CHUNK", 64)  # 1100 tokens: 18 splits, merged in two steps of 16
     monkeypatch.setattr(mod, "COMBINE_SPLITS", 16)
     run(mod, name, params(mod, batch, kv_len, "contiguous"))
+
+
+def _counts(launch):
+    """triton_split_fused's counts (one int32 a pair, by device and pairs) from its launcher's closure."""
+    return launch.__closure__[launch.__code__.co_freevars.index("counts")].cell_contents
+
+
+def test_fused_leaves_its_counts_at_zero_and_is_right_again(mod, monkeypatch):
+    """The pair's last program merges and sets the pair's count back to 0, so the next launch (the harness times
+    hundreds on the same buffers) merges again: twice on fresh inputs, 18 splits merged 16 at a time, the counts
+    0 after each, no other kernel. At one split a pair it writes the output directly: no count at all."""
+    import torch
+
+    monkeypatch.setattr(mod, "MIN_CHUNK", 64)
+    monkeypatch.setattr(mod, "COMBINE_SPLITS", 16)
+    launched = []
+    kernels = importlib.import_module("kernels")
+    monkeypatch.setattr(kernels.combine_kernel, "run", lambda *a, **k: launched.append("combine"))
+    launch = mod.load("triton_split_fused")
+    p = params(mod, 1, 1100, "contiguous")
+    for seed in (0, 1):
+        inputs = mod.make_inputs(p, seed, "cpu")
+        out = mod.make_outputs(p, inputs)
+        out["out"].fill_(float("nan"))
+        launch({k: t.float() for k, t in inputs.items()}, out)
+        ref = mod.reference(p, inputs)["out"]
+        atol, rtol, _ = mod.TOLERANCES["bfloat16"]
+        assert bool(((out["out"].double() - ref).abs() <= atol + rtol * ref.abs()).all()), seed
+        (count,) = _counts(launch).values()
+        assert count.shape == (2,) and not bool(count.any())
+    assert launched == []
+    mod.load("triton_split")({k: t.float() for k, t in inputs.items()}, out)  # the patch sees rung 2's combine
+    assert launched == ["combine"]
+    assert mod.split_plan(64, 2, 203, 8)[1] == 1
+    run(mod, "triton_split_fused", params(mod, 64, 203, "contiguous"))
+    assert set(_counts(launch)) == {(torch.device("cpu"), 2)}  # the one-split launch made none
+
+
+def test_fused_refuses_four_query_tokens(mod):
+    p = params(mod, 1, 203, "contiguous", q_len=4)
+    assert not mod.applies("triton_split_fused", p)
+    inputs = mod.make_inputs(p, 0, "cpu")
+    with pytest.raises(ValueError, match="triton_split_fused: q_len 4"):
+        mod.load("triton_split_fused")(inputs, mod.make_outputs(p, inputs))
 
 
 @pytest.mark.parametrize("batch,kv_len", [(2, 203), (1, 1100), (3, 64)])

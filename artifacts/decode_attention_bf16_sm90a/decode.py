@@ -10,7 +10,9 @@ sharing every K and V tile. Rung 2 (triton_split): flash-decoding, the cache spl
 4 programs per SM run whatever the batch, each writing a partial (normalised output, log-sum-exp), then a
 combine kernel. Rung 3 (triton_paged): rung 2 reading a paged cache (pages of 16 tokens, a block table in
 shuffled order, a ragged last page). Rung 4 (triton_paged64): pages of 64 tokens, one K/V tile a page, found by
-one scalar load of the block table a tile. Baselines: SDPA pinned to each backend with enable_gqa=True (no
+one scalar load of the block table a tile. Rung 5 (triton_split_fused): rung 2 in one launch, the last program of
+each (sequence, KV head) pair to finish merging the pair's partials (an atomic count a pair; one decode token,
+contiguous cache). Baselines: SDPA pinned to each backend with enable_gqa=True (no
 expanded KV; a backend that refuses the inputs ends its variant with torch's reasons), FlexAttention
 (torch.compile of flex_attention, enable_gqa=True, no block mask: its decoding path) and, on the paged cache,
 FlexAttention with a block mask over the same pages (flex_paged), each compiled at the claimed shapes only (a
@@ -60,7 +62,7 @@ GRID = [
     *(_decode(b, n, "contiguous", q_len=Q_SPEC) for b, n in SPEC),
 ]
 VARIANTS = ["triton_read", "torch_copy", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "flex", "flex_paged",
-            "triton_gqa", "triton_split", "triton_paged", "triton_paged64"]
+            "triton_gqa", "triton_split", "triton_paged", "triton_paged64", "triton_split_fused"]
 TOLERANCES = {
     "bfloat16": (2e-3, 2.0 ** -7, "fp32 scores and online softmax, the probabilities rounded to bf16 (2^-8 "
                  "relative) before the PV product as flash kernels do, a bf16 output, against an fp64 reference; "
@@ -74,13 +76,14 @@ def applies(name, params):
     if op in ("read", "copy"):
         return name == {"read": "triton_read", "copy": "torch_copy"}[op]
     shape = (params["batch"], params["kv_len"])
-    if op == "spec_decode":
+    if op == "spec_decode":  # the fused combine merges a pair's 16 rows one after another: not here
         return name in ("sdpa_flash", "triton_gqa", "triton_split")
     if params["layout"] == "paged":
         if params["page"] == PAGE64:
             return name == "triton_paged64" or (name == "flex_paged" and shape in FLEX_PAGED_AT)
         return name == "triton_paged"
-    return name in ("sdpa_flash", "triton_gqa", "triton_split") or (name == "flex" and shape in FLEX_AT) or (
+    return name in ("sdpa_flash", "triton_gqa", "triton_split", "triton_split_fused") or (
+        name == "flex" and shape in FLEX_AT) or (
         name in ("sdpa_efficient", "sdpa_cudnn") and shape in OTHER_SDPA_AT)
 
 
@@ -365,6 +368,8 @@ def load(name):
     import kernels
     import triton
 
+    counts = {}  # triton_split_fused: one int32 a (sequence, KV head) pair, zeroed once; each launch leaves it zero
+
     def launch(i, o):
         if name == "triton_read":
             x = i["x"]
@@ -383,13 +388,25 @@ def load(name):
         n = table.shape[1] * k.shape[2] if paged else k.shape[2]  # paged: the capacity; lens bounds each sequence
         split = name != "triton_gqa"
         chunk, splits = split_plan(b, hkv, n, _sm_count(q.device)) if split else (n, 1)
+        fused = name == "triton_split_fused"
+        if fused and splits == 1:  # one split a pair (the pairs fill the GPU): nothing to merge, rung 1's kernel
+            split = False
+        if fused and t != 1:
+            raise ValueError(f"decode_attention (decode.py): triton_split_fused: q_len {t}: the fused combine "
+                             "takes one query token")
         opart = torch.empty(b * hq * t * splits * d if split else 1, dtype=torch.float32, device=q.device)
         lse = torch.empty(b * hq * t * splits if split else 1, dtype=torch.float32, device=q.device)
+        count = q  # unused unless fused
+        if fused and split:
+            key = (q.device, b * hkv)
+            if key not in counts:
+                counts[key] = torch.zeros(b * hkv, dtype=torch.int32, device=q.device)
+            count = counts[key]
         kernels.decode_kernel[(b * hkv, splits)](
-            q, k, v, table, lens, out, opart, lse, n, chunk, splits, table.shape[1] if paged else 0,
+            q, k, v, table, lens, out, opart, lse, count, n, chunk, splits, table.shape[1] if paged else 0,
             1.4426950408889634 / d ** 0.5, HKV=hkv, GROUP=hq // hkv, QLEN=t, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, D=d,
-            PAGE=k.shape[2] if paged else 1, PAGED=paged, PAGE_TILE=page_tile, SPLIT=split, num_warps=4,
-            num_stages=2)
-        if split:
+            PAGE=k.shape[2] if paged else 1, PAGED=paged, PAGE_TILE=page_tile, SPLIT=split, FUSED=fused and split,
+            SB=COMBINE_SPLITS, num_warps=4, num_stages=2)
+        if split and not fused:
             kernels.combine_kernel[(b * hq * t,)](opart, lse, out, splits, D=d, SB=COMBINE_SPLITS, num_warps=4)
     return launch

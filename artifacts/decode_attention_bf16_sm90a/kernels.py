@@ -48,17 +48,20 @@ def _page_rows(table_ptr, b, kvh, start, pages_per_seq, HKV: tl.constexpr, PAGE:
 
 # kwiki:rung triton_gqa
 @triton.jit(do_not_specialize=["L", "chunk", "splits", "pages_per_seq"])
-def decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr, opart_ptr, lse_ptr, L, chunk, splits,
+def decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr, opart_ptr, lse_ptr, count_ptr, L, chunk, splits,
                   pages_per_seq, scale_log2, HKV: tl.constexpr, GROUP: tl.constexpr, QLEN: tl.constexpr,
                   BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, PAGE: tl.constexpr,
-                  PAGED: tl.constexpr, PAGE_TILE: tl.constexpr, SPLIT: tl.constexpr):
+                  PAGED: tl.constexpr, PAGE_TILE: tl.constexpr, SPLIT: tl.constexpr, FUSED: tl.constexpr,
+                  SB: tl.constexpr):
     """Program (b * HKV + kvh, s) attends tokens [s * chunk, min(L, (s + 1) * chunk)) of sequence b for the GROUP
     query heads of KV head kvh and their QLEN tokens (a paged cache: L is the sequence's own length, read from lens;
     token t of QLEN sees tokens up to L - QLEN + t). SPLIT = False (one split, chunk = L): it writes the bf16
     output. SPLIT = True: it writes its normalised fp32 partial output and its log2-sum-exp per row (a row with no
     token in the split, possible past a paged sequence's end or, with QLEN > 1, in a last split its token does not
     reach: a zero output and -inf), which combine_kernel merges. PAGE_TILE: PAGE is a multiple of BLOCK_N and a
-    tile's rows come from _page_rows (one table load a tile) instead of _kv_rows (one a token)."""
+    tile's rows come from _page_rows (one table load a tile) instead of _kv_rows (one a token). FUSED (with SPLIT):
+    no combine kernel; the last program of the pair to finish merges its splits (_combine_if_last, count_ptr one
+    int32 a pair, zero before the launch and left zero after it), SB splits at a time."""
     ROWS: tl.constexpr = GROUP * QLEN
     bh = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
@@ -106,6 +109,8 @@ def decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr, opart_ptr, 
         o = tl.where(some[:, None], acc / tl.where(some, l_sum, 1.0)[:, None], 0.0)
         tl.store(opart_ptr + part[:, None] * D + d[None, :], o, mask=rmask[:, None])
         tl.store(lse_ptr + part, tl.where(some, m + tl.log2(tl.where(some, l_sum, 1.0)), float("-inf")), mask=rmask)
+        if FUSED:
+            _combine_if_last(count_ptr, opart_ptr, lse_ptr, out_ptr, bh, splits, ROWS, D, SB)
     else:
         o = acc / l_sum[:, None]
         tl.store(out_ptr + qrow[:, None] * D + d[None, :], o.to(out_ptr.dtype.element_ty), mask=rmask[:, None])
@@ -113,12 +118,11 @@ def decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr, opart_ptr, 
 
 
 # kwiki:rung triton_split
-@triton.jit(do_not_specialize=["splits"])
-def combine_kernel(opart_ptr, lse_ptr, out_ptr, splits, D: tl.constexpr, SB: tl.constexpr):
-    """One program per query row: merge its splits' partial outputs o_j (each normalised by its own sum) with
-    weights 2^(lse_j - max lse), SB splits at a time by the same online rule, and write the bf16 output. A split
-    that saw no token of the row has lse_j = -inf and weight 0; the row's first splits may all be such."""
-    r = tl.program_id(0).to(tl.int64)
+@triton.jit
+def _merge_row(opart_ptr, lse_ptr, out_ptr, r, splits, D: tl.constexpr, SB: tl.constexpr):
+    """Merge query row r's splits' partial outputs o_j (each normalised by its own sum) with weights
+    2^(lse_j - max lse), SB splits at a time by the same online rule, and write the row's bf16 output. A split that
+    saw no token of the row has lse_j = -inf and weight 0; the row's first splits may all be such."""
     j = tl.arange(0, SB)
     d = tl.arange(0, D)
     mx = tl.max(tl.full([SB], float("-inf"), tl.float32), 0)
@@ -137,4 +141,31 @@ def combine_kernel(opart_ptr, lse_ptr, out_ptr, splits, D: tl.constexpr, SB: tl.
         w_sum = w_sum * c + tl.sum(w, 0)
         mx = mx_new
     tl.store(out_ptr + r * D + d, (acc / w_sum).to(out_ptr.dtype.element_ty))
+
+
+@triton.jit(do_not_specialize=["splits"])
+def combine_kernel(opart_ptr, lse_ptr, out_ptr, splits, D: tl.constexpr, SB: tl.constexpr):
+    """One program per query row: _merge_row of that row."""
+    _merge_row(opart_ptr, lse_ptr, out_ptr, tl.program_id(0).to(tl.int64), splits, D, SB)
 # /kwiki:rung triton_split
+
+
+# kwiki:rung triton_split_fused
+@triton.jit
+def _combine_if_last(count_ptr, opart_ptr, lse_ptr, out_ptr, bh, splits, ROWS: tl.constexpr, D: tl.constexpr,
+                     SB: tl.constexpr):
+    """The combine without a second launch: each program of pair bh counts itself in count_ptr[bh] once its
+    partials are stored, and the program that counts last merges the pair's ROWS rows (they are then all written)
+    and sets the count back to 0 for the next launch. The partials of the other programs are read after the count,
+    so the count orders them: a CTA barrier puts every thread's partial stores before the count (one thread does a
+    scalar atomic), the count is an acquire-release atomic at GPU scope (its release publishes this program's
+    partials, its acquire makes the earlier programs' visible to the one that counts last), and Triton broadcasts
+    the count's result through shared memory behind a barrier, so every thread's loads come after the acquire.
+    The pattern of CUTLASS's split-K semaphore, without the wait: no program ever waits for another."""
+    tl.debug_barrier()
+    done = tl.atomic_add(count_ptr + bh, 1, sem="acq_rel", scope="gpu")
+    if done == splits - 1:
+        for rr in range(ROWS):
+            _merge_row(opart_ptr, lse_ptr, out_ptr, bh * ROWS + rr, splits, D, SB)
+        tl.atomic_xchg(count_ptr + bh, 0, sem="relaxed", scope="gpu")
+# /kwiki:rung triton_split_fused
