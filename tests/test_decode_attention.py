@@ -62,8 +62,13 @@ def test_grid_entries_and_where_each_variant_runs() -> None:
     assert {p["page"] for p in runs["triton_paged"]} == {16} and {p["page"] for p in runs["triton_paged64"]} == {64}
     spec = [p for p in decode.GRID if p["op"] == "spec_decode"]
     assert spec and all(p["q_len"] == 4 for p in spec)
-    for p in spec:
-        assert [v for v in decode.VARIANTS if decode.applies(v, p)] == ["sdpa_flash", "triton_gqa", "triton_split"]
+    for p in spec:  # contiguous: the baseline beside the kernels; pages of 64: rung 4
+        want = ["triton_paged64"] if p["layout"] == "paged" else ["sdpa_flash", "triton_gqa", "triton_split"]
+        assert [v for v in decode.VARIANTS if decode.applies(v, p)] == want
+    assert {(p["layout"], p["page"]) for p in spec} == {("contiguous", 0), ("paged", 64)}
+    one = [(p["batch"], p["kv_len"]) for p in decode.GRID if p["op"] == "decode" and p["layout"] == "contiguous"]
+    assert min(b for b, _ in one) == 1 and max(b for b, _ in one) == 128  # the issue's ranges: batch 1-128
+    assert min(n for _, n in one) <= 1024 and max(n for _, n in one) == 65536  # and 1k-64k tokens
     assert all("q_len" not in p for p in decode.GRID if p["op"] == "decode")  # the one-token claims' params stand
     for v in ("sdpa_efficient", "sdpa_cudnn"):
         assert [(p["op"], p["layout"], p["batch"], p["kv_len"]) for p in runs[v]] == [

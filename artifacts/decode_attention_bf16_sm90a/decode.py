@@ -24,10 +24,11 @@ Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are
 import math
 
 HQ, HKV, DIM = 32, 8, 128
-SHAPES = [(1, 32768), (16, 8192), (64, 8192), (3, 1007)]  # (batch, kv_len); 1007 is no multiple of any tile
+SHAPES = [(1, 32768), (16, 8192), (64, 8192), (3, 1007),  # (batch, kv_len); 1007 is no multiple of any tile
+          (1, 65536), (128, 8192), (4, 1024)]  # the ends of the ranges: 64k tokens, batch 128, 1k tokens
 PAGED = [(1, 32768), (64, 8192), (3, 1007)]  # 1007: 62 pages of 16 and a ragged 15, or 15 of 64 and 47
 PAGE, PAGE64 = 16, 64  # tokens a page: rung 3 and rung 4
-SPEC = [(1, 32768), (64, 8192), (3, 1007)]  # 4 query tokens (speculative decoding)
+SPEC = [(1, 32768), (64, 8192), (3, 1007)]  # 4 query tokens (speculative decoding), contiguous and in pages of 64
 Q_SPEC = 4
 FLEX_AT = [(1, 32768), (64, 8192)]  # FlexAttention (contiguous) compiles at these shapes only
 FLEX_PAGED_AT = [(1, 32768), (64, 8192)]  # and FlexAttention over the 64-token pages at these
@@ -60,6 +61,7 @@ GRID = [
     *(_decode(b, n, "paged") for b, n in PAGED),
     *(_decode(b, n, "paged", page=PAGE64) for b, n in PAGED),
     *(_decode(b, n, "contiguous", q_len=Q_SPEC) for b, n in SPEC),
+    *(_decode(b, n, "paged", page=PAGE64, q_len=Q_SPEC) for b, n in SPEC),
 ]
 VARIANTS = ["triton_read", "torch_copy", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "flex", "flex_paged",
             "triton_gqa", "triton_split", "triton_paged", "triton_paged64", "triton_split_fused"]
@@ -77,6 +79,8 @@ def applies(name, params):
         return name == {"read": "triton_read", "copy": "torch_copy"}[op]
     shape = (params["batch"], params["kv_len"])
     if op == "spec_decode":  # the fused combine merges a pair's 16 rows one after another: not here
+        if params["layout"] == "paged":
+            return name == "triton_paged64"
         return name in ("sdpa_flash", "triton_gqa", "triton_split")
     if params["layout"] == "paged":
         if params["page"] == PAGE64:
