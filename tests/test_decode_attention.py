@@ -161,7 +161,7 @@ def test_pages_of_64_load_the_table_once_a_tile(tmp_path: Path) -> None:
     tile; both keep their dots on the tensor cores and spill nothing."""
     _skip_under_interpreter()
     base = {"HKV": 8, "GROUP": 4, "QLEN": 1, "BLOCK_H": 16, "BLOCK_N": 64, "D": 128, "PAGED": True, "SPLIT": True,
-            "FUSED": False, "SB": 64}
+            "FUSED": False, "SB": 64, "KV_SHARE": 1}
     rung3 = _sass_ops({**base, "PAGE": 16, "PAGE_TILE": False}, tmp_path)
     rung4 = _sass_ops({**base, "PAGE": 64, "PAGE_TILE": True}, tmp_path)
     for ops in (rung3, rung4):
@@ -180,7 +180,7 @@ def test_the_fused_combine_counts_with_release_and_acquire_after_a_barrier(tmp_p
     of it."""
     _skip_under_interpreter()
     base = {"HKV": 8, "GROUP": 4, "QLEN": 1, "BLOCK_H": 16, "BLOCK_N": 64, "D": 128, "PAGE": 1, "PAGED": False,
-            "PAGE_TILE": False, "SPLIT": True, "SB": 64}
+            "PAGE_TILE": False, "SPLIT": True, "SB": 64, "KV_SHARE": 1}
     fused = _sass_ops({**base, "FUSED": True}, tmp_path)
     plain = _sass_ops({**base, "FUSED": False}, tmp_path)
     assert not any(op.startswith(("ATOM", "RED", "MEMBAR", "CCTL")) for op in plain)
@@ -195,6 +195,12 @@ def test_the_fused_combine_counts_with_release_and_acquire_after_a_barrier(tmp_p
     assert last_store < barrier < fence < add < at("CCTL.IVALL", add) < at("BAR.SYNC", add)
     assert fused.count("ATOMG.E.ADD.STRONG.GPU") == 1 and "ATOMG.E.EXCH.STRONG.GPU" in fused
     assert not any(op.startswith(("STL", "LDL")) for op in fused)
+
+
+def test_the_rung_without_reuse_runs_at_its_claims_shape_and_off_the_tile() -> None:
+    runs = [p for p in decode.GRID if decode.applies("triton_mha", p)]
+    assert all(p["op"] == "decode" and p["layout"] == "contiguous" for p in runs)
+    assert {(p["batch"], p["kv_len"]) for p in runs} == set(decode.MHA_AT) >= {(64, 8192), (3, 1007)}
 
 
 def test_the_fused_rung_runs_where_one_token_meets_a_contiguous_cache() -> None:

@@ -70,7 +70,7 @@ def run(mod, name, p, seed=0):
     return outputs, ref
 
 
-@pytest.mark.parametrize("name", ["triton_gqa", "triton_split", "triton_split_fused"])
+@pytest.mark.parametrize("name", ["triton_mha", "triton_gqa", "triton_split", "triton_split_fused"])
 @pytest.mark.parametrize("batch,kv_len", [(2, 203), (1, 1100)])
 def test_contiguous(mod, name, batch, kv_len, monkeypatch):
     monkeypatch.setattr(mod, "MIN_CHUNK", 64)  # 1100 tokens: 18 splits, merged in two steps of 16

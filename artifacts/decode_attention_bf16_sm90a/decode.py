@@ -5,14 +5,15 @@ and paged caches, against the read roof, SDPA (flash, efficient and cuDNN backen
 Decode reads the whole KV cache once per token and does 2 flops per byte read (bf16): it is memory-bound, and
 work() counts the bytes of K and V (plus q, the output and a paged cache's block table) at the DRAM level. The
 roof is measured in the same run: a Triton read of 1 GiB (triton_read) and torch's copy of it (torch_copy).
-Rung 1 (triton_gqa): one program per (sequence, KV head) walks the whole cache, the 4 query heads of its group
-sharing every K and V tile. Rung 2 (triton_split): flash-decoding, the cache split into chunks so that about
-4 programs per SM run whatever the batch, each writing a partial (normalised output, log-sum-exp), then a
-combine kernel. Rung 3 (triton_paged): rung 2 reading a paged cache (pages of 16 tokens, a block table in
-shuffled order, a ragged last page). Rung 4 (triton_paged64): pages of 64 tokens, one K/V tile a page, found by
-one scalar load of the block table a tile. Rung 5 (triton_split_fused): rung 2 in one launch, the last program of
-each (sequence, KV head) pair to finish merging the pair's partials (an atomic count a pair; one decode token,
-contiguous cache). Baselines: SDPA pinned to each backend with enable_gqa=True (no
+Rung 1 (triton_mha): one program per (sequence, query head) walks the whole cache, each of a group's 4 query
+heads reading its KV head's cache itself (no reuse; at MHA_AT only). Rung 2 (triton_gqa): one program per
+(sequence, KV head), the 4 query heads of its group sharing every K and V tile. Rung 3 (triton_split):
+flash-decoding, the cache split into chunks so that about 4 programs per SM run whatever the batch, each writing a
+partial (normalised output, log-sum-exp), then a combine kernel. Rung 4 (triton_paged): rung 3 reading a paged
+cache (pages of 16 tokens, a block table in shuffled order, a ragged last page). Rung 5 (triton_paged64): pages of
+64 tokens, one K/V tile a page, found by one scalar load of the block table a tile. Rung 6 (triton_split_fused):
+rung 3 in one launch, the last program of each (sequence, KV head) pair to finish merging the pair's partials (an
+atomic count a pair; one decode token, contiguous cache). Baselines: SDPA pinned to each backend with enable_gqa=True (no
 expanded KV; a backend that refuses the inputs ends its variant with torch's reasons), FlexAttention
 (torch.compile of flex_attention, enable_gqa=True, no block mask: its decoding path) and, on the paged cache,
 FlexAttention with a block mask over the same pages (flex_paged), each compiled at the claimed shapes only (a
@@ -31,6 +32,7 @@ PAGE, PAGE64 = 16, 64  # tokens a page: rung 3 and rung 4
 SPEC = [(1, 32768), (64, 8192), (3, 1007)]  # 4 query tokens (speculative decoding), contiguous and in pages of 64
 Q_SPEC = 4
 FLEX_AT = [(1, 32768), (64, 8192)]  # FlexAttention (contiguous) compiles at these shapes only
+MHA_AT = [(64, 8192), (3, 1007)]  # rung 1 (no grouped-query reuse): its claim's shape and the off-tile check
 FLEX_PAGED_AT = [(1, 32768), (64, 8192)]  # and FlexAttention over the 64-token pages at these
 OTHER_SDPA_AT = [(1, 32768), (64, 8192), (3, 1007)]  # SDPA's efficient and cuDNN backends: the claims' shapes, 1007
 ROOF_MIB = 1024
@@ -64,7 +66,7 @@ GRID = [
     *(_decode(b, n, "paged", page=PAGE64, q_len=Q_SPEC) for b, n in SPEC),
 ]
 VARIANTS = ["triton_read", "torch_copy", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "flex", "flex_paged",
-            "triton_gqa", "triton_split", "triton_paged", "triton_paged64", "triton_split_fused"]
+            "triton_mha", "triton_gqa", "triton_split", "triton_paged", "triton_paged64", "triton_split_fused"]
 TOLERANCES = {
     "bfloat16": (2e-3, 2.0 ** -7, "fp32 scores and online softmax, the probabilities rounded to bf16 (2^-8 "
                  "relative) before the PV product as flash kernels do, a bf16 output, against an fp64 reference; "
@@ -87,7 +89,7 @@ def applies(name, params):
             return name == "triton_paged64" or (name == "flex_paged" and shape in FLEX_PAGED_AT)
         return name == "triton_paged"
     return name in ("sdpa_flash", "triton_gqa", "triton_split", "triton_split_fused") or (
-        name == "flex" and shape in FLEX_AT) or (
+        name == "flex" and shape in FLEX_AT) or (name == "triton_mha" and shape in MHA_AT) or (
         name in ("sdpa_efficient", "sdpa_cudnn") and shape in OTHER_SDPA_AT)
 
 
@@ -390,8 +392,13 @@ def load(name):
                              f"page must hold whole tiles of {BLOCK_N}")
         table, lens = (i["table"], i["lens"]) if paged else (q, q)  # unused by a contiguous launch
         n = table.shape[1] * k.shape[2] if paged else k.shape[2]  # paged: the capacity; lens bounds each sequence
-        split = name != "triton_gqa"
+        split = name not in ("triton_gqa", "triton_mha")
         chunk, splits = split_plan(b, hkv, n, _sm_count(q.device)) if split else (n, 1)
+        group, share = hq // hkv, 1
+        # kwiki:rung triton_mha
+        if name == "triton_mha":  # a program a query head: each of the group's heads reads the KV head itself
+            group, share = 1, hq // hkv
+        # /kwiki:rung triton_mha
         fused = name == "triton_split_fused"
         if fused and splits == 1:  # one split a pair (the pairs fill the GPU): nothing to merge, rung 1's kernel
             split = False
@@ -406,11 +413,11 @@ def load(name):
             if key not in counts:
                 counts[key] = torch.zeros(b * hkv, dtype=torch.int32, device=q.device)
             count = counts[key]
-        kernels.decode_kernel[(b * hkv, splits)](
+        kernels.decode_kernel[(b * hkv * share, splits)](
             q, k, v, table, lens, out, opart, lse, count, n, chunk, splits, table.shape[1] if paged else 0,
-            1.4426950408889634 / d ** 0.5, HKV=hkv, GROUP=hq // hkv, QLEN=t, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, D=d,
+            1.4426950408889634 / d ** 0.5, HKV=hkv, GROUP=group, QLEN=t, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, D=d,
             PAGE=k.shape[2] if paged else 1, PAGED=paged, PAGE_TILE=page_tile, SPLIT=split, FUSED=fused and split,
-            SB=COMBINE_SPLITS, num_warps=4, num_stages=2)
+            SB=COMBINE_SPLITS, KV_SHARE=share, num_warps=4, num_stages=2)
         if split and not fused:
             kernels.combine_kernel[(b * hq * t,)](opart, lse, out, splits, D=d, SB=COMBINE_SPLITS, num_warps=4)
     return launch
