@@ -12,6 +12,7 @@ def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
 
 
+# kwiki:rung triton_row
 @triton.jit
 def softmax_row_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     """One program per row, the whole row in registers: one read, max and sum in fp32, one write."""
@@ -20,8 +21,10 @@ def softmax_row_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + row * n + c, mask=c < n, other=-float("inf")).to(tl.float32)
     e = tl.exp(x - tl.max(x, 0))
     tl.store(y_ptr + row * n + c, (e / tl.sum(e, 0)).to(y_ptr.dtype.element_ty), mask=c < n)
+# /kwiki:rung triton_row
 
 
+# kwiki:rung triton_split
 @triton.jit
 def softmax_stats_kernel(x_ptr, m_ptr, d_ptr, n, chunks, CHUNK: tl.constexpr):
     """Pass 1 of a row split over `chunks` programs: each chunk's max and sum of exp(x - max), in fp32."""
@@ -48,3 +51,4 @@ def softmax_apply_kernel(x_ptr, y_ptr, m_ptr, d_ptr, n, chunks, CHUNK: tl.conste
     c = k * CHUNK + tl.arange(0, CHUNK)
     x = tl.load(x_ptr + row * n + c, mask=c < n, other=-float("inf")).to(tl.float32)
     tl.store(y_ptr + row * n + c, (tl.exp(x - m) / d).to(y_ptr.dtype.element_ty), mask=c < n)
+# /kwiki:rung triton_split

@@ -99,10 +99,13 @@ def load(name):
         if name == "triton_copy":
             kernels.copy_kernel[(triton.cdiv(x.numel(), 4096),)](x, y, x.numel(), BLOCK=4096, num_warps=8)
         elif name == "triton_row":
+            # kwiki:rung triton_row
             block = triton.next_power_of_2(n)
             warps = min(32, max(4, block // 1024))  # an H200 sweep: 4 at 4096 (16 is 20% slower), 32 at 32768
             kernels.softmax_row_kernel[(rows,)](x, y, n, BLOCK=block, num_warps=warps)
+            # /kwiki:rung triton_row
         else:
+            # kwiki:rung triton_split
             chunk = min(CHUNK, triton.next_power_of_2(n))
             chunks = triton.cdiv(n, chunk)
             m = torch.empty(rows * chunks, dtype=torch.float32, device=x.device)
@@ -110,4 +113,5 @@ def load(name):
             kernels.softmax_stats_kernel[(rows * chunks,)](x, m, d, n, chunks, CHUNK=chunk, num_warps=4)
             kernels.softmax_apply_kernel[(rows * chunks,)](x, y, m, d, n, chunks, CHUNK=chunk,
                                                            CHUNKS=triton.next_power_of_2(chunks), num_warps=4)
+            # /kwiki:rung triton_split
     return launch
