@@ -62,7 +62,7 @@ def test_grid_entries_and_where_each_variant_runs() -> None:
     assert {p["page"] for p in runs["triton_paged"]} == {16} and {p["page"] for p in runs["triton_paged64"]} == {64}
     spec = [p for p in decode.GRID if p["op"] == "spec_decode"]
     assert spec and all(p["q_len"] == 4 for p in spec)
-    for p in spec:  # contiguous: the baseline beside the kernels; pages of 64: rung 4
+    for p in spec:  # contiguous: the baseline beside the kernels; pages of 64: rung 5
         want = ["triton_paged64"] if p["layout"] == "paged" else ["sdpa_flash", "triton_gqa", "triton_split"]
         assert [v for v in decode.VARIANTS if decode.applies(v, p)] == want
     assert {(p["layout"], p["page"]) for p in spec} == {("contiguous", 0), ("paged", 64)}
@@ -156,8 +156,8 @@ def _skip_under_interpreter() -> None:
 
 
 def test_pages_of_64_load_the_table_once_a_tile(tmp_path: Path) -> None:
-    """Offline (no GPU; skipped without Triton, and under its interpreter): rung 4's kernel (PAGE_TILE, pages of 64)
-    issues a few 4-byte table loads where rung 3's (pages of 16, an entry a token) issues one a token slice of the
+    """Offline (no GPU; skipped without Triton, and under its interpreter): rung 5's kernel (PAGE_TILE, pages of 64)
+    issues a few 4-byte table loads where rung 4's (pages of 16, an entry a token) issues one a token slice of the
     tile; both keep their dots on the tensor cores and spill nothing."""
     _skip_under_interpreter()
     base = {"HKV": 8, "GROUP": 4, "QLEN": 1, "BLOCK_H": 16, "BLOCK_N": 64, "D": 128, "PAGED": True, "SPLIT": True,
@@ -171,12 +171,12 @@ def test_pages_of_64_load_the_table_once_a_tile(tmp_path: Path) -> None:
 
 
 def test_the_fused_combine_counts_with_release_and_acquire_after_a_barrier(tmp_path: Path) -> None:
-    """Offline (no GPU): rung 5's kernel orders its partials before the pair's count and the count before the last
+    """Offline (no GPU): rung 6's kernel orders its partials before the pair's count and the count before the last
     program's reads of the others' partials. In its SASS the partial stores come first, then a CTA barrier (every
     thread's stores before the one thread's count), the GPU-scope release fence (MEMBAR.ALL.GPU), the atomic add
     (ATOMG .STRONG.GPU), the acquire's L1 invalidation (CCTL.IVALL), and the barrier behind which every thread reads
     the count; the count's reset is an atomic exchange. With sem="relaxed" the fence and the invalidation vanish
-    (checked when this test was written): this is what fails if the ordering is dropped. Rung 2's kernel has none
+    (checked when this test was written): this is what fails if the ordering is dropped. Rung 3's kernel has none
     of it."""
     _skip_under_interpreter()
     base = {"HKV": 8, "GROUP": 4, "QLEN": 1, "BLOCK_H": 16, "BLOCK_N": 64, "D": 128, "PAGE": 1, "PAGED": False,

@@ -107,7 +107,7 @@ def test_fused_leaves_its_counts_at_zero_and_is_right_again(mod, monkeypatch):
         (count,) = _counts(launch).values()
         assert count.shape == (2,) and not bool(count.any())
     assert launched == []
-    mod.load("triton_split")({k: t.float() for k, t in inputs.items()}, out)  # the patch sees rung 2's combine
+    mod.load("triton_split")({k: t.float() for k, t in inputs.items()}, out)  # the patch sees rung 3's combine
     assert launched == ["combine"]
     assert mod.split_plan(64, 2, 203, 8)[1] == 1
     run(mod, "triton_split_fused", params(mod, 64, 203, "contiguous"))

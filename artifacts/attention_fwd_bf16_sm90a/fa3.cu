@@ -6,9 +6,9 @@
 // Build (kwiki does it): nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -shared
 //                        -Xcompiler -fPIC -o libfa3.so fa3.cu
 //
-// O = softmax(Q K^T / sqrt(d)) V for Q, O of [batch * heads, seq, d] and K, V of [batch * kv_heads, seq, d], d 128 or 64,
-// contiguous, heads a multiple of kv_heads (grouped-query attention: query head h reads KV head h / group, group =
-// heads / kv_heads, in place: its tiles are loaded at the KV head's coordinate, nothing is copied). One CTA per
+// O = softmax(Q K^T / sqrt(d)) V for Q, O of [batch * heads, seq, d] and K, V of [batch * kv_heads, seq, d], d 128
+// or 64, contiguous, heads a multiple of kv_heads (grouped-query attention: query head h reads KV head h / group,
+// group = heads / kv_heads, in place: its tiles are loaded at the KV head's coordinate, nothing is copied). One CTA per
 // (batch * head, 128 query rows): warpgroup 0 produces (one thread issues TMA loads of Q once and of 128-key K
 // and V tiles into two 2-stage rings), warpgroups 1 and 2 consume, 64 query rows each: S = Q K^T by wgmma from
 // shared memory, online softmax in registers, O += P V by wgmma with P from registers. seq need not be a
@@ -33,11 +33,12 @@
 
 
 // One rung's kernel at head dim D: attention_cta<MODE, false, D> in an extern "C" kernel named NAME.
-#define FA3_KERNEL(NAME, MODE, D)                                                                                          \
-    extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)                                                          \
-    NAME(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv, \
-         bf16* out, float* lse, int seq, int causal, int group, float c) {                                                 \
-        fa3::attention_cta<MODE, false, D>(&tq, &tk, &tv, out, lse, seq, causal, group, c);                               \
+#define FA3_KERNEL(NAME, MODE, D)                                                                   \
+    extern "C" __global__ void __launch_bounds__(fa3::THREADS, 1)                                   \
+    NAME(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,            \
+         const __grid_constant__ CUtensorMap tv, bf16* out, float* lse, int seq, int causal, int group, \
+         float c) {                                                                                 \
+        fa3::attention_cta<MODE, false, D>(&tq, &tk, &tv, out, lse, seq, causal, group, c);        \
     }
 
 // kwiki:rung cuda_fa3_ws

@@ -13,8 +13,8 @@ partial (normalised output, log-sum-exp), then a combine kernel. Rung 4 (triton_
 cache (pages of 16 tokens, a block table in shuffled order, a ragged last page). Rung 5 (triton_paged64): pages of
 64 tokens, one K/V tile a page, found by one scalar load of the block table a tile. Rung 6 (triton_split_fused):
 rung 3 in one launch, the last program of each (sequence, KV head) pair to finish merging the pair's partials (an
-atomic count a pair; one decode token, contiguous cache). Baselines: SDPA pinned to each backend with enable_gqa=True (no
-expanded KV; a backend that refuses the inputs ends its variant with torch's reasons), FlexAttention
+atomic count a pair; one decode token, contiguous cache). Baselines: SDPA pinned to each backend with
+enable_gqa=True (no expanded KV; a backend that refuses the inputs ends its variant with torch's reasons), FlexAttention
 (torch.compile of flex_attention, enable_gqa=True, no block mask: its decoding path) and, on the paged cache,
 FlexAttention with a block mask over the same pages (flex_paged), each compiled at the claimed shapes only (a
 compile costs 10-40 s). Four query tokens (op spec_decode): the cache's last 4 tokens are the new ones, each
@@ -28,11 +28,11 @@ HQ, HKV, DIM = 32, 8, 128
 SHAPES = [(1, 32768), (16, 8192), (64, 8192), (3, 1007),  # (batch, kv_len); 1007 is no multiple of any tile
           (1, 65536), (128, 8192), (4, 1024)]  # the ends of the ranges: 64k tokens, batch 128, 1k tokens
 PAGED = [(1, 32768), (64, 8192), (3, 1007)]  # 1007: 62 pages of 16 and a ragged 15, or 15 of 64 and 47
-PAGE, PAGE64 = 16, 64  # tokens a page: rung 3 and rung 4
+PAGE, PAGE64 = 16, 64  # tokens a page: rung 4 and rung 5
 SPEC = [(1, 32768), (64, 8192), (3, 1007)]  # 4 query tokens (speculative decoding), contiguous and in pages of 64
 Q_SPEC = 4
 FLEX_AT = [(1, 32768), (64, 8192)]  # FlexAttention (contiguous) compiles at these shapes only
-MHA_AT = [(64, 8192), (3, 1007)]  # rung 1 (no grouped-query reuse): its claim's shape and the off-tile check
+MHA_AT = [(64, 8192), (3, 1007)]  # rung 1 (no grouped-query reuse): its claim's shape, the off-tile check
 FLEX_PAGED_AT = [(1, 32768), (64, 8192)]  # and FlexAttention over the 64-token pages at these
 OTHER_SDPA_AT = [(1, 32768), (64, 8192), (3, 1007)]  # SDPA's efficient and cuDNN backends: the claims' shapes, 1007
 ROOF_MIB = 1024
@@ -400,7 +400,7 @@ def load(name):
             group, share = 1, hq // hkv
         # /kwiki:rung triton_mha
         fused = name == "triton_split_fused"
-        if fused and splits == 1:  # one split a pair (the pairs fill the GPU): nothing to merge, rung 1's kernel
+        if fused and splits == 1:  # one split a pair (the pairs fill the GPU): nothing to merge, rung 2's kernel
             split = False
         if fused and t != 1:
             raise ValueError(f"decode_attention (decode.py): triton_split_fused: q_len {t}: the fused combine "

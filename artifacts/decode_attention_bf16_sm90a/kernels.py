@@ -5,7 +5,8 @@ each seeing the cache up to itself). A program owns one (sequence, KV head) pair
 that KV head, their QLEN tokens stacked as the GROUP * QLEN rows of one [BLOCK_H, D] tile (row r: head r // QLEN,
 token r % QLEN; rows past GROUP * QLEN are zeros and never stored): every K and V tile it loads serves all of them
 (grouped-query reuse). KV_SHARE > 1 undoes the reuse (the rung below it): a program owns one query head (GROUP 1)
-and KV_SHARE programs, one a query head of the group, each read their KV head's cache. Scores live in the log2 domain (scaled by log2(e)/sqrt(D)), so the online softmax uses exp2.
+and KV_SHARE programs, one a query head of the group, each read their KV head's cache. Scores live in the log2
+domain (scaled by log2(e)/sqrt(D)), so the online softmax uses exp2.
 """
 
 import triton
@@ -49,14 +50,15 @@ def _page_rows(table_ptr, b, kvh, start, pages_per_seq, HKV: tl.constexpr, PAGE:
 
 # kwiki:rung triton_gqa
 @triton.jit(do_not_specialize=["L", "chunk", "splits", "pages_per_seq"])
-def decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr, opart_ptr, lse_ptr, count_ptr, L, chunk, splits,
-                  pages_per_seq, scale_log2, HKV: tl.constexpr, GROUP: tl.constexpr, QLEN: tl.constexpr,
+def decode_kernel(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr, opart_ptr, lse_ptr, count_ptr, L, chunk,
+                  splits, pages_per_seq, scale_log2, HKV: tl.constexpr, GROUP: tl.constexpr, QLEN: tl.constexpr,
                   BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, PAGE: tl.constexpr,
                   PAGED: tl.constexpr, PAGE_TILE: tl.constexpr, SPLIT: tl.constexpr, FUSED: tl.constexpr,
                   SB: tl.constexpr, KV_SHARE: tl.constexpr):
-    """Program (b * HKV + kvh, s) (KV_SHARE > 1: (b * HKV * KV_SHARE + query head, s)) attends tokens [s * chunk, min(L, (s + 1) * chunk)) of sequence b for the GROUP
-    query heads of KV head kvh and their QLEN tokens (a paged cache: L is the sequence's own length, read from lens;
-    token t of QLEN sees tokens up to L - QLEN + t). SPLIT = False (one split, chunk = L): it writes the bf16
+    """Program (b * HKV + kvh, s) attends tokens [s * chunk, min(L, (s + 1) * chunk)) of sequence b for the GROUP
+    query heads of KV head kvh (KV_SHARE > 1: program (b * HKV * KV_SHARE + query head, s), GROUP 1) and their
+    QLEN tokens (a paged cache: L is the sequence's own length, read from lens; token t of QLEN sees tokens up to
+    L - QLEN + t). SPLIT = False (one split, chunk = L): it writes the bf16
     output. SPLIT = True: it writes its normalised fp32 partial output and its log2-sum-exp per row (a row with no
     token in the split, possible past a paged sequence's end or, with QLEN > 1, in a last split its token does not
     reach: a zero output and -inf), which combine_kernel merges. PAGE_TILE: PAGE is a multiple of BLOCK_N and a
