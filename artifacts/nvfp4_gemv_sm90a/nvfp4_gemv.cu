@@ -91,6 +91,7 @@ std::vector<double> reference(const Host& h, int M, int K, int L, double alpha, 
 
 enum class Dec { Bits, Fp8, Hw };
 
+// kwiki:rung warp_bits
 // Bit tricks: an e2m1 nibble s|e1 e0|m placed as fp16 bits 15 | 11 10 | 9 is the value times 2^-14 (the
 // exponent bias difference, subnormal 0.5 included). Built as the fp16's high byte, then spread with prmt.
 __device__ __forceinline__ void decode_bits(uint32_t w, uint32_t (&h)[4]) {
@@ -101,6 +102,7 @@ __device__ __forceinline__ void decode_bits(uint32_t w, uint32_t (&h)[4]) {
     h[2] = __byte_perm(hi, 0, 0x1404);
     h[3] = __byte_perm(hi, 0, 0x3424);
 }
+// /kwiki:rung warp_bits
 
 __device__ __forceinline__ uint32_t cvt_e4m3x2(uint32_t two_bytes) {
     uint32_t r;
@@ -108,6 +110,7 @@ __device__ __forceinline__ uint32_t cvt_e4m3x2(uint32_t two_bytes) {
     return r;
 }
 
+// kwiki:rung block_fp8cvt
 // fp8 route: nibble s|e1 e0|m placed as e4m3 bits 7 | 4 3 | 2 is the value times 2^-6; the convert does the rest.
 __device__ __forceinline__ void decode_fp8(uint32_t w, uint32_t (&h)[4]) {
     const uint32_t lo = ((w << 2) & 0x1C1C1C1Cu) | ((w << 4) & 0x80808080u);
@@ -117,7 +120,9 @@ __device__ __forceinline__ void decode_fp8(uint32_t w, uint32_t (&h)[4]) {
     h[2] = cvt_e4m3x2(hi & 0xffff);
     h[3] = cvt_e4m3x2(hi >> 16);
 }
+// /kwiki:rung block_fp8cvt
 
+// kwiki:rung hw_e2m1
 // sm_100: the hardware e2m1 convert, exact values (pairs (n0,n1) (n2,n3) ...: the same for A and b).
 __device__ __forceinline__ void decode_hw(uint32_t w, uint32_t (&h)[4]) {
 #if __CUDA_ARCH__ >= 1000
@@ -130,6 +135,7 @@ __device__ __forceinline__ void decode_hw(uint32_t w, uint32_t (&h)[4]) {
     h[0] = h[1] = h[2] = h[3] = 0x7e007e00u;  // NaN: never reached, the variant runs on sm_100 only
 #endif
 }
+// /kwiki:rung hw_e2m1
 
 template <Dec D>
 __device__ __forceinline__ void decode(uint32_t w, uint32_t (&h)[4]) {
@@ -141,6 +147,7 @@ __device__ __forceinline__ void decode(uint32_t w, uint32_t (&h)[4]) {
 // Power of two that the decoded A times decoded b carry (undone in alpha).
 template <Dec D> constexpr double product_scale() { return D == Dec::Bits ? 0x1p-20 : D == Dec::Fp8 ? 0x1p-12 : 1.0; }
 
+// kwiki:rung block_bits
 // b is decoded once per chunk and shared by the block's rows; the bit decoder's 2^-14 becomes 2^-6 for b,
 // so that products (2^-20) stay inside fp16's subnormal range, exactly.
 template <Dec D>
@@ -157,6 +164,7 @@ __device__ __forceinline__ void decode_b(uint4 v, uint32_t (&h)[4][4]) {
             }
     }
 }
+// /kwiki:rung block_bits
 
 __device__ __forceinline__ float2 scales(uint32_t two_bytes) { return __half22float2(__halves2half2(
     __ushort_as_half(uint16_t(cvt_e4m3x2(two_bytes) & 0xffff)), __ushort_as_half(uint16_t(cvt_e4m3x2(two_bytes) >> 16)))); }
@@ -191,6 +199,7 @@ struct Args4 {
     float alpha;  // global scales times the decoders' power of two
 };
 
+// kwiki:rung naive
 __constant__ float kE2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
 
 __device__ float e4m3_to_float(uint8_t b) {
@@ -214,6 +223,7 @@ __global__ void naive_kernel(Args4 p) {
     }
     p.C[row] = __float2half_rn(s * p.alpha);
 }
+// /kwiki:rung naive
 
 
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
@@ -237,6 +247,7 @@ __device__ __forceinline__ uint32_t ld_keep_u16(const uint16_t* p) {
     return r;
 }
 
+// kwiki:rung block_bits
 // T threads share R rows of batch blockIdx.y; chunk c of a row = 16 bytes of A and 2 scale bytes.
 // Whole rounds of U chunks per row are loaded before any is used; the last partial round one chunk at a time.
 // The last block of an M that is not a multiple of R has fewer rows: the rows past M re-read the last row (in
@@ -294,6 +305,7 @@ __global__ void __launch_bounds__(T, 1) block_kernel(Args4 p) {
     const float t = kwiki::block_sum_rows<R, W>(s, part, threadIdx.x, threadIdx.x & 31, threadIdx.x / 32);
     if (threadIdx.x < R && int(threadIdx.x) < rows) p.C[row_index + threadIdx.x] = __float2half_rn(t * p.alpha);
 }
+// /kwiki:rung block_bits
 
 // ===================================================================================================
 // Launchers
@@ -310,6 +322,7 @@ struct Launch {
 template <Dec D, int R, int U, int T>
 constexpr Launch block_cfg() { return {block_kernel<D, R, U, T>, T, R, product_scale<D>()}; }
 
+// kwiki:rung tuned
 // Bit-decoder block configurations (rows per block, chunks in flight per row, threads) that --sweep times one
 // by one, and that the selection pass of `tuned` times, in samples of its own.
 using Config = kwiki::GemvConfig<Launch>;
@@ -327,6 +340,7 @@ const std::vector<Config>& configs() {
     };
     return c;
 }
+// /kwiki:rung tuned
 
 
 void run_kernel(const Launch& l, Args4 p, int L, double global_alpha, cudaStream_t s) {
