@@ -208,6 +208,50 @@ def test_the_fused_rung_runs_where_one_token_meets_a_contiguous_cache() -> None:
     assert runs == [p for p in decode.GRID if decode.applies("triton_split", p) and p["op"] == "decode"
                     and p["layout"] == "contiguous"]
     assert {(p["batch"], p["kv_len"]) for p in runs} >= {(1, 32768), (64, 8192), (3, 1007)}
+    assert runs == [p for p in decode.GRID if decode.applies("triton_split_graph", p)]
+
+
+def test_the_graph_rung_captures_once_a_set_of_buffers_and_then_only_replays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """triton_split_graph without a GPU, through a fake CUDA graph: the first call with a set of buffers runs rung 3's
+    launch once outside the capture (its compile) and once inside it, then replays; later calls with the same
+    buffers only replay; new buffers capture again, up to GRAPHS_MAX sets, and one more is refused by name."""
+    torch = pytest.importorskip("torch")
+    events: list[str] = []
+
+    class Graph:
+        def replay(self) -> None:
+            events.append("replay")
+
+    class Capture:
+        def __init__(self, graph: Graph) -> None:
+            pass
+
+        def __enter__(self) -> None:
+            events.append("capture")
+
+        def __exit__(self, *exc: object) -> None:
+            events.append("captured")
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", Capture)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    call = decode._graphed(lambda i, o: events.append("plain"), torch)
+
+    def buffers() -> tuple[dict[str, Any], dict[str, Any]]:
+        return {"q": torch.zeros(1, 4, 1, 8), "causal": True}, {"out": torch.zeros(1, 4, 1, 8)}
+
+    first = buffers()
+    call(*first)
+    assert events == ["plain", "capture", "plain", "captured", "replay"]
+    events.clear()
+    call(*first)
+    call(*first)
+    assert events == ["replay", "replay"]
+    kept = [first] + [buffers() for _ in range(decode.GRAPHS_MAX - 1)]  # held: their addresses stay theirs
+    for b in kept[1:]:
+        call(*b)
+    with pytest.raises(RuntimeError, match=r"triton_split_graph: a 5th set of buffers \(at most 4"):
+        call(*buffers())
 
 
 def test_a_refusing_sdpa_backend_ends_with_torchs_reasons(monkeypatch: pytest.MonkeyPatch) -> None:

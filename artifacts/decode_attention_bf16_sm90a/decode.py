@@ -13,7 +13,8 @@ partial (normalised output, log-sum-exp), then a combine kernel. Rung 4 (triton_
 cache (pages of 16 tokens, a block table in shuffled order, a ragged last page). Rung 5 (triton_paged64): pages of
 64 tokens, one K/V tile a page, found by one scalar load of the block table a tile. Rung 6 (triton_split_fused):
 rung 3 in one launch, the last program of each (sequence, KV head) pair to finish merging the pair's partials (an
-atomic count a pair; one decode token, contiguous cache). Baselines: SDPA pinned to each backend with
+atomic count a pair; one decode token, contiguous cache). Rung 7 (triton_split_graph): rung 3's two launches
+captured in a CUDA graph in the untimed check call and replayed (the same entries as rung 6). Baselines: SDPA pinned to each backend with
 enable_gqa=True (no expanded KV; a backend that refuses the inputs ends its variant with torch's reasons), FlexAttention
 (torch.compile of flex_attention, enable_gqa=True, no block mask: its decoding path) and, on the paged cache,
 FlexAttention with a block mask over the same pages (flex_paged), each compiled at the claimed shapes only (a
@@ -66,7 +67,9 @@ GRID = [
     *(_decode(b, n, "paged", page=PAGE64, q_len=Q_SPEC) for b, n in SPEC),
 ]
 VARIANTS = ["triton_read", "torch_copy", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "flex", "flex_paged",
-            "triton_mha", "triton_gqa", "triton_split", "triton_paged", "triton_paged64", "triton_split_fused"]
+            "triton_mha", "triton_gqa", "triton_split", "triton_paged", "triton_paged64", "triton_split_fused",
+            "triton_split_graph"]
+GRAPHS_MAX = 4  # triton_split_graph: graphs one variant captures (one a set of buffers; the harness keeps them)
 TOLERANCES = {
     "bfloat16": (2e-3, 2.0 ** -7, "fp32 scores and online softmax, the probabilities rounded to bf16 (2^-8 "
                  "relative) before the PV product as flash kernels do, a bf16 output, against an fp64 reference; "
@@ -88,7 +91,7 @@ def applies(name, params):
         if params["page"] == PAGE64:
             return name == "triton_paged64" or (name == "flex_paged" and shape in FLEX_PAGED_AT)
         return name == "triton_paged"
-    return name in ("sdpa_flash", "triton_gqa", "triton_split", "triton_split_fused") or (
+    return name in ("sdpa_flash", "triton_gqa", "triton_split", "triton_split_fused", "triton_split_graph") or (
         name == "flex" and shape in FLEX_AT) or (name == "triton_mha" and shape in MHA_AT) or (
         name in ("sdpa_efficient", "sdpa_cudnn") and shape in OTHER_SDPA_AT)
 
@@ -371,6 +374,8 @@ def load(name):
         fn = torch.compile(paged, dynamic=False)
         names = ("q", "k", "v", "flex_counts", "flex_blocks", "flex_owner", "flex_valid")
         return lambda i, o: _owned(fn(*(i[n] for n in names)), o["out"])
+    if name == "triton_split_graph":
+        return _graphed(load("triton_split"), torch)
     import kernels
     import triton
 
@@ -421,3 +426,33 @@ def load(name):
         if split and not fused:
             kernels.combine_kernel[(b * hq * t,)](opart, lse, out, splits, D=d, SB=COMBINE_SPLITS, num_warps=4)
     return launch
+
+
+# kwiki:rung triton_split_graph
+def _graphed(plain, torch):
+    """`plain` (rung 3's launch: the split kernel, then the combine kernel) captured in a CUDA graph and replayed, so
+    that the host issues one launch and the combine follows the split on the GPU with no host gap between them. A
+    graph holds the buffers it was captured with, so there is one a set of them (the inputs' and outputs' addresses
+    and shapes), captured at its first call (the harness's untimed check call) after one plain call that compiles the
+    kernels outside the capture; the partials are allocated inside the capture, from the graph's own memory pool.
+    More than GRAPHS_MAX sets means the buffers move from call to call, and a capture would land in a timed sample:
+    refused, located, instead."""
+    graphs = {}
+
+    def replay(i, o):
+        tensors = [t for t in (*i.values(), *o.values()) if isinstance(t, torch.Tensor)]
+        key = tuple((t.data_ptr(), tuple(t.shape)) for t in tensors)
+        graph = graphs.get(key)
+        if graph is None:
+            if len(graphs) >= GRAPHS_MAX:
+                raise RuntimeError(f"decode_attention (decode.py): triton_split_graph: a {len(graphs) + 1}th set of "
+                                   f"buffers (at most {GRAPHS_MAX}: one a set the harness keeps)")
+            plain(i, o)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                plain(i, o)
+            graphs[key] = graph
+        graph.replay()
+    return replay
+# /kwiki:rung triton_split_graph
