@@ -31,10 +31,10 @@ def shapes(m: Manifest) -> list[tuple[int, int]]:
     return [(int(r), int(c)) for r, c in (v.split("x") for v in m.shapes[0].values)]
 
 
-def test_the_ladder_climbs_from_one_block_to_a_cluster_under_the_copy_roof():
+def test_the_ladder_climbs_from_one_block_to_a_pipelined_cluster_under_the_copy_roof():
     m = manifest()
     assert [(v.name, v.rung) for v in m.variants] == [
-        ("block", 1), ("two_kernel", 2), ("atomics", 3), ("cluster", 4), ("copy", None)]
+        ("block", 1), ("two_kernel", 2), ("atomics", 3), ("cluster", 4), ("cluster_ring", 5), ("copy", None)]
     assert m.baseline == "block" and m.ceiling == "copy"
 
 
@@ -84,6 +84,25 @@ def test_a_shape_it_is_not_built_for_is_refused_before_any_cuda_call(binary, val
 
 
 @pytest.mark.nvcc
+@pytest.mark.parametrize("value", ["-1", "65536", "two"])
+def test_a_ring_cap_it_cannot_take_is_refused_before_any_cuda_call(binary, value):
+    res = run_without_gpu(binary, "--shapes=16x4096", f"--ring-clusters={value}")
+    assert res.returncode == 2 and res.stdout == ""
+    assert "usage error: --ring-clusters" in res.stderr
+
+
+def test_the_sanitizer_walks_the_ring_many_rows_a_cluster():
+    """cluster_ring's grid capped at 2 clusters in the sanitizer's arguments, and a sanitize shape with many more rows
+    than that, whose columns need clusters of 2 CTAs with unequal slices: every buffer of the ring is loaded many
+    times under memcheck, where the timed shapes' rows come one or a few a cluster."""
+    args = manifest().sanitize.args
+    assert "--ring-clusters=2" in args
+    small = [tuple(int(x) for x in v.split("x")) for a in args if a.startswith("--shapes=")
+             for v in a.removeprefix("--shapes=").split(",")]
+    assert any(r >= 8 * 2 and (c // 8) > 2048 and (c // 8) % 2 for r, c in small)
+
+
+@pytest.mark.nvcc
 @pytest.mark.parametrize("variant, other, words", [
     ("cluster", "atomics", "require 'UCGABAR_ARV >= 2'"),   # the cluster's barriers, absent from the atomics kernel
     ("cluster", "block", "require 'LD.E'"),                 # ld.shared::cluster: a generic load of a peer's partial
@@ -91,6 +110,9 @@ def test_a_shape_it_is_not_built_for_is_refused_before_any_cuda_call(binary, val
     ("atomics", "two_kernel", "require 'NANOSLEEP'"),       # the spin on the row's counter
     ("block", "atomics", "forbid 'REDG'"),                  # and the plain rungs have none of it
     ("two_kernel", "cluster", "forbid 'UCGABAR_ARV'"),
+    ("cluster_ring", "cluster", "require 'UBLKCP.S.G >= 2'"),  # the slices come in by bulk copies, not loads
+    ("cluster_ring", "cluster", "forbid 'LDG.128'"),            # where the one-row cluster kernel loads them
+    ("cluster_ring", "cluster", "require 'SYNCS.PHASECHK.TRANS64.TRYWAIT'"),  # and waits on their mbarrier
 ])
 def test_each_sass_expectation_holds_on_its_variant_and_fails_on_the_other_kernel(binary, variant, other, words):
     own, on_other = rung_checks(manifest().variants, sass_kernels(binary), variant, other)

@@ -5,7 +5,7 @@
 //
 // Build (kwiki does this):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I../common -Xptxas=-v -o row_reduce row_reduce.cu
-// Run: ./row_reduce --shapes=ROWSxCOLS,... [--variants a,b,c] [--seed=N] [--input-sets=2]
+// Run: ./row_reduce --shapes=ROWSxCOLS,... [--variants a,b,c] [--seed=N] [--input-sets=2] [--ring-clusters=N]
 //
 // The op has no weight vector, so every variant moves exactly the bytes of a copy of x (rows * cols * 2 read, as
 // many written): `copy` (cudaMemcpyAsync of x into y) is the roof in the same run, and bytes per record are
@@ -23,6 +23,7 @@
 #include "kwiki_bench.cuh"
 #include "kwiki_gemv.cuh"  // set_canary, with_canary
 #include "kwiki_reduce.cuh"
+#include "sm90.cuh"        // mbarriers and the async-proxy fence (cluster_ring)
 
 #include <cooperative_groups.h>
 #include <cuda/atomic>
@@ -312,6 +313,86 @@ __global__ void __launch_bounds__(kThreads) cluster_kernel(const bf16* __restric
 }
 // /kwiki:rung cluster
 
+// kwiki:rung cluster_ring
+// A slice global -> this CTA's shared memory in one bulk copy (the TMA engine, no registers, no per-thread
+// loads), its bytes completing the transaction count of `bar` (PTX ISA, cp.async.bulk; 16-byte aligned, a multiple
+// of 16 bytes: a slice is whole 16-byte vectors).
+__device__ __forceinline__ void bulk_load(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(sm90::smem_u32(smem)), "l"(gmem), "r"(bytes), "r"(sm90::smem_u32(bar)) : "memory");
+}
+
+// The cluster kernel made persistent and pipelined. The grid holds as many clusters as the device runs at once
+// (cluster j takes rows j, j + G, ...), and each CTA keeps two slice buffers: while it reduces, exchanges and stores
+// one row's slice, the next row's slice is on its way into the other buffer, one bulk copy issued by thread 0 at the
+// start of the row. So a CTA reads and writes at the same time, which the one-row cluster kernel never does (it loads
+// its whole slice, waits at the cluster barrier, then stores), and its loads take no registers or load instructions.
+// A row's steps and barriers are the cluster kernel's; what is new is the ring:
+//  - buffer b = (the CTA's row count) % 2, its mbarrier full[b] completing once a use: the u-th use waits for parity
+//    u % 2 (u = row count / 2);
+//  - the next row's load goes into the buffer the previous row was scaled from: the __syncthreads at the top of a
+//    row puts every thread's reads of it (the previous row's stores) before the copy, and the async-proxy fence
+//    orders those generic-proxy reads before the copy's async-proxy writes;
+//  - cta_part and row_total are reused each row: a CTA writes its next partial only after the row's last cluster
+//    wait, which every CTA reaches only after reading this row's partials (their relaxed arrive).
+// Every CTA of a cluster has the same rows, so the cluster barriers always meet.
+__global__ void __launch_bounds__(kThreads) cluster_ring_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int rows,
+                                                                int cols) {
+    extern __shared__ uint4 ring[];  // two buffers of `per` vectors
+    __shared__ float red[kWarps + 1];
+    __shared__ float cta_part, row_total;
+    __shared__ uint64_t full[2];
+    const cg::cluster_group cluster = cg::this_cluster();
+    const int C = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+    const int V = cols / kVec, per = (V + C - 1) / C;
+    const Slice sl = slice_of(V, C, rank);
+    const int n = sl.end - sl.begin;  // this CTA's vectors of every row
+    const uint32_t bytes = uint32_t(n) * uint32_t(sizeof(uint4));
+    if (threadIdx.x == 0) {
+        sm90::mbar_init(&full[0], 1), sm90::mbar_init(&full[1], 1);
+        sm90::fence_barrier_init();
+    }
+    __syncthreads();
+    const auto load = [&](int row, int b) {  // thread 0 only
+        sm90::mbar_arrive_expect_tx(&full[b], bytes);
+        if (bytes) bulk_load(ring + b * per, x + size_t(row) * cols + size_t(sl.begin) * kVec, bytes, &full[b]);
+    };
+    const int step = int(gridDim.y);
+    if (threadIdx.x == 0 && int(blockIdx.y) < rows) load(int(blockIdx.y), 0);
+    int u = 0;  // rows done by this CTA
+    for (int row = int(blockIdx.y); row < rows; row += step, ++u) {
+        const int b = u & 1;
+        __syncthreads();  // every thread is past its reads of buffer b ^ 1 (the previous row's stores)
+        if (threadIdx.x == 0 && row + step < rows) {
+            sm90::fence_proxy_async();
+            load(row + step, b ^ 1);
+        }
+        sm90::mbar_wait(&full[b], uint32_t(u >> 1) & 1u);
+        const uint4* slice = ring + b * per;
+        float acc = 0;
+#pragma unroll 4
+        for (int j = threadIdx.x; j < n; j += kThreads) acc = sumsq8(slice[j], acc);
+        const float part = block_sum(acc, red);
+        if (threadIdx.x == 0) cta_part = part;
+        cluster_arrive();
+        cluster_wait();
+        if (threadIdx.x < 32) {
+            const int lane = threadIdx.x;
+            float t = lane < C ? load_from_rank(&cta_part, unsigned(lane)) : 0.0f;
+            t = kwiki::warp_sum(t);
+            if (lane == 0) row_total = t;
+        }
+        cluster_arrive_relaxed();  // this CTA has read the row's partials
+        __syncthreads();
+        const float scale = rsqrtf(row_total / cols + kEps);
+        uint4* yr = reinterpret_cast<uint4*>(y + size_t(row) * cols) + sl.begin;
+#pragma unroll 4
+        for (int j = threadIdx.x; j < n; j += kThreads) yr[j] = scale8(slice[j], scale);
+        cluster_wait();  // no CTA writes its next partial, or leaves, while another may still read this one
+    }
+}
+// /kwiki:rung cluster_ring
+
 // ===================================================================================================
 // Launchers
 // ===================================================================================================
@@ -433,14 +514,49 @@ Plan cluster_plan(int cols, kwiki::Fields& extra) {
 }
 // /kwiki:rung cluster
 
+// kwiki:rung cluster_ring
+// The cluster of cluster_plan with two slice buffers a CTA, and a grid of as many clusters as run at once (at most
+// one a row), or `cap` (--ring-clusters, 0: no cap) if fewer: every cluster is resident, and walks its rows in step
+// G. The cap makes a small shape walk many rows a cluster (the sanitizer's shapes: every buffer used many times).
+void launch_cluster_ring(const Problem& p, const Plan& pl, cudaStream_t s) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(pl.split), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(unsigned(pl.split), unsigned(std::min(pl.grid, p.rows)));
+    cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = pl.smem, cfg.stream = s, cfg.attrs = attr, cfg.numAttrs = 1;
+    KWIKI_CHECK(cudaLaunchKernelEx(&cfg, cluster_ring_kernel, p.x, p.y, p.rows, p.cols));
+}
+
+Plan cluster_ring_plan(int rows, int cols, int cap, kwiki::Fields& extra) {
+    Plan pl;
+    pl.split = cluster_size(cols), pl.smem = 2 * slice_bytes(cols, pl.split);
+    KWIKI_CHECK(cudaFuncSetAttribute(cluster_ring_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    KWIKI_CHECK(cudaFuncSetAttribute(cluster_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(pl.split), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(unsigned(pl.split)), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = pl.smem;
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    int active = 0;
+    KWIKI_CHECK(cudaOccupancyMaxActiveClusters(&active, cluster_ring_kernel, &cfg));
+    KWIKI_REQUIRE(active > 0, "no cluster of this size fits on the device");
+    pl.grid = cap > 0 ? std::min(cap, active) : active;
+    extra.emplace_back("max_active_clusters", active);
+    extra.emplace_back("clusters", std::min(pl.grid, rows));
+    return pl;
+}
+// /kwiki:rung cluster_ring
+
 void launch_copy(const Problem& p, const Plan&, cudaStream_t s) {
     KWIKI_CHECK(cudaMemcpyAsync(p.y, p.x, size_t(p.rows) * p.cols * sizeof(bf16), cudaMemcpyDeviceToDevice, s));
 }
 
-enum class Kind { Copy, Block, TwoKernel, Atomics, Cluster };
+enum class Kind { Copy, Block, TwoKernel, Atomics, Cluster, ClusterRing };
 
 // A variant's plan at rows x cols, and what its record adds (registers, occupancy, the split, the grid).
-Plan plan_for(Kind k, int rows, int cols, kwiki::Fields& extra) {
+Plan plan_for(Kind k, int rows, int cols, int ring_cap, kwiki::Fields& extra) {
     Plan pl;
     const void* fn = nullptr;
     if (k == Kind::Block) fn = reinterpret_cast<const void*>(block_kernel);
@@ -460,9 +576,14 @@ Plan plan_for(Kind k, int rows, int cols, kwiki::Fields& extra) {
         fn = reinterpret_cast<const void*>(cluster_kernel);
         pl = cluster_plan(cols, extra);
     }
+    if (k == Kind::ClusterRing) {
+        fn = reinterpret_cast<const void*>(cluster_ring_kernel);
+        pl = cluster_ring_plan(rows, cols, ring_cap, extra);
+    }
     if (fn) {
         kwiki::add_occupancy(extra, fn, kThreads, pl.smem);
-        extra.emplace_back(k == Kind::Cluster ? "cluster_size" : "slices_per_row", pl.split);
+        const bool cluster = k == Kind::Cluster || k == Kind::ClusterRing;
+        extra.emplace_back(cluster ? "cluster_size" : "slices_per_row", pl.split);
         extra.emplace_back("smem_per_cta", (unsigned long long)pl.smem);
     }
     return pl;
@@ -482,6 +603,7 @@ const Variant kVariants[] = {
     {{"two_kernel"}, Kind::TwoKernel, launch_two_kernel},
     {{"atomics"}, Kind::Atomics, launch_atomics},
     {{"cluster"}, Kind::Cluster, launch_cluster},
+    {{"cluster_ring"}, Kind::ClusterRing, launch_cluster_ring},
     {{"copy"}, Kind::Copy, launch_copy},  // not a rung: the roof, the same bytes copied
 };
 
@@ -496,6 +618,8 @@ int main(int argc, char** argv) {
     const auto shapes = m.args.get_shapes<std::pair<int, int>, 2>(  // the manifest's; --list-shapes exits
         "shapes", "", "ROWSxCOLS with COLS a multiple of 8 and at most 524288, ROWS at most 65535",
         [](const std::vector<int>& d) { return d[1] % kVec == 0 && d[1] <= kMaxCols && d[0] <= 65535; });
+    const long long ring_cap = m.args.get_int("ring-clusters", 0);  // cluster_ring's grid: at most this many (0: all)
+    if (ring_cap < 0 || ring_cap > 65535) kwiki::Args::usage("--ring-clusters wants 0 (as many as run at once) to 65535");
     kwiki::Runner& runner = m.start("row_reduce");
     for (const auto& shape : shapes) {
         const int rows = shape.first, cols = shape.second;
@@ -508,7 +632,7 @@ int main(int argc, char** argv) {
             kwiki::Case c;
             c.params = {{"shape", std::to_string(rows) + "x" + std::to_string(cols)}, {"rows", rows}, {"cols", cols}, {"dtype", "bf16"}};
             c.bytes = 2.0 * double(n) * sizeof(bf16);  // x read once, y written once: a copy's bytes
-            const Plan pl = plan_for(v.kind, rows, cols, c.extra);
+            const Plan pl = plan_for(v.kind, rows, cols, int(ring_cap), c.extra);
             c.launch = [&, v, pl](cudaStream_t s) {
                 v.launch({rows, cols, in.current().x.get(), y.get(), ws.partial.get(), {ws.sum.get(), ws.count.get()}}, pl, s);
             };
