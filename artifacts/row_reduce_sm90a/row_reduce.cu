@@ -328,19 +328,21 @@ __device__ __forceinline__ void bulk_load(void* smem, const void* gmem, uint32_t
 // start of the row. So a CTA reads and writes at the same time, which the one-row cluster kernel never does (it loads
 // its whole slice, waits at the cluster barrier, then stores), and its loads take no registers or load instructions.
 // A row's steps and barriers are the cluster kernel's; what is new is the ring:
-//  - buffer b = (the CTA's row count) % 2, its mbarrier full[b] completing once a use: the u-th use waits for parity
-//    u % 2 (u = row count / 2);
+//  - the CTA's u-th row (u = 0, 1, ...) is in buffer b = u % 2, whose mbarrier full[b] completes once a use: that
+//    row waits for parity (u / 2) % 2;
 //  - the next row's load goes into the buffer the previous row was scaled from: the __syncthreads at the top of a
 //    row puts every thread's reads of it (the previous row's stores) before the copy, and the async-proxy fence
 //    orders those generic-proxy reads before the copy's async-proxy writes;
-//  - cta_part and row_total are reused each row: a CTA writes its next partial only after the row's last cluster
-//    wait, which every CTA reaches only after reading this row's partials (their relaxed arrive).
+//  - the partial is double-buffered too (cta_part[b]): a peer's read of cta_part[b] in row u comes before its
+//    release arrive of row u + 1, and this CTA overwrites cta_part[b] in row u + 2, after the acquire wait that
+//    meets that arrive; a single variable would be ordered only by the relaxed arrive, which orders no memory
+//    access (PTX ISA, barrier.cluster). row_total and red are this CTA's own, ordered by its __syncthreads.
 // Every CTA of a cluster has the same rows, so the cluster barriers always meet.
 __global__ void __launch_bounds__(kThreads) cluster_ring_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int rows,
                                                                 int cols) {
     extern __shared__ uint4 ring[];  // two buffers of `per` vectors
     __shared__ float red[kWarps + 1];
-    __shared__ float cta_part, row_total;
+    __shared__ float cta_part[2], row_total;
     __shared__ uint64_t full[2];
     const cg::cluster_group cluster = cg::this_cluster();
     const int C = int(cluster.num_blocks()), rank = int(cluster.block_rank());
@@ -373,12 +375,12 @@ __global__ void __launch_bounds__(kThreads) cluster_ring_kernel(const bf16* __re
 #pragma unroll 4
         for (int j = threadIdx.x; j < n; j += kThreads) acc = sumsq8(slice[j], acc);
         const float part = block_sum(acc, red);
-        if (threadIdx.x == 0) cta_part = part;
+        if (threadIdx.x == 0) cta_part[b] = part;
         cluster_arrive();
         cluster_wait();
         if (threadIdx.x < 32) {
             const int lane = threadIdx.x;
-            float t = lane < C ? load_from_rank(&cta_part, unsigned(lane)) : 0.0f;
+            float t = lane < C ? load_from_rank(&cta_part[b], unsigned(lane)) : 0.0f;
             t = kwiki::warp_sum(t);
             if (lane == 0) row_total = t;
         }
@@ -388,7 +390,7 @@ __global__ void __launch_bounds__(kThreads) cluster_ring_kernel(const bf16* __re
         uint4* yr = reinterpret_cast<uint4*>(y + size_t(row) * cols) + sl.begin;
 #pragma unroll 4
         for (int j = threadIdx.x; j < n; j += kThreads) yr[j] = scale8(slice[j], scale);
-        cluster_wait();  // no CTA writes its next partial, or leaves, while another may still read this one
+        cluster_wait();  // no CTA leaves while another may still read its partial
     }
 }
 // /kwiki:rung cluster_ring
