@@ -23,7 +23,7 @@
 #include "kwiki_bench.cuh"
 #include "kwiki_gemv.cuh"  // set_canary, with_canary
 #include "kwiki_reduce.cuh"
-#include "sm90.cuh"        // mbarriers and the async-proxy fence (cluster_ring)
+#include "kwiki_cluster.cuh"  // the cluster barrier, distributed shared memory, bulk copies (cluster, cluster_ring)
 
 #include <cooperative_groups.h>
 #include <cuda/atomic>
@@ -251,24 +251,7 @@ __global__ void __launch_bounds__(kThreads) atomics_kernel(const bf16* __restric
 // /kwiki:rung atomics
 
 // kwiki:rung cluster
-// barrier.cluster split in two: arrive (release: this CTA's shared-memory writes before it are visible to the
-// cluster once every CTA has arrived) and wait (acquire). Every thread of every CTA of the cluster executes both.
-// arrive_relaxed orders nothing: it only says "this CTA is past this point" (used where no data is handed over).
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
-__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
-
-// The float at `local` (this CTA's shared memory) in CTA `rank` of the cluster: mapa turns the shared-window address
-// into the same variable's address in the other CTA's shared memory, and ld.shared::cluster reads it over the
-// SM-to-SM network (distributed shared memory).
-__device__ __forceinline__ float load_from_rank(const float* local, unsigned rank) {
-    const uint32_t addr = uint32_t(__cvta_generic_to_shared(local));
-    uint32_t remote;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-    return v;
-}
+namespace kc = kwiki::cluster;  // kwiki_cluster.cuh: the cluster barrier, distributed shared memory, bulk copies
 
 // One cluster of C CTAs per row (grid C x rows, cluster C x 1): CTA `rank` loads slice rank of the row into its
 // shared memory once, sums its squares, and publishes its partial in shared memory; after a cluster barrier every
@@ -293,35 +276,27 @@ __global__ void __launch_bounds__(kThreads) cluster_kernel(const bf16* __restric
     }
     const float part = block_sum(acc, red);
     if (threadIdx.x == 0) cta_part = part;
-    cluster_arrive();  // also: every CTA of the cluster has started, so its shared memory may be read
-    cluster_wait();
+    kc::arrive();  // also: every CTA of the cluster has started, so its shared memory may be read
+    kc::wait();
     if (threadIdx.x < 32) {
         const int lane = threadIdx.x;
-        float t = lane < C ? load_from_rank(&cta_part, unsigned(lane)) : 0.0f;
+        float t = lane < C ? kc::load_from_rank(&cta_part, unsigned(lane)) : 0.0f;
         t = kwiki::warp_sum(t);
         if (lane == 0) row_total = t;
     }
     // Relaxed: nothing is handed over here. Warp 0 has consumed the values it read (the shuffles used them), so
     // its remote reads are complete before it arrives.
-    cluster_arrive_relaxed();  // this CTA has read every partial it needs from the others
+    kc::arrive_relaxed();  // this CTA has read every partial it needs from the others
     __syncthreads();
     const float scale = rsqrtf(row_total / cols + kEps);
     uint4* yr = reinterpret_cast<uint4*>(y + size_t(row) * cols);
 #pragma unroll 4
     for (int j = sl.begin + threadIdx.x; j < sl.end; j += kThreads) yr[j] = scale8(slice[j - sl.begin], scale);
-    cluster_wait();  // no CTA leaves while another may still read its cta_part
+    kc::wait();  // no CTA leaves while another may still read its cta_part
 }
 // /kwiki:rung cluster
 
 // kwiki:rung cluster_ring
-// A slice global -> this CTA's shared memory in one bulk copy (the TMA engine, no registers, no per-thread
-// loads), its bytes completing the transaction count of `bar` (PTX ISA, cp.async.bulk; 16-byte aligned, a multiple
-// of 16 bytes: a slice is whole 16-byte vectors).
-__device__ __forceinline__ void bulk_load(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(sm90::smem_u32(smem)), "l"(gmem), "r"(bytes), "r"(sm90::smem_u32(bar)) : "memory");
-}
-
 // The cluster kernel made persistent and pipelined. The grid holds as many clusters as the device runs at once
 // (cluster j takes rows j, j + G, ...), and each CTA keeps two slice buffers: while it reduces, exchanges and stores
 // one row's slice, the next row's slice is on its way into the other buffer, one bulk copy issued by thread 0 at the
@@ -338,8 +313,8 @@ __device__ __forceinline__ void bulk_load(void* smem, const void* gmem, uint32_t
 //    meets that arrive; a single variable would be ordered only by the relaxed arrive, which orders no memory
 //    access (PTX ISA, barrier.cluster). row_total and red are this CTA's own, ordered by its __syncthreads.
 // Every CTA of a cluster has the same rows, so the cluster barriers always meet.
-__global__ void __launch_bounds__(kThreads) cluster_ring_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int rows,
-                                                                int cols) {
+__global__ void __launch_bounds__(kThreads)
+cluster_ring_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int rows, int cols) {
     extern __shared__ uint4 ring[];  // two buffers of `per` vectors
     __shared__ float red[kWarps + 1];
     __shared__ float cta_part[2], row_total;
@@ -357,7 +332,8 @@ __global__ void __launch_bounds__(kThreads) cluster_ring_kernel(const bf16* __re
     __syncthreads();
     const auto load = [&](int row, int b) {  // thread 0 only
         sm90::mbar_arrive_expect_tx(&full[b], bytes);
-        if (bytes) bulk_load(ring + b * per, x + size_t(row) * cols + size_t(sl.begin) * kVec, bytes, &full[b]);
+        if (bytes) kc::bulk_load(ring + b * per, x + size_t(row) * cols + size_t(sl.begin) * kVec, bytes,
+                                 &full[b]);
     };
     const int step = int(gridDim.y);
     if (threadIdx.x == 0 && int(blockIdx.y) < rows) load(int(blockIdx.y), 0);
@@ -376,21 +352,21 @@ __global__ void __launch_bounds__(kThreads) cluster_ring_kernel(const bf16* __re
         for (int j = threadIdx.x; j < n; j += kThreads) acc = sumsq8(slice[j], acc);
         const float part = block_sum(acc, red);
         if (threadIdx.x == 0) cta_part[b] = part;
-        cluster_arrive();
-        cluster_wait();
+        kc::arrive();
+        kc::wait();
         if (threadIdx.x < 32) {
             const int lane = threadIdx.x;
-            float t = lane < C ? load_from_rank(&cta_part[b], unsigned(lane)) : 0.0f;
+            float t = lane < C ? kc::load_from_rank(&cta_part[b], unsigned(lane)) : 0.0f;
             t = kwiki::warp_sum(t);
             if (lane == 0) row_total = t;
         }
-        cluster_arrive_relaxed();  // this CTA has read the row's partials
+        kc::arrive_relaxed();  // this CTA has read the row's partials
         __syncthreads();
         const float scale = rsqrtf(row_total / cols + kEps);
         uint4* yr = reinterpret_cast<uint4*>(y + size_t(row) * cols) + sl.begin;
 #pragma unroll 4
         for (int j = threadIdx.x; j < n; j += kThreads) yr[j] = scale8(slice[j], scale);
-        cluster_wait();  // no CTA leaves while another may still read its partial
+        kc::wait();  // no CTA leaves while another may still read its partial
     }
 }
 // /kwiki:rung cluster_ring
