@@ -31,13 +31,13 @@ def _params(rows: int, cols: int, every: int = 0) -> dict:
 def test_contract_and_where_each_variant_runs(module: ModuleType) -> None:
     assert kwiki_harness.contract_problems(module) == []
     grad_entries = [p for p in module.GRID if p["op"] == "ce_grad"]
-    assert {(p["rows"], p["cols"]) for p in grad_entries} == {(4096, 128256), (4096, 32000), (1001, 5003)}
+    assert {(p["rows"], p["cols"]) for p in grad_entries} == {(4096, 128256), (4096, 32000), (1001, 5003), (333, 32008)}
     assert any(p.get("ignore_every") for p in grad_entries)  # an entry with ignored targets, off every tile
     for name in module.VARIANTS:
         entries = [p for p in module.GRID if module.applies(name, p)]
         assert entries, name
         ops = {p["op"] for p in entries}
-        if name in module.GRADIENT:
+        if name in module.GRADIENT + module.CUDA_GRAD:
             assert ops == {"ce_grad"}, name
         elif name in module.FORWARD:
             assert ops == {"ce"}, name

@@ -28,7 +28,9 @@ where the lines pass 1 read last are; `triton_grad_hints` L2 eviction hints (pas
 and the gradient's writes dropped first); `triton_grad_l2` a grid of as many programs as keep the rows in
 flight within the L2 (its size and the SM count read from the device), each walking rows. `triton_grad_inplace`
 is the top rung run as Liger-Kernel runs: the logits copied into the gradient's buffer, then the kernel over it
-in place. Its baselines are the forward's variants at this op: F.cross_entropy then torch.autograd.grad of the
+in place. `cuda_grad_cluster` (ce_cluster.cu, built by kwiki into the library at $KWIKI_CUDA_LIBRARY and called
+through ctypes on torch's current stream) reads each row once: a thread-block cluster holds the row in its CTAs'
+shared memory (columns a multiple of 8), and `cuda_grad_cluster_inplace` is its twin run as Liger-Kernel runs. Its baselines are the forward's variants at this op: F.cross_entropy then torch.autograd.grad of the
 sum (eager, and torch.compile at 4096 x 128256), and Liger-Kernel's kernel with HAS_GRADIENTS true, which
 overwrites the logits it reads with their gradient. The harness requires inputs to be left bit-identical and
 has no untimed per-call hook of the module's, so that variant copies the logits into the gradient output (a
@@ -46,8 +48,11 @@ COMPILED = (4096, 128256)  # the one claimed shape torch.compile runs at (loss, 
 BLOCK = 8192  # elements of a row per chunk (16 KiB of bf16), for every Triton rung
 CHUNKS = 16  # rung 3's merge reads up to CHUNKS partials a row: vocabularies up to 16 * BLOCK = 131072
 LIGER_WARPS = 32  # cross_entropy_forward's num_warps on Hopper (sm_90)
-GRAD_SHAPES = [(4096, 128256, 0), (4096, 32000, 0), (1001, 5003, 7)]  # (rows, cols, ignore_every): the last
-# off every tile, every 7th row's target IGNORE_INDEX (rows 6, 13, ...)
+GRAD_SHAPES = [(4096, 128256, 0), (4096, 32000, 0), (1001, 5003, 7), (333, 32008, 5)]  # (rows, cols,
+# ignore_every): the last two off every tile, every 7th (5th) row's target IGNORE_INDEX (rows 6, 13, ...); 5003
+# columns are no multiple of 8, which the CUDA rung needs, so 32008 (two 4001-vector slices a row: unequal) is its
+# off-tile shape
+CLUSTER_MAX = 65535  # the CUDA rung's cap on its clusters (an input, "clusters", 0: as many as run at once)
 IGNORE_INDEX = -100  # F.cross_entropy's and Liger's default
 GRAD_PROGRAMS_PER_SM = 3  # triton_grad_l2's most programs an SM (8-warp programs: what the registers of rung 1 allow)
 
@@ -62,9 +67,11 @@ GRID = [
 ]
 VARIANTS = ["torch_copy", "triton_copy", "triton_read", "torch_eager", "torch_compile", "liger",
             "triton_online", "triton_prefetch", "triton_split",
-            "triton_grad", "triton_grad_reverse", "triton_grad_hints", "triton_grad_l2", "triton_grad_inplace"]
+            "triton_grad", "triton_grad_reverse", "triton_grad_hints", "triton_grad_l2", "triton_grad_inplace",
+            "cuda_grad_cluster", "cuda_grad_cluster_inplace"]
 FORWARD = ("triton_online", "triton_prefetch", "triton_split")
 GRADIENT = ("triton_grad", "triton_grad_reverse", "triton_grad_hints", "triton_grad_l2", "triton_grad_inplace")
+CUDA_GRAD = ("cuda_grad_cluster", "cuda_grad_cluster_inplace")  # ce_cluster.cu: columns a multiple of 8
 BASELINES = ("torch_eager", "torch_compile", "liger")  # at both ops
 TOLERANCES = {
     "bfloat16": (1e-3, 2.0 ** -7, "a loss near 14 (log V plus 2 for logits of standard deviation 2) that eager "
@@ -85,6 +92,8 @@ def applies(name, params):
         return name in {"copy": ("torch_copy", "triton_copy"), "read": ("triton_read",)}[op]
     if name == "torch_compile":
         return (params["rows"], params["cols"]) == COMPILED
+    if name in CUDA_GRAD:
+        return op == "ce_grad" and params["cols"] % 8 == 0
     return name in BASELINES + (FORWARD if op == "ce" else GRADIENT)
 
 
@@ -103,6 +112,10 @@ def make_inputs(params, seed, device):
     every = params.get("ignore_every", 0)
     if op == "ce_grad" and (not isinstance(every, int) or every < 0 or every == 1):
         raise ValueError(f"cross_entropy: params {params}: ignore_every must be 0 (no ignored row) or an int >= 2")
+    clusters = params.get("clusters", 0)
+    if not isinstance(clusters, int) or not 0 <= clusters <= CLUSTER_MAX:
+        raise ValueError(f"cross_entropy: params {params}: clusters must be 0 (as many as run at once) or a cap on the "
+                         f"CUDA rung's clusters, up to {CLUSTER_MAX}")
     g = torch.Generator(device=device).manual_seed(seed)
     x = (2 * torch.randn(rows, cols, generator=g, device=device)).to(torch.bfloat16)
     if op in ("copy", "read"):
@@ -110,7 +123,7 @@ def make_inputs(params, seed, device):
     t = torch.randint(0, cols, (rows,), generator=g, device=device, dtype=torch.int64)
     if every:
         t[every - 1::every] = IGNORE_INDEX
-    return {"x": x, "t": t}
+    return {"x": x, "t": t, **({"clusters": clusters} if clusters else {})}  # the sanitizer's cap (CUDA rung only)
 
 
 def ignored_rows(params):
@@ -215,6 +228,8 @@ def load(name):
         return lambda i, o: grad(i["x"], i["t"]) if "grad" in o else {"loss": fn(i["x"], i["t"])}
     if name == "liger":
         return _liger()
+    if name in CUDA_GRAD:
+        return _cuda_grad(name)
     import kernels
     import triton
 
@@ -260,6 +275,65 @@ def _grad_launcher(name, kernels):
         kernels.ce_grad_kernel[(programs,)](src, t, loss, g, v, rows, 1.0, IGNORE=IGNORE_INDEX, BLOCK=block,
                                             REVERSE=reverse, HINTS=hints, num_warps=warps)
     return grad
+
+
+# kwiki:rung cuda_grad_cluster
+def cuda_operands_error(x, t, loss, grad):
+    """Why ce_cluster.cu cannot take these tensors (None if it can): x and grad one [rows, cols] bf16 shape, contiguous,
+    cols a multiple of 8 (16-byte vectors) and at most 16 slices of 32 KiB, rows at most 65535 (the grid's y
+    extent), t int64 and loss fp32 [rows], contiguous, all on one device, x and grad 16-byte aligned."""
+    import torch
+
+    bad = []
+    if x.dim() != 2 or x.dtype != torch.bfloat16 or not x.is_contiguous():
+        return f"x is {tuple(x.shape)} {x.dtype}, not a contiguous bf16 [rows, cols]"
+    rows, cols = x.shape
+    if cols % 8 or cols > 16 * 2048 * 8:
+        bad.append(f"cols {cols} is not a multiple of 8 up to {16 * 2048 * 8}")
+    if rows > 65535:
+        bad.append(f"rows {rows} is above 65535")
+    for name, tensor, dtype, shape in (("t", t, torch.int64, (rows,)), ("loss", loss, torch.float32, (rows,)),
+                                       ("grad", grad, torch.bfloat16, (rows, cols))):
+        if tensor.dtype != dtype or tuple(tensor.shape) != shape or not tensor.is_contiguous():
+            bad.append(f"{name} is {tuple(tensor.shape)} {tensor.dtype}, not a contiguous {dtype} {shape}")
+        elif tensor.device != x.device:
+            bad.append(f"{name} is on {tensor.device}, not x's {x.device}")
+    if x.data_ptr() % 16 or grad.data_ptr() % 16:
+        bad.append("x or grad is not 16-byte aligned")
+    return "; ".join(bad) or None
+
+
+def _cuda_grad(name):
+    """The CUDA rung: kwiki_ce_cluster from the artifact's library on torch's current stream, writing the loss and
+    the gradient; the _inplace twin copies the logits into the gradient's buffer first (in the time) and has the
+    kernel read and overwrite that buffer, as Liger-Kernel's kernel does. Operands it is not built for are refused
+    here, by name, before any CUDA call."""
+    import ctypes
+    import os
+
+    import torch
+
+    lib = ctypes.CDLL(os.environ["KWIKI_CUDA_LIBRARY"])
+    fn = lib.kwiki_ce_cluster
+    fn.argtypes = [*[ctypes.c_void_p] * 4, *[ctypes.c_int] * 4, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+
+    def grad(i, o):
+        x, t, loss, g = i["x"], i["t"], o["loss"], o["grad"]
+        why = cuda_operands_error(x, t, loss, g)
+        if why:
+            raise ValueError(f"cross_entropy_bf16_sm90a (cross_entropy.py): {name}: {why}")
+        src = x
+        if name == "cuda_grad_cluster_inplace":
+            g.copy_(x)
+            src = g
+        err = fn(src.data_ptr(), t.data_ptr(), loss.data_ptr(), g.data_ptr(), x.shape[0], x.shape[1], IGNORE_INDEX,
+                 int(i.get("clusters", 0)), torch.cuda.current_stream().cuda_stream)
+        if err:
+            raise RuntimeError(f"cross_entropy_bf16_sm90a (ce_cluster.cu): kwiki_ce_cluster({name}) returned {err} "
+                               "(-1: operands refused, -3: no cluster of this size fits, else a CUDA error code)")
+    return grad
+# /kwiki:rung cuda_grad_cluster
 
 
 _DEVICE = {}  # torch.device -> (SM count, L2 bytes)
