@@ -19,7 +19,7 @@
 //  1. the slice's maximum m_c, then its sum s_c = sum exp(x - m_c), both from shared memory (two block reductions);
 //  2. (m_c, s_c) published in shared memory, a cluster barrier (release, acquire), then warp 0 reads the C pairs
 //     from the cluster's CTAs (distributed shared memory) and merges them by the online-softmax rule: M = max m_c,
-//     lse = M + ln(sum s_c exp(m_c - M)), the same in every CTA, folded in rank order;
+//     lse = M + ln(sum s_c exp(m_c - M)), the same in every CTA (each folds the same C pairs the same way);
 //  3. the CTA whose slice holds the target writes the loss (rank 0 writes an ignored row's 0), and every CTA writes
 //     its slice's gradient from shared memory, 16 bytes a thread and store.
 // An ignored row is read and reduced like the others (the cluster's barriers meet the same way every row) and
@@ -213,8 +213,8 @@ int cluster_size(int cols) {
 }
 
 // How many clusters of C CTAs with `smem` bytes each the device runs at once (asked once a configuration: the
-// launch's host time is inside the timed call).
-int active_clusters(int C, size_t smem) {
+// launch's host time is inside the timed call), or the occupancy call's error in *err (then -1).
+int active_clusters(int C, size_t smem, cudaError_t* err) {
     static struct { int C; size_t smem; int active; } seen[16];
     static int n_seen = 0;
     for (int i = 0; i < n_seen; ++i)
@@ -226,7 +226,8 @@ int active_clusters(int C, size_t smem) {
     cfg.gridDim = dim3(unsigned(C)), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = smem;
     cfg.attrs = attr, cfg.numAttrs = 1;
     int active = 0;
-    if (cudaOccupancyMaxActiveClusters(&active, ce_cluster_kernel, &cfg) != cudaSuccess) return -1;
+    *err = cudaOccupancyMaxActiveClusters(&active, ce_cluster_kernel, &cfg);
+    if (*err != cudaSuccess) return -1;
     if (n_seen < 16) seen[n_seen++] = {C, smem, active};
     return active;
 }
@@ -238,7 +239,8 @@ int active_clusters(int C, size_t smem) {
 // Returns 0, a CUDA error code, or -1 (rows or cols not positive, rows above 65535, cols not a multiple of 8 or a
 // row longer than 16 slices of 32 KiB, a negative cap, a pointer not aligned: x and grad 16 bytes, t 8, loss 4),
 // -3 (no cluster of this size fits the device). The module checks its operands before it calls, with a located
-// message; the checks here keep a direct caller from a bad launch.
+// message; the checks here keep a direct caller from a bad launch. One GPU a process: the library has its own CUDA
+// runtime, whose current device (0) must be torch's, and its caches are not kept per device.
 extern "C" int kwiki_ce_cluster(const void* x, const int64_t* t, float* loss, void* grad, int rows, int cols, int ignore,
                                 int max_clusters, cudaStream_t stream) {
     if (rows <= 0 || rows > 65535 || cols <= 0 || cols % kVec != 0 || max_clusters < 0) return -1;
@@ -251,12 +253,19 @@ extern "C" int kwiki_ce_cluster(const void* x, const int64_t* t, float* loss, vo
     if (!configured) {
         cudaError_t e = cudaFuncSetAttribute(ce_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(ce_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
-        if (e != cudaSuccess) return int(e);
+        if (e != cudaSuccess) {
+            cudaGetLastError();  // cleared, so that a later launch's check does not report it again
+            return int(e);
+        }
         configured = true;
     }
     const size_t smem = 2 * size_t((cols / kVec + C - 1) / C) * 16;
-    const int active = active_clusters(C, smem);
-    if (active < 0) return int(cudaGetLastError());
+    cudaError_t occupancy = cudaSuccess;
+    const int active = active_clusters(C, smem, &occupancy);
+    if (active < 0) {
+        cudaGetLastError();
+        return int(occupancy);
+    }
     if (active == 0) return -3;
     const int G = std::min(std::min(rows, active), max_clusters > 0 ? max_clusters : INT_MAX);
     cudaLaunchConfig_t cfg = {};
