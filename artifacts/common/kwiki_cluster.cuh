@@ -15,7 +15,9 @@ namespace kwiki::cluster {
 // cluster once every CTA has arrived) and wait (acquire). Every thread of every CTA of the cluster executes both.
 // arrive_relaxed orders no memory access (PTX ISA, barrier.cluster): it only says "this CTA is past this point".
 __device__ __forceinline__ void arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
-__device__ __forceinline__ void arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+__device__ __forceinline__ void arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
 __device__ __forceinline__ void wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
 
 // The float at `local` (this CTA's shared memory) in CTA `rank` of the cluster: mapa turns the shared-window address

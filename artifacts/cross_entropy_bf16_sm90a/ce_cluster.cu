@@ -131,8 +131,8 @@ __device__ __forceinline__ float block_reduce(float v, float (&red)[kWarps + 1])
 // grad may be one buffer: a row's slice is in shared memory before its gradient is written, and the copy in flight
 // reads another row.
 __global__ void __launch_bounds__(kThreads)
-ce_cluster_kernel(const bf16* x, const int64_t* __restrict__ t, float* __restrict__ loss, bf16* grad, int rows, int cols,
-                  int ignore) {
+ce_cluster_kernel(const bf16* x, const int64_t* __restrict__ t, float* __restrict__ loss, bf16* grad, int rows,
+                  int cols, int ignore) {
     extern __shared__ uint4 ring[];  // two buffers of `per` vectors
     __shared__ float red[kWarps + 1];
     __shared__ float part[2][2];  // [buffer][max, sum of exp(x - max)] of this CTA's slice
@@ -241,8 +241,8 @@ int active_clusters(int C, size_t smem, cudaError_t* err) {
 // -3 (no cluster of this size fits the device). The module checks its operands before it calls, with a located
 // message; the checks here keep a direct caller from a bad launch. One GPU a process: the library has its own CUDA
 // runtime, whose current device (0) must be torch's, and its caches are not kept per device.
-extern "C" int kwiki_ce_cluster(const void* x, const int64_t* t, float* loss, void* grad, int rows, int cols, int ignore,
-                                int max_clusters, cudaStream_t stream) {
+extern "C" int kwiki_ce_cluster(const void* x, const int64_t* t, float* loss, void* grad, int rows, int cols,
+                                int ignore, int max_clusters, cudaStream_t stream) {
     if (rows <= 0 || rows > 65535 || cols <= 0 || cols % kVec != 0 || max_clusters < 0) return -1;
     if (reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(grad) % 16 ||
         reinterpret_cast<uintptr_t>(t) % alignof(int64_t) || reinterpret_cast<uintptr_t>(loss) % alignof(float))
@@ -252,7 +252,8 @@ extern "C" int kwiki_ce_cluster(const void* x, const int64_t* t, float* loss, vo
     static bool configured = false;
     if (!configured) {
         cudaError_t e = cudaFuncSetAttribute(ce_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(ce_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(ce_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
         if (e != cudaSuccess) {
             cudaGetLastError();  // cleared, so that a later launch's check does not report it again
             return int(e);

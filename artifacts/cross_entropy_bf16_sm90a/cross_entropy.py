@@ -30,7 +30,8 @@ flight within the L2 (its size and the SM count read from the device), each walk
 is the top rung run as Liger-Kernel runs: the logits copied into the gradient's buffer, then the kernel over it
 in place. `cuda_grad_cluster` (ce_cluster.cu, built by kwiki into the library at $KWIKI_CUDA_LIBRARY and called
 through ctypes on torch's current stream) reads each row once: a thread-block cluster holds the row in its CTAs'
-shared memory (columns a multiple of 8), and `cuda_grad_cluster_inplace` is its twin run as Liger-Kernel runs. Its baselines are the forward's variants at this op: F.cross_entropy then torch.autograd.grad of the
+shared memory (columns a multiple of 8), and `cuda_grad_cluster_inplace` is its twin run as Liger-Kernel runs.
+Its baselines are the forward's variants at this op: F.cross_entropy then torch.autograd.grad of the
 sum (eager, and torch.compile at 4096 x 128256), and Liger-Kernel's kernel with HAS_GRADIENTS true, which
 overwrites the logits it reads with their gradient. The harness requires inputs to be left bit-identical and
 has no untimed per-call hook of the module's, so that variant copies the logits into the gradient output (a
