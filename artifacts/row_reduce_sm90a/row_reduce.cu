@@ -297,77 +297,36 @@ __global__ void __launch_bounds__(kThreads) cluster_kernel(const bf16* __restric
 // /kwiki:rung cluster
 
 // kwiki:rung cluster_ring
-// The cluster kernel made persistent and pipelined. The grid holds as many clusters as the device runs at once
-// (cluster j takes rows j, j + G, ...), and each CTA keeps two slice buffers: while it reduces, exchanges and stores
-// one row's slice, the next row's slice is on its way into the other buffer, one bulk copy issued by thread 0 at the
-// start of the row. So a CTA reads and writes at the same time, which the one-row cluster kernel never does (it loads
-// its whole slice, waits at the cluster barrier, then stores), and its loads take no registers or load instructions.
-// A row's steps and barriers are the cluster kernel's; what is new is the ring:
-//  - the CTA's u-th row (u = 0, 1, ...) is in buffer b = u % 2, whose mbarrier full[b] completes once a use: that
-//    row waits for parity (u / 2) % 2;
-//  - the next row's load goes into the buffer the previous row was scaled from: the __syncthreads at the top of a
-//    row puts every thread's reads of it (the previous row's stores) before the copy, and the async-proxy fence
-//    orders those generic-proxy reads before the copy's async-proxy writes;
-//  - the partial is double-buffered too (cta_part[b]): a peer's read of cta_part[b] in row u comes before its
-//    release arrive of row u + 1, and this CTA overwrites cta_part[b] in row u + 2, after the acquire wait that
-//    meets that arrive; a single variable would be ordered only by the relaxed arrive, which orders no memory
-//    access (PTX ISA, barrier.cluster). row_total and red are this CTA's own, ordered by its __syncthreads.
-// Every CTA of a cluster has the same rows, so the cluster barriers always meet.
-__global__ void __launch_bounds__(kThreads)
-cluster_ring_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int rows, int cols) {
-    extern __shared__ uint4 ring[];  // two buffers of `per` vectors
-    __shared__ float red[kWarps + 1];
-    __shared__ float cta_part[2], row_total;
-    __shared__ uint64_t full[2];
-    const cg::cluster_group cluster = cg::this_cluster();
-    const int C = int(cluster.num_blocks()), rank = int(cluster.block_rank());
-    const int V = cols / kVec, per = (V + C - 1) / C;
-    const Slice sl = slice_of(V, C, rank);
-    const int n = sl.end - sl.begin;  // this CTA's vectors of every row
-    const uint32_t bytes = uint32_t(n) * uint32_t(sizeof(uint4));
-    if (threadIdx.x == 0) {
-        sm90::mbar_init(&full[0], 1), sm90::mbar_init(&full[1], 1);
-        sm90::fence_barrier_init();
-    }
-    __syncthreads();
-    const auto load = [&](int row, int b) {  // thread 0 only
-        sm90::mbar_arrive_expect_tx(&full[b], bytes);
-        if (bytes) kc::bulk_load(ring + b * per, x + size_t(row) * cols + size_t(sl.begin) * kVec, bytes,
-                                 &full[b]);
-    };
-    const int step = int(gridDim.y);
-    if (threadIdx.x == 0 && int(blockIdx.y) < rows) load(int(blockIdx.y), 0);
-    int u = 0;  // rows done by this CTA
-    for (int row = int(blockIdx.y); row < rows; row += step, ++u) {
-        const int b = u & 1;
-        __syncthreads();  // every thread is past its reads of buffer b ^ 1 (the previous row's stores)
-        if (threadIdx.x == 0 && row + step < rows) {
-            sm90::fence_proxy_async();
-            load(row + step, b ^ 1);
-        }
-        sm90::mbar_wait(&full[b], uint32_t(u >> 1) & 1u);
-        const uint4* slice = ring + b * per;
+// The cluster kernel made persistent and pipelined: kwiki_cluster.cuh's ring_rows, with the sum of squares as its
+// statistic. The grid holds as many clusters as the device runs at once (cluster j takes rows j, j + G, ...), and
+// each CTA keeps two slice buffers: while it reduces, exchanges and stores one row's slice, the next row's slice is
+// on its way into the other buffer, one bulk copy issued by thread 0 at the start of the row. So a CTA reads and
+// writes at the same time, which the one-row cluster kernel never does (it loads its whole slice, waits at the
+// cluster barrier, then stores), and its loads take no registers or load instructions. ring_rows says how each
+// hazard of the ring (the refilled buffer, the double-buffered partial, a CTA leaving early) is closed.
+struct RmsScale {
+    bf16* y;
+    int cols;
+
+    __device__ __forceinline__ float2 partial(const uint4* slice, const kc::Slice& sl, float* red) const {
         float acc = 0;
 #pragma unroll 4
-        for (int j = threadIdx.x; j < n; j += kThreads) acc = sumsq8(slice[j], acc);
-        const float part = block_sum(acc, red);
-        if (threadIdx.x == 0) cta_part[b] = part;
-        kc::arrive();
-        kc::wait();
-        if (threadIdx.x < 32) {
-            const int lane = threadIdx.x;
-            float t = lane < C ? kc::load_from_rank(&cta_part[b], unsigned(lane)) : 0.0f;
-            t = kwiki::warp_sum(t);
-            if (lane == 0) row_total = t;
-        }
-        kc::arrive_relaxed();  // this CTA has read the row's partials
-        __syncthreads();
-        const float scale = rsqrtf(row_total / cols + kEps);
+        for (int j = threadIdx.x; j < sl.n; j += kThreads) acc = sumsq8(slice[j], acc);
+        return make_float2(kc::block_reduce<false>(acc, red), 0.0f);
+    }
+    __device__ __forceinline__ float merge(float2 p, bool valid) const { return kc::warp_sum(valid ? p.x : 0.0f); }
+    __device__ __forceinline__ void write(int row, const uint4* slice, const kc::Slice& sl, float total) const {
+        const float scale = rsqrtf(total / cols + kEps);
         uint4* yr = reinterpret_cast<uint4*>(y + size_t(row) * cols) + sl.begin;
 #pragma unroll 4
-        for (int j = threadIdx.x; j < n; j += kThreads) yr[j] = scale8(slice[j], scale);
-        kc::wait();  // no CTA leaves while another may still read its partial
+        for (int j = threadIdx.x; j < sl.n; j += kThreads) yr[j] = scale8(slice[j], scale);
     }
+};
+static_assert(kThreads == kc::kRingThreads && kVec == kc::kRowVec && kSliceVecs == kc::kSliceVecs, "one slice rule");
+
+__global__ void __launch_bounds__(kThreads)
+cluster_ring_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int rows, int cols) {
+    kc::ring_rows(x, rows, cols, RmsScale{y, cols});
 }
 // /kwiki:rung cluster_ring
 
@@ -497,28 +456,17 @@ Plan cluster_plan(int cols, kwiki::Fields& extra) {
 // one a row), or `cap` (--ring-clusters, 0: no cap) if fewer: every cluster is resident, and walks its rows in step
 // G. The cap makes a small shape walk many rows a cluster (the sanitizer's shapes: every buffer used many times).
 void launch_cluster_ring(const Problem& p, const Plan& pl, cudaStream_t s) {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = unsigned(pl.split), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(unsigned(pl.split), unsigned(std::min(pl.grid, p.rows)));
-    cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = pl.smem, cfg.stream = s, cfg.attrs = attr, cfg.numAttrs = 1;
-    KWIKI_CHECK(cudaLaunchKernelEx(&cfg, cluster_ring_kernel, p.x, p.y, p.rows, p.cols));
+    const kc::RingLaunch l(pl.split, std::min(pl.grid, p.rows), pl.smem, s);
+    KWIKI_CHECK(cudaLaunchKernelEx(&l.cfg, cluster_ring_kernel, p.x, p.y, p.rows, p.cols));
 }
 
 Plan cluster_ring_plan(int rows, int cols, int cap, kwiki::Fields& extra) {
     Plan pl;
-    pl.split = cluster_size(cols), pl.smem = 2 * slice_bytes(cols, pl.split);
-    KWIKI_CHECK(cudaFuncSetAttribute(cluster_ring_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    KWIKI_CHECK(cudaFuncSetAttribute(cluster_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = unsigned(pl.split), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(unsigned(pl.split)), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = pl.smem;
-    cfg.attrs = attr, cfg.numAttrs = 1;
-    int active = 0;
-    KWIKI_CHECK(cudaOccupancyMaxActiveClusters(&active, cluster_ring_kernel, &cfg));
+    pl.split = kc::ring_cluster_size(cols), pl.smem = kc::ring_smem(cols, pl.split);
+    KWIKI_REQUIRE(pl.split > 0, "cluster_ring: a row longer than 16 slices of 32 KiB");
+    cudaError_t err = cudaSuccess;
+    const int active = kc::ring_active_clusters(cluster_ring_kernel, pl.split, pl.smem, &err);
+    KWIKI_CHECK(err);
     KWIKI_REQUIRE(active > 0, "no cluster of this size fits on the device");
     pl.grid = cap > 0 ? std::min(cap, active) : active;
     extra.emplace_back("max_active_clusters", active);
