@@ -95,7 +95,11 @@ def test_each_variant_applies_within_its_limits(mod: ModuleType) -> None:
             if p["op"] == "copy" or name.endswith("_copy"):  # the roof's variants run the copy, and only they
                 assert mod.applies(name, p) == (p["op"] == "copy" and name.endswith("_copy")), (name, p)
     off = _params("softmax", **mod.OFF_TILE)
-    assert [n for n in mod.VARIANTS if mod.applies(n, off)] == ["torch_eager", "liger", "triton_row", "triton_split"]
+    assert [n for n in mod.VARIANTS if mod.applies(n, off)] == ["torch_eager", "liger", "triton_row", "triton_split",
+                                                                "cuda_cluster"]
+    assert mod.applies("cuda_cluster", _params("softmax", 2, mod.CLUSTER_MIN))  # rung 3: from 16384 elements up
+    assert not mod.applies("cuda_cluster", _params("softmax", 2, mod.CLUSTER_MIN // 2))
+    assert not mod.applies("cuda_cluster", _params("softmax", 2, mod.CLUSTER_MIN + 4))  # whole 16-byte vectors
     assert mod.applies("triton_row", _params("softmax", 2, mod.ROW_MAX))
     assert not mod.applies("triton_row", _params("softmax", 2, mod.ROW_MAX + 1))
     assert mod.applies("liger", _params("softmax", 2, mod.LIGER_MAX))
