@@ -77,7 +77,8 @@ int active_clusters(int C, size_t smem, cudaError_t* err) {
 // cluster of this size fits the device). The module checks its operands before it calls, with a located message;
 // the checks here keep a direct caller from a bad launch. One GPU a process: the library has its own CUDA runtime,
 // whose current device (0) must be torch's, and its caches are not kept per device.
-extern "C" int kwiki_softmax_cluster(const void* x, void* y, int rows, int cols, int max_clusters, cudaStream_t stream) {
+extern "C" int kwiki_softmax_cluster(const void* x, void* y, int rows, int cols, int max_clusters,
+                                     cudaStream_t stream) {
     if (rows <= 0 || rows > 65535 || cols <= 0 || cols % kc::kRowVec != 0 || max_clusters < 0) return -1;
     if (reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(y) % 16) return -1;
     const int C = kc::ring_cluster_size(cols);
