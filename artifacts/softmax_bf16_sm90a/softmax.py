@@ -7,9 +7,10 @@ elements; rung 2 splits every row over programs of CHUNK elements in two kernels
 merge by the online-softmax rule and normalize), which reads x twice and runs at any length with as many
 programs as the tensor has chunks; rung 3 (cuda_cluster: softmax_cluster.cu, built by kwiki into the library at
 $KWIKI_CUDA_LIBRARY and called through ctypes on torch's current stream) holds each row in the shared memory of a
-thread-block cluster, so it reads x once at every length from CLUSTER_MIN up (and at the off-tile shape). Baselines: torch.softmax (eager), torch.compile of it (default mode,
-dynamic=False, compiled in the untimed check call, only at the claimed lengths), Liger-Kernel's softmax
-(rows up to 65536: its block-size rule refuses longer ones).
+thread-block cluster, so it reads x once at every length from CLUSTER_MIN up (and at the off-tile shape).
+Baselines: torch.softmax (eager), torch.compile of it (default mode, dynamic=False, compiled in the untimed check
+call, only at the claimed lengths), Liger-Kernel's softmax (rows up to 65536: its block-size rule refuses longer
+ones).
 Run by kwiki's harness (artifacts/common/kwiki_harness.py); torch and Triton are imported inside functions.
 """
 
