@@ -76,7 +76,7 @@ def test_the_cap_on_clusters_is_an_input_the_params_check(module: Any) -> None:
     inputs = module.make_inputs(p, 0, "cpu")
     assert inputs["clusters"] == 2 and set(inputs) == {"x", "t", "clusters"}
     assert "clusters" not in module.make_inputs({**p, "clusters": 0}, 0, "cpu")
-    for bad in (-1, 70000, 1.5):
+    for bad in (-1, 70000, 1.5, True):
         with pytest.raises(ValueError, match="clusters must be 0"):
             module.make_inputs({**p, "clusters": bad}, 0, "cpu")
     assert torch.equal(module.reference(p, inputs)["grad"], module.reference(p, {"x": inputs["x"],

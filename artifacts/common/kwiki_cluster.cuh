@@ -229,6 +229,7 @@ struct RingLaunch {
         cfg.stream = stream, cfg.attrs = attr, cfg.numAttrs = 1;
     }
     RingLaunch(const RingLaunch&) = delete;  // cfg.attrs points into this object
+    RingLaunch& operator=(const RingLaunch&) = delete;
 };
 
 // Allow `kernel` clusters of 16 and the largest ring's shared memory (once a kernel), then ask how many clusters of

@@ -114,7 +114,7 @@ def make_inputs(params, seed, device):
     if op == "ce_grad" and (not isinstance(every, int) or every < 0 or every == 1):
         raise ValueError(f"cross_entropy: params {params}: ignore_every must be 0 (no ignored row) or an int >= 2")
     clusters = params.get("clusters", 0)
-    if not isinstance(clusters, int) or not 0 <= clusters <= CLUSTER_MAX:
+    if isinstance(clusters, bool) or not isinstance(clusters, int) or not 0 <= clusters <= CLUSTER_MAX:
         raise ValueError(f"cross_entropy: params {params}: clusters must be 0 (as many as run at once) or a cap on the "
                          f"CUDA rung's clusters, up to {CLUSTER_MAX}")
     g = torch.Generator(device=device).manual_seed(seed)

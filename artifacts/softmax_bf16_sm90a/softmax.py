@@ -55,7 +55,7 @@ def make_inputs(params, seed, device):
     if params["op"] not in ("copy", "softmax") or params["rows"] <= 0 or params["cols"] <= 0:
         raise ValueError(f"softmax: params {params}: op must be copy or softmax, rows and cols positive")
     clusters = params.get("clusters", 0)
-    if not isinstance(clusters, int) or not 0 <= clusters <= CLUSTER_MAX:
+    if isinstance(clusters, bool) or not isinstance(clusters, int) or not 0 <= clusters <= CLUSTER_MAX:
         raise ValueError(f"softmax: params {params}: clusters must be 0 (as many as run at once) or a cap on rung 3's "
                          f"clusters, up to {CLUSTER_MAX}")
     g = torch.Generator(device=device).manual_seed(seed)
