@@ -173,3 +173,16 @@ def launcher_result(library: Path, symbol: str, argtypes: list[Any], args: dict[
     fn.argtypes = argtypes
     fn.restype = ctypes.c_int
     return int(fn(*args.values()))
+
+
+
+def fake_libraries(monkeypatch: pytest.MonkeyPatch, torch: Any, symbol: str, *, stream: int = 0) -> list[FakeLibrary]:
+    """FakeLibrary.of(symbol) put in place of ctypes.CDLL, torch's current stream one whose handle is `stream`, and
+    $KWIKI_CUDA_LIBRARY set: the list of the libraries the module loads from now on, the last one last."""
+    import ctypes
+
+    cdll = FakeLibrary.of(symbol)
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("Stream", (), {"cuda_stream": stream})())
+    monkeypatch.setenv("KWIKI_CUDA_LIBRARY", "lib.so")
+    return cdll.loaded  # type: ignore[no-any-return]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_artifact import build_library, claimed_at_one_entry, launcher_result, rung_checks, sass_tools
+from cuda_artifact import build_library, claimed_at_one_entry, fake_libraries, launcher_result, rung_checks, sass_tools
 
 from kwiki.wiki.manifest import Manifest, load_manifest
 
@@ -105,34 +105,12 @@ def test_operands_the_kernels_are_not_built_for_are_named() -> None:
     assert "lse is on meta" in mod.fa3_operands_error(ok, ok, ok, ok, lse.to("meta"))
 
 
-class _FakeLibrary:
-    """kwiki_fa3_fwd as ctypes would call it: the argtypes the module set and the arguments of every call."""
-
-    def __init__(self, path: str) -> None:
-        self.kwiki_fa3_fwd = self
-        self.argtypes: list[Any] = []
-        self.calls: list[tuple[Any, ...]] = []
-
-    def __call__(self, *args: Any) -> int:
-        assert len(args) == len(self.argtypes)
-        self.calls.append(args)
-        return 0
-
-
 def test_each_call_hands_the_kernels_an_lse_buffer_checked_or_a_scratch_of_its_own(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """At an "o+lse" entry the checked output's pointer; at an "o" entry a fp32 [batch, heads, seq] scratch made at
     the first (untimed) call of a shape and reused after it, so the timed work is the same at both entries."""
     torch = pytest.importorskip("torch")
-    libs: list[_FakeLibrary] = []
-
-    def cdll(path: str) -> _FakeLibrary:
-        libs.append(_FakeLibrary(path))
-        return libs[-1]
-
-    monkeypatch.setattr(ctypes, "CDLL", cdll)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("Stream", (), {"cuda_stream": 0})())
-    monkeypatch.setenv("KWIKI_CUDA_LIBRARY", "libfa3.so")
+    libs = fake_libraries(monkeypatch, torch, "kwiki_fa3_fwd")
     mod = _module()
     call = mod.load("cuda_fa3_overlap")
     lib = libs[-1]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_artifact import build_library, claimed_at_one_entry, launcher_result, sass_kernels
+from cuda_artifact import build_library, claimed_at_one_entry, fake_libraries, launcher_result, sass_kernels
 
 from kwiki.wiki.manifest import Manifest, load_manifest
 
@@ -83,37 +83,10 @@ def test_the_cap_on_clusters_is_an_input_the_params_check(module: Any) -> None:
                                                                                  "t": inputs["t"]})["grad"])
 
 
-class _FakeLibrary:
-    """kwiki_ce_cluster as ctypes would call it: the argtypes the module set and the arguments of every call."""
-
-    def __init__(self, path: str) -> None:
-        self.kwiki_ce_cluster = self
-        self.argtypes: list[Any] = []
-        self.calls: list[tuple[Any, ...]] = []
-
-    def __call__(self, *args: Any) -> int:
-        assert len(args) == len(self.argtypes)
-        self.calls.append(args)
-        return 0
-
-
-def _fake(monkeypatch: pytest.MonkeyPatch, torch: Any) -> list[_FakeLibrary]:
-    libs: list[_FakeLibrary] = []
-
-    def cdll(path: str) -> _FakeLibrary:
-        libs.append(_FakeLibrary(path))
-        return libs[-1]
-
-    monkeypatch.setattr(ctypes, "CDLL", cdll)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("Stream", (), {"cuda_stream": 7})())
-    monkeypatch.setenv("KWIKI_CUDA_LIBRARY", "libce.so")
-    return libs
-
-
 def test_each_call_hands_the_library_its_operands_and_the_twin_works_in_place(module: Any,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
-    libs = _fake(monkeypatch, torch)
+    libs = fake_libraries(monkeypatch, torch, "kwiki_ce_cluster", stream=7)
     p = {"op": "ce_grad", "rows": 5, "cols": 24, "ignore_every": 2, "dtype": "bfloat16_grad"}
     inputs = module.make_inputs(p, 1, "cpu")
     out = module.make_outputs(p, inputs)
@@ -132,7 +105,7 @@ def test_each_call_hands_the_library_its_operands_and_the_twin_works_in_place(mo
 def test_operands_the_kernel_is_not_built_for_are_refused_by_name(module: Any,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
-    libs = _fake(monkeypatch, torch)
+    libs = fake_libraries(monkeypatch, torch, "kwiki_ce_cluster", stream=7)
     call = module.load("cuda_grad_cluster")
     x = torch.zeros(4, 20, dtype=torch.bfloat16)  # 20 columns: not whole 16-byte vectors
     t = torch.zeros(4, dtype=torch.int64)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_artifact import build_library, claimed_at_one_entry, launcher_result, sass_kernels
+from cuda_artifact import build_library, claimed_at_one_entry, fake_libraries, launcher_result, sass_kernels
 
 from kwiki.wiki.manifest import load_manifest
 
@@ -45,43 +45,26 @@ def test_the_cuda_rung_climbs_above_the_triton_ones_where_a_row_needs_a_cluster(
     assert claimed_at_one_entry(PAGE, module.GRID, module.applies, ["cuda_cluster"]) == {"cuda_cluster"}
 
 
-def _fake(monkeypatch: pytest.MonkeyPatch, torch: Any) -> list[Any]:
-    calls: list[tuple[Any, ...]] = []
-
-    class Library:
-        def __init__(self, path: str) -> None:
-            self.kwiki_softmax_cluster = self
-            self.argtypes: list[Any] = []
-
-        def __call__(self, *args: Any) -> int:
-            assert len(args) == len(self.argtypes) == len(ARGTYPES)
-            calls.append(args)
-            return 0
-
-    monkeypatch.setattr(ctypes, "CDLL", Library)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("Stream", (), {"cuda_stream": 5})())
-    monkeypatch.setenv("KWIKI_CUDA_LIBRARY", "libsoftmax.so")
-    return calls
-
-
 def test_a_call_hands_the_library_its_operands_and_bad_ones_are_refused_by_name(
         module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
-    calls = _fake(monkeypatch, torch)
+    libs = fake_libraries(monkeypatch, torch, "kwiki_softmax_cluster", stream=5)
     p = {"op": "softmax", "rows": 6, "cols": 32, "clusters": 2, "dtype": "bfloat16"}
     inputs = module.make_inputs(p, 0, "cpu")
     assert inputs["clusters"] == 2
     out = module.make_outputs(p, inputs)
     call = module.load("cuda_cluster")
     call(inputs, out)
-    assert calls == [(inputs["x"].data_ptr(), out["y"].data_ptr(), 6, 32, 2, 5)]
+    (lib,) = libs
+    assert lib.argtypes == ARGTYPES
+    assert lib.calls == [(inputs["x"].data_ptr(), out["y"].data_ptr(), 6, 32, 2, 5)]
     x = torch.zeros(4, 20, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=r"softmax\.py\): cuda_cluster: cols 20 is not a multiple of 8"):
         call({"x": x}, {"y": torch.empty_like(x)})
     x = torch.zeros(4, 16, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=r"y is \(4, 16\) torch.float32"):
         call({"x": x}, {"y": x.float()})
-    assert len(calls) == 1  # refused before the library
+    assert len(lib.calls) == 1  # refused before the library
     with pytest.raises(ValueError, match="clusters must be 0"):
         module.make_inputs({**p, "clusters": -2}, 0, "cpu")
 

@@ -232,10 +232,16 @@ struct RingLaunch {
     RingLaunch& operator=(const RingLaunch&) = delete;
 };
 
-// Allow `kernel` clusters of 16 and the largest ring's shared memory (once a kernel), then ask how many clusters of
-// C CTAs with `smem` bytes each the device runs at once: the count, or -1 with the failed call's error in *err.
+// Allow `kernel` clusters of 16 and the largest ring's shared memory, then ask how many clusters of C CTAs with
+// `smem` bytes each the device runs at once: the count, or -1 with the failed call's error in *err. Asked once a
+// (kernel, C, smem): a launcher's host time is inside a timed call.
 template <class Kernel>
 int ring_active_clusters(Kernel kernel, int C, size_t smem, cudaError_t* err) {
+    static struct { const void* kernel; int C; size_t smem; int active; } seen[32];
+    static int n_seen = 0;
+    const void* k = reinterpret_cast<const void*>(kernel);
+    for (int i = 0; i < n_seen; ++i)
+        if (seen[i].kernel == k && seen[i].C == C && seen[i].smem == smem) return seen[i].active;
     *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (*err == cudaSuccess)
         *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRingSmem);
@@ -246,7 +252,27 @@ int ring_active_clusters(Kernel kernel, int C, size_t smem, cudaError_t* err) {
         cudaGetLastError();  // cleared: a later launch's check does not report it again
         return -1;
     }
+    if (n_seen < 32) seen[n_seen++] = {k, C, smem, active};
     return active;
 }
 
+// A ring kernel's launch from a library's launcher: rows of `cols` bf16, at most `max_clusters` clusters (0: as many
+// as run at once), `args` the kernel's. Returns 0, a CUDA error code, -1 (a row longer than 16 slices of 32 KiB) or
+// -3 (no cluster of this size fits the device). The caller has checked its operands. One GPU a process: a library
+// has its own CUDA runtime, whose current device (0) must be torch's, and the cache above is not kept per device.
+template <class... Params, class... Args>
+int ring_launch(void (*kernel)(Params...), int rows, int cols, int max_clusters, cudaStream_t stream, Args... args) {
+    const int C = ring_cluster_size(cols);
+    if (C == 0) return -1;
+    const size_t smem = ring_smem(cols, C);
+    cudaError_t err = cudaSuccess;
+    const int active = ring_active_clusters(kernel, C, smem, &err);
+    if (active < 0) return int(err);
+    if (active == 0) return -3;
+    int G = rows < active ? rows : active;
+    if (max_clusters > 0 && max_clusters < G) G = max_clusters;
+    const RingLaunch l(C, G, smem, stream);
+    const cudaError_t e = cudaLaunchKernelEx(&l.cfg, kernel, args...);
+    return e != cudaSuccess ? int(e) : int(cudaGetLastError());
+}
 }  // namespace kwiki::cluster

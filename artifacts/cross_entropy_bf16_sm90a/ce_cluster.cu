@@ -25,8 +25,6 @@
 //     its slice's gradient from shared memory, 16 bytes a thread and store.
 // An ignored row is read and reduced like the others (the cluster's barriers meet the same way every row) and
 // written as zeros. Exponentials are ex2.approx of x log2(e) - lse log2(e) (fp32; relative error about 2^-22).
-#include <algorithm>
-#include <climits>
 #include <cstdint>
 
 #include "kwiki_cluster.cuh"
@@ -88,18 +86,6 @@ ce_cluster_kernel(const bf16* x, const int64_t* __restrict__ t, float* __restric
 }
 // /kwiki:rung cuda_grad_cluster
 
-// How many clusters of C CTAs with `smem` bytes each the device runs at once, asked once a configuration (the
-// launch's host time is inside the timed call): the count, or -1 with the failed call's error in *err.
-int active_clusters(int C, size_t smem, cudaError_t* err) {
-    static struct { int C; size_t smem; int active; } seen[16];
-    static int n_seen = 0;
-    for (int i = 0; i < n_seen; ++i)
-        if (seen[i].C == C && seen[i].smem == smem) return seen[i].active;
-    const int active = kc::ring_active_clusters(ce_cluster_kernel, C, smem, err);
-    if (active >= 0 && n_seen < 16) seen[n_seen++] = {C, smem, active};
-    return active;
-}
-
 }  // namespace
 
 // The launcher the module calls: x and grad [rows, cols] bf16 (grad may be x: in place), t [rows] int64, loss
@@ -115,16 +101,6 @@ extern "C" int kwiki_ce_cluster(const void* x, const int64_t* t, float* loss, vo
     if (reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(grad) % 16 ||
         reinterpret_cast<uintptr_t>(t) % alignof(int64_t) || reinterpret_cast<uintptr_t>(loss) % alignof(float))
         return -1;
-    const int C = kc::ring_cluster_size(cols);
-    if (C == 0) return -1;
-    const size_t smem = kc::ring_smem(cols, C);
-    cudaError_t occupancy = cudaSuccess;
-    const int active = active_clusters(C, smem, &occupancy);
-    if (active < 0) return int(occupancy);
-    if (active == 0) return -3;
-    const int G = std::min(std::min(rows, active), max_clusters > 0 ? max_clusters : INT_MAX);
-    const kc::RingLaunch l(C, G, smem, stream);
-    const cudaError_t e = cudaLaunchKernelEx(&l.cfg, ce_cluster_kernel, static_cast<const bf16*>(x), t, loss,
-                                             static_cast<bf16*>(grad), rows, cols, ignore);
-    return e != cudaSuccess ? int(e) : int(cudaGetLastError());
+    return kc::ring_launch(ce_cluster_kernel, rows, cols, max_clusters, stream, static_cast<const bf16*>(x), t, loss,
+                           static_cast<bf16*>(grad), rows, cols, ignore);
 }

@@ -13,8 +13,6 @@
 // caller's cap), two slice buffers a CTA, the next row's slice brought in by one bulk copy while this row is reduced
 // and written; the slices' maxima and sums of exp meet through distributed shared memory (the online-softmax rule,
 // kwiki_cluster.cuh's SoftmaxStats), and every CTA writes its slice's probabilities from shared memory.
-#include <algorithm>
-#include <climits>
 #include <cstdint>
 
 #include "kwiki_cluster.cuh"
@@ -57,18 +55,6 @@ softmax_cluster_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int row
 }
 // /kwiki:rung cuda_cluster
 
-// How many clusters of C CTAs with `smem` bytes each the device runs at once, asked once a configuration (the
-// launch's host time is inside the timed call): the count, or -1 with the failed call's error in *err.
-int active_clusters(int C, size_t smem, cudaError_t* err) {
-    static struct { int C; size_t smem; int active; } seen[16];
-    static int n_seen = 0;
-    for (int i = 0; i < n_seen; ++i)
-        if (seen[i].C == C && seen[i].smem == smem) return seen[i].active;
-    const int active = kc::ring_active_clusters(softmax_cluster_kernel, C, smem, err);
-    if (active >= 0 && n_seen < 16) seen[n_seen++] = {C, smem, active};
-    return active;
-}
-
 }  // namespace
 
 // The launcher the module calls: x and y [rows, cols] bf16, contiguous, 16-byte aligned; max_clusters 0 (as many as
@@ -81,16 +67,6 @@ extern "C" int kwiki_softmax_cluster(const void* x, void* y, int rows, int cols,
                                      cudaStream_t stream) {
     if (rows <= 0 || rows > 65535 || cols <= 0 || cols % kc::kRowVec != 0 || max_clusters < 0) return -1;
     if (reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(y) % 16) return -1;
-    const int C = kc::ring_cluster_size(cols);
-    if (C == 0) return -1;
-    const size_t smem = kc::ring_smem(cols, C);
-    cudaError_t occupancy = cudaSuccess;
-    const int active = active_clusters(C, smem, &occupancy);
-    if (active < 0) return int(occupancy);
-    if (active == 0) return -3;
-    const int G = std::min(std::min(rows, active), max_clusters > 0 ? max_clusters : INT_MAX);
-    const kc::RingLaunch l(C, G, smem, stream);
-    const cudaError_t e = cudaLaunchKernelEx(&l.cfg, softmax_cluster_kernel, static_cast<const bf16*>(x),
-                                             static_cast<bf16*>(y), rows, cols);
-    return e != cudaSuccess ? int(e) : int(cudaGetLastError());
+    return kc::ring_launch(softmax_cluster_kernel, rows, cols, max_clusters, stream, static_cast<const bf16*>(x),
+                           static_cast<bf16*>(y), rows, cols);
 }
