@@ -122,7 +122,7 @@ def test_a_python_artifact_s_kernels_file_beside_its_module_is_read_for_markers(
     shutil.copytree(REPO / "artifacts" / "softmax_bf16_sm90a", art)
     (art / "artifact.yaml").write_text((art / "artifact.yaml").read_text().replace("softmax_bf16_sm90a",
                                                                                     "rows_f32_sm90a"))
-    for source in (art / "kernels.py", art / "softmax.py"):  # the artifact's own markers out: one region below
+    for source in [*art.glob("*.py"), *art.glob("*.cu")]:  # the artifact's own markers out: one region below
         source.write_text("".join(line for line in source.read_text().splitlines(keepends=True)
                                   if "kwiki:rung" not in line))
     kernels = art / "kernels.py"

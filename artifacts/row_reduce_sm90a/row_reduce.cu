@@ -483,6 +483,17 @@ void launch_copy(const Problem& p, const Plan&, cudaStream_t s) {
 
 enum class Kind { Copy, Block, TwoKernel, Atomics, Cluster, ClusterRing };
 
+// Whether a variant of this kind has a case at `cols`: cluster_ring holds 16 slices of 32 KiB at most (262144
+// columns), the others every length the binary takes.
+bool has_case(Kind k, int cols) { return k != Kind::ClusterRing || kc::ring_cluster_size(cols) > 0; }
+
+// --ring-clusters: cluster_ring's cap on its grid (0: as many clusters as run at once), refused outside 0-65535.
+int ring_cap(const kwiki::Args& args) {
+    const long long cap = args.get_int("ring-clusters", 0);
+    if (cap < 0 || cap > 65535) kwiki::Args::usage("--ring-clusters wants 0 (as many as run at once) to 65535");
+    return int(cap);
+}
+
 // A variant's plan at rows x cols, and what its record adds (registers, occupancy, the split, the grid).
 Plan plan_for(Kind k, int rows, int cols, int ring_cap, kwiki::Fields& extra) {
     Plan pl;
@@ -546,8 +557,7 @@ int main(int argc, char** argv) {
     const auto shapes = m.args.get_shapes<std::pair<int, int>, 2>(  // the manifest's; --list-shapes exits
         "shapes", "", "ROWSxCOLS with COLS a multiple of 8 and at most 524288, ROWS at most 65535",
         [](const std::vector<int>& d) { return d[1] % kVec == 0 && d[1] <= kMaxCols && d[0] <= 65535; });
-    const long long ring_cap = m.args.get_int("ring-clusters", 0);  // cluster_ring's grid: at most this many (0: all)
-    if (ring_cap < 0 || ring_cap > 65535) kwiki::Args::usage("--ring-clusters wants 0 (as many as run at once) to 65535");
+    const int cap = ring_cap(m.args);
     kwiki::Runner& runner = m.start("row_reduce");
     for (const auto& shape : shapes) {
         const int rows = shape.first, cols = shape.second;
@@ -560,16 +570,14 @@ int main(int argc, char** argv) {
             kwiki::Case c;
             c.params = {{"shape", std::to_string(rows) + "x" + std::to_string(cols)}, {"rows", rows}, {"cols", cols}, {"dtype", "bf16"}};
             c.bytes = 2.0 * double(n) * sizeof(bf16);  // x read once, y written once: a copy's bytes
-            const Plan pl = plan_for(v.kind, rows, cols, int(ring_cap), c.extra);
+            const Plan pl = plan_for(v.kind, rows, cols, cap, c.extra);
             c.launch = [&, v, pl](cudaStream_t s) {
                 v.launch({rows, cols, in.current().x.get(), y.get(), ws.partial.get(), {ws.sum.get(), ws.count.get()}}, pl, s);
             };
             in.bind(c, [&y, n](cudaStream_t s) { kwiki::poison(y.get(), n * sizeof(bf16), s); },
                     [&y, n, v](const Inputs& s) { return check_y(y.get(), n, s, v.kind == Kind::Copy); });
             return c;
-        }, [cols](const Variant& v) {  // cluster_ring holds 16 slices of 32 KiB at most (262144 columns): past
-            return v.kind != Kind::ClusterRing || kc::ring_cluster_size(cols) > 0;  // that it has no case
-        });
+        }, [cols](const Variant& v) { return has_case(v.kind, cols); });
     }
     return kwiki::exit_code();
 }
