@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "kwiki_reduce.cuh"  // kwiki::warp_sum
 #include "sm90.cuh"
 
 namespace kwiki::cluster {
@@ -63,14 +64,10 @@ struct Slice {
     int begin, end, n;
 };
 
-__device__ __forceinline__ float warp_max(float v) {
+using kwiki::warp_sum;  // kwiki_reduce.cuh
+__device__ __forceinline__ float warp_max(float v) {  // warp_sum's butterfly with fmaxf
 #pragma unroll
     for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 

@@ -32,6 +32,7 @@
 namespace {
 
 namespace cg = cooperative_groups;
+namespace kc = kwiki::cluster;  // kwiki_cluster.cuh: cluster barriers, distributed shared memory, the ring
 using bf16 = __nv_bfloat16;
 
 constexpr int kThreads = 512;             // every kernel's block
@@ -105,9 +106,8 @@ kwiki::CheckResult check_y(const bf16* y, size_t n, const Inputs& set, bool copy
 // ===================================================================================================
 
 // kwiki:rung block
-// A bf16 pair in a 32-bit word as two floats: a bf16 is the high half of a float.
-__device__ __forceinline__ float lo_f(uint32_t w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float hi_f(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+using kc::hi_f;  // a bf16 pair in a 32-bit word as two floats (kwiki_cluster.cuh)
+using kc::lo_f;
 
 __device__ __forceinline__ float sumsq8(uint4 v, float acc) {
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -123,20 +123,12 @@ __device__ __forceinline__ uint32_t scale2(uint32_t w, float s) {
 
 __device__ __forceinline__ uint4 scale8(uint4 v, float s) { return {scale2(v.x, s), scale2(v.y, s), scale2(v.z, s), scale2(v.w, s)}; }
 
-// The sum of v over the block, in every thread: warp shuffles (kwiki::warp_sum), one partial per warp in shared
-// memory, warp 0 sums those, and a second barrier hands the total to every warp. Called once per kernel (or once
-// per work item, with a barrier before the next call reuses `red`).
+// The sum of v over the block, in every thread (kwiki_cluster.cuh's block_reduce: warp shuffles, one partial per
+// warp in `red`, warp 0 sums those, a second barrier hands the total out). Called once per kernel, or once per work
+// item with a barrier before the next call reuses `red`.
+static_assert(kThreads == kc::kRingThreads && kVec == kc::kRowVec && kSliceVecs == kc::kSliceVecs, "one slice rule");
 __device__ __forceinline__ float block_sum(float v, float (&red)[kWarps + 1]) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-    v = kwiki::warp_sum(v);
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        float t = kwiki::warp_sum(lane < kWarps ? red[lane] : 0.0f);
-        if (lane == 0) red[kWarps] = t;
-    }
-    __syncthreads();
-    return red[kWarps];
+    return kc::block_reduce<false>(v, red);
 }
 
 // One CTA per row: the sum of squares over the row, then a second pass over the row (from L2 if it is still there,
@@ -252,8 +244,6 @@ __global__ void __launch_bounds__(kThreads) atomics_kernel(const bf16* __restric
 // /kwiki:rung atomics
 
 // kwiki:rung cluster
-namespace kc = kwiki::cluster;  // kwiki_cluster.cuh: the cluster barrier, distributed shared memory, bulk copies
-
 // One cluster of C CTAs per row (grid C x rows, cluster C x 1): CTA `rank` loads slice rank of the row into its
 // shared memory once, sums its squares, and publishes its partial in shared memory; after a cluster barrier every
 // CTA reads the C partials through distributed shared memory (mapa + ld.shared::cluster: lane i reads CTA i's),
@@ -323,7 +313,6 @@ struct RmsScale {
         for (int j = threadIdx.x; j < sl.n; j += kThreads) yr[j] = scale8(slice[j], scale);
     }
 };
-static_assert(kThreads == kc::kRingThreads && kVec == kc::kRowVec && kSliceVecs == kc::kSliceVecs, "one slice rule");
 
 __global__ void __launch_bounds__(kThreads)
 cluster_ring_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int rows, int cols) {
