@@ -252,3 +252,36 @@ def test_the_tma_rungs_compile_to_fp8_wgmma_fed_and_stored_by_tma_without_spills
     kernel = "fp8_gemm_tensor" if below == "triton_tensor" else "fp8_gemm_block"
     pointer = _sass_ops(module, tmp_path, kernel, below)
     assert any(op.startswith("QGMMA") for op in pointer) and not any(op.startswith("UTMALDG") for op in pointer)
+
+
+def _loads_between_wait_and_fold(ops: list[str]) -> list[int]:
+    """For each depth-0 wait on the tensor cores (WARPGROUP.DEPBAR) that the fold's FFMAs follow, the number of
+    global loads (LDG, not the cp.async LDGSTS) issued between the wait and the first FFMA."""
+    counts = []
+    for at, op in enumerate(ops):
+        if not op.startswith("WARPGROUP.DEPBAR"):
+            continue
+        for nxt in range(at + 1, len(ops)):
+            if ops[nxt].startswith(("WARPGROUP.DEPBAR", "QGMMA")):
+                break  # no fold after this wait
+            if ops[nxt] == "FFMA":
+                counts.append(sum(o.startswith("LDG.") for o in ops[at + 1:nxt]))
+                break
+    return counts
+
+
+def test_rung_9_loads_the_next_groups_scales_before_the_dot_where_rung_4_loads_them_after_its_wait(
+        module: ModuleType, tmp_path: Path) -> None:
+    """Rung 4 (triton_block_tma) loads a group's scales after the wait for its dot and folds with them at once:
+    global loads sit between the wait and the FFMAs. Rung 9 (triton_block_tma_prefetch) loads them a group ahead:
+    none there, while it still loads scales (LDG) and stays fp8 wgmma fed by TMA, without spills."""
+    import re
+
+    ahead = _sass_ops(module, tmp_path, module.TMA["triton_block_tma_prefetch"], "triton_block_tma_prefetch")
+    after = _sass_ops(module, tmp_path, module.TMA["triton_block_tma"], "triton_block_tma")
+    assert any(re.match(r"QGMMA\.\S*E4M3", op) for op in ahead) and any(op.startswith("UTMALDG") for op in ahead)
+    assert not any(op.startswith(("STL", "LDL")) for op in ahead), "ptxas spilled registers to local memory"
+    assert sum(op.startswith("LDG.") for op in ahead) >= 3  # a row scale pair and the block scale, at least once
+    assert _loads_between_wait_and_fold(after) and max(_loads_between_wait_and_fold(after)) > 0
+    waits = _loads_between_wait_and_fold(ahead)
+    assert waits and max(waits) == 0, waits

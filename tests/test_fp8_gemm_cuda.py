@@ -54,11 +54,11 @@ def _module() -> Any:
     return artifact_module(ART, "fp8_gemm.py", "kwiki_test_fp8_cuda")
 
 
-def test_the_cuda_rungs_climb_above_the_triton_ones_and_name_their_kernels() -> None:
+def test_the_cuda_rungs_climb_above_the_first_triton_ones_and_name_their_kernels() -> None:
     m = manifest()
     assert [(v.name, v.rung) for v in m.variants if v.rung and v.rung >= 3] == [
         ("triton_tensor_tma", 3), ("triton_block_tma", 4), ("cuda_tensor_ws", 5), ("cuda_block_ws", 6),
-        ("cuda_tensor_ws_inflight", 7), ("cuda_block_ws_inflight", 8)]
+        ("cuda_tensor_ws_inflight", 7), ("cuda_block_ws_inflight", 8), ("triton_block_tma_prefetch", 9)]
     assert m.python is not None and m.python.cuda == ["fp8_ws.cu"]
     build = m.library_build()
     assert build is not None and build.sources == ["fp8_ws.cu"]

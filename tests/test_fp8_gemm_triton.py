@@ -32,7 +32,8 @@ def module() -> ModuleType:
     mod = load_artifact(ARTIFACT, "fp8_gemm.py", "fp8_gemm_under_test")
     small = {"BM": 32, "BN": 128, "BK": 128, "GROUP_M": 2, "num_warps": 4, "num_stages": 2}
     mod.TILES = {**{name: {**small, "BN": 64} for name in mod.PROMOTIONS}, "triton_block": small,
-                 "triton_tensor_tma": {**small, "BN": 64}, "triton_block_tma": small}
+                 "triton_tensor_tma": {**small, "BN": 64}, "triton_block_tma": small,
+                 "triton_block_tma_prefetch": small}
     return mod
 
 
@@ -44,6 +45,8 @@ CASES = [  # (variant, scaling, m, n, k): off every tile; N = 272 has a partial 
     ("triton_block", "block", 33, 128, 128),
     ("triton_block_tma", "block", 70, 272, 400),  # 3 x 3 tiles over 4 programs; N's last weight block partial
     ("triton_block_tma", "block", 33, 128, 128),
+    ("triton_block_tma_prefetch", "block", 70, 272, 400),  # a program's second tile reloads its first group's scales
+    ("triton_block_tma_prefetch", "block", 33, 128, 128),  # one group: nothing to load ahead
 ]
 
 

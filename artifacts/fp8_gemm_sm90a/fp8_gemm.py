@@ -15,7 +15,8 @@ output, under three scalings (the GRID's `scaling`):
   cuda_block_ws (rung 6): the block scales folded in at rung 5's promotion, in CUDA. cuda_tensor_ws_wide and
   cuda_block_ws_wide: rungs 5 and 6 at a 128 x 192 tile. cuda_tensor_ws_inflight and cuda_block_ws_inflight
   (rungs 7 and 8): rungs 5 and 6 with two partial register sets, a k-block's wgmma running while the one before is
-  folded.
+  folded. triton_block_tma_prefetch (rung 9): rung 4 with each group's scales loaded one group ahead, under the
+  dot before the one that uses them.
 - row: one scale per row of A and per row of B (per token, per output channel). scaled_mm_rowwise
   (torch._scaled_mm with an (M, 1) and a (1, N) scale: the row-wise kernel of this torch where it has one), and
   cuda_row_ws (rung 5's kernel with the two scales multiplied per element in the epilogue).
@@ -46,14 +47,15 @@ PROMOTIONS = {"triton_tensor_p32": 32, "triton_tensor_p64": 64, "triton_tensor":
 GRID = [*({"m": m, "n": n, "k": k, "scaling": s, "dtype": FP8} for s in SCALINGS[:3] for (m, n, k) in SHAPES),
         *({"m": m, "n": n, "k": k, "scaling": "promote", "dtype": FP8_F32} for (m, n, k) in SWEEP_SHAPES)]
 VARIANTS = ["scaled_mm_tensor", "triton_tensor", "scaled_mm_block", "triton_block", "triton_tensor_tma",
-            "triton_block_tma", "cuda_tensor_ws", "cuda_block_ws", "cuda_tensor_ws_wide", "cuda_block_ws_wide",
+            "triton_block_tma", "triton_block_tma_prefetch", "cuda_tensor_ws", "cuda_block_ws", "cuda_tensor_ws_wide",
+            "cuda_block_ws_wide",
             "cuda_tensor_ws_inflight", "cuda_block_ws_inflight", "scaled_mm_rowwise", "cuda_row_ws", "bf16_cublas",
             "scaled_mm_fast_accum",
             "triton_tensor_p32", "triton_tensor_p64", "triton_tensor_p256", "triton_tensor_p512", "triton_tensor_never"]
 FOR_SCALING = {"tensor": {"scaled_mm_tensor", "triton_tensor", "triton_tensor_tma", "cuda_tensor_ws", "cuda_tensor_ws_wide",
                           "cuda_tensor_ws_inflight", "bf16_cublas"},
-               "block": {"scaled_mm_block", "triton_block", "triton_block_tma", "cuda_block_ws", "cuda_block_ws_wide",
-                         "cuda_block_ws_inflight"},
+               "block": {"scaled_mm_block", "triton_block", "triton_block_tma", "triton_block_tma_prefetch",
+                         "cuda_block_ws", "cuda_block_ws_wide", "cuda_block_ws_inflight"},
                "row": {"scaled_mm_rowwise", "cuda_row_ws"},
                "promote": {*PROMOTIONS, "scaled_mm_tensor", "scaled_mm_fast_accum"}}
 TOLERANCES = {
@@ -78,8 +80,9 @@ TOLERANCES = {
 # spills rung 1's pointer-load kernel even at 128 x 128, 255 registers and a 992-byte stack; not its TMA rungs.)
 TILE = {"BM": 128, "BN": GROUP, "BK": GROUP, "GROUP_M": 8, "num_warps": 8, "num_stages": 4}
 TILES = {**{name: TILE for name in PROMOTIONS}, "triton_block": TILE, "triton_tensor_tma": TILE,
-         "triton_block_tma": TILE}
-TMA = {"triton_tensor_tma": "fp8_gemm_tma_tensor", "triton_block_tma": "fp8_gemm_tma_block"}  # variant -> kernel
+         "triton_block_tma": TILE, "triton_block_tma_prefetch": TILE}
+TMA = {"triton_tensor_tma": "fp8_gemm_tma_tensor", "triton_block_tma": "fp8_gemm_tma_block",  # variant -> kernel
+       "triton_block_tma_prefetch": "fp8_gemm_tma_block_prefetch"}
 # variant -> fp8_ws.cu's kwiki_fp8_gemm(variant, ...): 128 x 128 tiles, 128 x 192 (_wide), and 128 x 128 with a
 # k-block's wgmma in flight through the fold (_inflight)
 CUDA = {"cuda_tensor_ws": 0, "cuda_block_ws": 1, "cuda_tensor_ws_wide": 2, "cuda_block_ws_wide": 3, "cuda_row_ws": 4,
@@ -279,7 +282,7 @@ def _triton(name):
 
 
 def _triton_tma(name):
-    """Rungs 3 and 4: the persistent kernels, one program per SM (a few where there is no GPU, under the
+    """Rungs 3, 4 and 9: the persistent kernels, one program per SM (a few where there is no GPU, under the
     interpreter), their TMA descriptors written by the kernel into scratch memory from Triton's allocator."""
     import torch
     import triton

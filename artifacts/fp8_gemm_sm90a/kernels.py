@@ -174,3 +174,38 @@ def fp8_gemm_tma_block(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
             acc += p * s[:, None]
         c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_ptr.dtype.element_ty))
 # /kwiki:rung triton_block_tma
+
+
+# kwiki:rung triton_block_tma_prefetch
+@triton.jit
+def fp8_gemm_tma_block_prefetch(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
+                                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                                NUM_SMS: tl.constexpr):
+    """fp8_gemm_tma_block with each group's scales loaded one group ahead. There, a group's scale loads come after
+    the wait for its dot (Triton pipelines the dot's operands only) and the fold uses them at once, so every group
+    waits out a global load (from L2) with the tensor cores idle. Here group kb + 1's scales are loaded before group
+    kb's dot and carried in registers to the next step: the load's latency runs under a dot. A tile's first group
+    still loads its scales before its first dot (once a tile, not once a group)."""
+    tl.static_assert(BN == 128 and BK == 128, "one 128 x 128 weight block per program and K group")
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    k_groups = tl.cdiv(K, BK)
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS, flatten=True):
+        pid_m, pid_n = _tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        sa_ptrs = sa_ptr + (pid_m * BM + tl.arange(0, BM)) % M  # group 0's scales of the tile's rows
+        sb_ptrs = sb_ptr + pid_n * k_groups  # row pid_n of sb
+        s = tl.load(sa_ptrs) * tl.load(sb_ptrs)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kb in range(k_groups):
+            a = a_desc.load([pid_m * BM, kb * BK])
+            b = b_desc.load([pid_n * BN, kb * BK])
+            nxt = kb + 1 - (kb + 1) // k_groups  # the next group, while this group's dot runs (the last: itself)
+            s_next = tl.load(sa_ptrs + nxt * M) * tl.load(sb_ptrs + nxt)
+            p = tl.dot(a, b.T)
+            acc += p * s[:, None]
+            s = s_next
+        c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_ptr.dtype.element_ty))
+# /kwiki:rung triton_block_tma_prefetch
