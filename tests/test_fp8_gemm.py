@@ -282,6 +282,6 @@ def test_rung_9_loads_the_next_groups_scales_before_the_dot_where_rung_4_loads_t
     assert any(re.match(r"QGMMA\.\S*E4M3", op) for op in ahead) and any(op.startswith("UTMALDG") for op in ahead)
     assert not any(op.startswith(("STL", "LDL")) for op in ahead), "ptxas spilled registers to local memory"
     assert sum(op.startswith("LDG.") for op in ahead) >= 3  # a row scale pair and the block scale, at least once
-    assert _loads_between_wait_and_fold(after) and max(_loads_between_wait_and_fold(after)) > 0
-    waits = _loads_between_wait_and_fold(ahead)
+    behind, waits = _loads_between_wait_and_fold(after), _loads_between_wait_and_fold(ahead)
+    assert behind and max(behind) > 0, behind
     assert waits and max(waits) == 0, waits
