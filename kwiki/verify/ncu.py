@@ -35,9 +35,15 @@ TENSOR = r"regex:^sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_act
 # left out of the sum (the plain counter holds both)
 TENSOR_OPS = r"regex:^sm__ops_path_tensor_src_[a-z0-9_]+\.sum$"
 TENSOR_OPS_PREFIX = "sm__ops_path_tensor_src_"
+# shared memory by instruction kind (ld, st, ldsm, stsm, ldgsts, ...; the kinds differ by arch, hence the regex):
+# the wavefronts the shared-memory pipe served, and those of them bank conflicts added, as patched SASS counts them
+# (the l1tex unit's own conflict counter also counts other arbitration stalls)
+SMEM = r"regex:^smsp__sass_l1tex_data_(pipe_lsu_wavefronts|bank_conflicts_pipe_lsu)_mem_shared_op_[a-z]+\.sum$"
+SMEM_PREFIXES = {"smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_": "wavefronts",
+                 "smsp__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_": "conflicts"}
 SECTOR_BYTES = 32  # an L2 sector
 HELPERS = ["gpu__time_duration.sum", "launch__grid_size"]
-METRICS = [*HELPERS, *SUMS, *RATES, TENSOR, TENSOR_OPS]
+METRICS = [*HELPERS, *SUMS, *RATES, TENSOR, TENSOR_OPS, SMEM]
 
 
 # ---------------------------------------------------------------- ncu itself
@@ -147,8 +153,34 @@ def figures(rows: list[dict[str, str]]) -> dict[str, float]:
         if "ncu_dram_bytes" in out:
             owed = max(out.get("ncu_dram_write_bytes", 0.0), out["ncu_l2_write_bytes"])
             out["ncu_dram_owed_bytes"] = out.get("ncu_dram_read_bytes", 0.0) + owed
+    out.update(smem_figures(rows))
     if "ffma" in out:
         out["ncu_fp32_flops"] = 2 * out["ffma"] + out.get("fadd", 0.0) + out.get("fmul", 0.0)
     for k in ("ffma", "fadd", "fmul"):
         out.pop(k, None)
+    return out
+
+
+def smem_figures(rows: list[dict[str, str]]) -> dict[str, float]:
+    """Shared-memory wavefronts and bank conflicts by instruction kind, summed over the kernels' rows
+    (`ncu_smem_ld_wavefronts`, `ncu_smem_ld_conflicts`, ...), and each kind's conflict degree,
+    `ncu_smem_<kind>_ways`: the wavefronts served per wavefront the accesses needed (wavefronts over wavefronts
+    less conflicts), 1.0 for conflict-free accesses and n for n-way conflicts, whatever the access width."""
+    sums: dict[str, float] = {}
+    for row in rows:
+        for metric, text in row.items():
+            for prefix, what in SMEM_PREFIXES.items():
+                if metric.startswith(prefix) and metric.endswith(".sum"):
+                    v = number(text)
+                    if v is not None:
+                        name = f"ncu_smem_{metric[len(prefix):-len('.sum')]}_{what}"
+                        sums[name] = sums.get(name, 0.0) + v
+    out = dict(sums)
+    for name, waves in sums.items():
+        if not name.endswith("_wavefronts"):
+            continue
+        kind = name[len("ncu_smem_"):-len("_wavefronts")]
+        conflicts = sums.get(f"ncu_smem_{kind}_conflicts")
+        if conflicts is not None and waves > 0 and 0 <= conflicts < waves:
+            out[f"ncu_smem_{kind}_ways"] = waves / (waves - conflicts)
     return out
