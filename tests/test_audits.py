@@ -199,7 +199,7 @@ def test_shared_memory_conflicts_give_each_instruction_kind_its_degree():
     conflict degree (`ways`) of each instruction kind, whatever its width: a 32-way column read of 4-byte words
     (32 wavefronts an instruction, 31 of them conflicts) is 32, an 8-way ldmatrix.x4 (4 matrices, 8 wavefronts
     each) is 8, a conflict-free 16-byte load (4 wavefronts, none a conflict) is 1."""
-    from kwiki.verify.ncu import METRICS, SMEM, figures
+    from kwiki.verify.ncu import METRICS, SMEM, SMEM_L1TEX, figures
 
     assert SMEM in METRICS
     w = "smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_"
@@ -210,6 +210,14 @@ def test_shared_memory_conflicts_give_each_instruction_kind_its_degree():
            f"{w}st.sum": str(4 * inst), f"{c}st.sum": "0", f"{w}ldgsts.sum": "0", f"{c}ldgsts.sum": "0",
            f"{w}atom.sum": "n/a"}
     figs = figures([row, dict(row)])
+    # the l1tex unit's pair counts a kind whose patched-SASS conflicts are missing (plain ld and st on sm_90) ...
+    hw_w, hw_c = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_"
+    hw = {**row, f"{hw_w}ld.sum": "640", f"{hw_c}ld.sum": "560", f"{hw_w}st.sum": "99", f"{hw_c}st.sum": "9"}
+    del hw[f"{c}ld.sum"]
+    assert figures([hw])["ncu_smem_ld_ways"] == 8.0 and figures([hw])["ncu_smem_ld_wavefronts"] == 640
+    # ... and never replaces a kind the patched SASS counts in full
+    assert figures([hw])["ncu_smem_st_ways"] == 1.0 and figures([hw])["ncu_smem_st_wavefronts"] == 4 * inst
+    assert SMEM_L1TEX in METRICS
     assert figs["ncu_smem_ld_wavefronts"] == 2 * 32 * inst and figs["ncu_smem_ld_conflicts"] == 2 * 31 * inst
     assert figs["ncu_smem_ld_ways"] == 32.0
     assert figs["ncu_smem_ldsm_ways"] == 8.0
