@@ -195,33 +195,26 @@ def test_tensor_path_operations_are_summed_without_their_sparsity_parts():
 
 
 def test_shared_memory_conflicts_give_each_instruction_kind_its_degree():
-    """ncu's patched-SASS shared-memory counters: wavefronts and conflicts summed over a record's kernels, and the
-    conflict degree (`ways`) of each instruction kind, whatever its width: a 32-way column read of 4-byte words
-    (32 wavefronts an instruction, 31 of them conflicts) is 32, an 8-way ldmatrix.x4 (4 matrices, 8 wavefronts
-    each) is 8, a conflict-free 16-byte load (4 wavefronts, none a conflict) is 1."""
-    from kwiki.verify.ncu import METRICS, SMEM, SMEM_L1TEX, figures
+    """ncu's patched-SASS shared-memory counters: instructions, wavefronts and conflicts summed over a record's
+    kernels, and each kind's conflict degree (`ways`) whatever its width: an 8-way ldmatrix.x4 (4 matrices, 8
+    wavefronts each) is 8, a conflict-free 16-byte store (4 wavefronts, none a conflict) is 1. Plain loads, whose
+    conflicts patched SASS does not count, get wavefronts per instruction: 32 for a 32-way column read."""
+    from kwiki.verify.ncu import METRICS, SMEM, SMEM_INST, figures
 
-    assert SMEM in METRICS
+    assert SMEM in METRICS and SMEM_INST in METRICS
     w = "smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_"
     c = "smsp__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_"
+    i = "smsp__sass_inst_executed_op_"
     inst = 1000
-    row = {"gpu__time_duration.sum": "10", f"{w}ld.sum": f"{32 * inst:,}", f"{c}ld.sum": f"{31 * inst:,}",
-           f"{w}ldsm.sum": str(4 * 8 * inst), f"{c}ldsm.sum": str(4 * 7 * inst),
-           f"{w}st.sum": str(4 * inst), f"{c}st.sum": "0", f"{w}ldgsts.sum": "0", f"{c}ldgsts.sum": "0",
-           f"{w}atom.sum": "n/a"}
+    row = {"gpu__time_duration.sum": "10", f"{w}ld.sum": f"{32 * inst:,}", f"{i}shared_ld.sum": f"{inst:,}",
+           f"{w}ldsm.sum": str(4 * 8 * inst), f"{c}ldsm.sum": str(4 * 7 * inst), f"{i}ldsm.sum": str(inst),
+           f"{w}st.sum": str(4 * inst), f"{c}st.sum": "0", f"{i}shared_st.sum": str(inst),
+           f"{w}ldgsts.sum": "0", f"{c}ldgsts.sum": "0", f"{w}atom.sum": "n/a"}
     figs = figures([row, dict(row)])
-    # the l1tex unit's pair counts a kind whose patched-SASS conflicts are missing (plain ld and st on sm_90) ...
-    hw_w, hw_c = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_"
-    hw = {**row, f"{hw_w}ld.sum": "640", f"{hw_c}ld.sum": "560", f"{hw_w}st.sum": "99", f"{hw_c}st.sum": "9"}
-    del hw[f"{c}ld.sum"]
-    assert figures([hw])["ncu_smem_ld_ways"] == 8.0 and figures([hw])["ncu_smem_ld_wavefronts"] == 640
-    # ... and never replaces a kind the patched SASS counts in full
-    assert figures([hw])["ncu_smem_st_ways"] == 1.0 and figures([hw])["ncu_smem_st_wavefronts"] == 4 * inst
-    assert SMEM_L1TEX in METRICS
-    assert figs["ncu_smem_ld_wavefronts"] == 2 * 32 * inst and figs["ncu_smem_ld_conflicts"] == 2 * 31 * inst
-    assert figs["ncu_smem_ld_ways"] == 32.0
-    assert figs["ncu_smem_ldsm_ways"] == 8.0
-    assert figs["ncu_smem_st_ways"] == 1.0
+    assert figs["ncu_smem_ld_wavefronts"] == 2 * 32 * inst and figs["ncu_smem_ld_inst"] == 2 * inst
+    assert figs["ncu_smem_ld_wavefronts_per_inst"] == 32.0 and "ncu_smem_ld_ways" not in figs
+    assert figs["ncu_smem_ldsm_ways"] == 8.0 and figs["ncu_smem_ldsm_wavefronts_per_inst"] == 32.0
+    assert figs["ncu_smem_st_ways"] == 1.0 and figs["ncu_smem_st_wavefronts_per_inst"] == 4.0
     assert "ncu_smem_ldgsts_ways" not in figs  # no wavefronts: no degree
     assert "ncu_smem_atom_wavefronts" not in figs  # n/a is no count
     assert not any(k.startswith("ncu_smem_") for k in figures([{"gpu__time_duration.sum": "10"}]))

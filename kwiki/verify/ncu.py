@@ -35,19 +35,19 @@ TENSOR = r"regex:^sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_act
 # left out of the sum (the plain counter holds both)
 TENSOR_OPS = r"regex:^sm__ops_path_tensor_src_[a-z0-9_]+\.sum$"
 TENSOR_OPS_PREFIX = "sm__ops_path_tensor_src_"
-# shared memory by instruction kind (ld, st, ldsm, stsm, ldgsts, ...; the kinds differ by arch, hence the regexes):
-# the wavefronts the shared-memory pipe served, and those of them bank conflicts added. Patched SASS counts both
-# where it can (on sm_90: ldsm, stsm and ldgsts, not plain ld and st; the l1tex unit's own conflict counter also
-# counts other arbitration stalls), the l1tex unit's counters give plain ld and st both
+# shared memory by instruction kind (ld, st, ldsm, stsm, ldgsts, ...; the kinds differ by arch, hence the regexes),
+# as patched SASS counts them: the warp instructions, the wavefronts (passes) the shared-memory pipe served them in,
+# and the wavefronts bank conflicts added, where it counts those (on sm_90 for ldsm, stsm and ldgsts, not for plain
+# ld and st; the l1tex unit's own conflict counters, which have them, also count other arbitration: a conflict-free
+# padded transpose read 1.06-1.12 "ways" on an H100, 2026-12-05)
 SMEM = r"regex:^smsp__sass_l1tex_data_(pipe_lsu_wavefronts|bank_conflicts_pipe_lsu)_mem_shared_op_[a-z]+\.sum$"
-SMEM_L1TEX = r"regex:^l1tex__data_(pipe_lsu_wavefronts|bank_conflicts_pipe_lsu)_mem_shared_op_(ld|st)\.sum$"
-# (wavefronts metric prefix, conflicts metric prefix), the first pair with both counts of a kind wins
-SMEM_PAIRS = [("smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_",
-               "smsp__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_"),
-              ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_")]
+SMEM_INST = r"regex:^smsp__sass_inst_executed_op_(shared_[a-z]+|ldsm|stsm)\.sum$"
+SMEM_PREFIXES = {"smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_": "wavefronts",
+                 "smsp__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_": "conflicts",
+                 "smsp__sass_inst_executed_op_shared_": "inst", "smsp__sass_inst_executed_op_": "inst"}
 SECTOR_BYTES = 32  # an L2 sector
 HELPERS = ["gpu__time_duration.sum", "launch__grid_size"]
-METRICS = [*HELPERS, *SUMS, *RATES, TENSOR, TENSOR_OPS, SMEM, SMEM_L1TEX]
+METRICS = [*HELPERS, *SUMS, *RATES, TENSOR, TENSOR_OPS, SMEM, SMEM_INST]
 
 
 # ---------------------------------------------------------------- ncu itself
@@ -166,29 +166,30 @@ def figures(rows: list[dict[str, str]]) -> dict[str, float]:
 
 
 def smem_figures(rows: list[dict[str, str]]) -> dict[str, float]:
-    """Shared-memory wavefronts and bank conflicts by instruction kind, summed over the kernels' rows
-    (`ncu_smem_ld_wavefronts`, `ncu_smem_ld_conflicts`, ...; of the first counter pair of SMEM_PAIRS that has both
-    counts of the kind), and each kind's conflict degree `ncu_smem_<kind>_ways`: the wavefronts served per
-    wavefront the accesses needed (wavefronts over wavefronts less conflicts), 1.0 for conflict-free accesses and
-    n for n-way conflicts, whatever the access width."""
-    pairs: list[dict[str, dict[str, float]]] = []  # per pair: kind -> {"wavefronts": sum, "conflicts": sum}
-    for waves_prefix, conflicts_prefix in SMEM_PAIRS:
-        kinds: dict[str, dict[str, float]] = {}
-        for row in rows:
-            for metric, text in row.items():
-                for prefix, what in ((waves_prefix, "wavefronts"), (conflicts_prefix, "conflicts")):
-                    v = number(text) if metric.startswith(prefix) and metric.endswith(".sum") else None
+    """Shared-memory counts by instruction kind, summed over the kernels' rows: `ncu_smem_<kind>_inst`,
+    `ncu_smem_<kind>_wavefronts` and `ncu_smem_<kind>_conflicts` (ld, st, ldsm, ...), and two degrees:
+    `ncu_smem_<kind>_ways`, the wavefronts served per wavefront the accesses needed (wavefronts over wavefronts less
+    conflicts: 1.0 conflict-free, n for n-way conflicts, whatever the access width), where the conflicts are
+    counted; `ncu_smem_<kind>_wavefronts_per_inst`, which for 4-byte accesses of full warps is the same degree (a
+    conflict-free one is one wavefront) and for 16-byte ones four times it."""
+    sums: dict[str, float] = {}
+    for row in rows:
+        for metric, text in row.items():
+            for prefix, what in SMEM_PREFIXES.items():  # the longer inst prefix first: it names "shared_ld" "ld"
+                if metric.startswith(prefix) and metric.endswith(".sum"):
+                    v = number(text)
                     if v is not None:
-                        got = kinds.setdefault(metric[len(prefix):-len(".sum")], {})
-                        got[what] = got.get(what, 0.0) + v
-        pairs.append(kinds)
-    out: dict[str, float] = {}
-    for kind in sorted({k for kinds in pairs for k in kinds}):
-        counts = [kinds[kind] for kinds in pairs if kind in kinds]
-        got = next((c for c in counts if len(c) == 2), counts[0])
-        for what, v in got.items():
-            out[f"ncu_smem_{kind}_{what}"] = v
-        waves, conflicts = got.get("wavefronts"), got.get("conflicts")
-        if waves is not None and conflicts is not None and waves > 0 and 0 <= conflicts < waves:
+                        name = f"ncu_smem_{metric[len(prefix):-len('.sum')]}_{what}"
+                        sums[name] = sums.get(name, 0.0) + v
+                    break
+    out = dict(sums)
+    for name, waves in sums.items():
+        if not name.endswith("_wavefronts"):
+            continue
+        kind = name[len("ncu_smem_"):-len("_wavefronts")]
+        conflicts, inst = sums.get(f"ncu_smem_{kind}_conflicts"), sums.get(f"ncu_smem_{kind}_inst")
+        if conflicts is not None and waves > 0 and 0 <= conflicts < waves:
             out[f"ncu_smem_{kind}_ways"] = waves / (waves - conflicts)
+        if inst:
+            out[f"ncu_smem_{kind}_wavefronts_per_inst"] = waves / inst
     return out
