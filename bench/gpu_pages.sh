@@ -28,8 +28,19 @@
 # Writes to $OUT (three files: the device tool brings back 8 at most): summary.txt, written.tgz (wiki/ and results/),
 # logs.tgz (pages-<n>.json, the --json report, pages-<n>.log, the progress, and runs-<n>/, the artifacts' own logs of
 # that run, of each group, numbered on across invocations of one call).
+#
+# GPU_MODEL=H200 stops before anything runs (exit 3, a line in summary.txt) when the GPU's name does not contain it:
+# the device tool may lend another Hopper than the one the pages' claims are stated for, and a run there would write
+# that GPU's figures over theirs (2026-12-05: four H100s in a row).
 set -uo pipefail
 out=${OUT:-/tmp/kwiki-out}; mkdir -p "$out"
+if [ -n "${GPU_MODEL:-}" ]; then
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  case "$gpu" in
+    *"$GPU_MODEL"*) ;;
+    *) echo "gpu_pages.sh: the GPU is '${gpu:-none}', not the $GPU_MODEL asked for: nothing run" | tee -a "$out/summary.txt"; exit 3 ;;
+  esac
+fi
 logs=$(mktemp -d)
 # a second invocation in the same device call goes on from the first one's logs (numbering after them), so that its
 # logs.tgz holds both (it replaced the first one's on 2026-12-03)
