@@ -31,7 +31,7 @@
 #
 # GPU_MODEL=H200 stops before anything runs (exit 3, a line in summary.txt) when the GPU's name does not contain it:
 # the device tool may lend another Hopper than the one the pages' claims are stated for, and a run there would write
-# that GPU's figures over theirs (2026-12-05: four H100s in a row).
+# that GPU's figures over theirs (2026-12-05: seven H100s in a row).
 set -uo pipefail
 out=${OUT:-/tmp/kwiki-out}; mkdir -p "$out"
 if [ -n "${GPU_MODEL:-}" ]; then
