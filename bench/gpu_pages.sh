@@ -30,8 +30,9 @@
 # that run, of each group, numbered on across invocations of one call).
 #
 # GPU_MODEL=H200 stops before anything runs (exit 3, a line in summary.txt) when the GPU's name does not contain it:
-# the device tool may lend another Hopper than the one the pages' claims are stated for, and a run there would write
-# that GPU's figures over theirs (2026-12-05: seven H100s in a row).
+# the device tool may lend another Hopper than the one the pages' claims are stated for (2026-12-05: seven H100s in a
+# row), and a run there spends the call on figures no page takes (kwiki verify leaves a page measured on another GPU
+# model as it is, unless --other-gpu).
 set -uo pipefail
 out=${OUT:-/tmp/kwiki-out}; mkdir -p "$out"
 if [ -n "${GPU_MODEL:-}" ]; then

@@ -113,3 +113,40 @@ def test_a_region_after_a_fence_markdown_has_closed_is_replaced_not_appended_aga
         [region] = scan(parse_page(out).body)
         assert region.name == "claims" and not region.edited
     assert b"99 us" not in once and b"T2" in twice and len(twice) == len(once)
+
+
+def test_a_run_on_another_gpu_model_leaves_the_pages_measurements_as_they_are(fixture_copy):
+    """A page measured on an H200 keeps its figures when a run lands on an H100 (the device lent one on 2026-12-05,
+    and the run wrote the H100's figures over the H200's): the page is not written, a note says why, and
+    --other-gpu writes over it."""
+    from kwiki.results.gpu import Gpu
+    from kwiki.verify.types import ClaimResult, Plan
+    from kwiki.verify.writeback import write_back
+    from kwiki.wiki.catalog import load_wiki
+    from kwiki.wiki.model import Provenance
+    from kwiki.wiki.verdict import Verdict
+
+    root = fixture_copy("verify/project", "project")
+    page = root / "wiki" / "fixture.md"
+
+    def run_on(name: str, value: float, **kw) -> tuple[list[str], list[str]]:
+        plan = Plan(root, [p for p in load_wiki(root).pages if p.meta and p.meta.id == "fixture-page"], {}, [],
+                    Gpu(index=0, name=name, uuid=None, cc=90), False)
+        claim = ClaimResult("fixture-page", "fast-time", Verdict.reproduced, value=value, unit="us",
+                            artifact="artifacts/host_ok")
+        notes: list[str] = []
+        written, problems = write_back(root, plan, {}, [claim], Provenance(gpu=name, date="2026-12-05"),
+                                       lambda _: None, notes=notes, **kw)
+        assert problems == []
+        return written, notes
+
+    assert run_on("NVIDIA H200", 100.0) == (["wiki/fixture.md"], [])
+    h200 = page.read_bytes()
+    assert parse_page(h200).data["measurements"]["verified_on"] == "NVIDIA H200"
+    written, notes = run_on("NVIDIA H100 80GB HBM3", 97.0)
+    assert written == [] and page.read_bytes() == h200
+    assert len(notes) == 1 and "wiki/fixture.md" in notes[0] and "--other-gpu" in notes[0]
+    assert run_on("NVIDIA H200", 101.0)[0] == ["wiki/fixture.md"]  # the same model writes as before
+    assert run_on("NVIDIA H100 80GB HBM3", 97.0, other_gpu=True)[0] == ["wiki/fixture.md"]
+    m = parse_page(page.read_bytes()).data["measurements"]
+    assert m["verified_on"] == "NVIDIA H100 80GB HBM3" and m["claims"]["fast-time"]["value"] == 97.0

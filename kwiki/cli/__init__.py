@@ -58,6 +58,9 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", help="only pages for this architecture")
     p.add_argument("--compile-only", action="store_true", help="build everything, run nothing")
     p.add_argument("--no-write", action="store_true", help="do not write pages or the results store")
+    p.add_argument("--other-gpu", action="store_true",
+                   help="write pages whose measurements are another GPU model's (by default such a page is left "
+                        "as it is, and this run's figures go to the results store only)")
     p.add_argument("--jobs", type=_jobs, default=0, help="parallel builds (default: CPU count)")
     p.add_argument("--until-runs", type=_runs, metavar="N",
                    help="run only the artifacts whose series have fewer than N runs in results/ (any session)")

@@ -36,7 +36,7 @@ def options(args: argparse.Namespace) -> Options:
                    require_disassembler=args.require_disassembler, profile=args.profile,
                    profile_tolerance=args.profile_tolerance, audit=not args.no_audit,
                    list_audits=args.list_audits, sanitize=tuple(args.sanitize or ()),
-                   variants=tuple(args.variants or ()))
+                   variants=tuple(args.variants or ()), other_gpu=args.other_gpu)
 
 
 def run(args: argparse.Namespace) -> int:

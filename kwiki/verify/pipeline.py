@@ -214,7 +214,8 @@ def measure(root: Path, options: Options, progress: Callable[[str], None],
                                                report.claims, write=options.write, series=prep.keys,
                                                gating=report.gating, past=prep.past, mechanism=built.mechanism)
     if options.write:
-        written, failed = write_back(root, prep.plan, outcomes, report.claims, base, progress, report.gating)
+        written, failed = write_back(root, prep.plan, outcomes, report.claims, base, progress, report.gating,
+                                     other_gpu=options.other_gpu, notes=report.notes)
         report.written += written
         report.problems += failed
     report.seconds = _seconds(time.monotonic() - t0, built, run_seconds, ran)

@@ -252,6 +252,7 @@ class Options:
     write: bool = True  # write measured numbers back into the pages and append the run to the results store
     jobs: int = 0  # builds at a time (0: the CPU count)
     until_runs: int | None = None  # leave out the artifacts whose series already have this many runs
+    other_gpu: bool = False  # write pages whose measurements are another GPU model's (kwiki.verify.writeback)
     require_gpu: bool = False
     require_disassembler: bool = False
     profile: bool = False

@@ -135,16 +135,29 @@ __all__ = ["apply", "locked", "measurements_yaml", "write_page"]
 # ---------------------------------------------------------------- one run's write-back
 
 
+def other_gpu_model(measurements: Measurements | None, gpu: str | None) -> str | None:
+    """Why a run on GPU `gpu` leaves a page whose measurements block is another GPU model's as it is (None: it
+    writes it). A page measured on an H200 keeps those figures when a run lands on an H100: the run's figures go to
+    the results store, not over the H200's on the page, unless --other-gpu asks for it."""
+    was = measurements.verified_on if measurements else None
+    if not was or not gpu or was.strip().lower() == gpu.strip().lower():
+        return None
+    return f"its measurements are the {was}'s and this run is on an {gpu}"
+
+
 def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], claims: list[ClaimResult],
                base: Provenance, progress: Callable[[str], None],
-               gating: Gating | None = None) -> tuple[list[str], list[Problem]]:
+               gating: Gating | None = None, *, other_gpu: bool = False,
+               notes: list[str] | None = None) -> tuple[list[str], list[Problem]]:
     """Write each measured page's measurements block, claims table and ladders; returns the pages
-    written and a problem for each page that could not be. No figure a gate refused is written."""
+    written and a problem for each page that could not be. No figure a gate refused is written. A page measured
+    on another GPU model than this run's is left as it is, with a line in `notes`, unless `other_gpu`."""
     by_page: dict[str, list[ClaimResult]] = {}
     for c in claims:
         by_page.setdefault(c.page, []).append(c)
     written: list[str] = []
     problems: list[Problem] = []
+    kept: list[str] = []
     owner_of = _owners(root)
     with locked(root):
         for page in plan.pages:
@@ -154,6 +167,11 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
             before = meta.measurements.claims if meta.measurements else {}
             level = evidence_for([_kept(c, before) for c in results])
             if level is None:
+                continue
+            why = None if other_gpu else other_gpu_model(meta.measurements, plan.gpu.name if plan.gpu else None)
+            if why is not None:
+                kept.append(page.path)
+                progress(f"kept {page.path}: {why} (--other-gpu writes over them)")
                 continue
             hashes = {c.artifact: plan.artifacts[c.artifact].hash for c in results if c.artifact in plan.artifacts}
             m = Measurements(
@@ -190,6 +208,10 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
             except WriteBackError as exc:
                 problems.append(exc.problem())
                 progress(f"NOT written: {exc}")
+    if kept and notes is not None:
+        notes.append(f"{len(kept)} page{'s' * (len(kept) != 1)} measured on another GPU model left as they are (this "
+                     f"run's figures are in the results store; --other-gpu writes them over the pages): "
+                     + ", ".join(kept))
     return written, problems
 
 
