@@ -209,7 +209,8 @@ def test_shared_memory_conflicts_give_each_instruction_kind_its_degree():
     row = {"gpu__time_duration.sum": "10", f"{w}ld.sum": f"{32 * inst:,}", f"{i}shared_ld.sum": f"{inst:,}",
            f"{w}ldsm.sum": str(4 * 8 * inst), f"{c}ldsm.sum": str(4 * 7 * inst), f"{i}ldsm.sum": str(inst),
            f"{w}st.sum": str(4 * inst), f"{c}st.sum": "0", f"{i}shared_st.sum": str(inst),
-           f"{w}ldgsts.sum": "0", f"{c}ldgsts.sum": "0", f"{w}atom.sum": "n/a"}
+           f"{w}ldgsts.sum": "0", f"{c}ldgsts.sum": "0", f"{w}atom.sum": "n/a",
+           f"{i}global_ld.sum": "7"}  # a global load count (SUMS'), not a shared-memory kind
     figs = figures([row, dict(row)])
     assert figs["ncu_smem_ld_wavefronts"] == 2 * 32 * inst and figs["ncu_smem_ld_inst"] == 2 * inst
     assert figs["ncu_smem_ld_wavefronts_per_inst"] == 32.0 and "ncu_smem_ld_ways" not in figs
@@ -217,6 +218,7 @@ def test_shared_memory_conflicts_give_each_instruction_kind_its_degree():
     assert figs["ncu_smem_st_ways"] == 1.0 and figs["ncu_smem_st_wavefronts_per_inst"] == 4.0
     assert "ncu_smem_ldgsts_ways" not in figs  # no wavefronts: no degree
     assert "ncu_smem_atom_wavefronts" not in figs  # n/a is no count
+    assert figs["ncu_inst_global_ld"] == 14 and "ncu_smem_global_ld_inst" not in figs
     assert not any(k.startswith("ncu_smem_") for k in figures([{"gpu__time_duration.sum": "10"}]))
 
 

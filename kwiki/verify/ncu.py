@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Mapping
 
 from kwiki.core.proc import find_tool
@@ -44,7 +45,8 @@ SMEM = r"regex:^smsp__sass_l1tex_data_(pipe_lsu_wavefronts|bank_conflicts_pipe_l
 SMEM_INST = r"regex:^smsp__sass_inst_executed_op_(shared_[a-z]+|ldsm|stsm)\.sum$"
 SMEM_PREFIXES = {"smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_": "wavefronts",
                  "smsp__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_": "conflicts",
-                 "smsp__sass_inst_executed_op_shared_": "inst", "smsp__sass_inst_executed_op_": "inst"}
+                 "smsp__sass_inst_executed_op_": "inst"}  # its kinds say shared_ld, shared_st: read as ld, st
+SMEM_METRIC = re.compile("|".join(m.removeprefix("regex:") for m in (SMEM, SMEM_INST)))
 SECTOR_BYTES = 32  # an L2 sector
 HELPERS = ["gpu__time_duration.sum", "launch__grid_size"]
 METRICS = [*HELPERS, *SUMS, *RATES, TENSOR, TENSOR_OPS, SMEM, SMEM_INST]
@@ -175,13 +177,13 @@ def smem_figures(rows: list[dict[str, str]]) -> dict[str, float]:
     sums: dict[str, float] = {}
     for row in rows:
         for metric, text in row.items():
-            for prefix, what in SMEM_PREFIXES.items():  # the longer inst prefix first: it names "shared_ld" "ld"
-                if metric.startswith(prefix) and metric.endswith(".sum"):
-                    v = number(text)
-                    if v is not None:
-                        name = f"ncu_smem_{metric[len(prefix):-len('.sum')]}_{what}"
-                        sums[name] = sums.get(name, 0.0) + v
-                    break
+            if not SMEM_METRIC.match(metric):  # what SMEM and SMEM_INST ask for, not global_ld's count in SUMS
+                continue
+            for prefix, what in SMEM_PREFIXES.items():
+                v = number(text) if metric.startswith(prefix) else None
+                if v is not None:
+                    name = f"ncu_smem_{metric[len(prefix):-len('.sum')].removeprefix('shared_')}_{what}"
+                    sums[name] = sums.get(name, 0.0) + v
     out = dict(sums)
     for name, waves in sums.items():
         if not name.endswith("_wavefronts"):
