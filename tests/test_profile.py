@@ -305,7 +305,7 @@ def timed_copy_run(tmp_path: Path, monkeypatch) -> tuple:
                                     "timing": {"median_us": 4, "q1_us": 4, "q3_us": 4, "min_us": 4, "samples": 9}})
              for v in ("copy", "vec4")]
     outcomes = {"artifacts/copy_sm90a": [RunOutcome("copy_sm90a", "sm_90a", ["copy", "vec4"], "ok", timed)]}
-    plan = SimpleNamespace(artifacts={"artifacts/copy_sm90a": planned(tmp_path)},
+    plan = SimpleNamespace(artifacts={"artifacts/copy_sm90a": planned(tmp_path)}, pages=[],
                            gpu=Gpu(0, "NVIDIA H200", "GPU-x", 90))
     series = {"artifacts/copy_sm90a": "nvidia-h200/p2/abc"}
     nvcc = "release 13.0, V13.0.88"
@@ -332,6 +332,47 @@ def test_a_timed_run_audits_only_what_its_records_lack_and_commits_the_audits(tm
     stage = audit.run_missing(plan, [build()], outcomes, series, "release 13.1", tmp_path, "2026-12-02",
                               write=True, progress=lambda _: None, ncu=NCU)
     assert stage.written == 2 and stage.artifacts[0]["cached"] is True
+
+
+def test_a_record_a_claim_reads_a_count_from_is_profiled_in_every_timed_run(tmp_path, monkeypatch):
+    """A claim on a profiler's count (`ncu_smem_ld_wavefronts_per_inst`, the shared-memory page's bank conflicts)
+    reads it from the run's own records. Its audit committed, a later run on a fresh machine profiled nothing, its
+    records had no count, and the claim stayed "not run" in every run after the first (the H200, 2026-12-05): a
+    count is measured in each run, as a time is, so the records a claim counts are profiled in every timed run,
+    and only those; a record whose audit counted nothing is still not profiled again."""
+    from kwiki.results.audits import AuditRow, Audits, append_audits
+    from kwiki.verify import audit
+    from kwiki.wiki.model import Claim
+
+    timed, outcomes, plan, series, nvcc, key = timed_copy_run(tmp_path, monkeypatch)
+    rows = [AuditRow(key=key, artifact="copy_sm90a", series=series["artifacts/copy_sm90a"], nvcc=nvcc,
+                     target="sm_90a", variant=r.variant, params=r.params, bytes_declared=8e6, bytes_profiled=8e6,
+                     tolerance=0.02, passed=True, gpu="NVIDIA H200", date="2026-12-02") for r in timed]
+    append_audits(tmp_path, "NVIDIA H200", rows)  # both audited: nothing lacks an audit of its code
+    count = Claim.model_validate({
+        "id": "counted", "statement": "s", "metric": "count", "unit": "wavefronts", "value": 1, "tolerance": 0.02,
+        "measure": {"artifact": "copy", "of": {"variant": "copy", "params": {"n": 1048576},
+                                               "figure": "ncu_smem_ld_wavefronts_per_inst"}}})
+    timing = count.model_copy(update={"id": "timed", "measure": count.measure.model_copy(
+        update={"of": count.measure.of.model_copy(update={"figure": "time_us"})})})
+    page = SimpleNamespace(meta=SimpleNamespace(claims=[timing]), path="wiki/p.md", id="p")
+    plan.pages = [page]
+    plan.artifact_for = lambda _page, name: plan.artifacts["artifacts/copy_sm90a"] if name == "copy" else None
+
+    def profiled() -> list[tuple[int, bool]]:  # (records audited, from ncu's cache) of each artifact profiled
+        stage = audit.run_missing(plan, [build()], outcomes, series, nvcc, tmp_path, "2026-12-02", write=True,
+                                  progress=lambda _: None, ncu=NCU)
+        return [(a["audited"], a["cached"]) for a in stage.artifacts]
+
+    assert profiled() == [] and calls(tmp_path) == []  # a timed figure only: the committed audits stand for the code
+    page.meta.claims.append(count)
+    assert profiled() == [(1, False)]  # the count's record, not vec4's
+    (argv,) = calls(tmp_path)
+    assert argv[argv.index("--variants") + 1] == "copy"
+    assert profiled() == [(1, True)]  # again in the next run (a count is the run's own), from this machine's cache
+    append_audits(tmp_path, "NVIDIA H200", [rows[0].model_copy(update={"bytes_profiled": None})])
+    assert "counted none" in (Audits.load(tmp_path).why_not(key, "copy_sm90a", "copy", timed[0].params) or "")
+    assert profiled() == []  # its audit counted nothing: profiling it again would count nothing
 
 
 def test_a_record_whose_audit_of_the_same_code_counted_nothing_is_not_profiled_again(tmp_path, monkeypatch):

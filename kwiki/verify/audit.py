@@ -2,7 +2,9 @@
 
 A timed run, where Nsight Compute is found, audits every artifact whose records that a claim compares and that
 declare work have no audit of the same code and toolchain (`run_missing`; each within AUDIT_BUDGET_S), appends
-the audits to results/audits/, and the cached profile then gives the run's records their counters and gate.
+the audits to results/audits/, and the cached profile then gives the run's records their counters and gate. The
+records a claim reads a profiler's count from (an `ncu_` figure) are profiled in every timed run (`counted`): the
+count is that run's measurement, which no committed audit carries.
 Each claim is then told which of its records still lack a passing audit (`mark`): its page stays "measured"
 (kwiki.verify.claims.evidence_for) and says why. `missing` is the dry path (`kwiki verify --list-audits`).
 """
@@ -18,6 +20,7 @@ from typing import Any
 from kwiki.results.audits import AUDIT_BUDGET_S, Audits, append_audits, audit_key, audited, declares_work, selected
 from kwiki.results.judge import matches
 from kwiki.results.store import RecordRow
+from kwiki.verify.claims import NCU_PREFIX
 from kwiki.verify.types import BuildResult, ClaimResult, Plan, PlannedArtifact, RunOutcome
 from kwiki.wiki.manifest import HOST
 from kwiki.wiki.model import Selector
@@ -46,6 +49,25 @@ def compared(plan: Plan, page: Page, claim_id: str) -> list[tuple[PlannedArtifac
         planned = plan.artifact_for(page, sel.artifact or claim.measure.artifact)
         if planned is not None:
             out.append((planned, sel))
+    return out
+
+
+def counted(plan: Plan) -> dict[str, list[Selector]]:
+    """Artifact path -> the selectors of every claim of the plan's pages that reads a profiler's count (an `ncu_`
+    figure, kwiki.verify.ncu): a count is a measurement of the run that makes it, not a property of the code a
+    committed audit could stand for, so each timed run profiles those records again (the profile cache makes that
+    free on a machine that has profiled the same binary; a fresh machine pays its ncu time)."""
+    out: dict[str, list[Selector]] = {}
+    for page in plan.pages:
+        assert page.meta is not None
+        for claim in page.meta.claims:
+            m = claim.measure
+            if m is None:
+                continue
+            for sel in (s for s in (m.of, m.per) if s is not None and s.key.startswith(NCU_PREFIX)):
+                planned = plan.artifact_for(page, sel.artifact or m.artifact)
+                if planned is not None:
+                    out.setdefault(planned.path, []).append(sel)
     return out
 
 
@@ -135,21 +157,25 @@ def run_missing(plan: Plan, builds: list[BuildResult], outcomes: Mapping[str, li
                 series: Mapping[str, str], nvcc: str | None, root: Path, date: str, *, write: bool,
                 progress: Callable[[str], None], ncu: str | None = None) -> AuditStage:
     """Audit, under Nsight Compute, every artifact of this run whose records that declare work lack an audit of
-    their code (each within AUDIT_BUDGET_S), and append the audits to results/audits/ (with `write`)."""
+    their code, or that a claim reads a profiler's count from (`counted`), each within AUDIT_BUDGET_S, and append
+    the audits to results/audits/ (with `write`)."""
     from kwiki.verify import profile as profiler
     from kwiki.verify.ncu import find_ncu
 
     stage = AuditStage()
     audits = Audits.load(root)
+    counts = counted(plan)
     todo = []
     for path, outs in sorted(outcomes.items()):
         planned = plan.artifacts.get(path)
         if planned is None or planned.manifest is None or not auditable(planned):
             continue
         key = key_of(planned, series, nvcc)
-        lacking = [r for o in outs for r in o.records if r.check.passed and (r.bytes or r.flops)
-                   and audits.why_not(key, planned.name, r.variant, r.params, selected=selected(r.extra)) is not None
-                   and not audits.uncountable(key, r.variant, r.params)]
+        unaudited = [r for o in outs for r in o.records if r.check.passed and (r.bytes or r.flops)
+                     and audits.why_not(key, planned.name, r.variant, r.params, selected=selected(r.extra)) is not None]
+        uncounted = [r for o in outs if not o.sweep for r in o.records if r.check.passed
+                     and any(matches(r, sel) and sel.key not in r.figures() for sel in counts.get(path, []))]
+        lacking = [r for r in unaudited + uncounted if not audits.uncountable(key, r.variant, r.params)]
         if lacking and key is not None:  # only the variants that lack one: the audit costs what is missing
             wanted = {r.variant for r in lacking}
             todo.append((path, replace(planned, run_variants=[v for v in planned.run_variants if v in wanted]), key))
