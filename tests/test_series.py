@@ -218,6 +218,37 @@ def test_a_claim_left_out_by_until_runs_keeps_its_page_verified(project, capsys)
     assert m["evidence_level"] == "verified"  # the kept entry is of steady's current series: it still stands
 
 
+def test_until_runs_runs_the_artifact_a_short_series_claim_compares_with(project, capsys):
+    """A claim of one artifact against another's figure compares records of one run. --until-runs left the
+    other out when its series was full (NVFP4's GEMV against the bf16 GEMV, H200, 2026-12-05): the claim ended
+    not-run and its page kept a figure of earlier code. The other artifact now runs with it; an artifact no
+    running claim needs is still left out."""
+    for name in ("steady", "idle"):
+        shutil.copytree(project / "artifacts" / "drifting", project / "artifacts" / name)
+        manifest = project / "artifacts" / name / "artifact.yaml"
+        manifest.write_text(manifest.read_text().replace("name: drifting", f"name: {name}"))
+    page = project / "wiki" / "series.md"
+    page.write_text(page.read_text().replace(
+        "  drifting: artifacts/drifting\n",
+        "  drifting: artifacts/drifting\n  steady: artifacts/steady\n  idle: artifacts/idle\n").replace(
+        "claims:\n", "claims:\n- id: drifting-over-steady\n  statement: The two streams take the same time.\n"
+                     "  metric: ratio\n  unit: x\n  at_least: 0.5\n  at_most: 2\n"
+                     "  measure: {artifact: drifting, of: {variant: stream, figure: time_us},"
+                     " per: {artifact: steady, variant: stream, figure: time_us}}\n"
+                     "- id: idle-time\n  statement: The idle stream takes 250 us.\n  metric: time\n"
+                     "  unit: us\n  value: 250\n  tolerance: 0.05\n"
+                     "  measure: {artifact: idle, of: {variant: stream, figure: time_us}}\n", 1))
+    for _ in range(3):
+        verify_json(capsys, project)
+    source = project / "artifacts" / "drifting" / "drifting.py"  # new code: a new series for drifting alone
+    source.write_text(source.read_text() + "\n# a new kernel: a new series\n")
+    report = verify_json(capsys, project, "--until-runs", "3")
+    c = claims_of(report)
+    assert c["drifting-over-steady"]["verdict"] != "not-run" and c["drifting-over-steady"]["series"]["runs"] == 1
+    assert c["idle-time"]["verdict"] == "not-run"  # no claim that runs reads idle: left out
+    assert any("--until-runs 3: 1 artifacts" in n and "(idle)" in n for n in report["notes"])
+
+
 def test_until_runs_must_be_a_positive_number(project, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["verify", "--root", str(project), "--until-runs", "0"])

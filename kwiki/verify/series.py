@@ -168,7 +168,10 @@ def _taint(r: ClaimResult, claim: Claim, past: list[list[RecordRow]], other_rows
 def until_runs(plan: Plan, rows: list[RecordRow], series: dict[str, str], n: int) -> list[str]:
     """Leave out of the run every artifact whose series already has `n` runs; returns their names.
 
-    Their claims end `not-run` (saying why) and their pages are not rewritten."""
+    Their claims end `not-run` (saying why) and their pages are not rewritten. An artifact whose figure a claim
+    compares with one of an artifact that runs (a cross-artifact claim: NVFP4's GEMV against the bf16 GEMV) runs
+    too: a claim compares records of one run, so left out, it would end `not-run` and keep a figure of earlier
+    code."""
     counts = run_counts(rows)
     skipped = []
     for path, planned in sorted(plan.artifacts.items()):
@@ -179,6 +182,33 @@ def until_runs(plan: Plan, rows: list[RecordRow], series: dict[str, str], n: int
         if have >= n:
             planned.why_not_run = f"its series has {have} runs already (--until-runs {n})"
             skipped.append(planned.name)
+    for planned in _partners(plan, skipped):
+        planned.why_not_run = None
+        skipped.remove(planned.name)
     needed = {a.build_name for a in plan.artifacts.values() if a.run_target and not a.why_not_run}
     plan.builds = [b for b in plan.builds if b.artifact not in skipped or b.artifact in needed]
     return skipped
+
+
+def _partners(plan: Plan, skipped: list[str]) -> list[PlannedArtifact]:
+    """The artifacts among `skipped` whose figures a claim of an artifact that runs compares, and so on (to a
+    fixed point: a partner brought back may bring back its own)."""
+    back: dict[str, PlannedArtifact] = {}
+    changed = True
+    while changed:
+        changed = False
+        for page in plan.pages:
+            assert page.meta is not None
+            for claim in page.meta.claims:
+                m = claim.measure
+                if m is None:
+                    continue
+                own = plan.artifact_for(page, m.artifact)
+                if own is None or (own.why_not_run and own.name not in back):
+                    continue  # its own artifact does not run: the claim is left out whole
+                read = [plan.artifact_for(page, sel.artifact or m.artifact) for sel in (m.of, m.per) if sel]
+                for a in (a for a in read if a is not None):
+                    if a.name in skipped and a.name not in back:
+                        back[a.name] = a
+                        changed = True
+    return list(back.values())
