@@ -63,7 +63,8 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
                         "as it is, and this run's figures go to the results store only)")
     p.add_argument("--jobs", type=_jobs, default=0, help="parallel builds (default: CPU count)")
     p.add_argument("--until-runs", type=_runs, metavar="N",
-                   help="run only the artifacts whose series have fewer than N runs in results/ (any session)")
+                   help="run only the artifacts whose series have fewer than N runs in results/ (any session), "
+                        "and those whose figures their claims compare")
     p.add_argument("--require-gpu", action="store_true",
                    help="exit 2 when no GPU is found (CI on GPU runners); without it a GPU-less machine only builds")
     p.add_argument("--require-disassembler", action="store_true",
