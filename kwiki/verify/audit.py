@@ -21,7 +21,7 @@ from kwiki.results.audits import AUDIT_BUDGET_S, Audits, append_audits, audit_ke
 from kwiki.results.judge import matches
 from kwiki.results.store import RecordRow
 from kwiki.verify.claims import NCU_PREFIX
-from kwiki.verify.types import BuildResult, ClaimResult, Plan, PlannedArtifact, RunOutcome
+from kwiki.verify.types import BuildResult, ClaimResult, Plan, PlannedArtifact, RunOutcome, measures
 from kwiki.wiki.manifest import HOST
 from kwiki.wiki.model import Selector
 from kwiki.wiki.pages import Page
@@ -58,16 +58,11 @@ def counted(plan: Plan) -> dict[str, list[Selector]]:
     committed audit could stand for, so each timed run profiles those records again (the profile cache makes that
     free on a machine that has profiled the same binary; a fresh machine pays its ncu time)."""
     out: dict[str, list[Selector]] = {}
-    for page in plan.pages:
-        assert page.meta is not None
-        for claim in page.meta.claims:
-            m = claim.measure
-            if m is None:
-                continue
-            for sel in (s for s in (m.of, m.per) if s is not None and s.key.startswith(NCU_PREFIX)):
-                planned = plan.artifact_for(page, sel.artifact or m.artifact)
-                if planned is not None:
-                    out.setdefault(planned.path, []).append(sel)
+    for page, m in measures(plan):
+        for sel in (s for s in (m.of, m.per) if s is not None and s.key.startswith(NCU_PREFIX)):
+            planned = plan.artifact_for(page, sel.artifact or m.artifact)
+            if planned is not None:
+                out.setdefault(planned.path, []).append(sel)
     return out
 
 

@@ -27,7 +27,7 @@ from kwiki.results.series import (
 from kwiki.results.states import shortfall
 from kwiki.results.store import RecordRow, gpu_slug, read_store, store_path
 from kwiki.results.storelines import RESULTS_DIR
-from kwiki.verify.types import ClaimResult, Plan, PlannedArtifact
+from kwiki.verify.types import ClaimResult, Plan, PlannedArtifact, measures
 from kwiki.wiki.model import Claim
 from kwiki.wiki.verdict import MEASURED, NOT_MEASURED, RUNS, Verdict
 
@@ -197,18 +197,13 @@ def _partners(plan: Plan, skipped: list[str]) -> list[PlannedArtifact]:
     changed = True
     while changed:
         changed = False
-        for page in plan.pages:
-            assert page.meta is not None
-            for claim in page.meta.claims:
-                m = claim.measure
-                if m is None:
-                    continue
-                own = plan.artifact_for(page, m.artifact)
-                if own is None or (own.why_not_run and own.name not in back):
-                    continue  # its own artifact does not run: the claim is left out whole
-                read = [plan.artifact_for(page, sel.artifact or m.artifact) for sel in (m.of, m.per) if sel]
-                for a in (a for a in read if a is not None):
-                    if a.name in skipped and a.name not in back:
-                        back[a.name] = a
-                        changed = True
+        for page, m in measures(plan):
+            own = plan.artifact_for(page, m.artifact)
+            if own is None or (own.why_not_run and own.name not in back):
+                continue  # its own artifact does not run: the claim is left out whole
+            read = [plan.artifact_for(page, sel.artifact or m.artifact) for sel in (m.of, m.per) if sel]
+            for a in (a for a in read if a is not None):
+                if a.name in skipped and a.name not in back:
+                    back[a.name] = a
+                    changed = True
     return list(back.values())

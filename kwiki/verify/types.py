@@ -4,7 +4,7 @@ tool stage (SASS, Nsight Compute, compute-sanitizer) offers. Stages import these
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -14,7 +14,7 @@ from kwiki.results.gpu import Gpu
 from kwiki.results.record import Record
 from kwiki.wiki.buildline import BuildJob
 from kwiki.wiki.manifest import Manifest
-from kwiki.wiki.model import Gate
+from kwiki.wiki.model import Gate, Measure
 from kwiki.wiki.pages import Page
 from kwiki.wiki.verdict import RUNS, Verdict
 
@@ -62,6 +62,13 @@ class Plan:
         assert page.meta is not None
         rel = page.meta.artifacts.get(key)
         return self.artifacts.get(rel.rstrip("/")) if rel else None
+
+
+def measures(plan: Plan) -> Iterator[tuple[Page, Measure]]:
+    """(page, what it measures) of every claim of the plan's pages that an artifact measures."""
+    for page in plan.pages:
+        assert page.meta is not None
+        yield from ((page, c.measure) for c in page.meta.claims if c.measure is not None)
 
 
 # ---------------------------------------------------------------- a build
