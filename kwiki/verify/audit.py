@@ -169,7 +169,7 @@ def run_missing(plan: Plan, builds: list[BuildResult], outcomes: Mapping[str, li
         unaudited = [r for o in outs for r in o.records if r.check.passed and (r.bytes or r.flops)
                      and audits.why_not(key, planned.name, r.variant, r.params, selected=selected(r.extra)) is not None]
         uncounted = [r for o in outs if not o.sweep for r in o.records if r.check.passed
-                     and any(matches(r, sel) and sel.key not in r.figures() for sel in counts.get(path, []))]
+                     and any(matches(r, sel) for sel in counts.get(path, []))]  # no record has its counts yet
         lacking = [r for r in unaudited + uncounted if not audits.uncountable(key, r.variant, r.params)]
         if lacking and key is not None:  # only the variants that lack one: the audit costs what is missing
             wanted = {r.variant for r in lacking}

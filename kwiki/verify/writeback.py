@@ -20,6 +20,7 @@ from kwiki.core import lock
 from kwiki.core.errors import FrontMatterError, MarkerError, Problem, WriteBackError
 from kwiki.core.numbers import round_sig
 from kwiki.core.writefile import write_atomic
+from kwiki.results.store import gpu_slug
 from kwiki.results.tables import claims_table, provenance_line
 from kwiki.verify import tables
 from kwiki.verify.claims import evidence_for
@@ -140,7 +141,7 @@ def other_gpu_model(measurements: Measurements | None, gpu: str | None) -> str |
     writes it). A page measured on an H200 keeps those figures when a run lands on an H100: the run's figures go to
     the results store, not over the H200's on the page, unless --other-gpu asks for it."""
     was = measurements.verified_on if measurements else None
-    if not was or not gpu or was.strip().lower() == gpu.strip().lower():
+    if not was or not gpu or gpu_slug(was) == gpu_slug(gpu):  # a GPU model as the results store names it
         return None
     return f"its measurements are the {was}'s and this run is on an {gpu}"
 
