@@ -136,6 +136,12 @@ def _audit_all(root: Path, passed: bool = True) -> None:
     append_audits(root, "host", list(audits.values()))
 
 
+def shown(capsys, root: Path) -> dict:
+    """`kwiki show series-page --json` (what `get_measurements` and `get_page` are cut from)."""
+    main(["show", "series-page", "--json", "--root", str(root)])
+    return json.loads(capsys.readouterr().out)
+
+
 def test_an_unaudited_page_is_measured_and_says_why(project, capsys):
     for _ in range(3):
         report = verify(capsys, project)
@@ -146,6 +152,10 @@ def test_an_unaudited_page_is_measured_and_says_why(project, capsys):
     assert "evidence_level: measured" in page.read_text()  # every claim passed 3 runs, yet not verified
     st = page_standing(project)
     assert st.state == State.measured and "without a passing profile audit" in st.summary()
+    # an agent reads the same why: `kwiki show`, the index's documents and MCP give the standing's line
+    doc = shown(capsys, project)
+    assert doc["state"] == "measured" and doc["state_reason"] == st.summary()
+    assert "stream" in doc["state_reason"] and "has no profile audit of this code" in doc["state_reason"]
     assert any("Nsight Compute (ncu) is not found" in n and "stay measured" in n for n in report["notes"])
     # the dry path lists them, without building anything
     listed = verify(capsys, project, "--list-audits")
@@ -158,6 +168,9 @@ def test_an_unaudited_page_is_measured_and_says_why(project, capsys):
     verify(capsys, project)
     assert "evidence_level: verified" in page.read_text()
     assert page_standing(project).state == State.verified
+    doc = shown(capsys, project)
+    assert doc["state"] == "verified" and doc["state_reason"].startswith("verified on ")
+    assert "not verified" not in doc["state_reason"]
 
 
 def test_a_failed_audit_keeps_the_page_measured(project, capsys):

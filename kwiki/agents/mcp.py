@@ -45,14 +45,15 @@ verdicts as verified.
 Start with find_techniques(arch="H200", tags=[...], op="gemm", text=...) or
 search_pages(text=...): each hit carries the page's summary and the claims that match, with
 claimed and measured figures and verdicts, often enough to answer. `covered: false` means no
-page is about it: `nearest_tags`, `nearest_pages` and `mentions` (pages that only mention the
-words) say what is near; do not present a mention as an answer. Then get_measurements(id) for
-every claim of a page with its provenance, get_ladder(id) for the best, baseline and ceiling
-row of each shape of its benchmark (shape="8192x8192" for every row of a shape, with occupancy),
-get_page(id) for the prose. Fields that would be null are left out; `runs` holds each run's
-provenance once. `arch` takes a GPU (H100, H200, Hopper, B200, Blackwell, A100) or a target
-(sm_90, sm_90a, sm_100a); a query names the hardware and matches pages whose code runs on it
-(sm_90a code runs on sm_90 GPUs such as the H100/H200; sm_100a code does not). Prefer verified
+page is about it: `nearest_tags`, `nearest_pages` and `mentions` (pages that only mention
+the words) say what is near; do not present a mention as an answer. Then
+get_measurements(id) for every claim of a page with its provenance (`state_reason`: why the
+page is not verified), get_ladder(id) for the best, baseline and ceiling row of each shape
+of its benchmark (shape="8192x8192" for every row of a shape, with occupancy), get_page(id)
+for the prose. Fields that would be null are left out; `runs` holds each run's provenance
+once. `arch` takes a GPU (H100, H200, Hopper, B200, Blackwell, A100) or a target (sm_90,
+sm_90a, sm_100a); a query names the hardware and matches pages whose code runs on it (sm_90a
+code runs on sm_90 GPUs such as the H100/H200; sm_100a code does not). Prefer verified
 or measured pages; treat source-reported figures as claims, not facts."""
 
 Arch = Annotated[

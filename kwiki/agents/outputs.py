@@ -154,6 +154,14 @@ def _state() -> Any:
                                            "on it counts as verified)")
 
 
+def _state_reason(where: str = "") -> Any:
+    return Field(default=None, description=(where + ": " if where else "") + "the page's state in one line, as its "
+                                           "page on the site shows it: the GPU and date of its latest run, how many "
+                                           "claims it reproduced, and why it is not verified (claims not reproduced, "
+                                           "below goal or drifted, fewer runs than a verdict needs, records without "
+                                           "a passing profile audit); absent for a page never measured")
+
+
 def _untraceable() -> Any:
     return Field(default_factory=list, description="why the page's measurements block does not trace to the "
                                                    "results store, one line each (empty: it traces)")
@@ -178,6 +186,7 @@ class QueryResult(_Out):
     type: str
     evidence_level: str = Field(description=EVIDENCE_LEVEL)
     state: str | None = _state()
+    state_reason: str | None = _state_reason("full")
     summary: str | None = None
     claims: list[ClaimView | BriefClaim] = Field(default_factory=list)
     claims_total: int | None = Field(default=None, description="brief: the page's claims, of which `claims` shows "
@@ -238,6 +247,7 @@ class ShowOutput(_Out):
     evidence_level: str = Field(description="effective level (kwiki's measurements win over the author's); "
                                             "'untraceable' when they do not trace to the results store")
     state: str | None = _state()
+    state_reason: str | None = _state_reason()
     untraceable: list[str] = _untraceable()
     front_matter: dict[str, Any] = Field(description="the front matter as written, normalised (tags, architectures), "
                                                      "without `claims` and `measurements`")
@@ -269,6 +279,7 @@ class MeasurementsOutput(_Out):
     path: str
     evidence_level: str
     state: str | None = _state()
+    state_reason: str | None = _state_reason()
     untraceable: list[str] = _untraceable()
     verified_on: str | None = Field(default=None, description="GPU of the latest kwiki verify run; absent if never "
                                                               "verified or if its measurements do not trace")
@@ -372,6 +383,7 @@ class PageOutput(_Out):
     type: str
     evidence_level: str = Field(description="effective level; 'untraceable' when kwiki's measurements do not trace")
     state: str | None = _state()
+    state_reason: str | None = _state_reason()
     claims: list[str] = Field(default_factory=list, description="the page's claim ids: get_measurements(id) has "
                                                                 "their figures")
     front_matter: dict[str, Any] = Field(description="the front matter as written, normalised, without `id`, "

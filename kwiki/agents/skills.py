@@ -287,7 +287,8 @@ figures do not trace to the results store is "untraceable": trust none of its ve
    `covered: false` means no page is about it: `nearest_tags`, `nearest_pages` and `mentions`
    (pages whose body only mentions the words) say what is near; a mention is not an answer.
 3. `get_measurements(id)`: every claim of a page, with the run it comes from (`runs`: GPU,
-   driver, CUDA, date, commit, once per run).
+   driver, CUDA, date, commit, once per run), and `state_reason`: the page's state in one line,
+   with why it is not verified.
 4. `get_ladder(id)`: each shape's best row (`best: true`), baseline and ceiling: time (us), rate
    (TB/s or TFLOP/s), ratio to the baseline (cuBLAS), share of the speed of light, registers,
    blocks and warps per SM. `get_ladder(id, shape="8192x8192")` gives every row of that shape;

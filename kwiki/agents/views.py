@@ -177,15 +177,18 @@ def claim_view(claim: Claim, block: Measurements | None, trace: PageTrace | None
     })
 
 
-def _state(meta: PageMeta, st: Standing | None, trace: PageTrace | None) -> tuple[str, str]:
-    """(state, evidence level) of a page: from its standing, which knows whether its block traces."""
+def _state(meta: PageMeta, st: Standing | None, trace: PageTrace | None) -> tuple[str, str, str | None]:
+    """(state, evidence level, the state in one line) of a page: from its standing, which knows whether its block
+    traces. The line is the one the site's page shows, with why a page is not verified (records without a passing
+    profile audit, claims not reproduced, below goal, drifted, fewer runs than a verdict needs); None for a page
+    without a measurements block."""
     if st is None:
         if meta.measurements is None:
-            return NOT_MEASURED, meta.effective_evidence.value
+            return NOT_MEASURED, meta.effective_evidence.value, None
         from kwiki.results.standing import standing
 
         st = standing(meta, None, trace)
-    return st.state.value, st.evidence
+    return st.state.value, st.evidence, st.summary()
 
 
 def result_view(meta: PageMeta, path: str, trace: PageTrace | None = None, st: Standing | None = None
@@ -193,7 +196,7 @@ def result_view(meta: PageMeta, path: str, trace: PageTrace | None = None, st: S
     """One entry of `kwiki query --json --detail full`'s `results`; `trace` and `st` (kwiki.results.trace,
     .standing) say whether its measurements block traces, and where the page stands. The brief entry
     (the default) is cut from it at query time (kwiki.agents.query.brief)."""
-    state, evidence = _state(meta, st, trace)
+    state, evidence, reason = _state(meta, st, trace)
     return _compact({
         "id": meta.id,
         "title": meta.title,
@@ -204,6 +207,7 @@ def result_view(meta: PageMeta, path: str, trace: PageTrace | None = None, st: S
         "ops": list(meta.applies_to_ops),
         "evidence_level": evidence,
         "state": state,
+        "state_reason": reason,
         "summary": meta.summary,
         "claims": [claim_view(c, meta.measurements, trace, sources_of(meta)) for c in meta.claims],
         "runs": runs_view(meta.measurements),
@@ -220,7 +224,7 @@ def detail_view(meta: PageMeta, path: str, trace: PageTrace | None = None, st: S
     """`kwiki show --json` without the body (the index stores the body apart, for search). Each claim
     once, with its measurement; each run's provenance once, in `runs`."""
     block = meta.measurements
-    state, evidence = _state(meta, st, trace)
+    state, evidence, reason = _state(meta, st, trace)
     front = meta.model_dump(mode="json", exclude_unset=True, exclude=set(SHOWN_APART))
     return {"schema_version": SCHEMA_VERSION, **compact({
         "id": meta.id,
@@ -229,6 +233,7 @@ def detail_view(meta: PageMeta, path: str, trace: PageTrace | None = None, st: S
         "type": meta.type.value,
         "evidence_level": evidence,
         "state": state,
+        "state_reason": reason,
         "untraceable": trace.reasons() if trace is not None else [],
         "front_matter": front,
         "claims": [claim_view(c, block, trace, sources_of(meta)) for c in meta.claims],
@@ -251,6 +256,7 @@ def measurements_view(detail: dict[str, Any]) -> dict[str, Any]:
         "path": detail["path"],
         "evidence_level": detail["evidence_level"],
         "state": detail.get("state"),
+        "state_reason": detail.get("state_reason"),
         "untraceable": detail.get("untraceable", []),
         "verified_on": None if detail.get("untraceable") else block.get("verified_on"),
         "date": block.get("date"),
@@ -283,6 +289,7 @@ def page_view(detail: dict[str, Any]) -> dict[str, Any]:
         "type": detail["type"],
         "evidence_level": detail["evidence_level"],
         "state": detail.get("state"),
+        "state_reason": detail.get("state_reason"),
         "claims": [c["id"] for c in detail.get("claims", [])],
         "front_matter": front,
         "body": detail.get("body"),

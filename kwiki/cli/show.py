@@ -93,6 +93,7 @@ def render_text(doc: dict[str, Any]) -> str:
         ("path", doc["path"]),
         ("type", doc["type"]),
         ("evidence", evidence),
+        ("state", doc.get("state_reason") or ""),
         ("arch", " ".join(fm.get("architectures", []))),
         ("tags", " ".join(fm.get("tags", []))),
         ("summary", fm.get("summary") or ""),
