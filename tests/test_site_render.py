@@ -180,6 +180,15 @@ def test_state_line_says_what_was_reproduced_what_was_not_what_is_cited_and_drif
     assert "bw -8.4% vs its series (regressed)" in line  # a bandwidth that fell: the wrong way
 
 
+def test_the_state_line_counts_the_claims_that_neither_passed_nor_failed():
+    """An ambiguous claim is why a page whose other claims pass is only measured: the line says so, as it says an
+    error and a claim no run has measured yet (an agent reads the same line as `state_reason`)."""
+    assert standing(_meta(None, {"bw": "reproduced", "time": "ambiguous"})).summary().endswith(
+        ": 1 of 2 claims reproduced, 1 ambiguous")
+    line = standing(_meta(None, {"bw": "not-run", "time": "error"})).summary()
+    assert line.endswith(": 0 of 1 claims reproduced, 1 not measured (error), 1 not run")
+
+
 def test_drift_direction_follows_the_claims_better_side():
     meta = _meta(0.05, {"bw": "reproduced", "time": "reproduced"})
     assert "bw +5.0% vs its series (improved)" in state_line(meta, standing(meta))

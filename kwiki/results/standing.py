@@ -19,7 +19,7 @@ from kwiki.results.store import ClaimRow, RecordRow
 from kwiki.results.trace import PageTrace, evidence
 from kwiki.wiki.evidence import EvidenceLevel
 from kwiki.wiki.model import MeasuredClaim, PageMeta
-from kwiki.wiki.verdict import JUDGED, NOT_REPRODUCED, PASSING, RUNS
+from kwiki.wiki.verdict import JUDGED, NOT_REPRODUCED, PASSING, RUNS, Verdict
 
 __all__ = ["Standing", "State", "claim_rows_by_page", "standing"]
 
@@ -37,6 +37,9 @@ class Standing:
     judged: int = 0  # claims the last run could judge
     passing: int = 0  # reproduced or better
     failing: int = 0  # worse (and not below goal), check failed, or caught in its series
+    ambiguous: int = 0  # too close to its bound to call over its runs
+    errors: int = 0  # the run could not measure it (a build or run error)
+    not_run: int = 0  # in the block, but no run has measured it yet (a figure the runs did not collect)
     moved: list[str] = field(default_factory=list)  # claim ids whose figure drifted the wrong way
     improved: list[str] = field(default_factory=list)  # claim ids whose figure moved beyond its band the good way
     below_goal: dict[str, float] = field(default_factory=dict)  # claim id -> the share it misses its goal by
@@ -59,6 +62,12 @@ class Standing:
         extra = ""
         if self.failing:
             extra = f", {self.failing} not"
+        if self.ambiguous:  # neither passing nor failing: why a page whose other claims pass is only measured
+            extra += f", {self.ambiguous} ambiguous"
+        if self.errors:
+            extra += f", {self.errors} not measured (error)"
+        if self.not_run:
+            extra += f", {self.not_run} not run"
         if self.below_goal:
             extra += f", {len(self.below_goal)} below goal (by " + ", ".join(
                 f"{v:.1%}" for _, v in sorted(self.below_goal.items())) + ")"
@@ -149,6 +158,9 @@ def _count(out: Standing, meta: PageMeta, claims: dict[str, MeasuredClaim], hist
     out.passing = sum(v in PASSING and cid not in out.caught for cid, v in verdicts.items())
     out.failing = sum((v in NOT_REPRODUCED or cid in out.caught) and cid not in out.below_goal
                       for cid, v in verdicts.items())
+    out.ambiguous = sum(v == Verdict.ambiguous and cid not in out.caught for cid, v in verdicts.items())
+    out.errors = sum(v == Verdict.error and cid not in out.caught for cid, v in verdicts.items())
+    out.not_run = sum(v == Verdict.not_run for v in verdicts.values())
     out.moved = _drifted(meta, history or [])
     out.improved = sorted(cid for cid, mc in claims.items() if cid in by_id and improved(by_id[cid], mc))
     counted = [mc.runs for mc in claims.values() if mc.runs is not None]
