@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.artifact}, series {series}:")
     for e in out:
         print(f"  {e['variant']} {e['shape']} {e['figure']}: {e['median']:.4g} "
-              f"[{e['low']:.4g}, {e['high']:.4g}] ({e['runs']} runs)")
+              f"[{e['low']:.4g}, {e['high']:.4g}] ({e['runs']} run{'s' * (e['runs'] != 1)})")
     return 0
 
 

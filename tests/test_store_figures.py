@@ -44,7 +44,7 @@ def test_the_latest_series_median_and_range_of_a_figure_and_of_a_ratio(tmp_path,
 def test_another_series_by_its_key_and_a_figure_no_record_holds(tmp_path, capsys):
     store(tmp_path)
     assert store_figures.main(["gemm", "sm_mhz_effective/sm_mhz", "--series", "old", "--root", str(tmp_path)]) == 0
-    assert "ws M=64,N=64 sm_mhz_effective/sm_mhz: 0.5 [0.5, 0.5] (1 runs)" in capsys.readouterr().out
+    assert "ws M=64,N=64 sm_mhz_effective/sm_mhz: 0.5 [0.5, 0.5] (1 run)" in capsys.readouterr().out
     assert store_figures.main(["gemm", "ncu_dram_bytes", "--root", str(tmp_path)]) == 1
     assert "no record of gemm" in capsys.readouterr().err
     assert store_figures.main(["gemm", "sm_mhz", "--gpu", "NVIDIA H100", "--root", str(tmp_path)]) == 2
