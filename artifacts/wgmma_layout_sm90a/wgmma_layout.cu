@@ -25,7 +25,10 @@
 // timed launch (iters k-blocks) and its re-checks (kwiki::Runner) against iters * (A B^T), within the bound of
 // fp32 accumulation over 4 * iters wgmmas. A wrong descriptor (a stride, a layout type, a K step) reads the wrong
 // elements: the check fails and the variant gets no timing. Bytes: none (the operands stay in shared memory).
+#include <algorithm>
+#include <cmath>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "kwiki_bench.cuh"
