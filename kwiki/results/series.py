@@ -185,7 +185,7 @@ def _selectors(claim: Claim) -> list[tuple[Selector, bool]]:
     m = claim.measure
     if m is None or claim.metric == Metric.outcome:
         return []
-    return [(sel, m.elsewhere(sel)) for sel in (m.of, m.per) if sel is not None]
+    return [(sel, m.elsewhere(sel)) for sel in m.selectors]
 
 
 def _caught_in(rows: list[RecordRow], sel: Selector) -> str | None:

@@ -46,7 +46,7 @@ def compared(plan: Plan, page: Page, claim_id: str) -> list[tuple[PlannedArtifac
         return []
     out = []
     for sel in audited(claim):  # none for an outcome claim: it uses no figure
-        planned = plan.artifact_for(page, sel.artifact or claim.measure.artifact)
+        planned = plan.artifact_for(page, claim.measure.key_of(sel))
         if planned is not None:
             out.append((planned, sel))
     return out
@@ -59,8 +59,8 @@ def counted(plan: Plan) -> dict[str, list[Selector]]:
     free on a machine that has profiled the same binary; a fresh machine pays its ncu time)."""
     out: dict[str, list[Selector]] = {}
     for page, m in measures(plan):
-        for sel in (s for s in (m.of, m.per) if s is not None and s.key.startswith(NCU_PREFIX)):
-            planned = plan.artifact_for(page, sel.artifact or m.artifact)
+        for sel in (s for s in m.selectors if s.key.startswith(NCU_PREFIX)):
+            planned = plan.artifact_for(page, m.key_of(sel))
             if planned is not None:
                 out.setdefault(planned.path, []).append(sel)
     return out

@@ -137,10 +137,10 @@ def _sustained(plan: Plan) -> None:
             m = claim.measure
             if m is None:
                 continue
-            for sel in (m.of, m.per):
-                if sel is None or sel.regime != "sustained":
+            for sel in m.selectors:
+                if sel.regime != "sustained":
                     continue
-                target = plan.artifact_for(page, sel.artifact or m.artifact)
+                target = plan.artifact_for(page, m.key_of(sel))
                 if target is not None and sel.variant not in target.sustained:
                     target.sustained.append(sel.variant)
 

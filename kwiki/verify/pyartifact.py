@@ -350,7 +350,7 @@ def claim_params(the_plan: Plan, builds: list[BuildResult]) -> list[Problem]:
             if m is None:
                 continue
             for label, sel in (("of", m.of), ("per", m.per)):
-                planned = the_plan.artifact_for(page, sel.artifact or m.artifact) if sel is not None else None
+                planned = the_plan.artifact_for(page, m.key_of(sel)) if sel is not None else None
                 if sel is None or planned is None or planned.manifest is None:
                     continue
                 grid = grids.get(planned.manifest.name)

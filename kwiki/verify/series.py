@@ -201,7 +201,7 @@ def _partners(plan: Plan, skipped: list[str]) -> list[PlannedArtifact]:
             own = plan.artifact_for(page, m.artifact)
             if own is None or (own.why_not_run and own.name not in back):
                 continue  # its own artifact does not run: the claim is left out whole
-            read = [plan.artifact_for(page, sel.artifact or m.artifact) for sel in (m.of, m.per) if sel]
+            read = [plan.artifact_for(page, m.key_of(sel)) for sel in m.selectors]
             for a in (a for a in read if a is not None):
                 if a.name in skipped and a.name not in back:
                     back[a.name] = a

@@ -571,7 +571,7 @@ def check_manifests(page: Page, root: Path) -> list[Problem]:
                                    f"{rel!r} is not an artifact directory (no {MANIFEST})"))
             continue
         for label, sel in (("of", m.of), ("per", m.per)):
-            key = (sel.artifact or m.artifact) if sel is not None else m.artifact
+            key = m.key_of(sel) if sel is not None else m.artifact
             if sel is None or key not in manifests:  # another artifact's manifest problem is reported above
                 continue
             if sel.variant not in {v.name for v in manifests[key].variants}:

@@ -168,11 +168,20 @@ class Measure(Strict):
 
     @model_validator(mode="after")
     def _one_other_artifact(self) -> Measure:
-        others = sorted({s.artifact for s in (self.of, self.per) if s is not None and s.artifact and self.elsewhere(s)})
+        others = sorted({s.artifact for s in self.selectors if s.artifact and self.elsewhere(s)})
         if len(others) > 1:
             raise ValueError(f"`of` and `per` name two other artifacts ({', '.join(others)}): a claim compares its "
                              f"artifact {self.artifact!r} with at most one other")
         return self
+
+    @property
+    def selectors(self) -> list[Selector]:
+        """The figures it reads: `of`, and `per` where it is a ratio."""
+        return [s for s in (self.of, self.per) if s is not None]
+
+    def key_of(self, sel: Selector) -> str:
+        """The page's `artifacts` key of the artifact whose figure `sel` selects: its own, else the measure's."""
+        return sel.artifact or self.artifact
 
     def elsewhere(self, sel: Selector) -> bool:
         """Whether `sel`'s figure is another artifact's than the measure's own."""
@@ -181,7 +190,7 @@ class Measure(Strict):
     @property
     def other(self) -> str | None:
         """The key of the other artifact a cross-artifact claim compares (`of`'s or `per`'s), None otherwise."""
-        return next((s.artifact for s in (self.of, self.per) if s is not None and self.elsewhere(s)), None)
+        return next((s.artifact for s in self.selectors if self.elsewhere(s)), None)
 
 
 class Conditions(Strict):

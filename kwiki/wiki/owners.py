@@ -60,8 +60,8 @@ def claimed_params(meta: PageMeta, rel: str) -> list[dict[str, Scalar]]:
         m = c.measure
         if m is None:
             continue
-        for sel in (m.of, m.per):
-            if sel is not None and (sel.artifact or m.artifact) in keys and sel.params not in out:
+        for sel in m.selectors:
+            if m.key_of(sel) in keys and sel.params not in out:
                 out.append(dict(sel.params))
     return out
 
