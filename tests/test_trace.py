@@ -170,6 +170,34 @@ def test_blocks_written_before_run_ids_warn_and_a_hand_edit_of_one_fails(tmp_pat
                          "names no run ids, and no row of results/ written before run ids" in out
 
 
+def test_a_figure_the_stores_newer_runs_left_behind_says_so_until_its_page_is_verified(project, capsys,
+                                                                                        monkeypatch):
+    """Two pages measure one artifact: a run that verifies one of them adds a run to the series the other's figures
+    are judged over, and leaves that page as it was. Its figures still trace (they are true of the runs they name),
+    but check, show and the page's state line say that the store holds newer runs, until `kwiki verify` of the page
+    judges them in."""
+    monkeypatch.setenv("KWIKI_TEST_SCALE", "1")
+    before = block(project, "honest.md")["claims"]["stream-time"]["run_ids"]
+    assert main(["verify", "--quiet", "--root", str(project), "trace-worse"]) == 1  # a 4th run; honest.md untouched
+    assert block(project, "honest.md")["claims"]["stream-time"]["run_ids"] == before
+    _, out, _ = run(capsys, "check", "--strict", "--root", str(project))
+    behind = [line for line in out.splitlines() if "behind the results store" in line]
+    assert [line.split(":")[0] for line in behind] == ["wiki/edited.md", "wiki/honest.md"], out  # worse.md: written
+    assert all(line.endswith("(warning)") for line in behind)
+    assert ("2 figure(s) behind the results store (stream-time, stream-vs-baseline): series host/p" in behind[1]
+            and "holds 4 runs with its figure; the 3 it reads leave out 1 of the latest 3 (the newest: " in behind[1]
+            and "kwiki verify trace-honest judges it over those 3" in behind[1])
+    assert traces(project)["trace-honest"] == []  # still traceable: behind is not untrue
+    doc = show(project, "trace-honest")
+    assert doc["state"] == "verified"
+    assert doc["state_reason"].endswith("; 2 figures behind the results store (stream-time and 1 more: newer runs "
+                                        "of their series are not judged in)")
+    assert main(["verify", "--quiet", "--root", str(project), "trace-honest"]) == 0
+    assert [line.split(":")[0] for line in run(capsys, "check", "--root", str(project))[1].splitlines()
+            if "behind the results store" in line] == ["wiki/edited.md", "wiki/worse.md"]  # that run, in turn
+    assert "behind" not in show(project, "trace-honest")["state_reason"]
+
+
 def test_a_claim_raised_after_the_run_does_not_keep_the_runs_verdict(project, capsys):
     """The claim lies outside the sealed block: typing a better figure into it must not borrow the verdict."""
     page = project / "wiki" / "honest.md"

@@ -53,7 +53,7 @@ from kwiki.agents.entries import Damaged, stored_json, warn
 from kwiki.agents.refresh import Refreshed, refresh
 from kwiki.core.errors import KwikiError
 
-INDEX_VERSION = 10  # bump whenever the tables, the stored JSON or what a page's standing is read from change: rebuilt
+INDEX_VERSION = 11  # bump whenever the tables, the stored JSON or what a page's standing is read from change: rebuilt
 # (and with PROTOCOL_VERSION: a page's code_changed is cached against the artifacts' files, not the protocol)
 INDEX_DIR = ".kwiki"
 INDEX_FILE = "index.sqlite"

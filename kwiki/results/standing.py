@@ -48,6 +48,7 @@ class Standing:
     headline: tuple[str, MeasuredClaim] | None = None  # the first claim with a measured value
     runs: int | None = None  # the fewest runs any measured claim stands on (None: written before series)
     untraceable: list[str] = field(default_factory=list)  # why the block does not trace, one line each
+    behind: list[str] = field(default_factory=list)  # claim ids whose figure leaves out some of its series' latest runs
 
     def summary(self) -> str:
         """One line: 'verified on NVIDIA H200, 2025-06-01: 4 of 4 claims reproduced'."""
@@ -78,6 +79,11 @@ class Standing:
         if self.unaudited and self.state == State.measured:
             extra += (f"; not verified: {len(self.unaudited)} record{'s' if len(self.unaudited) != 1 else ''} "
                       f"without a passing profile audit ({self.unaudited[0]})")
+        if self.behind:  # the figures trace, but newer runs of their series are in the store (kwiki.results.trace)
+            n = len(self.behind)
+            extra += (f"; {n} figure{'s' if n != 1 else ''} behind the results store ({self.behind[0]}"
+                      f"{f' and {n - 1} more' if n > 1 else ''}: newer runs of {'their' if n != 1 else 'its'} series "
+                      "are not judged in)")
         return f"{self.state.label} {where}, {(self.date or '')[:10]}: {counts}{extra}"
 
 
@@ -120,6 +126,7 @@ def standing(meta: PageMeta, history: list[ClaimRow] | None = None, trace: PageT
         return out
     _count(out, meta, counted, history, trace)
     out.unaudited = list(trace.unaudited) if trace is not None else []
+    out.behind = sorted(trace.behind) if trace is not None else []
     if out.failing or (out.judged and not out.passing and not out.below_goal):
         out.state = State.not_reproduced
     elif out.moved:

@@ -79,6 +79,7 @@ class PageTrace:
     claims: dict[str, ClaimTrace] = field(default_factory=dict)
     block: str | None = None  # why the block as a whole does not trace
     unaudited: list[str] = field(default_factory=list)  # records its claims compare without a passing audit
+    behind: dict[str, str] = field(default_factory=dict)  # claim id -> the runs of its series it does not read
     # claim id -> why its figure is of earlier code than the artifact's now (kwiki.results.freshness; set by the
     # readers that plan the page's artifacts: the index, the site; never by trace())
     changed: dict[str, str] = field(default_factory=dict)
@@ -276,6 +277,7 @@ def trace(meta: PageMeta, store: Store, path: str | None = None) -> PageTrace | 
         return None
     out = PageTrace({cid: trace_claim(meta, cid, mc, store, path) for cid, mc in sorted(m.claims.items())})
     out.unaudited = _unaudited(meta, store)
+    out.behind = _behind(meta, store, out)
     measured = m.evidence_level.rank >= EvidenceLevel.measured.rank
     if not meta.artifacts and (measured or m.verified_on or not all(map(asserts_nothing, m.claims.values()))):
         out.block = "the page names no artifact, so no kwiki run can have measured it"
@@ -322,6 +324,37 @@ def _unaudited(meta: PageMeta, store: Store) -> list[str]:
     return out
 
 
+def _behind(meta: PageMeta, store: Store, t: PageTrace) -> dict[str, str]:
+    """claim id -> why its figure is behind the store: among the latest runs of its series that hold the claim's
+    figure (as many as a judgement reads), one the figure does not read. It happens when a run of an artifact two
+    pages share verified the other page (this one was not written), or when two copies of the checkout each ran the
+    series and the page kept one judgement. The figure is still true of the runs it names (it traces); `kwiki verify`
+    of the page judges it over the latest runs. Only figures that trace are looked at."""
+    assert meta.measurements is not None
+    out: dict[str, str] = {}
+    claims = {c.id: c for c in meta.claims}
+    for cid, mc in sorted(meta.measurements.claims.items()):
+        claim, traced = claims.get(cid), t.claims.get(cid)
+        if (claim is None or claim.measure is None or mc.value is None or not mc.run_ids or not mc.series
+                or traced is None or not traced.traceable or traced.legacy):
+            continue
+        written = store.claim_rows.get((meta.id, cid, mc.run_ids[-1]))
+        if written is None:
+            continue
+        other = _other_artifact(meta, claim)
+        held = [run[0].run_id for run in runs_of(store.series_records.get((mc.series, written.artifact), []),
+                                                 mc.series, written.artifact, None)
+                if claim_value(run, claim, store.run_records.get((other, run[0].run_id)) if other else None)
+                is not None]
+        unread = [rid for rid in held[-RUNS:] if rid not in mc.run_ids]
+        if unread:
+            latest = min(RUNS, len(held))
+            out[cid] = (f"series {mc.series} holds {len(held)} runs with its figure; the {len(mc.run_ids)} it reads "
+                        f"leave out {len(unread)} of the latest {latest} (the newest: {unread[-1]}): "
+                        f"kwiki verify {meta.id} judges it over those {latest}")
+    return out
+
+
 def _not_verified(meta: PageMeta, t: PageTrace) -> str | None:
     """Why the traced claims do not make the page verified (kwiki.verify.claims.evidence_for), or None."""
     assert meta.measurements is not None
@@ -357,7 +390,9 @@ def evidence(meta: PageMeta, t: PageTrace | None) -> tuple[str, int]:
 
 def check_pages(root: Path, pages: list[tuple[str, PageMeta, int]]) -> list[Problem]:
     """`kwiki check`'s trace check over (path, meta, line of `measurements`) of the pages with a block: an
-    error for each figure that does not trace, a warning for a block written before run ids."""
+    error for each figure that does not trace; a warning for a block written before run ids, and one per series of
+    figures behind the store (`_behind`: only a `kwiki verify` of the page resolves it, so --strict keeps it a
+    warning)."""
     if not pages:
         return []
     store = Store.load(root)
@@ -373,4 +408,11 @@ def check_pages(root: Path, pages: list[tuple[str, PageMeta, int]]) -> list[Prob
                 out.append(Problem(path, line, f"measurements.claims.{cid}", f"untraceable: {ct.reason}"))
         if t.legacy:
             out.append(Problem(path, line, "measurements", LEGACY, "warning"))
+        by_reason: dict[str, list[str]] = {}
+        for cid, why in sorted(t.behind.items()):
+            by_reason.setdefault(why, []).append(cid)
+        for why, ids in sorted(by_reason.items()):
+            named = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
+            out.append(Problem(path, line, "measurements", f"{len(ids)} figure(s) behind the results store "
+                                                           f"({named}): {why}", "warning"))
     return out
