@@ -178,8 +178,12 @@ def test_a_figure_the_stores_newer_runs_left_behind_says_so_until_its_page_is_ve
     judges them in."""
     monkeypatch.setenv("KWIKI_TEST_SCALE", "1")
     before = block(project, "honest.md")["claims"]["stream-time"]["run_ids"]
-    assert main(["verify", "--quiet", "--root", str(project), "trace-worse"]) == 1  # a 4th run; honest.md untouched
+    code, out, _ = run(capsys, "verify", "--json", "--root", str(project), "trace-worse")
+    assert code == 1  # a 4th run of the series (worse.md's claim is worse); honest.md is not written
     assert block(project, "honest.md")["claims"]["stream-time"]["run_ids"] == before
+    assert [n for n in json.loads(out)["notes"] if "behind the results store" in n] == [
+        "2 pages not verified in this run measure an artifact it ran, so their figures are now behind the results "
+        "store (`kwiki check` says so): `kwiki verify trace-edited trace-honest` judges this run in"]
     _, out, _ = run(capsys, "check", "--strict", "--root", str(project))
     behind = [line for line in out.splitlines() if "behind the results store" in line]
     assert [line.split(":")[0] for line in behind] == ["wiki/edited.md", "wiki/honest.md"], out  # worse.md: written
@@ -192,7 +196,9 @@ def test_a_figure_the_stores_newer_runs_left_behind_says_so_until_its_page_is_ve
     assert doc["state"] == "verified"
     assert doc["state_reason"].endswith("; 2 figures behind the results store (stream-time and 1 more: newer runs "
                                         "of their series are not judged in)")
-    assert main(["verify", "--quiet", "--root", str(project), "trace-honest"]) == 0
+    code, out, _ = run(capsys, "verify", "--json", "--root", str(project), "trace-honest")
+    notes = "".join(json.loads(out)["notes"])
+    assert code == 0 and "`kwiki verify trace-edited trace-worse` judges this run in" in notes
     assert [line.split(":")[0] for line in run(capsys, "check", "--root", str(project))[1].splitlines()
             if "behind the results store" in line] == ["wiki/edited.md", "wiki/worse.md"]  # that run, in turn
     assert "behind" not in show(project, "trace-honest")["state_reason"]

@@ -28,7 +28,7 @@ from kwiki.verify.types import ClaimResult, Gating, Plan, RunOutcome
 from kwiki.wiki import markers
 from kwiki.wiki.frontmatter import decode, parse_page, split
 from kwiki.wiki.model import Board, MeasuredClaim, Measurements, PageMeta, Provenance
-from kwiki.wiki.owners import Owner, claimed_params, owners, rel_of
+from kwiki.wiki.owners import claimed_params, owners, rel_of
 from kwiki.wiki.verdict import Verdict
 
 LOCK = ".kwiki/write.lock"
@@ -159,7 +159,8 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
     written: list[str] = []
     problems: list[Problem] = []
     kept: list[str] = []
-    owner_of = _owners(root)
+    every = _every_page(root)
+    owner_of = owners(every)
     with locked(root):
         for page in plan.pages:
             meta = page.meta
@@ -213,15 +214,31 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
         notes.append(f"{len(kept)} page{'s' * (len(kept) != 1)} measured on another GPU model left as they are (this "
                      f"run's figures are in the results store; --other-gpu writes them over the pages): "
                      + ", ".join(kept))
+    behind = left_behind(plan, outcomes, every)
+    if behind and notes is not None:
+        notes.append(f"{len(behind)} page{'s' * (len(behind) != 1)} not verified in this run measure an artifact it "
+                     f"ran, so their figures are now behind the results store (`kwiki check` says so): "
+                     f"`kwiki verify {' '.join(behind)}` judges this run in")
     return written, problems
 
 
-def _owners(root: Path) -> dict[str, Owner]:
-    """Which page owns each artifact's ladder (kwiki.wiki.owners), over every page of the wiki (a run may
-    measure only some of them); pages named by their path from the repository root."""
+def _every_page(root: Path) -> list[tuple[PageMeta, str]]:
+    """(meta, path from the repository root) of every page of the wiki: a run may measure only some of them."""
     from kwiki.wiki.catalog import load_wiki
 
-    return owners((p.meta, p.path) for p in load_wiki(root).pages if p.meta is not None)
+    return [(p.meta, p.path) for p in load_wiki(root).pages if p.meta is not None]
+
+
+def left_behind(plan: Plan, outcomes: dict[str, list[RunOutcome]], every: list[tuple[PageMeta, str]]) -> list[str]:
+    """The ids of the pages this run did not verify whose measurements block is of this GPU model and which name an
+    artifact it ran: the run added to the series their figures are judged over (kwiki.results.trace, `behind`)."""
+    selected = {page.path for page in plan.pages}
+    ran = {path for path, runs in outcomes.items() if runs}
+    gpu = plan.gpu.name if plan.gpu else None
+    return sorted(meta.id for meta, path in every
+                  if path not in selected and meta.measurements is not None and meta.id
+                  and other_gpu_model(meta.measurements, gpu) is None
+                  and any(rel.rstrip("/") in ran for rel in meta.artifacts.values()))
 
 
 def _kept(c: ClaimResult, before: dict[str, MeasuredClaim]) -> ClaimResult:
