@@ -79,6 +79,10 @@ for group in "${groups[@]}"; do
     # shellcheck disable=SC2086
     timeout "$left" python3 -m kwiki.cli verify --json "${args[@]}" $group > "$logs/pages-$n.json" 2> "$logs/pages-$n.log"
     echo "group $n ($group, run $r of $runs): exit $? in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+    # the pages it left behind the results store (they share an artifact it ran): a group of their own, or this one
+    python3 -c 'import json, sys
+print("\n".join("  " + n for n in json.load(open(sys.argv[1])).get("notes", []) if "behind the results store" in n))' \
+      "$logs/pages-$n.json" 2>/dev/null | grep . | tee -a "$out/summary.txt"
     # the artifacts' own logs of that run (.kwiki/runs/<run id>/: where its time went), under runs-<n>/
     run_id=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("run_id") or "")' \
              "$logs/pages-$n.json" 2>/dev/null)
