@@ -13,6 +13,10 @@ block as a whole must follow from what traced: its `evidence_level` is `verified
 claim that could run passed, on enough runs, on the GPU its conditions name, and `verified_on` is
 a GPU one of its traced runs ran on.
 
+A figure that traces can still be behind the store: the store holds a newer run of its series, with the claim's
+figure, that the figure does not read (a run of an artifact two pages share verified only the other page). It stays
+true of the runs it names; `kwiki check` warns and the page's state line says so (`PageTrace.behind`).
+
 Untraceable, with a one-line reason: a block that asserts a measurement on a page that names no
 artifact; a claim of the page without a `measure` (no run can have measured it); a figure whose
 runs, verdict or value the store does not hold. Every reader applies the same check (`check`,
