@@ -338,13 +338,10 @@ def _behind(meta: PageMeta, store: Store, t: PageTrace) -> dict[str, str]:
     out: dict[str, str] = {}
     claims = {c.id: c for c in meta.claims}
     for cid, mc in sorted(meta.measurements.claims.items()):
-        claim, traced = claims.get(cid), t.claims.get(cid)
-        if (claim is None or claim.measure is None or mc.value is None or not mc.run_ids or not mc.series
-                or traced is None or not traced.traceable or traced.legacy):
-            continue
-        written = store.claim_rows.get((meta.id, cid, mc.run_ids[-1]))
-        if written is None:
-            continue
+        claim = claims.get(cid)
+        if claim is None or mc.value is None or not mc.run_ids or not mc.series or not t.claims[cid].traceable:
+            continue  # a traced figure with run ids: its claim has a measure, and the run that wrote it a row
+        written = store.claim_rows[(meta.id, cid, mc.run_ids[-1])]
         other = _other_artifact(meta, claim)
         held = [run[0].run_id for run in runs_of(store.series_records.get((mc.series, written.artifact), []),
                                                  mc.series, written.artifact, None)
