@@ -62,7 +62,7 @@ int round_up(int x, int m) { return (x + m - 1) / m * m; }
 int cdiv(int x, int m) { return (x + m - 1) / m; }
 
 // ===================================================================================================
-// Inputs: e4m3 codes, their scales, and the fp64 samples of the dequantized product
+// Reference: e4m3 codes, their scales, and the fp64 samples of the dequantized product
 // ===================================================================================================
 
 __global__ void fill_codes_kernel(e4m3* p, size_t n, uint64_t seed) {
@@ -110,8 +110,15 @@ struct Operands {
     }
 };
 
+// Sampled elements of the bf16 C against the fp64 samples of this input set.
+kwiki::CheckResult check_samples(const void* C, const Operands& s, const Problem& p) {
+    const std::vector<float> got = kwiki::gather_samples(static_cast<const __nv_bfloat16*>(C), p.N, s.ref);
+    return kwiki::compare_samples(got.data(), s.ref, kwiki::gemm_tolerance(kwiki::GemmPrecision::fp8_bf16, p.K),
+                                  "host fp64 of the dequantized values, sampled elements");
+}
+
 // ===================================================================================================
-// The cuBLASLt call
+// Launchers: the cuBLASLt call, and what a record reports
 // ===================================================================================================
 
 const char* mode_name(int32_t mode) {
@@ -204,6 +211,18 @@ class LtFp8Scaled {
     void* workspace_ = nullptr;
 };
 
+kwiki::Case gemm_case(Scaling scaling, const Problem& p) {
+    kwiki::Case c;
+    c.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", "fp8_e4m3"}, {"scaling", scaling == Scaling::block ? "block" : "tensor"}};
+    c.flops = 2.0 * p.M * p.N * double(p.K);
+    c.flops_dtype = "fp8";
+    const double scales = scaling == Scaling::block
+                              ? 4.0 * (double(p.K / kGroup) * p.M + double(cdiv(p.N, kGroup)) * round_up(p.K / kGroup, 4))
+                              : 8.0;
+    c.bytes = double(size_t(p.M) * p.K + size_t(p.N) * p.K) + 2.0 * double(size_t(p.M) * p.N) + scales;
+    return c;
+}
+
 // ===================================================================================================
 // The table of variants (artifact.yaml lists the same names, in this order)
 // ===================================================================================================
@@ -213,18 +232,6 @@ struct Variant : kwiki::VariantInfo {
 };
 
 constexpr Variant kVariants[] = {{{"lt_tensor"}, Scaling::tensor}, {{"lt_block"}, Scaling::block}};
-
-kwiki::Case gemm_case(const Variant& v, const Problem& p) {
-    kwiki::Case c;
-    c.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", "fp8_e4m3"}, {"scaling", v.scaling == Scaling::block ? "block" : "tensor"}};
-    c.flops = 2.0 * p.M * p.N * double(p.K);
-    c.flops_dtype = "fp8";
-    const double scales = v.scaling == Scaling::block
-                              ? 4.0 * (double(p.K / kGroup) * p.M + double(cdiv(p.N, kGroup)) * round_up(p.K / kGroup, 4))
-                              : 8.0;
-    c.bytes = double(size_t(p.M) * p.K + size_t(p.N) * p.K) + 2.0 * double(size_t(p.M) * p.N) + scales;
-    return c;
-}
 
 // ===================================================================================================
 // main
@@ -246,13 +253,10 @@ int main(int argc, char** argv) {
             auto& in = inputs.emplace_back(m.sets, seed, [&](Operands& s, uint64_t sd) { s.fill(p, v.scaling, sd, samples); });
             auto& plan = plans.emplace_back(lib.lt, p, v.scaling, in[0]);
             auto& C = outputs.emplace_back(size_t(p.M) * p.N * 2);
-            kwiki::Case c = gemm_case(v, p);
+            kwiki::Case c = gemm_case(v.scaling, p);
             c.launch = [&plan, &in, &C](cudaStream_t st) { plan.run(in.current(), C.get(), st); };
-            in.bind(c, [&C](cudaStream_t st) { kwiki::poison(C.get(), C.bytes(), st); }, [&C, p](const Operands& s) {
-                const std::vector<float> got = kwiki::gather_samples(static_cast<const __nv_bfloat16*>(static_cast<const void*>(C.get())), p.N, s.ref);
-                return kwiki::compare_samples(got.data(), s.ref, kwiki::gemm_tolerance(kwiki::GemmPrecision::fp8_bf16, p.K),
-                                              "host fp64 of the dequantized values, sampled elements");
-            });
+            in.bind(c, [&C](cudaStream_t st) { kwiki::poison(C.get(), C.bytes(), st); },
+                    [&C, p](const Operands& s) { return check_samples(C.get(), s, p); });
             return c;
         });
     }
