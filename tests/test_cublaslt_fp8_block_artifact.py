@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from cuda_artifact import build, run_without_gpu
+from cuda_artifact import build, lists_its_manifest, run_without_gpu
 
 from kwiki.wiki.manifest import Manifest, load_manifest
 from kwiki.wiki.pages import load_page
@@ -69,11 +69,7 @@ def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.nvcc
 def test_the_binary_lists_the_manifests_variants_and_shapes_before_any_cuda_call(binary):
-    m = manifest()
-    res = run_without_gpu(binary, "--list-variants")
-    assert res.returncode == 0 and res.stdout.split() == [v.name for v in m.variants], res.stderr
-    res = run_without_gpu(binary, m.shapes[0].arg(), "--list-shapes=shapes")
-    assert res.returncode == 0 and res.stdout.split() == m.shapes[0].values, res.stderr
+    lists_its_manifest(binary, manifest())
 
 
 @pytest.mark.nvcc
