@@ -99,6 +99,28 @@ def test_the_audit_holds_each_level_to_its_own_tolerance():
     assert audit(_record(1e9, flops=1.02e9), figs, None, "w").finding is not None  # FLOPs: 1%
 
 
+def test_shared_memory_bytes_are_held_to_what_tma_loads_landed_there():
+    """The "smem" level (tma_sm90a's cluster variants: each box counted once per CTA it lands in, multicast
+    fan-out included) is audited against the bytes the SMs took in for TMA loads; a profile without that counter
+    audits nothing at the level, and says so."""
+    import re
+
+    from kwiki.verify.ncu import METRICS, TMA_SMEM, TMA_SMEM_METRIC, figures
+
+    assert TMA_SMEM in METRICS and re.fullmatch(TMA_SMEM.removeprefix("regex:"), TMA_SMEM_METRIC)
+    rows = [{"gpu__time_duration.sum": "1", TMA_SMEM_METRIC: "0"},  # the poisoning kernel: no TMA
+            {"gpu__time_duration.sum": "9", TMA_SMEM_METRIC: "536,870,912"}]
+    figs = figures(rows)
+    assert figs["ncu_tma_smem_bytes"] == 536870912.0
+    assert "ncu_tma_smem_bytes" not in figures([{"gpu__time_duration.sum": "1"}])
+    honest = audit(_record(536870912.0, "smem"), figs, None, "w")
+    assert honest.finding is None and honest.bytes_measured == 536870912.0 and honest.note is None
+    skipped = audit(_record(536870912.0 / 0.93, "smem"), figs, None, "w")
+    assert skipped.finding is not None and "SMEM bytes" in skipped.finding.reason
+    unseen = audit(_record(536870912.0, "smem"), {"ncu_l2_bytes": 1e3}, None, "w")  # the L2 is not this level
+    assert unseen.finding is None and unseen.bytes_measured is None and "not audited" in (unseen.note or "")
+
+
 # ---------------------------------------------------------------- an unaudited page stays measured
 
 

@@ -233,10 +233,13 @@ def registers_of(value: object) -> int | None:
 
 def bytes_figure(figs: Mapping[str, float], level: str) -> str | None:
     """The profiled figure a record's declared bytes at `level` are held to: at DRAM the bytes a launch owes
-    (where the profile has them, else the DRAM bytes it read and wrote), at L2 the L2 bytes; None for a
-    level no counter audits (shared memory)."""
+    (where the profile has them, else the DRAM bytes it read and wrote), at L2 the L2 bytes, in shared memory the
+    bytes TMA loads landed there (kwiki.verify.ncu.TMA_SMEM); None where the profile has no such counter (a
+    profile from before it was collected, a GPU without it)."""
     if level == "dram":
         return "ncu_dram_owed_bytes" if "ncu_dram_owed_bytes" in figs else "ncu_dram_bytes"
+    if level == "smem":
+        return "ncu_tma_smem_bytes" if "ncu_tma_smem_bytes" in figs else None
     return "ncu_l2_bytes" if level == "l2" else None
 
 

@@ -47,9 +47,16 @@ SMEM_PREFIXES = {"smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_": "wa
                  "smsp__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_": "conflicts",
                  "smsp__sass_inst_executed_op_": "inst"}  # its kinds say shared_ld, shared_st: read as ld, st
 SMEM_METRIC = re.compile("|".join(m.removeprefix("regex:") for m in (SMEM, SMEM_INST)))
+# the bytes TMA loads land in shared memory: what the L1TEX unit of each SM takes in from the crossbar for global TMA
+# loads, so a box multicast to C CTAs counts C times, as the "smem" level declares it (`ncu_tma_smem_bytes`; the
+# L2 serves fewer bytes than that when CTAs load the same box at nearly the same time). On an H100, 2026-12-06, it
+# counted exactly the declared bytes of tma_sm90a's cluster variants, copy and multicast, clusters of 2 and 4, and
+# of its single-CTA streams. A regex, so a GPU without the counter gives no column instead of failing the profile.
+TMA_SMEM_METRIC = "l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld.sum"
+TMA_SMEM = r"regex:^l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld\.sum$"
 SECTOR_BYTES = 32  # an L2 sector
 HELPERS = ["gpu__time_duration.sum", "launch__grid_size"]
-METRICS = [*HELPERS, *SUMS, *RATES, TENSOR, TENSOR_OPS, SMEM, SMEM_INST]
+METRICS = [*HELPERS, *SUMS, *RATES, TENSOR, TENSOR_OPS, SMEM, SMEM_INST, TMA_SMEM]
 
 
 # ---------------------------------------------------------------- ncu itself
@@ -138,6 +145,9 @@ def figures(rows: list[dict[str, str]]) -> dict[str, float]:
         vals = [number(r.get(metric)) for r in rows]
         if any(v is not None for v in vals):
             out[name] = sum(v or 0.0 for v in vals)
+    tma = [number(r.get(TMA_SMEM_METRIC)) for r in rows]
+    if any(v is not None for v in tma):
+        out["ncu_tma_smem_bytes"] = sum(v or 0.0 for v in tma)
     ops = [number(v) for r in rows for k, v in r.items()
            if k.startswith(TENSOR_OPS_PREFIX) and k.endswith(".sum") and "_sparsity_" not in k]
     if any(v is not None for v in ops):

@@ -17,7 +17,7 @@ manifest's `kernels:` globs, plus the markers: a superset, narrowed by the globs
 `ncu_argv` adds it whatever the caller asks). ncu's own `--launch-count` bounds a whole process, so it is not
 the way to see each variant once: the profile mode launches each case once instead.
 
-The audit is one-sided: a record whose declared bytes (at its `bytes_level`: DRAM or L2) or FP32 FLOPs exceed
+The audit is one-sided: a record whose declared bytes (at its `bytes_level`: DRAM, L2, or shared memory where TMA loads land them) or FP32 FLOPs exceed
 the profiled ones x (1 + tolerance) fails the `profile` gate; a kernel that moves or computes more than it
 declares (a GEMM re-reads panels, a padded tile computes zeros) passes, and the ratio is reported either way.
 Tensor-core FLOPs have no counter here and are not audited. The counters become figures claims can name
@@ -202,7 +202,7 @@ def tensor_dtype(dtype: str) -> str | None:
 
 
 def audit(record: Record, figs: dict[str, float], tolerance: float | None, where: str) -> Audit:
-    """Hold `record`'s declared bytes (DRAM or L2 level) and FP32 FLOPs to the profiled ones x (1 + tolerance);
+    """Hold `record`'s declared bytes (DRAM, L2 or shared-memory level) and FP32 FLOPs to the profiled ones x (1 + tolerance);
     `tolerance` None: each level's, set from evidence (kwiki.results.audits)."""
     a = Audit(record.variant, dict(record.params), figs, [], bytes_level=record.bytes_level)
     level_tol = tolerance if tolerance is not None else tolerance_for(record.bytes_level)
