@@ -17,9 +17,10 @@ manifest's `kernels:` globs, plus the markers: a superset, narrowed by the globs
 `ncu_argv` adds it whatever the caller asks). ncu's own `--launch-count` bounds a whole process, so it is not
 the way to see each variant once: the profile mode launches each case once instead.
 
-The audit is one-sided: a record whose declared bytes (at its `bytes_level`: DRAM, L2, or shared memory where TMA loads land them) or FP32 FLOPs exceed
-the profiled ones x (1 + tolerance) fails the `profile` gate; a kernel that moves or computes more than it
-declares (a GEMM re-reads panels, a padded tile computes zeros) passes, and the ratio is reported either way.
+The audit is one-sided: a record whose declared bytes (at its `bytes_level`: DRAM, L2, or shared memory where TMA
+loads land them) or FP32 FLOPs exceed the profiled ones x (1 + tolerance) fails the `profile` gate; a kernel that
+moves or computes more than it declares (a GEMM re-reads panels, a padded tile computes zeros) passes, and the
+ratio is reported either way.
 Tensor-core FLOPs have no counter here and are not audited. The counters become figures claims can name
 (`ncu_dram_read_bytes`, ...): the profiles are cached under .kwiki/profile/, keyed by the binary's hash, its
 arguments, the metric set and the GPU model, so a session profiles only what changed, and a later timed
@@ -202,8 +203,8 @@ def tensor_dtype(dtype: str) -> str | None:
 
 
 def audit(record: Record, figs: dict[str, float], tolerance: float | None, where: str) -> Audit:
-    """Hold `record`'s declared bytes (DRAM, L2 or shared-memory level) and FP32 FLOPs to the profiled ones x (1 + tolerance);
-    `tolerance` None: each level's, set from evidence (kwiki.results.audits)."""
+    """Hold `record`'s declared bytes (DRAM, L2 or shared-memory level) and FP32 FLOPs to the profiled ones
+    x (1 + tolerance); `tolerance` None: each level's, set from evidence (kwiki.results.audits)."""
     a = Audit(record.variant, dict(record.params), figs, [], bytes_level=record.bytes_level)
     level_tol = tolerance if tolerance is not None else tolerance_for(record.bytes_level)
     limit = 1 + (level_tol if level_tol is not None else 0.0)
