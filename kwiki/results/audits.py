@@ -46,9 +46,9 @@ ratio sits at 1.000 at most; the tolerance only has to absorb the rounding of a 
 a kernel that skipped 7% of its bytes (ratio 1.075) passed. Chosen: DRAM 2%, L2 2%, FP32 FLOPs 1% (counted
 instructions are exact). Shared memory (bytes TMA loads land there, kwiki.verify.ncu.TMA_SMEM) 2%: the counter
 counts whole boxes: on an H100 (`ncu` over tma_sm90a's profile mode) and in the H200's audit of its 16 cluster
-records (both 2026-12-06) it read exactly the declared bytes, copy and multicast, clusters of 2 and 4 (1.000). `tests/test_audits.py`
-recomputes the distribution from results/ and fails when an honest record would fail a tolerance, or a tolerance
-exceeds the honest maximum by more than its margin.
+records (both 2026-12-06) it read exactly the declared bytes, copy and multicast, clusters of 2 and 4 (1.000).
+`tests/test_audits.py` recomputes the distribution from results/ and fails when an honest record would fail a
+tolerance, or a tolerance exceeds the honest maximum by more than its margin.
 
 Cost. An audit replays each profiled kernel once per metric pass; AUDIT_BUDGET_S bounds one artifact's audit
 (the profile is killed past it and the artifact stays unaudited, saying so).
