@@ -51,8 +51,8 @@ SMEM_METRIC = re.compile("|".join(m.removeprefix("regex:") for m in (SMEM, SMEM_
 # loads, so a box multicast to C CTAs counts C times, as the "smem" level declares it (`ncu_tma_smem_bytes`; the
 # L2 serves fewer bytes than that when CTAs load the same box at nearly the same time). On an H100 and an H200,
 # 2026-12-06, it counted exactly the declared bytes of tma_sm90a's cluster variants, copy and multicast, clusters
-# of 2 and 4, and of its single-CTA streams. A regex, so a GPU without the counter gives no column instead of
-# failing the profile.
+# of 2 and 4 (on the H100 also those of its single-CTA streams). A regex, so a GPU without the counter gives no
+# column instead of failing the profile.
 TMA_SMEM_METRIC = "l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld.sum"
 TMA_SMEM = r"regex:^l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld\.sum$"
 SECTOR_BYTES = 32  # an L2 sector
