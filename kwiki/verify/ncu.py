@@ -55,6 +55,8 @@ SMEM_METRIC = re.compile("|".join(m.removeprefix("regex:") for m in (SMEM, SMEM_
 # column instead of failing the profile.
 TMA_SMEM_METRIC = "l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld.sum"
 TMA_SMEM = r"regex:^l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld\.sum$"
+# the counts asked for by a regex (their columns are named as SUMS' are), summed like SUMS
+REGEX_SUMS = {TMA_SMEM_METRIC: "ncu_tma_smem_bytes"}
 SECTOR_BYTES = 32  # an L2 sector
 HELPERS = ["gpu__time_duration.sum", "launch__grid_size"]
 METRICS = [*HELPERS, *SUMS, *RATES, TENSOR, TENSOR_OPS, SMEM, SMEM_INST, TMA_SMEM]
@@ -142,13 +144,10 @@ def figures(rows: list[dict[str, str]]) -> dict[str, float]:
     out: dict[str, float] = {"ncu_kernels": float(len(rows))}
     if not rows:
         return out
-    for metric, name in SUMS.items():
+    for metric, name in {**SUMS, **REGEX_SUMS}.items():
         vals = [number(r.get(metric)) for r in rows]
         if any(v is not None for v in vals):
             out[name] = sum(v or 0.0 for v in vals)
-    tma = [number(r.get(TMA_SMEM_METRIC)) for r in rows]
-    if any(v is not None for v in tma):
-        out["ncu_tma_smem_bytes"] = sum(v or 0.0 for v in tma)
     ops = [number(v) for r in rows for k, v in r.items()
            if k.startswith(TENSOR_OPS_PREFIX) and k.endswith(".sum") and "_sparsity_" not in k]
     if any(v is not None for v in ops):
