@@ -44,6 +44,8 @@ def test_every_page_becomes_a_valid_skill_and_a_router_tells_how_to_query(root, 
     for section in ("## When to use it", "## The recipe", "## Verified numbers", "## How to re-verify"):
         assert section in page
     assert "| 1.31 x" in page and "driver 570.86.15" in page  # the number and the run it comes from
+    # a row cites its run by a short label, defined once with the run's id and provenance below the table
+    assert "| r1 |" in page and re.search(r"^- r1 `[^`]+`: .*driver 570\.86\.15", page, re.M)
     assert "kwiki verify technique-tma-multicast" in page
     router = (out / "kernelwiki" / "SKILL.md").read_text(encoding="utf-8")
     assert "get_ladder(" in router and "kwiki query" in router and "`technique-tma-multicast`" in router

@@ -190,19 +190,24 @@ def _numbers(doc: dict[str, Any]) -> list[str]:
     if not measured:
         out.append("kwiki has measured none of this page's claims yet.")
     else:
-        out += ["| claim | claimed | measured | verdict | run |", "| --- | --- | ---: | --- | --- |"]
+        # each run once, below the table, under a short label the rows cite (a run id is 38 characters: on a page
+        # of 40 claims the ids alone took the room of the recipe)
+        runs = doc.get("runs") or {}
+        label = {run: f"r{i}" for i, run in enumerate(runs, 1)}
+        out += ["| claim | claimed | measured (median) | verdict | run |", "| --- | --- | ---: | --- | --- |"]
         for c in measured:
             m = c.get("measured") or {}
             value = f"{m['value']:g} {m.get('unit') or c['unit']}" if m.get("value") is not None else "—"
             if m.get("runs"):
-                value += f" (median of {m['runs']} runs{', provisional' if m.get('provisional') else ''})"
+                value += f" ({m['runs']} runs{', provisional' if m.get('provisional') else ''})"
+            run = m.get("run")
             out.append(f"| {_cell(c['statement'])} `{c['id']}` | {_cell(c['claimed']['text'])} | {_cell(value)} "
-                       f"| {c['verdict']} | {_cell(m.get('run', '—'))} |")
+                       f"| {c['verdict']} | {_cell(label.get(run, run or '—'))} |")
         out += ["", "Runs (provenance):", ""]
-        for run, prov in (doc.get("runs") or {}).items():
+        for run, prov in runs.items():
             where = ", ".join(f"{k} {v}" for k, v in prov.items() if k in ("gpu", "driver", "cuda", "nvcc", "date",
                                                                               "commit"))
-            out.append(f"- `{run}`: {where}")
+            out.append(f"- {label[run]} `{run}`: {where}")
     if cited:
         out += ["", f"{len(cited)} more claim(s) cite outside figures kwiki does not measure here "
                     f"({', '.join(c['id'] for c in cited[:8])}{', ...' if len(cited) > 8 else ''})."]
