@@ -438,3 +438,59 @@ def test_a_record_chosen_by_a_selection_pass_needs_an_audit_that_matched_the_cho
     assert old is not None and "may be of another kernel" in old
     assert Audits([row("n1_w8_u1_s1")]).why_not("k", "a", "tuned", {"n": 1}, selected=chosen) is None
     assert Audits([row(None)]).why_not("k", "a", "tuned", {"n": 1}) is None
+
+
+def _chosen(variant: str, shape: str, choice: str, passed: bool = True) -> Record:
+    return _record(1e9).model_copy(update={
+        "variant": variant, "params": {"shape": shape, "M": 1}, "extra": {"selected": choice, "selected_from": 9},
+        "check": _record(1e9).check.model_copy(update={"passed": passed})})
+
+
+def test_the_profiled_run_is_told_what_the_timed_run_chose():
+    """A profiled run times nothing, so its selection pass would take the first candidate that passes, and the audit
+    would be of another kernel (the test above). kwiki tells it the timed records' choices (`--choose`,
+    kwiki_choice.cuh): one VARIANT@SHAPE=CHOICE per selection; a variant and shape chosen two ways, a failed record
+    and a text the option cannot carry are left out."""
+    from kwiki.verify.profile import CHOOSE, PROFILE_MODE, _app, ArtifactProfile, told_choices
+    from kwiki.verify.types import BuildResult
+
+    records = [_chosen("tuned", "7168x16384x1", "r4_u1_t128"), _chosen("cublaslt_best", "4096x7168",
+               "heuristic algorithm 2"), _chosen("tuned", "8x8", "a"), _chosen("tuned", "8x8", "b"),
+               _chosen("tuned", "9x9", "z", passed=False), _chosen("tuned", "7x7", "x;y"), _record(1e9)]
+    told = told_choices(records)
+    assert told == "cublaslt_best@4096x7168=heuristic algorithm 2;tuned@7168x16384x1=r4_u1_t128"
+    assert told_choices([_record(1e9)]) is None  # no selection pass: nothing told, the command as before
+    root = Path(__file__).resolve().parent.parent
+    directory = root / "artifacts" / "gemv_bf16_sm90a"
+    planned = PlannedArtifact("artifacts/gemv_bf16_sm90a", directory, load_manifest(directory, root),
+                              run_variants=["tuned", "cublaslt_best"])
+    build = BuildResult("gemv_bf16_sm90a", "sm_90a", True, False, "k", binary="/bin/gemv_bf16")
+    app = _app(planned, build, ArtifactProfile("gemv_bf16_sm90a"), root, told)
+    assert app is not None and PROFILE_MODE in app and app[-1] == f"{CHOOSE}={told}"
+    plain = _app(planned, build, ArtifactProfile("gemv_bf16_sm90a"), root)
+    assert plain is not None and not any(a.startswith(CHOOSE) for a in plain)
+
+
+def test_an_audit_after_a_timed_run_tells_the_profiler_its_choices(tmp_path, monkeypatch):
+    """run_missing (the audit stage of a timed `kwiki verify`) hands the profiler the timed records' choices."""
+    from kwiki.results.gpu import Gpu
+    from kwiki.verify import profile as profiler
+    from kwiki.verify.types import BuildResult, Plan, RunOutcome
+
+    root = Path(__file__).resolve().parent.parent
+    directory = root / "artifacts" / "gemv_bf16_sm90a"
+    planned = PlannedArtifact("artifacts/gemv_bf16_sm90a", directory, load_manifest(directory, root),
+                              run_target="sm_90a", run_variants=["tuned"])
+    plan = Plan(tmp_path, [], {planned.path: planned}, [], Gpu(0, "NVIDIA H200", None, 90), False)
+    build = BuildResult("gemv_bf16_sm90a", "sm_90a", True, False, "k", binary="/bin/gemv_bf16")
+    timed = [RunOutcome("gemv_bf16_sm90a", "sm_90a", ["tuned"], "ok", records=[_chosen("tuned", "8x8", "r2")])]
+    seen: dict = {}
+
+    def profile_artifact(p, b, **kw):
+        seen.update(kw)
+        return profiler.ArtifactProfile(p.name)
+
+    monkeypatch.setattr(profiler, "profile_artifact", profile_artifact)
+    verify_audit.run_missing(plan, [build], {planned.path: timed}, {planned.path: "nvidia-h200/p3/abc"}, NVCC,
+                             tmp_path, "2026-12-06", write=False, progress=lambda _: None, ncu="ncu")
+    assert seen.get("choices") == "tuned@8x8=r2"

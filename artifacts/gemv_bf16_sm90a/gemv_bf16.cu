@@ -21,6 +21,7 @@
 // that is a multiple of no block's rows nor of any round of chunks. y carries a canary past its M elements, which
 // the check requires intact (a kernel that writes past y[M-1] fails).
 #include "kwiki_bench.cuh"
+#include "kwiki_choice.cuh"
 #include "kwiki_cublas.cuh"
 #include "kwiki_gemv.cuh"
 #include "kwiki_reduce.cuh"
@@ -286,24 +287,37 @@ using Run = std::function<void(const Problem&, cudaStream_t)>;  // a variant's l
 Run kernel_run(Launch l) { return [l](const Problem& p, cudaStream_t s) { run_kernel(l, p, s); }; }
 
 // The selection passes of one shape: every block configuration (tuned) and every cuBLASLt candidate (cublaslt_best),
-// each candidate a case that bind(case, run, flops dtype) completes, checked and timed on `selector`.
+// each candidate a case that bind(case, run, flops dtype) completes, checked and timed on `selector`; or, in a run
+// that times nothing, the choices `told` names for the shape (kwiki_choice.cuh).
 struct Selections {
     kwiki::Selection tuned, lt_best;
     std::string tuned_name;
     std::unique_ptr<kwiki::LtGemmTn> ltg;
 
+    static std::string lt_name(int i) { return "heuristic algorithm " + std::to_string(i); }  // its records' `selected`
+
     template <class Bind>
-    Selections(kwiki::Runner& selector, const std::vector<Todo>& todo, const kwiki::BlasHandles& lib, int M, int K, Bind bind) {
+    Selections(kwiki::Runner& selector, const kwiki::Choices& told, const std::vector<Todo>& todo,
+               const kwiki::BlasHandles& lib, const std::string& shape, int M, int K, Bind bind) {
         auto want_kind = [&](Kind k) { return std::any_of(todo.begin(), todo.end(), [k](const Todo& t) { return t.kind == k; }); };
         // kwiki:rung tuned
         if (want_kind(Kind::Tuned)) {
-            tuned = kwiki::select_config(selector, configs(), [&](kwiki::Case& c, Launch l) { bind(c, kernel_run(l), "fp32"); });
+            if (const auto name = told.of("tuned", shape))
+                tuned = kwiki::told_selection(kwiki::names_of(configs()), *name, "tuned", shape);
+            else
+                tuned = kwiki::select_config(selector, configs(), [&](kwiki::Case& c, Launch l) { bind(c, kernel_run(l), "fp32"); });
             if (tuned.index >= 0) tuned_name = configs()[size_t(tuned.index)].name;
         }
         // /kwiki:rung tuned
         // kwiki:rung cublaslt_best
         if (!want_kind(Kind::CublasLt)) return;
         ltg = std::make_unique<kwiki::LtGemmTn>(lib.lt, 1, M, K, kwiki::kGemmBf16, 8);
+        if (const auto name = told.of("cublaslt_best", shape)) {
+            std::vector<std::string> names;
+            for (int i = 0; i < ltg->algos(); ++i) names.push_back(lt_name(i));
+            lt_best = kwiki::told_selection(names, *name, "cublaslt_best", shape);
+            return;
+        }
         std::vector<kwiki::Case> cand;
         for (int i = 0; i < ltg->algos(); ++i) {
             kwiki::Case c;
@@ -340,7 +354,7 @@ kwiki::Case ladder_case(const Todo& v, const Selections& sel, const kwiki::Field
     }
     if (v.kind == Kind::Tuned || v.kind == Kind::CublasLt) {
         if (v.kind == Kind::Tuned) c.extra.emplace_back("selected", sel.tuned_name);
-        else c.extra.emplace_back("selected", "heuristic algorithm " + std::to_string(chosen.index));
+        else c.extra.emplace_back("selected", Selections::lt_name(chosen.index));
         c.extra.emplace_back("selected_from", chosen.tried);
         if (chosen.median_us) c.extra.emplace_back("selection_median_us", *chosen.median_us);
     }
@@ -380,6 +394,8 @@ int main(int argc, char** argv) {
     const auto parse_shapes = [](const kwiki::Args& args) {  // the manifest's; K a multiple of 8 (16-byte rows)
         return args.get_shapes<std::pair<int, int>, 2>("shapes", "", "MxK pairs with K a multiple of 8", [](const std::vector<int>& d) { return d[1] % 8 == 0; });
     };
+    // --choose: the timed run's choices, told to a profiled run (kwiki_choice.cuh); refused before any CUDA call
+    const kwiki::Choices told{kwiki::Args(argc, argv)};
     kwiki::GemvMain<std::pair<int, int>> m(argc, argv, kVariants, "gemv_bf16", parse_shapes);
     const kwiki::BlasHandles lib(m.args.want("cublas"), m.args.want("cublaslt_best"));  // loaded only for their variants
     kwiki::Runner runner(m.args);
@@ -392,7 +408,8 @@ int main(int argc, char** argv) {
         kwiki::set_canary(y.get(), size_t(M));  // y[M..M+kCanary) must stay as set (kwiki_gemv.cuh)
         kwiki::InputSets<Inputs> in(m.sets, m.seed + uint64_t(M) * 1000003u + K, [&](Inputs& s, uint64_t seed) { s.fill(M, K, seed); });
         const double bytes = double(size_t(M) * K + K + M) * sizeof(bf16);
-        const kwiki::Fields params = {{"shape", std::to_string(M) + "x" + std::to_string(K)}, {"M", M}, {"K", K}, {"dtype", "bf16"}};
+        const std::string shape_text = std::to_string(M) + "x" + std::to_string(K);
+        const kwiki::Fields params = {{"shape", shape_text}, {"M", M}, {"K", K}, {"dtype", "bf16"}};
         // what every case of this shape shares: bytes, flops, the launch on the current set, poison, the check, the sets
         auto bind = [&](kwiki::Case& c, Run run, const char* flops_dtype) {
             c.params = params, c.bytes = bytes, c.flops = 2.0 * double(M) * K, c.flops_dtype = flops_dtype;
@@ -400,7 +417,7 @@ int main(int argc, char** argv) {
             in.bind(c, [&y, M](cudaStream_t s) { kwiki::poison(y.get(), size_t(M) * sizeof(bf16), s); },
                     [&y, M, K](const Inputs& set) { return check_y(y.get(), M, K, set); });
         };
-        const Selections sel(*selector, todo, lib, M, K, bind);
+        const Selections sel(*selector, told, todo, lib, shape_text, M, K, bind);
         std::vector<kwiki::Case> cases;
         for (const Todo& v : todo) cases.push_back(ladder_case(v, sel, params, bind));
         kwiki::run_shape(runner, cases, roof.get(), "read_ceiling", params, bytes);

@@ -30,6 +30,7 @@
 // the read bandwidth fitted in the same run (kwiki_ceiling.cuh). Bytes per record: A + SFA + b + SFB + c.
 // --sweep adds every block configuration of configs() as a variant sweep_<config>.
 #include "kwiki_bench.cuh"
+#include "kwiki_choice.cuh"
 #include "kwiki_gemv.cuh"
 #include "kwiki_reduce.cuh"
 
@@ -492,6 +493,8 @@ constexpr Variant kVariants[] = {
 // ===================================================================================================
 
 int main(int argc, char** argv) {
+    // --choose: the timed run's choices, told to a profiled run (kwiki_choice.cuh); refused before any CUDA call
+    const kwiki::Choices told{kwiki::Args(argc, argv)};
     kwiki::GemvMain<Shape> m(argc, argv, kVariants, "nvfp4_gemv", parse_shapes);
     const bool sm100 = kwiki::device_attr(cudaDevAttrComputeCapabilityMajor) >= 10;
     kwiki::Runner runner(m.args);
@@ -521,8 +524,12 @@ int main(int argc, char** argv) {
                     [&C, c_elems](const Inputs& set) { return check_c(C.get(), c_elems, set); });
         };
         kwiki::Selection tuned;
-        if (std::any_of(todo.begin(), todo.end(), [](const Todo& t) { return t.kind == Kind::Tuned; }))
-            tuned = kwiki::select_config(*selector, configs(), [&](kwiki::Case& c, Launch l) { bind(c, l); });
+        if (std::any_of(todo.begin(), todo.end(), [](const Todo& t) { return t.kind == Kind::Tuned; })) {
+            if (const auto name = told.of("tuned", shape))
+                tuned = kwiki::told_selection(kwiki::names_of(configs()), *name, "tuned", shape);
+            else
+                tuned = kwiki::select_config(*selector, configs(), [&](kwiki::Case& c, Launch l) { bind(c, l); });
+        }
         std::vector<kwiki::Case> cases;
         for (const Todo& v : todo) cases.push_back(ladder_case(v, tuned, params, bind));
         kwiki::run_shape(runner, cases, roof.get(), "read_ceiling", params, bytes);

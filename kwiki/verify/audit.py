@@ -191,8 +191,9 @@ def run_missing(plan: Plan, builds: list[BuildResult], outcomes: Mapping[str, li
         if build is None or not build.ok or build.binary is None:
             continue
         progress(f"audit {planned.name}: ncu (at most {AUDIT_BUDGET_S:.0f} s)")
-        p = profiler.profile_artifact(planned, build, ncu=ncu, root=root, gpu=plan.gpu.name,
-                                      gpu_index=plan.gpu.index, budget_s=AUDIT_BUDGET_S)
+        choices = profiler.told_choices(r for o in outcomes.get(path, []) for r in o.records)  # what the timed run
+        p = profiler.profile_artifact(planned, build, ncu=ncu, root=root, gpu=plan.gpu.name,  # chose: profiled too
+                                      gpu_index=plan.gpu.index, budget_s=AUDIT_BUDGET_S, choices=choices)
         profiler.match_selections([p], outcomes, {path: planned.name})  # what the timed run chose, where it chose
         mine = profiler.audit_rows(p, series=series[path], key=key, nvcc=nvcc,
                                    target=planned.run_target or "", gpu=plan.gpu.name, date=date)

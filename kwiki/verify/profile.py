@@ -15,7 +15,10 @@ ncu runs with `--profile-from-start off` (it sees only those ranges), `--kernel-
 manifest's `kernels:` globs, plus the markers: a superset, narrowed by the globs afterwards), `--cache-control all`
 (a cold L2, as in the timing protocol) and always `--clock-control none` (the clocks stay as the timing runs had them;
 `ncu_argv` adds it whatever the caller asks). ncu's own `--launch-count` bounds a whole process, so it is not
-the way to see each variant once: the profile mode launches each case once instead.
+the way to see each variant once: the profile mode launches each case once instead. A variant chosen by a
+selection pass (a tuned configuration, a library's best algorithm; extra.selected) is profiled as the timed run chose
+it where the artifact takes `--choose` (kwiki_choice.cuh): the profiled run times nothing, and would otherwise take
+the first candidate that passes (an audit of another kernel, which neither passes nor lends its counters).
 
 The audit is one-sided: a record whose declared bytes (at its `bytes_level`: DRAM, L2, or shared memory where TMA
 loads land them) or FP32 FLOPs exceed the profiled ones x (1 + tolerance) fails the `profile` gate; a kernel that
@@ -34,7 +37,7 @@ import csv
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +75,7 @@ TIMEOUT_FACTOR = 4.0  # a profiled run replays each kernel several times
 MARKER = "profile_marker"  # kwiki::profile_marker<0>() of kwiki_runner.cuh
 PROFILE_CASE = "profile_case"  # a profile-mode record's extra: the number of its marker
 PROFILE_MODE = "--profile-mode"
+CHOOSE = "--choose"  # kwiki_choice.cuh: the timed run's selections, told to the profiled run (VARIANT@SHAPE=CHOICE;...)
 
 # ---------------------------------------------------------------- rows -> records
 
@@ -314,8 +318,29 @@ def kernel_regex(planned: PlannedArtifact, variants: list[str]) -> str | None:
     return None if literal is None else f"{literal}|{MARKER}"
 
 
-def _app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile, root: Path) -> list[str] | None:
-    """The profiled command (the binary in profile mode over the shared-process variants), or None (out.skipped)."""
+def told_choices(records: Iterable[Record]) -> str | None:
+    """`--choose`'s value (kwiki_choice.cuh) from a timed run's records: VARIANT@SHAPE=CHOICE for each passed record
+    of a selection pass (extra.selected) whose params name its shape (params.shape), so that the profiled run, which
+    times nothing, profiles the kernel the timed record ran instead of the first candidate that passes. A variant and
+    shape that two records chose differently, or whose text the option cannot carry, is left out (its audit then
+    says it is of another kernel, as before); None when nothing is told."""
+    told: dict[str, str | None] = {}
+    for r in records:
+        choice, shape = r.extra.get("selected"), r.params.get("shape")
+        if not r.check.passed or not isinstance(choice, str) or not isinstance(shape, str):
+            continue
+        key = f"{r.variant}@{shape}"
+        if ";" in key + choice or "=" in key or key.count("@") != 1 or not choice:
+            continue
+        told[key] = choice if told.get(key, choice) == choice else None
+    entries = [f"{key}={choice}" for key, choice in sorted(told.items()) if choice is not None]
+    return ";".join(entries) or None
+
+
+def _app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile, root: Path,
+         choices: str | None = None) -> list[str] | None:
+    """The profiled command (the binary in profile mode over the shared-process variants, told the timed run's
+    `choices` where there are any: told_choices), or None (out.skipped)."""
     m = planned.manifest
     assert m is not None
     if m.kind == "python":  # the harness in its profile mode: Nsight Compute wraps the interpreter, and the
@@ -328,7 +353,8 @@ def _app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile, roo
     if not planned.run_variants:
         out.skipped = "no variant runs in the shared process"
         return None
-    return [*argv_for(planned, build.binary, planned.run_variants), PROFILE_MODE]
+    return [*argv_for(planned, build.binary, planned.run_variants), PROFILE_MODE,
+            *([f"{CHOOSE}={choices}"] if choices else [])]
 
 
 def _python_app(planned: PlannedArtifact, build: BuildResult, out: ArtifactProfile, root: Path) -> list[str] | None:
@@ -374,13 +400,14 @@ def cached_profile(planned: PlannedArtifact, build: BuildResult, *, root: Path, 
 
 def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, root: Path, gpu: str | None,
                      gpu_index: int | None, tolerance: float | None = DEFAULT_TOLERANCE,
-                     budget_s: float | None = None) -> ArtifactProfile:
+                     budget_s: float | None = None, choices: str | None = None) -> ArtifactProfile:
     """Profile the artifact's shared-process variants in one ncu process (or read the cache) and audit them;
-    `budget_s` bounds the ncu run (an audit run by default: AUDIT_BUDGET_S)."""
+    `budget_s` bounds the ncu run (an audit run by default: AUDIT_BUDGET_S); `choices`: the timed run's selections
+    (told_choices)."""
     m = planned.manifest
     assert m is not None and build.binary is not None
     out = ArtifactProfile(m.name)
-    app = _app(planned, build, out, root)
+    app = _app(planned, build, out, root, choices)
     if app is None:
         return out
     key = _key(planned, build, app, gpu, profiler_identity(ncu), root)
