@@ -451,7 +451,7 @@ def test_the_profiled_run_is_told_what_the_timed_run_chose():
     would be of another kernel (the test above). kwiki tells it the timed records' choices (`--choose`,
     kwiki_choice.cuh): one VARIANT@SHAPE=CHOICE per selection; a variant and shape chosen two ways, a failed record
     and a text the option cannot carry are left out."""
-    from kwiki.verify.profile import CHOOSE, PROFILE_MODE, _app, ArtifactProfile, told_choices
+    from kwiki.verify.profile import CHOOSE, PROFILE_MODE, ArtifactProfile, _app, told_choices
     from kwiki.verify.types import BuildResult
 
     records = [_chosen("tuned", "7168x16384x1", "r4_u1_t128"), _chosen("cublaslt_best", "4096x7168",

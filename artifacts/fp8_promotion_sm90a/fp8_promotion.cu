@@ -56,7 +56,7 @@ struct Problem {
 };
 
 // ===================================================================================================
-// The kernel
+// Kernels
 // ===================================================================================================
 
 namespace promo {
@@ -171,7 +171,7 @@ KWIKI_PROMOTE_KERNEL(fp8_promote_never_kernel, 0)
 using Kernel = void (*)(CUtensorMap, CUtensorMap, float, float*, int, int, int);
 
 // ===================================================================================================
-// Inputs and the reference
+// Reference: e4m3 codes, their scales, and the fp64 samples of the dequantized product
 // ===================================================================================================
 
 __global__ void fill_codes_kernel(e4m3* p, size_t n, uint64_t seed) {
@@ -229,6 +229,52 @@ kwiki::CheckResult check_samples(const float* C, const Operands& s, const Proble
 }
 
 // ===================================================================================================
+// Launchers
+// ===================================================================================================
+
+// One shape's state: its input sets, the output, and each case's RMS relative error (filled by its first check),
+// alive for the runner.
+struct ShapeRun {
+    Problem p;
+    long long samples;
+    kwiki::InputSets<Operands> in;
+    kwiki::DeviceBuffer<float> C;
+    std::deque<std::optional<double>> rms;
+
+    ShapeRun(const Problem& pr, int sets, uint64_t seed, long long n)
+        : p(pr), samples(n), in(sets, seed, [&](Operands& s, uint64_t sd) { s.fill(pr, sd, int(n)); }),
+          C(size_t(pr.M) * pr.N) {}
+
+    // The case of kernel k (the variant promoting every `every` elements of K; `configured`: its shared memory
+    // allowed once a process): launched persistent on the current input set, checked on the samples.
+    kwiki::Case promote_case(Kernel k, int every, bool& configured) {
+        const long long tiles = (long long)((p.M + g::BM - 1) / g::BM) * ((p.N + 127) / 128);
+        const long long grid = g::persistent_grid(reinterpret_cast<const void*>(k), kSmem, configured, tiles);
+        if (grid < 0) KWIKI_CHECK(cudaError_t(-grid));
+        kwiki::Case c;
+        c.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", "fp8_e4m3-f32out"}};
+        c.flops = 2.0 * p.M * p.N * double(p.K);
+        c.flops_dtype = "fp8";
+        c.bytes = double(size_t(p.M) * p.K + size_t(p.N) * p.K) + 4.0 * double(size_t(p.M) * p.N);
+        c.launch = [this, k, grid](cudaStream_t st) {
+            const Operands& s = in.current();
+            k<<<unsigned(grid), g::THREADS, kSmem, st>>>(s.ta, s.tb, s.sa * s.sb, C.get(), p.M, p.N, p.K);
+            KWIKI_CHECK_LAST();
+        };
+        std::optional<double>* mine = &rms.emplace_back();
+        in.bind(c, [this](cudaStream_t st) { kwiki::poison(C.get(), C.bytes(), st); },
+                [this, mine](const Operands& s) { return check_samples(C.get(), s, p, mine); });
+        c.finish = [mine](kwiki::Record& r) {
+            if (r.check.passed && mine->has_value()) r.extra.emplace_back("rms_rel_err", **mine);
+        };
+        kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(k), g::THREADS, kSmem);
+        c.extra.emplace_back("promote_every", every);  // elements of K; 0: never
+        c.extra.emplace_back("check_samples", samples);
+        return c;
+    }
+};
+
+// ===================================================================================================
 // The table of variants (artifact.yaml lists the same names, in this order)
 // ===================================================================================================
 
@@ -254,38 +300,11 @@ int main(int argc, char** argv) {
     const long long samples = m.args.get_int("check-samples", 16384);
     if (samples < 256 || samples > (1 << 20)) kwiki::Args::usage("--check-samples wants an integer from 256 to 1048576");
     kwiki::Runner& runner = m.start("fp8_promotion");
+    bool configured[sizeof kVariants / sizeof kVariants[0]] = {};
     for (const Problem& p : shapes) {
-        kwiki::InputSets<Operands> in(m.sets, kwiki::hash64(m.seed, uint64_t(p.M) * 7919u + uint64_t(p.N) * 31u + p.K),
-                                      [&](Operands& s, uint64_t sd) { s.fill(p, sd, int(samples)); });
-        kwiki::DeviceBuffer<float> C(size_t(p.M) * p.N);
-        const long long tiles = (long long)((p.M + g::BM - 1) / g::BM) * ((p.N + 127) / 128);
-        std::deque<std::optional<double>> rms;  // each case's RMS relative error, alive for the runner
+        ShapeRun run(p, m.sets, kwiki::hash64(m.seed, uint64_t(p.M) * 7919u + uint64_t(p.N) * 31u + p.K), samples);
         kwiki::run_ladder(runner, m.args, kVariants, [&](const Variant& v) {
-            static bool configured[sizeof kVariants / sizeof kVariants[0]] = {};
-            const size_t idx = size_t(&v - kVariants);
-            const long long grid = g::persistent_grid(reinterpret_cast<const void*>(v.kernel), kSmem, configured[idx], tiles);
-            if (grid < 0) KWIKI_CHECK(cudaError_t(-grid));
-            kwiki::Case c;
-            c.params = {{"M", p.M}, {"N", p.N}, {"K", p.K}, {"dtype", "fp8_e4m3-f32out"}};
-            c.flops = 2.0 * p.M * p.N * double(p.K);
-            c.flops_dtype = "fp8";
-            c.bytes = double(size_t(p.M) * p.K + size_t(p.N) * p.K) + 4.0 * double(size_t(p.M) * p.N);
-            const Kernel k = v.kernel;
-            c.launch = [&in, &C, k, grid, p](cudaStream_t st) {
-                const Operands& s = in.current();
-                k<<<unsigned(grid), g::THREADS, kSmem, st>>>(s.ta, s.tb, s.sa * s.sb, C.get(), p.M, p.N, p.K);
-                KWIKI_CHECK_LAST();
-            };
-            std::optional<double>* mine = &rms.emplace_back();
-            in.bind(c, [&C](cudaStream_t st) { kwiki::poison(C.get(), C.bytes(), st); },
-                    [&C, p, mine](const Operands& s) { return check_samples(C.get(), s, p, mine); });
-            c.finish = [mine](kwiki::Record& r) {
-                if (r.check.passed && mine->has_value()) r.extra.emplace_back("rms_rel_err", **mine);
-            };
-            kwiki::add_occupancy(c.extra, reinterpret_cast<const void*>(k), g::THREADS, kSmem);
-            c.extra.emplace_back("promote_every", v.every);  // elements of K; 0: never
-            c.extra.emplace_back("check_samples", samples);
-            return c;
+            return run.promote_case(v.kernel, v.every, configured[&v - kVariants]);
         });
     }
     return kwiki::exit_code();

@@ -446,6 +446,14 @@ kwiki::CheckResult check_c(const __half* c, size_t n, const Inputs& set) {
     return kwiki::with_canary(kwiki::compare(got.data(), set.ref.data(), n, set.tol, "host fp64, exact dequantization"), c, n);
 }
 
+// tuned's configuration at a shape: the one `told` names (a profiled run, kwiki_choice.cuh), else the fastest of a
+// selection pass on `selector` whose candidates bind(case, launch) completes.
+template <class Bind>
+kwiki::Selection tuned_at(kwiki::Runner& selector, const kwiki::Choices& told, const std::string& shape, Bind bind) {
+    if (const auto name = told.of("tuned", shape)) return kwiki::told_selection(kwiki::names_of(configs()), *name, "tuned", shape);
+    return kwiki::select_config(selector, configs(), [&](kwiki::Case& c, Launch l) { bind(c, l); });
+}
+
 // A ladder variant's case at `params`: its launch (tuned: the selection's configuration), completed by
 // bind(case, launch), and what its record adds (registers, occupancy, threads, rows per block; what tuned chose).
 template <class Bind>
@@ -524,12 +532,8 @@ int main(int argc, char** argv) {
                     [&C, c_elems](const Inputs& set) { return check_c(C.get(), c_elems, set); });
         };
         kwiki::Selection tuned;
-        if (std::any_of(todo.begin(), todo.end(), [](const Todo& t) { return t.kind == Kind::Tuned; })) {
-            if (const auto name = told.of("tuned", shape))
-                tuned = kwiki::told_selection(kwiki::names_of(configs()), *name, "tuned", shape);
-            else
-                tuned = kwiki::select_config(*selector, configs(), [&](kwiki::Case& c, Launch l) { bind(c, l); });
-        }
+        if (std::any_of(todo.begin(), todo.end(), [](const Todo& t) { return t.kind == Kind::Tuned; }))
+            tuned = tuned_at(*selector, told, shape, bind);
         std::vector<kwiki::Case> cases;
         for (const Todo& v : todo) cases.push_back(ladder_case(v, tuned, params, bind));
         kwiki::run_shape(runner, cases, roof.get(), "read_ceiling", params, bytes);
