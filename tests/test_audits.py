@@ -441,9 +441,10 @@ def test_a_record_chosen_by_a_selection_pass_needs_an_audit_that_matched_the_cho
 
 
 def _chosen(variant: str, shape: str, choice: str, passed: bool = True) -> Record:
-    return _record(1e9).model_copy(update={
+    r = _record(1e9)
+    return r.model_copy(update={
         "variant": variant, "params": {"shape": shape, "M": 1}, "extra": {"selected": choice, "selected_from": 9},
-        "check": _record(1e9).check.model_copy(update={"passed": passed})})
+        "check": r.check.model_copy(update={"passed": passed})})
 
 
 def test_the_profiled_run_is_told_what_the_timed_run_chose():
