@@ -4,6 +4,7 @@ binary; the report parsing, the markers that give kernels to records, the one-si
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -230,6 +231,15 @@ def test_records_without_a_profile_case_are_an_error_when_markers_exist():
     with pytest.raises(profile.ReportError, match=r"no record carries extra\.profile_case"):
         profile.cases(parse_records(old_stdout, "c"), ncu.read_csv((FIXTURES / "ncu_cublas_two_shapes.csv")
                                                                        .read_text()))
+
+
+def test_records_whose_case_numbers_match_no_marker_say_both_numberings():
+    shifted = re.sub(r'"profile_case": (\d+)', lambda m: f'"profile_case": {int(m[1]) + 10}', CUBLAS_STDOUT)
+    assert '"profile_case": 10' in shifted and '"profile_case": 0' not in shifted
+    with pytest.raises(profile.ReportError, match=r"carry extra\.profile_case 10-13, the report's markers are 0-3"):
+        profile.cases(parse_records(shifted, "c"), ncu.read_csv((FIXTURES / "ncu_cublas_two_shapes.csv")
+                                                                    .read_text()))
+    assert profile._numbers([7, 0, 1, 2, 3, 3, 9]) == "0-3, 7, 9"
 
 
 def test_kernels_before_the_first_marker_belong_to_no_record():

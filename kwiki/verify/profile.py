@@ -114,19 +114,35 @@ def cases(records: list[Record], rows: list[dict[str, str]]) -> list[tuple[Recor
     one were not profiled (a failed check, an untimed case)."""
     by = by_case(rows)
     out = []
+    named: list[int] = []  # the case numbers the records carry
     for r in records:
         n = r.extra.get(PROFILE_CASE)
         if n is None:
             continue
         if isinstance(n, bool) or not isinstance(n, int | float) or n != int(n):
             raise ReportError(f"variant {r.variant!r}: extra.{PROFILE_CASE} is {n!r}, not a case number")
+        named.append(int(n))
         mine = by.get(int(n))
         if mine is not None:
             out.append((r, mine))
     if by and not out:
-        raise ReportError(f"no record carries extra.{PROFILE_CASE} (rebuild the binary: its kwiki_runner.cuh "
-                          "predates per-process case numbers)")
+        if named:  # both sides numbered, but differently: say which numbers, so the mismatch can be traced
+            raise ReportError(f"{len(records)} records carry extra.{PROFILE_CASE} {_numbers(named)}, the report's "
+                              f"markers are {_numbers(list(by))}: no record matches a marker")
+        raise ReportError(f"no record carries extra.{PROFILE_CASE} ({len(records)} records; rebuild the binary: its "
+                          "kwiki_runner.cuh predates per-process case numbers)")
     return out
+
+
+def _numbers(ns: list[int]) -> str:
+    """Case numbers as a short sorted text: `0-3, 7` (runs of consecutive numbers joined)."""
+    parts: list[str] = []
+    for n in sorted(set(ns)):
+        if parts and parts[-1].rsplit("-", 1)[-1] == str(n - 1):
+            parts[-1] = f"{parts[-1].split('-')[0]}-{n}"
+        else:
+            parts.append(str(n))
+    return ", ".join(parts)
 
 
 # ---------------------------------------------------------------- the audit
