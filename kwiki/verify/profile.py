@@ -136,13 +136,13 @@ def cases(records: list[Record], rows: list[dict[str, str]]) -> list[tuple[Recor
 
 def _numbers(ns: list[int]) -> str:
     """Case numbers as a short sorted text: `0-3, 7` (runs of consecutive numbers joined)."""
-    parts: list[str] = []
+    spans: list[list[int]] = []  # [first, last] of each run
     for n in sorted(set(ns)):
-        if parts and parts[-1].rsplit("-", 1)[-1] == str(n - 1):
-            parts[-1] = f"{parts[-1].split('-')[0]}-{n}"
+        if spans and spans[-1][1] == n - 1:
+            spans[-1][1] = n
         else:
-            parts.append(str(n))
-    return ", ".join(parts)
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 # ---------------------------------------------------------------- the audit
