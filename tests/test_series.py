@@ -218,6 +218,47 @@ def test_a_claim_left_out_by_until_runs_keeps_its_page_verified(project, capsys)
     assert m["evidence_level"] == "verified"  # the kept entry is of steady's current series: it still stands
 
 
+def hashes(provenance: str) -> list[str]:
+    return provenance.split("; artifact ")[1].split(";")[0].split(", ")
+
+
+def ladder_region(root: Path) -> str:
+    from kwiki.wiki import markers
+
+    return next(r.content for r in markers.scan(parse_page((root / "wiki" / "series.md").read_bytes()).body)
+                if r.name == "ladder")
+
+
+def test_an_artifact_left_out_by_until_runs_keeps_its_ladder_with_the_run_that_measured_it(project, capsys):
+    """A run that left one of a page's two artifacts out wrote the page's ladders from its own runs alone, and the
+    other's ladder was gone (the fp8 technique page's quantization ladder, H200, 2026-12-06)."""
+    shutil.copytree(project / "artifacts" / "drifting", project / "artifacts" / "steady")
+    manifest = project / "artifacts" / "steady" / "artifact.yaml"
+    manifest.write_text(manifest.read_text().replace("name: drifting", "name: steady"))
+    page = project / "wiki" / "series.md"
+    page.write_text(page.read_text().replace(
+        "  drifting: artifacts/drifting\n", "  drifting: artifacts/drifting\n  steady: artifacts/steady\n").replace(
+        "claims:\n", "claims:\n- id: steady-time\n  statement: The steady stream takes 250 us.\n  metric: time\n"
+                     "  unit: us\n  value: 250\n  tolerance: 0.05\n"
+                     "  measure: {artifact: steady, of: {variant: stream, figure: time_us}}\n", 1))
+    for _ in range(3):
+        verify_json(capsys, project)
+    both = ladder_region(project)
+    steady = both[both.index("(`artifacts/steady`, target"):both.index("*Measured by")].strip()
+    source = project / "artifacts" / "drifting" / "drifting.py"  # new code: a new series for drifting alone
+    source.write_text(source.read_text() + "\n# a new kernel: a new series\n")
+    for _ in range(2):
+        assert claims_of(verify_json(capsys, project, "--until-runs", "3"))["steady-time"]["verdict"] == "not-run"
+        region = ladder_region(project)
+        assert "(`artifacts/drifting`, target" in region and steady in region  # steady's table as it was written
+        kept = [line for line in region.split("\n") if line.startswith("*The ladder above is an earlier run's")]
+        assert len(kept) == 1 and "left `artifacts/steady` out" in kept[0]  # said once, however many runs leave it
+        assert region.index(steady) < region.index(kept[0]) < region.rindex("*Measured by `kwiki verify`")
+        foot = region[region.rindex("*Measured by `kwiki verify`"):]
+        assert ", ".join(sorted(hashes(kept[0]))) not in foot and len(hashes(foot)) == 1  # the code that ran
+    assert page_state(project) in (State.verified, State.provisional)  # the page still parses and validates
+
+
 def test_until_runs_runs_the_artifact_a_short_series_claim_compares_with(project, capsys):
     """A claim of one artifact against another's figure compares records of one run. --until-runs left the
     other out when its series was full (NVFP4's GEMV against the bf16 GEMV, H200, 2026-12-05): the claim ended

@@ -8,7 +8,7 @@ validated before it replaces the old one, so a page is always either as it was o
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -190,19 +190,26 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
             over_runs = any(mc.runs is not None for mc in m.claims.values())
             regions = {"claims": claims_table(measured, m.claims) + "\n"
                        + provenance_line(page_prov, "series" if over_runs else "run")}
-            ladders = []
+            ladders, ran = [], []
+            earlier = earlier_ladders(page.fm.body, [rel_of(rel) for rel in meta.artifacts.values()])
             for key in sorted(meta.artifacts):
+                rel = rel_of(meta.artifacts[key])
                 planned = plan.artifact_for(page, key)
-                if planned and planned.path in outcomes:
-                    owner = owner_of.get(rel_of(meta.artifacts[key]))
-                    if owner is None or owner.rel == page.path:  # one ladder per artifact: whole on its owner's page
-                        ladders.append(tables.ladder_table(planned, outcomes[planned.path], gating))
-                        continue
-                    link = (owner.title, posixpath.relpath(owner.rel, posixpath.dirname(page.path)))
-                    ladders.append(tables.ladder_table(planned, outcomes[planned.path], gating,
-                                                       claimed_params(meta, rel_of(meta.artifacts[key])), link))
-            if ladders:
-                regions["ladder"] = "\n".join(ladders) + "\n" + provenance_line(page_prov)
+                if planned is None or planned.path not in outcomes:  # left out of this run (--until-runs, a filter)
+                    if rel in earlier:
+                        ladders.append(earlier[rel])
+                    continue
+                ran.append(planned.hash)
+                owner = owner_of.get(rel)
+                if owner is None or owner.rel == page.path:  # one ladder per artifact: whole on its owner's page
+                    ladders.append(tables.ladder_table(planned, outcomes[planned.path], gating))
+                    continue
+                link = (owner.title, posixpath.relpath(owner.rel, posixpath.dirname(page.path)))
+                ladders.append(tables.ladder_table(planned, outcomes[planned.path], gating,
+                                                   claimed_params(meta, rel), link))
+            if ran:  # the line under the ladders names the code that ran; a kept ladder carries its own
+                regions["ladder"] = "\n".join(ladders) + "\n" + provenance_line(
+                    page_prov.model_copy(update={"artifact_hash": ", ".join(sorted({h for h in ran if h})) or None}))
             try:
                 if write_page(page.file, page.path, page.fm.text, measurements_yaml(m), regions):
                     written.append(page.path)
@@ -220,6 +227,37 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
                      f"ran, so their figures are now behind the results store (`kwiki check` says so): "
                      f"`kwiki verify {' '.join(behind)}` judges this run in")
     return written, problems
+
+
+MEASURED = "*Measured by `kwiki verify`"  # how provenance_line begins
+KEPT = "*The ladder above is an earlier run's"  # how the line under a ladder kept from one begins
+
+
+def earlier_ladders(body: str, paths: Sequence[str]) -> dict[str, str]:
+    """The table of each artifact (by its path) in the page's ladder region as kwiki last wrote it, each followed by
+    the line that says which run measured it: a run that leaves one of a page's artifacts out (--until-runs)
+    keeps that artifact's ladder as it stood instead of dropping it. Empty where the page has no such region."""
+    try:
+        region = next((r for r in markers.scan(body) if r.name == "ladder"), None)
+    except MarkerError:
+        return {}
+    lines = region.content.rstrip("\n").split("\n") if region is not None else []
+    heads = {i: path for i, line in enumerate(lines) for path in paths
+             if line.startswith("**") and f"** (`{path}`, target " in line}
+    foot = max((i for i, line in enumerate(lines) if line.startswith(MEASURED)), default=None)
+    if foot is None:
+        return {}
+    starts = sorted(i for i in heads if i < foot)
+    out = {}
+    for n, i in enumerate(starts):
+        table = lines[i:starts[n + 1] if n + 1 < len(starts) else foot]
+        while table and not table[-1].strip():
+            table.pop()
+        if not any(line.startswith(KEPT) for line in table):
+            which = lines[foot].removeprefix("*").rstrip()
+            table += ["", f"{KEPT} (a later one left `{heads[i]}` out): {which[0].lower()}{which[1:]}"]
+        out[heads[i]] = "\n".join(table) + "\n"
+    return out
 
 
 def _every_page(root: Path) -> list[tuple[PageMeta, str]]:
