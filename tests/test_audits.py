@@ -495,3 +495,35 @@ def test_an_audit_after_a_timed_run_tells_the_profiler_its_choices(tmp_path, mon
     verify_audit.run_missing(plan, [build], {planned.path: timed}, {planned.path: "nvidia-h200/p3/abc"}, NVCC,
                              tmp_path, "2026-12-06", write=False, progress=lambda _: None, ncu="ncu")
     assert seen.get("choices") == "tuned@8x8=r2"
+
+
+def test_the_sweeps_records_are_not_audited_the_profiled_run_never_reaches_their_sizes(tmp_path, monkeypatch):
+    """The profiled run is the shared process at its own shapes: a sweep size never gets an audit, so counting the
+    sweep's records as unaudited re-audited the sweep's variants in every run (gemv_bf16_sm90a, H200, 2026-12-06)."""
+    from kwiki.results.gpu import Gpu
+    from kwiki.verify import profile as profiler
+    from kwiki.verify.types import BuildResult, Plan, RunOutcome
+
+    root = Path(__file__).resolve().parent.parent
+    directory = root / "artifacts" / "gemv_bf16_sm90a"
+    planned = PlannedArtifact("artifacts/gemv_bf16_sm90a", directory, load_manifest(directory, root),
+                              run_target="sm_90a", run_variants=["cublas", "tuned"])
+    plan = Plan(tmp_path, [], {planned.path: planned}, [], Gpu(0, "NVIDIA H200", None, 90), False)
+    build = BuildResult("gemv_bf16_sm90a", "sm_90a", True, False, "k", binary="/bin/gemv_bf16")
+    swept = _record(1e9).model_copy(update={"variant": "cublas", "params": {"shape": "1024x1024", "M": 1024}})
+    profiled: list[list[str]] = []
+
+    def profile_artifact(p, b, **kw):
+        profiled.append(p.run_variants)
+        return profiler.ArtifactProfile(p.name)
+
+    monkeypatch.setattr(profiler, "profile_artifact", profile_artifact)
+
+    def audit(outcomes: list[RunOutcome]) -> None:
+        verify_audit.run_missing(plan, [build], {planned.path: outcomes}, {planned.path: "nvidia-h200/p3/abc"}, NVCC,
+                                 tmp_path, "2026-12-06", write=False, progress=lambda _: None, ncu="ncu")
+
+    audit([RunOutcome("gemv_bf16_sm90a", "sm_90a", ["cublas"], "ok", records=[swept], sweep=True)])
+    assert profiled == []  # the sweep's record alone: nothing to audit
+    audit([RunOutcome("gemv_bf16_sm90a", "sm_90a", ["cublas"], "ok", records=[swept])])
+    assert profiled == [["cublas"]]  # the same record from the shared process is audited
