@@ -527,3 +527,36 @@ def test_the_sweeps_records_are_not_audited_the_profiled_run_never_reaches_their
     assert profiled == []  # the sweep's record alone: nothing to audit
     audit([RunOutcome("gemv_bf16_sm90a", "sm_90a", ["cublas"], "ok", records=[swept])])
     assert profiled == [["cublas"]]  # the same record from the shared process is audited
+
+
+def test_a_record_that_timed_no_launch_is_not_profiled_alone(tmp_path, monkeypatch):
+    """A read roof's record (bytes declared, no timing: fitted over a sweep of its own) gets no case in the profiled
+    run, so an audit of it alone failed every run after the first (nvfp4_gemv_sm90a, H200, 2026-12-06); a timed
+    record beside it is still audited."""
+    from kwiki.results.gpu import Gpu
+    from kwiki.verify import profile as profiler
+    from kwiki.verify.types import BuildResult, Plan, RunOutcome
+
+    root = Path(__file__).resolve().parent.parent
+    directory = root / "artifacts" / "gemv_bf16_sm90a"
+    planned = PlannedArtifact("artifacts/gemv_bf16_sm90a", directory, load_manifest(directory, root),
+                              run_target="sm_90a", run_variants=["cublas", "read_ceiling"])
+    plan = Plan(tmp_path, [], {planned.path: planned}, [], Gpu(0, "NVIDIA H200", None, 90), False)
+    build = BuildResult("gemv_bf16_sm90a", "sm_90a", True, False, "k", binary="/bin/gemv_bf16")
+    roof = _record(1e9).model_copy(update={"variant": "read_ceiling", "timing": None})
+    timed = _record(1e9).model_copy(update={"variant": "cublas"})
+    assert roof.bytes and timed.timing is not None
+    profiled: list[list[str]] = []
+
+    def profile_artifact(p, b, **kw):
+        profiled.append(p.run_variants)
+        return profiler.ArtifactProfile(p.name)
+
+    monkeypatch.setattr(profiler, "profile_artifact", profile_artifact)
+    for records in ([roof], [roof, timed]):
+        verify_audit.run_missing(plan, [build], {planned.path: [RunOutcome("gemv_bf16_sm90a", "sm_90a",
+                                                                           ["cublas", "read_ceiling"], "ok",
+                                                                           records=records)]},
+                                 {planned.path: "nvidia-h200/p3/abc"}, NVCC, tmp_path, "2026-12-06", write=False,
+                                 progress=lambda _: None, ncu="ncu")
+    assert profiled == [["cublas"]]  # nothing for the roof alone; the timed record's variant once beside it
