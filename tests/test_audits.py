@@ -497,9 +497,9 @@ def test_an_audit_after_a_timed_run_tells_the_profiler_its_choices(tmp_path, mon
     assert seen.get("choices") == "tuned@8x8=r2"
 
 
-def test_the_sweeps_records_are_not_audited_the_profiled_run_never_reaches_their_sizes(tmp_path, monkeypatch):
-    """The profiled run is the shared process at its own shapes: a sweep size never gets an audit, so counting the
-    sweep's records as unaudited re-audited the sweep's variants in every run (gemv_bf16_sm90a, H200, 2026-12-06)."""
+def _audited_variants(tmp_path: Path, monkeypatch, variants: list[str]):
+    """`audit(records, sweep)`, which runs run_missing over one outcome of gemv_bf16_sm90a holding those records, and
+    the list that gathers the variants each profile call was asked for (nothing is profiled)."""
     from kwiki.results.gpu import Gpu
     from kwiki.verify import profile as profiler
     from kwiki.verify.types import BuildResult, Plan, RunOutcome
@@ -507,10 +507,9 @@ def test_the_sweeps_records_are_not_audited_the_profiled_run_never_reaches_their
     root = Path(__file__).resolve().parent.parent
     directory = root / "artifacts" / "gemv_bf16_sm90a"
     planned = PlannedArtifact("artifacts/gemv_bf16_sm90a", directory, load_manifest(directory, root),
-                              run_target="sm_90a", run_variants=["cublas", "tuned"])
+                              run_target="sm_90a", run_variants=variants)
     plan = Plan(tmp_path, [], {planned.path: planned}, [], Gpu(0, "NVIDIA H200", None, 90), False)
     build = BuildResult("gemv_bf16_sm90a", "sm_90a", True, False, "k", binary="/bin/gemv_bf16")
-    swept = _record(1e9).model_copy(update={"variant": "cublas", "params": {"shape": "1024x1024", "M": 1024}})
     profiled: list[list[str]] = []
 
     def profile_artifact(p, b, **kw):
@@ -519,13 +518,21 @@ def test_the_sweeps_records_are_not_audited_the_profiled_run_never_reaches_their
 
     monkeypatch.setattr(profiler, "profile_artifact", profile_artifact)
 
-    def audit(outcomes: list[RunOutcome]) -> None:
-        verify_audit.run_missing(plan, [build], {planned.path: outcomes}, {planned.path: "nvidia-h200/p3/abc"}, NVCC,
+    def audit(records: list[Record], sweep: bool = False) -> None:
+        outcome = RunOutcome("gemv_bf16_sm90a", "sm_90a", variants, "ok", records=records, sweep=sweep)
+        verify_audit.run_missing(plan, [build], {planned.path: [outcome]}, {planned.path: "nvidia-h200/p3/abc"}, NVCC,
                                  tmp_path, "2026-12-06", write=False, progress=lambda _: None, ncu="ncu")
+    return audit, profiled
 
-    audit([RunOutcome("gemv_bf16_sm90a", "sm_90a", ["cublas"], "ok", records=[swept], sweep=True)])
+
+def test_the_sweeps_records_are_not_audited_the_profiled_run_never_reaches_their_sizes(tmp_path, monkeypatch):
+    """The profiled run is the shared process at its own shapes: a sweep size never gets an audit, so counting the
+    sweep's records as unaudited re-audited the sweep's variants in every run (gemv_bf16_sm90a, H200, 2026-12-06)."""
+    audit, profiled = _audited_variants(tmp_path, monkeypatch, ["cublas", "tuned"])
+    swept = _record(1e9).model_copy(update={"variant": "cublas", "params": {"shape": "1024x1024", "M": 1024}})
+    audit([swept], sweep=True)
     assert profiled == []  # the sweep's record alone: nothing to audit
-    audit([RunOutcome("gemv_bf16_sm90a", "sm_90a", ["cublas"], "ok", records=[swept])])
+    audit([swept])
     assert profiled == [["cublas"]]  # the same record from the shared process is audited
 
 
@@ -533,30 +540,10 @@ def test_a_record_that_timed_no_launch_is_not_profiled_alone(tmp_path, monkeypat
     """A read roof's record (bytes declared, no timing: fitted over a sweep of its own) gets no case in the profiled
     run, so an audit of it alone failed every run after the first (nvfp4_gemv_sm90a, H200, 2026-12-06); a timed
     record beside it is still audited."""
-    from kwiki.results.gpu import Gpu
-    from kwiki.verify import profile as profiler
-    from kwiki.verify.types import BuildResult, Plan, RunOutcome
-
-    root = Path(__file__).resolve().parent.parent
-    directory = root / "artifacts" / "gemv_bf16_sm90a"
-    planned = PlannedArtifact("artifacts/gemv_bf16_sm90a", directory, load_manifest(directory, root),
-                              run_target="sm_90a", run_variants=["cublas", "read_ceiling"])
-    plan = Plan(tmp_path, [], {planned.path: planned}, [], Gpu(0, "NVIDIA H200", None, 90), False)
-    build = BuildResult("gemv_bf16_sm90a", "sm_90a", True, False, "k", binary="/bin/gemv_bf16")
+    audit, profiled = _audited_variants(tmp_path, monkeypatch, ["cublas", "read_ceiling"])
     roof = _record(1e9).model_copy(update={"variant": "read_ceiling", "timing": None})
     timed = _record(1e9).model_copy(update={"variant": "cublas"})
     assert roof.bytes and timed.timing is not None
-    profiled: list[list[str]] = []
-
-    def profile_artifact(p, b, **kw):
-        profiled.append(p.run_variants)
-        return profiler.ArtifactProfile(p.name)
-
-    monkeypatch.setattr(profiler, "profile_artifact", profile_artifact)
-    for records in ([roof], [roof, timed]):
-        verify_audit.run_missing(plan, [build], {planned.path: [RunOutcome("gemv_bf16_sm90a", "sm_90a",
-                                                                           ["cublas", "read_ceiling"], "ok",
-                                                                           records=records)]},
-                                 {planned.path: "nvidia-h200/p3/abc"}, NVCC, tmp_path, "2026-12-06", write=False,
-                                 progress=lambda _: None, ncu="ncu")
+    audit([roof])
+    audit([roof, timed])
     assert profiled == [["cublas"]]  # nothing for the roof alone; the timed record's variant once beside it

@@ -194,17 +194,21 @@ def test_until_runs_runs_only_the_short_series(project, capsys):
     assert (store.read_bytes(), page.read_bytes()) == before  # nothing ran, nothing written
 
 
-def test_a_claim_left_out_by_until_runs_keeps_its_page_verified(project, capsys):
-    # a second artifact on the page, with a claim of its own
-    shutil.copytree(project / "artifacts" / "drifting", project / "artifacts" / "steady")
-    manifest = project / "artifacts" / "steady" / "artifact.yaml"
+def add_steady(root: Path) -> None:
+    """A second artifact on the page (a copy of drifting), with a claim of its own."""
+    shutil.copytree(root / "artifacts" / "drifting", root / "artifacts" / "steady")
+    manifest = root / "artifacts" / "steady" / "artifact.yaml"
     manifest.write_text(manifest.read_text().replace("name: drifting", "name: steady"))
-    page = project / "wiki" / "series.md"
+    page = root / "wiki" / "series.md"
     page.write_text(page.read_text().replace(
         "  drifting: artifacts/drifting\n", "  drifting: artifacts/drifting\n  steady: artifacts/steady\n").replace(
         "claims:\n", "claims:\n- id: steady-time\n  statement: The steady stream takes 250 us.\n  metric: time\n"
                      "  unit: us\n  value: 250\n  tolerance: 0.05\n"
                      "  measure: {artifact: steady, of: {variant: stream, figure: time_us}}\n", 1))
+
+
+def test_a_claim_left_out_by_until_runs_keeps_its_page_verified(project, capsys):
+    add_steady(project)
     for _ in range(3):
         verify_json(capsys, project)
     assert measurements(project)["evidence_level"] == "verified"
@@ -232,15 +236,7 @@ def ladder_region(root: Path) -> str:
 def test_an_artifact_left_out_by_until_runs_keeps_its_ladder_with_the_run_that_measured_it(project, capsys):
     """A run that left one of a page's two artifacts out wrote the page's ladders from its own runs alone, and the
     other's ladder was gone (the fp8 technique page's quantization ladder, H200, 2026-12-06)."""
-    shutil.copytree(project / "artifacts" / "drifting", project / "artifacts" / "steady")
-    manifest = project / "artifacts" / "steady" / "artifact.yaml"
-    manifest.write_text(manifest.read_text().replace("name: drifting", "name: steady"))
-    page = project / "wiki" / "series.md"
-    page.write_text(page.read_text().replace(
-        "  drifting: artifacts/drifting\n", "  drifting: artifacts/drifting\n  steady: artifacts/steady\n").replace(
-        "claims:\n", "claims:\n- id: steady-time\n  statement: The steady stream takes 250 us.\n  metric: time\n"
-                     "  unit: us\n  value: 250\n  tolerance: 0.05\n"
-                     "  measure: {artifact: steady, of: {variant: stream, figure: time_us}}\n", 1))
+    add_steady(project)
     for _ in range(3):
         verify_json(capsys, project)
     both = ladder_region(project)
