@@ -39,10 +39,13 @@ SPREAD_NOTES = {
 }
 
 
+MEASURED = "*Measured by `kwiki verify`"  # how a provenance line begins (kwiki.verify.writeback finds it by this)
+
+
 def provenance_line(p: Provenance, spread: str = "run") -> str:
     """The line under a generated table; `spread` says what its ± means ('run' or 'series')."""
     commit = f"commit {p.commit}{' (dirty)' if p.dirty else ''}" if p.commit else "no commit"
-    return (f"*Measured by `kwiki verify` on {provenance_text(p, full=True)} on {p.date}; {commit}; "
+    return (f"{MEASURED} on {provenance_text(p, full=True)} on {p.date}; {commit}; "
             f"artifact {p.artifact_hash or '?'}; {SPREAD_NOTES[spread]}.*\n")
 
 

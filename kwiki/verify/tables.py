@@ -101,6 +101,12 @@ def _rung_cells(rung: Rung, params: str) -> list[str]:
     return [*head, fmt(rung.time_us) + fmt_spread(rung.spread), rate, vs, sol, clock, regs]
 
 
+def ladder_lead(path: str) -> str:
+    """What follows the title in the first line of an artifact's ladder table, up to its target: the artifact named
+    by it (kwiki.verify.writeback finds a table by this)."""
+    return f"** (`{path}`, target "
+
+
 def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: Gating | None = None,
                  only: list[dict[str, Scalar]] | None = None, owner: tuple[str, str] | None = None) -> str:
     """Every variant of one artifact run: time, throughput, ratio to the baseline, what changed, SM clock
@@ -113,7 +119,7 @@ def ladder_table(planned: PlannedArtifact, outcomes: list[RunOutcome], gating: G
     if only is not None:
         ladder = ladder.model_copy(update={"groups": [g for g in ladder.groups
                                                       if any(matches(g.params, w) for w in only)], "others": []})
-    head = f"**{ladder.title}** (`{planned.path}`, target {planned.run_target}"
+    head = f"**{ladder.title}{ladder_lead(planned.path)}{planned.run_target}"
     head += f"; baseline `{ladder.baseline}`)\n\n" if ladder.baseline else ")\n\n"
     if owner is not None:
         head += (f"The rows at the shapes this page's claims name; the full ladder: [{md_cell(owner[0])}]({owner[1]})."

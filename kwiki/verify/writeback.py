@@ -21,7 +21,7 @@ from kwiki.core.errors import FrontMatterError, MarkerError, Problem, WriteBackE
 from kwiki.core.numbers import round_sig
 from kwiki.core.writefile import write_atomic
 from kwiki.results.store import gpu_slug
-from kwiki.results.tables import claims_table, provenance_line
+from kwiki.results.tables import MEASURED, claims_table, provenance_line
 from kwiki.verify import tables
 from kwiki.verify.claims import evidence_for
 from kwiki.verify.types import ClaimResult, Gating, Plan, RunOutcome
@@ -229,7 +229,6 @@ def write_back(root: Path, plan: Plan, outcomes: dict[str, list[RunOutcome]], cl
     return written, problems
 
 
-MEASURED = "*Measured by `kwiki verify`"  # how provenance_line begins
 KEPT = "*The ladder above is an earlier run's"  # how the line under a ladder kept from one begins
 
 
@@ -243,7 +242,7 @@ def earlier_ladders(body: str, paths: Sequence[str]) -> dict[str, str]:
         return {}
     lines = region.content.rstrip("\n").split("\n") if region is not None else []
     heads = {i: path for i, line in enumerate(lines) for path in paths
-             if line.startswith("**") and f"** (`{path}`, target " in line}
+             if line.startswith("**") and tables.ladder_lead(path) in line}
     foot = max((i for i, line in enumerate(lines) if line.startswith(MEASURED)), default=None)
     if foot is None:
         return {}
