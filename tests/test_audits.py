@@ -320,6 +320,57 @@ def test_a_variant_whose_manifest_says_its_flops_run_on_cuda_cores_is_audited_on
     assert manifest.flops_dtypes == {"torch_int8pack_mm": "fp32"}
 
 
+def test_a_library_that_picks_its_path_by_shape_is_audited_on_both_paths_together(monkeypatch):
+    """cuBLAS's GEMV baseline runs a tensor-core kernel at the aligned shapes and its CUDA-core gemv kernel at
+    4099x4104, where Nsight Compute counted no tensor-path operation and 36.4 M FP32 FLOPs for 33.6 M declared bf16
+    ones (H200, 2026-12-06): the audit failed in every run. Its manifest counts both paths (Variant.flops_paths);
+    the sum still holds the record to the work done, and the record itself (its dtype, so its roof) is unchanged."""
+    from kwiki.verify import profile
+
+    def rec(flops: float, variant: str = "cublas") -> Record:
+        return Record.model_validate({
+            "kwiki_record": 1, "variant": variant, "params": {"shape": "4099x4104"}, "flops": flops,
+            "flops_dtype": "bf16", "timing": {"median_us": 1, "q1_us": 1, "q3_us": 1, "min_us": 1, "samples": 3},
+            "check": {"passed": True}})
+
+    manifest = load_manifest(REPO / "artifacts" / "gemv_bf16_sm90a", REPO)
+    both = manifest.flops_paths["cublas"]
+    assert both == ("tensor", "fp32") and manifest.flops_paths["cublaslt_best"] == both
+    assert "tuned" not in manifest.flops_paths and manifest.flops_dtypes == {}  # its rungs and the series as before
+    declared, gemv = 33644592.0, {"ncu_tensor_ops": 0.0, "ncu_fp32_flops": 36401685.0}
+    assert audit(rec(declared), gemv, None, "w").finding is not None  # its dtype's path alone: no tensor work
+    honest = audit(rec(declared), gemv, None, "w", both)
+    assert honest.finding is None and honest.flops_measured == 36401685.0
+    aligned = {"ncu_tensor_ops": 478150656.0, "ncu_fp32_flops": 1.2e5}  # 4096x7168: the tensor path (n padded to 8)
+    assert audit(rec(58720256.0), aligned, None, "w", both).finding is None
+    inflated = audit(rec(36401685.0 * 1.05), gemv, None, "w", both)
+    assert inflated.finding is not None and "on the tensor and fp32 paths together" in inflated.finding.reason
+    unread = audit(rec(declared), {"ncu_tensor_ops": 0.0}, None, "w", both)  # no FP32 counter: said, not passed
+    assert unread.flops_measured is None and "no FP32 counter" in (unread.note or "")
+
+    # the profiled run's records reach the audit with their manifest's paths (the audit stage's own call)
+    monkeypatch.setattr(profile, "cases", lambda records, rows: [(r, []) for r in records])
+    monkeypatch.setattr(profile, "figures", lambda rows: dict(gemv))
+    stdout = "\n".join(rec(declared, v).model_dump_json() for v in ("cublas", "naive"))
+    out = profile.ArtifactProfile("gemv_bf16_sm90a")
+    assert profile._audit_all(out, stdout, "", None, "a.yaml", manifest.flops_dtypes, manifest.flops_paths)
+    assert [(a.variant, a.finding is None) for a in out.audits] == [("cublas", True), ("naive", False)]
+
+
+def test_a_manifests_flops_paths_are_two_distinct_paths(tmp_path):
+    from kwiki.core.errors import ManifestError
+
+    directory = tmp_path / "artifacts" / "a"
+    shutil.copytree(REPO / "artifacts" / "gemv_bf16_sm90a", directory)
+    text = (directory / "artifact.yaml").read_text()
+    for bad, words in [("[tensor, tensor]", "names a path twice"), ("[tensor]", "at least 2"),
+                       ("[tensor, fp16]", "'tensor' or 'fp32'")]:
+        (directory / "artifact.yaml").write_text(text.replace("flops_paths: [tensor, fp32]}", f"flops_paths: {bad}}}", 1))
+        with pytest.raises(ManifestError) as e:
+            load_manifest(directory, tmp_path)
+        assert words in str(e.value) and "flops_paths" in str(e.value), bad
+
+
 def test_the_calibrated_tensor_path_holds_bf16_tf32_and_fp8_flops_to_their_operations():
     """As calibrated on the H200 (the wgmma loops counted exactly their declared FLOPs, the fp8 ones on 2026-12-03):
     an honest record passes, one declaring 5% more FLOPs than the tensor path did fails, whatever the spelling of

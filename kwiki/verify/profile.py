@@ -222,9 +222,24 @@ def tensor_dtype(dtype: str) -> str | None:
     return DTYPES.get(dtype) or DTYPES.get(dtype.split("-", 1)[0])
 
 
-def audit(record: Record, figs: dict[str, float], tolerance: float | None, where: str) -> Audit:
+def path_flops(path: str, dtype: str, figs: dict[str, float]) -> float | str:
+    """The FLOPs of a record of `dtype` Nsight Compute counted on one path ('tensor' or 'fp32'), or why it cannot
+    say."""
+    if path == "fp32":
+        return figs.get("ncu_fp32_flops", "no FP32 counter here")
+    per_op = TENSOR_FLOPS_PER_OP.get(tensor_dtype(dtype) or "")
+    if "ncu_tensor_ops" not in figs:
+        return "no tensor-path counter here"
+    if per_op is None:
+        return f"the tensor path's operations per {dtype or 'tensor'} FLOP are not yet calibrated"
+    return figs["ncu_tensor_ops"] * per_op
+
+
+def audit(record: Record, figs: dict[str, float], tolerance: float | None, where: str,
+          paths: tuple[str, ...] | None = None) -> Audit:
     """Hold `record`'s declared bytes (DRAM, L2 or shared-memory level) and FP32 FLOPs to the profiled ones
-    x (1 + tolerance); `tolerance` None: each level's, set from evidence (kwiki.results.audits)."""
+    x (1 + tolerance); `tolerance` None: each level's, set from evidence (kwiki.results.audits). `paths`: those its
+    manifest counts its FLOPs on together (Variant.flops_paths), in place of its dtype's own."""
     a = Audit(record.variant, dict(record.params), figs, [], bytes_level=record.bytes_level)
     level_tol = tolerance if tolerance is not None else tolerance_for(record.bytes_level)
     limit = 1 + (level_tol if level_tol is not None else 0.0)
@@ -244,7 +259,19 @@ def audit(record: Record, figs: dict[str, float], tolerance: float | None, where
     dtype = str(record.flops_dtype or record.params.get("dtype") or "").lower()
     if record.flops:
         a.flops_declared = record.flops
-        if dtype in FP32:
+        counts = [path_flops(p, dtype, figs) for p in paths or ()]
+        if paths and any(isinstance(c, str) for c in counts):
+            a.note = "; ".join(filter(None, [a.note, f"{dtype or 'tensor'} FLOPs are not audited on the "
+                                             f"{' and '.join(paths)} paths: "
+                                             + "; ".join(c for c in counts if isinstance(c, str))]))
+        elif paths:  # a library that picks its kernel's path by shape: the work counted wherever it ran
+            a.flops_measured = sum(c for c in counts if not isinstance(c, str))
+            if record.flops > a.flops_measured * flops_limit:
+                over = record.flops / max(a.flops_measured, 1.0)
+                why.append(f"declares {fmt(record.flops, 3)} {dtype or 'tensor'} FLOPs, Nsight Compute counted "
+                           f"{fmt(a.flops_measured, 3)} on the {' and '.join(paths)} paths together (x{over:.3f}; "
+                           f"more than x{flops_limit:g} fails)")
+        elif dtype in FP32:
             a.flops_measured = figs.get("ncu_fp32_flops")
             if a.flops_measured is not None and record.flops > a.flops_measured * flops_limit:
                 why.append(f"declares {fmt(record.flops, 3)} FP32 FLOPs, Nsight Compute counted "
@@ -410,7 +437,7 @@ def cached_profile(planned: PlannedArtifact, build: BuildResult, *, root: Path, 
     got = _read_cache(root / CACHE_DIR / m.name / f"{_key(planned, build, app, gpu, profiler, root)}.json", root)
     if got is None:
         return None
-    _audit_all(out, *got, tolerance, shown(planned.directory / MANIFEST, root), m.flops_dtypes)
+    _audit_all(out, *got, tolerance, shown(planned.directory / MANIFEST, root), m.flops_dtypes, m.flops_paths)
     return out
 
 
@@ -463,16 +490,17 @@ def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, 
             out.error = f"{rel}: ncu {why}" + (f": {' | '.join(tail)[:300]}" if tail else "")
             return out
         got = (res.stdout, report)
-    if _audit_all(out, *got, tolerance, rel, m.flops_dtypes) and not out.cached:  # cache only what could be read
+    if _audit_all(out, *got, tolerance, rel, m.flops_dtypes, m.flops_paths) and not out.cached:  # cache only what could be read
         doc = {"stdout": got[0], "report": got[1], "ncu": ncu, "seal": seal(root, "profile", key, *got)}
         write_atomic(cache, json.dumps(doc, sort_keys=True).encode())
     return out
 
 
 def _audit_all(out: ArtifactProfile, stdout: str, report: str, tolerance: float | None, rel: str,
-               flops_dtypes: dict[str, str] | None = None) -> bool:
+               flops_dtypes: dict[str, str] | None = None,
+               flops_paths: Mapping[str, tuple[str, ...]] | None = None) -> bool:
     """Audit every profiled record of one run into `out`; False (and out.error) when the run cannot be read.
-    `flops_dtypes`: the manifest's Manifest.flops_dtypes."""
+    `flops_dtypes`, `flops_paths`: the manifest's Manifest.flops_dtypes and Manifest.flops_paths."""
     try:
         profiled = cases(parse_records(stdout, out.artifact, flops_dtypes), read_csv(report))
     except (RecordError, csv.Error, ReportError) as exc:
@@ -480,7 +508,8 @@ def _audit_all(out: ArtifactProfile, stdout: str, report: str, tolerance: float 
         return False
     for r, rows in profiled:
         figs = figures(rows)
-        a = audit(r, figs, tolerance, f"{rel}: variant {r.variant!r} at {params_text(r.params) or 'its params'}")
+        a = audit(r, figs, tolerance, f"{rel}: variant {r.variant!r} at {params_text(r.params) or 'its params'}",
+                  (flops_paths or {}).get(r.variant))
         a.kernels = sorted({row.get("Kernel Name", "") for row in rows})
         chosen = r.extra.get("selected")
         a.selected = str(chosen) if chosen is not None else None

@@ -139,6 +139,7 @@ class Run(Strict):
 
 SANITIZE_TOOLS = ("memcheck", "racecheck", "synccheck")
 SanitizeTool = Literal["memcheck", "racecheck", "synccheck"]
+FlopsPath = Literal["tensor", "fp32"]  # where Nsight Compute counts FLOPs: the tensor path's operations, FP32 ops
 
 
 class SanitizeExpect(Strict):
@@ -233,11 +234,25 @@ class Variant(Strict):
                                   "baseline that multiplies on CUDA cores, 'fp32', beside rungs on tensor cores): "
                                   "it replaces its records' flops_dtype, so the physical gate and the profile "
                                   "audit hold its FLOPs to that path's peak and counter")
+    flops_paths: list[FlopsPath] | None = Field(
+        default=None, min_length=2, description="the paths the profile audit counts this variant's FLOPs on, together "
+                                                "(['tensor', 'fp32']): a library that picks a tensor-core kernel at "
+                                                "some shapes and a CUDA-core one at others (cuBLAS's GEMV off the "
+                                                "tile). Only the audit reads it: its records, their roof and their "
+                                                "series stay as their flops_dtype says; default: the path of that "
+                                                "dtype alone")
     sass: Sass | None = Field(
         default=None, description="mechanism evidence: SASS instructions every kernel that `kernels` matches in "
                                   "the built binary must (`require`) and must not (`forbid`) contain; checked "
                                   "after every build (also --compile-only), a mismatch fails the variant's "
                                   "`mechanism` gate. Library variants (cuBLAS) name their kernels and no `sass`")
+
+    @field_validator("flops_paths")
+    @classmethod
+    def _paths_once(cls, paths: list[str] | None) -> list[str] | None:  # located at variants.N.flops_paths
+        if paths is not None and len(set(paths)) != len(paths):
+            raise ValueError(f"{paths} names a path twice: name each of 'tensor' and 'fp32' once")
+        return paths
 
     @model_validator(mode="after")
     def _sass_needs_kernels(self) -> Variant:
@@ -516,6 +531,12 @@ class Manifest(Strict):
     def flops_dtypes(self) -> dict[str, str]:
         """variant -> the dtype its FLOPs run in, where its manifest entry says (Variant.flops_dtype)."""
         return {v.name: v.flops_dtype for v in self.variants if v.flops_dtype}
+
+    @property
+    def flops_paths(self) -> dict[str, tuple[str, ...]]:
+        """variant -> the paths its FLOPs are counted on together, where its manifest entry says
+        (Variant.flops_paths)."""
+        return {v.name: tuple(v.flops_paths) for v in self.variants if v.flops_paths}
 
     def not_the_binary(self) -> str | None:
         """Why a tool that wraps the artifact's binary (ncu, compute-sanitizer) would not see its kernels, or None."""
