@@ -365,7 +365,8 @@ def test_a_manifests_flops_paths_are_two_distinct_paths(tmp_path):
     text = (directory / "artifact.yaml").read_text()
     for bad, words in [("[tensor, tensor]", "names a path twice"), ("[tensor]", "at least 2"),
                        ("[tensor, fp16]", "'tensor' or 'fp32'")]:
-        (directory / "artifact.yaml").write_text(text.replace("flops_paths: [tensor, fp32]}", f"flops_paths: {bad}}}", 1))
+        edited = text.replace("flops_paths: [tensor, fp32]}", f"flops_paths: {bad}}}", 1)
+        (directory / "artifact.yaml").write_text(edited)
         with pytest.raises(ManifestError) as e:
             load_manifest(directory, tmp_path)
         assert words in str(e.value) and "flops_paths" in str(e.value), bad

@@ -490,7 +490,8 @@ def profile_artifact(planned: PlannedArtifact, build: BuildResult, *, ncu: str, 
             out.error = f"{rel}: ncu {why}" + (f": {' | '.join(tail)[:300]}" if tail else "")
             return out
         got = (res.stdout, report)
-    if _audit_all(out, *got, tolerance, rel, m.flops_dtypes, m.flops_paths) and not out.cached:  # cache only what could be read
+    read = _audit_all(out, *got, tolerance, rel, m.flops_dtypes, m.flops_paths)
+    if read and not out.cached:  # cache only what could be read
         doc = {"stdout": got[0], "report": got[1], "ncu": ncu, "seal": seal(root, "profile", key, *got)}
         write_atomic(cache, json.dumps(doc, sort_keys=True).encode())
     return out
