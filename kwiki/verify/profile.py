@@ -237,9 +237,10 @@ def path_flops(path: str, dtype: str, figs: dict[str, float]) -> float | str:
 
 def audit(record: Record, figs: dict[str, float], tolerance: float | None, where: str,
           paths: tuple[str, ...] | None = None) -> Audit:
-    """Hold `record`'s declared bytes (DRAM, L2 or shared-memory level) and FP32 FLOPs to the profiled ones
-    x (1 + tolerance); `tolerance` None: each level's, set from evidence (kwiki.results.audits). `paths`: those its
-    manifest counts its FLOPs on together (Variant.flops_paths), in place of its dtype's own."""
+    """Hold `record`'s declared bytes (DRAM, L2 or shared-memory level) and FLOPs (on its dtype's path: the FP32
+    counters or the tensor path's operations) to the profiled ones x (1 + tolerance); `tolerance` None: each level's,
+    set from evidence (kwiki.results.audits). `paths`: those its manifest counts its FLOPs on together
+    (Variant.flops_paths), in place of its dtype's own."""
     a = Audit(record.variant, dict(record.params), figs, [], bytes_level=record.bytes_level)
     level_tol = tolerance if tolerance is not None else tolerance_for(record.bytes_level)
     limit = 1 + (level_tol if level_tol is not None else 0.0)
@@ -259,36 +260,19 @@ def audit(record: Record, figs: dict[str, float], tolerance: float | None, where
     dtype = str(record.flops_dtype or record.params.get("dtype") or "").lower()
     if record.flops:
         a.flops_declared = record.flops
-        counts = [path_flops(p, dtype, figs) for p in paths or ()]
-        if paths and any(isinstance(c, str) for c in counts):
-            a.note = "; ".join(filter(None, [a.note, f"{dtype or 'tensor'} FLOPs are not audited on the "
-                                             f"{' and '.join(paths)} paths: "
-                                             + "; ".join(c for c in counts if isinstance(c, str))]))
-        elif paths:  # a library that picks its kernel's path by shape: the work counted wherever it ran
+        on = paths or (("fp32",) if dtype in FP32 else ("tensor",))  # the manifest's paths, else its dtype's
+        counts = [path_flops(p, dtype, figs) for p in on]
+        named = "FP32" if dtype in FP32 else dtype or "tensor"
+        unread = [c for c in counts if isinstance(c, str)]
+        if unread:
+            a.note = "; ".join(filter(None, [a.note, f"{named} FLOPs are not audited: " + "; ".join(unread)]))
+        else:
             a.flops_measured = sum(c for c in counts if not isinstance(c, str))
             if record.flops > a.flops_measured * flops_limit:
                 over = record.flops / max(a.flops_measured, 1.0)
-                why.append(f"declares {fmt(record.flops, 3)} {dtype or 'tensor'} FLOPs, Nsight Compute counted "
-                           f"{fmt(a.flops_measured, 3)} on the {' and '.join(paths)} paths together (x{over:.3f}; "
-                           f"more than x{flops_limit:g} fails)")
-        elif dtype in FP32:
-            a.flops_measured = figs.get("ncu_fp32_flops")
-            if a.flops_measured is not None and record.flops > a.flops_measured * flops_limit:
-                why.append(f"declares {fmt(record.flops, 3)} FP32 FLOPs, Nsight Compute counted "
-                           f"{fmt(a.flops_measured, 3)} (x{record.flops / max(a.flops_measured, 1.0):.3f}; more than "
-                           f"x{flops_limit:g} fails)")
-        elif "ncu_tensor_ops" in figs and tensor_dtype(dtype) in TENSOR_FLOPS_PER_OP:
-            a.flops_measured = figs["ncu_tensor_ops"] * TENSOR_FLOPS_PER_OP[tensor_dtype(dtype) or ""]
-            if record.flops > a.flops_measured * flops_limit:
-                over = record.flops / max(a.flops_measured, 1.0)
-                why.append(f"declares {fmt(record.flops, 3)} {dtype or 'tensor'} FLOPs, Nsight Compute counted "
-                           f"{fmt(a.flops_measured, 3)} on the tensor path (x{over:.3f}; "
-                           f"more than x{flops_limit:g} fails)")
-        elif "ncu_tensor_ops" in figs:
-            a.note = "; ".join(filter(None, [a.note, f"{dtype or 'tensor'} FLOPs are counted (ncu_tensor_ops) but not "
-                                             "audited: the tensor path's operations per FLOP are not yet calibrated"]))
-        else:
-            a.note = "; ".join(filter(None, [a.note, f"{dtype or 'tensor'} FLOPs are not audited (no counter)"]))
+                path = f"the {' and '.join(on)} paths together" if len(on) > 1 else f"the {on[0]} path"
+                why.append(f"declares {fmt(record.flops, 3)} {named} FLOPs, Nsight Compute counted "
+                           f"{fmt(a.flops_measured, 3)} on {path} (x{over:.3f}; more than x{flops_limit:g} fails)")
     if why:
         a.finding = Finding(PROFILE, f"{where}: " + "; ".join(why))
     return a
