@@ -526,6 +526,19 @@ SEARCHES = {"title": ["GEMV", "persistent", "warp specialization", "TMA"],
 SEARCH_HITS = FIXTURE / "search_hits.json"  # the pages each query found in the repository's wiki before issue 23
 
 
+# each scroll waits for its own scroll event (or a second) and two frames after it: Material reads the list's offset
+# at the frame after a scroll, so the list is seen at the top before it is seen at the end
+SCROLL_AWAY_AND_BACK = """async el => {
+    const frame = () => new Promise(done => requestAnimationFrame(done));
+    const scrolled = () => new Promise(done => {
+        el.addEventListener("scroll", done, {once: true});
+        setTimeout(done, 1000);
+    }).then(frame).then(frame);
+    let seen = scrolled(); el.scrollTo(0, 0); await seen;
+    seen = scrolled(); el.scrollTo(0, el.scrollHeight); await seen;
+}"""
+
+
 def _search_hits(browser, url: str, query: str) -> list[str]:
     """The pages (paths relative to the site) Material's search lists for `query`, best first."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
@@ -533,7 +546,10 @@ def _search_hits(browser, url: str, query: str) -> list[str]:
     try:
         pg.goto(url, wait_until="networkidle")
         pg.locator(".md-search__input").click()
-        pg.locator(".md-search__input").press_sequentially(query, delay=10)
+        # the whole query in one key-up: typed a key at a time, every prefix is a query of its own, and on a slow
+        # machine the count read below was a prefix's ("tensor-": 35 hits) while the list became the query's (11)
+        pg.locator(".md-search__input").fill(query)
+        pg.locator(".md-search__input").press("End")
         pg.wait_for_function("""() => {
             const meta = document.querySelector('.md-search-result__meta');
             return meta && /match/i.test(meta.textContent);
@@ -545,12 +561,15 @@ def _search_hits(browser, url: str, query: str) -> list[str]:
         meta = pg.locator(".md-search-result__meta").text_content() or ""
         total = int(m.group(1)) if (m := re.search(r"(\d+)", meta)) else 1
         for _ in range(4 + total // 4):
-            if pg.locator(".md-search-result__item").count() >= total:
+            shown = pg.locator(".md-search-result__item").count()
+            if shown >= total:
                 break
-            pg.eval_on_selector(".md-search__scrollwrap", "el => el.scrollTo(0, 0)")
-            pg.wait_for_timeout(100)
-            pg.eval_on_selector(".md-search__scrollwrap", "el => el.scrollTo(0, el.scrollHeight)")
-            pg.wait_for_timeout(300)
+            pg.eval_on_selector(".md-search__scrollwrap", SCROLL_AWAY_AND_BACK)
+            try:
+                pg.wait_for_function("n => document.querySelectorAll('.md-search-result__item').length > n",
+                                     arg=shown, timeout=3_000)
+            except playwright.TimeoutError:
+                pass  # the next turn scrolls again
         assert pg.locator(".md-search-result__item").count() == total, (query, meta)
         hrefs = pg.eval_on_selector_all(".md-search-result__item > .md-search-result__link",
                                         "els => els.map(e => e.href)")
