@@ -513,7 +513,7 @@ def test_the_profiled_run_is_told_what_the_timed_run_chose():
     told = told_choices(records)
     assert told == "cublaslt_best@4096x7168=heuristic algorithm 2;tuned@7168x16384x1=r4_u1_t128"
     assert told_choices([_record(1e9)]) is None  # no selection pass: nothing told, the command as before
-    root = Path(__file__).resolve().parent.parent
+    root = REPO
     directory = root / "artifacts" / "gemv_bf16_sm90a"
     planned = PlannedArtifact("artifacts/gemv_bf16_sm90a", directory, load_manifest(directory, root),
                               run_variants=["tuned", "cublaslt_best"])
@@ -530,7 +530,7 @@ def test_an_audit_after_a_timed_run_tells_the_profiler_its_choices(tmp_path, mon
     from kwiki.verify import profile as profiler
     from kwiki.verify.types import BuildResult, Plan, RunOutcome
 
-    root = Path(__file__).resolve().parent.parent
+    root = REPO
     directory = root / "artifacts" / "gemv_bf16_sm90a"
     planned = PlannedArtifact("artifacts/gemv_bf16_sm90a", directory, load_manifest(directory, root),
                               run_target="sm_90a", run_variants=["tuned"])
@@ -556,7 +556,7 @@ def _audited_variants(tmp_path: Path, monkeypatch, variants: list[str]):
     from kwiki.verify import profile as profiler
     from kwiki.verify.types import BuildResult, Plan, RunOutcome
 
-    root = Path(__file__).resolve().parent.parent
+    root = REPO
     directory = root / "artifacts" / "gemv_bf16_sm90a"
     planned = PlannedArtifact("artifacts/gemv_bf16_sm90a", directory, load_manifest(directory, root),
                               run_target="sm_90a", run_variants=variants)
